@@ -1,0 +1,49 @@
+"""Capture what native code writes to the process's stdout and stderr (fds 1 and 2).
+
+TensorFlow's C++ logging (profiler start/stop, CUDA probing) bypasses ``sys.stderr`` and its
+placement log is printed straight to fd 1; in a notebook both land under the cell. We redirect
+both fds to one temporary file while tracing and hand the text back, so the panel can show it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+
+_LOCK = threading.Lock()
+
+
+class CapturedText:
+    """Filled with the captured text when the ``capture_stderr`` block exits."""
+
+    text: str = ""
+
+
+@contextlib.contextmanager
+def capture_native_output() -> Iterator[CapturedText]:
+    """Redirect fds 1 and 2 into a temporary file for the block; restore them even on error."""
+    result = CapturedText()
+    with _LOCK, tempfile.TemporaryFile(mode="w+b") as sink:
+        _flush_python_streams()
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        try:
+            for fd in saved:
+                os.dup2(sink.fileno(), fd)
+            yield result
+        finally:
+            _flush_python_streams()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            sink.seek(0)
+            result.text = sink.read().decode("utf-8", errors="replace")
+
+
+def _flush_python_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()

@@ -1,0 +1,11 @@
+"""The one exception type users catch: a trace that could not be made or read."""
+
+from __future__ import annotations
+
+
+class TraceError(RuntimeError):
+    """A graph could not be traced, or a file is not a trace.
+
+    The message says what went wrong and how to fix it; the original exception, if any,
+    is chained as ``__cause__`` so its traceback is kept.
+    """

@@ -1,0 +1,570 @@
+"""Turn what a traced run recorded into pandas DataFrames: ``ops``, ``events``, ``transfers``.
+
+Pure data code: no widget, plotly or session import. Inputs are RunMetadata protos (one per
+traced step), the graph as built (optional) and Chrome-trace JSON written by TF's timeline.py.
+Both sources are first reduced to flat *event records*, then to frames by one shared path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .devices import canonical_device, device_sort_key, lane_kind, lane_owner
+from .errors import TraceError
+from .graphfacts import GraphFacts, facts_from_graph
+from .reasons import Explainer
+
+OPS_COLUMNS = [
+    "op",
+    "type",
+    "device",
+    "requested_device",
+    "how",
+    "reason",
+    "start_us",
+    "duration_us",
+    "runs",
+    "output_bytes",
+]
+EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
+TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes"]
+
+# Step-stats collection stops at 2**20 nodes (step_stats_collector.cc).
+STEP_STATS_CAP = 1 << 20
+
+_LABEL_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
+# Lanes sharing a record: keep the memcpy lane for copies, the stream lane for kernels.
+_LANE_PRIORITY = {"device": 0, "memcpy": 1, "stream": 2, "sync": 3, "stream:all": 4}
+
+
+@dataclass
+class _Records:
+    """Flat, column-wise execution records, the common form of every trace source."""
+
+    op: list = field(default_factory=list)
+    type: list = field(default_factory=list)
+    lane: list = field(default_factory=list)
+    thread: list = field(default_factory=list)
+    start: list = field(default_factory=list)
+    duration: list = field(default_factory=list)
+    label: list = field(default_factory=list)
+    output_bytes: list = field(default_factory=list)
+
+
+@dataclass
+class _Executed:
+    """The executed graph (from partition graphs): node -> device, type, inputs; transfers."""
+
+    device: dict[str, str] = field(default_factory=dict)
+    type: dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, list[str]] = field(default_factory=dict)
+    transfers: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class PlacementTrace:
+    """Where every op of one traced run was placed, why, and when it ran.
+
+    Build one with :func:`tfplace_widget.trace_placement`, :meth:`from_run_metadata` or
+    :meth:`from_chrome_trace`; read ``ops``, ``events``, ``transfers`` and ``devices``.
+    """
+
+    ops: pd.DataFrame
+    events: pd.DataFrame
+    transfers: pd.DataFrame
+    devices: list[str]
+    inputs: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    log: str = field(default="", repr=False)
+    source: str = ""
+    truncated: bool = False
+
+    # -- lookups ------------------------------------------------------------------------------
+    def device_of(self, op_name: str) -> str:
+        """The device of one op; ``KeyError`` naming close matches if there is no such op."""
+        index = self._device_index()
+        if op_name in index:
+            return index[op_name]
+        close = difflib.get_close_matches(op_name, list(index), n=5, cutoff=0.6)
+        contains = [n for n in index if op_name.lower() in n.lower()][:5]
+        suggestions = list(dict.fromkeys(close + contains))[:5]
+        hint = f" Close matches: {', '.join(suggestions)}." if suggestions else ""
+        raise KeyError(f"No op named {op_name!r} in this trace.{hint}")
+
+    def _device_index(self) -> dict[str, str]:
+        cached = self.__dict__.get("_device_index_cache")
+        if cached is None:
+            cached = dict(zip(self.ops["op"], self.ops["device"], strict=True))
+            self.__dict__["_device_index_cache"] = cached
+        return cached
+
+    def consumers_of(self, op_name: str) -> list[str]:
+        """Ops of the executed graph that read an output of ``op_name``."""
+        return [op for op, inputs in self.inputs.items() if op_name in inputs]
+
+    def __repr__(self) -> str:
+        return (
+            f"PlacementTrace({len(self.ops)} ops on {len(self.devices)} devices, "
+            f"{len(self.events)} events, {len(self.transfers)} transfers)"
+        )
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def from_run_metadata(
+        cls, run_metadata: Any, graph: Any = None, *, devices: Sequence[str] = ()
+    ) -> PlacementTrace:
+        """Build a trace from a RunMetadata (proto, serialized bytes, or a .pb/.pbtxt path).
+
+        ``run_metadata`` may also be a list of them (several traced steps of one graph).
+        Without ``graph`` the requested devices are unknown and ``how`` says ``unknown``.
+        """
+        metadatas = [_load_run_metadata(m) for m in _as_list(run_metadata)]
+        facts = facts_from_graph(graph) if graph is not None else None
+        return build_trace(metadatas, facts, available_devices=devices)
+
+    @classmethod
+    def from_chrome_trace(cls, path: str | os.PathLike) -> PlacementTrace:
+        """Build a trace from a Chrome-trace JSON written by TF's ``timeline.py``."""
+        records = _records_from_chrome(path)
+        return _frames_from_records(
+            records, step_starts=[], executed=_Executed(), facts=None, source=os.fspath(path)
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# RunMetadata
+# ---------------------------------------------------------------------------------------------
+def _as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _load_run_metadata(value: Any) -> Any:
+    from tensorflow.core.protobuf import config_pb2
+
+    if isinstance(value, config_pb2.RunMetadata):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return _parse_binary(bytes(value), "the given bytes")
+    if isinstance(value, (str, os.PathLike)):
+        return _load_run_metadata_file(os.fspath(value))
+    raise TypeError(
+        f"run_metadata must be a RunMetadata proto, its serialized bytes or a file path, "
+        f"not {type(value).__name__}."
+    )
+
+
+def _load_run_metadata_file(path: str) -> Any:
+    from google.protobuf import text_format
+    from tensorflow.core.protobuf import config_pb2
+
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise TraceError(f"Cannot read trace file {path!r}: {exc.strerror}.") from exc
+    if not data:
+        raise TraceError(
+            f"{path!r} is empty, not a trace. Write one with "
+            "open(path, 'wb').write(run_metadata.SerializeToString())."
+        )
+    if path.endswith((".pbtxt", ".txt")):
+        message = config_pb2.RunMetadata()
+        try:
+            text_format.Parse(data.decode("utf-8"), message)
+        except Exception as exc:
+            raise TraceError(
+                f"{path!r} is not a text RunMetadata ({exc}). Save one with "
+                "text_format.MessageToString(run_metadata)."
+            ) from exc
+        return _check_has_steps(message, path)
+    return _parse_binary(data, repr(path))
+
+
+def _parse_binary(data: bytes, what: str) -> Any:
+    from tensorflow.core.protobuf import config_pb2
+
+    message = config_pb2.RunMetadata()
+    try:
+        message.ParseFromString(data)
+    except Exception as exc:
+        raise TraceError(
+            f"{what} is not a RunMetadata proto (it may be truncated or another file): {exc}. "
+            "Pass the bytes of run_metadata.SerializeToString() from a FULL_TRACE run."
+        ) from exc
+    return _check_has_steps(message, what)
+
+
+def _check_has_steps(message: Any, what: str) -> Any:
+    if not message.step_stats.dev_stats and not message.partition_graphs:
+        raise TraceError(
+            f"{what} holds no step_stats and no partition graphs, so it is not a trace. "
+            "Run with RunOptions(trace_level=FULL_TRACE, output_partition_graphs=True)."
+        )
+    return message
+
+
+def build_trace(
+    metadatas: list,
+    facts: GraphFacts | None,
+    available_devices: Sequence[str] = (),
+    log: str = "",
+    source: str = "",
+) -> PlacementTrace:
+    """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`."""
+    records = _Records()
+    step_starts: list[int] = []
+    for metadata in metadatas:
+        step_starts.append(_records_from_step_stats(metadata.step_stats, records))
+    executed = _executed_graph(metadatas[0].partition_graphs) if metadatas else _Executed()
+    trace = _frames_from_records(
+        records, step_starts, executed, facts, available_devices=available_devices, source=source
+    )
+    trace.log = log
+    return trace
+
+
+def _records_from_step_stats(step_stats: Any, records: _Records) -> int:
+    """Append one step's node_stats to ``records``; return the step's start (µs since epoch)."""
+    first = len(records.start)
+    op, typ, lane, thread = records.op, records.type, records.lane, records.thread
+    start, duration, label, out = (
+        records.start,
+        records.duration,
+        records.label,
+        records.output_bytes,
+    )
+    for dev in step_stats.dev_stats:
+        name = dev.device
+        for node in dev.node_stats:
+            op.append(node.node_name)
+            lane.append(name)
+            thread.append(node.thread_id)
+            start.append(node.all_start_micros)
+            duration.append(node.all_end_rel_micros)
+            label.append(node.timeline_label)
+            outputs = node.output
+            out.append(
+                [o.tensor_description.allocation_description.requested_bytes for o in outputs]
+                if outputs
+                else ()
+            )
+    typ.extend([""] * (len(start) - len(typ)))
+    return min(start[first:]) if len(start) > first else 0
+
+
+def _executed_graph(partition_graphs: Iterable[Any]) -> _Executed:
+    executed = _Executed()
+    for graph_def in partition_graphs:
+        for node in graph_def.node:
+            name = node.name
+            executed.device[name] = canonical_device(node.device)
+            executed.type[name] = node.op
+            executed.inputs[name] = [_producer(i) for i in node.input if not i.startswith("^")]
+            if node.op in ("_Send", "_HostSend"):
+                attr = node.attr
+                tensor = node.input[0] if node.input else attr["_src"].s.decode()
+                executed.transfers.append(
+                    (
+                        tensor if ":" in tensor else f"{tensor}:0",
+                        canonical_device(attr["send_device"].s.decode()),
+                        canonical_device(attr["recv_device"].s.decode()),
+                    )
+                )
+    # A _Recv's real input is the tensor its _Send sends: link them for inputs/outputs views.
+    return executed
+
+
+def _producer(tensor_name: str) -> str:
+    head, sep, tail = tensor_name.rpartition(":")
+    return head if sep and tail.isdigit() else tensor_name
+
+
+# ---------------------------------------------------------------------------------------------
+# Chrome trace JSON (timeline.py)
+# ---------------------------------------------------------------------------------------------
+def _records_from_chrome(path: str | os.PathLike) -> _Records:
+    where = os.fspath(path)
+    try:
+        with open(where, "rb") as handle:
+            raw = handle.read()
+    except OSError as exc:
+        raise TraceError(f"Cannot read trace file {where!r}: {exc.strerror}.") from exc
+    if not raw.strip():
+        raise TraceError(f"{where!r} is empty, not a Chrome trace. Write one with timeline.py.")
+    try:
+        document = json.loads(raw)
+    except ValueError as exc:
+        raise TraceError(
+            f"{where!r} is not a Chrome-trace JSON (it may be truncated): {exc}. Write one with "
+            "timeline.Timeline(run_metadata.step_stats).generate_chrome_trace_format()."
+        ) from exc
+    events = document.get("traceEvents") if isinstance(document, dict) else document
+    if not isinstance(events, list):
+        raise TraceError(
+            f"{where!r} is JSON but has no 'traceEvents' list, so it is not a Chrome trace "
+            "from TensorFlow's timeline.py."
+        )
+    lanes: dict[Any, str] = {}
+    for event in events:
+        if (
+            isinstance(event, dict)
+            and event.get("ph") == "M"
+            and event.get("name") == "process_name"
+        ):
+            name = str((event.get("args") or {}).get("name", ""))
+            if name.endswith(" Compute"):
+                lanes[event.get("pid")] = name[: -len(" Compute")]
+    records = _Records()
+    for event in events:
+        if not isinstance(event, dict) or event.get("ph") != "X":
+            continue
+        lane = lanes.get(event.get("pid"))
+        if lane is None:
+            continue
+        args = event.get("args") or {}
+        node = str(args.get("name", event.get("name", "")))
+        op_type = str(args.get("op", event.get("name", "")))
+        inputs = [str(args[k]) for k in sorted(args) if k.startswith("input")]
+        records.op.append(node)
+        records.type.append(op_type)
+        records.lane.append(lane)
+        records.thread.append(int(event.get("tid", 0) or 0))
+        records.start.append(int(event.get("ts", 0)))
+        records.duration.append(int(event.get("dur", 0) or 0))
+        records.label.append(f"{node} = {op_type}({', '.join(inputs)})")
+        records.output_bytes.append(())
+    if not records.op:
+        raise TraceError(
+            f"{where!r} is a Chrome trace with no op events (no 'X' events on a '<device> "
+            "Compute' lane), so there is nothing to show. Trace a run with FULL_TRACE first."
+        )
+    return records
+
+
+# ---------------------------------------------------------------------------------------------
+# Records -> frames
+# ---------------------------------------------------------------------------------------------
+def _frames_from_records(
+    records: _Records,
+    step_starts: list[int],
+    executed: _Executed,
+    facts: GraphFacts | None,
+    available_devices: Sequence[str] = (),
+    source: str = "",
+) -> PlacementTrace:
+    events, types, out_bytes = _events_frame(records, step_starts, executed)
+    op_level = events["lane_kind"].to_numpy() == "device"
+    ops = _ops_frame(events, op_level, types, out_bytes, executed)
+    devices = sorted(
+        set(ops["device"])
+        | set(events["device"])
+        | {canonical_device(d) for d in available_devices} - {""},
+        key=device_sort_key,
+    )
+    placed = dict(zip(ops["op"], ops["device"], strict=True))
+    explainer = Explainer(facts, placed, devices, executed.inputs)
+    explained = [
+        explainer.explain(n, t, d)
+        for n, t, d in zip(ops["op"], ops["type"], ops["device"], strict=True)
+    ]
+    if explained:
+        requested, how, reason = zip(*explained, strict=True)
+    else:
+        requested = how = reason = ()
+    ops["requested_device"] = list(requested)
+    ops["how"] = pd.Categorical(list(how), categories=list(_HOW_CATEGORIES))
+    ops["reason"] = list(reason)
+    ops = ops[OPS_COLUMNS]
+    transfers = _transfers_frame(executed, events, out_bytes)
+    truncated = len(records.op) >= STEP_STATS_CAP * max(1, len(step_starts))
+    return PlacementTrace(
+        ops=ops.reset_index(drop=True),
+        events=events[EVENTS_COLUMNS].reset_index(drop=True),
+        transfers=transfers,
+        devices=devices,
+        inputs=executed.inputs or _inputs_from_labels(events),
+        source=source,
+        truncated=truncated,
+    )
+
+
+_HOW_CATEGORIES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
+
+
+def _events_frame(
+    records: _Records, step_starts: list[int], executed: _Executed
+) -> tuple[pd.DataFrame, dict[str, str], dict[str, Sequence[int]]]:
+    """One row per execution record, deduplicated across GPU stream/memcpy lanes."""
+    lanes = pd.Series(records.lane, dtype=object)
+    unique_lanes = pd.unique(lanes)
+    kind_of = {lane: lane_kind(lane) for lane in unique_lanes}
+    owner_of = {lane: canonical_device(lane_owner(lane)) for lane in unique_lanes}
+    op_names = np.array(records.op, dtype=object)
+    kinds = lanes.map(kind_of).to_numpy(dtype=object)
+    # GPU kernels in TF 2.x lanes are named "node:Type": keep the node name.
+    not_device = kinds != "device"
+    if not_device.any():
+        op_names[not_device] = [_strip_kernel_suffix(n) for n in op_names[not_device]]
+    origin = min(step_starts) if step_starts else (min(records.start) if records.start else 0)
+    start = np.asarray(records.start, dtype=np.int64) - origin
+    frame = pd.DataFrame(
+        {
+            "op": op_names,
+            "device": lanes.map(owner_of).to_numpy(dtype=object),
+            "lane": lanes.to_numpy(dtype=object),
+            "thread": np.asarray(records.thread, dtype=np.int64),
+            "start_us": start,
+            "duration_us": np.asarray(records.duration, dtype=np.int64),
+            "label": records.label,
+            "lane_kind": kinds,
+            "_row": np.arange(len(records.op)),
+        }
+    )
+    if not_device.any():
+        frame = _drop_duplicate_lane_records(frame)
+    rows = frame["_row"].to_numpy()
+    types: dict[str, str] = {}
+    raw_types = records.type
+    for row, name, label in zip(rows, frame["op"], frame["label"], strict=True):
+        if name not in types:
+            types[name] = raw_types[row] or executed.type.get(name) or _type_from_label(label)
+    out_bytes: dict[str, Sequence[int]] = {}
+    out = records.output_bytes
+    for row, name in zip(rows, frame["op"], strict=True):
+        if name not in out_bytes and out[row]:
+            out_bytes[name] = out[row]
+    frame["label"] = [_LABEL_PREFIX.sub("", label) for label in frame["label"]]
+    return frame.sort_values(["start_us", "_row"], kind="stable"), types, out_bytes
+
+
+def _drop_duplicate_lane_records(frame: pd.DataFrame) -> pd.DataFrame:
+    """A kernel on ``stream:N`` and ``stream:all``, or a copy on ``memcpy`` and its stream,
+    is one execution: keep it once, on the most specific lane."""
+    sub = frame["lane_kind"] != "device"
+    gpu = frame[sub].copy()
+    gpu["_priority"] = gpu["lane_kind"].map(_LANE_PRIORITY)
+    gpu = gpu.sort_values("_priority", kind="stable")
+    duplicate = gpu.duplicated(["device", "op", "start_us", "duration_us"], keep="first")
+    keep = gpu.index[~duplicate.to_numpy()]
+    return pd.concat([frame[~sub], frame.loc[keep]]).sort_values("_row", kind="stable")
+
+
+def _strip_kernel_suffix(name: str) -> str:
+    head, sep, tail = name.rpartition(":")
+    return head if sep and tail and not tail.isdigit() and "/" not in tail else name
+
+
+def _type_from_label(label: str) -> str:
+    text = _LABEL_PREFIX.sub("", label)
+    _, sep, rest = text.partition(" = ")
+    return rest.split("(", 1)[0].strip() if sep else ""
+
+
+def _ops_frame(
+    events: pd.DataFrame,
+    op_level: np.ndarray,
+    types: dict[str, str],
+    out_bytes: dict[str, Sequence[int]],
+    executed: _Executed,
+) -> pd.DataFrame:
+    """One row per placed op: executed-graph nodes plus any op seen only in the records.
+
+    Records-only ops are keyed by (name, device): every device partition has its own _SOURCE.
+    """
+    level = events[op_level]
+    # An op only seen on stream/memcpy lanes (a copy, a kernel without its launch) still counts.
+    seen_elsewhere = events[~op_level & ~events["op"].isin(set(level["op"]))]
+    timed = pd.concat([level, seen_elsewhere]) if len(seen_elsewhere) else level
+    grouped = timed.groupby(["op", "device"], sort=False)
+    stats = pd.DataFrame(
+        {
+            "start_us": grouped["start_us"].min(),
+            "duration_us": grouped["duration_us"].sum(),
+            "runs": grouped.size(),
+        }
+    ).reset_index()
+    graph_nodes = pd.DataFrame(
+        {"op": list(executed.device), "device": list(executed.device.values())}, dtype=object
+    )
+    ops = graph_nodes.merge(stats, on=["op", "device"], how="outer", sort=False)
+    ops["device"] = ops["device"].fillna("").astype(object)
+    ops["type"] = [executed.type.get(n) or types.get(n, "") for n in ops["op"]]
+    ops["runs"] = ops["runs"].astype("Int64")
+    ops["output_bytes"] = pd.array(
+        [sum(out_bytes[n]) if n in out_bytes else pd.NA for n in ops["op"]], dtype="Int64"
+    )
+    order = np.lexsort((ops["op"].to_numpy(dtype=str), ops["start_us"].fillna(np.inf).to_numpy()))
+    return ops.iloc[order].reset_index(drop=True)
+
+
+def _transfers_frame(
+    executed: _Executed, events: pd.DataFrame, out_bytes: dict[str, Sequence[int]]
+) -> pd.DataFrame:
+    rows = list(executed.transfers)
+    sizes = [_tensor_bytes(tensor, out_bytes) for tensor, _, _ in rows]
+    if not rows:
+        rows, sizes = _copies_from_memcpy(events)
+    frame = pd.DataFrame(rows, columns=TRANSFERS_COLUMNS[:3])
+    frame["bytes"] = pd.array(sizes, dtype="Int64")
+    return frame
+
+
+def _tensor_bytes(tensor: str, out_bytes: dict[str, Sequence[int]]) -> Any:
+    op, _, slot = tensor.rpartition(":")
+    sizes = out_bytes.get(op)
+    index = int(slot) if slot.isdigit() else 0
+    return sizes[index] if sizes and index < len(sizes) else pd.NA
+
+
+_COPY_DIRECTIONS = {
+    "htod": ("host", "gpu"),
+    "h2d": ("host", "gpu"),
+    "dtoh": ("gpu", "host"),
+    "d2h": ("gpu", "host"),
+}
+
+
+def _copies_from_memcpy(events: pd.DataFrame) -> tuple[list, list]:
+    """Host<->GPU copies recorded on memcpy lanes (traces without partition graphs)."""
+    copies = events[events["lane_kind"] == "memcpy"]
+    rows, sizes = [], []
+    for op, device, label in zip(copies["op"], copies["device"], copies["label"], strict=True):
+        direction = _copy_direction(label + " " + op)
+        if direction is None:
+            continue
+        host = re.sub(r"device:[A-Z_]+:\d+$", "device:CPU:0", device)
+        src, dst = (host, device) if direction[0] == "host" else (device, host)
+        rows.append((op, src, dst))
+        sizes.append(pd.NA)
+    return rows, sizes
+
+
+def _copy_direction(text: str) -> tuple[str, str] | None:
+    low = text.lower()
+    for key, direction in _COPY_DIRECTIONS.items():
+        if key in low:
+            return direction
+    return None
+
+
+def _inputs_from_labels(events: pd.DataFrame) -> dict[str, list[str]]:
+    """Inputs read from ``name = Type(in1, in2)`` labels, for traces without graphs."""
+    inputs: dict[str, list[str]] = {}
+    for op, label in zip(events["op"], events["label"], strict=True):
+        if op in inputs:
+            continue
+        _, _, rest = label.partition("(")
+        inputs[op] = [
+            _producer(i.strip())
+            for i in rest.rstrip(")").split(",")
+            if i.strip() and not i.strip().startswith("^")
+        ]
+    return inputs

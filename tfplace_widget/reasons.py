@@ -1,0 +1,295 @@
+"""Why each op sits where it does: the ``how`` and ``reason`` columns.
+
+The rules follow TensorFlow's placer (core/common_runtime/placer.cc, colocation_graph.cc); see
+``placement-rules.md`` in the project's shared notes. Pure Python: the kernel registry is asked
+through an injectable function so tests and loaded traces need no TensorFlow session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+
+from .devices import DeviceSpec, canonical_device, device_sort_key, parse_device, short_device
+from .graphfacts import GraphFacts
+
+HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
+
+# Ops the runtime adds to every executed graph, by type.
+_RUNTIME_TYPES = {
+    "_Send": "Inserted by the runtime to send a tensor to another device.",
+    "_Recv": "Inserted by the runtime to receive a tensor from another device.",
+    "_HostSend": "Inserted by the runtime to send a host-memory tensor to another device.",
+    "_HostRecv": "Inserted by the runtime to receive a host-memory tensor from another device.",
+    "_Arg": "Inserted by the runtime to feed a placeholder's value into the graph.",
+    "_Retval": "Inserted by the runtime to return a fetched tensor to the client.",
+    "_DeviceArg": "Inserted by the runtime to feed an argument into the graph.",
+    "_DeviceRetval": "Inserted by the runtime to return a fetched tensor to the client.",
+}
+_RUNTIME_NAMES = {
+    "_SOURCE": "The executor's start node: one per device partition, added by the runtime.",
+    "_SINK": "The executor's end node: one per device partition, added by the runtime.",
+}
+_FUNCTIONAL_TYPES = {
+    "While",
+    "StatelessWhile",
+    "If",
+    "StatelessIf",
+    "Case",
+    "StatelessCase",
+    "PartitionedCall",
+    "StatefulPartitionedCall",
+}
+_FOLLOWS_INPUT_TYPES = {"Shape", "ShapeN", "Size", "Rank", "Identity"}
+
+KernelLookup = Callable[[str], frozenset]
+
+
+@lru_cache(maxsize=1024)
+def registered_device_types(op_type: str) -> frozenset:
+    """Device types with a kernel registered for ``op_type`` (asks TensorFlow's registry)."""
+    try:
+        from tensorflow.python.framework import kernels
+    except ImportError:  # pragma: no cover - TensorFlow is a hard dependency
+        return frozenset()
+    try:
+        kernel_list = kernels.get_registered_kernels_for_op(op_type)
+    except Exception:  # unknown op type in a loaded trace
+        return frozenset()
+    return frozenset(k.device_type for k in kernel_list.kernel)
+
+
+def default_device(devices: Iterable[str]) -> str:
+    """The device an unconstrained op lands on: highest-priority type (GPU first), lowest index."""
+    ordered = sorted(devices, key=device_sort_key)
+    return ordered[0] if ordered else ""
+
+
+class Explainer:
+    """Computes ``how`` and ``reason`` for the ops of one executed graph."""
+
+    def __init__(
+        self,
+        facts: GraphFacts | None,
+        placed: dict[str, str],
+        devices: list[str],
+        executed_inputs: dict[str, list[str]],
+        kernel_types: KernelLookup = registered_device_types,
+    ) -> None:
+        self.facts = facts
+        self.placed = placed  # op name -> canonical device
+        self.devices = devices
+        self.device_specs = [parse_device(d) for d in devices]
+        self.default = default_device(devices)
+        self.has_gpu = any(s.type == "GPU" for s in self.device_specs)
+        self.kernel_types = kernel_types
+        self.executed_inputs = executed_inputs
+        self._consumers: dict[str, list[str]] | None = None
+        self._groups = _colocation_groups(facts) if facts is not None else {}
+
+    # -- public -------------------------------------------------------------------------------
+    def explain(self, name: str, op_type: str, device: str) -> tuple[str, str, str]:
+        """Return ``(requested_device, how, reason)`` for one placed op."""
+        short = short_device(device) or device or "an unknown device"
+        if name in _RUNTIME_NAMES:
+            return "", "runtime", _RUNTIME_NAMES[name]
+        if op_type in _RUNTIME_TYPES:
+            return "", "runtime", f"{_RUNTIME_TYPES[op_type]} Placed on {short}."
+        if self.facts is None:
+            return (
+                "",
+                "unknown",
+                (
+                    f"Ran on {short}. The graph was not given, so the requested device is unknown: "
+                    "pass graph= to PlacementTrace.from_run_metadata to explain it."
+                ),
+            )
+        if name not in self.facts:
+            return "", "runtime", self._not_in_graph(name, short)
+        requested = self.facts.requested.get(name, "")
+        return (requested, *self._placed_op(name, op_type, device, requested, short))
+
+    # -- rules --------------------------------------------------------------------------------
+    def _placed_op(
+        self, name: str, op_type: str, device: str, requested: str, short: str
+    ) -> tuple[str, str]:
+        facts = self.facts
+        assert facts is not None
+        spec = _safe_parse(device)
+        targets = facts.colocated_with.get(name)
+        if targets:
+            target = targets[0]
+            where = short_device(self.placed.get(target, "")) or short
+            return "colocated", (
+                f"Colocated with {target} (tf.compat.v1.colocate_with / _class loc:@{target}), "
+                f"so it runs on {target}'s device, {where}."
+            )
+        request = _safe_parse(requested)
+        if request is not None and not request.is_empty():
+            if spec is not None and request.matches(spec):
+                return "explicit", self._explicit(requested, request, short)
+            partner = self._constraining_partner(name)
+            if partner:
+                return "colocated", (
+                    f"Asked for {requested}, but it shares a resource/ref edge with {partner}; "
+                    f"TF's placer keeps them together and ignored the request, so it runs on {short}."
+                )
+            return "soft", self._soft(op_type, requested, request, short)
+        partner = self._constraining_partner(name)
+        if partner and device != self.default:
+            return "colocated", (
+                f"No device requested, but it shares a resource/ref edge with {partner}, which "
+                f"pins both to one device: {short}."
+            )
+        return "implicit", self._implicit(name, op_type, device, short)
+
+    def _explicit(self, requested: str, request: DeviceSpec, short: str) -> str:
+        if request.type is not None and request.index is not None:
+            return f"Requested {requested} with tf.device; placed exactly there ({short})."
+        return (
+            f"Requested {requested} (a partial device spec) with tf.device; the placer chose "
+            f"{short}, the first matching device with a kernel."
+        )
+
+    def _soft(self, op_type: str, requested: str, request: DeviceSpec, short: str) -> str:
+        exists = any(request.matches(s) for s in self.device_specs)
+        available = ", ".join(short_device(d) for d in self.devices) or "none"
+        if not exists:
+            return (
+                f"Requested {requested}, which does not exist here (devices: {available}); "
+                f"soft placement moved it to {short}."
+            )
+        if request.type and request.type not in self.kernel_types(op_type):
+            return (
+                f"Requested {requested}, but {op_type} has no {request.type} kernel; "
+                f"soft placement moved it to {short}."
+            )
+        return f"Requested {requested}; the placer could not honour it and moved it to {short}."
+
+    def _implicit(self, name: str, op_type: str, device: str, short: str) -> str:
+        if device == self.default:
+            gpu_hint = (
+                ""
+                if self.has_gpu
+                else " On a machine with a GPU and a GPU kernel for it, that is GPU:0."
+            )
+            return (
+                f"No device requested: the placer takes the highest-priority device type with a "
+                f"kernel for {op_type} (GPU before CPU), lowest index first: {short}.{gpu_hint}"
+            )
+        spec = _safe_parse(device)
+        if self.has_gpu and spec is not None and spec.type == "CPU":
+            if "GPU" not in self.kernel_types(op_type):
+                return (
+                    f"No device requested and {op_type} has no GPU kernel, so the placer "
+                    f"chose the CPU: {short}."
+                )
+        inputs = self.executed_inputs.get(name) or (
+            self.facts.inputs.get(name, []) if self.facts else []
+        )
+        if op_type in _FOLLOWS_INPUT_TYPES and inputs:
+            source = inputs[0]
+            if self.placed.get(source) == device:
+                return (
+                    f"No device requested: the placer puts a {op_type} with its input "
+                    f"({source}) to avoid a copy, so it runs on {short}."
+                )
+        consumers = self._consumers_of(name)
+        if not inputs and consumers and all(self.placed.get(c) == device for c in consumers):
+            return (
+                f"No device requested: an op with no inputs is placed with its consumers "
+                f"({', '.join(consumers[:3])}), so it runs on {short}."
+            )
+        return f"No device requested: TF's placer chose {short} (colocation heuristics)."
+
+    def _not_in_graph(self, name: str, short: str) -> str:
+        owner = _functional_owner(name, self.facts)
+        if owner:
+            return (
+                f"Not in the graph as built: TF created it when lowering {owner} "
+                f"({self.facts.types[owner]}) into primitive ops; it runs on {short}."
+            )
+        if name.startswith("_arg_"):
+            return f"Inserted by the runtime to feed a placeholder's value; placed on {short}."
+        if name.startswith("_retval_"):
+            return f"Inserted by the runtime to return a fetched tensor; placed on {short}."
+        return (
+            f"Not in the graph as built: created by TensorFlow's graph optimizer (Grappler) or "
+            f"runtime; it runs on {short}."
+        )
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _constraining_partner(self, name: str) -> str:
+        """A member of this op's resource/ref group with its own request, if any."""
+        group = self._groups.get(name)
+        if not group:
+            return ""
+        assert self.facts is not None
+        for member in sorted(group):
+            if member != name and self.facts.requested.get(member):
+                return member
+        for member in sorted(group):
+            if member != name:
+                return member
+        return ""
+
+    def _consumers_of(self, name: str) -> list[str]:
+        if self._consumers is None:
+            consumers: dict[str, list[str]] = {}
+            source = self.executed_inputs or (self.facts.inputs if self.facts else {})
+            for op, inputs in source.items():
+                for i in inputs:
+                    consumers.setdefault(i, []).append(op)
+            self._consumers = consumers
+        return self._consumers.get(name, [])
+
+
+def _colocation_groups(facts: GraphFacts) -> dict[str, frozenset]:
+    """Groups joined by resource/ref edges (union-find); singletons are left out."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.get(x, x) != x:
+            parent[x] = parent.get(parent[x], parent[x])
+            x = parent[x]
+        return x
+
+    for consumer, producers in facts.resource_inputs.items():
+        for producer in producers:
+            a, b = find(consumer), find(producer)
+            if a != b:
+                parent[a] = b
+    members: dict[str, set] = {}
+    for node in list(parent):
+        members.setdefault(find(node), set()).add(node)
+    groups: dict[str, frozenset] = {}
+    for root, group in members.items():
+        group.add(root)
+        frozen = frozenset(group)
+        for node in frozen:
+            groups[node] = frozen
+    return groups
+
+
+def _functional_owner(name: str, facts: GraphFacts | None) -> str:
+    """The functional op (while/cond/call) whose lowering created ``name``, if any."""
+    if facts is None:
+        return ""
+    path = name[5:] if name.startswith("Func/") else name
+    parts = path.split("/")
+    for end in range(len(parts) - 1, 0, -1):
+        prefix = "/".join(parts[:end])
+        if facts.types.get(prefix) in _FUNCTIONAL_TYPES:
+            return prefix
+    return ""
+
+
+def _safe_parse(name: str) -> DeviceSpec | None:
+    try:
+        return parse_device(name)
+    except ValueError:
+        return None
+
+
+def canonical_or_empty(name: str) -> str:
+    return canonical_device(name) if name else ""

@@ -1,0 +1,318 @@
+"""Build the user's graph and run it with a full trace: the only module that talks to a Session.
+
+Everything happens in a fresh ``tf.Graph`` and a session closed on exit, so the user's default
+graph, eager context and ``tf.config`` are left as they were.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .capture import capture_native_output
+from .devices import parse_device, short_device
+from .errors import TraceError
+from .frames import PlacementTrace, build_trace
+from .graphfacts import facts_from_graph
+
+TRACE_OPTIONS = (
+    "device_count",
+    "soft_placement",
+    "optimize",
+    "device_scope",
+    "feed_dict",
+    "steps",
+    "timeout_s",
+    "config",
+)
+MAX_STEPS = 1000
+MAX_DEVICES_PER_TYPE = 64
+
+
+def trace_placement(
+    fn: Callable[[], Any],
+    device_count: Mapping[str, int] | None = None,
+    soft_placement: bool = True,
+    optimize: bool = False,
+    device_scope: str | None = None,
+    feed_dict: Mapping[Any, Any] | None = None,
+    steps: int = 1,
+    timeout_s: float | None = None,
+    config: Any = None,
+) -> PlacementTrace:
+    """Build ``fn``'s ops in a fresh graph, run them with a full trace, and explain placement.
+
+    ``fn`` is called with no arguments and returns the fetches (a Tensor, Operation, or nested
+    list/tuple/dict of them), or ``None`` to run every sink op. See the README for the options.
+    """
+    import tensorflow as tf
+
+    _check_arguments(fn, device_count, steps, timeout_s, device_scope)
+    graph = tf.Graph()
+    fetches = _build(fn, graph, device_scope)
+    session_config = _session_config(config, device_count, soft_placement, optimize)
+    with capture_native_output() as captured:
+        metadatas, devices = _run(graph, fetches, session_config, feed_dict, steps, timeout_s)
+    facts = facts_from_graph(graph)
+    name = getattr(fn, "__name__", type(fn).__name__)
+    return build_trace(metadatas, facts, available_devices=devices, log=captured.text, source=name)
+
+
+def _check_arguments(
+    fn: Any, device_count: Any, steps: Any, timeout_s: Any, device_scope: Any
+) -> None:
+    if not callable(fn):
+        raise ValueError(
+            f"trace_placement needs a function that builds ops, not {type(fn).__name__}. "
+            "Wrap your graph code in `def build(): ...; return output` and pass `build`."
+        )
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+        raise ValueError(f"steps must be a whole number from 1 to {MAX_STEPS}, not {steps!r}.")
+    if timeout_s is not None and (
+        isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0
+    ):
+        raise ValueError(
+            f"timeout_s must be a positive number of seconds or None, not {timeout_s!r}."
+        )
+    if device_count is not None:
+        if not isinstance(device_count, Mapping):
+            raise ValueError(
+                f"device_count must be a dict like {{'CPU': 2}}, not {type(device_count).__name__}."
+            )
+        for kind, count in device_count.items():
+            if not isinstance(kind, str) or not re.fullmatch(r"[A-Za-z_]+", kind):
+                raise ValueError(f"device_count keys are device types like 'CPU', not {kind!r}.")
+            if (
+                isinstance(count, bool)
+                or not isinstance(count, int)
+                or not (0 <= count <= MAX_DEVICES_PER_TYPE)
+            ):
+                raise ValueError(
+                    f"device_count[{kind!r}] must be a whole number from 0 to "
+                    f"{MAX_DEVICES_PER_TYPE}, not {count!r}."
+                )
+        if device_count.get("CPU", 1) < 1 and device_count.get("cpu", 1) < 1:
+            raise ValueError(
+                "device_count['CPU'] must be at least 1: TensorFlow needs a CPU device."
+            )
+    if device_scope is not None:
+        if not isinstance(device_scope, str):
+            raise ValueError(
+                f"device_scope must be a device string like '/cpu:1', not {device_scope!r}."
+            )
+        parse_device(device_scope)  # raises a ValueError that names the fix
+
+
+def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
+    import tensorflow as tf
+
+    with graph.as_default():
+        try:
+            if device_scope:
+                with tf.device(device_scope):
+                    result = fn()
+            else:
+                result = fn()
+        except Exception as exc:
+            raise TraceError(
+                f"Your graph builder raised {type(exc).__name__}: {exc}. Fix the builder and "
+                "run again (its traceback is chained above)."
+            ) from exc
+    if not graph.get_operations():
+        raise TraceError(
+            "The graph builder built no ops, so there is nothing to place. Create TensorFlow "
+            "ops inside the function (tf.compat.v1 graph style) and return the output."
+        )
+    if result is None:
+        return _sink_ops(graph)
+    return _check_fetches(result, graph)
+
+
+def _sink_ops(graph: Any) -> list:
+    consumed = set()
+    for op in graph.get_operations():
+        consumed.update(t.op.name for t in op.inputs)
+        consumed.update(c.name for c in op.control_inputs)
+    return [op for op in graph.get_operations() if op.name not in consumed]
+
+
+def _check_fetches(result: Any, graph: Any) -> Any:
+    import tensorflow as tf
+
+    def check(item: Any) -> None:
+        if isinstance(item, (tf.Tensor, tf.Operation, tf.Variable)):
+            if getattr(item, "graph", graph) is not graph:
+                raise TraceError(
+                    f"The builder returned {item.name!r}, which belongs to another graph. "
+                    "Create every op inside the builder function, not before it."
+                )
+            return
+        if isinstance(item, (list, tuple)):
+            for sub in item:
+                check(sub)
+            return
+        if isinstance(item, Mapping):
+            for sub in item.values():
+                check(sub)
+            return
+        raise TraceError(
+            f"The graph builder returned {_describe(item)}, which TensorFlow cannot fetch. "
+            "Return a Tensor, an Operation, or a nested list/tuple/dict of them "
+            "(or None to run every op with no consumers)."
+        )
+
+    check(result)
+    return result
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} (a {type(value).__name__})"
+
+
+def _session_config(
+    config: Any, device_count: Mapping[str, int] | None, soft_placement: bool, optimize: bool
+) -> Any:
+    import tensorflow as tf
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    v1 = tf.compat.v1
+    result = v1.ConfigProto()
+    if config is not None:
+        if not isinstance(config, v1.ConfigProto):
+            raise ValueError(
+                f"config must be a tf.compat.v1.ConfigProto, not {type(config).__name__}."
+            )
+        result.CopyFrom(config)
+    if device_count is not None:
+        result.device_count.clear()
+        for kind, count in device_count.items():
+            result.device_count[kind.upper()] = count
+    result.allow_soft_placement = bool(soft_placement)
+    result.log_device_placement = True
+    result.gpu_options.allow_growth = True
+    if not optimize:
+        result.graph_options.optimizer_options.opt_level = v1.OptimizerOptions.L0
+        result.graph_options.optimizer_options.do_constant_folding = False
+        result.graph_options.optimizer_options.do_function_inlining = False
+        result.graph_options.rewrite_options.disable_meta_optimizer = True
+        result.graph_options.rewrite_options.constant_folding = (
+            rewriter_config_pb2.RewriterConfig.OFF
+        )
+    return result
+
+
+def _run(
+    graph: Any,
+    fetches: Any,
+    config: Any,
+    feed_dict: Mapping[Any, Any] | None,
+    steps: int,
+    timeout_s: float | None,
+) -> tuple[list, list[str]]:
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    feeds = _resolve_feeds(graph, feed_dict)
+    options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE, output_partition_graphs=True)
+    plain = v1.RunOptions()
+    if timeout_s is not None:
+        options.timeout_in_ms = plain.timeout_in_ms = max(1, int(timeout_s * 1000))
+    metadatas = []
+    session = v1.Session(graph=graph, config=config)
+    try:
+        devices = [d.name for d in session.list_devices()]
+        with graph.as_default():
+            init = [v1.global_variables_initializer(), v1.local_variables_initializer()]
+            init.append(v1.tables_initializer())
+        try:
+            session.run(init, options=plain)
+            session.run(fetches, feed_dict=feeds, options=plain)  # warm-up, untraced
+            for _ in range(steps):
+                metadata = v1.RunMetadata()
+                session.run(fetches, feed_dict=feeds, options=options, run_metadata=metadata)
+                metadatas.append(metadata)
+        except Exception as exc:
+            raise _explain_run_error(exc, devices, timeout_s) from exc
+    finally:
+        session.close()
+    return metadatas, devices
+
+
+def _resolve_feeds(graph: Any, feed_dict: Mapping[Any, Any] | None) -> dict:
+    if feed_dict is None:
+        return {}
+    if not isinstance(feed_dict, Mapping):
+        raise ValueError(
+            f"feed_dict must be a dict {{placeholder or its name: value}}, not "
+            f"{type(feed_dict).__name__}."
+        )
+    feeds = {}
+    for key, value in feed_dict.items():
+        if isinstance(key, str):
+            name = key if ":" in key else f"{key}:0"
+            try:
+                key = graph.get_tensor_by_name(name)
+            except (KeyError, ValueError) as exc:
+                placeholders = [
+                    op.name for op in graph.get_operations() if op.type.startswith("Placeholder")
+                ]
+                raise TraceError(
+                    f"feed_dict names {key!r}, but the graph has no such tensor. "
+                    f"Placeholders in the graph: {', '.join(placeholders) or 'none'}."
+                ) from exc
+        elif getattr(key, "graph", graph) is not graph:
+            raise TraceError(
+                f"feed_dict key {getattr(key, 'name', key)!r} belongs to another graph: feed the "
+                "placeholder by its name (e.g. {'x': value}), since trace_placement builds a "
+                "fresh graph."
+            )
+        feeds[key] = value
+    return feeds
+
+
+_MISSING_FEED = re.compile(r"must feed a value for placeholder tensor '([^']+)'")
+_CANNOT_ASSIGN = re.compile(r"Cannot assign a device for operation ([^:\s]+)")
+_DEVICE_SPEC = re.compile(r"device specification (\S+)|was explicitly assigned to (\S+)")
+
+
+def _explain_run_error(exc: Exception, devices: list[str], timeout_s: float | None) -> TraceError:
+    import tensorflow as tf
+
+    message = str(exc)
+    available = ", ".join(short_device(d) for d in devices) or "none"
+    if isinstance(exc, tf.errors.DeadlineExceededError):
+        return TraceError(
+            f"The run took longer than timeout_s={timeout_s} s and was stopped. Raise timeout_s, "
+            "or make the graph smaller."
+        )
+    missing = _MISSING_FEED.search(message)
+    if missing:
+        return TraceError(
+            f"Placeholder {missing.group(1)!r} needs a value: pass "
+            f"feed_dict={{{missing.group(1)!r}: value}}."
+        )
+    cannot = _CANNOT_ASSIGN.search(message)
+    if cannot:
+        spec = _DEVICE_SPEC.search(message)
+        wanted = next((g for g in spec.groups() if g), "?") if spec else "?"
+        return TraceError(
+            f"Cannot place op {cannot.group(1)!r} on {wanted.strip('.,')}: with soft placement "
+            f"off, TensorFlow needs that device, and the devices here are {available}. Request "
+            "one of those, or pass soft_placement=True to let TF move it.\n\n"
+            f"TensorFlow said: {_first_lines(message)}"
+        )
+    if isinstance(exc, (ValueError, TypeError)) or isinstance(exc, tf.errors.InvalidArgumentError):
+        return TraceError(
+            f"TensorFlow rejected the run: {_first_lines(message)} Check feed_dict values "
+            "(shape and dtype must match each placeholder)."
+        )
+    return TraceError(f"The traced run failed with {type(exc).__name__}: {_first_lines(message)}")
+
+
+def _first_lines(message: str, limit: int = 6) -> str:
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    return "\n".join(lines[:limit])
