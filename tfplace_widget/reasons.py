@@ -178,12 +178,12 @@ class Explainer:
                 f"kernel for {op_type} (GPU before CPU), lowest index first: {short}.{gpu_hint}"
             )
         spec = _safe_parse(device)
-        if self.has_gpu and spec is not None and spec.type == "CPU":
-            if "GPU" not in self.kernel_types(op_type):
-                return (
-                    f"No device requested and {op_type} has no GPU kernel, so the placer "
-                    f"chose the CPU: {short}."
-                )
+        on_cpu_beside_gpu = self.has_gpu and spec is not None and spec.type == "CPU"
+        if on_cpu_beside_gpu and "GPU" not in self.kernel_types(op_type):
+            return (
+                f"No device requested and {op_type} has no GPU kernel, so the placer "
+                f"chose the CPU: {short}."
+            )
         inputs = self.executed_inputs.get(name) or (
             self.facts.inputs.get(name, []) if self.facts else []
         )

@@ -305,7 +305,7 @@ def _explain_run_error(exc: Exception, devices: list[str], timeout_s: float | No
             "one of those, or pass soft_placement=True to let TF move it.\n\n"
             f"TensorFlow said: {_first_lines(message)}"
         )
-    if isinstance(exc, (ValueError, TypeError)) or isinstance(exc, tf.errors.InvalidArgumentError):
+    if isinstance(exc, (ValueError, TypeError, tf.errors.InvalidArgumentError)):
         return TraceError(
             f"TensorFlow rejected the run: {_first_lines(message)} Check feed_dict values "
             "(shape and dtype must match each placeholder)."
