@@ -76,6 +76,13 @@ class PlacementTrace:
 
     Build one with :func:`tfplace_widget.trace_placement`, :meth:`from_run_metadata` or
     :meth:`from_chrome_trace`; read ``ops``, ``events``, ``transfers`` and ``devices``.
+
+    Time columns share one axis: microseconds since the start of the first traced step (the
+    earliest record), so several steps follow each other on the timeline. ``ops.start_us`` is
+    an op's first start on that axis; ``ops.duration_us`` is the *sum* over its ``runs``
+    (mean per run = ``duration_us / runs``); ``runs`` counts its op-level records in all traced
+    steps (a GPU op is counted by its launches, not by its kernels). ``_Send``/``_Recv`` are
+    never in step_stats, so their time columns and ``runs`` are missing (``<NA>``), not 0.
     """
 
     ops: pd.DataFrame
@@ -155,7 +162,7 @@ def _load_run_metadata(value: Any) -> Any:
         return _parse_binary(bytes(value), "the given bytes")
     if isinstance(value, (str, os.PathLike)):
         return _load_run_metadata_file(os.fspath(value))
-    raise TypeError(
+    raise ValueError(
         f"run_metadata must be a RunMetadata proto, its serialized bytes or a file path, "
         f"not {type(value).__name__}."
     )
@@ -457,9 +464,15 @@ def _drop_duplicate_lane_records(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([frame[~sub], frame.loc[keep]]).sort_values("_row", kind="stable")
 
 
+_OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _strip_kernel_suffix(name: str) -> str:
+    """``"MatMul:MatMul"`` -> ``"MatMul"``; raw kernel names (``"void Eigen::f<...>(...)"``) stay."""
     head, sep, tail = name.rpartition(":")
-    return head if sep and tail and not tail.isdigit() and "/" not in tail else name
+    if sep and head and not head.endswith(":") and _OP_TYPE.fullmatch(tail):
+        return head
+    return name
 
 
 def _type_from_label(label: str) -> str:
@@ -480,8 +493,13 @@ def _ops_frame(
     Records-only ops are keyed by (name, device): every device partition has its own _SOURCE.
     """
     level = events[op_level]
-    # An op only seen on stream/memcpy lanes (a copy, a kernel without its launch) still counts.
-    seen_elsewhere = events[~op_level & ~events["op"].isin(set(level["op"]))]
+    # An op only seen on stream/memcpy lanes (a copy, a kernel without its launch) still counts;
+    # ``/sync`` records (cuStreamSynchronize calls) are host waits, not ops.
+    seen_elsewhere = events[
+        ~op_level
+        & ~events["op"].isin(set(level["op"]))
+        & (events["lane_kind"].to_numpy() != "sync")
+    ]
     timed = pd.concat([level, seen_elsewhere]) if len(seen_elsewhere) else level
     grouped = timed.groupby(["op", "device"], sort=False)
     stats = pd.DataFrame(
@@ -533,15 +551,24 @@ _COPY_DIRECTIONS = {
 
 
 def _copies_from_memcpy(events: pd.DataFrame) -> tuple[list, list]:
-    """Host<->GPU copies recorded on memcpy lanes (traces without partition graphs)."""
+    """Host<->GPU copies recorded on memcpy lanes (traces without partition graphs).
+
+    One row per copied edge, like the partition-graph path: a copy repeated by loops or by
+    merged runs (same copy name, same direction) is listed once. ``tensor`` is the copy's
+    record name, e.g. TF 1.x's ``edge_22_MatMul`` (the ``_Send``'s ``tensor_name``).
+    """
     copies = events[events["lane_kind"] == "memcpy"]
     rows, sizes = [], []
+    seen: set[tuple[str, str, str]] = set()
     for op, device, label in zip(copies["op"], copies["device"], copies["label"], strict=True):
         direction = _copy_direction(label + " " + op)
         if direction is None:
             continue
         host = re.sub(r"device:[A-Z_]+:\d+$", "device:CPU:0", device)
         src, dst = (host, device) if direction[0] == "host" else (device, host)
+        if (op, src, dst) in seen:
+            continue
+        seen.add((op, src, dst))
         rows.append((op, src, dst))
         sizes.append(pd.NA)
     return rows, sizes

@@ -40,7 +40,13 @@ def facts_from_graph(graph: Any) -> GraphFacts:
 
     if isinstance(graph, (bytes, bytearray)):
         graph_def = tf.compat.v1.GraphDef()
-        graph_def.ParseFromString(bytes(graph))
+        try:
+            graph_def.ParseFromString(bytes(graph))
+        except Exception as exc:  # google.protobuf.message.DecodeError
+            raise ValueError(
+                "graph bytes are not a serialized GraphDef. Pass graph.as_graph_def() or "
+                "its SerializeToString(), or the tf.Graph itself."
+            ) from exc
         graph = graph_def
     if isinstance(graph, tf.compat.v1.GraphDef):
         imported = tf.Graph()
@@ -48,7 +54,7 @@ def facts_from_graph(graph: Any) -> GraphFacts:
             tf.graph_util.import_graph_def(graph, name="")
         graph = imported
     if not isinstance(graph, tf.Graph):
-        raise TypeError(
+        raise ValueError(
             f"graph must be a tf.Graph or a GraphDef, not {type(graph).__name__}. "
             "Pass the graph you built the ops in (e.g. sess.graph), or leave it out."
         )

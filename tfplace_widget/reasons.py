@@ -95,6 +95,12 @@ class Explainer:
             return "", "runtime", _RUNTIME_NAMES[name]
         if op_type in _RUNTIME_TYPES:
             return "", "runtime", f"{_RUNTIME_TYPES[op_type]} Placed on {short}."
+        if op_type.upper().startswith("MEMCPY"):  # GPU tracer copy records (MEMCPYHtoD, ...)
+            copy = (
+                f"A {op_type} memory copy made by the runtime to move a tensor between host "
+                f"and device memory, recorded by the GPU tracer on {short}."
+            )
+            return "", "runtime", copy
         if self.facts is None:
             return (
                 "",
@@ -107,7 +113,11 @@ class Explainer:
         if name not in self.facts:
             return "", "runtime", self._not_in_graph(name, short)
         requested = self.facts.requested.get(name, "")
-        return (requested, *self._placed_op(name, op_type, device, requested, short))
+        how, reason = self._placed_op(name, op_type, device, requested, short)
+        built = self.facts.types.get(name, "")
+        if built and op_type and built != op_type:  # e.g. Grappler folded AddV2 into a Const
+            reason += f" Built as {built}; TensorFlow's graph optimizer turned it into {op_type}."
+        return requested, how, reason
 
     # -- rules --------------------------------------------------------------------------------
     def _placed_op(
@@ -136,7 +146,10 @@ class Explainer:
                 )
             return "soft", self._soft(op_type, requested, request, short)
         partner = self._constraining_partner(name)
-        if partner and device != self.default:
+        pinned_by_request = bool(partner) and bool(self.facts.requested.get(partner))
+        if partner and (device != self.default or pinned_by_request):
+            # A group member that asked for this device pins the whole group there, even when
+            # that is the default device; a group nobody asked for was placed implicitly.
             return "colocated", (
                 f"No device requested, but it shares a resource/ref edge with {partner}, which "
                 f"pins both to one device: {short}."
@@ -220,18 +233,26 @@ class Explainer:
 
     # -- helpers ------------------------------------------------------------------------------
     def _constraining_partner(self, name: str) -> str:
-        """A member of this op's resource/ref group with its own request, if any."""
+        """The member of this op's resource/ref group that decides its device.
+
+        Preference: a member with its own request placed on this op's device, then any
+        member with a request, then any member; direct resource/ref producers of this op
+        (the variable it reads) come first at each step.
+        """
         group = self._groups.get(name)
         if not group:
             return ""
         assert self.facts is not None
-        for member in sorted(group):
-            if member != name and self.facts.requested.get(member):
+        here = self.placed.get(name)
+        others = sorted(m for m in group if m != name)
+        direct = [p for p in self.facts.resource_inputs.get(name, ()) if p in group and p != name]
+        for member in direct + others:
+            if self.facts.requested.get(member) and self.placed.get(member) == here:
                 return member
-        for member in sorted(group):
-            if member != name:
+        for member in direct + others:
+            if self.facts.requested.get(member):
                 return member
-        return ""
+        return (direct + others)[0] if direct or others else ""
 
     def _consumers_of(self, name: str) -> list[str]:
         if self._consumers is None:

@@ -1,0 +1,114 @@
+"""Shared fixtures: TensorFlow imported once, the seed experiment traced once per session.
+
+Every trace here is a real ``tf.compat.v1.Session`` run with FULL_TRACE on two real CPU
+devices (``device_count={"CPU": 2}``); ``/cpu:1`` stands in for the GPU of the seed question.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
+GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+TWO_CPUS = {"CPU": 2}
+SEED_N = 1000  # the seed uses 10**6; the placement does not depend on n
+GPU_TRACES = Path("/work/shared/fixtures/gpu-traces")
+
+
+@pytest.fixture(scope="session")
+def tf() -> Any:
+    """TensorFlow, imported once (it takes seconds)."""
+    import tensorflow
+
+    return tensorflow
+
+
+@pytest.fixture(scope="session")
+def trace_placement(tf: Any) -> Callable[..., Any]:
+    from tfplace_widget import trace_placement
+
+    return trace_placement
+
+
+def _seed_builders(tf: Any) -> dict[str, Callable[[], Any]]:
+    """The two builders of seed-question.md, with ``/cpu:1`` in place of ``/gpu:0``."""
+    n = SEED_N
+
+    def inputs_cpu() -> Any:  # inputs pinned to CPU:0, the add pinned to the "GPU"
+        with tf.device("/cpu:0"):
+            a = tf.ones((n,), name="A")
+            b = tf.ones((n,), name="B")
+        with tf.device("/cpu:1"):
+            c = tf.add(a, b, name="C")
+        return c
+
+    def inputs_none() -> Any:  # inputs with no device, the add pinned to the "GPU"
+        a = tf.ones((n,), name="A")
+        b = tf.ones((n,), name="B")
+        with tf.device("/cpu:1"):
+            c = tf.add(a, b, name="C")
+        return c
+
+    return {"inputs_cpu": inputs_cpu, "inputs_none": inputs_none}
+
+
+@pytest.fixture(scope="session")
+def seed_builders(tf: Any) -> dict[str, Callable[[], Any]]:
+    return _seed_builders(tf)
+
+
+@pytest.fixture(scope="session")
+def seed_cpu(trace_placement: Any, seed_builders: dict) -> Any:
+    """``inputs_cpu`` traced with Grappler off (the graph runs as built)."""
+    return trace_placement(seed_builders["inputs_cpu"], device_count=TWO_CPUS)
+
+
+@pytest.fixture(scope="session")
+def seed_none(trace_placement: Any, seed_builders: dict) -> Any:
+    """``inputs_none`` traced with Grappler off."""
+    return trace_placement(seed_builders["inputs_none"], device_count=TWO_CPUS)
+
+
+@pytest.fixture(scope="session")
+def seed_cpu_steps3(trace_placement: Any, seed_builders: dict) -> Any:
+    """``inputs_cpu`` traced for three steps."""
+    return trace_placement(seed_builders["inputs_cpu"], device_count=TWO_CPUS, steps=3)
+
+
+def op_row(trace: Any, name: str) -> pd.Series:
+    """The single ``ops`` row of ``name`` (fails if there is none or several)."""
+    rows = trace.ops[trace.ops["op"] == name]
+    assert len(rows) == 1, f"{name!r}: {len(rows)} rows in {sorted(trace.ops['op'])}"
+    return rows.iloc[0]
+
+
+@pytest.fixture(scope="session")
+def row() -> Callable[[Any, str], pd.Series]:
+    """``row(trace, "C")``: the one ops row of an op."""
+    return op_row
+
+
+def raw_chrome_events(path: Path) -> list[dict]:
+    """The ``X`` events of a Chrome trace, each with its lane (``<device>`` of ``<device> Compute``)."""
+    document = json.loads(path.read_text())
+    events = document["traceEvents"]
+    lanes = {
+        e["pid"]: e["args"]["name"][: -len(" Compute")]
+        for e in events
+        if e.get("ph") == "M"
+        and e.get("name") == "process_name"
+        and e["args"]["name"].endswith(" Compute")
+    }
+    return [dict(e, lane=lanes[e["pid"]]) for e in events if e.get("ph") == "X"]
+
+
+@pytest.fixture(scope="session")
+def raw_chrome() -> Callable[[Path], list[dict]]:
+    return raw_chrome_events
