@@ -92,7 +92,8 @@ def _check_arguments(
                     f"device_count[{kind!r}] must be a whole number from 0 to "
                     f"{MAX_DEVICES_PER_TYPE}, not {count!r}."
                 )
-        if device_count.get("CPU", 1) < 1 and device_count.get("cpu", 1) < 1:
+        cpus = [count for kind, count in device_count.items() if kind.upper() == "CPU"]
+        if cpus and min(cpus) < 1:
             raise ValueError(
                 "device_count['CPU'] must be at least 1: TensorFlow needs a CPU device."
             )
