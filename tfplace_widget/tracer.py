@@ -46,9 +46,9 @@ def trace_placement(
     ``fn`` is called with no arguments and returns the fetches (a Tensor, Operation, or nested
     list/tuple/dict of them), or ``None`` to run every sink op. See the README for the options.
     """
-    import tensorflow as tf
-
     _check_arguments(fn, device_count, steps, timeout_s, device_scope)
+    with capture_native_output() as import_log:  # CUDA probing etc. on first import
+        import tensorflow as tf
     graph = tf.Graph()
     fetches = _build(fn, graph, device_scope)
     session_config = _session_config(config, device_count, soft_placement, optimize)
@@ -56,7 +56,8 @@ def trace_placement(
         metadatas, devices = _run(graph, fetches, session_config, feed_dict, steps, timeout_s)
     facts = facts_from_graph(graph)
     name = getattr(fn, "__name__", type(fn).__name__)
-    return build_trace(metadatas, facts, available_devices=devices, log=captured.text, source=name)
+    log = import_log.text + captured.text
+    return build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
 
 
 def _check_arguments(

@@ -1,0 +1,86 @@
+"""%load_ext tfplace_widget and %%tfplace, through IPython's own test shell."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from IPython.testing.globalipapp import get_ipython
+
+from tfplace_widget import PlacementPanel, show_placement, trace_placement
+
+CELL = """
+import tensorflow as tf
+a = tf.ones((10,), name="A")
+with tf.device("/cpu:1"):
+    c = tf.add(a, a, name="C")
+c
+"""
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = get_ipython()
+    shell.run_line_magic("load_ext", "tfplace_widget")
+    yield shell
+    shell.run_line_magic("unload_ext", "tfplace_widget")
+
+
+def test_load_ext_adds_the_names_and_the_magic(ip):
+    assert ip.user_ns["show_placement"] is show_placement
+    assert ip.user_ns["trace_placement"] is trace_placement
+    assert "tfplace" in ip.magics_manager.magics["cell"]
+
+
+def test_cell_magic_returns_the_panel_with_the_cell_as_builder(ip):
+    panel = ip.run_cell_magic("tfplace", "--cpus 2", CELL)
+    assert isinstance(panel, PlacementPanel)
+    ops = panel.trace.ops.set_index("op")
+    assert ops.loc["C", "device"].endswith("CPU:1") and ops.loc["C", "how"] == "explicit"
+    # A (a small Const, no inputs) asked for nothing: the placer puts such a generator with
+    # its only consumer, so it lands on CPU:1 too, and the reason says why.
+    assert ops.loc["A", "device"].endswith("CPU:1") and ops.loc["A", "how"] == "implicit"
+    assert "consumers" in ops.loc["A", "reason"]
+    # names the cell defines land in the user's namespace (tensors of the traced graph)
+    assert ip.user_ns["c"].name == "C:0"
+    assert "__tfplace_fetch__" not in ip.user_ns
+
+
+def test_magic_flags_reach_the_tracer(ip):
+    panel = ip.run_cell_magic(
+        "tfplace",
+        "--cpus 3 --device-scope /cpu:2 --optimize",
+        "import tensorflow as tf\ntf.constant(1.0, name='K')",
+    )
+    assert len(panel.trace.devices) == 3
+    assert panel.device_scope.value == "/cpu:2" and panel.optimize.value
+    assert panel.trace.device_of("K").endswith("CPU:2")
+    with pytest.raises(Exception, match="Cannot place op"):
+        ip.run_cell_magic(
+            "tfplace",
+            "--no-soft --device-scope /gpu:0",
+            "import tensorflow as tf\ntf.constant(1.0)",
+        )
+
+
+def test_cell_without_a_last_expression_runs_every_sink(ip):
+    panel = ip.run_cell_magic(
+        "tfplace",
+        "",
+        "import tensorflow as tf\nx = tf.constant(2.0, name='X')\ny = tf.square(x, name='Y')",
+    )
+    assert "Y" in set(panel.trace.ops["op"])
+
+
+def test_unload_removes_everything_and_load_is_instant(ip):
+    ip.run_line_magic("unload_ext", "tfplace_widget")
+    try:
+        assert "tfplace" not in ip.magics_manager.magics["cell"]
+        assert "show_placement" not in ip.user_ns and "trace_placement" not in ip.user_ns
+    finally:
+        ip.run_line_magic("load_ext", "tfplace_widget")
+    # importing the package must not import TensorFlow (that is what keeps %load_ext instant)
+    code = "import sys, tfplace_widget; print('tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

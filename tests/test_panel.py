@@ -1,0 +1,215 @@
+"""The panel, driven as a user would: set widget values, assert on what the panel shows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfplace_widget import TraceError, show_placement
+from tfplace_widget.colors import device_color
+from tfplace_widget.panel import PAGE_SIZE, PlacementPanel
+
+SEED_N = 1000
+GPU_TRACE = "../shared/fixtures/gpu-traces/riptide/timeline.ctf.json"
+
+
+def inputs_none():
+    a = tf.ones((SEED_N,), name="A")
+    b = tf.ones((SEED_N,), name="B")
+    with tf.device("/cpu:1"):
+        c = tf.add(a, b, name="C")
+    return c
+
+
+def many_ops(count: int = 180):
+    """A chain of small ops spread over two CPUs: several pages of table rows."""
+    x = tf.constant(1.0, name="seed")
+    for i in range(count):
+        with tf.device(f"/cpu:{i % 2}"):
+            x = tf.add(x, 1.0, name=f"step_{i:03d}")
+    return x
+
+
+@pytest.fixture(scope="module")
+def seed_trace():
+    return show_placement(inputs_none, device_count={"CPU": 2}).trace
+
+
+@pytest.fixture
+def panel(seed_trace):
+    """A fresh panel over the shared seed trace, re-runnable with the seed builder."""
+    return PlacementPanel(seed_trace, builder=inputs_none, options={"device_count": {"CPU": 2}})
+
+
+def test_panel_shows_every_op_and_the_header_counts(panel, seed_trace):
+    assert len(panel.visible_ops) == len(seed_trace.ops)
+    assert f"of {len(seed_trace.ops)} ops" in panel.status.value
+    header = panel.header.value
+    assert "<b>1</b> explicit" in header  # C on CPU:1
+    assert "cross-device" in header and "<b>3</b> cross-device" in header  # A, B in; C out
+    chips = [c.description for c in panel.chips.children]
+    assert chips[0].startswith("CPU:0") and chips[1].startswith("CPU:1")
+    assert panel.chips.children[1].style.button_color == device_color("/cpu:1")
+
+
+def test_typing_an_op_name_narrows_table_and_highlights_timeline(panel):
+    panel.search.value = "c"  # case-insensitive substring
+    names = set(panel.visible_ops["op"])
+    assert "C" in names and "A/Const" in names and "B" not in names
+    assert f"showing <b>{len(panel.visible_ops)}</b>" in panel.status.value
+    assert {row[0] for row in panel.table.rows} == names
+    highlighted = panel._timeline.highlighted_ops()
+    assert "C" in highlighted and highlighted <= names
+    dimmed = [panel.timeline.data[t.base_index].opacity for t in panel._timeline._device_traces]
+    assert dimmed == [pytest.approx(0.25)] * len(dimmed)
+    panel.search.value = ""
+    assert len(panel.visible_ops) == len(panel.trace.ops)
+    assert not panel._timeline.highlighted_ops()
+
+
+def test_glob_regex_and_case(panel):
+    panel.search.value = "*/Const"
+    assert set(panel.visible_ops["op"]) == {"A/Const", "B/Const"}
+    panel.case_sensitive.value = True
+    panel.search.value = "c"
+    assert "C" not in set(panel.visible_ops["op"])
+    panel.case_sensitive.value = False
+    panel.regex.value = True
+    panel.search.value = "^[AB]$"
+    assert sorted(panel.visible_ops["op"]) == ["A", "B"]
+
+
+def test_bad_regex_is_a_message_and_keeps_the_last_rows(panel):
+    panel.regex.value = True
+    panel.search.value = "^C$"
+    before = list(panel.visible_ops["op"])
+    panel.search.value = "(("  # half-typed
+    assert "Invalid regular expression" in panel.message.value
+    assert list(panel.visible_ops["op"]) == before
+    panel.search.value = "^A$"
+    assert panel.message.value == ""
+    assert list(panel.visible_ops["op"]) == ["A"]
+
+
+def test_device_chip_and_type_filters(panel):
+    cpu1 = panel.chips.children[1]
+    cpu1.value = True
+    assert set(panel.visible_ops["device"]) == {"/job:localhost/replica:0/task:0/device:CPU:1"}
+    cpu1.value = False
+    panel.type_filter.value = "Fill"
+    assert sorted(panel.visible_ops["op"]) == ["A", "B"]
+
+
+def test_sort_by_header_and_pick_a_row(panel):
+    panel.table.sort_by = "duration_us"
+    panel.table.sort_ascending = False
+    durations = panel.visible_ops["duration_us"].dropna().to_numpy()
+    assert np.all(durations[:-1] >= durations[1:])
+    panel.table.selected_op = "C"
+    details = panel.details.value
+    assert "<code>C</code>" in details and "explicit" in details
+    assert "C:0" in details  # its output goes back to the client on CPU:0
+    selected = panel.timeline.data[panel._timeline._selected_index]
+    assert len(selected.y) == 1  # C ran once: one bar outlined
+
+
+def test_clicking_a_timeline_bar_selects_its_row(panel):
+    timeline = panel._timeline
+    traces = timeline._device_traces[1]  # CPU:1
+    trace = panel.timeline.data[traces.base_index]
+    point = [i for i, row in enumerate(traces.rows) if timeline._ops[row] == "C"][0]
+    timeline._forward_click(trace, type("Points", (), {"point_inds": [point]})(), None)
+    assert panel.table.selected_op == "C"
+
+
+def test_paging_sends_only_the_rows_on_screen():
+    panel = show_placement(many_ops, device_count={"CPU": 2})
+    total = len(panel.trace.ops)
+    assert total > 2 * PAGE_SIZE
+    assert len(panel.table.rows) == PAGE_SIZE and panel.table.total == total
+    panel.table.page = 2
+    assert panel.table.rows[0][0] == panel.visible_ops["op"].iloc[2 * PAGE_SIZE]
+    panel.search.value = "STEP_1"
+    expected = sum("step_1" in name for name in panel.trace.ops["op"])  # incl. _Send/_Recv
+    assert expected > 100  # the 100 adds step_100..199 and the copies between devices
+    assert panel.table.page == 0 and panel.table.total == expected
+
+
+def test_rerun_with_other_settings_and_a_failed_rerun_keeps_the_last_result(panel):
+    panel.cpus.value = 3
+    trace = panel.run()
+    assert trace is not None and len(panel.trace.devices) == 3
+    good = panel.trace
+    panel.device_scope.value = "/gpu:0"
+    panel.soft_placement.value = False
+    assert panel.run() is None
+    assert "Cannot place op" in panel.message.value and "CPU:0, CPU:1, CPU:2" in panel.message.value
+    assert panel.trace is good and len(panel.visible_ops) == len(good.ops)
+    panel.soft_placement.value = True
+    assert panel.run() is not None
+    assert panel.message.value == ""
+    assert set(panel.trace.ops.loc[panel.trace.ops["op"] == "C", "how"]) == {"explicit"}
+    soft = panel.trace.ops[panel.trace.ops["op"] == "A"]
+    assert list(soft["how"]) == ["soft"]  # the outer /gpu:0 scope could not be met
+
+
+def test_log_section_is_collapsed_and_searchable(panel):
+    assert panel.log_section.selected_index is None
+    assert "placer.cc" in panel.trace.log
+    panel.log_section.selected_index = 0
+    panel.search.value = "AddV2"
+    assert "C: (AddV2)" in panel.log_view.value
+    assert "A: (Fill)" not in panel.log_view.value
+
+
+def test_show_placement_dispatch_and_bad_options(tmp_path, seed_trace):
+    assert show_placement(seed_trace).trace is seed_trace
+    assert show_placement(GPU_TRACE).trace.devices[0].endswith("GPU:0")
+    with pytest.raises(ValueError, match="Did you mean 'device_count'"):
+        show_placement(inputs_none, device_cont={"CPU": 2})
+    with pytest.raises(ValueError, match="only apply when tracing a function"):
+        show_placement(seed_trace, steps=2)
+    with pytest.raises(ValueError, match="not int"):
+        show_placement(42)
+    with pytest.raises(TraceError):
+        show_placement(str(tmp_path / "missing.json"))
+
+
+def test_loaded_trace_cannot_rerun_and_says_so(seed_trace):
+    panel = show_placement(seed_trace)
+    assert panel.rerun.disabled
+    assert panel.run() is None
+    assert "no graph builder" in panel.message.value
+
+
+def test_hostile_names_and_errors_are_escaped_everywhere():
+    state = {"fail": False}
+
+    def hostile():
+        if state["fail"]:
+            raise RuntimeError("<img src=x onerror=alert(1)>")
+        with tf.name_scope("x>y"):  # '>' is the one HTML character TF allows in names
+            return tf.constant(1.0, name="c")
+
+    panel = show_placement(hostile)
+    name = next(o for o in panel.trace.ops["op"] if ">" in o)
+    panel.table.selected_op = name
+    assert "x&gt;y" in panel.details.value and "x>y" not in panel.details.value
+    hover = json.dumps([list(t.hovertext) for t in panel.timeline.data if t.type == "bar"])
+    assert "x&gt;y" in hover and "x>y" not in hover
+    state["fail"] = True
+    assert panel.run() is None
+    assert "&lt;img src=x onerror=alert(1)&gt;" in panel.message.value
+    assert "<img" not in panel.message.value
+
+
+def test_gpu_trace_lanes_in_the_timeline():
+    panel = show_placement(GPU_TRACE)
+    ticks = list(panel.timeline.layout.yaxis.ticktext)
+    assert ticks[0] == "GPU:0" and "GPU:0 stream:20" in ticks and "GPU:0 memcpy" in ticks
+    assert "CPU:0" in ticks
+    panel.search.value = "MatMul"
+    assert "MatMul" in panel._timeline.highlighted_ops()

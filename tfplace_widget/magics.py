@@ -1,0 +1,78 @@
+"""``%load_ext tfplace_widget``: the ``%%tfplace`` cell magic and the names it adds.
+
+The cell body is the graph builder: it runs inside the trace's fresh graph, in the user's
+namespace (so the tensors it defines are there afterwards), and its last expression, if any,
+is what gets fetched. The magic returns the panel, so the panel is the cell's output.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+_FETCH = "__tfplace_fetch__"
+_NAMES = ("show_placement", "trace_placement")
+
+
+@magic_arguments()
+@argument("--cpus", type=int, default=None, help="number of CPU devices (device_count CPU)")
+@argument("--no-soft", action="store_true", help="turn soft placement off")
+@argument("--optimize", action="store_true", help="let Grappler optimize the graph")
+@argument("--device-scope", default=None, help="an outer tf.device around the cell, e.g. /cpu:1")
+def tfplace(line: str, cell: str) -> Any:
+    """Trace the cell's ops and show where TensorFlow placed them."""
+    from IPython import get_ipython
+
+    from .panel import show_placement
+
+    args = parse_argstring(tfplace, line)
+    shell = get_ipython()
+    builder = _builder_from_cell(cell, shell.user_ns)
+    options: dict[str, Any] = {"soft_placement": not args.no_soft, "optimize": args.optimize}
+    if args.cpus is not None:
+        options["device_count"] = {"CPU": args.cpus}
+    if args.device_scope:
+        options["device_scope"] = args.device_scope
+    return show_placement(builder, **options)
+
+
+def _builder_from_cell(cell: str, namespace: dict) -> Any:
+    """A function that runs ``cell`` in ``namespace`` and returns its last expression."""
+    tree = ast.parse(cell, filename="<%%tfplace cell>")
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        tree.body[-1] = ast.Assign(targets=[ast.Name(id=_FETCH, ctx=ast.Store())], value=last.value)
+        ast.copy_location(tree.body[-1], last)
+    ast.fix_missing_locations(tree)
+    code = compile(tree, "<%%tfplace cell>", "exec")
+
+    def cell_builder() -> Any:
+        namespace.pop(_FETCH, None)
+        exec(code, namespace)
+        return namespace.pop(_FETCH, None)
+
+    cell_builder.__name__ = "%%tfplace cell"
+    return cell_builder
+
+
+def load(ipython: Any) -> None:
+    """Register ``%%tfplace`` and put the public functions in the user's namespace."""
+    from .panel import show_placement
+    from .tracer import trace_placement
+
+    ipython.register_magic_function(tfplace, magic_kind="cell", magic_name="tfplace")
+    ipython.push({"show_placement": show_placement, "trace_placement": trace_placement})
+
+
+def unload(ipython: Any) -> None:
+    """Undo :func:`load`: drop the magic and the names it added (if the user kept ours)."""
+    from .panel import show_placement
+    from .tracer import trace_placement
+
+    ipython.magics_manager.magics["cell"].pop("tfplace", None)
+    ours = {"show_placement": show_placement, "trace_placement": trace_placement}
+    for name, value in ours.items():
+        if ipython.user_ns.get(name) is value:
+            del ipython.user_ns[name]

@@ -1,0 +1,536 @@
+"""The placement panel: header, search, op table, timeline, op details and the TensorFlow log.
+
+``show_placement`` is the one entry point; it dispatches on what it is given (a graph builder,
+a :class:`PlacementTrace`, a RunMetadata or a trace file). The panel filters in the kernel
+with vectorised pandas and sends the browser only the rows on screen.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import os
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+import numpy as np
+import pandas as pd
+
+from .colors import device_color, text_color_on
+from .devices import short_device
+from .errors import TraceError
+from .frames import PlacementTrace
+from .search import SearchError, filter_ops, matching_lines
+from .summary import device_summaries, format_bytes, format_us, how_counts, transfer_totals
+from .table import OpTable
+from .timeline import Timeline
+from .tracer import TRACE_OPTIONS, trace_placement
+
+TABLE_COLUMNS = [
+    ("op", "op"),
+    ("type", "type"),
+    ("device", "device"),
+    ("requested_device", "requested"),
+    ("how", "how"),
+    ("reason", "reason"),
+    ("start_us", "start"),
+    ("duration_us", "duration"),
+    ("runs", "runs"),
+]
+PAGE_SIZE = 50
+MAX_LOG_LINES = 400
+MAX_CPUS = 16
+
+
+class PlacementPanel(widgets.VBox):
+    """Everything one traced run shows; re-run it with other placement settings in place."""
+
+    def __init__(
+        self,
+        trace: PlacementTrace,
+        builder: Callable[[], Any] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.builder = builder
+        self.options = dict(options or {})
+        self.error: str = ""
+        self._device_filter: set[str] = set()
+        self._syncing = False
+
+        self.header = widgets.HTML(layout=widgets.Layout(margin="0 0 4px 0"))
+        self.chips = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
+        self.search = widgets.Text(
+            placeholder="search op names: substring, * glob, or regex",
+            continuous_update=True,
+            layout=widgets.Layout(width="320px"),
+        )
+        self.regex = widgets.Checkbox(
+            description="regex", indent=False, layout=widgets.Layout(width="auto")
+        )
+        self.case_sensitive = widgets.Checkbox(
+            description="match case", indent=False, layout=widgets.Layout(width="auto")
+        )
+        self.type_filter = widgets.Dropdown(
+            description="type",
+            layout=widgets.Layout(width="220px"),
+            style={"description_width": "initial"},
+        )
+        self.status = widgets.HTML()
+        self.message = widgets.HTML()
+        self.soft_placement = widgets.Checkbox(
+            description="soft placement", indent=False, layout=widgets.Layout(width="auto")
+        )
+        self.optimize = widgets.Checkbox(
+            description="optimizations (Grappler)",
+            indent=False,
+            layout=widgets.Layout(width="auto"),
+        )
+        self.device_scope = widgets.Text(
+            description="device scope",
+            placeholder="e.g. /cpu:1",
+            layout=widgets.Layout(width="240px"),
+            style={"description_width": "initial"},
+        )
+        self.cpus = widgets.BoundedIntText(
+            description="CPUs",
+            min=1,
+            max=MAX_CPUS,
+            layout=widgets.Layout(width="130px"),
+            style={"description_width": "initial"},
+        )
+        self.rerun = widgets.Button(
+            description="Re-run",
+            icon="refresh",
+            button_style="primary",
+            tooltip="Trace again with these settings",
+        )
+        self.table = OpTable(
+            columns=[c for c, _ in TABLE_COLUMNS],
+            labels=[label for _, label in TABLE_COLUMNS],
+            page_size=PAGE_SIZE,
+        )
+        self.details = widgets.HTML()
+        self.log_view = widgets.HTML()
+        self.log_section = widgets.Accordion(children=[self.log_view], selected_index=None)
+        self._figure_box = widgets.Box(layout=widgets.Layout(width="100%"))
+
+        explore = widgets.HBox(
+            [self.soft_placement, self.optimize, self.device_scope, self.cpus, self.rerun],
+            layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
+        )
+        finder = widgets.HBox(
+            [self.search, self.regex, self.case_sensitive, self.type_filter, self.status],
+            layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
+        )
+        super().__init__(
+            [
+                self.header,
+                self.chips,
+                finder,
+                explore,
+                self.message,
+                self.table,
+                self.details,
+                self._figure_box,
+                self.log_section,
+            ],
+            layout=widgets.Layout(width="100%"),
+        )
+        self.add_class("tfplace-panel")
+
+        self.search.observe(self._on_filter_change, "value")
+        self.regex.observe(self._on_filter_change, "value")
+        self.case_sensitive.observe(self._on_filter_change, "value")
+        self.type_filter.observe(self._on_filter_change, "value")
+        self.table.observe(self._on_sort_change, ["sort_by", "sort_ascending"])
+        self.table.observe(self._on_page_change, "page")
+        self.table.observe(self._on_select_change, "selected_op")
+        self.log_section.observe(self._on_log_toggle, "selected_index")
+        self.rerun.on_click(lambda _button: self.run())
+        self._set_controls_from_options()
+        self.show_trace(trace)
+
+    # -- public -------------------------------------------------------------------------------
+    @property
+    def timeline(self) -> Any:
+        """The plotly ``FigureWidget`` of the trace on screen."""
+        return self._timeline.figure
+
+    @property
+    def visible_ops(self) -> pd.DataFrame:
+        """The rows of ``trace.ops`` that the current search and filters keep, in table order."""
+        return self._visible
+
+    def show_trace(self, trace: PlacementTrace) -> None:
+        """Put ``trace`` on screen (header, chips, table, timeline, log), keeping the search."""
+        self.trace = trace
+        ops = trace.ops
+        self._lowered = ops["op"].str.lower()
+        self._sort_orders: dict[tuple[str, bool], np.ndarray] = {}
+        codes, uniques = pd.factorize(trace.events["op"])
+        self._event_codes, self._event_names = codes, pd.Index(uniques)
+        self._log_lines = trace.log.splitlines()
+        self._device_filter &= set(trace.devices)
+        self._timeline = Timeline(trace.events, trace.devices, trace.transfers, trace.inputs)
+        self._timeline.on_select = self._select_from_timeline
+        self._figure_box.children = [self._timeline.figure]
+        self._render_header()
+        self._render_chips()
+        types = sorted(t for t in ops["type"].unique() if t)
+        self._syncing = True
+        try:
+            current = self.type_filter.value
+            self.type_filter.options = [("all types", "")] + [(t, t) for t in types]
+            self.type_filter.value = current if current in types else ""
+        finally:
+            self._syncing = False
+        self.log_section.set_title(0, f"TensorFlow log ({len(self._log_lines)} lines)")
+        self._apply_filters()
+
+    def run(self) -> PlacementTrace | None:
+        """Trace the builder again with the panel's settings; on failure keep the last result."""
+        if self.builder is None:
+            self._show_message(
+                "This panel shows a loaded trace; there is no graph builder to "
+                "re-run. Call show_placement(fn) with a function to explore."
+            )
+            return None
+        options = self._options_from_controls()
+        self.rerun.disabled = True
+        self.rerun.description = "Running..."
+        try:
+            trace = trace_placement(self.builder, **options)
+        except (TraceError, ValueError) as exc:
+            self._show_error(exc)
+            return None
+        except Exception as exc:  # unexpected: show it rather than lose it in the log
+            self._show_error(exc)
+            return None
+        finally:
+            self.rerun.disabled = False
+            self.rerun.description = "Re-run"
+        self.options = options
+        self.error = ""
+        self._show_message("")
+        self.show_trace(trace)
+        return trace
+
+    # -- controls <-> options -----------------------------------------------------------------
+    def _set_controls_from_options(self) -> None:
+        options = self.options
+        self.soft_placement.value = bool(options.get("soft_placement", True))
+        self.optimize.value = bool(options.get("optimize", False))
+        self.device_scope.value = options.get("device_scope") or ""
+        count = (options.get("device_count") or {}).get("CPU", 1)
+        self.cpus.value = max(1, min(MAX_CPUS, int(count)))
+        runnable = self.builder is not None
+        for control in (
+            self.soft_placement,
+            self.optimize,
+            self.device_scope,
+            self.cpus,
+            self.rerun,
+        ):
+            control.disabled = not runnable
+
+    def _options_from_controls(self) -> dict[str, Any]:
+        options = dict(self.options)
+        options["soft_placement"] = self.soft_placement.value
+        options["optimize"] = self.optimize.value
+        options["device_scope"] = self.device_scope.value.strip() or None
+        counts = dict(options.get("device_count") or {})
+        counts["CPU"] = int(self.cpus.value)
+        options["device_count"] = counts
+        return options
+
+    # -- rendering ----------------------------------------------------------------------------
+    def _render_header(self) -> None:
+        trace = self.trace
+        counts = how_counts(trace.ops)
+        n_transfers, moved = transfer_totals(trace.transfers)
+        how_text = " · ".join(
+            f"<b>{counts.get(h, 0)}</b> {h}"
+            for h in ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
+            if counts.get(h, 0) or h in ("explicit", "implicit", "colocated", "soft")
+        )
+        notes = []
+        if self._timeline.total > len(self._timeline.shown):
+            notes.append(
+                f"The timeline draws a sample: the {len(self._timeline.shown):,} longest "
+                f"of {self._timeline.total:,} events."
+            )
+        if trace.truncated:
+            notes.append(
+                "TensorFlow stopped recording at 2^20 nodes per step: the trace is incomplete."
+            )
+        source = (
+            f" <span style='opacity:.7'>{html.escape(trace.source)}</span>" if trace.source else ""
+        )
+        self.header.value = (
+            f"<div style='color:var(--jp-ui-font-color1)'>"
+            f"<b>TensorFlow placement</b>{source}: {len(trace.ops):,} ops on "
+            f"{len(trace.devices)} devices · {how_text} · <b>{n_transfers}</b> cross-device "
+            f"transfers ({html.escape(format_bytes(moved))})"
+            + "".join(f"<div style='opacity:.8'>{html.escape(n)}</div>" for n in notes)
+            + "</div>"
+        )
+
+    def _render_chips(self) -> None:
+        chips = []
+        self._chip_of: dict[str, widgets.ToggleButton] = {}
+        for summary in device_summaries(self.trace.ops, self.trace.events, self.trace.devices):
+            color = device_color(summary.device)
+            chip = widgets.ToggleButton(
+                value=summary.device in self._device_filter,
+                description=(
+                    f"{short_device(summary.device)} · {summary.ops} ops · "
+                    f"{format_us(summary.busy_us)} busy"
+                ),
+                tooltip=f"{summary.device}: click to show only its ops",
+                layout=widgets.Layout(width="auto"),
+            )
+            chip.style.button_color = color
+            chip.style.text_color = text_color_on(color)
+            chip.observe(self._on_chip_change, "value")
+            chip.device = summary.device
+            self._chip_of[summary.device] = chip
+            chips.append(chip)
+        self.chips.children = chips
+
+    def _apply_filters(self) -> None:
+        """Recompute ``visible_ops`` and refresh table, status, timeline and log view."""
+        ops = self.trace.ops
+        try:
+            mask = filter_ops(
+                ops,
+                self.search.value,
+                regex=self.regex.value,
+                case=self.case_sensitive.value,
+                devices=self._device_filter,
+                types=[self.type_filter.value] if self.type_filter.value else (),
+                lowered=self._lowered,
+            )
+        except SearchError as exc:
+            self._show_message(str(exc), kind="warning")
+            return
+        if self.message.value and not self.error:
+            self._show_message("")
+        order = self._sort_order()
+        kept = order[mask[order]]
+        self._visible = ops.iloc[kept]
+        filtering = (
+            bool(self.search.value) or bool(self._device_filter) or bool(self.type_filter.value)
+        )
+        self.status.value = f"showing <b>{len(kept):,}</b> of {len(ops):,} ops"
+        self.table.page = 0
+        self._render_page()
+        if filtering:
+            names = self._visible["op"].unique()
+            event_mask = self._event_names.isin(names)[self._event_codes]
+            if self._device_filter:
+                event_mask &= self.trace.events["device"].isin(self._device_filter).to_numpy()
+            self._timeline.highlight(event_mask)
+        else:
+            self._timeline.highlight(None)
+        if self.log_section.selected_index == 0:
+            self._render_log()
+
+    def _sort_order(self) -> np.ndarray:
+        key = (self.table.sort_by, self.table.sort_ascending)
+        order = self._sort_orders.get(key)
+        if order is None:
+            column = self.trace.ops[key[0]] if key[0] in self.trace.ops else self.trace.ops["op"]
+            if isinstance(column.dtype, pd.CategoricalDtype):
+                column = column.astype(str)
+            order = np.asarray(
+                column.reset_index(drop=True)
+                .sort_values(ascending=key[1], na_position="last", kind="stable")
+                .index
+            )
+            self._sort_orders[key] = order
+        return order
+
+    def _render_page(self) -> None:
+        page = self.table.page
+        rows = self._visible.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+        formatted = []
+        for record in rows[[c for c, _ in TABLE_COLUMNS]].itertuples(index=False):
+            op, typ, device, requested, how, reason, start, duration, runs = record
+            formatted.append(
+                [
+                    op,
+                    typ,
+                    short_device(device) or device,
+                    requested,
+                    str(how),
+                    reason,
+                    format_us(start),
+                    format_us(duration),
+                    "" if pd.isna(runs) else str(int(runs)),
+                ]
+            )
+        with self.table.hold_sync():
+            self.table.total = len(self._visible)
+            self.table.rows = formatted
+            self.table.row_colors = [device_color(d) for d in rows["device"]]
+
+    def _render_log(self) -> None:
+        lines = (
+            matching_lines(
+                self._log_lines, self.search.value, regex=False, case=self.case_sensitive.value
+            )
+            if not self.regex.value
+            else (self._log_lines)
+        )
+        shown = lines[:MAX_LOG_LINES]
+        note = (
+            f"showing {len(shown):,} of {len(lines):,} matching lines"
+            if len(lines) > len(shown)
+            else f"{len(lines):,} lines"
+        )
+        self.log_view.value = (
+            f"<div style='opacity:.7'>{note}</div><pre style='max-height:300px;overflow:auto;"
+            f"font-size:11px;color:var(--jp-ui-font-color1)'>"
+            f"{html.escape(chr(10).join(shown))}</pre>"
+        )
+
+    def _render_details(self, op: str) -> None:
+        if not op:
+            self.details.value = ""
+            return
+        ops = self.trace.ops
+        rows = ops[ops["op"] == op]
+        if rows.empty:
+            self.details.value = ""
+            return
+        row = rows.iloc[0]
+        inputs = self.trace.inputs.get(op, [])
+        outputs = self.trace.consumers_of(op)
+        transfers = self.trace.transfers[
+            self.trace.transfers["tensor"].str.rsplit(":", n=1).str[0] == op
+        ]
+        color = device_color(row["device"])
+
+        def names(values: list[str]) -> str:
+            return ", ".join(f"<code>{html.escape(v)}</code>" for v in values[:20]) or "none"
+
+        moves = (
+            "".join(
+                f"<li><code>{html.escape(t.tensor)}</code> {html.escape(short_device(t.src_device))} → "
+                f"{html.escape(short_device(t.dst_device))}"
+                f"{'' if pd.isna(t.bytes) else ' · ' + html.escape(format_bytes(t.bytes))}</li>"
+                for t in transfers.itertuples(index=False)
+            )
+            or "<li>none</li>"
+        )
+        self.details.value = (
+            f"<div style='border-left:6px solid {color};padding:4px 10px;"
+            f"color:var(--jp-ui-font-color1)'>"
+            f"<b><code>{html.escape(op)}</code></b> ({html.escape(row['type'])}) on "
+            f"<b style='color:{color}'>{html.escape(row['device'])}</b> · how: "
+            f"<b>{html.escape(str(row['how']))}</b><br>{html.escape(row['reason'])}<br>"
+            f"inputs: {names(inputs)}<br>outputs: {names(outputs)}<br>"
+            f"transfers:<ul style='margin:0'>{moves}</ul></div>"
+        )
+
+    def _show_message(self, text: str, kind: str = "info") -> None:
+        if not text:
+            self.message.value = ""
+            return
+        colors = {"error": "#d32f2f", "warning": "#ed6c02", "info": "#0288d1"}
+        self.message.value = (
+            f"<div style='border-left:4px solid {colors[kind]};padding:4px 8px;"
+            f"white-space:pre-wrap;color:var(--jp-ui-font-color1)'>{html.escape(text)}</div>"
+        )
+
+    def _show_error(self, exc: BaseException) -> None:
+        self.error = f"{type(exc).__name__}: {exc}"
+        self._show_message(f"{self.error}\n\nThe last good result stays on screen.", kind="error")
+
+    # -- observers ----------------------------------------------------------------------------
+    def _on_filter_change(self, _change: dict) -> None:
+        if not self._syncing:
+            self._guard(self._apply_filters)
+
+    def _on_chip_change(self, change: dict) -> None:
+        device = change["owner"].device
+        if change["new"]:
+            self._device_filter.add(device)
+        else:
+            self._device_filter.discard(device)
+        self._guard(self._apply_filters)
+
+    def _on_sort_change(self, _change: dict) -> None:
+        self._guard(self._apply_filters)
+
+    def _on_page_change(self, _change: dict) -> None:
+        self._guard(self._render_page)
+
+    def _on_select_change(self, change: dict) -> None:
+        def update() -> None:
+            self._render_details(change["new"])
+            self._timeline.select(change["new"])
+
+        self._guard(update)
+
+    def _select_from_timeline(self, op: str) -> None:
+        self.table.selected_op = op
+
+    def _on_log_toggle(self, change: dict) -> None:
+        if change["new"] == 0:
+            self._guard(self._render_log)
+
+    def _guard(self, action: Callable[[], None]) -> None:
+        """Run an observer; show any error in the panel instead of losing it in the log."""
+        try:
+            action()
+        except Exception as exc:  # a broken callback must not break the panel
+            self._show_error(exc)
+
+
+def show_placement(fn_or_trace: Any, **options: Any) -> PlacementPanel:
+    """Trace ``fn`` (or take a trace, RunMetadata or trace file) and show the placement panel.
+
+    Options are those of :func:`trace_placement`; unknown ones raise ``ValueError``.
+    """
+    _check_options(options)
+    if isinstance(fn_or_trace, PlacementTrace):
+        _no_options_for("a PlacementTrace", options)
+        return PlacementPanel(fn_or_trace)
+    if isinstance(fn_or_trace, (str, os.PathLike)):
+        _no_options_for("a trace file", options)
+        path = os.fspath(fn_or_trace)
+        if path.endswith(".json"):
+            return PlacementPanel(PlacementTrace.from_chrome_trace(path))
+        return PlacementPanel(PlacementTrace.from_run_metadata(path))
+    if type(fn_or_trace).__name__ == "RunMetadata":
+        _no_options_for("a RunMetadata", options)
+        return PlacementPanel(PlacementTrace.from_run_metadata(fn_or_trace))
+    if callable(fn_or_trace):
+        trace = trace_placement(fn_or_trace, **options)
+        return PlacementPanel(trace, builder=fn_or_trace, options=options)
+    raise ValueError(
+        f"show_placement takes a graph-builder function, a PlacementTrace, a RunMetadata or a "
+        f"trace file path, not {type(fn_or_trace).__name__}."
+    )
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    unknown = [name for name in options if name not in TRACE_OPTIONS]
+    if unknown:
+        name = unknown[0]
+        close = difflib.get_close_matches(name, TRACE_OPTIONS, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"Unknown option {name!r} for show_placement.{hint} "
+            f"Options: {', '.join(TRACE_OPTIONS)}."
+        )
+
+
+def _no_options_for(what: str, options: dict[str, Any]) -> None:
+    if options:
+        raise ValueError(
+            f"Options ({', '.join(options)}) only apply when tracing a function; {what} is "
+            "already traced. Pass the graph-builder function instead to trace with options."
+        )

@@ -1,0 +1,87 @@
+"""Search and filters over ``trace.ops``: vectorised pandas, no widget code.
+
+The panel calls :func:`match_names` on every keystroke, so it must stay cheap on 100,000 ops:
+plain text is a case-insensitive substring test; ``*`` makes it a glob; the regex toggle
+passes the text to ``re``. A bad regex raises :class:`SearchError` with a readable message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+
+class SearchError(ValueError):
+    """The search text cannot be used (an invalid regular expression)."""
+
+
+def compile_query(text: str, *, regex: bool = False, case: bool = False) -> re.Pattern | None:
+    """A compiled pattern for ``text``, or ``None`` when a plain substring test will do."""
+    if regex:
+        try:
+            return re.compile(text, 0 if case else re.IGNORECASE)
+        except re.error as exc:
+            raise SearchError(
+                f"Invalid regular expression {text!r}: {exc}. Fix it, or untick 'regex' to "
+                "search for the text as typed."
+            ) from exc
+    if "*" in text or "?" in text:
+        parts = (re.escape(p) for p in re.split(r"([*?])", text))
+        body = "".join(".*" if p == r"\*" else "." if p == r"\?" else p for p in parts)
+        return re.compile(body, 0 if case else re.IGNORECASE)
+    return None
+
+
+def match_names(
+    names: pd.Series,
+    text: str,
+    *,
+    regex: bool = False,
+    case: bool = False,
+    lowered: pd.Series | None = None,
+) -> np.ndarray:
+    """Boolean mask of ``names`` matching ``text`` (all True for empty text).
+
+    ``lowered`` is ``names.str.lower()``, precomputed by callers that search many times.
+    """
+    if not text:
+        return np.ones(len(names), dtype=bool)
+    pattern = compile_query(text, regex=regex, case=case)
+    if pattern is None:
+        if case:
+            return names.str.contains(text, regex=False).to_numpy(dtype=bool)
+        haystack = lowered if lowered is not None else names.str.lower()
+        return haystack.str.contains(text.lower(), regex=False).to_numpy(dtype=bool)
+    return names.str.contains(pattern, regex=True).to_numpy(dtype=bool)
+
+
+def filter_ops(
+    ops: pd.DataFrame,
+    text: str = "",
+    *,
+    regex: bool = False,
+    case: bool = False,
+    devices: Iterable[str] = (),
+    types: Iterable[str] = (),
+    lowered: pd.Series | None = None,
+) -> np.ndarray:
+    """Mask of ops matching the search text, one of ``devices`` and one of ``types`` (if any)."""
+    mask = match_names(ops["op"], text, regex=regex, case=case, lowered=lowered)
+    devices = list(devices)
+    if devices:
+        mask &= ops["device"].isin(devices).to_numpy(dtype=bool)
+    types = list(types)
+    if types:
+        mask &= ops["type"].isin(types).to_numpy(dtype=bool)
+    return mask
+
+
+def matching_lines(text_lines: list[str], text: str, *, regex: bool = False, case: bool = False):
+    """The log lines that contain the search text (all lines for an empty search)."""
+    if not text:
+        return text_lines
+    series = pd.Series(text_lines, dtype=object)
+    return series[match_names(series, text, regex=regex, case=case)].tolist()

@@ -1,0 +1,85 @@
+"""Numbers for the panel's header: per-device op counts and busy time, ``how`` counts, bytes moved.
+
+Pure pandas/numpy, testable without a kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .devices import lane_kind
+
+
+@dataclass(frozen=True)
+class DeviceSummary:
+    device: str
+    ops: int
+    busy_us: float
+
+
+def busy_time_us(starts: np.ndarray, durations: np.ndarray) -> float:
+    """Length of the union of intervals (overlapping work on several threads counts once)."""
+    if len(starts) == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    begin = starts[order].astype(float)
+    end = begin + durations[order].astype(float)
+    running_end = np.maximum.accumulate(end)
+    gaps = begin[1:] > running_end[:-1]
+    group = np.concatenate([[0], np.cumsum(gaps)])
+    first = pd.Series(begin).groupby(group).min().to_numpy()
+    last = pd.Series(running_end).groupby(group).max().to_numpy()
+    return float((last - first).sum())
+
+
+def device_summaries(ops: pd.DataFrame, events: pd.DataFrame, devices: list[str]):
+    """One :class:`DeviceSummary` per device, in ``devices`` order."""
+    counts = ops["device"].value_counts()
+    op_level = events[[lane_kind(lane) != "stream:all" for lane in events["lane"]]]
+    result = []
+    for device in devices:
+        mine = op_level[op_level["device"] == device]
+        result.append(
+            DeviceSummary(
+                device,
+                int(counts.get(device, 0)),
+                busy_time_us(mine["start_us"].to_numpy(), mine["duration_us"].to_numpy()),
+            )
+        )
+    return result
+
+
+def how_counts(ops: pd.DataFrame) -> dict[str, int]:
+    """Ops per ``how`` value, every category present (zeros included)."""
+    counts = ops["how"].value_counts()
+    return {str(k): int(v) for k, v in counts.items()}
+
+
+def transfer_totals(transfers: pd.DataFrame) -> tuple[int, int]:
+    """(number of cross-device transfers, bytes moved where known)."""
+    total = transfers["bytes"].sum(skipna=True) if len(transfers) else 0
+    return len(transfers), int(total)
+
+
+def format_us(us: float) -> str:
+    """``850 µs``, ``12.3 ms``, ``1.25 s``."""
+    if us != us:  # NaN
+        return ""
+    if us < 1000:
+        return f"{us:.0f} µs"
+    if us < 1_000_000:
+        return f"{us / 1000:.1f} ms"
+    return f"{us / 1_000_000:.2f} s"
+
+
+def format_bytes(count: float) -> str:
+    """``512 B``, ``3.8 MB``."""
+    if count != count:
+        return ""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{int(count)} B"

@@ -1,0 +1,328 @@
+"""The timeline: one lane per device (GPU streams and copies as sub-lanes), bars in device colours.
+
+Built once per trace; a search only replaces the small "matches" overlay traces and dims the
+base bars, inside ``fig.batch_update()`` so one keystroke sends one message. Above
+``WEBGL_THRESHOLD`` bars the traces are WebGL (``Scattergl`` lines drawn as thick bars), and
+only the ``MAX_BARS`` longest events are drawn (the header says so).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .colors import device_color
+from .devices import lane_kind, short_device
+from .summary import format_us
+
+WEBGL_THRESHOLD = 3000
+MAX_BARS = 20_000
+MAX_MATCH_BARS = 5_000
+MAX_ARROWS = 300
+DIM_OPACITY = 0.25
+BAR_HEIGHT = 0.8
+
+
+@dataclass
+class _DeviceTraces:
+    """Which event rows each base/match trace of one device draws (trace point -> event)."""
+
+    device: str
+    rows: np.ndarray
+    base_index: int
+    match_index: int
+    match_rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+
+class Timeline:
+    """Owns the plotly ``FigureWidget`` and the mapping between its points and event rows."""
+
+    def __init__(
+        self,
+        events: pd.DataFrame,
+        devices: list[str],
+        transfers: pd.DataFrame,
+        inputs: dict[str, list[str]],
+    ) -> None:
+        self.events = events
+        self.devices = devices
+        self.total = len(events)
+        self.shown = self._choose_shown(events)
+        self.webgl = len(self.shown) > WEBGL_THRESHOLD
+        self.lanes, lane_of_row = self._lanes(events)
+        self.lane_y = lane_of_row
+        self.figure = go.FigureWidget()
+        self._device_traces: list[_DeviceTraces] = []
+        self._selected_index = -1
+        self._ops = events["op"].to_numpy(dtype=object)
+        self._hover = self._hover_text(events)
+        self._build(transfers, inputs)
+
+    # -- construction -------------------------------------------------------------------------
+    @staticmethod
+    def _choose_shown(events: pd.DataFrame) -> np.ndarray:
+        rows = np.arange(len(events))
+        if len(events) <= MAX_BARS:
+            return rows
+        longest = np.argsort(-events["duration_us"].to_numpy(), kind="stable")[:MAX_BARS]
+        return np.sort(longest)
+
+    def _lanes(self, events: pd.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray]:
+        """Ordered (device, lane) pairs: the device's own lane first, then streams and copies."""
+        pairs = events[["device", "lane"]].drop_duplicates()
+        order = {d: i for i, d in enumerate(self.devices)}
+        keyed = sorted(
+            zip(pairs["device"], pairs["lane"], strict=True),
+            key=lambda p: (order.get(p[0], len(order)), lane_kind(p[1]) != "device", p[1]),
+        )
+        index = {pair: i for i, pair in enumerate(keyed)}
+        lane_y = np.fromiter(
+            (index[p] for p in zip(events["device"], events["lane"], strict=True)),
+            dtype=np.float64,
+            count=len(events),
+        )
+        return keyed, lane_y
+
+    @staticmethod
+    def _hover_text(events: pd.DataFrame) -> np.ndarray:
+        label_type = events["label"].str.extract(r" = ([^(]*)\(", expand=False).fillna("")
+        return np.array(
+            [
+                f"<b>{html.escape(op)}</b> {html.escape(t)}<br>{html.escape(short_device(d))} "
+                f"{html.escape(_lane_suffix(lane))}<br>start {format_us(s)}, took {format_us(u)}"
+                for op, t, d, lane, s, u in zip(
+                    events["op"],
+                    label_type,
+                    events["device"],
+                    events["lane"],
+                    events["start_us"],
+                    events["duration_us"],
+                    strict=True,
+                )
+            ],
+            dtype=object,
+        )
+
+    def _build(self, transfers: pd.DataFrame, inputs: dict[str, list[str]]) -> None:
+        fig = self.figure
+        device_of_row = self.events["device"].to_numpy(dtype=object)
+        shown = self.shown
+        with fig.batch_update():
+            for device in self.devices:
+                rows = shown[device_of_row[shown] == device]
+                color = device_color(device)
+                base = self._bar_trace(rows, color, short_device(device), opacity=1.0)
+                fig.add_trace(base)
+                base_index = len(fig.data) - 1
+                match = self._bar_trace(
+                    rows[:0], color, f"{short_device(device)} matches", opacity=1.0, outline=True
+                )
+                fig.add_trace(match)
+                self._device_traces.append(
+                    _DeviceTraces(device, rows, base_index, len(fig.data) - 1)
+                )
+            fig.add_trace(
+                self._bar_trace(
+                    shown[:0], "#000000", "selected", opacity=1.0, outline=True, width=3
+                )
+            )
+            self._selected_index = len(fig.data) - 1
+            arrows = self._arrows(transfers, inputs)
+            if arrows is not None:
+                fig.add_trace(arrows)
+            span = float((self.events["start_us"] + self.events["duration_us"]).max() or 1)
+            fig.update_layout(
+                barmode="overlay",
+                height=min(900, 90 + 34 * max(1, len(self.lanes))),
+                margin=dict(l=10, r=10, t=30, b=40),
+                showlegend=False,
+                clickmode="event",
+                hovermode="closest",
+                dragmode="zoom",
+                template="plotly_white",
+                paper_bgcolor="rgba(0,0,0,0)",
+                xaxis=dict(
+                    title="time since the step started (µs)", range=[0, span * 1.02], zeroline=False
+                ),
+                yaxis=dict(
+                    tickvals=list(range(len(self.lanes))),
+                    ticktext=[_lane_label(d, lane) for d, lane in self.lanes],
+                    autorange="reversed",
+                    automargin=True,
+                    fixedrange=True,
+                ),
+            )
+        for traces in self._device_traces:
+            for index in (traces.base_index, traces.match_index):
+                fig.data[index].on_click(self._forward_click)
+
+    def _bar_trace(
+        self,
+        rows: np.ndarray,
+        color: str,
+        name: str,
+        *,
+        opacity: float,
+        outline: bool = False,
+        width: float = 2,
+    ) -> go.BaseTraceType:
+        starts = self.events["start_us"].to_numpy(dtype=np.float64)[rows]
+        durations = np.maximum(self.events["duration_us"].to_numpy(dtype=np.float64)[rows], 0.5)
+        lanes = self.lane_y[rows]
+        hover = self._hover[rows]
+        if self.webgl:
+            x = np.column_stack([starts, starts + durations, np.full(len(rows), np.nan)]).ravel()
+            y = np.column_stack([lanes, lanes, np.full(len(rows), np.nan)]).ravel()
+            text = np.column_stack([hover, hover, np.full(len(rows), "", dtype=object)]).ravel()
+            return go.Scattergl(
+                x=x,
+                y=y,
+                text=text,
+                mode="lines",
+                name=name,
+                opacity=opacity,
+                line=dict(color="#222222" if outline else color, width=18 if outline else 14),
+                hovertemplate="%{text}<extra></extra>",
+            )
+        return go.Bar(
+            base=starts,
+            x=durations,
+            y=lanes,
+            orientation="h",
+            width=BAR_HEIGHT,
+            name=name,
+            marker=dict(color=color, line=dict(color="#222222", width=width if outline else 0)),
+            opacity=opacity,
+            hovertext=hover,
+            hovertemplate="%{hovertext}<extra></extra>",
+        )
+
+    def _arrows(self, transfers: pd.DataFrame, inputs: dict[str, list[str]]) -> go.Scatter | None:
+        """Cross-device transfers as lines from the producer's end to the consumer's start."""
+        if not len(transfers):
+            return None
+        events = self.events
+        op_level = events[[lane_kind(lane) == "device" for lane in events["lane"]]]
+        first = op_level.groupby(["op", "device"], sort=False).agg(
+            start=("start_us", "min"), end=("start_us", "max")
+        )
+        ends = (
+            op_level.assign(end=op_level["start_us"] + op_level["duration_us"])
+            .groupby(["op", "device"], sort=False)["end"]
+            .max()
+        )
+        lane_index = {pair: i for i, pair in enumerate(self.lanes)}
+        x, y = [], []
+        for tensor, src, dst in zip(
+            transfers["tensor"], transfers["src_device"], transfers["dst_device"], strict=True
+        ):
+            producer = tensor.rsplit(":", 1)[0]
+            if (producer, src) not in ends.index:
+                continue
+            x0 = float(ends[(producer, src)])
+            recv_prefix = f"{producer}/_"
+            consumers = [
+                op for op, ins in inputs.items() if any(i.startswith(recv_prefix) for i in ins)
+            ]
+            starts = [
+                float(first.loc[(c, dst), "start"]) for c in consumers if (c, dst) in first.index
+            ]
+            x1 = min(starts) if starts else x0
+            y0 = lane_index.get((src, _device_lane(self.lanes, src)))
+            y1 = lane_index.get((dst, _device_lane(self.lanes, dst)))
+            if y0 is None or y1 is None:
+                continue
+            x += [x0, x1, None]
+            y += [y0, y1, None]
+            if len(x) >= 3 * MAX_ARROWS:
+                break
+        if not x:
+            return None
+        return go.Scatter(
+            x=x,
+            y=y,
+            mode="lines+markers",
+            name="transfers",
+            hoverinfo="skip",
+            line=dict(color="#7f7f7f", width=1.5, dash="dot"),
+            marker=dict(symbol="arrow", size=9, angleref="previous", color="#7f7f7f"),
+        )
+
+    # -- updates ------------------------------------------------------------------------------
+    def highlight(self, event_mask: np.ndarray | None) -> None:
+        """Outline the events where ``event_mask`` is True (``None``: no search, none dimmed)."""
+        fig = self.figure
+        with fig.batch_update():
+            for traces in self._device_traces:
+                if event_mask is None:
+                    traces.match_rows = traces.rows[:0]
+                else:
+                    matched = traces.rows[event_mask[traces.rows]]
+                    traces.match_rows = matched[:MAX_MATCH_BARS]
+                dimmed = event_mask is not None
+                fig.data[traces.base_index].opacity = DIM_OPACITY if dimmed else 1.0
+                self._set_rows(fig.data[traces.match_index], traces.match_rows)
+
+    def select(self, op: str) -> None:
+        """Draw the events of ``op`` in the 'selected' overlay."""
+        rows = np.flatnonzero(self._ops == op) if op else np.empty(0, dtype=np.int64)
+        with self.figure.batch_update():
+            self._set_rows(self.figure.data[self._selected_index], rows[:MAX_MATCH_BARS])
+
+    def _set_rows(self, trace: go.BaseTraceType, rows: np.ndarray) -> None:
+        fresh = self._bar_trace(rows, "#000000", trace.name, opacity=1.0, outline=True)
+        if self.webgl:
+            trace.update(x=fresh.x, y=fresh.y, text=fresh.text)
+        else:
+            trace.update(base=fresh.base, x=fresh.x, y=fresh.y, hovertext=fresh.hovertext)
+
+    # -- clicks -------------------------------------------------------------------------------
+    on_select = None  # set by the panel: called with the op name of a clicked bar
+
+    def _forward_click(self, trace, points, _state) -> None:
+        if not points.point_inds or self.on_select is None:
+            return
+        row = self.row_of_point(trace, points.point_inds[0])
+        if row is not None:
+            self.on_select(self._ops[row])
+
+    def row_of_point(self, trace: go.BaseTraceType, point: int) -> int | None:
+        """The event row drawn by point ``point`` of ``trace``."""
+        for traces in self._device_traces:
+            if trace is self.figure.data[traces.base_index]:
+                rows = traces.rows
+            elif trace is self.figure.data[traces.match_index]:
+                rows = traces.match_rows
+            else:
+                continue
+            index = point // 3 if self.webgl else point
+            return int(rows[index]) if index < len(rows) else None
+        return None
+
+    def highlighted_ops(self) -> set[str]:
+        """Names of the ops currently outlined as search matches (for tests and the header)."""
+        return {self._ops[r] for t in self._device_traces for r in t.match_rows}
+
+
+def _lane_suffix(lane: str) -> str:
+    kind = lane_kind(lane)
+    return "" if kind == "device" else lane.rsplit("/", 1)[-1]
+
+
+def _lane_label(device: str, lane: str) -> str:
+    suffix = _lane_suffix(lane)
+    return f"{short_device(device)} {suffix}".strip()
+
+
+def _device_lane(lanes: list[tuple[str, str]], device: str) -> str:
+    for d, lane in lanes:
+        if d == device and lane_kind(lane) == "device":
+            return lane
+    for d, lane in lanes:
+        if d == device:
+            return lane
+    return ""
