@@ -1,0 +1,376 @@
+"""End-to-end harness: a real JupyterLab server, driven in Debian's headless Chromium by Playwright.
+
+Fixtures
+- ``jupyter_lab`` (session): a JupyterLab server on a free localhost port with a random token,
+  serving a temporary copy of ``notebooks/`` (as ``<root>/notebooks``), with its own Jupyter
+  config, data, settings and workspace folders and nothing that calls out to the network.
+  Write extra notebooks into ``jupyter_lab.root``. Always stopped at the end of the session.
+- ``chromium`` (session): Debian's ``/usr/bin/chromium``, headless, through Playwright's sync API.
+- ``lab`` (per test): a fresh 1400x1000 page with helpers: ``lab.open_notebook(path)``,
+  ``lab.run_all_cells()``, ``lab.wait_for_kernel_idle()``, ``lab.cell_outputs()``,
+  ``lab.screenshot(name)`` (into ``artifacts/screenshots/``). A failing test leaves
+  ``artifacts/screenshots/FAILED-<test>.png`` behind.
+
+Every wait is bounded. Tests here get the ``browser`` marker; they are skipped only when
+``/usr/bin/chromium`` is missing outside CI (``./dev test`` installs it; in CI they always run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "artifacts"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1400, "height": 1000}
+SERVER_START_TIMEOUT_S = 60
+SERVER_STOP_TIMEOUT_S = 15
+PAGE_TIMEOUT_MS = 30_000
+KERNEL_TIMEOUT_S = 120
+HERE = Path(__file__).resolve().parent
+IN_CI = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+# The notebook shown in the main area, and its kernel status as drawn in its toolbar.
+_NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+_STATUS = f"{_NOTEBOOK} .jp-Notebook-ExecutionIndicator"
+_PROMPTS_JS = f"""() => Array.from(
+    document.querySelectorAll('{_NOTEBOOK} .jp-CodeCell .jp-InputArea-prompt'),
+    (e) => e.textContent.trim())"""
+
+
+# -------------------------------------------------------------------------------------------
+# Marker and skip
+# -------------------------------------------------------------------------------------------
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip = None
+    if not CHROMIUM.exists() and not IN_CI:
+        skip = pytest.mark.skip(
+            reason=f"Debian's chromium is not installed at {CHROMIUM}: run `./dev test`, which "
+            "installs it (apt-get install chromium); in CI these tests never skip."
+        )
+    for item in items:
+        if HERE not in Path(str(item.path)).resolve().parents:
+            continue
+        item.add_marker(pytest.mark.browser)
+        if skip is not None:
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    report = yield
+    setattr(item, f"_report_{report.when}", report)  # read by the ``lab`` fixture's teardown
+    return report
+
+
+# -------------------------------------------------------------------------------------------
+# JupyterLab server
+# -------------------------------------------------------------------------------------------
+@dataclass
+class LabServer:
+    """A running JupyterLab server; ``root`` is the folder it serves (a temporary copy)."""
+
+    root: Path
+    port: int
+    token: str
+    process: subprocess.Popen
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str = "lab") -> str:
+        """``http://127.0.0.1:PORT/<path>?token=...`` (``path`` is URL-quoted)."""
+        sep = "&" if "?" in path else "?"
+        return f"{self.base_url}/{quote(path.lstrip('/'), safe='/?=&')}{sep}token={self.token}"
+
+    def notebook_url(self, path: str | os.PathLike) -> str:
+        """The URL that opens ``path`` (relative to ``root``, or absolute inside it) in Lab."""
+        return self.url(f"lab/tree/{self.relative(path)}")
+
+    def relative(self, path: str | os.PathLike) -> str:
+        p = Path(path)
+        if p.is_absolute():
+            p = p.resolve().relative_to(self.root)
+        return p.as_posix()
+
+    def api(self, path: str, timeout_s: float = 5) -> dict:
+        """GET ``/api/<path>`` with the token; the decoded JSON."""
+        request = urllib.request.Request(
+            f"{self.base_url}/api/{path.lstrip('/')}",
+            headers={"Authorization": f"token {self.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return json.load(response)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _isolated_jupyter_env(base: Path) -> dict[str, str]:
+    """Environment for the server and its kernels: own Jupyter/IPython dirs, this checkout first
+    on PYTHONPATH (kernels import this tfplace_widget), and Lab settings that keep popups away."""
+    dirs = {
+        "JUPYTER_CONFIG_DIR": base / "config",
+        "JUPYTER_DATA_DIR": base / "data",
+        "JUPYTER_RUNTIME_DIR": base / "runtime",
+        "JUPYTERLAB_SETTINGS_DIR": base / "lab-settings",
+        "JUPYTERLAB_WORKSPACES_DIR": base / "lab-workspaces",
+        "IPYTHONDIR": base / "ipython",
+    }
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    notification = dirs["JUPYTERLAB_SETTINGS_DIR"] / "@jupyterlab" / "apputils-extension"
+    notification.mkdir(parents=True)
+    (notification / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON"))}
+    env.update({k: str(v) for k, v in dirs.items()})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+@pytest.fixture(scope="session")
+def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    base = tmp_path_factory.mktemp("jupyter")
+    root = base / "root"
+    root.mkdir()
+    if (REPO / "notebooks").is_dir():
+        shutil.copytree(
+            REPO / "notebooks",
+            root / "notebooks",
+            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
+        )
+    port, token = _free_port(), secrets.token_hex(24)
+    ARTIFACTS.mkdir(exist_ok=True)
+    log_path = ARTIFACTS / "jupyter-lab-server.log"
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.token={token}",
+        f"--ServerApp.root_dir={root}",
+        # Nothing leaves the machine: no news feed, no update check, no PyPI extension manager.
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
+        "--LabApp.extension_manager=readonly",
+        # window.jupyterapp: lets helpers read state the page does not draw.
+        "--LabApp.expose_app_in_browser=True",
+    ]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            command,
+            cwd=root,
+            env=_isolated_jupyter_env(base),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    server = LabServer(root, port, token, process, log_path)
+    try:
+        _wait_until_up(server)
+        yield server
+    finally:
+        _stop(process)
+
+
+def _wait_until_up(server: LabServer) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            pytest.fail(
+                f"JupyterLab exited with code {server.process.returncode} before answering.\n"
+                f"Its log ({server.log_path}):\n{server.log_tail()}"
+            )
+        try:
+            server.api("status", timeout_s=2)
+            return
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            last_error = exc
+            time.sleep(0.25)
+    pytest.fail(
+        f"JupyterLab did not answer /api/status within {SERVER_START_TIMEOUT_S} s "
+        f"(last error: {last_error}).\nIts log ({server.log_path}):\n{server.log_tail()}"
+    )
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """Terminate the server (it shuts its kernels down), then kill it and any leftover kernel."""
+    import psutil
+
+    try:
+        children = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        children = []
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(SERVER_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+
+
+# -------------------------------------------------------------------------------------------
+# Chromium and the page helpers
+# -------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def chromium() -> Iterator:
+    from playwright.sync_api import sync_playwright
+
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `./dev test` installs Debian's chromium.")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS, timeout=60_000
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@dataclass
+class LabPage:
+    """A Playwright page on the ``jupyter_lab`` server, with the steps a user takes."""
+
+    page: object  # playwright.sync_api.Page
+    server: LabServer
+    console_errors: list[str] = field(default_factory=list)
+
+    def open_notebook(self, path: str | os.PathLike, timeout_s: float = KERNEL_TIMEOUT_S) -> None:
+        """Open a notebook (path relative to the server root) and wait for its kernel to be idle."""
+        name = Path(self.server.relative(path)).name
+        self.page.goto(self.server.notebook_url(path), timeout=PAGE_TIMEOUT_MS * 2)
+        tab = self.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
+        tab.filter(has_text=name).wait_for(timeout=PAGE_TIMEOUT_MS * 2)
+        self.page.locator(f"{_NOTEBOOK} .jp-Cell").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        self._accept_kernel_dialog()
+        self.wait_for_kernel_idle(timeout_s)
+
+    def _accept_kernel_dialog(self) -> None:
+        """A notebook without kernel metadata asks which kernel to start: take the default."""
+        dialog = self.page.locator(".jp-Dialog")
+        with contextlib.suppress(Exception):
+            dialog.wait_for(timeout=1_000)
+            if "kernel" in dialog.inner_text(timeout=1_000).lower():
+                dialog.locator(".jp-mod-accept").click(timeout=5_000)
+
+    def run_all_cells(self, timeout_s: float = KERNEL_TIMEOUT_S) -> None:
+        """Run > Run All Cells from the menu bar, then wait until every cell has finished."""
+        before = self.page.evaluate(_PROMPTS_JS)
+        self.page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Run$")).click()
+        label = self.page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$"))
+        self.page.locator(".lm-Menu-item:not(.lm-mod-disabled)", has=label).click()
+        # Started: some prompt changed ("[ ]:" -> "[*]:" or a new count).
+        self.page.wait_for_function(
+            f"(before) => JSON.stringify(({_PROMPTS_JS})()) !== JSON.stringify(before)",
+            arg=before,
+            timeout=PAGE_TIMEOUT_MS,
+        )
+        self.wait_for_kernel_idle(timeout_s)
+
+    def wait_for_kernel_idle(self, timeout_s: float = KERNEL_TIMEOUT_S) -> None:
+        """Wait until the notebook's kernel reports idle and no cell shows ``[*]``."""
+        self.page.wait_for_function(
+            f"""() => {{
+                const status = document.querySelector('{_STATUS}');
+                const prompts = ({_PROMPTS_JS})();
+                return status !== null && status.dataset.status === 'idle'
+                    && !prompts.some((p) => p.includes('*'));
+            }}""",
+            timeout=timeout_s * 1000,
+            polling=250,
+        )
+
+    def cell_outputs(self) -> list[str]:
+        """The text of each cell's output area, in order ("" for a cell without output)."""
+        return self.page.evaluate(
+            f"""() => Array.from(document.querySelectorAll('{_NOTEBOOK} .jp-Cell'), (cell) => {{
+                const out = cell.querySelector('.jp-OutputArea');
+                return out ? out.innerText.trim() : '';
+            }})"""
+        )
+
+    def errors(self) -> list[str]:
+        """Tracebacks shown in the notebook's outputs."""
+        return self.page.locator(
+            f'{_NOTEBOOK} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+        ).all_inner_texts()
+
+    def screenshot(self, name: str, **options) -> Path:
+        """Save a PNG of the page into ``artifacts/screenshots/<name>.png``; return its path."""
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
+        self.page.screenshot(path=str(path), **options)
+        return path
+
+
+@pytest.fixture
+def lab(jupyter_lab: LabServer, chromium, request: pytest.FixtureRequest) -> Iterator[LabPage]:
+    context = chromium.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    helper = LabPage(page, jupyter_lab)
+    page.on("pageerror", lambda exc: helper.console_errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: helper.console_errors.append(msg.text) if msg.type == "error" else None,
+    )
+    try:
+        yield helper
+    finally:
+        report = getattr(request.node, "_report_call", None)
+        if report is not None and report.failed:
+            with contextlib.suppress(Exception):
+                helper.screenshot(f"FAILED-{request.node.name}")
+        context.close()
