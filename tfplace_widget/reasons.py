@@ -59,6 +59,19 @@ def registered_device_types(op_type: str) -> frozenset:
     return frozenset(k.device_type for k in kernel_list.kernel)
 
 
+def lacks_kernel(kernel_types: frozenset, device_type: str) -> bool:
+    """True only when the registry is known to have no kernel of ``op`` for ``device_type``.
+
+    A ``DEFAULT`` kernel serves every device type except symbolic ones (XLA_*, TPU): NoOp and
+    ReadVariableOp are registered only that way and still run on CPU and GPU. An empty set
+    means the op type is unknown here (a custom op in a loaded trace): no claim is made.
+    """
+    if not kernel_types or device_type in kernel_types:
+        return False
+    symbolic = device_type.startswith("XLA_") or device_type.startswith("TPU")
+    return symbolic or "DEFAULT" not in kernel_types
+
+
 def default_device(devices: Iterable[str]) -> str:
     """The device an unconstrained op lands on: highest-priority type (GPU first), lowest index."""
     ordered = sorted(devices, key=device_sort_key)
@@ -172,7 +185,7 @@ class Explainer:
                 f"Requested {requested}, which does not exist here (devices: {available}); "
                 f"soft placement moved it to {short}."
             )
-        if request.type and request.type not in self.kernel_types(op_type):
+        if request.type and lacks_kernel(self.kernel_types(op_type), request.type):
             return (
                 f"Requested {requested}, but {op_type} has no {request.type} kernel; "
                 f"soft placement moved it to {short}."
@@ -192,7 +205,7 @@ class Explainer:
             )
         spec = _safe_parse(device)
         on_cpu_beside_gpu = self.has_gpu and spec is not None and spec.type == "CPU"
-        if on_cpu_beside_gpu and "GPU" not in self.kernel_types(op_type):
+        if on_cpu_beside_gpu and lacks_kernel(self.kernel_types(op_type), "GPU"):
             return (
                 f"No device requested and {op_type} has no GPU kernel, so the placer "
                 f"chose the CPU: {short}."
