@@ -156,8 +156,8 @@ def _as_list(value: Any) -> list:
 def _load_run_metadata(value: Any) -> Any:
     from tensorflow.core.protobuf import config_pb2
 
-    if isinstance(value, config_pb2.RunMetadata):
-        return value
+    if isinstance(value, config_pb2.RunMetadata):  # e.g. empty: the run was not traced
+        return _check_has_steps(value, "the given RunMetadata")
     if isinstance(value, (bytes, bytearray)):
         return _parse_binary(bytes(value), "the given bytes")
     if isinstance(value, (str, os.PathLike)):
