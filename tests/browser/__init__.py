@@ -1,0 +1,1 @@
+"""Browser tests: a package, so its conftest does not shadow tests/conftest.py (imported as ``conftest``)."""
