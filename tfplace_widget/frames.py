@@ -454,10 +454,16 @@ def _events_frame(
 
 def _drop_duplicate_lane_records(frame: pd.DataFrame) -> pd.DataFrame:
     """A kernel on ``stream:N`` and ``stream:all``, or a copy on ``memcpy`` and its stream,
-    is one execution: keep it once, on the most specific lane."""
+    is one execution: keep it once, kernels on their ``stream:N``, copies on ``memcpy``.
+
+    TF 2.x names a copy's stream ``stream:7<MemcpyH2D>`` (``lane_kind`` "memcpy" too); the
+    plain ``/memcpy`` lane wins, as it does for TF 1.x traces, so all copies share one lane.
+    """
     sub = frame["lane_kind"] != "device"
     gpu = frame[sub].copy()
-    gpu["_priority"] = gpu["lane_kind"].map(_LANE_PRIORITY)
+    gpu["_priority"] = gpu["lane_kind"].map(_LANE_PRIORITY) * 2 + (
+        (gpu["lane_kind"] == "memcpy") & ~gpu["lane"].str.endswith("/memcpy")
+    ).astype(int)
     gpu = gpu.sort_values("_priority", kind="stable")
     duplicate = gpu.duplicated(["device", "op", "start_us", "duration_us"], keep="first")
     keep = gpu.index[~duplicate.to_numpy()]
