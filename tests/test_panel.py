@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tfplace_widget import TraceError, show_placement
-from tfplace_widget.colors import device_color
+from tfplace_widget.colors import color_class, device_color
 from tfplace_widget.panel import PAGE_SIZE, PlacementPanel
 
 SEED_N = 1000
@@ -52,7 +52,7 @@ def test_panel_shows_every_op_and_the_header_counts(panel, seed_trace):
     assert "cross-device" in header and "<b>3</b> cross-device" in header  # A, B in; C out
     chips = [c.description for c in panel.chips.children]
     assert chips[0].startswith("CPU:0") and chips[1].startswith("CPU:1")
-    assert panel.chips.children[1].style.button_color == device_color("/cpu:1")
+    assert color_class(device_color("/cpu:1")) in panel.chips.children[1]._dom_classes
 
 
 def test_typing_an_op_name_narrows_table_and_highlights_timeline(panel):

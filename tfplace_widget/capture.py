@@ -8,6 +8,8 @@ both fds to one temporary file while tracing and hand the text back, so the pane
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import os
 import sys
 import tempfile
@@ -44,6 +46,14 @@ def capture_native_output() -> Iterator[CapturedText]:
 
 
 def _flush_python_streams() -> None:
+    """Flush Python's streams and C's stdio buffers (TF ``printf``s the placement log)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    with contextlib.suppress(Exception):
+        _libc().fflush(None)
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None)

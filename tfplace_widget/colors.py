@@ -37,3 +37,25 @@ def text_color_on(background: str) -> str:
 
     luminance = 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
     return "#000000" if luminance > 0.35 else "#ffffff"
+
+
+def color_class(color: str) -> str:
+    """CSS class that paints a device chip in ``color`` (see :func:`chip_css`)."""
+    return f"tfplace-color-{color.lstrip('#').lower()}"
+
+
+def chip_css() -> str:
+    """Style rules for device chips, one class per palette colour (ToggleButtons have no
+    background-colour style trait in ipywidgets 8)."""
+    rules = []
+    for color in [*_PALETTE, _UNKNOWN]:
+        rules.append(
+            f".{color_class(color)}.jupyter-button {{ background-color: {color}; "
+            f"color: {text_color_on(color)}; }}"
+        )
+    rules.append(
+        ".tfplace-chip.jupyter-button { border-radius: 12px; padding: 0 12px; opacity: 0.92; }"
+        ".tfplace-chip.jupyter-button.mod-active { opacity: 1; font-weight: 700;"
+        " box-shadow: 0 0 0 3px var(--jp-ui-font-color1, #222); }"
+    )
+    return "\n".join(rules)

@@ -17,7 +17,7 @@ import ipywidgets as widgets
 import numpy as np
 import pandas as pd
 
-from .colors import device_color, text_color_on
+from .colors import color_class, device_color
 from .devices import short_device
 from .errors import TraceError
 from .frames import PlacementTrace
@@ -72,9 +72,7 @@ class PlacementPanel(widgets.VBox):
             description="match case", indent=False, layout=widgets.Layout(width="auto")
         )
         self.type_filter = widgets.Dropdown(
-            description="type",
-            layout=widgets.Layout(width="220px"),
-            style={"description_width": "initial"},
+            layout=widgets.Layout(width="200px"), tooltip="show only ops of one type"
         )
         self.status = widgets.HTML()
         self.message = widgets.HTML()
@@ -113,7 +111,7 @@ class PlacementPanel(widgets.VBox):
         self.details = widgets.HTML()
         self.log_view = widgets.HTML()
         self.log_section = widgets.Accordion(children=[self.log_view], selected_index=None)
-        self._figure_box = widgets.Box(layout=widgets.Layout(width="100%"))
+        self._figure_box = widgets.Box(layout=widgets.Layout(width="100%", display="block"))
 
         explore = widgets.HBox(
             [self.soft_placement, self.optimize, self.device_scope, self.cpus, self.rerun],
@@ -128,11 +126,11 @@ class PlacementPanel(widgets.VBox):
                 self.header,
                 self.chips,
                 finder,
-                explore,
                 self.message,
+                self._figure_box,
                 self.table,
                 self.details,
-                self._figure_box,
+                explore,
                 self.log_section,
             ],
             layout=widgets.Layout(width="100%"),
@@ -181,7 +179,7 @@ class PlacementPanel(widgets.VBox):
         self._syncing = True
         try:
             current = self.type_filter.value
-            self.type_filter.options = [("all types", "")] + [(t, t) for t in types]
+            self.type_filter.options = [("all op types", "")] + [(t, t) for t in types]
             self.type_filter.value = current if current in types else ""
         finally:
             self._syncing = False
@@ -290,8 +288,8 @@ class PlacementPanel(widgets.VBox):
                 tooltip=f"{summary.device}: click to show only its ops",
                 layout=widgets.Layout(width="auto"),
             )
-            chip.style.button_color = color
-            chip.style.text_color = text_color_on(color)
+            chip.add_class("tfplace-chip")
+            chip.add_class(color_class(color))
             chip.observe(self._on_chip_change, "value")
             chip.device = summary.device
             self._chip_of[summary.device] = chip

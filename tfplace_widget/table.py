@@ -11,6 +11,8 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
+from .colors import chip_css
+
 _ESM = r"""
 function render({ model, el }) {
   el.classList.add("tfplace-table");
@@ -56,6 +58,7 @@ function render({ model, el }) {
       row.forEach((value, c) => {
         const td = tr.insertCell();
         td.textContent = value;  // textContent: names are never parsed as HTML
+        td.title = value;         // the full text on hover when the cell is cut short
         td.dataset.column = columns[c];
       });
       tr.addEventListener("click", () => {
@@ -89,7 +92,7 @@ export default { render };
 """
 
 _CSS = r"""
-.tfplace-table { max-height: 420px; overflow: auto; font-size: var(--jp-ui-font-size1, 13px); }
+.tfplace-table { max-height: 460px; max-width: 100%; width: 100%; overflow: auto; font-size: var(--jp-ui-font-size1, 13px); }
 .tfplace-table table { border-collapse: collapse; width: 100%; table-layout: auto;
   color: var(--jp-ui-font-color1, #222); background: var(--jp-layout-color1, #fff); }
 .tfplace-table th { position: sticky; top: 0; cursor: pointer; text-align: left; white-space: nowrap;
@@ -97,7 +100,8 @@ _CSS = r"""
   border-bottom: 1px solid var(--jp-border-color1, #ccc); user-select: none; }
 .tfplace-table td { padding: 3px 8px; border-bottom: 1px solid var(--jp-border-color3, #eee);
   white-space: nowrap; max-width: 28em; overflow: hidden; text-overflow: ellipsis; }
-.tfplace-table td[data-column="reason"] { white-space: normal; min-width: 22em; max-width: 40em; }
+.tfplace-table td[data-column="reason"] { max-width: 24em; }
+.tfplace-table td[data-column="op"] { max-width: 16em; }
 .tfplace-table td[data-column="op"] { border-left: 6px solid var(--tfplace-device); font-family:
   var(--jp-code-font-family, monospace); }
 .tfplace-table td[data-column="device"] { color: var(--tfplace-device); font-weight: 600; }
@@ -115,7 +119,7 @@ class OpTable(anywidget.AnyWidget):
     """One page of the op table; the panel fills ``rows`` and listens to the user's clicks."""
 
     _esm = _ESM
-    _css = _CSS
+    _css = _CSS + chip_css()
     columns = traitlets.List(traitlets.Unicode()).tag(sync=True)
     labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
     rows = traitlets.List(traitlets.List()).tag(sync=True)

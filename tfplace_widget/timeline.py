@@ -143,10 +143,16 @@ class Timeline:
                 clickmode="event",
                 hovermode="closest",
                 dragmode="zoom",
-                template="plotly_white",
+                template="none",  # readable on JupyterLab's light and dark themes
                 paper_bgcolor="rgba(0,0,0,0)",
+                plot_bgcolor="rgba(0,0,0,0)",
+                font=dict(color="#8a8a8a", size=12),
+                autosize=True,
                 xaxis=dict(
-                    title="time since the step started (µs)", range=[0, span * 1.02], zeroline=False
+                    title="time since the step started (µs)",
+                    gridcolor="rgba(128,128,128,0.25)",
+                    range=[0, span * 1.02],
+                    zeroline=False,
                 ),
                 yaxis=dict(
                     tickvals=list(range(len(self.lanes))),
