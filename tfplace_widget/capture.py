@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import io
 import os
 import sys
 import tempfile
@@ -32,17 +33,22 @@ def capture_native_output() -> Iterator[CapturedText]:
     with _LOCK, tempfile.TemporaryFile(mode="w+b") as sink:
         _flush_python_streams()
         saved = {fd: os.dup(fd) for fd in (1, 2)}
+        # TF also writes through Python's sys.stdout (PySys_WriteStdout): in a kernel that is
+        # not fd 1, so swap the Python streams too.
+        python_text = io.StringIO()
         try:
             for fd in saved:
                 os.dup2(sink.fileno(), fd)
-            yield result
+            with contextlib.redirect_stdout(python_text), contextlib.redirect_stderr(python_text):
+                yield result
         finally:
             _flush_python_streams()
             for fd, copy in saved.items():
                 os.dup2(copy, fd)
                 os.close(copy)
             sink.seek(0)
-            result.text = sink.read().decode("utf-8", errors="replace")
+            native = sink.read().decode("utf-8", errors="replace")
+            result.text = native + python_text.getvalue()
 
 
 def _flush_python_streams() -> None:
