@@ -107,14 +107,15 @@ def canonical_device(name: str) -> str:
     """Full canonical name of a concrete device: ``/job:localhost/replica:0/task:0/device:GPU:0``.
 
     Stream and memcpy lanes (``/device:GPU:0/stream:7``) map to their owning device.
-    Returns ``""`` for an empty name; names that are not devices are returned unchanged.
+    Returns ``""`` for an empty name; names that are not concrete devices (no index, as in
+    ``/device:GPU:*``, or a bare word such as Chrome's ``Allocators``) are returned unchanged.
     """
     owner = lane_owner(name)
     try:
         spec = parse_device(owner)
     except ValueError:
         return name
-    if spec.type is None:
+    if spec.type is None or spec.index is None:
         return name
     return (
         f"/job:{spec.job or _DEFAULT_JOB}/replica:{spec.replica or 0}/task:{spec.task or 0}"
