@@ -132,11 +132,19 @@ def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
 
 
 def _sink_ops(graph: Any) -> list:
+    """Ops nothing consumes, minus variable initializers (run once, untraced, before)."""
     consumed = set()
     for op in graph.get_operations():
         consumed.update(t.op.name for t in op.inputs)
         consumed.update(c.name for c in op.control_inputs)
-    return [op for op in graph.get_operations() if op.name not in consumed]
+    variables = graph.get_collection("variables") + graph.get_collection("local_variables")
+    consumed.update(v.initializer.name for v in variables)
+    checks = tuple(f"{v.op.name}/IsInitialized/" for v in variables)
+    return [
+        op
+        for op in graph.get_operations()
+        if op.name not in consumed and not (checks and op.name.startswith(checks))
+    ]
 
 
 def _check_fetches(result: Any, graph: Any) -> Any:
