@@ -284,6 +284,19 @@ def test_fetch_none_runs_every_sink(tf, trace_placement):
     assert {"a", "doubled", "copied"} <= set(trace.events["op"])
 
 
+def test_fetch_none_does_not_rerun_variable_initializers(tf, trace_placement):
+    """Initializers are sinks too, but they run once before tracing, not in each step."""
+
+    def build():
+        v = tf.Variable([1.0, 2.0], name="v")
+        v.assign_add([1.0, 1.0], name="bump")
+
+    trace = trace_placement(build, steps=3)
+    ran = set(trace.events["op"])
+    assert op_row(trace, "bump").runs == 3
+    assert not any(name.startswith(("v/Assign", "v/IsInitialized")) for name in ran), ran
+
+
 def test_fetch_nested_structures_and_operations(tf, trace_placement):
     def build():
         a = tf.constant(1.0, name="a")
@@ -320,7 +333,8 @@ def test_default_graph_and_global_config_untouched(tf, trace_placement, seed_bui
     assert seen and seen[0] is not outer
     assert tf.compat.v1.get_default_graph() is outer
     assert len(outer.get_operations()) == before
-    assert len(tf.config.list_logical_devices("CPU")) == cpus_before == 1
+    # device_count applies to the traced session only, not to TF's global configuration.
+    assert len(tf.config.list_logical_devices("CPU")) == cpus_before
 
 
 # -- device_of --------------------------------------------------------------------------------
