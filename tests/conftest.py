@@ -89,12 +89,6 @@ def op_row(trace: Any, name: str) -> pd.Series:
     return rows.iloc[0]
 
 
-@pytest.fixture(scope="session")
-def row() -> Callable[[Any, str], pd.Series]:
-    """``row(trace, "C")``: the one ops row of an op."""
-    return op_row
-
-
 def raw_chrome_events(path: Path) -> list[dict]:
     """The ``X`` events of a Chrome trace, each with its lane (``<device>`` of ``<device> Compute``)."""
     document = json.loads(path.read_text())
@@ -107,8 +101,3 @@ def raw_chrome_events(path: Path) -> list[dict]:
         and e["args"]["name"].endswith(" Compute")
     }
     return [dict(e, lane=lanes[e["pid"]]) for e in events if e.get("ph") == "X"]
-
-
-@pytest.fixture(scope="session")
-def raw_chrome() -> Callable[[Path], list[dict]]:
-    return raw_chrome_events
