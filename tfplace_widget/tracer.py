@@ -324,5 +324,15 @@ def _explain_run_error(exc: Exception, devices: list[str], timeout_s: float | No
 
 
 def _first_lines(message: str, limit: int = 6) -> str:
-    lines = [line for line in message.strip().splitlines() if line.strip()]
+    # Graph execution errors open with "Detected at node 'X' defined at (most recent call
+    # last):" and the Python stack that built X (in a notebook: runpy, ipykernel, ...); skip
+    # that stack so the lines kept are TensorFlow's own message.
+    lines = [
+        line
+        for line in message.strip().splitlines()
+        if line.strip() and not _DEFINED_AT.match(line)
+    ]
     return "\n".join(lines[:limit])
+
+
+_DEFINED_AT = re.compile(r"\s*(Detected at node .* defined at \(most recent call last\):|File \")")
