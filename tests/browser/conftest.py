@@ -342,7 +342,7 @@ class LabPage:
         )
 
     def errors(self) -> list[str]:
-        """Tracebacks shown in the notebook's outputs."""
+        """Text of the stderr outputs in the notebook: tracebacks, warnings, native logs."""
         return self.page.locator(
             f'{_NOTEBOOK} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
         ).all_inner_texts()
