@@ -1,0 +1,223 @@
+"""The teaching notebooks run headless, top to bottom, and show what they say they show.
+
+All four notebooks execute once per test session, *concurrently* (one kernel each, driven by
+nbclient's async API in one event loop), with the notebooks folder as the working directory, as
+in JupyterLab. Each test then reads the executed notebook: no cell errored, the placement panel
+was displayed (a widget view whose model is in the saved widget state), the file stays within its
+size budget, and the key facts the markdown states are in the outputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NAMES = [
+    "01_seed_experiment.ipynb",
+    "02_explicit_and_implicit.ipynb",
+    "03_finding_one_op.ipynb",
+    "04_real_gpu_trace.ipynb",
+]
+KERNEL = "python3"
+CELL_TIMEOUT_S = 120  # one cell; the slowest (a trace, TF import) takes a few seconds
+STARTUP_TIMEOUT_S = 120
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+# Size budgets, measured with TF 2.21, plotly 6.x, anywidget 0.9 on a machine without a GPU.
+# - Without the widget state, the executed notebooks are 20-50 KB (DataFrames as text and HTML,
+#   a few printed lines). 1 MB leaves ample room for a GPU machine's longer device lists and
+#   still catches a runaway output (a full op table, TensorFlow's log dumped into a cell).
+# - nbclient stores the widget state in the notebook's metadata (as `jupyter nbconvert
+#   --execute` does). Each panel adds ~5.1 MB there, almost all of it plotly.js's bundle, which
+#   anywidget keeps in the `_esm` trait of every plotly FigureWidget. The notebooks show at most
+#   two panels (~10.4 MB); 12 MB is that plus ~15%, so a third panel fails the budget on purpose.
+MAX_BYTES_WITHOUT_WIDGET_STATE = 1_000_000
+MAX_BYTES = 12_000_000
+
+
+@dataclass
+class Executed:
+    name: str
+    notebook: nbformat.NotebookNode | None
+    seconds: float
+    error: BaseException | None = None
+
+    @property
+    def text(self) -> str:
+        """Every text output (streams, text/plain results, error values), joined."""
+        parts = []
+        for cell in self.notebook.cells:
+            for output in cell.get("outputs", []):
+                if output.output_type == "stream":
+                    parts.append(output.text)
+                elif output.output_type in ("execute_result", "display_data"):
+                    parts.append(output.data.get("text/plain", ""))
+                elif output.output_type == "error":
+                    parts.append(f"{output.ename}: {output.evalue}")
+        return "\n".join(parts)
+
+
+async def _execute(name: str) -> Executed:
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    client = NotebookClient(
+        notebook,
+        kernel_name=KERNEL,
+        timeout=CELL_TIMEOUT_S,
+        startup_timeout=STARTUP_TIMEOUT_S,
+        allow_errors=True,  # keep running: the test reports every failing cell at once
+        resources={"metadata": {"path": str(NOTEBOOKS)}},  # cwd = notebooks/, as in JupyterLab
+    )
+    start = time.perf_counter()
+    try:
+        await client.async_execute()
+    except Exception as exc:  # kernel died, timed out, ...
+        return Executed(name, notebook, time.perf_counter() - start, exc)
+    return Executed(name, notebook, time.perf_counter() - start)
+
+
+async def _execute_all() -> dict[str, Executed]:
+    results = await asyncio.gather(*(_execute(name) for name in NAMES))
+    return {result.name: result for result in results}
+
+
+@pytest.fixture(scope="module")
+def executed() -> dict[str, Executed]:
+    """The four notebooks, executed concurrently (about 30-60 s on 2 cores)."""
+    return asyncio.run(_execute_all())
+
+
+@pytest.fixture(params=NAMES, ids=[name.split("_")[0] for name in NAMES])
+def run(request: pytest.FixtureRequest, executed: dict[str, Executed]) -> Executed:
+    result = executed[request.param]
+    if result.error is not None:
+        pytest.fail(f"{result.name} did not finish: {type(result.error).__name__}: {result.error}")
+    return result
+
+
+def test_notebooks_are_committed_without_outputs() -> None:
+    for name in NAMES:
+        notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+        nbformat.validate(notebook)
+        for index, cell in enumerate(notebook.cells):
+            if cell.cell_type == "code":
+                assert not cell.outputs, f"{name} cell {index} has saved outputs: clear them"
+                assert cell.execution_count is None, f"{name} cell {index}: execution count"
+        assert "widgets" not in notebook.metadata, f"{name} has saved widget state"
+
+
+def test_every_cell_runs_without_error(run: Executed) -> None:
+    errors = [
+        f"cell {index}: {output.ename}: {output.evalue}"
+        for index, cell in enumerate(run.notebook.cells)
+        for output in cell.get("outputs", [])
+        if output.output_type == "error"
+    ]
+    assert not errors, f"{run.name}:\n" + "\n".join(errors)
+    unrun = [
+        index
+        for index, cell in enumerate(run.notebook.cells)
+        if cell.cell_type == "code" and cell.source.strip() and cell.execution_count is None
+    ]
+    assert not unrun, f"{run.name}: cells {unrun} did not run"
+
+
+def test_outputs_show_the_placement_panel(run: Executed) -> None:
+    views = [
+        output.data[WIDGET_VIEW]["model_id"]
+        for cell in run.notebook.cells
+        for output in cell.get("outputs", [])
+        if output.output_type in ("execute_result", "display_data") and WIDGET_VIEW in output.data
+    ]
+    assert views, f"{run.name} displays no widget"
+    state = run.notebook.metadata["widgets"][WIDGET_STATE]["state"]
+    panels = [
+        model_id
+        for model_id in views
+        if "tfplace-panel" in state.get(model_id, {}).get("state", {}).get("_dom_classes", [])
+    ]
+    assert panels, f"{run.name}: no displayed widget is a placement panel"
+
+
+def test_executed_notebook_stays_within_its_size_budget(run: Executed) -> None:
+    whole = len(nbformat.writes(run.notebook).encode())
+    stripped = nbformat.from_dict(json.loads(nbformat.writes(run.notebook)))
+    stripped.metadata.pop("widgets", None)
+    without_state = len(nbformat.writes(stripped).encode())
+    assert without_state <= MAX_BYTES_WITHOUT_WIDGET_STATE, (
+        f"{run.name}: {without_state:,} bytes without widget state "
+        f"(budget {MAX_BYTES_WITHOUT_WIDGET_STATE:,})"
+    )
+    assert whole <= MAX_BYTES, f"{run.name}: {whole:,} bytes executed (budget {MAX_BYTES:,})"
+
+
+# Facts each notebook's markdown relies on, as they appear in its text outputs. These hold on a
+# machine without a GPU (two CPUs) and with one; FACTS_WITHOUT_GPU only with the CPU stand-in.
+FACTS = {
+    "01_seed_experiment.ipynb": [
+        "how=implicit",  # A and B in inputs_none asked for nothing
+        "(GPU before CPU)",  # ...and their reason states the priority rule
+    ],
+    "02_explicit_and_implicit.ipynb": [
+        "/job:localhost/device:",  # nested scopes merge field by field
+        "(a partial device spec)",
+        "StringJoin: kernels for ['CPU']",
+        "Cannot place op 'S'",  # the TraceError without soft placement...
+        "Cannot assign a device for operation S",  # ...quoting TensorFlow's own message
+        "colocation groups=[b'loc:@a']",
+        "Built as AddV2; TensorFlow's graph optimizer turned it into Const.",
+    ],
+    "03_finding_one_op.ipynb": [
+        "No op named 'c' in this trace. Close matches:",
+        "copies: 3, bytes copied: 12,000,000",  # C away from its inputs
+        "copies: 0, bytes copied: 0",  # C next to its inputs
+    ],
+    "04_real_gpu_trace.ipynb": [
+        "/job:localhost/replica:0/task:0/device:GPU:0    13",  # 13 ops on GPU:0, 1 on CPU:0
+        "31 records in the file, 22 rows in trace.events",  # stream:all copies counted once
+        "edge_22_MatMul",  # the MatMul result copied back to the host
+        "edge_78__arg_Placeholder_0_0",  # a fed value copied to the GPU
+    ],
+}
+
+
+FACTS_WITHOUT_GPU = {
+    "01_seed_experiment.ipynb": [
+        "they ran on: /job:localhost/replica:0/task:0/device:CPU:0",  # not on the stand-in
+        "an op with no inputs is placed with its consumers (C)",  # tiny Consts follow C
+        "inputs_none, n = 10**6: copies: 3, bytes copied: 12,000,000",  # A, B in; C out
+        "inputs_none, n = 10: copies: 1, bytes copied: 40",  # only C
+    ],
+    "02_explicit_and_implicit.ipynb": [
+        "which does not exist here (devices: CPU:0, CPU:1); soft placement moved it to CPU:0.",
+        "optimize=True: copies: 1, bytes copied: 4,000,000",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", NAMES, ids=[name.split("_")[0] for name in NAMES])
+def test_outputs_state_the_facts_the_text_explains(name: str, executed: dict) -> None:
+    result = executed[name]
+    assert result.error is None, f"{name} did not finish: {result.error}"
+    text = result.text
+    facts = list(FACTS[name])
+    if "No GPU here" in executed[NAMES[0]].text:
+        facts += FACTS_WITHOUT_GPU.get(name, [])
+    missing = [fact for fact in facts if fact not in text]
+    assert not missing, f"{name}: outputs lack {missing}"
+
+
+@pytest.mark.parametrize("name", NAMES[:3], ids=[name.split("_")[0] for name in NAMES[:3]])
+def test_notebooks_say_what_stands_in_for_the_gpu(name: str, executed: dict) -> None:
+    text = executed[name].text
+    assert "No GPU here: a second CPU device stands in for the GPU" in text or (
+        "A GPU is visible" in text
+    )
