@@ -24,6 +24,8 @@ MAX_BARS = 20_000
 MAX_MATCH_BARS = 5_000
 MAX_ARROWS = 300
 DIM_OPACITY = 0.25
+MATCH_OUTLINE = "#222222"
+SELECTED_COLOR = "#ff2d78"  # a selection ring that reads on light and dark themes
 BAR_HEIGHT = 0.8
 
 
@@ -47,6 +49,7 @@ class Timeline:
         devices: list[str],
         transfers: pd.DataFrame,
         inputs: dict[str, list[str]],
+        figure: go.FigureWidget | None = None,
     ) -> None:
         self.events = events
         self.devices = devices
@@ -55,11 +58,16 @@ class Timeline:
         self.webgl = len(self.shown) > WEBGL_THRESHOLD
         self.lanes, lane_of_row = self._lanes(events)
         self.lane_y = lane_of_row
-        self.figure = go.FigureWidget()
+        self.figure = go.FigureWidget() if figure is None else figure
+        if figure is not None:  # re-used by a panel re-run: drop the last run's traces
+            figure.data = ()
         self._device_traces: list[_DeviceTraces] = []
         self._selected_index = -1
+        self._no_rows = np.empty(0, dtype=np.int64)
+        self._selected_rows = self._no_rows
         self._ops = events["op"].to_numpy(dtype=object)
         self._hover = self._hover_text(events)
+        self._row_colors = events["device"].map(device_color).to_numpy(dtype=object)
         self._build(transfers, inputs)
 
     # -- construction -------------------------------------------------------------------------
@@ -119,7 +127,11 @@ class Timeline:
                 fig.add_trace(base)
                 base_index = len(fig.data) - 1
                 match = self._bar_trace(
-                    rows[:0], color, f"{short_device(device)} matches", opacity=1.0, outline=True
+                    rows[:0],
+                    color,
+                    f"{short_device(device)} matches",
+                    opacity=1.0,
+                    outline=MATCH_OUTLINE,
                 )
                 fig.add_trace(match)
                 self._device_traces.append(
@@ -127,7 +139,12 @@ class Timeline:
                 )
             fig.add_trace(
                 self._bar_trace(
-                    shown[:0], "#000000", "selected", opacity=1.0, outline=True, width=3
+                    shown[:0],
+                    SELECTED_COLOR,
+                    "selected",
+                    opacity=1.0,
+                    outline=SELECTED_COLOR,
+                    width=3,
                 )
             )
             self._selected_index = len(fig.data) - 1
@@ -169,21 +186,25 @@ class Timeline:
     def _bar_trace(
         self,
         rows: np.ndarray,
-        color: str,
+        color: str | np.ndarray,
         name: str,
         *,
         opacity: float,
-        outline: bool = False,
-        width: float = 2,
+        outline: str | None = None,
+        width: float = 1.5,
     ) -> go.BaseTraceType:
+        """Bars for event ``rows``: ``go.Bar`` below the WebGL threshold, thick GL lines above."""
         starts = self.events["start_us"].to_numpy(dtype=np.float64)[rows]
         durations = np.maximum(self.events["duration_us"].to_numpy(dtype=np.float64)[rows], 0.5)
         lanes = self.lane_y[rows]
         hover = self._hover[rows]
         if self.webgl:
-            x = np.column_stack([starts, starts + durations, np.full(len(rows), np.nan)]).ravel()
-            y = np.column_stack([lanes, lanes, np.full(len(rows), np.nan)]).ravel()
+            gaps = np.full(len(rows), np.nan)
+            x = np.column_stack([starts, starts + durations, gaps]).ravel()
+            y = np.column_stack([lanes, lanes, gaps]).ravel()
             text = np.column_stack([hover, hover, np.full(len(rows), "", dtype=object)]).ravel()
+            # GL lines have no outline: matches are drawn bolder in their device colour.
+            line_color = color if isinstance(color, str) else SELECTED_COLOR
             return go.Scattergl(
                 x=x,
                 y=y,
@@ -191,7 +212,7 @@ class Timeline:
                 mode="lines",
                 name=name,
                 opacity=opacity,
-                line=dict(color="#222222" if outline else color, width=18 if outline else 14),
+                line=dict(color=line_color, width=18 if outline else 14),
                 hovertemplate="%{text}<extra></extra>",
             )
         return go.Bar(
@@ -201,7 +222,9 @@ class Timeline:
             orientation="h",
             width=BAR_HEIGHT,
             name=name,
-            marker=dict(color=color, line=dict(color="#222222", width=width if outline else 0)),
+            marker=dict(
+                color=color, line=dict(color=outline or color, width=width if outline else 0)
+            ),
             opacity=opacity,
             hovertext=hover,
             hovertemplate="%{hovertext}<extra></extra>",
@@ -213,36 +236,32 @@ class Timeline:
             return None
         events = self.events
         op_level = events[[lane_kind(lane) == "device" for lane in events["lane"]]]
-        first = op_level.groupby(["op", "device"], sort=False).agg(
-            start=("start_us", "min"), end=("start_us", "max")
+        keyed = op_level.assign(end=op_level["start_us"] + op_level["duration_us"]).groupby(
+            ["op", "device"], sort=False
         )
-        ends = (
-            op_level.assign(end=op_level["start_us"] + op_level["duration_us"])
-            .groupby(["op", "device"], sort=False)["end"]
-            .max()
-        )
-        lane_index = {pair: i for i, pair in enumerate(self.lanes)}
+        first_start = keyed["start_us"].min().to_dict()
+        last_end = keyed["end"].max().to_dict()
+        # TF names the receiving node "<producer>/_<n>": index its consumers once.
+        readers: dict[str, list[str]] = {}
+        for op, ins in inputs.items():
+            for name in ins:
+                head, sep, tail = name.rpartition("/_")
+                if sep and tail.isdigit():
+                    readers.setdefault(head, []).append(op)
+        lane_of = {d: i for i, (d, lane) in enumerate(self.lanes) if lane_kind(lane) == "device"}
         x, y = [], []
         for tensor, src, dst in zip(
             transfers["tensor"], transfers["src_device"], transfers["dst_device"], strict=True
         ):
             producer = tensor.rsplit(":", 1)[0]
-            if (producer, src) not in ends.index:
+            x0 = last_end.get((producer, src))
+            y0, y1 = lane_of.get(src), lane_of.get(dst)
+            if x0 is None or y0 is None or y1 is None:
                 continue
-            x0 = float(ends[(producer, src)])
-            recv_prefix = f"{producer}/_"
-            consumers = [
-                op for op, ins in inputs.items() if any(i.startswith(recv_prefix) for i in ins)
-            ]
             starts = [
-                float(first.loc[(c, dst), "start"]) for c in consumers if (c, dst) in first.index
+                first_start[(c, dst)] for c in readers.get(producer, ()) if (c, dst) in first_start
             ]
-            x1 = min(starts) if starts else x0
-            y0 = lane_index.get((src, _device_lane(self.lanes, src)))
-            y1 = lane_index.get((dst, _device_lane(self.lanes, dst)))
-            if y0 is None or y1 is None:
-                continue
-            x += [x0, x1, None]
+            x += [float(x0), float(min(starts)) if starts else float(x0), None]
             y += [y0, y1, None]
             if len(x) >= 3 * MAX_ARROWS:
                 break
@@ -260,29 +279,46 @@ class Timeline:
 
     # -- updates ------------------------------------------------------------------------------
     def highlight(self, event_mask: np.ndarray | None) -> None:
-        """Outline the events where ``event_mask`` is True (``None``: no search, none dimmed)."""
+        """Outline the events where ``event_mask`` is True (``None``: no search, none dimmed).
+
+        Only traces whose content changes are touched, so a keystroke that keeps the same
+        matches sends nothing, and a fresh figure gets no updates before it is first drawn.
+        """
         fig = self.figure
+        opacity = 1.0 if event_mask is None else DIM_OPACITY
         with fig.batch_update():
             for traces in self._device_traces:
                 if event_mask is None:
-                    traces.match_rows = traces.rows[:0]
+                    rows = traces.rows[:0]
                 else:
-                    matched = traces.rows[event_mask[traces.rows]]
-                    traces.match_rows = matched[:MAX_MATCH_BARS]
-                dimmed = event_mask is not None
-                fig.data[traces.base_index].opacity = DIM_OPACITY if dimmed else 1.0
-                self._set_rows(fig.data[traces.match_index], traces.match_rows)
+                    rows = traces.rows[event_mask[traces.rows]][:MAX_MATCH_BARS]
+                base = fig.data[traces.base_index]
+                if base.opacity != opacity:
+                    base.opacity = opacity
+                if not np.array_equal(rows, traces.match_rows):
+                    traces.match_rows = rows
+                    self._set_rows(fig.data[traces.match_index], rows)
 
     def select(self, op: str) -> None:
         """Draw the events of ``op`` in the 'selected' overlay."""
-        rows = np.flatnonzero(self._ops == op) if op else np.empty(0, dtype=np.int64)
+        rows = np.flatnonzero(self._ops == op)[:MAX_MATCH_BARS] if op else self._no_rows
+        if np.array_equal(rows, self._selected_rows):
+            return
+        self._selected_rows = rows
         with self.figure.batch_update():
-            self._set_rows(self.figure.data[self._selected_index], rows[:MAX_MATCH_BARS])
+            self._set_rows(self.figure.data[self._selected_index], rows)
 
     def _set_rows(self, trace: go.BaseTraceType, rows: np.ndarray) -> None:
-        fresh = self._bar_trace(rows, "#000000", trace.name, opacity=1.0, outline=True)
+        """Point an overlay trace at other event rows (the selected overlay keeps device fills)."""
+        selected = trace is self.figure.data[self._selected_index]
+        fill = self._row_colors[rows] if selected else "#000000"
+        fresh = self._bar_trace(rows, fill, trace.name, opacity=1.0)
         if self.webgl:
             trace.update(x=fresh.x, y=fresh.y, text=fresh.text)
+        elif selected:
+            trace.update(
+                base=fresh.base, x=fresh.x, y=fresh.y, hovertext=fresh.hovertext, marker_color=fill
+            )
         else:
             trace.update(base=fresh.base, x=fresh.x, y=fresh.y, hovertext=fresh.hovertext)
 
@@ -322,13 +358,3 @@ def _lane_suffix(lane: str) -> str:
 def _lane_label(device: str, lane: str) -> str:
     suffix = _lane_suffix(lane)
     return f"{short_device(device)} {suffix}".strip()
-
-
-def _device_lane(lanes: list[tuple[str, str]], device: str) -> str:
-    for d, lane in lanes:
-        if d == device and lane_kind(lane) == "device":
-            return lane
-    for d, lane in lanes:
-        if d == device:
-            return lane
-    return ""

@@ -1,0 +1,124 @@
+"""The panel in a real JupyterLab in headless Chromium: render, type, narrow, highlight, pick."""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from .conftest import SCREENSHOTS
+
+SEED_NOTEBOOK = "notebooks/01_seed_experiment.ipynb"
+MAGIC_CELLS = [
+    "%load_ext tfplace_widget",
+    """%%tfplace --cpus 2
+import tensorflow as tf
+a = tf.ones((1000,), name="A")
+b = tf.ones((1000,), name="B")
+with tf.device("/cpu:1"):
+    c = tf.add(a, b, name="C")
+c""",
+]
+# The first panel's DOM, and what plotly drew for it (gd.data is plotly.js's own trace list).
+PANEL = ".tfplace-panel"
+TRACES_JS = """(index) => {
+    const panel = document.querySelectorAll('.tfplace-panel')[index];
+    const plot = panel.querySelector('.js-plotly-plot');
+    return plot.data.map((t) => ({name: t.name, opacity: t.opacity, n: (t.y || []).length}));
+}"""
+
+
+def _write_notebook(root, name: str, cells: list[str]) -> str:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, root / name)
+    return name
+
+
+def _table_ops(lab, index: int = 0) -> list[str]:
+    panel = lab.page.locator(PANEL).nth(index)
+    return panel.locator(".tfplace-table tbody tr").evaluate_all(
+        "(rows) => rows.map((r) => r.dataset.op)"
+    )
+
+
+def _search_and_check(lab, index: int, text: str) -> None:
+    """Type ``text`` into panel ``index``'s search box; the table and timeline follow."""
+    panel = lab.page.locator(PANEL).nth(index)
+    before = _table_ops(lab, index)
+    box = panel.locator("input[type=text]").first
+    box.click()
+    box.press_sequentially(text, delay=60)
+    lab.page.wait_for_function(
+        "([i, n]) => document.querySelectorAll('.tfplace-panel')[i]"
+        ".querySelectorAll('.tfplace-table tbody tr').length < n",
+        arg=[index, len(before)],
+        timeout=15_000,
+    )
+    after = _table_ops(lab, index)
+    assert after and all(text.lower() in op.lower() for op in after), after
+    assert "C" in after
+    assert panel.get_by_text(f"of {len(before)} ops").count() == 1
+    lab.page.wait_for_function(
+        f"(i) => ({TRACES_JS})(i).some((t) => t.name.endsWith('matches') && t.n > 0)",
+        arg=index,
+        timeout=15_000,
+    )
+    traces = lab.page.evaluate(TRACES_JS, index)
+    dimmed = [t for t in traces if t["name"] in ("CPU:0", "CPU:1")]
+    assert dimmed and all(t["opacity"] == pytest.approx(0.25) for t in dimmed), traces
+    matches = {t["name"]: t["n"] for t in traces if t["name"].endswith("matches")}
+    assert matches["CPU:1 matches"] >= 1, matches  # C ran on CPU:1
+
+
+def test_seed_notebook_panels_search_and_pick(lab, jupyter_lab):
+    if not (jupyter_lab.root / SEED_NOTEBOOK).exists():
+        pytest.fail(f"{SEED_NOTEBOOK} is missing from the repository")
+    lab.open_notebook(SEED_NOTEBOOK)
+    lab.run_all_cells(timeout_s=240)
+    assert not lab.errors()
+    panels = lab.page.locator(PANEL)
+    panels.first.locator(".tfplace-table tbody tr").first.wait_for(timeout=30_000)
+    assert panels.count() >= 2  # inputs_cpu and inputs_none
+    panels.first.scroll_into_view_if_needed()
+    lab.screenshot("seed-notebook-panel")
+    _search_and_check(lab, 0, "C")
+    panel = panels.first
+    panel.locator(".tfplace-table tbody tr[data-op='C']").click()
+    details = panel.locator("code", has_text="C:0")
+    details.first.wait_for(timeout=10_000)
+    assert "explicit" in panel.inner_text()
+    panel.screenshot(path=str(SCREENSHOTS / "seed-panel-searched.png"))
+    assert not [e for e in lab.console_errors if "tfplace" in e.lower()]
+
+
+def test_magic_cell_renders_a_panel_in_light_and_dark(lab, jupyter_lab):
+    name = _write_notebook(jupyter_lab.root, "magic.ipynb", MAGIC_CELLS)
+    lab.open_notebook(name)
+    lab.run_all_cells(timeout_s=240)
+    assert not lab.errors()
+    panel = lab.page.locator(PANEL).first
+    panel.locator(".tfplace-table tbody tr").first.wait_for(timeout=30_000)
+    outputs = lab.cell_outputs()
+    assert "Device mapping" not in outputs[1] and "placer.cc" not in outputs[1]
+    panel.scroll_into_view_if_needed()
+    panel.screenshot(path=str(SCREENSHOTS / "magic-panel-light.png"))
+    _search_and_check(lab, 0, "C")
+    lab.page.locator(".lm-MenuBar-item", has_text=re.compile(r"^Settings$")).click()
+    lab.page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+    lab.page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Dark$")).click()
+    lab.page.wait_for_function(
+        "() => document.body.dataset.jpThemeLight === 'false'", timeout=15_000
+    )
+    lab.page.wait_for_timeout(500)
+    panel.screenshot(path=str(SCREENSHOTS / "magic-panel-dark.png"))
+    # Readable in the dark theme: table text is light on a dark background.
+    color = panel.locator(".tfplace-table td").first.evaluate("(td) => getComputedStyle(td).color")
+    rgb = [int(v) for v in color[color.index("(") + 1 : color.index(")")].split(",")[:3]]
+    assert sum(rgb) > 3 * 150, color
