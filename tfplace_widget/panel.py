@@ -170,7 +170,16 @@ class PlacementPanel(widgets.VBox):
         self._event_codes, self._event_names = codes, pd.Index(uniques)
         self._log_lines = trace.log.splitlines()
         self._device_filter &= set(trace.devices)
-        self._timeline = Timeline(trace.events, trace.devices, trace.transfers, trace.inputs)
+        # A re-run draws into the same FigureWidget: anywidget keeps every FigureWidget ever
+        # made alive (a class-level signal holds it), so a new one per run would leak.
+        previous = getattr(self, "_timeline", None)
+        self._timeline = Timeline(
+            trace.events,
+            trace.devices,
+            trace.transfers,
+            trace.inputs,
+            figure=previous.figure if previous is not None else None,
+        )
         self._timeline.on_select = self._select_from_timeline
         self._figure_box.children = [self._timeline.figure]
         self._render_header()
@@ -294,7 +303,11 @@ class PlacementPanel(widgets.VBox):
             chip.device = summary.device
             self._chip_of[summary.device] = chip
             chips.append(chip)
+        old_chips = self.chips.children
         self.chips.children = chips
+        for old in old_chips:  # close them (and their layout/style) so re-runs do not leak
+            for widget in (old, old.layout, old.style):
+                widget.close()
 
     def _apply_filters(self) -> None:
         """Recompute ``visible_ops`` and refresh table, status, timeline and log view."""

@@ -6,6 +6,7 @@ graph, eager context and ``tf.config`` are left as they were.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -40,12 +41,15 @@ def trace_placement(
     steps: int = 1,
     timeout_s: float | None = None,
     config: Any = None,
+    **unknown: Any,
 ) -> PlacementTrace:
     """Build ``fn``'s ops in a fresh graph, run them with a full trace, and explain placement.
 
     ``fn`` is called with no arguments and returns the fetches (a Tensor, Operation, or nested
     list/tuple/dict of them), or ``None`` to run every sink op. See the README for the options.
+    An unknown keyword argument raises ``ValueError`` naming the closest option.
     """
+    check_option_names(unknown, "trace_placement")
     _check_arguments(fn, device_count, steps, timeout_s, device_scope)
     with capture_native_output() as import_log:  # CUDA probing etc. on first import
         import tensorflow as tf
@@ -58,6 +62,18 @@ def trace_placement(
     name = getattr(fn, "__name__", type(fn).__name__)
     log = import_log.text + captured.text
     return build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
+
+
+def check_option_names(options: Mapping[str, Any], caller: str) -> None:
+    """``ValueError`` for the first name in ``options`` that is not a trace option."""
+    unknown = [name for name in options if name not in TRACE_OPTIONS]
+    if unknown:
+        name = unknown[0]
+        close = difflib.get_close_matches(name, TRACE_OPTIONS, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"Unknown option {name!r} for {caller}.{hint} Options: {', '.join(TRACE_OPTIONS)}."
+        )
 
 
 def _check_arguments(
@@ -117,9 +133,10 @@ def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
             else:
                 result = fn()
         except Exception as exc:
+            hint = _device_spec_hint(exc)
             raise TraceError(
-                f"Your graph builder raised {type(exc).__name__}: {exc}. Fix the builder and "
-                "run again (its traceback is chained above)."
+                f"Your graph builder raised {type(exc).__name__}: {str(exc).rstrip('.')}.{hint} "
+                "Fix the builder and run again (its traceback is chained above)."
             ) from exc
     if not graph.get_operations():
         raise TraceError(
@@ -129,6 +146,19 @@ def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
     if result is None:
         return _sink_ops(graph)
     return _check_fetches(result, graph)
+
+
+def _device_spec_hint(exc: BaseException) -> str:
+    """A fix for a malformed ``tf.device`` string, when TF's device-spec parser raised ``exc``."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith("device_spec.py"):
+            return (
+                " A tf.device(...) string in the builder is malformed: use a form like '/cpu:0', "
+                "'/gpu:1' or '/job:localhost/replica:0/task:0/device:CPU:0'."
+            )
+        tb = tb.tb_next
+    return ""
 
 
 def _sink_ops(graph: Any) -> list:
@@ -246,7 +276,9 @@ def _run(
                 session.run(fetches, feed_dict=feeds, options=options, run_metadata=metadata)
                 metadatas.append(metadata)
         except Exception as exc:
-            raise _explain_run_error(exc, devices, timeout_s) from exc
+            raise _explain_run_error(
+                exc, devices, timeout_s, soft=config.allow_soft_placement, fed=bool(feeds)
+            ) from exc
     finally:
         session.close()
     return metadatas, devices
@@ -287,9 +319,17 @@ def _resolve_feeds(graph: Any, feed_dict: Mapping[Any, Any] | None) -> dict:
 _MISSING_FEED = re.compile(r"must feed a value for placeholder tensor '([^']+)'")
 _CANNOT_ASSIGN = re.compile(r"Cannot assign a device for operation ([^:\s]+)")
 _DEVICE_SPEC = re.compile(r"device specification (\S+)|was explicitly assigned to (\S+)")
+_MALFORMED = re.compile(r"Malformed device specification '([^']*)' in node: \{name:'([^']+)'")
 
 
-def _explain_run_error(exc: Exception, devices: list[str], timeout_s: float | None) -> TraceError:
+def _explain_run_error(
+    exc: Exception,
+    devices: list[str],
+    timeout_s: float | None,
+    *,
+    soft: bool = False,
+    fed: bool = False,
+) -> TraceError:
     import tensorflow as tf
 
     message = str(exc)
@@ -305,20 +345,44 @@ def _explain_run_error(exc: Exception, devices: list[str], timeout_s: float | No
             f"Placeholder {missing.group(1)!r} needs a value: pass "
             f"feed_dict={{{missing.group(1)!r}: value}}."
         )
+    malformed = _MALFORMED.search(message)
+    if malformed:
+        return TraceError(
+            f"Op {malformed.group(2)!r} asks for the device {malformed.group(1)!r}, which "
+            "TensorFlow cannot parse. Fix its tf.device(...) string: use a form like '/cpu:0', "
+            "'/gpu:1' or '/job:localhost/replica:0/task:0/device:CPU:0'. The devices here are "
+            f"{available}."
+        )
     cannot = _CANNOT_ASSIGN.search(message)
     if cannot:
         spec = _DEVICE_SPEC.search(message)
         wanted = next((g for g in spec.groups() if g), "?") if spec else "?"
+        why = (
+            "soft placement is on, but it only drops a request's device type and index, so "
+            "TensorFlow still cannot place it"
+            if soft
+            else "with soft placement off, TensorFlow needs that device"
+        )
+        fix = "" if soft else ", or pass soft_placement=True to let TF move it"
         return TraceError(
-            f"Cannot place op {cannot.group(1)!r} on {wanted.strip('.,')}: with soft placement "
-            f"off, TensorFlow needs that device, and the devices here are {available}. Request "
-            "one of those, or pass soft_placement=True to let TF move it.\n\n"
+            f"Cannot place op {cannot.group(1)!r} on {wanted.strip('.,')}: {why}, and the "
+            f"devices here are {available}. Request one of those{fix}.\n\n"
             f"TensorFlow said: {_first_lines(message)}"
         )
-    if isinstance(exc, (ValueError, TypeError, tf.errors.InvalidArgumentError)):
+    if fed and (isinstance(exc, (ValueError, TypeError)) or "Unsupported object type" in message):
         return TraceError(
-            f"TensorFlow rejected the run: {_first_lines(message)} Check feed_dict values "
-            "(shape and dtype must match each placeholder)."
+            f"TensorFlow rejected a feed_dict value: {_first_lines(message)} Check feed_dict "
+            "values (shape and dtype must match each placeholder)."
+        )
+    if isinstance(exc, (ValueError, TypeError, tf.errors.InvalidArgumentError)):
+        hint = (
+            " Check feed_dict values (shape and dtype must match each placeholder), or fix"
+            if fed
+            else " Fix"
+        )
+        return TraceError(
+            f"TensorFlow rejected the run: {_first_lines(message)}{hint} the op it names "
+            "in the builder."
         )
     return TraceError(f"The traced run failed with {type(exc).__name__}: {_first_lines(message)}")
 
