@@ -147,8 +147,14 @@ def lane_kind(lane: str) -> str:
 
 
 def short_device(name: str) -> str:
-    """``CPU:1`` for a full device name (what a narrow table column shows)."""
-    spec = parse_device(canonical_device(name)) if name else DeviceSpec()
+    """``CPU:1`` for a full device name (what a narrow table column shows).
+
+    A name that is not a device string (an odd lane in a loaded trace) is returned as it is.
+    """
+    try:
+        spec = parse_device(canonical_device(name)) if name else DeviceSpec()
+    except ValueError:
+        return name
     return spec.short()
 
 
@@ -156,9 +162,10 @@ def device_sort_key(name: str) -> tuple:
     """Display order: GPUs, then TPUs, then CPUs, then anything else; by task and index."""
     try:
         spec = parse_device(canonical_device(name))
-    except ValueError:
-        return (9, name)
+    except ValueError:  # not a device string (a loaded trace's odd lane): last, by name
+        return (1, "", 0, 0, 9, name, 0)
     return (
+        0,
         spec.job or "",
         spec.replica or 0,
         spec.task or 0,

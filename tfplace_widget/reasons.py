@@ -92,7 +92,7 @@ class Explainer:
         self.facts = facts
         self.placed = placed  # op name -> canonical device
         self.devices = devices
-        self.device_specs = [parse_device(d) for d in devices]
+        self.device_specs = [s for s in map(_safe_parse, devices) if s is not None]
         self.default = default_device(devices)
         self.has_gpu = any(s.type == "GPU" for s in self.device_specs)
         self.kernel_types = kernel_types

@@ -173,7 +173,7 @@ class Timeline:
                 ),
                 yaxis=dict(
                     tickvals=list(range(len(self.lanes))),
-                    ticktext=[_lane_label(d, lane) for d, lane in self.lanes],
+                    ticktext=[html.escape(_lane_label(d, lane)) for d, lane in self.lanes],
                     autorange="reversed",
                     automargin=True,
                     fixedrange=True,
