@@ -228,13 +228,17 @@ def build_trace(
     """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`."""
     records = _Records()
     step_starts: list[int] = []
+    capped = False  # each step has its own collector, capped at 2^20 nodes
     for metadata in metadatas:
+        before = len(records.op)
         step_starts.append(_records_from_step_stats(metadata.step_stats, records))
+        capped = capped or len(records.op) - before >= STEP_STATS_CAP
     executed = _executed_graph(metadatas[0].partition_graphs) if metadatas else _Executed()
     trace = _frames_from_records(
         records, step_starts, executed, facts, available_devices=available_devices, source=source
     )
     trace.log = log
+    trace.truncated = trace.truncated or capped
     return trace
 
 
