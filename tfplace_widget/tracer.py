@@ -306,6 +306,11 @@ def _resolve_feeds(graph: Any, feed_dict: Mapping[Any, Any] | None) -> dict:
                     f"feed_dict names {key!r}, but the graph has no such tensor. "
                     f"Placeholders in the graph: {', '.join(placeholders) or 'none'}."
                 ) from exc
+        elif not hasattr(key, "graph"):
+            raise ValueError(
+                f"feed_dict keys are placeholders or their names, not {_describe(key)}. "
+                "Write feed_dict={'x': value} or {x_placeholder: value}."
+            )
         elif getattr(key, "graph", graph) is not graph:
             raise TraceError(
                 f"feed_dict key {getattr(key, 'name', key)!r} belongs to another graph: feed the "
