@@ -10,6 +10,7 @@ size budget, and the key facts the markdown states are in the outputs.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import time
 from dataclasses import dataclass
@@ -91,8 +92,13 @@ async def _execute_all() -> dict[str, Executed]:
 
 @pytest.fixture(scope="module")
 def executed() -> dict[str, Executed]:
-    """The four notebooks, executed concurrently (about 30-60 s on 2 cores)."""
-    return asyncio.run(_execute_all())
+    """The four notebooks, executed concurrently (about 30-60 s on 2 cores).
+
+    In a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps an
+    event loop running in the main thread, where ``asyncio.run`` would refuse to start.
+    """
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, _execute_all()).result()
 
 
 @pytest.fixture(params=NAMES, ids=[name.split("_")[0] for name in NAMES])
