@@ -1,0 +1,185 @@
+"""Issue 5: 200 traces in one process leave memory flat and leave no session, graph, file
+descriptor or widget behind; a GPU, when present, is never grabbed whole.
+
+Small graphs keep the whole file well under a minute.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import weakref
+from typing import Any
+
+import psutil
+import pytest
+import tensorflow as tf
+from ipywidgets.widgets import widget as ipywidget
+
+from tfplace_widget import TraceError, show_placement, trace_placement
+
+THREE_CPUS = {"CPU": 3}
+TRACES = 200
+WARM_UP = 20
+# Measured on the 2-CPU dev container: after 20 warm-up traces, 200 more traces of the graph
+# below grow RSS by 0.1-1.3 MB (allocator noise). Leaving each trace's Session open (and so
+# its tf.Graph alive) grows it by ~65 MB over 200 traces; keeping only the graphs, by ~15 MB
+# (the weakref checks catch that one). 25 MB catches the first with ~20x headroom over noise.
+RSS_GROWTH_MB = 25
+RERUNS = 60
+RERUN_RSS_GROWTH_MB = 15  # measured ~0.7 MB for 50 re-runs (was ~7 MB before figure reuse)
+
+
+class SessionLog:
+    """Wraps ``tf.compat.v1.Session`` to see every session the tracer opens."""
+
+    def __init__(self) -> None:
+        self.sessions: list[weakref.ref] = []
+        self.graphs: list[weakref.ref] = []
+        self.closed = 0
+        self.configs: list[Any] = []
+        log = self
+        real = tf.compat.v1.Session
+
+        class RecordingSession(real):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                log.sessions.append(weakref.ref(self))
+                log.graphs.append(weakref.ref(self.graph))
+                log.configs.append(kwargs.get("config"))
+
+            def close(self) -> None:
+                if not self._closed:
+                    log.closed += 1
+                super().close()
+
+        self.cls = RecordingSession
+
+    def alive(self) -> tuple[int, int]:
+        gc.collect()
+        return (
+            sum(ref() is not None for ref in self.sessions),
+            sum(ref() is not None for ref in self.graphs),
+        )
+
+
+@pytest.fixture
+def sessions(monkeypatch) -> SessionLog:
+    log = SessionLog()
+    monkeypatch.setattr(tf.compat.v1, "Session", log.cls)
+    return log
+
+
+def small_graph():
+    with tf.device("/cpu:0"):
+        a = tf.ones((64,), name="A")
+    with tf.device("/cpu:1"):
+        b = tf.add(a, a, name="B")
+    with tf.device("/cpu:2"):
+        v = tf.compat.v1.Variable(2.0, name="v")
+        c = tf.reduce_sum(b * v, name="C")
+    return c
+
+
+def missing_device():
+    with tf.device("/cpu:7"):
+        return tf.constant(1.0, name="far_away")
+
+
+def rss_mb() -> float:
+    gc.collect()
+    return psutil.Process().memory_info().rss / 1e6
+
+
+def test_200_traces_leave_memory_flat_and_nothing_open(sessions):
+    process = psutil.Process()
+    for _ in range(WARM_UP):
+        trace_placement(small_graph, device_count=THREE_CPUS)
+    baseline, fds, threads = rss_mb(), process.num_fds(), process.num_threads()
+    sessions.sessions.clear()
+    sessions.graphs.clear()
+    sessions.closed = 0
+    failures = 0
+    for i in range(TRACES):
+        if i % 20 == 19:  # failed runs must close their session too
+            with pytest.raises(TraceError):
+                trace_placement(missing_device, device_count=THREE_CPUS, soft_placement=False)
+            failures += 1
+        else:
+            trace = trace_placement(small_graph, device_count=THREE_CPUS)
+            assert trace.device_of("C") == "/job:localhost/replica:0/task:0/device:CPU:2"
+    del trace
+    growth = rss_mb() - baseline
+    print(f"\nRSS growth over {TRACES} traces after {WARM_UP} warm-up traces: {growth:.1f} MB")
+    assert growth < RSS_GROWTH_MB
+    assert len(sessions.sessions) == TRACES and failures == TRACES // 20
+    assert sessions.closed == TRACES  # every session was closed, failed runs included
+    assert sessions.alive() == (0, 0)  # and none of them, nor their graphs, outlives its trace
+    assert process.num_fds() == fds
+    assert process.num_threads() <= threads + 2  # TF's pools are shared, not per session
+
+
+def test_builder_graphs_are_released(sessions):
+    """The graph the builder ran in is not kept by the trace, the panel, or a failed run."""
+    seen: list[weakref.ref] = []
+
+    def build():
+        seen.append(weakref.ref(tf.compat.v1.get_default_graph()))
+        return small_graph()
+
+    def broken():
+        seen.append(weakref.ref(tf.compat.v1.get_default_graph()))
+        tf.constant(1.0)
+        raise RuntimeError("half-written")
+
+    trace = trace_placement(build, device_count=THREE_CPUS)
+    panel = show_placement(build, device_count=THREE_CPUS)
+    with pytest.raises(TraceError) as info:
+        trace_placement(broken)
+    del info  # the exception's traceback holds the builder's frame until it is dropped
+    assert panel.run() is not None
+    gc.collect()
+    assert len(seen) == 4
+    assert all(ref() is None for ref in seen)
+    assert sessions.alive() == (0, 0)
+    assert len(trace.ops) and len(panel.trace.ops)
+
+
+def test_panel_reruns_do_not_pile_up_widgets_or_memory():
+    panel = show_placement(small_graph, device_count=THREE_CPUS)
+    figure = panel.timeline
+    for _ in range(5):
+        panel.run()
+    gc.collect()
+    widgets, baseline = len(ipywidget._instances), rss_mb()
+    for i in range(RERUNS):
+        panel.cpus.value = 3 if i % 2 else 4  # the device count changes the chips too
+        assert panel.run() is not None
+    growth = rss_mb() - baseline
+    print(f"\nRSS growth over {RERUNS} panel re-runs: {growth:.1f} MB")
+    assert len(ipywidget._instances) == widgets
+    assert panel.timeline is figure  # one FigureWidget for the panel's life
+    assert growth < RERUN_RSS_GROWTH_MB
+
+
+def test_a_gpu_would_not_be_grabbed_whole(sessions):
+    """Every session asks for GPU memory growth, even when the user passes a config."""
+    user_config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1)
+    trace_placement(small_graph, device_count=THREE_CPUS)
+    trace_placement(small_graph, device_count=THREE_CPUS, config=user_config)
+    assert len(sessions.configs) == 2
+    assert all(config.gpu_options.allow_growth for config in sessions.configs)
+    assert sessions.configs[1].intra_op_parallelism_threads == 1
+    assert not user_config.gpu_options.allow_growth  # the user's proto is not modified
+
+
+def test_no_temporary_files_are_left(tmp_path, monkeypatch):
+    """The output capture's temporary file is removed, after good and failed runs alike."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    trace_placement(small_graph, device_count=THREE_CPUS)
+    with pytest.raises(TraceError):
+        trace_placement(missing_device, soft_placement=False)
+    assert os.listdir(tmp_path) == []
