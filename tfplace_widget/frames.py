@@ -20,7 +20,7 @@ import pandas as pd
 
 from .devices import canonical_device, device_sort_key, lane_kind, lane_owner
 from .errors import TraceError
-from .graphfacts import GraphFacts, facts_from_graph
+from .graphfacts import GraphFacts, facts_from_graph, paused_gc
 from .reasons import Explainer
 
 OPS_COLUMNS = [
@@ -140,10 +140,11 @@ class PlacementTrace:
     @classmethod
     def from_chrome_trace(cls, path: str | os.PathLike) -> PlacementTrace:
         """Build a trace from a Chrome-trace JSON written by TF's ``timeline.py``."""
-        records = _records_from_chrome(path)
-        return _frames_from_records(
-            records, step_starts=[], executed=_Executed(), facts=None, source=os.fspath(path)
-        )
+        with paused_gc():
+            records = _records_from_chrome(path)
+            return _frames_from_records(
+                records, step_starts=[], executed=_Executed(), facts=None, source=os.fspath(path)
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,17 +227,23 @@ def build_trace(
     source: str = "",
 ) -> PlacementTrace:
     """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`."""
-    records = _Records()
-    step_starts: list[int] = []
-    capped = False  # each step has its own collector, capped at 2^20 nodes
-    for metadata in metadatas:
-        before = len(records.op)
-        step_starts.append(_records_from_step_stats(metadata.step_stats, records))
-        capped = capped or len(records.op) - before >= STEP_STATS_CAP
-    executed = _executed_graph(metadatas[0].partition_graphs) if metadatas else _Executed()
-    trace = _frames_from_records(
-        records, step_starts, executed, facts, available_devices=available_devices, source=source
-    )
+    with paused_gc():
+        records = _Records()
+        step_starts: list[int] = []
+        capped = False  # each step has its own collector, capped at 2^20 nodes
+        for metadata in metadatas:
+            before = len(records.op)
+            step_starts.append(_records_from_step_stats(metadata.step_stats, records))
+            capped = capped or len(records.op) - before >= STEP_STATS_CAP
+        executed = _executed_graph(metadatas[0].partition_graphs) if metadatas else _Executed()
+        trace = _frames_from_records(
+            records,
+            step_starts,
+            executed,
+            facts,
+            available_devices=available_devices,
+            source=source,
+        )
     trace.log = log
     trace.truncated = trace.truncated or capped
     return trace
@@ -253,40 +260,52 @@ def _records_from_step_stats(step_stats: Any, records: _Records) -> int:
         records.output_bytes,
     )
     for dev in step_stats.dev_stats:
-        name = dev.device
-        for node in dev.node_stats:
+        nodes = dev.node_stats
+        lane.extend([dev.device] * len(nodes))
+        for node in nodes:
             op.append(node.node_name)
-            lane.append(name)
             thread.append(node.thread_id)
             start.append(node.all_start_micros)
             duration.append(node.all_end_rel_micros)
             label.append(node.timeline_label)
             outputs = node.output
-            out.append(
-                [o.tensor_description.allocation_description.requested_bytes for o in outputs]
-                if outputs
-                else ()
-            )
+            if not outputs:
+                out.append(())
+            elif len(outputs) == 1:  # the common case, without a generator per record
+                desc = outputs[0].tensor_description.allocation_description
+                out.append((desc.requested_bytes,))
+            else:
+                out.append(
+                    tuple(
+                        o.tensor_description.allocation_description.requested_bytes for o in outputs
+                    )
+                )
     typ.extend([""] * (len(start) - len(typ)))
     return min(start[first:]) if len(start) > first else 0
 
 
 def _executed_graph(partition_graphs: Iterable[Any]) -> _Executed:
     executed = _Executed()
+    device_of, type_of, inputs_of = executed.device, executed.type, executed.inputs
+    canonical: dict[str, str] = {}
     for graph_def in partition_graphs:
         for node in graph_def.node:
             name = node.name
-            executed.device[name] = canonical_device(node.device)
-            executed.type[name] = node.op
-            executed.inputs[name] = [_producer(i) for i in node.input if not i.startswith("^")]
-            if node.op in ("_Send", "_HostSend"):
+            raw = node.device
+            device = canonical.get(raw)
+            if device is None:
+                device = canonical[raw] = canonical_device(raw)
+            device_of[name] = device
+            op_type = type_of[name] = node.op
+            inputs_of[name] = _producers(node.input[:])
+            if op_type in ("_Send", "_HostSend"):
                 attr = node.attr
                 tensor = node.input[0] if node.input else attr["_src"].s.decode()
                 executed.transfers.append(
                     (
                         tensor if ":" in tensor else f"{tensor}:0",
-                        canonical_device(attr["send_device"].s.decode()),
-                        canonical_device(attr["recv_device"].s.decode()),
+                        _canonical_bytes(attr["send_device"].s, canonical),
+                        _canonical_bytes(attr["recv_device"].s, canonical),
                     )
                 )
     # A _Recv's real input is the tensor its _Send sends: link them for inputs/outputs views.
@@ -296,6 +315,22 @@ def _executed_graph(partition_graphs: Iterable[Any]) -> _Executed:
 def _producer(tensor_name: str) -> str:
     head, sep, tail = tensor_name.rpartition(":")
     return head if sep and tail.isdigit() else tensor_name
+
+
+def _producers(inputs: list[str]) -> list[str]:
+    """Data inputs (``"^ctrl"`` dropped) as producer op names; ``inputs`` is a fresh list."""
+    if inputs:
+        joined = "".join(inputs)  # one C-level scan; most nodes need no per-input work
+        if ":" in joined or "^" in joined:
+            return [i if ":" not in i else _producer(i) for i in inputs if i[:1] != "^"]
+    return inputs
+
+
+def _canonical_bytes(raw: bytes, cache: dict) -> str:
+    device = cache.get(raw)
+    if device is None:
+        device = cache[raw] = canonical_device(raw.decode())
+    return device
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,25 +409,20 @@ def _frames_from_records(
     events, types, out_bytes = _events_frame(records, step_starts, executed)
     op_level = events["lane_kind"].to_numpy() == "device"
     ops = _ops_frame(events, op_level, types, out_bytes, executed)
+    # Plain lists: iterating pandas string columns element by element is slow on 100k rows.
+    names, op_devices = ops["op"].tolist(), ops["device"].tolist()
     devices = sorted(
-        set(ops["device"])
-        | set(events["device"])
+        set(op_devices)
+        | set(events["device"].unique())
         | {canonical_device(d) for d in available_devices} - {""},
         key=device_sort_key,
     )
-    placed = dict(zip(ops["op"], ops["device"], strict=True))
+    placed = dict(zip(names, op_devices, strict=True))
     explainer = Explainer(facts, placed, devices, executed.inputs)
-    explained = [
-        explainer.explain(n, t, d)
-        for n, t, d in zip(ops["op"], ops["type"], ops["device"], strict=True)
-    ]
-    if explained:
-        requested, how, reason = zip(*explained, strict=True)
-    else:
-        requested = how = reason = ()
-    ops["requested_device"] = list(requested)
-    ops["how"] = pd.Categorical(list(how), categories=list(_HOW_CATEGORIES))
-    ops["reason"] = list(reason)
+    requested, how, reason = explainer.explain_all(names, ops["type"].tolist(), op_devices)
+    ops["requested_device"] = requested
+    ops["how"] = pd.Categorical(how, categories=list(_HOW_CATEGORIES))
+    ops["reason"] = reason
     ops = ops[OPS_COLUMNS]
     transfers = _transfers_frame(executed, events, out_bytes)
     truncated = len(records.op) >= STEP_STATS_CAP * max(1, len(step_starts))
@@ -414,12 +444,15 @@ def _events_frame(
     records: _Records, step_starts: list[int], executed: _Executed
 ) -> tuple[pd.DataFrame, dict[str, str], dict[str, Sequence[int]]]:
     """One row per execution record, deduplicated across GPU stream/memcpy lanes."""
-    lanes = pd.Series(records.lane, dtype=object)
-    unique_lanes = pd.unique(lanes)
-    kind_of = {lane: lane_kind(lane) for lane in unique_lanes}
-    owner_of = {lane: canonical_device(lane_owner(lane)) for lane in unique_lanes}
+    # Per-lane work once per distinct lane; per-record work on plain lists and numpy arrays
+    # (iterating pandas string columns element by element is slow on 100k rows).
+    codes, unique_lanes = pd.factorize(np.array(records.lane, dtype=object))
+    unique_lanes = unique_lanes.tolist()
+    kinds = np.array([lane_kind(lane) for lane in unique_lanes] + [""], dtype=object)[codes]
+    owners = np.array(
+        [canonical_device(lane_owner(lane)) for lane in unique_lanes] + [""], dtype=object
+    )[codes]
     op_names = np.array(records.op, dtype=object)
-    kinds = lanes.map(kind_of).to_numpy(dtype=object)
     # GPU kernels in TF 2.x lanes are named "node:Type": keep the node name.
     not_device = kinds != "device"
     if not_device.any():
@@ -429,30 +462,36 @@ def _events_frame(
     frame = pd.DataFrame(
         {
             "op": op_names,
-            "device": lanes.map(owner_of).to_numpy(dtype=object),
-            "lane": lanes.to_numpy(dtype=object),
+            "device": owners,
+            "lane": np.array(unique_lanes + [""], dtype=object)[codes],
             "thread": np.asarray(records.thread, dtype=np.int64),
             "start_us": start,
             "duration_us": np.asarray(records.duration, dtype=np.int64),
-            "label": records.label,
+            "label": [
+                _LABEL_PREFIX.sub("", label) if label[:1] == "[" else label
+                for label in records.label
+            ],
             "lane_kind": kinds,
             "_row": np.arange(len(records.op)),
         }
     )
     if not_device.any():
         frame = _drop_duplicate_lane_records(frame)
-    rows = frame["_row"].to_numpy()
+        rows = frame["_row"].to_numpy()
+        names = op_names[rows].tolist()
+        rows = rows.tolist()
+    else:
+        names = op_names.tolist()
+        rows = range(len(names))
     types: dict[str, str] = {}
-    raw_types = records.type
-    for row, name, label in zip(rows, frame["op"], frame["label"], strict=True):
-        if name not in types:
-            types[name] = raw_types[row] or executed.type.get(name) or _type_from_label(label)
     out_bytes: dict[str, Sequence[int]] = {}
-    out = records.output_bytes
-    for row, name in zip(rows, frame["op"], strict=True):
-        if name not in out_bytes and out[row]:
+    raw_types, labels, out = records.type, records.label, records.output_bytes
+    executed_type = executed.type.get
+    for row, name in zip(rows, names, strict=True):
+        if name not in types:
+            types[name] = raw_types[row] or executed_type(name) or _type_from_label(labels[row])
+        if out[row] and name not in out_bytes:
             out_bytes[name] = out[row]
-    frame["label"] = [_LABEL_PREFIX.sub("", label) for label in frame["label"]]
     return frame.sort_values(["start_us", "_row"], kind="stable"), types, out_bytes
 
 
@@ -502,15 +541,18 @@ def _ops_frame(
 
     Records-only ops are keyed by (name, device): every device partition has its own _SOURCE.
     """
-    level = events[op_level]
-    # An op only seen on stream/memcpy lanes (a copy, a kernel without its launch) still counts;
-    # ``/sync`` records (cuStreamSynchronize calls) are host waits, not ops.
-    seen_elsewhere = events[
-        ~op_level
-        & ~events["op"].isin(set(level["op"]))
-        & (events["lane_kind"].to_numpy() != "sync")
-    ]
-    timed = pd.concat([level, seen_elsewhere]) if len(seen_elsewhere) else level
+    if op_level.all():  # CPU-only traces: every record is op-level
+        timed = events
+    else:
+        level = events[op_level]
+        # An op only seen on stream/memcpy lanes (a copy, a kernel without its launch) still
+        # counts; ``/sync`` records (cuStreamSynchronize calls) are host waits, not ops.
+        seen_elsewhere = events[
+            ~op_level
+            & ~events["op"].isin(level["op"].unique())
+            & (events["lane_kind"].to_numpy() != "sync")
+        ]
+        timed = pd.concat([level, seen_elsewhere]) if len(seen_elsewhere) else level
     grouped = timed.groupby(["op", "device"], sort=False)
     stats = pd.DataFrame(
         {
@@ -519,18 +561,67 @@ def _ops_frame(
             "runs": grouped.size(),
         }
     ).reset_index()
-    graph_nodes = pd.DataFrame(
-        {"op": list(executed.device), "device": list(executed.device.values())}, dtype=object
-    )
-    ops = graph_nodes.merge(stats, on=["op", "device"], how="outer", sort=False)
+    if executed.device:
+        ops = _outer_join_graph_nodes(executed.device, stats)
+    else:
+        graph_nodes = pd.DataFrame({"op": [], "device": []}, dtype=object)
+        ops = graph_nodes.merge(stats, on=["op", "device"], how="outer", sort=False)
     ops["device"] = ops["device"].fillna("").astype(object)
-    ops["type"] = [executed.type.get(n) or types.get(n, "") for n in ops["op"]]
+    names = ops["op"].tolist()
+    executed_type = executed.type.get
+    ops["type"] = [executed_type(n) or types.get(n, "") for n in names]
     ops["runs"] = ops["runs"].astype("Int64")
-    ops["output_bytes"] = pd.array(
-        [sum(out_bytes[n]) if n in out_bytes else pd.NA for n in ops["op"]], dtype="Int64"
+    # sum of the op's output sizes, <NA> when none was recorded (vectorised lookup by name)
+    totals = np.fromiter((sum(sizes) for sizes in out_bytes.values()), np.int64, len(out_bytes))
+    where = pd.Index(list(out_bytes), dtype=object).get_indexer(names)
+    missing = where < 0
+    ops["output_bytes"] = pd.arrays.IntegerArray(
+        np.where(missing, 0, totals[where] if len(totals) else 0), missing
     )
-    order = np.lexsort((ops["op"].to_numpy(dtype=str), ops["start_us"].fillna(np.inf).to_numpy()))
+    # By first start (never-run ops last), then name, then device.
+    order = np.lexsort(
+        (
+            ops["device"].to_numpy(dtype=str),
+            ops["op"].to_numpy(dtype=str),
+            ops["start_us"].fillna(np.inf).to_numpy(),
+        )
+    )
     return ops.iloc[order].reset_index(drop=True)
+
+
+def _outer_join_graph_nodes(device_of: dict[str, str], stats: pd.DataFrame) -> pd.DataFrame:
+    """``merge(how="outer")`` of the executed graph's (op, device) with the record stats.
+
+    The same rows, columns and dtypes as pandas' merge (time columns become float64 only when
+    some node has no record), without its cost on 100k ops: graph nodes are unique by name,
+    so one hash lookup per stats row finds its node.
+    """
+    names = np.array(list(device_of), dtype=object)
+    devices = np.array(list(device_of.values()), dtype=object)
+    stat_ops = stats["op"].to_numpy(dtype=object)
+    stat_devices = stats["device"].to_numpy(dtype=object)
+    position = pd.Index(names).get_indexer(stat_ops)
+    hit = position >= 0
+    hit[hit] = devices[position[hit]] == stat_devices[hit]
+    extra = ~hit
+    n_nodes = len(names)
+    columns: dict[str, Any] = {
+        "op": np.concatenate([names, stat_ops[extra]]),
+        "device": np.concatenate([devices, stat_devices[extra]]),
+    }
+    complete = int(hit.sum()) == n_nodes
+    for column in ("start_us", "duration_us", "runs"):
+        values = stats[column].to_numpy()
+        joined = np.empty(n_nodes + int(extra.sum()), dtype=values.dtype if complete else float)
+        if not complete:
+            joined[:n_nodes] = np.nan
+        joined[position[hit]] = values[hit]
+        joined[n_nodes:] = values[extra]
+        columns[column] = joined
+    frame = pd.DataFrame(columns)
+    for key in ("op", "device"):  # merge keeps the graph side's object dtype
+        frame[key] = frame[key].astype(object)
+    return frame
 
 
 def _transfers_frame(
