@@ -130,6 +130,7 @@ class CommLog:
 
     opened: int = 0
     open_bytes: int = 0
+    code_bytes: int = 0  # of open_bytes: widgets' JavaScript/CSS (anywidget ``_esm``/``_css``)
     messages: int = 0
     message_bytes: int = 0
 
@@ -164,6 +165,10 @@ def recording_comms() -> Iterator[CommLog]:
             if msg_type == "comm_open":
                 log.opened += 1
                 log.open_bytes += size
+                state = (data or {}).get("state") or {}
+                log.code_bytes += sum(
+                    message_bytes(state[key], None) for key in ("_esm", "_css") if key in state
+                )
             elif msg_type == "comm_msg":
                 log.messages += 1
                 log.message_bytes += size
