@@ -105,12 +105,29 @@ def test_every_form_gives_the_same_trace(recorded, reference, files, form):
     assert trace.devices == reference.devices
 
 
-@pytest.mark.parametrize("graph_form", ["graph_def", "graph_def_bytes"])
-def test_graph_as_graph_def(recorded, reference, graph_form):
+@pytest.mark.parametrize("graph_form", ["graph_def", "graph_def_bytes", "pb_path", "pbtxt_path"])
+def test_graph_as_graph_def(recorded, reference, graph_form, tmp_path):
+    from google.protobuf import text_format
+
     graph_def = recorded["graph"].as_graph_def()
-    graph = graph_def if graph_form == "graph_def" else graph_def.SerializeToString()
+    (tmp_path / "graph.pb").write_bytes(graph_def.SerializeToString())
+    (tmp_path / "graph.pbtxt").write_text(text_format.MessageToString(graph_def))
+    graph = {
+        "graph_def": graph_def,
+        "graph_def_bytes": graph_def.SerializeToString(),
+        "pb_path": tmp_path / "graph.pb",
+        "pbtxt_path": str(tmp_path / "graph.pbtxt"),
+    }[graph_form]
     trace = PlacementTrace.from_run_metadata(recorded["metadata"], graph=graph)
     pd.testing.assert_frame_equal(trace.ops, reference.ops)
+
+
+def test_graph_file_errors_name_the_file(recorded, tmp_path):
+    with pytest.raises(ValueError, match="Cannot read the graph file"):
+        PlacementTrace.from_run_metadata(recorded["metadata"], graph=tmp_path / "missing.pb")
+    (tmp_path / "bad.pbtxt").write_text("node { this is not a graph")
+    with pytest.raises(ValueError, match="is not a text GraphDef"):
+        PlacementTrace.from_run_metadata(recorded["metadata"], graph=tmp_path / "bad.pbtxt")
 
 
 def test_without_graph_requests_are_unknown(recorded, reference, files):

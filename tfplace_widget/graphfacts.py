@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -58,9 +59,12 @@ def paused_gc() -> Iterator[None]:
 
 
 def facts_from_graph(graph: Any) -> GraphFacts:
-    """Read the facts from a ``tf.Graph``, a ``GraphDef`` or its serialized bytes."""
+    """Read the facts from a ``tf.Graph``, a ``GraphDef``, its serialized bytes, or a path to
+    a binary ``.pb`` or text ``.pbtxt`` GraphDef file."""
     import tensorflow as tf
 
+    if isinstance(graph, (str, os.PathLike)):
+        graph = _read_graph_file(os.fspath(graph))
     if isinstance(graph, (bytes, bytearray)):
         graph_def = tf.compat.v1.GraphDef()
         try:
@@ -83,6 +87,29 @@ def facts_from_graph(graph: Any) -> GraphFacts:
         )
     with paused_gc():
         return _facts_from_tf_graph(graph)
+
+
+def _read_graph_file(path: str) -> Any:
+    """A GraphDef (text files) or its bytes (binary files) from ``path``."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ValueError(f"Cannot read the graph file {path!r}: {exc.strerror}.") from exc
+    if not path.endswith((".pbtxt", ".txt")):
+        return data
+    import tensorflow as tf
+    from google.protobuf import text_format
+
+    graph_def = tf.compat.v1.GraphDef()
+    try:
+        text_format.Parse(data.decode("utf-8"), graph_def)
+    except Exception as exc:
+        raise ValueError(
+            f"{path!r} is not a text GraphDef ({exc}). Write one with "
+            "tf.io.write_graph(graph, folder, name, as_text=True)."
+        ) from exc
+    return graph_def
 
 
 def _facts_from_tf_graph(graph: Any) -> GraphFacts:

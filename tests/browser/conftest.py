@@ -181,9 +181,15 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]
             root / "notebooks",
             ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
         )
-    port, token = _free_port(), secrets.token_hex(24)
     ARTIFACTS.mkdir(exist_ok=True)
-    log_path = ARTIFACTS / "jupyter-lab-server.log"
+    with running_lab(base, root, ARTIFACTS / "jupyter-lab-server.log") as server:
+        yield server
+
+
+@contextlib.contextmanager
+def running_lab(base: Path, root: Path, log_path: Path) -> Iterator[LabServer]:
+    """Start JupyterLab serving ``root`` (its own config under ``base``); always stop it."""
+    port, token = _free_port(), secrets.token_hex(24)
     command = [
         sys.executable,
         "-m",

@@ -1,0 +1,198 @@
+"""What a user waits for in the browser: cell run -> timeline drawn, keystroke -> table updated.
+
+``python -m benchmarks.browser`` traces generated graphs of 10k and 100k ops once (in this
+process), saves their RunMetadata and GraphDef, then drives a real JupyterLab in Debian's
+headless Chromium: for each size a cell ``show_placement(PlacementTrace.from_run_metadata(...))``
+is run and timed until plotly has drawn the timeline's bars, then one character is typed into
+the panel's search box and timed, in the page, from ``keydown`` until the table's rows change.
+Targets (issue 6): under 3 s and under 300 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+from benchmarks.graphs import bare_traced_run, make_graph_def, session_config
+
+TARGET_RENDER_S = 3.0
+TARGET_KEYSTROKE_MS = 300.0
+SIZES = (10_000, 100_000)
+DEVICES = 4
+# One keystroke in the search box: "7" keeps the ops whose name has a 7 (about a third).
+QUERY_KEY = "7"
+
+_SETUP = """%load_ext tfplace_widget
+from tfplace_widget import PlacementTrace
+warm = show_placement(PlacementTrace.from_run_metadata({small!r}, graph={small_graph!r}))
+warm"""
+_LOAD = "trace_{n} = PlacementTrace.from_run_metadata({rm!r}, graph={graph!r})"
+_SHOW = "show_placement(trace_{n})"
+
+# In the page: when did plotly finish drawing bars in the output of cell ``index``?
+_DRAWN_JS = """(index) => {
+    const cell = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell')[index];
+    const plot = cell && cell.querySelector('.tfplace-panel .js-plotly-plot');
+    if (!plot || !plot._fullData) return false;
+    return plot.querySelectorAll('.barlayer .point, .gl-container canvas').length > 0;
+}"""
+# Arm a timer: keydown in the panel's search box -> first change of the table's rows.
+_ARM_JS = """(index) => {
+    const cell = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell')[index];
+    const panel = cell.querySelector('.tfplace-panel');
+    const box = panel.querySelector('input[type=text]');
+    const table = panel.querySelector('.tfplace-table');
+    window.__tfplace_bench = {start: null, end: null};
+    box.addEventListener('keydown', () => { window.__tfplace_bench.start = performance.now(); },
+                         {once: true});
+    const observer = new MutationObserver(() => {
+        if (window.__tfplace_bench.start !== null && window.__tfplace_bench.end === null) {
+            window.__tfplace_bench.end = performance.now();
+            observer.disconnect();
+        }
+    });
+    observer.observe(table, {childList: true, subtree: true});
+}"""
+
+
+def prepare_traces(folder: Path, sizes: tuple[int, ...]) -> dict[int, tuple[Path, Path]]:
+    """Trace each generated graph for real once; save RunMetadata and GraphDef beside it."""
+    paths = {}
+    for n in (200, *sizes):
+        graph_def = make_graph_def(n, devices=DEVICES)
+        run = bare_traced_run(graph_def, session_config(DEVICES))
+        rm_path, graph_path = folder / f"rm_{n}.pb", folder / f"graph_{n}.pb"
+        rm_path.write_bytes(run.run_metadata.SerializeToString())
+        graph_path.write_bytes(graph_def.SerializeToString())
+        paths[n] = (rm_path, graph_path)
+        print(f"traced {n:,} ops", file=sys.stderr)
+    return paths
+
+
+def write_notebook(
+    path: Path, traces: dict[int, tuple[Path, Path]], sizes: tuple[int, ...]
+) -> dict:
+    """The notebook the browser runs; returns {n: index of the cell that shows that panel}."""
+    small_rm, small_graph = traces[200]
+    cells = [_SETUP.format(small=str(small_rm), small_graph=str(small_graph))]
+    show_cells = {}
+    for n in sizes:
+        rm, graph = traces[n]
+        cells.append(_LOAD.format(n=n, rm=str(rm), graph=str(graph)))
+        show_cells[n] = len(cells)
+        cells.append(_SHOW.format(n=n))
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, path)
+    return show_cells
+
+
+def run_cell(lab, index: int) -> None:
+    """Select cell ``index`` and run it with Shift+Enter (no wait)."""
+    cell = lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").nth(index)
+    cell.locator(".jp-InputArea-prompt").click()
+    lab.page.keyboard.press("Shift+Enter")
+
+
+def measure(lab, show_cells: dict[int, int], repeats: int) -> dict[int, dict[str, list[float]]]:
+    results: dict[int, dict[str, list[float]]] = {}
+    for n, index in show_cells.items():
+        run_cell(lab, index - 1)  # load the trace (not timed)
+        lab.wait_for_kernel_idle(600)
+        renders, keys = [], []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run_cell(lab, index)
+            lab.page.wait_for_function(_DRAWN_JS, arg=index, timeout=120_000, polling="raf")
+            renders.append(time.perf_counter() - start)
+            lab.wait_for_kernel_idle(600)
+            lab.page.evaluate(_ARM_JS, index)
+            box = (
+                lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
+                .nth(index)
+                .locator(".tfplace-panel input[type=text]")
+                .first
+            )
+            box.press(QUERY_KEY)
+            lab.page.wait_for_function(
+                "() => window.__tfplace_bench.end !== null", timeout=60_000, polling="raf"
+            )
+            timing = lab.page.evaluate("() => window.__tfplace_bench")
+            keys.append((timing["end"] - timing["start"]) / 1000)
+            lab.screenshot(f"bench-browser-{n}")
+        results[n] = {"render_s": renders, "keystroke_s": keys}
+        print(f"{n:,} ops: render {renders}, keystroke {keys}", file=sys.stderr)
+    return results
+
+
+def render_table(results: dict[int, dict[str, list[float]]]) -> str:
+    lines = [
+        "| ops | cell run -> timeline drawn (median, min-max) | target | keystroke -> table "
+        "updated (median, min-max) | target |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for n, r in results.items():
+        render, keys = r["render_s"], [k * 1000 for k in r["keystroke_s"]]
+        lines.append(
+            f"| {n:,} | {statistics.median(render):.2f} s ({min(render):.2f}-{max(render):.2f}) | "
+            f"< {TARGET_RENDER_S:.0f} s {'✓' if statistics.median(render) < TARGET_RENDER_S else '✗'} | "
+            f"{statistics.median(keys):.0f} ms ({min(keys):.0f}-{max(keys):.0f}) | "
+            f"< {TARGET_KEYSTROKE_MS:.0f} ms "
+            f"{'✓' if statistics.median(keys) < TARGET_KEYSTROKE_MS else '✗'} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.browser", description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, LabPage, running_lab
+
+    sizes = tuple(args.sizes)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        root = base / "root"
+        root.mkdir()
+        traces = prepare_traces(base, sizes)
+        show_cells = write_notebook(root / "bench.ipynb", traces, sizes)
+        ARTIFACTS.mkdir(exist_ok=True)
+        with (
+            running_lab(base, root, ARTIFACTS / "bench-lab-server.log") as server,
+            sync_playwright() as pw,
+        ):
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                lab = LabPage(page, server)
+                lab.open_notebook("bench.ipynb")
+                run_cell(lab, 0)  # warm-up panel: loads plotly's and the table's JS once
+                try:
+                    lab.page.wait_for_function(_DRAWN_JS, arg=0, timeout=180_000)
+                except Exception:
+                    lab.screenshot("bench-browser-failed")
+                    raise
+                lab.wait_for_kernel_idle(300)
+                results = measure(lab, show_cells, args.repeats)
+            finally:
+                browser.close()
+    print(render_table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
