@@ -73,6 +73,21 @@ def colocated_with_missing_gpu():
         return tf.add(anchor, 1.0, name="follower")
 
 
+def conflicting_colocation():
+    with tf.device("/cpu:1"):
+        anchor = tf.constant(1.0, name="anchor")
+    with tf.device("/cpu:2"):
+        weights = tf.Variable(1.0, name="weights")
+    with tf.compat.v1.colocate_with(anchor.op):
+        return tf.add(weights.read_value(), anchor, name="mixed")
+
+
+def group_on_missing_device():
+    """The anchor asks for nothing; the op colocated with it asks for a missing GPU."""
+    with tf.compat.v1.colocate_with(tf.constant(1.0, name="anchor").op), tf.device("/gpu:0"):
+        return tf.constant(2.0, name="pinned_by_group")
+
+
 def raising_builder():
     tf.constant(1.0, name="before_the_bug")
     raise RuntimeError("half-written builder")
@@ -309,6 +324,27 @@ CATALOGUE = [
         ),
         TraceError,
         ["/device:GPU:0", "CPU:0, CPU:1, CPU:2"],
+        ["soft_placement=True"],
+        cause=tf.errors.InvalidArgumentError,
+    ),
+    Case(
+        "colocation-conflict-soft-off",
+        lambda _: trace_placement(
+            conflicting_colocation, device_count=THREE_CPUS, soft_placement=False
+        ),
+        TraceError,
+        ["'Read/ReadVariableOp' and 'anchor'", "on one device", "'/device:CPU:2'", "CPU:1'"],
+        ["Make the requests agree", "soft_placement=True"],
+        cause=tf.errors.InvalidArgumentError,
+        absent=["feed_dict"],
+    ),
+    Case(
+        "colocation-group-on-missing-device-soft-off",
+        lambda _: trace_placement(
+            group_on_missing_device, device_count=THREE_CPUS, soft_placement=False
+        ),
+        TraceError,
+        ["'anchor'", "/device:GPU:0, the device its colocation group asks for", "CPU:0, CPU:1"],
         ["soft_placement=True"],
         cause=tf.errors.InvalidArgumentError,
     ),

@@ -199,7 +199,12 @@ class Explainer:
             target = targets[0]
             target_device = self.placed.get(target, "")
             where = short_device(target_device) or short
-            if not target_device or target_device == device:
+            if not target_device:  # pruned from the run: its device is not in the trace
+                return "colocated", (
+                    f"Colocated with {target} (tf.compat.v1.colocate_with / _class "
+                    f"loc:@{target}), which did not run in the traced step; it runs on {short}."
+                )
+            if target_device == device:
                 return "colocated", (
                     f"Colocated with {target} (tf.compat.v1.colocate_with / _class "
                     f"loc:@{target}), so it runs on {target}'s device, {where}."
@@ -225,8 +230,9 @@ class Explainer:
             partner = self._constraining_partner(name)
             exists = any(request.matches(s) for s in self.device_specs)
             # A group overrides a request it could have met; a request for a device that does
-            # not exist is soft placement's to move (a resource edge pins a reader regardless).
-            if partner and (exists or self._resource_linked(name, partner)):
+            # not exist is soft placement's to move (a resource pins its reader regardless).
+            reads_partner = partner in self.facts.resource_inputs.get(name, ())
+            if partner and (exists or reads_partner):
                 return "colocated", (
                     f"Asked for {requested}, but it {self._link(name, partner)}; TF's placer "
                     f"keeps them together and ignored the request, so it runs on {short}."
@@ -344,9 +350,9 @@ class Explainer:
     def _constraining_partner(self, name: str) -> str:
         """The member of this op's colocation group that decides its device.
 
-        Preference: a member with its own request placed on this op's device, then any
-        member with a request, then any member; direct resource/ref producers of this op
-        (the variable it reads) come first at each step.
+        Preference: a member whose own request put it on this op's device, then a member
+        with a request placed here, then any member with a request, then any member; direct
+        resource/ref producers of this op (the variable it reads) come first at each step.
         """
         group = self._groups.get(name)
         if not group:
@@ -355,6 +361,17 @@ class Explainer:
         here = self.placed.get(name)
         others = sorted(m for m in group if m != name)
         direct = [p for p in self.facts.resource_inputs.get(name, ()) if p in group and p != name]
+        here_spec = _safe_parse(here or "")
+        for member in direct + others:  # a member that asked for this device and got it
+            request = _safe_parse(self.facts.requested.get(member, ""))
+            if (
+                request is not None
+                and not request.is_empty()
+                and here_spec is not None
+                and self.placed.get(member) == here
+                and request.matches(here_spec)
+            ):
+                return member
         for member in direct + others:
             if self.facts.requested.get(member) and self.placed.get(member) == here:
                 return member

@@ -324,6 +324,13 @@ def _resolve_feeds(graph: Any, feed_dict: Mapping[Any, Any] | None) -> dict:
 _MISSING_FEED = re.compile(r"must feed a value for placeholder tensor '([^']+)'")
 _CANNOT_ASSIGN = re.compile(r"Cannot assign a device for operation ([^:\s]+)")
 _DEVICE_SPEC = re.compile(r"device specification (\S+)|was explicitly assigned to (\S+)")
+_GROUP_DEVICE = re.compile(
+    r"colocated with a group of nodes that required incompatible device '([^']+)'"
+)
+_CANNOT_COLOCATE = re.compile(
+    r"Cannot colocate nodes \{\{colocation_node ([^}]+)\}\} and \{\{colocation_node ([^}]+)\}\}: "
+    r"([^\n\[]*)"
+)
 _MALFORMED = re.compile(r"Malformed device specification '([^']*)' in node: \{name:'([^']+)'")
 
 
@@ -362,6 +369,12 @@ def _explain_run_error(
     if cannot:
         spec = _DEVICE_SPEC.search(message)
         wanted = next((g for g in spec.groups() if g), "?") if spec else "?"
+        group = _GROUP_DEVICE.search(message)
+        if group:  # its own request is fine; a colocated op (or a variable) asked for this
+            wanted = group.group(1) + (
+                ", the device its colocation group asks for (tf.compat.v1.colocate_with, "
+                "or a variable and its reads)"
+            )
         why = (
             "soft placement is on, but it only drops a request's device type and index, so "
             "TensorFlow still cannot place it"
@@ -372,6 +385,17 @@ def _explain_run_error(
         return TraceError(
             f"Cannot place op {cannot.group(1)!r} on {wanted.strip('.,')}: {why}, and the "
             f"devices here are {available}. Request one of those{fix}.\n\n"
+            f"TensorFlow said: {_first_lines(message)}"
+        )
+    conflict = _CANNOT_COLOCATE.search(message)
+    if conflict:
+        first, second, detail = conflict.groups()
+        fix = "" if soft else ", or pass soft_placement=True to let TF settle it"
+        return TraceError(
+            f"TensorFlow must put {first!r} and {second!r} on one device "
+            "(tf.compat.v1.colocate_with, or a variable and its reads), but their device "
+            f"requests conflict: {detail.strip().rstrip('.')}. The devices here are "
+            f"{available}. Make the requests agree{fix}.\n\n"
             f"TensorFlow said: {_first_lines(message)}"
         )
     if fed and (isinstance(exc, (ValueError, TypeError)) or "Unsupported object type" in message):
