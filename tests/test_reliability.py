@@ -435,7 +435,7 @@ CATALOGUE = [
     # -- files --------------------------------------------------------------------------------
     Case(
         "file-not-a-trace-pb",
-        lambda p: PlacementTrace.from_run_metadata(str(write(p, "notes.pb", os.urandom(64)))),
+        lambda p: PlacementTrace.from_run_metadata(str(write(p, "notes.pb", b"\xff" * 64))),
         TraceError,
         ["notes.pb", "not a RunMetadata proto"],
         ["run_metadata.SerializeToString()", "FULL_TRACE"],
