@@ -39,8 +39,10 @@ _SHOW = "show_placement(trace_{n})"
 _DRAWN_JS = """(index) => {
     const cell = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell')[index];
     const plot = cell && cell.querySelector('.tfplace-panel .js-plotly-plot');
-    if (!plot || !plot._fullData) return false;
-    return plot.querySelectorAll('.barlayer .point, .gl-container canvas').length > 0;
+    if (!plot || !plot._fullData || plot === window.__tfplace_last_plot) return false;
+    if (plot.querySelectorAll('.barlayer .point, .gl-container canvas').length === 0) return false;
+    window.__tfplace_last_plot = plot;  // a re-run must draw a new plot, not find this one
+    return true;
 }"""
 # Arm a timer: keydown in the panel's search box -> first change of the table's rows.
 _ARM_JS = """(index) => {
@@ -99,10 +101,16 @@ def write_notebook(
 
 
 def run_cell(lab, index: int) -> None:
-    """Select cell ``index`` and run it with Shift+Enter (no wait)."""
-    cell = lab.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").nth(index)
-    cell.locator(".jp-InputArea-prompt").click()
-    lab.page.keyboard.press("Shift+Enter")
+    """Run cell ``index`` through JupyterLab's own command (no wait for it to finish)."""
+    lab.page.evaluate(
+        """(index) => {
+            const notebook = window.jupyterapp.shell.currentWidget.content;
+            notebook.activeCellIndex = index;
+            notebook.mode = 'command';
+            window.jupyterapp.commands.execute('notebook:run-cell');
+        }""",
+        index,
+    )
 
 
 def measure(lab, show_cells: dict[int, int], repeats: int) -> dict[int, dict[str, list[float]]]:
