@@ -10,6 +10,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+import pandas as pd
+
 _DEFAULT_JOB = "localhost"
 # Devices sort by this priority in the placer (GPU before CPU); lower sorts first here.
 _TYPE_ORDER = {"GPU": 0, "TPU": 1, "CPU": 2}
@@ -144,6 +147,13 @@ def lane_kind(lane: str) -> str:
     if suffix.startswith("stream"):
         return "stream"
     return suffix
+
+
+def lane_kinds(lanes: pd.Series) -> np.ndarray:
+    """:func:`lane_kind` of every lane in a column, computed once per distinct lane."""
+    codes, unique = pd.factorize(lanes)
+    kinds = np.array([lane_kind(lane) for lane in unique] + [""], dtype=object)
+    return kinds[codes]
 
 
 def short_device(name: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .devices import lane_kind
+from .devices import lane_kinds
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def busy_time_us(starts: np.ndarray, durations: np.ndarray) -> float:
 def device_summaries(ops: pd.DataFrame, events: pd.DataFrame, devices: list[str]):
     """One :class:`DeviceSummary` per device, in ``devices`` order."""
     counts = ops["device"].value_counts()
-    op_level = events[[lane_kind(lane) != "stream:all" for lane in events["lane"]]]
+    op_level = events[lane_kinds(events["lane"]) != "stream:all"]
     result = []
     for device in devices:
         mine = op_level[op_level["device"] == device]

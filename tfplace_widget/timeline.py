@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .colors import device_color
-from .devices import lane_kind, short_device
+from .devices import lane_kind, lane_kinds, short_device
 from .summary import format_us
 
 WEBGL_THRESHOLD = 3000
@@ -66,8 +66,9 @@ class Timeline:
         self._no_rows = np.empty(0, dtype=np.int64)
         self._selected_rows = self._no_rows
         self._ops = events["op"].to_numpy(dtype=object)
-        self._hover = self._hover_text(events)
-        self._row_colors = events["device"].map(device_color).to_numpy(dtype=object)
+        self._hover = np.full(len(events), None, dtype=object)
+        colors = {device: device_color(device) for device in pd.unique(events["device"])}
+        self._row_colors = events["device"].map(colors).to_numpy(dtype=object)
         self._build(transfers, inputs)
 
     # -- construction -------------------------------------------------------------------------
@@ -81,39 +82,40 @@ class Timeline:
 
     def _lanes(self, events: pd.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray]:
         """Ordered (device, lane) pairs: the device's own lane first, then streams and copies."""
-        pairs = events[["device", "lane"]].drop_duplicates()
+        codes, pairs = pd.MultiIndex.from_arrays([events["device"], events["lane"]]).factorize()
         order = {d: i for i, d in enumerate(self.devices)}
         keyed = sorted(
-            zip(pairs["device"], pairs["lane"], strict=True),
+            pairs,
             key=lambda p: (order.get(p[0], len(order)), lane_kind(p[1]) != "device", p[1]),
         )
-        index = {pair: i for i, pair in enumerate(keyed)}
-        lane_y = np.fromiter(
-            (index[p] for p in zip(events["device"], events["lane"], strict=True)),
-            dtype=np.float64,
-            count=len(events),
-        )
-        return keyed, lane_y
+        position = {pair: i for i, pair in enumerate(keyed)}
+        remap = np.array([position[pair] for pair in pairs], dtype=np.float64)
+        return keyed, remap[codes] if len(codes) else np.empty(0)
 
-    @staticmethod
-    def _hover_text(events: pd.DataFrame) -> np.ndarray:
-        label_type = events["label"].str.extract(r" = ([^(]*)\(", expand=False).fillna("")
-        return np.array(
-            [
-                f"<b>{html.escape(op)}</b> {html.escape(t)}<br>{html.escape(short_device(d))} "
-                f"{html.escape(_lane_suffix(lane))}<br>start {format_us(s)}, took {format_us(u)}"
-                for op, t, d, lane, s, u in zip(
+    def _hover_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Hover texts of event ``rows``, made on first use (only drawn bars ever need one)."""
+        cache = self._hover
+        missing = rows[pd.isna(cache[rows])] if len(rows) else rows
+        if len(missing):
+            events = self.events.iloc[missing]
+            types = events["label"].str.extract(r" = ([^(]*)\(", expand=False).fillna("")
+            where = {
+                lane: html.escape(f"{short_device(device)} {_lane_suffix(lane)}".strip())
+                for device, lane in set(zip(events["device"], events["lane"], strict=True))
+            }
+            cache[missing] = [
+                f"<b>{html.escape(op)}</b> {html.escape(t)}<br>{where[lane]}"
+                f"<br>start {format_us(s)}, took {format_us(u)}"
+                for op, t, lane, s, u in zip(
                     events["op"],
-                    label_type,
-                    events["device"],
+                    types,
                     events["lane"],
                     events["start_us"],
                     events["duration_us"],
                     strict=True,
                 )
-            ],
-            dtype=object,
-        )
+            ]
+        return cache[rows]
 
     def _build(self, transfers: pd.DataFrame, inputs: dict[str, list[str]]) -> None:
         fig = self.figure
@@ -197,7 +199,7 @@ class Timeline:
         starts = self.events["start_us"].to_numpy(dtype=np.float64)[rows]
         durations = np.maximum(self.events["duration_us"].to_numpy(dtype=np.float64)[rows], 0.5)
         lanes = self.lane_y[rows]
-        hover = self._hover[rows]
+        hover = self._hover_rows(rows)
         if self.webgl:
             gaps = np.full(len(rows), np.nan)
             x = np.column_stack([starts, starts + durations, gaps]).ravel()
@@ -235,7 +237,7 @@ class Timeline:
         if not len(transfers):
             return None
         events = self.events
-        op_level = events[[lane_kind(lane) == "device" for lane in events["lane"]]]
+        op_level = events[lane_kinds(events["lane"]) == "device"]
         keyed = op_level.assign(end=op_level["start_us"] + op_level["duration_us"]).groupby(
             ["op", "device"], sort=False
         )
