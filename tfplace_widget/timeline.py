@@ -236,20 +236,23 @@ class Timeline:
         """Cross-device transfers as lines from the producer's end to the consumer's start."""
         if not len(transfers):
             return None
+        # TF names the receiving node "<producer>/_<n>": find the readers of the drawn ones.
+        wanted = {tensor.rsplit(":", 1)[0] for tensor in transfers["tensor"].iloc[:MAX_ARROWS]}
+        readers: dict[str, list[str]] = {}
+        for op, ins in inputs.items():
+            for name in ins:
+                if "/_" in name:  # cheap test first: most inputs are not received tensors
+                    head, _, tail = name.rpartition("/_")
+                    if head in wanted and tail.isdigit():
+                        readers.setdefault(head, []).append(op)
         events = self.events
-        op_level = events[lane_kinds(events["lane"]) == "device"]
+        involved = wanted.union(*readers.values())
+        op_level = events[(lane_kinds(events["lane"]) == "device") & events["op"].isin(involved)]
         keyed = op_level.assign(end=op_level["start_us"] + op_level["duration_us"]).groupby(
             ["op", "device"], sort=False
         )
         first_start = keyed["start_us"].min().to_dict()
         last_end = keyed["end"].max().to_dict()
-        # TF names the receiving node "<producer>/_<n>": index its consumers once.
-        readers: dict[str, list[str]] = {}
-        for op, ins in inputs.items():
-            for name in ins:
-                head, sep, tail = name.rpartition("/_")
-                if sep and tail.isdigit():
-                    readers.setdefault(head, []).append(op)
         lane_of = {d: i for i, (d, lane) in enumerate(self.lanes) if lane_kind(lane) == "device"}
         x, y = [], []
         for tensor, src, dst in zip(
