@@ -21,7 +21,7 @@ from .colors import color_class, device_color
 from .devices import short_device
 from .errors import TraceError
 from .frames import PlacementTrace
-from .search import SearchError, filter_ops, matching_lines
+from .search import SearchError, filter_ops, matching_lines, searchable
 from .summary import device_summaries, format_bytes, format_us, how_counts, transfer_totals
 from .table import OpTable
 from .timeline import Timeline
@@ -164,10 +164,14 @@ class PlacementPanel(widgets.VBox):
         """Put ``trace`` on screen (header, chips, table, timeline, log), keeping the search."""
         self.trace = trace
         ops = trace.ops
-        self._lowered = ops["op"].str.lower()
+        self._lowered = searchable(ops["op"])
         self._sort_orders: dict[tuple[str, bool], np.ndarray] = {}
-        codes, uniques = pd.factorize(trace.events["op"])
-        self._event_codes, self._event_names = codes, pd.Index(uniques)
+        # Each event's row in trace.ops (by op and device): a keystroke's mask over the ops
+        # becomes the timeline's mask over the events with one numpy take.
+        keys = ops[["op", "device"]].assign(_row=np.arange(len(ops)))
+        keys = keys.drop_duplicates(["op", "device"])
+        located = trace.events[["op", "device"]].merge(keys, how="left", on=["op", "device"])
+        self._event_row = located["_row"].fillna(-1).to_numpy(dtype=np.int64)
         self._log_lines = trace.log.splitlines()
         self._device_filter &= set(trace.devices)
         # A re-run draws into the same FigureWidget: anywidget keeps every FigureWidget ever
@@ -333,17 +337,21 @@ class PlacementPanel(widgets.VBox):
         filtering = (
             bool(self.search.value) or bool(self._device_filter) or bool(self.type_filter.value)
         )
-        self.status.value = f"showing <b>{len(kept):,}</b> of {len(ops):,} ops"
         self.table.page = 0
         self._render_page()
         if filtering:
-            names = self._visible["op"].unique()
-            event_mask = self._event_names.isin(names)[self._event_codes]
-            if self._device_filter:
-                event_mask &= self.trace.events["device"].isin(self._device_filter).to_numpy()
-            self._timeline.highlight(event_mask)
+            keep = np.append(mask, False)  # row -1: an event without an ops row
+            self._timeline.highlight(keep[self._event_row])
         else:
             self._timeline.highlight(None)
+        timeline = self._timeline
+        outlined = (
+            f" · timeline outlines {timeline.matches_shown:,} of {timeline.matches_total:,} "
+            "matching bars"
+            if timeline.matches_total > timeline.matches_shown
+            else ""
+        )
+        self.status.value = f"showing <b>{len(kept):,}</b> of {len(ops):,} ops{outlined}"
         if self.log_section.selected_index == 0:
             self._render_log()
 

@@ -20,8 +20,8 @@ from .devices import lane_kind, lane_kinds, short_device
 from .summary import format_us
 
 WEBGL_THRESHOLD = 3000
-MAX_BARS = 20_000
-MAX_MATCH_BARS = 5_000
+MAX_BARS = 10_000
+MAX_MATCH_BARS = 2_000
 MAX_ARROWS = 300
 DIM_OPACITY = 0.25
 MATCH_OUTLINE = "#222222"
@@ -64,6 +64,7 @@ class Timeline:
         self._device_traces: list[_DeviceTraces] = []
         self._selected_index = -1
         self._no_rows = np.empty(0, dtype=np.int64)
+        self.matches_shown = self.matches_total = 0  # search matches outlined / drawn-and-matching
         self._selected_rows = self._no_rows
         self._ops = events["op"].to_numpy(dtype=object)
         self._hover = np.full(len(events), None, dtype=object)
@@ -199,24 +200,32 @@ class Timeline:
         starts = self.events["start_us"].to_numpy(dtype=np.float64)[rows]
         durations = np.maximum(self.events["duration_us"].to_numpy(dtype=np.float64)[rows], 0.5)
         lanes = self.lane_y[rows]
-        hover = self._hover_rows(rows)
         if self.webgl:
-            gaps = np.full(len(rows), np.nan)
-            x = np.column_stack([starts, starts + durations, gaps]).ravel()
-            y = np.column_stack([lanes, lanes, gaps]).ravel()
-            text = np.column_stack([hover, hover, np.full(len(rows), "", dtype=object)]).ravel()
+            # Many bars: float32 coordinates, and the hover text once per bar (on its start
+            # point); overlays carry no text at all, the bar underneath answers the hover.
+            gaps = np.full(len(rows), np.nan, dtype=np.float32)
+            ends = starts + durations
+            x = np.column_stack([starts.astype(np.float32), ends.astype(np.float32), gaps])
+            y = np.column_stack([lanes.astype(np.float32), lanes.astype(np.float32), gaps])
             # GL lines have no outline: matches are drawn bolder in their device colour.
             line_color = color if isinstance(color, str) else SELECTED_COLOR
+            overlay = outline is not None or not isinstance(color, str)
+            text = None
+            if not overlay:
+                blanks = np.full(len(rows), "", dtype=object)
+                text = np.column_stack([self._hover_rows(rows), blanks, blanks]).ravel()
             return go.Scattergl(
-                x=x,
-                y=y,
+                x=x.ravel(),
+                y=y.ravel(),
                 text=text,
                 mode="lines",
                 name=name,
                 opacity=opacity,
-                line=dict(color=line_color, width=18 if outline else 14),
-                hovertemplate="%{text}<extra></extra>",
+                line=dict(color=line_color, width=18 if overlay else 14),
+                hoverinfo="skip" if overlay else None,
+                hovertemplate=None if overlay else "%{text}<extra></extra>",
             )
+        hover = self._hover_rows(rows)
         return go.Bar(
             base=starts,
             x=durations,
@@ -291,12 +300,18 @@ class Timeline:
         """
         fig = self.figure
         opacity = 1.0 if event_mask is None else DIM_OPACITY
+        budget = MAX_MATCH_BARS  # shared by all devices: one keystroke stays a small message
+        self.matches_shown = self.matches_total = 0
         with fig.batch_update():
             for traces in self._device_traces:
                 if event_mask is None:
                     rows = traces.rows[:0]
                 else:
-                    rows = traces.rows[event_mask[traces.rows]][:MAX_MATCH_BARS]
+                    rows = traces.rows[event_mask[traces.rows]]
+                    self.matches_total += len(rows)
+                    rows = rows[:budget]
+                    budget -= len(rows)
+                    self.matches_shown += len(rows)
                 base = fig.data[traces.base_index]
                 if base.opacity != opacity:
                     base.opacity = opacity
