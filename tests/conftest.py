@@ -18,8 +18,15 @@ CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 TWO_CPUS = {"CPU": 2}
-SEED_N = 1000  # the seed uses 10**6; the placement does not depend on n
-GPU_TRACES = Path("/work/shared/fixtures/gpu-traces")
+SEED_N = 1000  # the seed uses 10**6; from 1000 elements on, the placement does not depend on n
+# The real GPU traces live in the project's read-only shared/ folder, beside the repository
+# (in CI too: a copy of shared/ sits next to the clone).
+GPU_TRACES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "gpu-traces"
+if not GPU_TRACES.is_dir():
+    raise RuntimeError(
+        f"The shared GPU trace fixtures are missing: expected {GPU_TRACES}. Tests read the "
+        "project's shared/ folder next to this repository; clone the repository beside it."
+    )
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from conftest import CPU0, GPU0, GPU_TRACES, raw_chrome_events
 from tfplace_widget import PlacementTrace
 
 ALL_TRACES = sorted(GPU_TRACES.glob("*/*.json"))
+assert len(ALL_TRACES) == 6, f"expected the 6 real GPU traces in {GPU_TRACES}, found {ALL_TRACES}"
 GPU_FILES = [p for p in ALL_TRACES if "CPU_timeline" not in p.name]
 OLD_NAMING = [p for p in GPU_FILES if p.parent.name == "ikhlestov-tensorflow-profiling"]
 NEW_NAMING = [p for p in GPU_FILES if p.parent.name in ("kittibox", "riptide")]

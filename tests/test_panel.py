@@ -7,13 +7,14 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import GPU_TRACES
 
 from tfplace_widget import TraceError, show_placement
 from tfplace_widget.colors import color_class, device_color
 from tfplace_widget.panel import PAGE_SIZE, PlacementPanel
 
 SEED_N = 1000
-GPU_TRACE = "../shared/fixtures/gpu-traces/riptide/timeline.ctf.json"
+GPU_TRACE = str(GPU_TRACES / "riptide" / "timeline.ctf.json")
 
 
 def inputs_none():
