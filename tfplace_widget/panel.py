@@ -7,7 +7,6 @@ with vectorised pandas and sends the browser only the rows on screen.
 
 from __future__ import annotations
 
-import difflib
 import html
 import os
 from collections.abc import Callable
@@ -25,7 +24,7 @@ from .search import SearchError, filter_ops, matching_lines, searchable
 from .summary import device_summaries, format_bytes, format_us, how_counts, transfer_totals
 from .table import OpTable
 from .timeline import Timeline
-from .tracer import TRACE_OPTIONS, trace_placement
+from .tracer import check_option_names, trace_placement
 
 TABLE_COLUMNS = [
     ("op", "op"),
@@ -271,6 +270,11 @@ class PlacementPanel(widgets.VBox):
                 f"The timeline draws a sample: the {len(self._timeline.shown):,} longest "
                 f"of {self._timeline.total:,} events."
             )
+        if len(trace.transfers) and not self._timeline.arrows_drawn:
+            notes.append(
+                f"Transfers are listed, not drawn: {len(trace.transfers):,} arrows would hide "
+                "the bars (pick an op to see its transfers)."
+            )
         if trace.truncated:
             notes.append(
                 "TensorFlow stopped recording at 2^20 nodes per step: the trace is incomplete."
@@ -513,7 +517,7 @@ def show_placement(fn_or_trace: Any, **options: Any) -> PlacementPanel:
 
     Options are those of :func:`trace_placement`; unknown ones raise ``ValueError``.
     """
-    _check_options(options)
+    check_option_names(options, "show_placement")
     if isinstance(fn_or_trace, PlacementTrace):
         _no_options_for("a PlacementTrace", options)
         return PlacementPanel(fn_or_trace)
@@ -533,18 +537,6 @@ def show_placement(fn_or_trace: Any, **options: Any) -> PlacementPanel:
         f"show_placement takes a graph-builder function, a PlacementTrace, a RunMetadata or a "
         f"trace file path, not {type(fn_or_trace).__name__}."
     )
-
-
-def _check_options(options: dict[str, Any]) -> None:
-    unknown = [name for name in options if name not in TRACE_OPTIONS]
-    if unknown:
-        name = unknown[0]
-        close = difflib.get_close_matches(name, TRACE_OPTIONS, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"Unknown option {name!r} for show_placement.{hint} "
-            f"Options: {', '.join(TRACE_OPTIONS)}."
-        )
 
 
 def _no_options_for(what: str, options: dict[str, Any]) -> None:

@@ -22,7 +22,7 @@ from .summary import format_us
 WEBGL_THRESHOLD = 3000
 MAX_BARS = 10_000
 MAX_MATCH_BARS = 2_000
-MAX_ARROWS = 300
+MAX_ARROWS = 100  # more transfers than this: arrows would hide the bars, draw none
 DIM_OPACITY = 0.25
 MATCH_OUTLINE = "#222222"
 SELECTED_COLOR = "#ff2d78"  # a selection ring that reads on light and dark themes
@@ -65,6 +65,7 @@ class Timeline:
         self._selected_index = -1
         self._no_rows = np.empty(0, dtype=np.int64)
         self.matches_shown = self.matches_total = 0  # search matches outlined / drawn-and-matching
+        self.arrows_drawn = False
         self._selected_rows = self._no_rows
         self._ops = events["op"].to_numpy(dtype=object)
         self._hover = np.full(len(events), None, dtype=object)
@@ -180,6 +181,8 @@ class Timeline:
                     autorange="reversed",
                     automargin=True,
                     fixedrange=True,
+                    zeroline=False,
+                    showgrid=False,
                 ),
             )
         for traces in self._device_traces:
@@ -243,7 +246,8 @@ class Timeline:
 
     def _arrows(self, transfers: pd.DataFrame, inputs: dict[str, list[str]]) -> go.Scatter | None:
         """Cross-device transfers as lines from the producer's end to the consumer's start."""
-        if not len(transfers):
+        self.arrows_drawn = 0 < len(transfers) <= MAX_ARROWS
+        if not self.arrows_drawn:
             return None
         # TF names the receiving node "<producer>/_<n>": find the readers of the drawn ones.
         wanted = {tensor.rsplit(":", 1)[0] for tensor in transfers["tensor"].iloc[:MAX_ARROWS]}
@@ -277,8 +281,6 @@ class Timeline:
             ]
             x += [float(x0), float(min(starts)) if starts else float(x0), None]
             y += [y0, y1, None]
-            if len(x) >= 3 * MAX_ARROWS:
-                break
         if not x:
             return None
         return go.Scatter(
