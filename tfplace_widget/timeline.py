@@ -66,6 +66,10 @@ class Timeline:
         self._no_rows = np.empty(0, dtype=np.int64)
         self.matches_shown = self.matches_total = 0  # search matches outlined / drawn-and-matching
         self.arrows_drawn = False
+        # Bars at least 1/1500 of the step wide, so 1 µs ops in a long step stay visible (the
+        # hover text gives the real duration).
+        span = float((events["start_us"] + events["duration_us"]).max()) if len(events) else 0.0
+        self._min_width = max(0.5, span / 1500)
         self._selected_rows = self._no_rows
         self._ops = events["op"].to_numpy(dtype=object)
         self._hover = np.full(len(events), None, dtype=object)
@@ -201,7 +205,9 @@ class Timeline:
     ) -> go.BaseTraceType:
         """Bars for event ``rows``: ``go.Bar`` below the WebGL threshold, thick GL lines above."""
         starts = self.events["start_us"].to_numpy(dtype=np.float64)[rows]
-        durations = np.maximum(self.events["duration_us"].to_numpy(dtype=np.float64)[rows], 0.5)
+        durations = np.maximum(
+            self.events["duration_us"].to_numpy(dtype=np.float64)[rows], self._min_width
+        )
         lanes = self.lane_y[rows]
         if self.webgl:
             # Many bars: float32 coordinates, and the hover text once per bar (on its start
