@@ -17,9 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import nbformat
-
 from benchmarks.graphs import bare_traced_run, make_graph_def, session_config
+from tests.browser.conftest import write_notebook
 
 TARGET_RENDER_S = 3.0
 TARGET_KEYSTROKE_MS = 300.0
@@ -77,9 +76,7 @@ def prepare_traces(folder: Path, sizes: tuple[int, ...]) -> dict[int, tuple[Path
     return paths
 
 
-def write_notebook(
-    path: Path, traces: dict[int, tuple[Path, Path]], sizes: tuple[int, ...]
-) -> dict:
+def make_notebook(path: Path, traces: dict[int, tuple[Path, Path]], sizes: tuple[int, ...]) -> dict:
     """The notebook the browser runs; returns {n: index of the cell that shows that panel}."""
     small_rm, small_graph = traces[200]
     cells = [_SETUP.format(small=str(small_rm), small_graph=str(small_graph))]
@@ -89,14 +86,7 @@ def write_notebook(
         cells.append(_LOAD.format(n=n, rm=str(rm), graph=str(graph)))
         show_cells[n] = len(cells)
         cells.append(_SHOW.format(n=n))
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
-    nbformat.write(nb, path)
+    write_notebook(path, cells)
     return show_cells
 
 
@@ -177,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         root = base / "root"
         root.mkdir()
         traces = prepare_traces(base, sizes)
-        show_cells = write_notebook(root / "bench.ipynb", traces, sizes)
+        show_cells = make_notebook(root / "bench.ipynb", traces, sizes)
         ARTIFACTS.mkdir(exist_ok=True)
         with (
             running_lab(base, root, ARTIFACTS / "bench-lab-server.log") as server,

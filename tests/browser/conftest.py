@@ -170,6 +170,21 @@ def _isolated_jupyter_env(base: Path) -> dict[str, str]:
     return env
 
 
+def write_notebook(path: Path, cells: list[str]) -> Path:
+    """Write a Python 3 notebook of code ``cells`` to ``path`` (a test or benchmark input)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     base = tmp_path_factory.mktemp("jupyter")

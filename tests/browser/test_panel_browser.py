@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
 
-from .conftest import SCREENSHOTS
+from .conftest import SCREENSHOTS, write_notebook
 
 SEED_NOTEBOOK = "notebooks/01_seed_experiment.ipynb"
 MAGIC_CELLS = [
@@ -27,18 +26,6 @@ TRACES_JS = """(index) => {
     const plot = panel.querySelector('.js-plotly-plot');
     return plot.data.map((t) => ({name: t.name, opacity: t.opacity, n: (t.y || []).length}));
 }"""
-
-
-def _write_notebook(root, name: str, cells: list[str]) -> str:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
-    nbformat.write(nb, root / name)
-    return name
 
 
 def _table_ops(lab, index: int = 0) -> list[str]:
@@ -99,7 +86,7 @@ def test_seed_notebook_panels_search_and_pick(lab, jupyter_lab):
 
 
 def test_magic_cell_renders_a_panel_in_light_and_dark(lab, jupyter_lab):
-    name = _write_notebook(jupyter_lab.root, "magic.ipynb", MAGIC_CELLS)
+    name = write_notebook(jupyter_lab.root / "magic.ipynb", MAGIC_CELLS).name
     lab.open_notebook(name)
     lab.run_all_cells(timeout_s=240)
     assert not lab.errors()
