@@ -89,6 +89,19 @@ def seed_cpu_steps3(trace_placement: Any, seed_builders: dict) -> Any:
     return trace_placement(seed_builders["inputs_cpu"], device_count=TWO_CPUS, steps=3)
 
 
+def conflicting_colocation() -> Any:
+    """Graph builder: a read colocated with an anchor on CPU:1, but pinned by its variable's
+    resource edge to CPU:2 (soft placement drops the colocation; without it TF refuses)."""
+    import tensorflow as tf
+
+    with tf.device("/cpu:1"):
+        anchor = tf.constant(1.0, name="anchor")
+    with tf.device("/cpu:2"):
+        weights = tf.Variable(1.0, name="weights")
+    with tf.compat.v1.colocate_with(anchor.op):
+        return tf.add(weights.read_value(), anchor, name="mixed")
+
+
 def op_row(trace: Any, name: str) -> pd.Series:
     """The single ``ops`` row of ``name`` (fails if there is none or several)."""
     rows = trace.ops[trace.ops["op"] == name]

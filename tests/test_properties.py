@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import conflicting_colocation
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -423,15 +424,7 @@ def test_an_op_moved_with_its_colocation_group_is_colocated_not_soft():
     """An existing-device request that the group overrode: hypothesis's first find (the
     anchor asked for CPU:1; the read colocated with it is pinned to its variable on CPU:2)."""
 
-    def build():
-        with tf.device("/cpu:1"):
-            anchor = tf.constant(1.0, name="anchor")
-        with tf.device("/cpu:2"):
-            weights = tf.Variable(1.0, name="weights")
-        with tf.compat.v1.colocate_with(anchor.op):
-            return tf.add(weights.read_value(), anchor, name="mixed")
-
-    trace = trace_placement(build, device_count={"CPU": CPUS})
+    trace = trace_placement(conflicting_colocation, device_count={"CPU": CPUS})
     anchor = trace.ops.set_index("op").loc["anchor"]
     assert anchor["device"] == EXISTING[2] and anchor["requested_device"] == "/device:CPU:1"
     assert anchor["how"] == "colocated"

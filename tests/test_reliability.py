@@ -22,6 +22,7 @@ import numpy as np
 import psutil
 import pytest
 import tensorflow as tf
+from conftest import conflicting_colocation
 
 from tfplace_widget import PlacementTrace, TraceError, show_placement, trace_placement
 from tfplace_widget.panel import PlacementPanel
@@ -71,15 +72,6 @@ def colocated_with_missing_gpu():
         anchor = tf.constant(1.0, name="anchor")
     with tf.compat.v1.colocate_with(anchor.op):
         return tf.add(anchor, 1.0, name="follower")
-
-
-def conflicting_colocation():
-    with tf.device("/cpu:1"):
-        anchor = tf.constant(1.0, name="anchor")
-    with tf.device("/cpu:2"):
-        weights = tf.Variable(1.0, name="weights")
-    with tf.compat.v1.colocate_with(anchor.op):
-        return tf.add(weights.read_value(), anchor, name="mixed")
 
 
 def group_on_missing_device():

@@ -9,3 +9,12 @@ class TraceError(RuntimeError):
     The message says what went wrong and how to fix it; the original exception, if any,
     is chained as ``__cause__`` so its traceback is kept.
     """
+
+
+def read_file(path: str, what: str, error: type[Exception] = TraceError) -> bytes:
+    """The bytes of ``path``; ``error`` saying "Cannot read <what> <path>: <reason>." if not."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise error(f"Cannot read {what} {path!r}: {exc.strerror}.") from exc

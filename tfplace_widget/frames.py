@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .devices import canonical_device, device_sort_key, lane_kind, lane_owner
-from .errors import TraceError
+from .errors import TraceError, read_file
 from .graphfacts import GraphFacts, facts_from_graph, paused_gc
 from .reasons import Explainer
 
@@ -173,11 +173,7 @@ def _load_run_metadata_file(path: str) -> Any:
     from google.protobuf import text_format
     from tensorflow.core.protobuf import config_pb2
 
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise TraceError(f"Cannot read trace file {path!r}: {exc.strerror}.") from exc
+    data = read_file(path, "trace file")
     if not data:
         raise TraceError(
             f"{path!r} is empty, not a trace. Write one with "
@@ -338,11 +334,7 @@ def _canonical_bytes(raw: bytes, cache: dict) -> str:
 # ---------------------------------------------------------------------------------------------
 def _records_from_chrome(path: str | os.PathLike) -> _Records:
     where = os.fspath(path)
-    try:
-        with open(where, "rb") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise TraceError(f"Cannot read trace file {where!r}: {exc.strerror}.") from exc
+    raw = read_file(where, "trace file")
     if not raw.strip():
         raise TraceError(f"{where!r} is empty, not a Chrome trace. Write one with timeline.py.")
     try:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from .errors import read_file
+
 
 @dataclass
 class GraphFacts:
@@ -91,11 +93,7 @@ def facts_from_graph(graph: Any) -> GraphFacts:
 
 def _read_graph_file(path: str) -> Any:
     """A GraphDef (text files) or its bytes (binary files) from ``path``."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise ValueError(f"Cannot read the graph file {path!r}: {exc.strerror}.") from exc
+    data = read_file(path, "the graph file", error=ValueError)
     if not path.endswith((".pbtxt", ".txt")):
         return data
     import tensorflow as tf
