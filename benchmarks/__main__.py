@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import graphs
+from . import floor, graphs
 from .measure import (
     Timing,
     fmt_bytes,
@@ -77,7 +77,15 @@ def bench_convert(n_ops: int, repeats: int, memory: bool) -> tuple[dict, Any]:
 
     trace = ours()  # warm caches (kernel registry, imports) before timing
     log(f"{n_ops:,} ops: timing timeline.py vs PlacementTrace, {repeats} repeats each")
-    timings = interleaved({"timeline": theirs, "ours": ours}, repeats)
+    timings = interleaved(
+        {
+            "timeline": theirs,
+            "ours": ours,
+            "read_floor": lambda: floor.read_fields_only(metadata, graph),
+            "bytes_floor": lambda: floor.serialize_only(metadata, graph),
+        },
+        repeats,
+    )
     result: dict[str, Any] = {
         "n_ops": n_ops,
         "ops_built": len(graph_def.node),
@@ -91,6 +99,9 @@ def bench_convert(n_ops: int, repeats: int, memory: bool) -> tuple[dict, Any]:
         "ours_s": timings["ours"].seconds,
         "timeline_cpu": timings["timeline"].cpu,
         "ours_cpu": timings["ours"].cpu,
+        "read_floor_s": timings["read_floor"].seconds,
+        "bytes_floor_s": timings["bytes_floor"].seconds,
+        "serialized_bytes": floor.serialize_only(metadata, graph),
         "session_run_s": run.seconds,
     }
     if memory:
@@ -403,6 +414,7 @@ def render(results: dict) -> str:
             "a RunMetadata, so there is no timeline.py run to compare with."
         )
     add("")
+    _render_floor(results["convert"], add)
 
     over = results.get("overhead")
     if over:
@@ -560,6 +572,38 @@ def render(results: dict) -> str:
     add("")
     add(f"Whole benchmark run: {results['wall_s']:.0f} s.")
     return "\n".join(lines)
+
+
+def _render_floor(converts: list[dict], add: Any) -> None:
+    """The least any conversion from a RunMetadata object must spend (benchmarks/floor.py)."""
+    rows = [r for r in converts if r.get("read_floor_s") and r.get("bytes_floor_s")]
+    if not rows:
+        return
+    add("#### The floor: the least any conversion from a RunMetadata object must spend")
+    add("")
+    add(
+        "With the upb protobuf runtime a RunMetadata object can only be read field by field "
+        "from Python, or serialized back to bytes for a reader outside Python (a compiled one, "
+        "or `tf.io.decode_proto`). Both, timed on the same protos and doing nothing with what "
+        "they read (`benchmarks/floor.py`), next to timeline.py:"
+    )
+    add("")
+    add(
+        "| graph | timeline.py | read the needed fields in Python | serialize RunMetadata + "
+        "graph to bytes | 10x budget | best ratio any reader could reach |"
+    )
+    add("|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        theirs = _t(r["timeline_s"])
+        read, raw = _t(r["read_floor_s"]), _t(r["bytes_floor_s"])
+        best = min(read.median, raw.median)
+        add(
+            f"| {r['n_ops']:,} ops | {fmt_ms(theirs.median)} | {read.ms()} "
+            f"| {raw.ms()} ({fmt_bytes(r['serialized_bytes'])}) "
+            f"| {fmt_ms(theirs.median / TARGETS['ratio'])} "
+            f"| {theirs.median / best:.1f}x |"
+        )
+    add("")
 
 
 def write_results(path: Path, body: str) -> None:

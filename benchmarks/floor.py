@@ -1,0 +1,79 @@
+"""The least any RunMetadata -> PlacementTrace conversion must spend, measured, not guessed.
+
+A conversion that starts from a ``RunMetadata`` proto object (what ``session.run`` fills in, and
+what timeline.py is given) can get at its contents in only two ways with the upb protobuf
+runtime: read the fields from Python (one Python object per field read), or serialize the
+message back to bytes and parse those outside Python (a compiled reader). Both floors are
+timed here on the same protos as the conversion, doing no work with what they read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def read_fields_only(metadata: Any, graph: Any) -> int:
+    """Read, from Python, exactly the fields a PlacementTrace needs, and nothing else.
+
+    step_stats: node name, thread, start, duration, label, output sizes; partition graphs:
+    name, device, op, inputs, and the devices of every ``_Send``; the built graph
+    (``as_graph_def()``): name, op, device, inputs, ``_class``. Returns a count, so nothing
+    is optimised away. The collector is paused, as in the conversion itself.
+    """
+    from tfplace_widget.graphfacts import paused_gc
+
+    with paused_gc():
+        return _read_fields(metadata, graph)
+
+
+def _read_fields(metadata: Any, graph: Any) -> int:
+    seen = 0
+    for dev in metadata.step_stats.dev_stats:
+        _ = dev.device
+        for node in dev.node_stats:
+            _ = (node.node_name, node.thread_id, node.all_start_micros)
+            _ = (node.all_end_rel_micros, node.timeline_label)
+            for output in node.output:
+                _ = output.tensor_description.allocation_description.requested_bytes
+            seen += 1
+    for partition in metadata.partition_graphs:
+        seen += _read_nodes(partition.node, sends=True)
+    if graph is not None:
+        seen += _read_nodes(graph.as_graph_def().node, sends=False)
+    return seen
+
+
+def _read_nodes(nodes: Any, sends: bool) -> int:
+    count = 0
+    for node in nodes:
+        _ = (node.name, node.device, node.input[:])
+        op = node.op
+        attr = node.attr
+        if sends and op == "_Send":
+            _ = (attr["send_device"].s, attr["recv_device"].s)
+        elif not sends and "_class" in attr:
+            _ = attr["_class"].list.s[:]
+        count += 1
+    return count
+
+
+def serialize_only(metadata: Any, graph: Any) -> int:
+    """Turn the RunMetadata and the built graph into bytes: what a compiled reader starts with.
+
+    The graph goes through TensorFlow's C API (``TF_GraphToGraphDef``), the cheapest way to get
+    its bytes; ``graph.as_graph_def()`` would also parse them into Python protos.
+    """
+    size = len(metadata.SerializeToString())
+    if graph is not None:
+        size += len(graph_bytes(graph))
+    return size
+
+
+def graph_bytes(graph: Any) -> bytes:
+    """A ``tf.Graph``'s serialized GraphDef, straight from TensorFlow's C API."""
+    from tensorflow.python.client import pywrap_tf_session
+    from tensorflow.python.framework import c_api_util
+
+    with c_api_util.tf_buffer() as buffer, graph._c_graph.get() as c_graph:
+        pywrap_tf_session.TF_GraphToGraphDef(c_graph, buffer)
+        return pywrap_tf_session.TF_GetBuffer(buffer)
