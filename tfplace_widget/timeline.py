@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from .colors import device_color
 from .devices import lane_kind, lane_kinds, short_device
+from .plotly_bundle import CompactFigureWidget
 from .summary import format_us
 
 WEBGL_THRESHOLD = 3000
@@ -58,7 +59,7 @@ class Timeline:
         self.webgl = len(self.shown) > WEBGL_THRESHOLD
         self.lanes, lane_of_row = self._lanes(events)
         self.lane_y = lane_of_row
-        self.figure = go.FigureWidget() if figure is None else figure
+        self.figure = CompactFigureWidget() if figure is None else figure
         if figure is not None:  # re-used by a panel re-run: drop the last run's traces
             figure.data = ()
         self._device_traces: list[_DeviceTraces] = []
