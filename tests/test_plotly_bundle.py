@@ -172,6 +172,19 @@ def test_a_compact_figure_is_a_plotly_figure_widget() -> None:
     assert figure.to_dict()["data"][1]["name"] == "line"
 
 
+def test_the_whole_state_has_the_traces_added_after_construction() -> None:
+    """What a page reload asks for: the figure as it is, not as it was made (empty)."""
+    figure = CompactFigureWidget()
+    with figure.batch_update():
+        figure.add_trace(go.Bar(x=np.arange(3.0), y=[1, 2, 3], name="bars"))
+        figure.update_layout(height=321)
+    state = figure.get_state()
+    [trace] = state["_widget_data"]
+    assert trace["name"] == "bars" and trace["y"] == [1, 2, 3]
+    assert state["_widget_layout"]["height"] == 321
+    assert figure.get_state("_widget_data") == {"_widget_data": []}  # updates: as plotly's
+
+
 def test_embedding_a_figure_takes_the_holder_along() -> None:
     figure = CompactFigureWidget()
     assert holder().model_id in dependency_state([figure])

@@ -214,7 +214,29 @@ class CompactFigureWidget(go.FigureWidget):
     def _default_plotly_bundle(self) -> PlotlyBundle | None:
         return holder() if compact() else None
 
+    _built = False  # True once plotly's constructor has run (it opens the comm half-way)
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         if compact():
             holder()  # first: its comm_open must reach the browser before this figure's
         super().__init__(*args, **kwargs)
+        self._built = True
+
+    def get_state(self, key: object = None, drop_defaults: bool = False) -> dict:
+        """The synced state; the whole of it (``key=None``) with the figure as it is now.
+
+        plotly sends later traces and layout changes as one-off messages and refreshes its
+        ``_widget_data``/``_widget_layout`` traits only when the figure itself is displayed,
+        which a figure inside a panel never is. So the whole state, which a browser asks for
+        when the page is reloaded, would describe the empty figure of construction time and
+        plotly would draw no bars. Updates (``key`` given) are left alone.
+        """
+        state = super().get_state(key, drop_defaults)
+        if key is None and self._built:
+            for name, value in (
+                ("_widget_data", self._data),
+                ("_widget_layout", self._layout_obj._props),
+            ):
+                to_json = self.trait_metadata(name, "to_json", self._trait_to_json)
+                state[name] = to_json(value, self)
+        return state
