@@ -124,13 +124,20 @@ def message_bytes(data: Any, buffers: Any) -> int:
     return len(text.encode("utf-8")) + extra
 
 
+# Widgets whose binary buffers are code: the holder of plotly's gzipped widget bundle, which a
+# kernel sends once instead of in every figure's ``_esm`` (tfplace_widget/plotly_bundle.py).
+CODE_BUFFER_WIDGETS = {"tfplace_widget.plotly_bundle.PlotlyBundle"}
+
+
 @dataclass
 class CommLog:
     """Bytes the widgets would send to the browser: comm opens (full state) and updates."""
 
     opened: int = 0
     open_bytes: int = 0
-    code_bytes: int = 0  # of open_bytes: widgets' JavaScript/CSS (anywidget ``_esm``/``_css``)
+    # Of open_bytes: widgets' JavaScript/CSS (anywidget ``_esm``/``_css``, and the buffers of
+    # CODE_BUFFER_WIDGETS).
+    code_bytes: int = 0
     messages: int = 0
     message_bytes: int = 0
 
@@ -169,6 +176,8 @@ def recording_comms() -> Iterator[CommLog]:
                 log.code_bytes += sum(
                     message_bytes(state[key], None) for key in ("_esm", "_css") if key in state
                 )
+                if state.get("_anywidget_id") in CODE_BUFFER_WIDGETS:
+                    log.code_bytes += sum(memoryview(b).nbytes for b in buffers or ())
             elif msg_type == "comm_msg":
                 log.messages += 1
                 log.message_bytes += size
