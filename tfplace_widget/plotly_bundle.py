@@ -11,7 +11,12 @@ resolves a promise in a page-wide registry keyed by the digest. ``CompactFigureW
 ``go.FigureWidget`` whose ``_esm`` is a stub of about 1 KB that waits on that promise and
 re-exports plotly's module, so plotly draws exactly as before. The figure also points at the
 holder in a synced trait, so anything that collects a figure's dependencies (ipywidgets'
-``embed``) takes the holder along.
+``embed``) takes the holder along, and its whole state (what a reloaded page asks for) is the
+figure as it is now, not the empty one plotly would report for a figure inside a panel.
+
+The figure's code waits for the holder for ``WAIT_S`` and then shows an error. anywidget itself
+gives a model 2 s to load its module before it drops that model's later messages, so on a very
+slow page the first figure may draw but miss updates; plotly's own 5 MB module has the same 2 s.
 
 Keys by digest: two kernels with different plotly versions in one page each get their own.
 """
