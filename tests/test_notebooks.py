@@ -33,16 +33,19 @@ STARTUP_TIMEOUT_S = 120
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
-# Size budgets, measured with TF 2.21, plotly 6.x, anywidget 0.9 on a machine without a GPU.
+# Size budgets, measured with TF 2.21, plotly 7.1, anywidget 0.11 on a machine without a GPU.
 # - Without the widget state, the executed notebooks are 20-50 KB (DataFrames as text and HTML,
 #   a few printed lines). 1 MB leaves ample room for a GPU machine's longer device lists and
 #   still catches a runaway output (a full op table, TensorFlow's log dumped into a cell).
 # - nbclient stores the widget state in the notebook's metadata (as `jupyter nbconvert
-#   --execute` does). Each panel adds ~5.1 MB there, almost all of it plotly.js's bundle, which
-#   anywidget keeps in the `_esm` trait of every plotly FigureWidget. The notebooks show at most
-#   two panels (~10.4 MB); 12 MB is that plus ~15%, so a third panel fails the budget on purpose.
+#   --execute` does). Most of it is plotly.js's widget bundle, stored once per notebook: the
+#   kernel's one PlotlyBundle widget carries it gzipped (1.5 MB, 2.0 MB as base64 in the file;
+#   tfplace_widget/plotly_bundle.py), and each figure holds only a 1 KB stub. The executed
+#   notebooks are 2.15-2.27 MB (one or two panels of ~0.1 MB each); 3 MB is that plus ~30%. With
+#   the bundle in every figure's `_esm` again (5 MB each, as plain plotly sends it) or sent twice,
+#   a notebook fails the budget.
 MAX_BYTES_WITHOUT_WIDGET_STATE = 1_000_000
-MAX_BYTES = 12_000_000
+MAX_BYTES = 3_000_000
 
 
 @dataclass
@@ -163,6 +166,13 @@ def test_executed_notebook_stays_within_its_size_budget(run: Executed) -> None:
         f"(budget {MAX_BYTES_WITHOUT_WIDGET_STATE:,})"
     )
     assert whole <= MAX_BYTES, f"{run.name}: {whole:,} bytes executed (budget {MAX_BYTES:,})"
+    state = run.notebook.metadata["widgets"][WIDGET_STATE]["state"]
+    bundles = [
+        model_id
+        for model_id, model in state.items()
+        if model["state"].get("_anywidget_id") == "tfplace_widget.plotly_bundle.PlotlyBundle"
+    ]
+    assert len(bundles) == 1, f"{run.name}: plotly's bundle is in {len(bundles)} widgets"
 
 
 # Facts each notebook's markdown relies on, as they appear in its text outputs. These hold on a
