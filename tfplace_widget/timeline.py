@@ -59,7 +59,7 @@ class Timeline:
         self.webgl = len(self.shown) > WEBGL_THRESHOLD
         self.lanes, lane_of_row = self._lanes(events)
         self.lane_y = lane_of_row
-        self.figure = CompactFigureWidget() if figure is None else figure
+        self.figure = figure
         if figure is not None:  # re-used by a panel re-run: drop the last run's traces
             figure.data = ()
         self._device_traces: list[_DeviceTraces] = []
@@ -125,74 +125,83 @@ class Timeline:
         return cache[rows]
 
     def _build(self, transfers: pd.DataFrame, inputs: dict[str, list[str]]) -> None:
-        fig = self.figure
+        """Make the traces and layout, then the figure (or fill the re-used one).
+
+        A new figure gets its traces in its constructor, so they go to the browser as the
+        figure's own state (``_widget_data``), which a notebook saved with its widget state
+        keeps; traces added to a live figure travel only as one-off messages.
+        """
         device_of_row = self.events["device"].to_numpy(dtype=object)
         shown = self.shown
-        with fig.batch_update():
-            for device in self.devices:
-                rows = shown[device_of_row[shown] == device]
-                color = device_color(device)
-                base = self._bar_trace(rows, color, short_device(device), opacity=1.0)
-                fig.add_trace(base)
-                base_index = len(fig.data) - 1
-                match = self._bar_trace(
+        traces: list[go.BaseTraceType] = []
+        for device in self.devices:
+            rows = shown[device_of_row[shown] == device]
+            color = device_color(device)
+            traces.append(self._bar_trace(rows, color, short_device(device), opacity=1.0))
+            traces.append(
+                self._bar_trace(
                     rows[:0],
                     color,
                     f"{short_device(device)} matches",
                     opacity=1.0,
                     outline=MATCH_OUTLINE,
                 )
-                fig.add_trace(match)
-                self._device_traces.append(
-                    _DeviceTraces(device, rows, base_index, len(fig.data) - 1)
-                )
-            fig.add_trace(
-                self._bar_trace(
-                    shown[:0],
-                    SELECTED_COLOR,
-                    "selected",
-                    opacity=1.0,
-                    outline=SELECTED_COLOR,
-                    width=3,
-                )
             )
-            self._selected_index = len(fig.data) - 1
-            arrows = self._arrows(transfers, inputs)
-            if arrows is not None:
-                fig.add_trace(arrows)
-            span = float((self.events["start_us"] + self.events["duration_us"]).max() or 1)
-            fig.update_layout(
-                barmode="overlay",
-                height=min(900, 90 + 34 * max(1, len(self.lanes))),
-                margin=dict(l=10, r=10, t=30, b=40),
-                showlegend=False,
-                clickmode="event",
-                hovermode="closest",
-                dragmode="zoom",
-                template="none",  # readable on JupyterLab's light and dark themes
-                paper_bgcolor="rgba(0,0,0,0)",
-                plot_bgcolor="rgba(0,0,0,0)",
-                font=dict(color="#8a8a8a", size=12),
-                autosize=True,
-                xaxis=dict(
-                    title="time since the step started (µs)",
-                    gridcolor="rgba(128,128,128,0.25)",
-                    range=[0, span * 1.02],
-                    zeroline=False,
-                ),
-                yaxis=dict(
-                    tickvals=list(range(len(self.lanes))),
-                    ticktext=[html.escape(_lane_label(d, lane)) for d, lane in self.lanes],
-                    autorange="reversed",
-                    automargin=True,
-                    fixedrange=True,
-                    zeroline=False,
-                    showgrid=False,
-                ),
+            self._device_traces.append(
+                _DeviceTraces(device, rows, len(traces) - 2, len(traces) - 1)
             )
-        for traces in self._device_traces:
-            for index in (traces.base_index, traces.match_index):
+        traces.append(
+            self._bar_trace(
+                shown[:0], SELECTED_COLOR, "selected", opacity=1.0, outline=SELECTED_COLOR, width=3
+            )
+        )
+        self._selected_index = len(traces) - 1
+        arrows = self._arrows(transfers, inputs)
+        if arrows is not None:
+            traces.append(arrows)
+        layout = self._layout()
+        if self.figure is None:
+            self.figure = CompactFigureWidget(data=traces, layout=layout)
+        else:
+            with self.figure.batch_update():
+                self.figure.add_traces(traces)
+                self.figure.update_layout(layout)
+        fig = self.figure
+        for device_traces in self._device_traces:
+            for index in (device_traces.base_index, device_traces.match_index):
                 fig.data[index].on_click(self._forward_click)
+
+    def _layout(self) -> dict:
+        span = float((self.events["start_us"] + self.events["duration_us"]).max() or 1)
+        return dict(
+            barmode="overlay",
+            height=min(900, 90 + 34 * max(1, len(self.lanes))),
+            margin=dict(l=10, r=10, t=30, b=40),
+            showlegend=False,
+            clickmode="event",
+            hovermode="closest",
+            dragmode="zoom",
+            template="none",  # readable on JupyterLab's light and dark themes
+            paper_bgcolor="rgba(0,0,0,0)",
+            plot_bgcolor="rgba(0,0,0,0)",
+            font=dict(color="#8a8a8a", size=12),
+            autosize=True,
+            xaxis=dict(
+                title="time since the step started (µs)",
+                gridcolor="rgba(128,128,128,0.25)",
+                range=[0, span * 1.02],
+                zeroline=False,
+            ),
+            yaxis=dict(
+                tickvals=list(range(len(self.lanes))),
+                ticktext=[html.escape(_lane_label(d, lane)) for d, lane in self.lanes],
+                autorange="reversed",
+                automargin=True,
+                fixedrange=True,
+                zeroline=False,
+                showgrid=False,
+            ),
+        )
 
     def _bar_trace(
         self,

@@ -217,14 +217,19 @@ def _execute(path) -> nbformat.NotebookNode:
     return notebook
 
 
-# Two figures displayed on their own: plotly puts a displayed figure's data in its synced state
-# (a panel's figure is only ever updated by messages, which nbclient's saved state does not
-# replay, so a panel restored from it shows an empty timeline: a limit of plotly's widget).
-TWO_FIGURES = [
+# Two figures displayed on their own, then a panel: each figure is built with its traces, so
+# they are in its state, which nbclient saves with the notebook.
+SAVED = [
     "import plotly.graph_objects as go\n"
     "from tfplace_widget.plotly_bundle import CompactFigureWidget",
     "CompactFigureWidget(data=[go.Bar(x=[1, 2, 3], y=[3, 1, 2])])",
     "CompactFigureWidget(data=[go.Bar(x=[1, 2], y=[2, 4], orientation='v')])",
+    "import tensorflow as tf\n"
+    "from tfplace_widget import show_placement\n\n\n"
+    "def build():\n"
+    "    with tf.device('/cpu:1'):\n"
+    "        return tf.add(tf.ones((4,), name='A'), 1.0, name='C')\n\n\n"
+    "show_placement(build, device_count={'CPU': 2})",
 ]
 FIGURE_BARS_JS = """() => Array.from(document.querySelectorAll(
     '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea .js-plotly-plot'),
@@ -232,7 +237,7 @@ FIGURE_BARS_JS = """() => Array.from(document.querySelectorAll(
 
 
 def test_a_notebook_with_saved_widget_state_draws_without_running(lab, jupyter_lab):
-    source = write_notebook(jupyter_lab.root / "to-save.ipynb", TWO_FIGURES)
+    source = write_notebook(jupyter_lab.root / "to-save.ipynb", SAVED)
     # In a thread: Playwright's sync API keeps an event loop running in this one.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         executed = pool.submit(_execute, source).result()
@@ -249,9 +254,13 @@ def test_a_notebook_with_saved_widget_state_draws_without_running(lab, jupyter_l
 
     lab.open_notebook("saved-state.ipynb")  # its kernel starts empty: nothing is run
     lab.page.wait_for_function(
-        f"() => {{ const b = ({FIGURE_BARS_JS})(); return b.length === 2 && b.every((n) => n > 0); }}",
+        f"() => {{ const b = ({FIGURE_BARS_JS})(); return b.length === 3 && b.every((n) => n > 0); }}",
         timeout=60_000,
     )
-    assert lab.page.evaluate(FIGURE_BARS_JS) == [3, 2]
+    figures, panel = lab.page.evaluate(FIGURE_BARS_JS)[:2], lab.page.evaluate(FIGURE_BARS_JS)[2]
+    assert figures == [3, 2]
+    assert panel >= 2, panel  # A and C at least, drawn from the saved state
     assert lab.page.evaluate(REGISTRY_JS) == 1
     lab.screenshot("saved-state-figures")
+    lab.page.locator(f"{VISIBLE} .tfplace-panel").first.scroll_into_view_if_needed()
+    lab.screenshot("saved-state-panel")
