@@ -39,6 +39,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
+# A %%tfplace cell (the seed experiment's C on /cpu:1, A and B left to the placer), shared by the
+# browser tests that need a panel made by the magic.
+MAGIC_PANEL_CELL = """%%tfplace --cpus 2
+import tensorflow as tf
+a = tf.ones((1000,), name="A")
+b = tf.ones((1000,), name="B")
+with tf.device("/cpu:1"):
+    c = tf.add(a, b, name="C")
+c"""
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",

@@ -6,18 +6,12 @@ import re
 
 import pytest
 
-from .conftest import SCREENSHOTS, write_notebook
+from .conftest import MAGIC_PANEL_CELL, SCREENSHOTS, write_notebook
 
 SEED_NOTEBOOK = "notebooks/01_seed_experiment.ipynb"
 MAGIC_CELLS = [
     "%load_ext tfplace_widget",
-    """%%tfplace --cpus 2
-import tensorflow as tf
-a = tf.ones((1000,), name="A")
-b = tf.ones((1000,), name="B")
-with tf.device("/cpu:1"):
-    c = tf.add(a, b, name="C")
-c""",
+    MAGIC_PANEL_CELL,
 ]
 # The first panel's DOM, and what plotly drew for it (gd.data is plotly.js's own trace list).
 PANEL = ".tfplace-panel"

@@ -20,18 +20,12 @@ from nbformat.sign import NotebookNotary
 from tfplace_widget import plotly_bundle
 from tfplace_widget.plotly_bundle import REGISTRY, PlotlyBundle, bundle
 
-from .conftest import write_notebook
+from .conftest import MAGIC_PANEL_CELL, write_notebook
 
 MB = 1024 * 1024
 TWO_PANELS = [
     "%load_ext tfplace_widget",
-    """%%tfplace --cpus 2
-import tensorflow as tf
-a = tf.ones((1000,), name="A")
-b = tf.ones((1000,), name="B")
-with tf.device("/cpu:1"):
-    c = tf.add(a, b, name="C")
-c""",
+    MAGIC_PANEL_CELL,
     """%%tfplace --cpus 2
 import tensorflow as tf
 x = tf.ones((10,), name="X")
