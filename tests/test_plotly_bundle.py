@@ -224,3 +224,15 @@ def test_a_100k_event_timeline_sends_under_5_mb_first_and_no_code_later(fresh_ho
     assert 1 * MB < holder_bytes < 2 * MB
     assert not later.of(HOLDER_ID)
     assert later.total < first.total - holder_bytes + 10_000  # the figure's data only
+
+
+def test_a_new_timeline_puts_its_traces_in_the_figures_synced_state() -> None:
+    """So a notebook saved with its widget state (nbclient) keeps the bars, not an empty plot:
+    traces added to a live figure travel only as one-off messages."""
+    devices = [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(2)]
+    events = _events(50, devices)
+    transfers = pd.DataFrame(columns=["tensor", "src_device", "dst_device"])
+    figure = Timeline(events, devices, transfers, {}).figure
+    synced = figure.get_state("_widget_data")["_widget_data"]
+    assert [trace["name"] for trace in synced] == [trace.name for trace in figure.data]
+    assert len(synced) >= 2 and all("x" in trace for trace in synced)
