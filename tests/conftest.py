@@ -7,6 +7,7 @@ devices (``device_count={"CPU": 2}``); ``/cpu:1`` stands in for the GPU of the s
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,34 @@ def raw_chrome_events(path: Path) -> list[dict]:
         and e["args"]["name"].endswith(" Compute")
     }
     return [dict(e, lane=lanes[e["pid"]]) for e in events if e.get("ph") == "X"]
+
+
+def execute_in_kernel(*cells: str, timeout: int = 180) -> list[list[dict]]:
+    """Run ``cells`` in a fresh python3 kernel, as JupyterLab would; each cell's outputs.
+
+    The kernel forwards what native code writes to fds 1 and 2 into the cells, as it does under
+    JupyterLab. ipykernel turns that off when ``PYTEST_CURRENT_TEST`` is set, which the kernel
+    would inherit from pytest, so it is left out of the kernel's environment.
+    """
+    import nbclient
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    current = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3").execute()
+    finally:
+        if current is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = current
+    return [cell.outputs for cell in nb.cells]
+
+
+def stream_texts(outputs: list[dict]) -> list[str]:
+    """The text of a cell's stdout/stderr outputs."""
+    return [o["text"] for o in outputs if o["output_type"] == "stream"]

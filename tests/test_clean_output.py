@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import nbclient
-import nbformat
+from conftest import execute_in_kernel, stream_texts
 
 SETUP = "import tensorflow as tf\n%load_ext tfplace_widget"
 TRACE = """
@@ -12,23 +11,16 @@ def build():
     with tf.device("/cpu:1"):
         return tf.add(a, a, name="C")
 panel = show_placement(build, device_count={"CPU": 2})
+import time
+time.sleep(1)  # ipykernel forwards what reaches fds 1 and 2 from a thread: let it arrive
 print("log has placement lines:", "C: (AddV2)" in panel.trace.log)
 panel
 """
 
 
 def test_tracing_in_a_kernel_writes_nothing_under_the_cell():
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(TRACE)]
-    nbclient.NotebookClient(nb, timeout=180, kernel_name="python3").execute()
-    outputs = nb.cells[1].outputs
-    streams = [o for o in outputs if o["output_type"] == "stream"]
+    _, outputs = execute_in_kernel(SETUP, TRACE)
     # Only the cell's own print: no placement log, no "Device mapping", no profiler noise.
-    assert [s["text"] for s in streams] == ["log has placement lines: True\n"]
+    assert stream_texts(outputs) == ["log has placement lines: True\n"]
     views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     assert len(views) == 1

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,8 +102,15 @@ def executed() -> dict[str, Executed]:
     In a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps an
     event loop running in the main thread, where ``asyncio.run`` would refuse to start.
     """
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, _execute_all()).result()
+    # The kernels forward native output (fds 1 and 2) into the cells, as under JupyterLab:
+    # ipykernel stops doing so when it inherits pytest's PYTEST_CURRENT_TEST.
+    current = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, _execute_all()).result()
+    finally:
+        if current is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = current
 
 
 @pytest.fixture(params=NAMES, ids=[name.split("_")[0] for name in NAMES])
@@ -137,6 +146,22 @@ def test_every_cell_runs_without_error(run: Executed) -> None:
         if cell.cell_type == "code" and cell.source.strip() and cell.execution_count is None
     ]
     assert not unrun, f"{run.name}: cells {unrun} did not run"
+
+
+# A line of TensorFlow's C++ logging (absl): "I0000 00:00:1796088769.383736   29701 file.cc:150] ..."
+TF_LOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]", re.MULTILINE)
+
+
+def test_no_tensorflow_logging_under_any_cell(run: Executed) -> None:
+    """TF's start-up and placement logging goes into the panels' logs, not under the cells."""
+    noisy = [
+        f"cell {index}: {output.text.strip().splitlines()[0][:120]}"
+        for index, cell in enumerate(run.notebook.cells)
+        for output in cell.get("outputs", [])
+        if output.output_type == "stream"
+        and (TF_LOG_LINE.search(output.text) or "absl::InitializeLog" in output.text)
+    ]
+    assert not noisy, f"{run.name}:\n" + "\n".join(noisy)
 
 
 def test_outputs_show_the_placement_panel(run: Executed) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import CPU0, CPU1, op_row
+from conftest import CPU0, CPU1, execute_in_kernel, op_row, stream_texts
 
 from tfplace_widget import PlacementTrace
 
@@ -193,3 +193,16 @@ def _build_seed_in_default_graph(tf: Any) -> Any:
     b = tf.ones((10,), name="B")
     with tf.device("/cpu:1"):
         return tf.add(a, b, name="C")
+
+
+def test_loading_a_trace_file_in_a_fresh_kernel_leaves_the_cell_clean(files):
+    """The load imports TensorFlow, which logs its start-up from C++: into trace.log, not the cell."""
+    [outputs] = execute_in_kernel(
+        "import sys\n"
+        "from tfplace_widget import PlacementTrace\n"
+        f"trace = PlacementTrace.from_run_metadata({str(files['pb'])!r})\n"
+        "import time\n"
+        "time.sleep(1)  # ipykernel forwards what reaches fd 2 from a thread: let it arrive\n"
+        "print('tensorflow' in sys.modules, len(trace.ops) > 0, bool(trace.log))"
+    )
+    assert stream_texts(outputs) == ["True True True\n"]

@@ -16,8 +16,10 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from typing import Any
 
-_LOCK = threading.Lock()
+# Re-entrant: a capture inside a capture (TensorFlow imported during a traced block) nests.
+_LOCK = threading.RLock()
 
 
 class CapturedText:
@@ -63,3 +65,20 @@ def _flush_python_streams() -> None:
 @functools.lru_cache(maxsize=1)
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None)
+
+
+def import_tensorflow() -> tuple[Any, str]:
+    """``(tensorflow, start-up text)``: TensorFlow imported with its start-up logging captured.
+
+    TensorFlow's first import writes CPU-feature, oneDNN and CUDA-probing lines from C++ to the
+    process's stderr, which in a notebook lands under whichever cell imported it. Every module
+    here that needs TensorFlow gets it through this function, so the text goes into the trace's
+    ``log`` instead. The text is ``""`` when TensorFlow was already imported.
+    """
+    if "tensorflow" in sys.modules:
+        import tensorflow
+
+        return tensorflow, ""
+    with capture_native_output() as startup:
+        import tensorflow
+    return tensorflow, startup.text

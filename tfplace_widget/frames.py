@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .capture import import_tensorflow
 from .devices import canonical_device, device_sort_key, lane_kind, lane_owner
 from .errors import TraceError, read_file
 from .graphfacts import GraphFacts, facts_from_graph, paused_gc
@@ -133,9 +134,10 @@ class PlacementTrace:
         ``run_metadata`` may also be a list of them (several traced steps of one graph).
         Without ``graph`` the requested devices are unknown and ``how`` says ``unknown``.
         """
+        _, startup_log = import_tensorflow()  # its start-up lines go to the trace's log
         metadatas = [_load_run_metadata(m) for m in _as_list(run_metadata)]
         facts = facts_from_graph(graph) if graph is not None else None
-        return build_trace(metadatas, facts, available_devices=devices)
+        return build_trace(metadatas, facts, available_devices=devices, log=startup_log)
 
     @classmethod
     def from_chrome_trace(cls, path: str | os.PathLike) -> PlacementTrace:

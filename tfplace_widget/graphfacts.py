@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from .capture import import_tensorflow
 from .errors import read_file
 
 
@@ -63,7 +64,7 @@ def paused_gc() -> Iterator[None]:
 def facts_from_graph(graph: Any) -> GraphFacts:
     """Read the facts from a ``tf.Graph``, a ``GraphDef``, its serialized bytes, or a path to
     a binary ``.pb`` or text ``.pbtxt`` GraphDef file."""
-    import tensorflow as tf
+    tf, _ = import_tensorflow()
 
     if isinstance(graph, (str, os.PathLike)):
         graph = _read_graph_file(os.fspath(graph))

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .capture import capture_native_output
+from .capture import capture_native_output, import_tensorflow
 from .devices import parse_device, short_device
 from .errors import TraceError
 from .frames import PlacementTrace, build_trace
@@ -51,8 +51,7 @@ def trace_placement(
     """
     check_option_names(unknown, "trace_placement")
     _check_arguments(fn, device_count, steps, timeout_s, device_scope)
-    with capture_native_output() as import_log:  # CUDA probing etc. on first import
-        import tensorflow as tf
+    tf, startup_log = import_tensorflow()  # CUDA probing etc. on first import
     graph = tf.Graph()
     fetches = _build(fn, graph, device_scope)
     session_config = _session_config(config, device_count, soft_placement, optimize)
@@ -60,7 +59,7 @@ def trace_placement(
         metadatas, devices = _run(graph, fetches, session_config, feed_dict, steps, timeout_s)
     facts = facts_from_graph(graph)
     name = getattr(fn, "__name__", type(fn).__name__)
-    log = import_log.text + captured.text
+    log = startup_log + captured.text
     return build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
 
 
