@@ -89,7 +89,11 @@ class Timeline:
 
     def _lanes(self, events: pd.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray]:
         """Ordered (device, lane) pairs: the device's own lane first, then streams and copies."""
-        codes, pairs = pd.MultiIndex.from_arrays([events["device"], events["lane"]]).factorize()
+        # Integer codes per column, then per pair: a MultiIndex would build 100k tuples.
+        device_codes, devices = pd.factorize(events["device"])
+        lane_codes, lanes = pd.factorize(events["lane"])
+        codes, pair_codes = pd.factorize(device_codes.astype(np.int64) * len(lanes) + lane_codes)
+        pairs = [(devices[c // len(lanes)], lanes[c % len(lanes)]) for c in pair_codes.tolist()]
         order = {d: i for i, d in enumerate(self.devices)}
         keyed = sorted(
             pairs,
