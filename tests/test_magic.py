@@ -84,3 +84,15 @@ def test_unload_removes_everything_and_load_is_instant(ip):
     code = "import sys, tfplace_widget; print('tensorflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_load_ext_sends_plotlys_code_before_the_first_panel(ip):
+    from ipywidgets.widgets.widget import _instances
+
+    from tfplace_widget.plotly_bundle import PlotlyBundle, holder
+
+    holder().close()  # as in a kernel that has not loaded the extension yet
+    ip.run_line_magic("unload_ext", "tfplace_widget")
+    ip.run_line_magic("load_ext", "tfplace_widget")
+    opened = [w for w in _instances.values() if isinstance(w, PlotlyBundle) and w.comm is not None]
+    assert len(opened) == 1

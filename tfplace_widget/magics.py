@@ -64,6 +64,12 @@ def load(ipython: Any) -> None:
 
     ipython.register_magic_function(tfplace, magic_kind="cell", magic_name="tfplace")
     ipython.push({"show_placement": show_placement, "trace_placement": trace_placement})
+    # Send plotly's widget code now: the page loads it (about a second) while the user writes
+    # the first cell, instead of while that cell's panel waits to be drawn.
+    from .plotly_bundle import compact, holder
+
+    if compact():
+        holder()
 
 
 def unload(ipython: Any) -> None:
