@@ -6,9 +6,10 @@ devices (``device_count={"CPU": 2}``); ``/cpu:1`` stands in for the GPU of the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,13 +125,22 @@ def raw_chrome_events(path: Path) -> list[dict]:
     return [dict(e, lane=lanes[e["pid"]]) for e in events if e.get("ph") == "X"]
 
 
-def execute_in_kernel(*cells: str, timeout: int = 180) -> list[list[dict]]:
-    """Run ``cells`` in a fresh python3 kernel, as JupyterLab would; each cell's outputs.
+@contextlib.contextmanager
+def kernels_forward_native_output() -> Iterator[None]:
+    """Kernels started in the block forward native output (fds 1 and 2) into their cells, as
+    under JupyterLab: ipykernel stops doing so when it inherits pytest's PYTEST_CURRENT_TEST,
+    so that variable is left out of their environment."""
+    current = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        yield
+    finally:
+        if current is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = current
 
-    The kernel forwards what native code writes to fds 1 and 2 into the cells, as it does under
-    JupyterLab. ipykernel turns that off when ``PYTEST_CURRENT_TEST`` is set, which the kernel
-    would inherit from pytest, so it is left out of the kernel's environment.
-    """
+
+def execute_in_kernel(*cells: str, timeout: int = 180) -> list[list[dict]]:
+    """Run ``cells`` in a fresh python3 kernel, as JupyterLab would; each cell's outputs
+    (native output included, see ``kernels_forward_native_output``)."""
     import nbclient
     import nbformat
 
@@ -141,12 +151,8 @@ def execute_in_kernel(*cells: str, timeout: int = 180) -> list[list[dict]]:
         "language": "python",
     }
     nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    current = os.environ.pop("PYTEST_CURRENT_TEST", None)
-    try:
+    with kernels_forward_native_output():
         nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3").execute()
-    finally:
-        if current is not None:
-            os.environ["PYTEST_CURRENT_TEST"] = current
     return [cell.outputs for cell in nb.cells]
 
 

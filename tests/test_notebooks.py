@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import kernels_forward_native_output
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
@@ -102,15 +102,11 @@ def executed() -> dict[str, Executed]:
     In a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps an
     event loop running in the main thread, where ``asyncio.run`` would refuse to start.
     """
-    # The kernels forward native output (fds 1 and 2) into the cells, as under JupyterLab:
-    # ipykernel stops doing so when it inherits pytest's PYTEST_CURRENT_TEST.
-    current = os.environ.pop("PYTEST_CURRENT_TEST", None)
-    try:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, _execute_all()).result()
-    finally:
-        if current is not None:
-            os.environ["PYTEST_CURRENT_TEST"] = current
+    with (
+        kernels_forward_native_output(),
+        concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool,
+    ):
+        return pool.submit(asyncio.run, _execute_all()).result()
 
 
 @pytest.fixture(params=NAMES, ids=[name.split("_")[0] for name in NAMES])
