@@ -63,13 +63,10 @@ def serialize_only(metadata: Any, graph: Any) -> int:
     The graph goes through TensorFlow's C API (``TF_GraphToGraphDef``), the cheapest way to get
     its bytes; ``graph.as_graph_def()`` would also parse them into Python protos.
     """
-    size = len(metadata.SerializeToString())
-    if graph is not None:
-        size += len(graph_bytes(graph))
-    return size
+    return sum(map(len, serialized(metadata, graph)))
 
 
-def parse_only(serialized: tuple[bytes, bytes]) -> int:
+def parse_only(raw: tuple[bytes, bytes]) -> int:
     """Parse the serialized RunMetadata and GraphDef with upb, protobuf's compiled parser.
 
     Not a strict floor (a reader written for these few fields could skip more), but the speed
@@ -78,7 +75,7 @@ def parse_only(serialized: tuple[bytes, bytes]) -> int:
     from tensorflow.core.framework import graph_pb2
     from tensorflow.core.protobuf import config_pb2
 
-    run_metadata, graph = serialized
+    run_metadata, graph = raw
     config_pb2.RunMetadata().ParseFromString(run_metadata)
     graph_pb2.GraphDef().ParseFromString(graph)
     return len(run_metadata) + len(graph)

@@ -69,8 +69,10 @@ class Timeline:
         self.arrows_drawn = False
         # Bars at least 1/1500 of the step wide, so 1 µs ops in a long step stay visible (the
         # hover text gives the real duration).
-        span = float((events["start_us"] + events["duration_us"]).max()) if len(events) else 0.0
-        self._min_width = max(0.5, span / 1500)
+        self._span = (
+            float((events["start_us"] + events["duration_us"]).max()) if len(events) else 0.0
+        )
+        self._min_width = max(0.5, self._span / 1500)
         self._selected_rows = self._no_rows
         self._ops = events["op"].to_numpy(dtype=object)
         self._hover = np.full(len(events), None, dtype=object)
@@ -176,7 +178,7 @@ class Timeline:
                 fig.data[index].on_click(self._forward_click)
 
     def _layout(self) -> dict:
-        span = float((self.events["start_us"] + self.events["duration_us"]).max() or 1)
+        span = self._span or 1.0
         return dict(
             barmode="overlay",
             height=min(900, 90 + 34 * max(1, len(self.lanes))),
