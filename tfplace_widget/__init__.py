@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .frames import PlacementTrace
     from .panel import PlacementPanel, show_placement
+    from .trace import PlacementTrace
     from .tracer import trace_placement
 
 __all__ = [
@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "trace_placement": ("tracer", "trace_placement"),
-    "PlacementTrace": ("frames", "PlacementTrace"),
+    "PlacementTrace": ("trace", "PlacementTrace"),
     "show_placement": ("panel", "show_placement"),
     "PlacementPanel": ("panel", "PlacementPanel"),
 }

@@ -1,28 +1,25 @@
-"""Turn what a traced run recorded into pandas DataFrames: ``ops``, ``events``, ``transfers``.
+"""Turn recorded executions into pandas DataFrames: ``ops``, ``events``, ``transfers``.
 
-Pure data code: no widget, plotly or session import. Inputs are RunMetadata protos (one per
-traced step), the graph as built (optional) and Chrome-trace JSON written by TF's timeline.py.
-Both sources are first reduced to flat *event records*, then to frames by one shared path.
+Pure data code: no widget, plotly or session import. Every source (``sources/``: RunMetadata,
+Chrome trace, profiler XSpace, function graphs) is first reduced to flat :class:`Records` and
+an :class:`Executed` graph; this module turns those into frames by one shared path.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
-import os
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .capture import import_tensorflow
 from .devices import canonical_device, device_sort_key, lane_kind, lane_owner
-from .errors import TraceError, read_file
-from .graphfacts import GraphFacts, facts_from_graph, paused_gc
+from .graphfacts import GraphFacts, paused_gc
 from .reasons import Explainer
+from .sources.records import Executed, Records, producer
+from .sources.run_metadata import executed_graph, records_from_step_stats
+from .trace import PlacementTrace
 
 OPS_COLUMNS = [
     "op",
@@ -47,176 +44,6 @@ _LABEL_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
 _LANE_PRIORITY = {"device": 0, "memcpy": 1, "stream": 2, "sync": 3, "stream:all": 4}
 
 
-@dataclass
-class _Records:
-    """Flat, column-wise execution records, the common form of every trace source."""
-
-    op: list = field(default_factory=list)
-    type: list = field(default_factory=list)
-    lane: list = field(default_factory=list)
-    thread: list = field(default_factory=list)
-    start: list = field(default_factory=list)
-    duration: list = field(default_factory=list)
-    label: list = field(default_factory=list)
-    output_bytes: list = field(default_factory=list)
-
-
-@dataclass
-class _Executed:
-    """The executed graph (from partition graphs): node -> device, type, inputs; transfers."""
-
-    device: dict[str, str] = field(default_factory=dict)
-    type: dict[str, str] = field(default_factory=dict)
-    inputs: dict[str, list[str]] = field(default_factory=dict)
-    transfers: list[tuple[str, str, str]] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class PlacementTrace:
-    """Where every op of one traced run was placed, why, and when it ran.
-
-    Build one with :func:`tfplace_widget.trace_placement`, :meth:`from_run_metadata` or
-    :meth:`from_chrome_trace`; read ``ops``, ``events``, ``transfers`` and ``devices``.
-
-    Time columns share one axis: microseconds since the start of the first traced step (the
-    earliest record), so several steps follow each other on the timeline. ``ops.start_us`` is
-    an op's first start on that axis; ``ops.duration_us`` is the *sum* over its ``runs``
-    (mean per run = ``duration_us / runs``); ``runs`` counts its op-level records in all traced
-    steps (a GPU op is counted by its launches, not by its kernels). ``_Send``/``_Recv`` are
-    never in step_stats, so their time columns and ``runs`` are missing (``<NA>``), not 0.
-    """
-
-    ops: pd.DataFrame
-    events: pd.DataFrame
-    transfers: pd.DataFrame
-    devices: list[str]
-    inputs: dict[str, list[str]] = field(default_factory=dict, repr=False)
-    log: str = field(default="", repr=False)
-    source: str = ""
-    truncated: bool = False
-
-    # -- lookups ------------------------------------------------------------------------------
-    def device_of(self, op_name: str) -> str:
-        """The device of one op; ``KeyError`` naming close matches if there is no such op."""
-        index = self._device_index()
-        if op_name in index:
-            return index[op_name]
-        close = difflib.get_close_matches(op_name, list(index), n=5, cutoff=0.6)
-        contains = [n for n in index if op_name.lower() in n.lower()][:5]
-        suggestions = list(dict.fromkeys(close + contains))[:5]
-        hint = f" Close matches: {', '.join(suggestions)}." if suggestions else ""
-        raise KeyError(f"No op named {op_name!r} in this trace.{hint}")
-
-    def _device_index(self) -> dict[str, str]:
-        cached = self.__dict__.get("_device_index_cache")
-        if cached is None:
-            cached = dict(zip(self.ops["op"], self.ops["device"], strict=True))
-            self.__dict__["_device_index_cache"] = cached
-        return cached
-
-    def consumers_of(self, op_name: str) -> list[str]:
-        """Ops of the executed graph that read an output of ``op_name``."""
-        return [op for op, inputs in self.inputs.items() if op_name in inputs]
-
-    def __repr__(self) -> str:
-        return (
-            f"PlacementTrace({len(self.ops)} ops on {len(self.devices)} devices, "
-            f"{len(self.events)} events, {len(self.transfers)} transfers)"
-        )
-
-    # -- constructors -------------------------------------------------------------------------
-    @classmethod
-    def from_run_metadata(
-        cls, run_metadata: Any, graph: Any = None, *, devices: Sequence[str] = ()
-    ) -> PlacementTrace:
-        """Build a trace from a RunMetadata (proto, serialized bytes, or a .pb/.pbtxt path).
-
-        ``run_metadata`` may also be a list of them (several traced steps of one graph).
-        Without ``graph`` the requested devices are unknown and ``how`` says ``unknown``.
-        """
-        _, startup_log = import_tensorflow()  # its start-up lines go to the trace's log
-        metadatas = [_load_run_metadata(m) for m in _as_list(run_metadata)]
-        facts = facts_from_graph(graph) if graph is not None else None
-        return build_trace(metadatas, facts, available_devices=devices, log=startup_log)
-
-    @classmethod
-    def from_chrome_trace(cls, path: str | os.PathLike) -> PlacementTrace:
-        """Build a trace from a Chrome-trace JSON written by TF's ``timeline.py``."""
-        with paused_gc():
-            records = _records_from_chrome(path)
-            return _frames_from_records(
-                records, step_starts=[], executed=_Executed(), facts=None, source=os.fspath(path)
-            )
-
-
-# ---------------------------------------------------------------------------------------------
-# RunMetadata
-# ---------------------------------------------------------------------------------------------
-def _as_list(value: Any) -> list:
-    return list(value) if isinstance(value, (list, tuple)) else [value]
-
-
-def _load_run_metadata(value: Any) -> Any:
-    from tensorflow.core.protobuf import config_pb2
-
-    if isinstance(value, config_pb2.RunMetadata):  # e.g. empty: the run was not traced
-        return _check_has_steps(value, "the given RunMetadata")
-    if isinstance(value, (bytes, bytearray)):
-        return _parse_binary(bytes(value), "the given bytes")
-    if isinstance(value, (str, os.PathLike)):
-        return _load_run_metadata_file(os.fspath(value))
-    raise ValueError(
-        f"run_metadata must be a RunMetadata proto, its serialized bytes or a file path, "
-        f"not {type(value).__name__}."
-    )
-
-
-def _load_run_metadata_file(path: str) -> Any:
-    from google.protobuf import text_format
-    from tensorflow.core.protobuf import config_pb2
-
-    data = read_file(path, "trace file")
-    if not data:
-        raise TraceError(
-            f"{path!r} is empty, not a trace. Write one with "
-            "open(path, 'wb').write(run_metadata.SerializeToString())."
-        )
-    if path.endswith((".pbtxt", ".txt")):
-        message = config_pb2.RunMetadata()
-        try:
-            text_format.Parse(data.decode("utf-8"), message)
-        except Exception as exc:
-            raise TraceError(
-                f"{path!r} is not a text RunMetadata ({exc}). Save one with "
-                "text_format.MessageToString(run_metadata)."
-            ) from exc
-        return _check_has_steps(message, path)
-    return _parse_binary(data, repr(path))
-
-
-def _parse_binary(data: bytes, what: str) -> Any:
-    from tensorflow.core.protobuf import config_pb2
-
-    message = config_pb2.RunMetadata()
-    try:
-        message.ParseFromString(data)
-    except Exception as exc:
-        raise TraceError(
-            f"{what} is not a RunMetadata proto (it may be truncated or another file): {exc}. "
-            "Pass the bytes of run_metadata.SerializeToString() from a FULL_TRACE run."
-        ) from exc
-    return _check_has_steps(message, what)
-
-
-def _check_has_steps(message: Any, what: str) -> Any:
-    if not message.step_stats.dev_stats and not message.partition_graphs:
-        raise TraceError(
-            f"{what} holds no step_stats and no partition graphs, so it is not a trace. "
-            "Run with RunOptions(trace_level=FULL_TRACE, output_partition_graphs=True)."
-        )
-    return message
-
-
 def build_trace(
     metadatas: list,
     facts: GraphFacts | None,
@@ -226,15 +53,15 @@ def build_trace(
 ) -> PlacementTrace:
     """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`."""
     with paused_gc():
-        records = _Records()
+        records = Records()
         step_starts: list[int] = []
         capped = False  # each step has its own collector, capped at 2^20 nodes
         for metadata in metadatas:
             before = len(records.op)
-            step_starts.append(_records_from_step_stats(metadata.step_stats, records))
+            step_starts.append(records_from_step_stats(metadata.step_stats, records))
             capped = capped or len(records.op) - before >= STEP_STATS_CAP
-        executed = _executed_graph(metadatas[0].partition_graphs) if metadatas else _Executed()
-        trace = _frames_from_records(
+        executed = executed_graph(metadatas[0].partition_graphs) if metadatas else Executed()
+        trace = frames_from_records(
             records,
             step_starts,
             executed,
@@ -247,155 +74,13 @@ def build_trace(
     return trace
 
 
-def _records_from_step_stats(step_stats: Any, records: _Records) -> int:
-    """Append one step's node_stats to ``records``; return the step's start (µs since epoch)."""
-    first = len(records.start)
-    op, typ, lane, thread = records.op, records.type, records.lane, records.thread
-    start, duration, label, out = (
-        records.start,
-        records.duration,
-        records.label,
-        records.output_bytes,
-    )
-    for dev in step_stats.dev_stats:
-        nodes = dev.node_stats
-        lane.extend([dev.device] * len(nodes))
-        for node in nodes:
-            op.append(node.node_name)
-            thread.append(node.thread_id)
-            start.append(node.all_start_micros)
-            duration.append(node.all_end_rel_micros)
-            label.append(node.timeline_label)
-            outputs = node.output
-            if not outputs:
-                out.append(())
-            elif len(outputs) == 1:  # the common case, without a generator per record
-                desc = outputs[0].tensor_description.allocation_description
-                out.append((desc.requested_bytes,))
-            else:
-                out.append(
-                    tuple(
-                        o.tensor_description.allocation_description.requested_bytes for o in outputs
-                    )
-                )
-    typ.extend([""] * (len(start) - len(typ)))
-    return min(start[first:]) if len(start) > first else 0
-
-
-def _executed_graph(partition_graphs: Iterable[Any]) -> _Executed:
-    executed = _Executed()
-    device_of, type_of, inputs_of = executed.device, executed.type, executed.inputs
-    canonical: dict[str, str] = {}
-    for graph_def in partition_graphs:
-        for node in graph_def.node:
-            name = node.name
-            raw = node.device
-            device = canonical.get(raw)
-            if device is None:
-                device = canonical[raw] = canonical_device(raw)
-            device_of[name] = device
-            op_type = type_of[name] = node.op
-            inputs_of[name] = _producers(node.input[:])
-            if op_type in ("_Send", "_HostSend"):
-                attr = node.attr
-                tensor = node.input[0] if node.input else attr["_src"].s.decode()
-                executed.transfers.append(
-                    (
-                        tensor if ":" in tensor else f"{tensor}:0",
-                        _canonical_bytes(attr["send_device"].s, canonical),
-                        _canonical_bytes(attr["recv_device"].s, canonical),
-                    )
-                )
-    # A _Recv's real input is the tensor its _Send sends: link them for inputs/outputs views.
-    return executed
-
-
-def _producer(tensor_name: str) -> str:
-    head, sep, tail = tensor_name.rpartition(":")
-    return head if sep and tail.isdigit() else tensor_name
-
-
-def _producers(inputs: list[str]) -> list[str]:
-    """Data inputs (``"^ctrl"`` dropped) as producer op names; ``inputs`` is a fresh list."""
-    if inputs:
-        joined = "".join(inputs)  # one C-level scan; most nodes need no per-input work
-        if ":" in joined or "^" in joined:
-            return [i if ":" not in i else _producer(i) for i in inputs if i[:1] != "^"]
-    return inputs
-
-
-def _canonical_bytes(raw: bytes, cache: dict) -> str:
-    device = cache.get(raw)
-    if device is None:
-        device = cache[raw] = canonical_device(raw.decode())
-    return device
-
-
-# ---------------------------------------------------------------------------------------------
-# Chrome trace JSON (timeline.py)
-# ---------------------------------------------------------------------------------------------
-def _records_from_chrome(path: str | os.PathLike) -> _Records:
-    where = os.fspath(path)
-    raw = read_file(where, "trace file")
-    if not raw.strip():
-        raise TraceError(f"{where!r} is empty, not a Chrome trace. Write one with timeline.py.")
-    try:
-        document = json.loads(raw)
-    except ValueError as exc:
-        raise TraceError(
-            f"{where!r} is not a Chrome-trace JSON (it may be truncated): {exc}. Write one with "
-            "timeline.Timeline(run_metadata.step_stats).generate_chrome_trace_format()."
-        ) from exc
-    events = document.get("traceEvents") if isinstance(document, dict) else document
-    if not isinstance(events, list):
-        raise TraceError(
-            f"{where!r} is JSON but has no 'traceEvents' list, so it is not a Chrome trace "
-            "from TensorFlow's timeline.py."
-        )
-    lanes: dict[Any, str] = {}
-    for event in events:
-        if (
-            isinstance(event, dict)
-            and event.get("ph") == "M"
-            and event.get("name") == "process_name"
-        ):
-            name = str((event.get("args") or {}).get("name", ""))
-            if name.endswith(" Compute"):
-                lanes[event.get("pid")] = name[: -len(" Compute")]
-    records = _Records()
-    for event in events:
-        if not isinstance(event, dict) or event.get("ph") != "X":
-            continue
-        lane = lanes.get(event.get("pid"))
-        if lane is None:
-            continue
-        args = event.get("args") or {}
-        node = str(args.get("name", event.get("name", "")))
-        op_type = str(args.get("op", event.get("name", "")))
-        inputs = [str(args[k]) for k in sorted(args) if k.startswith("input")]
-        records.op.append(node)
-        records.type.append(op_type)
-        records.lane.append(lane)
-        records.thread.append(int(event.get("tid", 0) or 0))
-        records.start.append(int(event.get("ts", 0)))
-        records.duration.append(int(event.get("dur", 0) or 0))
-        records.label.append(f"{node} = {op_type}({', '.join(inputs)})")
-        records.output_bytes.append(())
-    if not records.op:
-        raise TraceError(
-            f"{where!r} is a Chrome trace with no op events (no 'X' events on a '<device> "
-            "Compute' lane), so there is nothing to show. Trace a run with FULL_TRACE first."
-        )
-    return records
-
-
 # ---------------------------------------------------------------------------------------------
 # Records -> frames
 # ---------------------------------------------------------------------------------------------
-def _frames_from_records(
-    records: _Records,
+def frames_from_records(
+    records: Records,
     step_starts: list[int],
-    executed: _Executed,
+    executed: Executed,
     facts: GraphFacts | None,
     available_devices: Sequence[str] = (),
     source: str = "",
@@ -435,7 +120,7 @@ _HOW_CATEGORIES = ("explicit", "implicit", "colocated", "soft", "runtime", "unkn
 
 
 def _events_frame(
-    records: _Records, step_starts: list[int], executed: _Executed
+    records: Records, step_starts: list[int], executed: Executed
 ) -> tuple[pd.DataFrame, dict[str, str], dict[str, Sequence[int]]]:
     """One row per execution record, deduplicated across GPU stream/memcpy lanes."""
     # Per-lane work once per distinct lane; per-record work on plain lists and numpy arrays
@@ -529,7 +214,7 @@ def _ops_frame(
     op_level: np.ndarray,
     types: dict[str, str],
     out_bytes: dict[str, Sequence[int]],
-    executed: _Executed,
+    executed: Executed,
 ) -> pd.DataFrame:
     """One row per placed op: executed-graph nodes plus any op seen only in the records.
 
@@ -619,7 +304,7 @@ def _outer_join_graph_nodes(device_of: dict[str, str], stats: pd.DataFrame) -> p
 
 
 def _transfers_frame(
-    executed: _Executed, events: pd.DataFrame, out_bytes: dict[str, Sequence[int]]
+    executed: Executed, events: pd.DataFrame, out_bytes: dict[str, Sequence[int]]
 ) -> pd.DataFrame:
     rows = list(executed.transfers)
     sizes = [_tensor_bytes(tensor, out_bytes) for tensor, _, _ in rows]
@@ -685,7 +370,7 @@ def _inputs_from_labels(events: pd.DataFrame) -> dict[str, list[str]]:
             continue
         _, _, rest = label.partition("(")
         inputs[op] = [
-            _producer(i.strip())
+            producer(i.strip())
             for i in rest.rstrip(")").split(",")
             if i.strip() and not i.strip().startswith("^")
         ]

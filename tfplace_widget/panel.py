@@ -19,11 +19,11 @@ import pandas as pd
 from .colors import color_class, device_color
 from .devices import short_device
 from .errors import TraceError
-from .frames import PlacementTrace
 from .search import SearchError, filter_ops, matching_lines, searchable
 from .summary import device_summaries, format_bytes, format_us, how_counts, transfer_totals
 from .table import OpTable
 from .timeline import Timeline
+from .trace import PlacementTrace
 from .tracer import check_option_names, trace_placement
 
 TABLE_COLUMNS = [

@@ -14,8 +14,9 @@ from typing import Any
 from .capture import capture_native_output, import_tensorflow
 from .devices import parse_device, short_device
 from .errors import TraceError
-from .frames import PlacementTrace, build_trace
+from .frames import build_trace
 from .graphfacts import facts_from_graph
+from .trace import PlacementTrace
 
 TRACE_OPTIONS = (
     "device_count",

@@ -1,0 +1,13 @@
+"""Readers of recorded traces: each turns one format into flat :class:`Records` (timed
+executions) and an :class:`Executed` graph (where each node ran), the common form that
+``frames`` turns into DataFrames.
+
+- ``run_metadata``: a graph-mode ``RunMetadata`` (step_stats and partition graphs);
+- ``chrome``: Chrome-trace JSON written by TensorFlow's ``timeline.py``;
+- ``xspace``: the TF2 profiler's XSpace (host ops and GPU stream kernels);
+- ``functions``: the placed graphs of instantiated ``tf.function``s (function mode).
+"""
+
+from .records import Executed, Records
+
+__all__ = ["Executed", "Records"]

@@ -1,0 +1,61 @@
+"""The common form every trace source is reduced to before frames are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Records:
+    """Flat, column-wise execution records, the common form of every trace source."""
+
+    op: list = field(default_factory=list)
+    type: list = field(default_factory=list)
+    lane: list = field(default_factory=list)
+    thread: list = field(default_factory=list)
+    start: list = field(default_factory=list)
+    duration: list = field(default_factory=list)
+    label: list = field(default_factory=list)
+    output_bytes: list = field(default_factory=list)
+
+    def append(
+        self, op: str, op_type: str, lane: str, thread: int, start: int, duration: int, label: str
+    ) -> None:
+        """Add one execution record (no output sizes)."""
+        self.op.append(op)
+        self.type.append(op_type)
+        self.lane.append(lane)
+        self.thread.append(thread)
+        self.start.append(start)
+        self.duration.append(duration)
+        self.label.append(label)
+        self.output_bytes.append(())
+
+
+@dataclass
+class Executed:
+    """The executed graph (from partition graphs): node -> device, type, inputs; transfers.
+
+    ``function`` names the tf.function (or Keras call) each node belongs to, in function mode.
+    """
+
+    device: dict[str, str] = field(default_factory=dict)
+    type: dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, list[str]] = field(default_factory=dict)
+    transfers: list[tuple[str, str, str]] = field(default_factory=list)
+    function: dict[str, str] = field(default_factory=dict)
+
+
+def producer(tensor_name: str) -> str:
+    """``"a/b:1"`` -> ``"a/b"``."""
+    head, sep, tail = tensor_name.rpartition(":")
+    return head if sep and tail.isdigit() else tensor_name
+
+
+def producers(inputs: list[str]) -> list[str]:
+    """Data inputs (``"^ctrl"`` dropped) as producer op names; ``inputs`` is a fresh list."""
+    if inputs:
+        joined = "".join(inputs)  # one C-level scan; most nodes need no per-input work
+        if ":" in joined or "^" in joined:
+            return [i if ":" not in i else producer(i) for i in inputs if i[:1] != "^"]
+    return inputs

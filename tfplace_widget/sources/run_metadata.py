@@ -1,0 +1,146 @@
+"""Graph-mode traces: ``RunMetadata`` protos (step_stats + partition graphs) as records."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ..devices import canonical_device
+from ..errors import TraceError, read_file
+from .records import Executed, Records, producers
+
+
+def as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def load_run_metadata(value: Any) -> Any:
+    from tensorflow.core.protobuf import config_pb2
+
+    if isinstance(value, config_pb2.RunMetadata):  # e.g. empty: the run was not traced
+        return _check_has_steps(value, "the given RunMetadata")
+    if isinstance(value, (bytes, bytearray)):
+        return _parse_binary(bytes(value), "the given bytes")
+    if isinstance(value, (str, os.PathLike)):
+        return _load_run_metadata_file(os.fspath(value))
+    raise ValueError(
+        f"run_metadata must be a RunMetadata proto, its serialized bytes or a file path, "
+        f"not {type(value).__name__}."
+    )
+
+
+def _load_run_metadata_file(path: str) -> Any:
+    from google.protobuf import text_format
+    from tensorflow.core.protobuf import config_pb2
+
+    data = read_file(path, "trace file")
+    if not data:
+        raise TraceError(
+            f"{path!r} is empty, not a trace. Write one with "
+            "open(path, 'wb').write(run_metadata.SerializeToString())."
+        )
+    if path.endswith((".pbtxt", ".txt")):
+        message = config_pb2.RunMetadata()
+        try:
+            text_format.Parse(data.decode("utf-8"), message)
+        except Exception as exc:
+            raise TraceError(
+                f"{path!r} is not a text RunMetadata ({exc}). Save one with "
+                "text_format.MessageToString(run_metadata)."
+            ) from exc
+        return _check_has_steps(message, path)
+    return _parse_binary(data, repr(path))
+
+
+def _parse_binary(data: bytes, what: str) -> Any:
+    from tensorflow.core.protobuf import config_pb2
+
+    message = config_pb2.RunMetadata()
+    try:
+        message.ParseFromString(data)
+    except Exception as exc:
+        raise TraceError(
+            f"{what} is not a RunMetadata proto (it may be truncated or another file): {exc}. "
+            "Pass the bytes of run_metadata.SerializeToString() from a FULL_TRACE run."
+        ) from exc
+    return _check_has_steps(message, what)
+
+
+def _check_has_steps(message: Any, what: str) -> Any:
+    if not message.step_stats.dev_stats and not message.partition_graphs:
+        raise TraceError(
+            f"{what} holds no step_stats and no partition graphs, so it is not a trace. "
+            "Run with RunOptions(trace_level=FULL_TRACE, output_partition_graphs=True)."
+        )
+    return message
+
+
+def records_from_step_stats(step_stats: Any, records: Records) -> int:
+    """Append one step's node_stats to ``records``; return the step's start (µs since epoch)."""
+    first = len(records.start)
+    op, typ, lane, thread = records.op, records.type, records.lane, records.thread
+    start, duration, label, out = (
+        records.start,
+        records.duration,
+        records.label,
+        records.output_bytes,
+    )
+    for dev in step_stats.dev_stats:
+        nodes = dev.node_stats
+        lane.extend([dev.device] * len(nodes))
+        for node in nodes:
+            op.append(node.node_name)
+            thread.append(node.thread_id)
+            start.append(node.all_start_micros)
+            duration.append(node.all_end_rel_micros)
+            label.append(node.timeline_label)
+            outputs = node.output
+            if not outputs:
+                out.append(())
+            elif len(outputs) == 1:  # the common case, without a generator per record
+                desc = outputs[0].tensor_description.allocation_description
+                out.append((desc.requested_bytes,))
+            else:
+                out.append(
+                    tuple(
+                        o.tensor_description.allocation_description.requested_bytes for o in outputs
+                    )
+                )
+    typ.extend([""] * (len(start) - len(typ)))
+    return min(start[first:]) if len(start) > first else 0
+
+
+def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
+    executed = Executed()
+    device_of, type_of, inputs_of = executed.device, executed.type, executed.inputs
+    canonical: dict[str, str] = {}
+    for graph_def in partition_graphs:
+        for node in graph_def.node:
+            name = node.name
+            raw = node.device
+            device = canonical.get(raw)
+            if device is None:
+                device = canonical[raw] = canonical_device(raw)
+            device_of[name] = device
+            op_type = type_of[name] = node.op
+            inputs_of[name] = producers(node.input[:])
+            if op_type in ("_Send", "_HostSend"):
+                attr = node.attr
+                tensor = node.input[0] if node.input else attr["_src"].s.decode()
+                executed.transfers.append(
+                    (
+                        tensor if ":" in tensor else f"{tensor}:0",
+                        _canonical_bytes(attr["send_device"].s, canonical),
+                        _canonical_bytes(attr["recv_device"].s, canonical),
+                    )
+                )
+    # A _Recv's real input is the tensor its _Send sends: link them for inputs/outputs views.
+    return executed
+
+
+def _canonical_bytes(raw: bytes, cache: dict) -> str:
+    device = cache.get(raw)
+    if device is None:
+        device = cache[raw] = canonical_device(raw.decode())
+    return device

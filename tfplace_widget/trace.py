@@ -1,0 +1,100 @@
+"""``PlacementTrace``: the public result, three DataFrames and the devices of one traced run."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from .capture import import_tensorflow
+from .graphfacts import paused_gc
+from .sources.records import Executed
+
+
+@dataclass(eq=False)
+class PlacementTrace:
+    """Where every op of one traced run was placed, why, and when it ran.
+
+    Build one with :func:`tfplace_widget.trace_placement`, :meth:`from_run_metadata` or
+    :meth:`from_chrome_trace`; read ``ops``, ``events``, ``transfers`` and ``devices``.
+
+    Time columns share one axis: microseconds since the start of the first traced step (the
+    earliest record), so several steps follow each other on the timeline. ``ops.start_us`` is
+    an op's first start on that axis; ``ops.duration_us`` is the *sum* over its ``runs``
+    (mean per run = ``duration_us / runs``); ``runs`` counts its op-level records in all traced
+    steps (a GPU op is counted by its launches, not by its kernels). ``_Send``/``_Recv`` are
+    never in step_stats, so their time columns and ``runs`` are missing (``<NA>``), not 0.
+    """
+
+    ops: pd.DataFrame
+    events: pd.DataFrame
+    transfers: pd.DataFrame
+    devices: list[str]
+    inputs: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    log: str = field(default="", repr=False)
+    source: str = ""
+    truncated: bool = False
+
+    # -- lookups ------------------------------------------------------------------------------
+    def device_of(self, op_name: str) -> str:
+        """The device of one op; ``KeyError`` naming close matches if there is no such op."""
+        index = self._device_index()
+        if op_name in index:
+            return index[op_name]
+        close = difflib.get_close_matches(op_name, list(index), n=5, cutoff=0.6)
+        contains = [n for n in index if op_name.lower() in n.lower()][:5]
+        suggestions = list(dict.fromkeys(close + contains))[:5]
+        hint = f" Close matches: {', '.join(suggestions)}." if suggestions else ""
+        raise KeyError(f"No op named {op_name!r} in this trace.{hint}")
+
+    def _device_index(self) -> dict[str, str]:
+        cached = self.__dict__.get("_device_index_cache")
+        if cached is None:
+            cached = dict(zip(self.ops["op"], self.ops["device"], strict=True))
+            self.__dict__["_device_index_cache"] = cached
+        return cached
+
+    def consumers_of(self, op_name: str) -> list[str]:
+        """Ops of the executed graph that read an output of ``op_name``."""
+        return [op for op, inputs in self.inputs.items() if op_name in inputs]
+
+    def __repr__(self) -> str:
+        return (
+            f"PlacementTrace({len(self.ops)} ops on {len(self.devices)} devices, "
+            f"{len(self.events)} events, {len(self.transfers)} transfers)"
+        )
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def from_run_metadata(
+        cls, run_metadata: Any, graph: Any = None, *, devices: Sequence[str] = ()
+    ) -> PlacementTrace:
+        """Build a trace from a RunMetadata (proto, serialized bytes, or a .pb/.pbtxt path).
+
+        ``run_metadata`` may also be a list of them (several traced steps of one graph).
+        Without ``graph`` the requested devices are unknown and ``how`` says ``unknown``.
+        """
+        from .frames import build_trace
+        from .graphfacts import facts_from_graph
+        from .sources.run_metadata import as_list, load_run_metadata
+
+        _, startup_log = import_tensorflow()  # its start-up lines go to the trace's log
+        metadatas = [load_run_metadata(m) for m in as_list(run_metadata)]
+        facts = facts_from_graph(graph) if graph is not None else None
+        return build_trace(metadatas, facts, available_devices=devices, log=startup_log)
+
+    @classmethod
+    def from_chrome_trace(cls, path: str | os.PathLike) -> PlacementTrace:
+        """Build a trace from a Chrome-trace JSON written by TF's ``timeline.py``."""
+        from .frames import frames_from_records
+        from .sources.chrome import records_from_chrome
+
+        with paused_gc():
+            records = records_from_chrome(path)
+            return frames_from_records(
+                records, step_starts=[], executed=Executed(), facts=None, source=os.fspath(path)
+            )
