@@ -32,6 +32,7 @@ OPS_COLUMNS = [
     "duration_us",
     "runs",
     "output_bytes",
+    "function",
 ]
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes"]
@@ -102,6 +103,8 @@ def frames_from_records(
     ops["requested_device"] = requested
     ops["how"] = pd.Categorical(how, categories=list(_HOW_CATEGORIES))
     ops["reason"] = reason
+    function_of = executed.function.get
+    ops["function"] = [function_of(name, "") for name in names]
     ops = ops[OPS_COLUMNS]
     transfers = _transfers_frame(executed, events, out_bytes)
     truncated = len(records.op) >= STEP_STATS_CAP * max(1, len(step_starts))

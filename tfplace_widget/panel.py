@@ -48,10 +48,12 @@ class PlacementPanel(widgets.VBox):
     def __init__(
         self,
         trace: PlacementTrace,
-        builder: Callable[[], Any] | None = None,
+        builder: Callable[..., Any] | None = None,
         options: dict[str, Any] | None = None,
+        args: tuple = (),
     ) -> None:
         self.builder = builder
+        self.args = tuple(args)
         self.options = dict(options or {})
         self.error: str = ""
         self._device_filter: set[str] = set()
@@ -145,6 +147,7 @@ class PlacementPanel(widgets.VBox):
         self.table.observe(self._on_select_change, "selected_op")
         self.log_section.observe(self._on_log_toggle, "selected_index")
         self.rerun.on_click(lambda _button: self.run())
+        self.trace = trace
         self._set_controls_from_options()
         self.show_trace(trace)
 
@@ -210,7 +213,7 @@ class PlacementPanel(widgets.VBox):
         self.rerun.disabled = True
         self.rerun.description = "Running..."
         try:
-            trace = trace_placement(self.builder, **options)
+            trace = trace_placement(self.builder, *self.args, **options)
         except (TraceError, ValueError) as exc:
             self._show_error(exc)
             return None
@@ -232,8 +235,9 @@ class PlacementPanel(widgets.VBox):
         self.soft_placement.value = bool(options.get("soft_placement", True))
         self.optimize.value = bool(options.get("optimize", False))
         self.device_scope.value = options.get("device_scope") or ""
-        count = (options.get("device_count") or {}).get("CPU", 1)
-        self.cpus.value = max(1, min(MAX_CPUS, int(count)))
+        cpus_in_trace = sum("CPU:" in d for d in self.trace.devices) if self._has_trace() else 1
+        count = (options.get("device_count") or {}).get("CPU", cpus_in_trace or 1)
+        self.cpus.value = self._shown_cpus = max(1, min(MAX_CPUS, int(count)))
         runnable = self.builder is not None
         for control in (
             self.soft_placement,
@@ -249,10 +253,15 @@ class PlacementPanel(widgets.VBox):
         options["soft_placement"] = self.soft_placement.value
         options["optimize"] = self.optimize.value
         options["device_scope"] = self.device_scope.value.strip() or None
-        counts = dict(options.get("device_count") or {})
-        counts["CPU"] = int(self.cpus.value)
-        options["device_count"] = counts
+        if "device_count" in options or self.cpus.value != self._shown_cpus:
+            # Only when asked: TF2 code cannot change its CPU count once the runtime runs.
+            counts = dict(options.get("device_count") or {})
+            counts["CPU"] = int(self.cpus.value)
+            options["device_count"] = counts
         return options
+
+    def _has_trace(self) -> bool:
+        return getattr(self, "trace", None) is not None
 
     # -- rendering ----------------------------------------------------------------------------
     def _render_header(self) -> None:
@@ -275,6 +284,7 @@ class PlacementPanel(widgets.VBox):
                 f"Transfers are listed, not drawn: {len(trace.transfers):,} arrows would hide "
                 "the bars (pick an op to see its transfers)."
             )
+        notes.extend(trace.notes)
         if trace.truncated:
             notes.append(
                 "TensorFlow stopped recording at 2^20 nodes per step: the trace is incomplete."
@@ -512,12 +522,19 @@ class PlacementPanel(widgets.VBox):
             self._show_error(exc)
 
 
-def show_placement(fn_or_trace: Any, **options: Any) -> PlacementPanel:
-    """Trace ``fn`` (or take a trace, RunMetadata or trace file) and show the placement panel.
+def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPanel:
+    """Trace ``fn(*args)`` (or take a trace, RunMetadata or trace file) and show the panel.
 
-    Options are those of :func:`trace_placement`; unknown ones raise ``ValueError``.
+    ``fn`` is TF2 code (a tf.function, a Keras model, ``model.train_on_batch``, any callable)
+    or a TF1 graph builder; options are those of :func:`trace_placement`, keyword-only;
+    unknown ones raise ``ValueError``.
     """
     check_option_names(options, "show_placement")
+    if args and not callable(fn_or_trace):
+        raise ValueError(
+            "Arguments after the first are passed to the function to trace; "
+            f"{type(fn_or_trace).__name__} is not callable."
+        )
     if isinstance(fn_or_trace, PlacementTrace):
         _no_options_for("a PlacementTrace", options)
         return PlacementPanel(fn_or_trace)
@@ -531,11 +548,12 @@ def show_placement(fn_or_trace: Any, **options: Any) -> PlacementPanel:
         _no_options_for("a RunMetadata", options)
         return PlacementPanel(PlacementTrace.from_run_metadata(fn_or_trace))
     if callable(fn_or_trace):
-        trace = trace_placement(fn_or_trace, **options)
-        return PlacementPanel(trace, builder=fn_or_trace, options=options)
+        trace = trace_placement(fn_or_trace, *args, **options)
+        return PlacementPanel(trace, builder=fn_or_trace, options=options, args=args)
     raise ValueError(
-        f"show_placement takes a graph-builder function, a PlacementTrace, a RunMetadata or a "
-        f"trace file path, not {type(fn_or_trace).__name__}."
+        f"show_placement takes a function to trace (a tf.function, a Keras model, or a graph "
+        f"builder), a PlacementTrace, a RunMetadata or a trace file path, not "
+        f"{type(fn_or_trace).__name__}."
     )
 
 

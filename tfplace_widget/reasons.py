@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
+from typing import Any
 
 from .devices import DeviceSpec, canonical_device, device_sort_key, parse_device, short_device
 from .graphfacts import GraphFacts
@@ -21,8 +22,8 @@ _RUNTIME_TYPES = {
     "_Recv": "Inserted by the runtime to receive a tensor from another device.",
     "_HostSend": "Inserted by the runtime to send a host-memory tensor to another device.",
     "_HostRecv": "Inserted by the runtime to receive a host-memory tensor from another device.",
-    "_Arg": "Inserted by the runtime to feed a placeholder's value into the graph.",
-    "_Retval": "Inserted by the runtime to return a fetched tensor to the client.",
+    "_Arg": "Inserted by the runtime to feed a placeholder's value or a function's argument into the graph.",
+    "_Retval": "Inserted by the runtime to return a fetched tensor or a function's result.",
     "_DeviceArg": "Inserted by the runtime to feed an argument into the graph.",
     "_DeviceRetval": "Inserted by the runtime to return a fetched tensor to the client.",
 }
@@ -99,6 +100,8 @@ class Explainer:
         self.executed_inputs = executed_inputs
         self._consumers: dict[str, list[str]] | None = None
         self._groups = _colocation_groups(facts) if facts is not None else {}
+        # Function mode: ops whose request came from a tf.device around their call.
+        self._scopes = getattr(facts, "scope", {}) if facts is not None else {}
 
     # -- public -------------------------------------------------------------------------------
     def explain(self, name: str, op_type: str, device: str) -> tuple[str, str, str]:
@@ -127,6 +130,9 @@ class Explainer:
             return "", "runtime", self._not_in_graph(name, short)
         requested = self.facts.requested.get(name, "")
         how, reason = self._placed_op(name, op_type, device, requested, short)
+        scope = self._scopes.get(name)
+        if scope is not None:
+            reason = f"{_scope_words(scope)} {reason}"
         built = self.facts.types.get(name, "")
         if built and op_type and built != op_type:  # e.g. Grappler folded AddV2 into a Const
             reason += f" Built as {built}; TensorFlow's graph optimizer turned it into {op_type}."
@@ -147,7 +153,7 @@ class Explainer:
         facts = self.facts
         named = set(_RUNTIME_NAMES)
         if facts is not None:
-            named |= set(facts.colocated_with) | set(self._groups)
+            named |= set(facts.colocated_with) | set(self._groups) | set(self._scopes)
             requested_of, built_of = facts.requested, facts.types
         else:
             requested_of = built_of = {}
@@ -389,6 +395,21 @@ class Explainer:
                     consumers.setdefault(i, []).append(op)
             self._consumers = consumers
         return self._consumers.get(name, [])
+
+
+def _scope_words(scope: Any) -> str:
+    """Why an op with no request of its own carries one: the tf.device around its call."""
+    if scope.function == "eager" and not scope.device:
+        return "Ran eagerly, outside any tf.function (the eager runtime runs each op alone)."
+    if not scope.call:
+        return (
+            f"It has no tf.device of its own: the device_scope {scope.device} around the whole "
+            "call applies to every op without one."
+        )
+    return (
+        f"It has no tf.device of its own: the tf.device({scope.device}) around the call "
+        f"{scope.call} (of {scope.function}) applies to every op inside without one."
+    )
 
 
 def _colocation_groups(facts: GraphFacts) -> dict[str, frozenset]:

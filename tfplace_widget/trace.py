@@ -38,6 +38,11 @@ class PlacementTrace:
     log: str = field(default="", repr=False)
     source: str = ""
     truncated: bool = False
+    # "graph": a graph builder run in a Session; "function": TF2 code run in the eager
+    # runtime; "loaded": read from a file or proto.
+    mode: str = "loaded"
+    # Things the panel header says about the whole trace (e.g. XLA hid the ops).
+    notes: list[str] = field(default_factory=list, repr=False)
 
     # -- lookups ------------------------------------------------------------------------------
     def device_of(self, op_name: str) -> str:

@@ -15,16 +15,21 @@ from .capture import capture_native_output, import_tensorflow
 from .devices import parse_device, short_device
 from .errors import TraceError
 from .frames import build_trace
+from .function_tracer import is_tf2_callable, trace_function
 from .graphfacts import facts_from_graph
 from .trace import PlacementTrace
 
+MODES = ("auto", "graph", "function")
 TRACE_OPTIONS = (
+    "fn_kwargs",
+    "mode",
     "device_count",
     "soft_placement",
     "optimize",
     "device_scope",
     "feed_dict",
     "steps",
+    "warmup",
     "timeout_s",
     "config",
 )
@@ -33,35 +38,102 @@ MAX_DEVICES_PER_TYPE = 64
 
 
 def trace_placement(
-    fn: Callable[[], Any],
+    fn: Callable[..., Any],
+    *args: Any,
+    fn_kwargs: Mapping[str, Any] | None = None,
+    mode: str = "auto",
     device_count: Mapping[str, int] | None = None,
     soft_placement: bool = True,
     optimize: bool = False,
     device_scope: str | None = None,
     feed_dict: Mapping[Any, Any] | None = None,
     steps: int = 1,
+    warmup: int = 1,
     timeout_s: float | None = None,
     config: Any = None,
     **unknown: Any,
 ) -> PlacementTrace:
-    """Build ``fn``'s ops in a fresh graph, run them with a full trace, and explain placement.
+    """Run ``fn`` for real with a full trace and explain where each op was placed.
 
-    ``fn`` is called with no arguments and returns the fetches (a Tensor, Operation, or nested
-    list/tuple/dict of them), or ``None`` to run every sink op. See the README for the options.
-    An unknown keyword argument raises ``ValueError`` naming the closest option.
+    TF2 code (``mode="function"``): ``fn(*args, **fn_kwargs)`` runs in the eager runtime, a
+    ``tf.function``, Keras model or layer, a Keras training method, or any callable (run as
+    ``tf.function(fn)``). A TF1 graph builder (``mode="graph"``): ``fn()`` builds ops in a
+    fresh graph and returns the fetches (or ``None`` to run every sink op), run in a Session.
+    ``mode="auto"`` picks ``function`` for a tf.function, a Keras model or layer, a bound
+    method, or when arguments are given, and falls back to it when ``fn`` uses eager objects
+    made outside it. ``warmup`` untraced calls come first, then ``steps`` traced ones: a call
+    with side effects (a training step) runs ``warmup + steps`` times. See the README for the
+    other options. An unknown keyword argument raises ``ValueError`` naming the closest one.
     """
     check_option_names(unknown, "trace_placement")
-    _check_arguments(fn, device_count, steps, timeout_s, device_scope)
+    _check_arguments(fn, device_count, steps, timeout_s, device_scope, warmup)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}.")
+    if fn_kwargs is not None and not isinstance(fn_kwargs, Mapping):
+        raise ValueError(
+            f"fn_kwargs must be a dict of keyword arguments for fn, not {type(fn_kwargs).__name__}."
+        )
     tf, startup_log = import_tensorflow()  # CUDA probing etc. on first import
+    function_options = {
+        "device_count": device_count,
+        "soft_placement": soft_placement,
+        "optimize": optimize,
+        "device_scope": device_scope,
+        "steps": steps,
+        "warmup": warmup,
+    }
+    graph_only = {"feed_dict": feed_dict, "timeout_s": timeout_s, "config": config}
+    if mode == "function" or (mode == "auto" and (args or fn_kwargs or is_tf2_callable(fn))):
+        _no_graph_options(graph_only, "auto-picked function" if mode == "auto" else "function")
+        trace = trace_function(fn, args, fn_kwargs, **function_options, note=startup_log)
+        return trace
+    if args or fn_kwargs:
+        raise ValueError(
+            "mode='graph' calls the graph builder with no arguments; pass arguments only to TF2 "
+            "code (mode='function' or 'auto')."
+        )
     graph = tf.Graph()
-    fetches = _build(fn, graph, device_scope)
+    try:
+        fetches = _build(fn, graph, device_scope)
+    except _UsesEagerObjects as exc:
+        if mode == "graph":
+            raise
+        _no_graph_options(graph_only, "function (picked because the builder uses eager objects)")
+        note = (
+            f"tfplace: building {getattr(fn, '__name__', 'fn')} in a fresh graph failed because "
+            f"it uses eager objects made outside it ({exc.detail}); traced it as TF2 code "
+            "(mode='function') instead."
+        )
+        return trace_function(fn, (), None, **function_options, note=startup_log + note)
     session_config = _session_config(config, device_count, soft_placement, optimize)
     with capture_native_output() as captured:
-        metadatas, devices = _run(graph, fetches, session_config, feed_dict, steps, timeout_s)
+        metadatas, devices = _run(
+            graph, fetches, session_config, feed_dict, steps, warmup, timeout_s
+        )
     facts = facts_from_graph(graph)
     name = getattr(fn, "__name__", type(fn).__name__)
     log = startup_log + captured.text
-    return build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
+    trace = build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
+    trace.mode = "graph"
+    return trace
+
+
+class _UsesEagerObjects(TraceError):
+    """The graph builder touched eager tensors, variables or models made outside it."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+def _no_graph_options(options: Mapping[str, Any], mode: str) -> None:
+    given = [name for name, value in options.items() if value is not None]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} only apply to a TF1 graph builder (mode='graph'), and this "
+            f"call is traced as TF2 code (mode={mode}). Pass tensors as arguments instead of "
+            "feed_dict; leave timeout_s and config out."
+        )
 
 
 def check_option_names(options: Mapping[str, Any], caller: str) -> None:
@@ -77,15 +149,21 @@ def check_option_names(options: Mapping[str, Any], caller: str) -> None:
 
 
 def _check_arguments(
-    fn: Any, device_count: Any, steps: Any, timeout_s: Any, device_scope: Any
+    fn: Any, device_count: Any, steps: Any, timeout_s: Any, device_scope: Any, warmup: Any = 1
 ) -> None:
     if not callable(fn):
         raise ValueError(
-            f"trace_placement needs a function that builds ops, not {type(fn).__name__}. "
-            "Wrap your graph code in `def build(): ...; return output` and pass `build`."
+            f"trace_placement needs a function to run (a tf.function, a Keras model, or a "
+            f"function that builds ops), not {type(fn).__name__}. Wrap your code in "
+            "`def build(): ...; return output` and pass `build`."
         )
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise ValueError(f"steps must be a whole number from 1 to {MAX_STEPS}, not {steps!r}.")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= MAX_STEPS:
+        raise ValueError(
+            f"warmup must be a whole number from 0 to {MAX_STEPS} (untraced calls before the "
+            f"traced ones), not {warmup!r}."
+        )
     if timeout_s is not None and (
         isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0
     ):
@@ -133,12 +211,25 @@ def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
             else:
                 result = fn()
         except Exception as exc:
+            eager = _eager_detail(exc)
+            if eager:
+                raise _UsesEagerObjects(
+                    f"The graph builder uses eager objects made outside it ({eager}): trace it "
+                    "as TF2 code with mode='function' (or 'auto').",
+                    eager,
+                ) from exc
             hint = _device_spec_hint(exc)
             raise TraceError(
                 f"Your graph builder raised {type(exc).__name__}: {str(exc).rstrip('.')}.{hint} "
                 "Fix the builder and run again (its traceback is chained above)."
             ) from exc
     if not graph.get_operations():
+        if _has_eager_tensor(result):
+            raise _UsesEagerObjects(
+                "The graph builder built no ops and returned an eager tensor: trace it as TF2 "
+                "code with mode='function' (or 'auto').",
+                "it returned an eager tensor",
+            )
         raise TraceError(
             "The graph builder built no ops, so there is nothing to place. Create TensorFlow "
             "ops inside the function (tf.compat.v1 graph style) and return the output."
@@ -146,6 +237,33 @@ def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
     if result is None:
         return _sink_ops(graph)
     return _check_fetches(result, graph)
+
+
+_EAGER_HINTS = (
+    "capture an EagerTensor",
+    "EagerTensor",
+    "eager execution",
+    "Tensor.graph is undefined",
+    "outside of the current graph",
+    "must be from the same graph",
+)
+
+
+def _eager_detail(exc: BaseException) -> str:
+    """What in ``exc`` says the builder touched eager objects ("" when it does not)."""
+    text = str(exc)
+    for hint in _EAGER_HINTS:
+        if hint in text:
+            return _first_lines(text, 1).strip().rstrip(".")
+    return ""
+
+
+def _has_eager_tensor(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_has_eager_tensor(v) for v in value)
+    if isinstance(value, Mapping):
+        return any(_has_eager_tensor(v) for v in value.values())
+    return type(value).__name__ in ("EagerTensor", "ResourceVariable", "KerasVariable")
 
 
 def _device_spec_hint(exc: BaseException) -> str:
@@ -251,6 +369,7 @@ def _run(
     config: Any,
     feed_dict: Mapping[Any, Any] | None,
     steps: int,
+    warmup: int,
     timeout_s: float | None,
 ) -> tuple[list, list[str]]:
     import tensorflow as tf
@@ -270,7 +389,8 @@ def _run(
             init.append(v1.tables_initializer())
         try:
             session.run(init, options=plain)
-            session.run(fetches, feed_dict=feeds, options=plain)  # warm-up, untraced
+            for _ in range(warmup):  # untraced
+                session.run(fetches, feed_dict=feeds, options=plain)
             for _ in range(steps):
                 metadata = v1.RunMetadata()
                 session.run(fetches, feed_dict=feeds, options=options, run_metadata=metadata)

@@ -1,0 +1,426 @@
+"""Run TF2 code (a ``tf.function``, a Keras model or training step, any callable) for real in
+the eager runtime and trace where each op ran: the function-mode twin of ``tracer``.
+
+Placement comes from the placed graphs of every function the call instantiates
+(``context.enable_run_metadata()``), timing from the TF2 profiler (XSpace). What the trace
+changes in TensorFlow's process-wide state (soft placement, Grappler options, the eager kernel
+cache, run-metadata collection) is restored before it returns; the user's own state (weights,
+optimizer slots, iterators, RNG) changes only as the ``warmup + steps`` calls change it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import inspect
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from .capture import capture_native_output
+from .errors import TraceError
+from .frames import frames_from_records
+from .graphfacts import paused_gc
+from .sources.functions import function_display_name, read_function_graphs
+from .sources.xspace import records_from_xspace
+from .trace import PlacementTrace
+
+_XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
+_RUNTIME_STARTED_FIX = (
+    "tf.config.set_logical_device_configuration(\n"
+    "    tf.config.list_physical_devices('CPU')[0],\n"
+    "    [tf.config.LogicalDeviceConfiguration()] * {count})"
+)
+
+
+def is_tf2_callable(fn: Any) -> bool:
+    """A ``tf.function``, a Keras model or layer, or a bound method: TF2 code, not a builder."""
+    return _is_tf_function(fn) or _is_keras_layer(fn) or inspect.ismethod(fn)
+
+
+def trace_function(
+    fn: Callable[..., Any],
+    args: tuple = (),
+    kwargs: Mapping[str, Any] | None = None,
+    *,
+    device_count: Mapping[str, int] | None = None,
+    soft_placement: bool = True,
+    optimize: bool = False,
+    device_scope: str | None = None,
+    steps: int = 1,
+    warmup: int = 1,
+    note: str = "",
+) -> PlacementTrace:
+    """Call ``fn(*args, **kwargs)`` ``warmup`` times untraced and ``steps`` times traced."""
+    import tensorflow as tf
+
+    log = [note] if note else []
+    log += ensure_devices(device_count)
+    call, name, notes = _callable(fn, args, dict(kwargs or {}))
+    with (
+        capture_native_output() as captured,
+        _tf_settings(soft_placement, optimize),
+        tempfile.TemporaryDirectory(prefix="tfplace-profile-") as logdir,
+    ):
+        graphs, space = _run(call, device_scope, steps, warmup, logdir)
+    log.append(captured.text)
+    devices = [d.name for d in tf.config.list_logical_devices()]
+    with paused_gc():
+        records = records_from_xspace(space)
+        graphs = _graphs_that_ran(graphs, set(records.op))
+        names = _function_names(graphs)
+        executed, facts, display_of = read_function_graphs(graphs, names, device_scope or "")
+        _place_records(records, display_of, executed.device)
+        trace = frames_from_records(
+            records, [], executed, facts, available_devices=devices, source=name
+        )
+    if not notes:
+        notes += _xla_notes(graphs, executed.type)
+    trace.mode = "function"
+    trace.notes = notes
+    trace.log = "\n".join(line for line in log + notes if line)
+    return trace
+
+
+# -- devices ---------------------------------------------------------------------------------
+def ensure_devices(device_count: Mapping[str, int] | None) -> list[str]:
+    """Make ``device_count`` CPUs exist as logical devices; lines for the log.
+
+    Logical devices can only be configured before TensorFlow's runtime starts; after that a
+    different count is an error that shows the line to put at the top of the notebook.
+    """
+    if not device_count:
+        return []
+    import tensorflow as tf
+
+    lines = []
+    for kind, count in device_count.items():
+        kind = kind.upper()
+        if kind != "CPU":
+            visible = len(tf.config.list_logical_devices(kind))
+            if visible != count:
+                raise TraceError(
+                    f"device_count={{'{kind}': {count}}} cannot be applied to TF2 code: this "
+                    f"process has {visible} {kind} device(s), and only CPUs can be split into "
+                    "logical devices here. Use tf.config.set_visible_devices(...) at the top of "
+                    "the notebook, before TensorFlow starts."
+                )
+            continue
+        have = tf.config.list_logical_devices("CPU") if _runtime_started() else None
+        if have is not None:
+            if len(have) != count:
+                raise TraceError(
+                    f"device_count={{'CPU': {count}}} needs {count} logical CPUs, but "
+                    f"TensorFlow's runtime already started with {len(have)}, and logical "
+                    "devices can only be set before it starts. Put this at the top of the "
+                    "notebook (restart the kernel first):\n\n"
+                    + _RUNTIME_STARTED_FIX.format(count=count)
+                )
+            continue
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
+        lines.append(
+            f"tfplace: configured {count} logical CPUs "
+            "(tf.config.set_logical_device_configuration), as device_count asked; TensorFlow "
+            "keeps them for the rest of this process."
+        )
+    return lines
+
+
+def _runtime_started() -> bool:
+    from tensorflow.python.eager import context
+
+    return context.context()._context_handle is not None
+
+
+# -- the call --------------------------------------------------------------------------------
+def _is_tf_function(fn: Any) -> bool:
+    return hasattr(fn, "get_concrete_function") and hasattr(fn, "python_function")
+
+
+def _is_keras_layer(fn: Any) -> bool:
+    module = type(fn).__module__ or ""
+    if not module.startswith(("keras", "tf_keras", "tensorflow")):
+        return False
+    return any(cls.__name__ == "Layer" for cls in type(fn).__mro__)
+
+
+def _callable(fn: Any, args: tuple, kwargs: dict) -> tuple[Callable[[], Any], str, list[str]]:
+    """``(call with no arguments, display name, notes)`` for what the user gave."""
+    import tensorflow as tf
+
+    notes: list[str] = []
+    if _is_tf_function(fn):
+        name = getattr(fn, "__name__", "tf.function")
+        if getattr(fn, "_jit_compile", None) is True:
+            notes.append(_jit_note(name, keras=False))
+        return (lambda: fn(*args, **kwargs)), name, notes
+    if _is_keras_layer(fn):
+        name = getattr(fn, "name", type(fn).__name__)
+        if getattr(fn, "jit_compile", False) is True:
+            notes.append(_jit_note(name))
+        forward = tf.function(lambda *a, **k: fn(*a, **k))
+        return (lambda: forward(*args, **kwargs)), name, notes
+    owner = getattr(fn, "__self__", None)
+    if inspect.ismethod(fn) and _is_keras_layer(owner):
+        # train_on_batch & co. convert results to numpy: they run eagerly and call
+        # their own tf.functions (the training step), which are traced.
+        if getattr(owner, "jit_compile", False) is True:
+            notes.append(_jit_note(getattr(owner, "name", "the model")))
+        name = f"{getattr(owner, 'name', type(owner).__name__)}.{fn.__name__}"
+        return (lambda: fn(*args, **kwargs)), name, notes
+    name = getattr(fn, "__name__", type(fn).__name__)
+    wrapped = tf.function(fn)
+    return (lambda: _call_plain(wrapped, name, args, kwargs)), name, notes
+
+
+def _call_plain(wrapped: Any, name: str, args: tuple, kwargs: dict) -> Any:
+    try:
+        return wrapped(*args, **kwargs)
+    except Exception as exc:
+        if not _tracing_error(exc):
+            raise
+        raise TraceError(
+            f"{name} ran as tf.function({name}) so that its ops are placed and timed, and "
+            f"that failed: {type(exc).__name__}: {_first_line(exc)}. Code inside cannot call "
+            ".numpy(), print tensors with print() or branch on tensor values in Python. Make "
+            "those parts TensorFlow ops (tf.print, tf.cond), or pass the tf.function (or the "
+            "Keras model) that does the TensorFlow work instead."
+        ) from exc
+
+
+def _tracing_error(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return any(
+        hint in text
+        for hint in (
+            "numpy()",
+            "OperatorNotAllowedInGraphError",
+            "symbolic tf.Tensor",
+            "Tensor.numpy",
+            "graph execution",
+            "not allowed in Graph",
+            "Using a symbolic",
+        )
+    ) or type(exc).__name__ in ("OperatorNotAllowedInGraphError", "NotImplementedError")
+
+
+def _jit_note(name: str, keras: bool = True) -> str:
+    if not keras:
+        return (
+            f"{name} is compiled with XLA (tf.function(jit_compile=True)): XLA runs it as one "
+            "cluster, so per-op placement is hidden. To see the ops, trace it with "
+            "jit_compile=False."
+        )
+    return (
+        f"{name} is compiled with XLA (jit_compile=True; Keras 3 picks it whenever a GPU is "
+        "visible): XLA runs the whole step as one cluster, so per-op placement is hidden. To "
+        "see the ops, compile with model.compile(..., jit_compile=False)."
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    """The line that says what went wrong (tf.function puts it last, after "in user code")."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return (lines[-1] if lines[0].startswith("in user code") else lines[0]).rstrip(".")
+
+
+@contextlib.contextmanager
+def _tf_settings(soft_placement: bool, optimize: bool) -> Iterator[None]:
+    """Soft placement and Grappler as asked for the traced calls; restored exactly after.
+
+    The eager kernel cache is cleared on entry (so functions instantiated earlier with other
+    settings are instantiated again, and their placed graphs recorded) and on exit (so the
+    user's next calls instantiate with the user's own settings again).
+    """
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    soft = tf.config.get_soft_device_placement()
+    # set_experimental_options only merges keys into this dict: keep a copy to put back.
+    optimizer = dict(ctx._optimizer_experimental_options)
+    try:
+        tf.config.set_soft_device_placement(bool(soft_placement))
+        if not optimize:
+            tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+        ctx.clear_kernel_cache()
+        yield
+    finally:
+        tf.config.set_soft_device_placement(soft)
+        ctx._optimizer_experimental_options = optimizer
+        ctx._thread_local_data.function_call_options = None  # rebuilt from the options
+        ctx.clear_kernel_cache()
+
+
+def _run(
+    call: Callable[[], Any], device_scope: str | None, steps: int, warmup: int, logdir: str
+) -> tuple[list, bytes]:
+    """Run the calls; return the placed function graphs and the profiler's XSpace bytes."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    scope = tf.device(device_scope) if device_scope else contextlib.nullcontext()
+    ctx.enable_run_metadata()
+    try:
+        with scope:
+            for _ in range(warmup):
+                _user_call(call)
+            try:
+                tf.profiler.experimental.start(logdir)
+            except tf.errors.AlreadyExistsError as exc:
+                raise TraceError(
+                    "Another TensorFlow profiler session is running in this process, and "
+                    "there can be only one. Stop it (tf.profiler.experimental.stop()) and "
+                    "trace again."
+                ) from exc
+            try:
+                for _ in range(steps):
+                    _user_call(call)
+            finally:
+                tf.profiler.experimental.stop()
+        metadata = ctx.export_run_metadata()
+    finally:
+        ctx.disable_run_metadata()
+    files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    if not files:
+        raise TraceError(
+            "The TensorFlow profiler wrote no trace (no .xplane.pb), so the ops cannot be "
+            "timed. Check that the profiler works here: tf.profiler.experimental.start(dir)."
+        )
+    with open(files[0], "rb") as handle:
+        space = handle.read()
+    graphs = _unique_graphs(metadata.function_graphs)
+    if not graphs:
+        raise TraceError(
+            "The call ran no TensorFlow op, so there is nothing to place. Pass a function "
+            "that runs TensorFlow ops (a tf.function, a Keras model, or code using tf.*)."
+        )
+    return graphs, space
+
+
+def _user_call(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except TraceError:
+        raise
+    except Exception as exc:
+        raise TraceError(
+            f"Your function raised {type(exc).__name__}: {_first_line(exc)}. Fix it and trace "
+            "again (its traceback is chained above)."
+        ) from exc
+
+
+def _unique_graphs(function_graphs: Any) -> list:
+    """One entry per instantiated function (re-instantiations record the same graph again)."""
+    seen: set[bytes] = set()
+    unique = []
+    for graph in function_graphs:
+        key = graph.pre_optimization_graph.SerializeToString(deterministic=True)
+        if key not in seen:
+            seen.add(key)
+            unique.append(graph)
+    return unique
+
+
+def _graphs_that_ran(graphs: list, timed: set[str]) -> list:
+    """The graphs with an op the profiler saw in the traced calls (not only in warm-up).
+
+    Profiler events name executed nodes only, and small graphs (a variable initialiser, an
+    eager op) share names with the step: a name counts for the largest graph holding it.
+    """
+    by_size = sorted(graphs, key=lambda g: -sum(len(p.node) for p in g.partition_graphs))
+    claimed: set[str] = set()
+    ran = []
+    for graph in by_size:
+        names = {node.name for part in graph.partition_graphs for node in part.node}
+        if (names & timed) - claimed:
+            ran.append(graph)
+        claimed |= names
+    return ran or graphs
+
+
+def _function_names(graphs: list) -> list[str]:
+    """The tf.function each entry instantiated; ``eager`` for an op run eagerly on its own.
+
+    Entries carry no name: match their node names against the functions the eager context
+    knows (``__inference_<python name>_<n>``).
+    """
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    known: dict[frozenset, str] | None = None
+    names = []
+    for graph in graphs:
+        nodes = frozenset(
+            n.name for n in graph.pre_optimization_graph.node if n.op not in ("_Arg", "_Retval")
+        )
+        if len(nodes) <= 1:
+            names.append("eager")
+            continue
+        if known is None:
+            known = {}
+            for fname in ctx.list_function_names():
+                if fname.startswith("__inference_"):
+                    with contextlib.suppress(Exception):
+                        fdef = ctx.get_function_def(fname)
+                        known.setdefault(frozenset(n.name for n in fdef.node_def), fname)
+        names.append(function_display_name(known.get(nodes, "function")))
+    return names
+
+
+def _place_records(records: Any, display_of: dict[str, str], device_of: dict[str, str]) -> None:
+    """Name host records as the user wrote the ops and put them on their placed device.
+
+    Host (CPU) op events do not say which device they ran for; the placed graph does. An
+    event of an op that no recorded function placed (none is expected) is dropped.
+    """
+    keep = []
+    for index, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
+        display = display_of.get(op, op)
+        device = device_of.get(display)
+        if lane == "/host:CPU":
+            if device is None:
+                continue
+            records.lane[index] = device
+        records.op[index] = display
+        keep.append(index)
+    if len(keep) != len(records.op):
+        for column in (
+            "op",
+            "type",
+            "lane",
+            "thread",
+            "start",
+            "duration",
+            "label",
+            "output_bytes",
+        ):
+            values = getattr(records, column)
+            setattr(records, column, [values[i] for i in keep])
+
+
+def _xla_notes(graphs: list, types: Mapping[str, str]) -> list[str]:
+    if not any(t in _XLA_TYPES for t in types.values()):
+        for graph in graphs:
+            for node in graph.pre_optimization_graph.node:
+                attr = node.attr
+                if "_XlaMustCompile" in attr and attr["_XlaMustCompile"].b:
+                    break
+            else:
+                continue
+            break
+        else:
+            return []
+    return [
+        "XLA compiled part of this call (an XLA cluster op ran): ops inside a cluster are "
+        "not placed one by one, so the trace shows the cluster, not them. For a Keras model "
+        "compile with model.compile(..., jit_compile=False); for a tf.function, "
+        "jit_compile=False."
+    ]

@@ -1,0 +1,297 @@
+"""TF2 function mode: the placed graphs of instantiated ``tf.function``s, as the user wrote them.
+
+``RunMetadata.function_graphs`` (``context.enable_run_metadata()``) holds, per instantiated
+function, the graph before optimisation (what the function asked for: its ``FuncGraph`` node
+defs and the library of nested functions and loop bodies) and the placed partition graphs
+(where every node ran). The runtime inlines nested calls and lowers ``while``/``cond``/``case``
+into primitive ops, naming them ``call/op``, ``while/body/_9/while/add`` or
+``cond/then/_3/cond/add``; the ``_N`` numbers change from run to run. This module maps every
+executed node back to the node def it came from, names it without those numbers
+(``while/body/while/add``), and reads its request, colocation and resource edges from that
+node def, so the same :class:`~tfplace_widget.reasons.Explainer` rules apply as in graph mode.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ..devices import canonical_device
+from ..graphfacts import GraphFacts
+from .records import Executed, producer
+
+_CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
+_WHILE_TYPES = {"While", "StatelessWhile"}
+_IF_TYPES = {"If", "StatelessIf"}
+_CASE_TYPES = {"Case", "StatelessCase"}
+_COUNTER = re.compile(r"_\d+$")
+_FUNCTION_NAME = re.compile(r"^__(?:inference|forward|backward)_(.+?)_\d+$")
+
+
+@dataclass
+class CallScope:
+    """A request that reached a body op from the call (or loop) around it, not its own."""
+
+    device: str  # the request, as written on the call node
+    call: str  # the call node's display name
+    function: str  # the called function's display name
+
+
+@dataclass
+class FunctionFacts(GraphFacts):
+    """:class:`GraphFacts` of the node defs that ran, plus where each belongs."""
+
+    # display name -> the tf.function it belongs to (display name of the innermost function)
+    function: dict[str, str] = field(default_factory=dict)
+    # display name -> the call scope whose tf.device gave it its request
+    scope: dict[str, CallScope] = field(default_factory=dict)
+
+
+@dataclass
+class _Body:
+    """One function body: its node defs by name, and how its inputs name producers."""
+
+    nodes: dict[str, Any]
+    function: str  # display name of the tf.function this body belongs to
+    library: dict[str, Any]
+    arg_types: dict[str, int] = field(default_factory=dict)  # FunctionDef input args
+
+
+def function_display_name(name: str) -> str:
+    """``__inference_train_step_123`` -> ``train_step``; other names are kept."""
+    match = _FUNCTION_NAME.match(name)
+    return match.group(1) if match else name
+
+
+def read_function_graphs(
+    function_graphs: Sequence[Any], names: Sequence[str], scope_device: str = ""
+) -> tuple[Executed, FunctionFacts, dict[str, str]]:
+    """The executed graph, the node facts, and executed name -> display name, of every
+    instantiated function.
+
+    ``names[i]`` is the display name of ``function_graphs[i]``'s function (``"eager"`` for a
+    single op run eagerly). ``scope_device`` is an outer ``tf.device`` around the whole call.
+    A node name used by two functions is prefixed with the later function's name; the
+    profiler names executions by executed name only, so those go to the first function.
+    """
+    executed = Executed()
+    facts = FunctionFacts()
+    display_of: dict[str, str] = {}
+    canonical: dict[str, str] = {}
+    # Named functions first, largest first, so the step the user asked about keeps the plain
+    # names; ops run eagerly (one small graph each) are named eager/<op>.
+    order = sorted(
+        range(len(names)),
+        key=lambda i: (names[i] == "eager", -len(function_graphs[i].pre_optimization_graph.node)),
+    )
+    for index in order:
+        graph, function = function_graphs[index], names[index]
+        eager = function == "eager"
+        pre = graph.pre_optimization_graph
+        library = {f.signature.name: f for f in pre.library.function}
+        top = _Body({n.name: n for n in pre.node}, function, library)
+        renamed: dict[str, str] = {}
+        for partition in graph.partition_graphs:
+            for node in partition.node:
+                origin = _resolve(node.name, top, "" if eager else scope_device)
+                wanted = origin.name if origin else node.name
+                display = _unique(f"eager/{wanted}" if eager else wanted, function, executed.device)
+                renamed[node.name] = display
+                device = canonical.get(node.device)
+                if device is None:
+                    device = canonical[node.device] = canonical_device(node.device)
+                executed.device[display] = device
+                executed.type[display] = node.op
+                if origin is not None:
+                    _add_facts(facts, display, origin, display[: len(display) - len(origin.name)])
+                    if eager:  # the eager runtime, not the user, set its device
+                        facts.requested[display] = ""
+                        facts.scope[display] = CallScope("", "", "eager")
+                executed.function[display] = origin.body.function if origin else function
+        for partition in graph.partition_graphs:
+            for node in partition.node:
+                display = renamed[node.name]
+                executed.inputs[display] = [
+                    renamed.get(producer(i), producer(i)) for i in node.input if i[:1] != "^"
+                ]
+                if node.op in ("_Send", "_HostSend"):
+                    attr = node.attr
+                    tensor = node.input[0] if node.input else attr["_src"].s.decode()
+                    head, _, slot = tensor.partition(":")
+                    executed.transfers.append(
+                        (
+                            f"{renamed.get(head, head)}:{slot or 0}",
+                            canonical_device(attr["send_device"].s.decode()),
+                            canonical_device(attr["recv_device"].s.decode()),
+                        )
+                    )
+        for name, display in renamed.items():
+            display_of.setdefault(name, display)
+    facts.function.update(executed.function)
+    return executed, facts, display_of
+
+
+def _unique(name: str, function: str, taken: dict[str, str]) -> str:
+    """``name``, or ``function/name`` (then ``_1``, ``_2``...) when another function has it."""
+    if name not in taken:
+        return name
+    candidate = name if name.startswith(f"{function}/") else f"{function}/{name}"
+    serial = 0
+    while candidate in taken:
+        serial += 1
+        candidate = f"{function}/{name}_{serial}"
+    return candidate
+
+
+@dataclass
+class _Origin:
+    """Where an executed node came from: its node def, its body, its display name."""
+
+    name: str
+    node: Any
+    body: _Body
+    scope: CallScope | None
+
+
+def _resolve(name: str, body: _Body, scope_device: str, outer: CallScope | None = None) -> Any:
+    """The node def behind executed node ``name`` of ``body``, or ``None`` (runtime-made)."""
+    scope = outer or (CallScope(scope_device, "", body.function) if scope_device else None)
+    node = body.nodes.get(name)
+    if node is not None:
+        return _Origin(name, node, body, scope)
+    parts = name.split("/")
+    for end in range(len(parts) - 1, 0, -1):
+        call_name = "/".join(parts[:end])
+        call = body.nodes.get(call_name)
+        if call is None:
+            continue
+        found = _enter(call, parts[end:])
+        if found is None:
+            return None
+        function_name, rest, label = found
+        inner = body.library.get(function_name)
+        if inner is None:
+            return None
+        is_call = call.op in _CALL_TYPES
+        inner_body = _Body(
+            {n.name: n for n in inner.node_def},
+            function_display_name(function_name) if is_call else body.function,
+            body.library,
+            {a.name: a.type for a in inner.signature.input_arg},
+        )
+        inner_scope = scope
+        if call.device:
+            inner_scope = CallScope(call.device, call_name, inner_body.function)
+        origin = _resolve("/".join(rest), inner_body, "", inner_scope)
+        if origin is None:
+            return None
+        origin.name = f"{call_name}/{label}{origin.name}"
+        return origin
+    return None
+
+
+def _enter(call: Any, rest: list[str]) -> tuple[str, list[str], str] | None:
+    """``(function, path inside it, display label)`` for a path under a functional node."""
+    attr = call.attr
+    if call.op in _CALL_TYPES:
+        return attr["f"].func.name, rest, ""
+    if len(rest) < 3 or not _COUNTER.fullmatch(rest[1]):
+        return None
+    kind = rest[0]
+    if call.op in _WHILE_TYPES and kind in ("body", "cond"):
+        return attr[kind].func.name, rest[2:], f"{kind}/"
+    if call.op in _IF_TYPES and kind in ("then", "else"):
+        return attr[f"{kind}_branch"].func.name, rest[2:], f"{kind}/"
+    if call.op in _CASE_TYPES and kind.startswith("branch") and kind[6:].isdigit():
+        branches = attr["branches"].list.func
+        index = int(kind[6:])
+        if index < len(branches):
+            return branches[index].name, rest[2:], f"{kind}/"
+    return None
+
+
+def _add_facts(facts: FunctionFacts, display: str, origin: _Origin, prefix: str) -> None:
+    """Record the node def's type, request, colocation and resource edges under ``display``."""
+    node, body = origin.node, origin.body
+    scope_prefix = prefix + display[len(prefix) : len(display) - len(origin.node.name)]
+    facts.types[display] = node.op
+    request = node.device
+    if not request and origin.scope is not None and origin.scope.device:
+        request = origin.scope.device
+        facts.scope[display] = origin.scope
+    facts.requested[display] = request
+    inputs = []
+    pinned = []
+    for raw in node.input:
+        if raw[:1] == "^":
+            continue
+        source = raw.split(":", 1)[0]
+        inputs.append(scope_prefix + source if source in body.nodes else source)
+        if _produces_resource(raw, body):
+            pinned.append(scope_prefix + source if source in body.nodes else source)
+    facts.inputs[display] = inputs
+    if pinned:
+        facts.resource_inputs[display] = pinned
+    if "_class" in node.attr:
+        targets = [
+            scope_prefix + g.decode()[5:]
+            for g in node.attr["_class"].list.s
+            if g.startswith(b"loc:@") and g[5:].decode() != node.name
+        ]
+        if targets:
+            facts.colocated_with[display] = targets
+
+
+_DT_RESOURCE = 20
+
+
+def _produces_resource(raw_input: str, body: _Body) -> bool:
+    """True when the input ``raw_input`` (GraphDef or FunctionDef spelling) is a resource."""
+    source, _, rest = raw_input.partition(":")
+    if source in body.arg_types:
+        return body.arg_types[source] == _DT_RESOURCE
+    producer_def = body.nodes.get(source)
+    if producer_def is None:
+        return False
+    if producer_def.op in ("_Arg", "Placeholder"):
+        attr = producer_def.attr
+        return any(key in attr and attr[key].type == _DT_RESOURCE for key in ("T", "dtype"))
+    output = _output_arg_name(rest)
+    return _output_is_resource(producer_def, output)
+
+
+def _output_arg_name(rest: str) -> str | None:
+    """FunctionDef inputs say ``op:arg:index``; GraphDef ones ``op:index`` (no arg name)."""
+    head, _, _ = rest.partition(":")
+    return head if head and not head.isdigit() else None
+
+
+def _output_is_resource(node: Any, output: str | None) -> bool:
+    """Whether an output of ``node`` (the named arg, or any) is a resource, by its OpDef."""
+    op_def = _op_def(node.op)
+    if op_def is None:
+        return False
+    for arg in op_def.output_arg:
+        if output is not None and arg.name != output:
+            continue
+        if arg.type == _DT_RESOURCE:
+            return True
+        attr = node.attr
+        if arg.type_attr in attr and attr[arg.type_attr].type == _DT_RESOURCE:
+            return True
+        if arg.type_list_attr in attr and _DT_RESOURCE in attr[arg.type_list_attr].list.type:
+            return True
+    return False
+
+
+@lru_cache(maxsize=4096)
+def _op_def(op_type: str) -> Any:
+    from tensorflow.python.framework import op_def_registry
+
+    try:
+        return op_def_registry.get(op_type)
+    except Exception:
+        return None
