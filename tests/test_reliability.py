@@ -174,7 +174,7 @@ CATALOGUE = [
         lambda _: show_placement(42),
         ValueError,
         ["not int"],
-        ["graph-builder function", "PlacementTrace", "trace file path"],
+        ["a function to trace", "PlacementTrace", "trace file path"],
     ),
     # -- the builder --------------------------------------------------------------------------
     Case(
@@ -415,7 +415,7 @@ CATALOGUE = [
         lambda _: trace_placement(good_builder, colour="red"),
         ValueError,
         ["Unknown option 'colour'"],
-        ["Options: device_count, soft_placement, optimize, device_scope, feed_dict, steps"],
+        ["Options: fn_kwargs, mode, device_count, soft_placement, optimize, device_scope"],
     ),
     Case(
         "show_placement-typo",

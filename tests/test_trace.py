@@ -24,6 +24,7 @@ ISSUE_OPS_COLUMNS = [
     "duration_us",
     "runs",
     "output_bytes",
+    "function",  # issue 10: the tf.function an op belongs to ("" in graph mode)
 ]
 ISSUE_EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 ISSUE_TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes"]

@@ -63,7 +63,7 @@ def trace_function(
         _tf_settings(soft_placement, optimize),
         tempfile.TemporaryDirectory(prefix="tfplace-profile-") as logdir,
     ):
-        graphs, space = _run(call, device_scope, steps, warmup, logdir)
+        graphs, space = _run(call, device_scope, steps, warmup, logdir, notes)
     log.append(captured.text)
     devices = [d.name for d in tf.config.list_logical_devices()]
     with paused_gc():
@@ -185,7 +185,7 @@ def _call_plain(wrapped: Any, name: str, args: tuple, kwargs: dict) -> Any:
             raise
         raise TraceError(
             f"{name} ran as tf.function({name}) so that its ops are placed and timed, and "
-            f"that failed: {type(exc).__name__}: {_first_line(exc)}. Code inside cannot call "
+            f"that failed: {_error_line(exc)}. Code inside cannot call "
             ".numpy(), print tensors with print() or branch on tensor values in Python. Make "
             "those parts TensorFlow ops (tf.print, tf.cond), or pass the tf.function (or the "
             "Keras model) that does the TensorFlow work instead."
@@ -220,6 +220,12 @@ def _jit_note(name: str, keras: bool = True) -> str:
         "visible): XLA runs the whole step as one cluster, so per-op placement is hidden. To "
         "see the ops, compile with model.compile(..., jit_compile=False)."
     )
+
+
+def _error_line(exc: BaseException) -> str:
+    """``Type: what went wrong``, without saying the type twice."""
+    line = _first_line(exc)
+    return line if line.startswith(type(exc).__name__) else f"{type(exc).__name__}: {line}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -259,7 +265,12 @@ def _tf_settings(soft_placement: bool, optimize: bool) -> Iterator[None]:
 
 
 def _run(
-    call: Callable[[], Any], device_scope: str | None, steps: int, warmup: int, logdir: str
+    call: Callable[[], Any],
+    device_scope: str | None,
+    steps: int,
+    warmup: int,
+    logdir: str,
+    notes: list[str],
 ) -> tuple[list, bytes]:
     """Run the calls; return the placed function graphs and the profiler's XSpace bytes."""
     import tensorflow as tf
@@ -298,6 +309,8 @@ def _run(
         space = handle.read()
     graphs = _unique_graphs(metadata.function_graphs)
     if not graphs:
+        if notes:  # XLA compiled the whole call: no op was placed one by one
+            raise TraceError(" ".join(notes))
         raise TraceError(
             "The call ran no TensorFlow op, so there is nothing to place. Pass a function "
             "that runs TensorFlow ops (a tf.function, a Keras model, or code using tf.*)."
@@ -311,10 +324,28 @@ def _user_call(call: Callable[[], Any]) -> Any:
     except TraceError:
         raise
     except Exception as exc:
+        placement = _placement_error(exc)
+        if placement:
+            raise TraceError(placement) from exc
         raise TraceError(
-            f"Your function raised {type(exc).__name__}: {_first_line(exc)}. Fix it and trace "
+            f"Your function raised {_error_line(exc)}. Fix it and trace "
             "again (its traceback is chained above)."
         ) from exc
+
+
+def _placement_error(exc: BaseException) -> str:
+    """A message with the fix when ``exc`` says a request could not be placed ("" if not)."""
+    import tensorflow as tf
+
+    text = str(exc)
+    if "Unable to find any devices for spec" not in text and "Cannot assign a device" not in text:
+        return ""
+    devices = ", ".join(d.name.split("device:")[-1] for d in tf.config.list_logical_devices())
+    return (
+        f"TensorFlow could not place an op where it was asked to ({_first_line(exc)}): soft "
+        f"placement is off, and the devices here are {devices}. Request one of those, or pass "
+        "soft_placement=True to let TensorFlow move it."
+    )
 
 
 def _unique_graphs(function_graphs: Any) -> list:

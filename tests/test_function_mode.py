@@ -1,0 +1,257 @@
+"""TF2 code as a first-class input: tf.functions, Keras models and training steps, traced for
+real in the eager runtime.
+
+Scenarios that need two logical CPUs run once, in a process of their own
+(``tests/tf2_scenarios.py``: logical devices must be set before the runtime starts); the
+tests here assert on the traces it saved. Scenarios that one CPU can show run in this process.
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfplace_widget import PlacementPanel, TraceError, show_placement, trace_placement
+from tfplace_widget.frames import OPS_COLUMNS
+
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
+SCRIPT = Path(__file__).with_name("tf2_scenarios.py")
+
+
+@pytest.fixture(scope="session")
+def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every scenario of ``tf2_scenarios.py``, run once on two logical CPUs."""
+    out = tmp_path_factory.mktemp("tf2") / "scenarios.pickle"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), str(out)], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    with open(out, "rb") as handle:
+        return pickle.load(handle)
+
+
+def result(scenarios: dict[str, Any], name: str) -> Any:
+    entry = scenarios[name]
+    assert "result" in entry, entry.get("traceback")
+    return entry["result"]
+
+
+def error(scenarios: dict[str, Any], name: str) -> str:
+    entry = scenarios[name]
+    assert "error" in entry, f"{name} did not fail"
+    assert entry["error"] == "TraceError", entry["traceback"]
+    return entry["message"]
+
+
+def row(trace: Any, op: str) -> Any:
+    ops = trace.ops.set_index("op")
+    assert op in ops.index, f"{op} not in {sorted(ops.index)}"
+    return ops.loc[op]
+
+
+# -- placement and how/reason -----------------------------------------------------------------
+def test_tf_device_inside_a_function(scenarios):
+    trace = result(scenarios, "device_inside")
+    assert trace.mode == "function" and list(trace.ops.columns) == OPS_COLUMNS
+    assert trace.device_of("C") == CPU1
+    c, a = row(trace, "C"), row(trace, "A")
+    assert (c["how"], c["requested_device"], c["function"]) == ("explicit", "/device:CPU:1", "f")
+    assert c["runs"] == 1
+    assert a["device"] == CPU0 and a["how"] == "implicit" and a["requested_device"] == ""
+    # A's value crosses from CPU:0 to C on CPU:1: a transfer from the partition graphs
+    moves = trace.transfers.set_index("tensor")
+    assert (moves.loc["A:0", "src_device"], moves.loc["A:0", "dst_device"]) == (CPU0, CPU1)
+    assert (row(trace, "x")["how"], row(trace, "x")["type"]) == ("runtime", "_Arg")
+
+
+def test_arguments_and_fn_kwargs_reach_the_function(scenarios):
+    trace = result(scenarios, "arguments")
+    assert row(trace, "Sum")["type"] == "AddV2" and row(trace, "Sum")["runs"] == 1
+    # scale=2.0 came through fn_kwargs: the traced body multiplies by it
+    assert "mul" in set(trace.ops["op"])
+
+
+def test_nested_functions_keep_their_names_and_owner(scenarios):
+    trace = result(scenarios, "nested")
+    double = row(trace, "PartitionedCall/double")
+    assert double["function"] == "inner" and double["how"] == "implicit"
+    assert row(trace, "before")["function"] == "outer"
+    assert not any(name.startswith("__inference") for name in trace.ops["function"])
+
+
+def test_tf_device_around_a_call_applies_to_the_body(scenarios):
+    trace = result(scenarios, "call_under_device")
+    double = row(trace, "PartitionedCall/double")
+    assert double["device"] == CPU1 and double["how"] == "explicit"
+    assert "around the call PartitionedCall (of inner)" in double["reason"]
+
+
+def test_device_scope_option_applies_to_every_op_without_a_request(scenarios):
+    h = row(result(scenarios, "device_scope_option"), "H")
+    assert h["device"] == CPU1 and h["how"] == "explicit"
+    assert "device_scope /cpu:1 around the whole call" in h["reason"]
+
+
+def test_while_loop_body_runs_once_per_iteration(scenarios):
+    trace = result(scenarios, "while_loop")
+    step = row(trace, "while/body/while/step")  # no run-dependent _N in the name
+    assert step["runs"] == 5 and step["how"] == "implicit"
+    user_ops = trace.ops[trace.ops["how"] != "runtime"]
+    assert not user_ops["op"].str.contains(r"body/_\d+/").any()
+
+
+def test_unmet_gpu_request_is_soft(scenarios):
+    g = row(result(scenarios, "gpu_request_soft"), "G")
+    assert (g["device"], g["how"], g["requested_device"]) == (CPU0, "soft", "/device:GPU:0")
+    assert "does not exist here" in g["reason"]
+
+
+def test_unmet_gpu_request_without_soft_placement_says_how_to_fix(scenarios):
+    message = error(scenarios, "gpu_request_no_soft")
+    assert "/device:GPU:0" in message and "soft_placement=True" in message
+    assert "CPU:0, CPU:1" in message
+
+
+# -- Keras -------------------------------------------------------------------------------------
+def test_keras_model_forward_pass_leaves_the_weights_alone(scenarios):
+    outcome = result(scenarios, "keras_forward")
+    trace = outcome["trace"]
+    assert outcome["weights_unchanged"]
+    matmuls = trace.ops[trace.ops["op"].str.endswith("/MatMul")]
+    assert len(matmuls) == 2 and (matmuls["runs"] == 1).all()
+    reads = trace.ops[trace.ops["type"] == "ReadVariableOp"]
+    assert len(reads) == 4 and set(reads["device"]) == {CPU0}
+    assert trace.source.startswith("sequential")
+
+
+def test_train_on_batch_runs_warmup_plus_steps_real_training_steps(scenarios):
+    outcome = result(scenarios, "keras_train_on_batch")
+    trace = outcome["trace"]
+    assert outcome["iterations"] == 2  # warmup=1 + steps=1, documented
+    types = set(trace.ops["type"])
+    assert {"AssignSubVariableOp", "AssignAddVariableOp"} <= types  # Adam's updates
+    assert trace.ops["op"].str.startswith("gradient_tape/").any()
+    assert set(trace.ops["function"]) == {"one_step_on_data"}
+    assert trace.source.startswith("sequential") and trace.source.endswith(".train_on_batch")
+
+
+def test_warmup_zero_runs_the_step_once(scenarios):
+    assert result(scenarios, "keras_train_warmup_zero")["iterations"] == 1
+
+
+def test_gradient_tape_step_shows_gradients_and_updates(scenarios):
+    trace = result(scenarios, "gradient_tape_step")
+    ops = trace.ops
+    assert ops["op"].str.startswith("gradient_tape/").any()
+    assert (ops["type"] == "AssignSubVariableOp").sum() == 4  # SGD on 2 kernels + 2 biases
+    grads = ops[ops["op"].str.startswith("gradient_tape/")]
+    assert grads["runs"].notna().any()
+
+
+def test_a_builder_using_an_eager_model_falls_back_to_function_mode(scenarios):
+    trace = result(scenarios, "lambda_using_eager_model")
+    assert trace.mode == "function"
+    assert "traced it as TF2 code (mode='function') instead" in trace.log
+    assert trace.ops["op"].str.endswith("/MatMul").sum() == 2
+
+
+def test_a_builder_returning_an_eager_tensor_is_traced_as_tf2(scenarios):
+    trace = result(scenarios, "builder_returning_eager_tensor")
+    assert trace.mode == "function" and "eager tensor" in trace.log
+
+
+def test_mirrored_strategy_puts_each_replica_on_its_device(scenarios):
+    trace = result(scenarios, "mirrored_strategy")
+    assert trace.device_of("S") == CPU0
+    assert trace.device_of("replica_1/S") == CPU1
+    assert row(trace, "replica_1/S")["how"] == "explicit"
+
+
+# -- options, errors, state --------------------------------------------------------------------
+def test_optimize_false_keeps_the_body_as_written_and_true_folds_it(scenarios):
+    outcome = result(scenarios, "optimize_on_and_off")
+    off, on = outcome["off"], outcome["on"]
+    assert row(off, "folded")["type"] == "AddV2" and "ones" in set(off.ops["op"])
+    folded = row(on, "folded")
+    assert folded["type"] == "Const" and "ones" not in set(on.ops["op"])
+    assert "Built as AddV2" in folded["reason"]
+
+
+def test_numpy_inside_a_plain_callable_says_what_to_write(scenarios):
+    message = error(scenarios, "numpy_inside")
+    assert "tf.function(plain)" in message and ".numpy()" in message
+    assert "AttributeError: 'SymbolicTensor'" in message
+
+
+def test_wrong_cpu_count_shows_the_line_to_put_first(scenarios):
+    message = error(scenarios, "wrong_cpu_count")
+    assert "already started with 2" in message
+    assert "[tf.config.LogicalDeviceConfiguration()] * 3" in message
+
+
+def test_jit_compiled_function_says_xla_hides_the_ops(scenarios):
+    message = error(scenarios, "jit_compiled")
+    assert "XLA" in message and "jit_compile=False" in message
+
+
+def test_tf_settings_are_restored_and_the_profiler_is_free(scenarios):
+    outcome = result(scenarios, "state_restored")
+    assert outcome["before"] == outcome["after"]
+
+
+def test_a_running_profiler_is_a_clear_error(scenarios):
+    assert "Another TensorFlow profiler session" in error(scenarios, "profiler_busy")
+
+
+# -- in this process (one CPU) -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def double(tf: Any) -> Any:
+    @tf.function
+    def double(v):
+        return tf.multiply(v, 2.0, name="twice")
+
+    return double
+
+
+def test_show_placement_takes_a_tf_function_and_its_arguments(tf, double):
+    x = tf.ones((8,))
+    panel = show_placement(double, x)
+    assert isinstance(panel, PlacementPanel) and panel.trace.mode == "function"
+    assert panel.trace.device_of("twice").endswith("CPU:0")
+    rerun = panel.run()  # the re-run calls it with the same arguments
+    assert rerun is not None and "twice" in set(rerun.ops["op"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"mode": "tf2"}, "mode must be one of"),
+        ({"mode": "graph"}, "mode='graph' calls the graph builder with no arguments"),
+        ({"feed_dict": {"x": 1}}, "feed_dict only apply to a TF1 graph builder"),
+        ({"fn_kwargs": [1]}, "fn_kwargs must be a dict"),
+        ({"warmup": -1}, "warmup must be a whole number from 0"),
+    ],
+)
+def test_bad_function_mode_options_are_clear_errors(tf, double, kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        trace_placement(double, tf.ones((2,)), **kwargs)
+
+
+def test_graph_mode_refuses_eager_objects_when_asked_for_explicitly(tf):
+    x = tf.ones((2,))
+    with pytest.raises(TraceError, match="mode='function'"):
+        trace_placement(lambda: x + 1.0, mode="graph")
+
+
+def test_old_graph_builders_still_run_in_graph_mode(tf):
+    def build():
+        return tf.add(tf.ones((3,), name="A"), 1.0, name="B")
+
+    trace = trace_placement(build, device_count={"CPU": 2})
+    assert trace.mode == "graph" and set(trace.ops["function"]) == {""}
