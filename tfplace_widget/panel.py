@@ -37,6 +37,10 @@ TABLE_COLUMNS = [
     ("duration_us", "duration"),
     ("runs", "runs"),
 ]
+_MODE_LABELS = {
+    "function": "TF2 code, run in the eager runtime",
+    "graph": "graph builder, run in a Session",
+}
 PAGE_SIZE = 50
 MAX_LOG_LINES = 400
 MAX_CPUS = 16
@@ -292,9 +296,11 @@ class PlacementPanel(widgets.VBox):
         source = (
             f" <span style='opacity:.7'>{html.escape(trace.source)}</span>" if trace.source else ""
         )
+        mode = _MODE_LABELS.get(trace.mode, "")
+        mode_tag = f" <span style='opacity:.7'>· {html.escape(mode)}</span>" if mode else ""
         self.header.value = (
             f"<div style='color:var(--jp-ui-font-color1)'>"
-            f"<b>TensorFlow placement</b>{source}: {len(trace.ops):,} ops on "
+            f"<b>TensorFlow placement</b>{source}{mode_tag}: {len(trace.ops):,} ops on "
             f"{len(trace.devices)} devices · {how_text} · <b>{n_transfers}</b> cross-device "
             f"transfers ({html.escape(format_bytes(moved))})"
             + "".join(f"<div style='opacity:.8'>{html.escape(n)}</div>" for n in notes)
