@@ -255,3 +255,18 @@ def test_old_graph_builders_still_run_in_graph_mode(tf):
 
     trace = trace_placement(build, device_count={"CPU": 2})
     assert trace.mode == "graph" and set(trace.ops["function"]) == {""}
+
+
+def test_optimize_true_names_the_ops_a_fused_kernel_replaced(tf):
+    kernel = tf.Variable(tf.ones((8, 4)))
+    bias = tf.Variable(tf.ones((4,)))
+
+    @tf.function
+    def dense(v):
+        return tf.nn.relu(tf.nn.bias_add(tf.matmul(v, kernel), bias), name="act")
+
+    fused = row(trace_placement(dense, tf.ones((16, 8)), optimize=True), "act")
+    assert "Fused" in fused["type"]
+    assert "MatMul + BiasAdd + Relu fused into one" in fused["reason"]
+    plain = trace_placement(dense, tf.ones((16, 8)), optimize=False)
+    assert row(plain, "act")["type"] == "Relu" and "MatMul" in set(plain.ops["op"])

@@ -96,3 +96,28 @@ def test_load_ext_sends_plotlys_code_before_the_first_panel(ip):
     ip.run_line_magic("load_ext", "tfplace_widget")
     opened = [w for w in _instances.values() if isinstance(w, PlotlyBundle) and w.comm is not None]
     assert len(opened) == 1
+
+
+TF2_SETUP = """
+import tensorflow as tf
+
+@tf.function
+def scaled(v):
+    return tf.multiply(v, 3.0, name="scale")
+
+x = tf.ones((4,))
+"""
+
+
+def test_cell_magic_traces_a_tf2_cell_whose_last_expression_is_the_call(ip):
+    ip.run_cell(TF2_SETUP)
+    panel = ip.run_cell_magic("tfplace", "", "scaled(x)")
+    assert isinstance(panel, PlacementPanel)
+    trace = panel.trace
+    assert trace.mode == "function"
+    assert "traced it as TF2 code" in trace.log
+    ops = trace.ops.set_index("op")
+    # the cell became one tf.function calling `scaled`: its op keeps its name under the call
+    scale = ops[ops.index.str.endswith("scale")]
+    assert len(scale) == 1 and scale["function"].iloc[0] == "scaled"
+    assert scale["runs"].iloc[0] == 1

@@ -102,6 +102,8 @@ def frames_from_records(
     requested, how, reason = explainer.explain_all(names, ops["type"].tolist(), op_devices)
     ops["requested_device"] = requested
     ops["how"] = pd.Categorical(how, categories=list(_HOW_CATEGORIES))
+    if executed.fused:
+        _name_fused_ops(reason, names, ops["type"].tolist(), executed.fused)
     ops["reason"] = reason
     function_of = executed.function.get
     ops["function"] = [function_of(name, "") for name in names]
@@ -117,6 +119,23 @@ def frames_from_records(
         source=source,
         truncated=truncated,
     )
+
+
+_FUSED_PREFIX = re.compile(r"^_(?:Mkl)?(?:Native)?Fused")
+
+
+def _name_fused_ops(
+    reasons: list[str], names: list[str], types: list[str], fused: dict[str, list[str]]
+) -> None:
+    """Say which ops a fused kernel replaced (its ``fused_ops``), in place."""
+    for index, name in enumerate(names):
+        parts = fused.get(name)
+        if parts:
+            base = _FUSED_PREFIX.sub("", types[index]) or types[index]
+            reasons[index] += (
+                f" It is {' + '.join([base, *parts])} fused into one {types[index]} kernel by "
+                "Grappler's remapper (optimize=True)."
+            )
 
 
 _HOW_CATEGORIES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")

@@ -105,6 +105,8 @@ def read_function_graphs(
                     device = canonical[node.device] = canonical_device(node.device)
                 executed.device[display] = device
                 executed.type[display] = node.op
+                if "fused_ops" in node.attr:
+                    executed.fused[display] = [f.decode() for f in node.attr["fused_ops"].list.s]
                 if origin is not None:
                     _add_facts(facts, display, origin, display[: len(display) - len(origin.name)])
                     if eager:  # the eager runtime, not the user, set its device

@@ -37,6 +37,7 @@ class Executed:
     """The executed graph (from partition graphs): node -> device, type, inputs; transfers.
 
     ``function`` names the tf.function (or Keras call) each node belongs to, in function mode.
+    ``fused`` names what a fused kernel (``_FusedMatMul``...) replaced, when TF recorded it.
     """
 
     device: dict[str, str] = field(default_factory=dict)
@@ -44,6 +45,8 @@ class Executed:
     inputs: dict[str, list[str]] = field(default_factory=dict)
     transfers: list[tuple[str, str, str]] = field(default_factory=list)
     function: dict[str, str] = field(default_factory=dict)
+    # node -> the ops Grappler's remapper fused into it (its ``fused_ops`` attr)
+    fused: dict[str, list[str]] = field(default_factory=dict)
 
 
 def producer(tensor_name: str) -> str:
