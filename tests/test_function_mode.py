@@ -270,3 +270,19 @@ def test_optimize_true_names_the_ops_a_fused_kernel_replaced(tf):
     assert "MatMul + BiasAdd + Relu fused into one" in fused["reason"]
     plain = trace_placement(dense, tf.ones((16, 8)), optimize=False)
     assert row(plain, "act")["type"] == "Relu" and "MatMul" in set(plain.ops["op"])
+
+
+def test_keras_with_xla_says_how_to_see_the_ops(tf):
+    import keras
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    features, labels = tf.ones((8, 4)), tf.ones((8, 2))
+    try:
+        trace = trace_placement(model.train_on_batch, features, labels)
+    except TraceError as exc:  # XLA ran the whole step: no op was placed one by one
+        message = str(exc)
+    else:
+        message = " ".join(trace.notes)
+        assert message in trace.log
+    assert "XLA" in message and "jit_compile=False" in message
