@@ -21,14 +21,8 @@ CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 TWO_CPUS = {"CPU": 2}
 SEED_N = 1000  # the seed uses 10**6; from 1000 elements on, the placement does not depend on n
-# The real GPU traces live in the project's read-only shared/ folder, beside the repository
-# (in CI too: a copy of shared/ sits next to the clone).
-GPU_TRACES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "gpu-traces"
-if not GPU_TRACES.is_dir():
-    raise RuntimeError(
-        f"The shared GPU trace fixtures are missing: expected {GPU_TRACES}. Tests read the "
-        "project's shared/ folder next to this repository; clone the repository beside it."
-    )
+# The real GPU traces recorded by other people, vendored in the package (with their licences).
+GPU_TRACES = Path(__file__).resolve().parents[1] / "tfplace_widget" / "examples" / "gpu_traces"
 
 
 @pytest.fixture(scope="session")
