@@ -5,6 +5,7 @@ Thin on purpose: TensorFlow, pandas and plotly load on first use, so ``%load_ext
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from .errors import TraceError
@@ -23,7 +24,10 @@ __all__ = [
     "trace_placement",
     "unload_ipython_extension",
 ]
-__version__ = "0.1.0"
+try:  # one source of truth: the installed package's metadata (pyproject.toml)
+    __version__ = _metadata.version("tfplace_widget")
+except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
+    __version__ = "0+unknown"
 
 _LAZY = {
     "trace_placement": ("tracer", "trace_placement"),

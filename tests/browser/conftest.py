@@ -18,6 +18,7 @@ Every wait is bounded. Tests here get the ``browser`` marker; they are skipped o
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -80,7 +81,15 @@ _PROMPTS_JS = f"""() => Array.from(
 # -------------------------------------------------------------------------------------------
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = None
-    if not CHROMIUM.exists() and not IN_CI:
+    missing = [
+        name for name in ("playwright", "jupyterlab") if importlib.util.find_spec(name) is None
+    ]
+    if missing and not IN_CI:
+        skip = pytest.mark.skip(
+            reason=f"{' and '.join(missing)} not installed: install the `browser` extra "
+            '(pip install -e ".[browser]") or run `./dev test`; in CI these tests never skip.'
+        )
+    elif not CHROMIUM.exists() and not IN_CI:
         skip = pytest.mark.skip(
             reason=f"Debian's chromium is not installed at {CHROMIUM}: run `./dev test`, which "
             "installs it (apt-get install chromium); in CI these tests never skip."

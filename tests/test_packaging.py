@@ -1,0 +1,59 @@
+"""A clone alone is the whole project: no file outside it is needed, and the metadata agrees."""
+
+from __future__ import annotations
+
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import tfplace_widget
+from tfplace_widget.examples import GPU_TRACES, gpu_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+
+def tracked_files() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [ROOT / name for name in listed]
+
+
+def test_no_code_reads_the_shared_folder_beside_the_clone():
+    code = [p for p in tracked_files() if p.suffix in (".py", ".ipynb") or p.name in ("dev", "run")]
+    readers = [
+        str(p.relative_to(ROOT))
+        for p in code
+        if p.is_file() and ("shared/fixtures" in p.read_text() or "../shared" in p.read_text())
+    ]
+    assert readers == []
+
+
+def test_every_vendored_trace_folder_keeps_its_licence_and_origin():
+    folders = sorted(p for p in GPU_TRACES.iterdir() if p.is_dir())
+    assert [p.name for p in folders] == ["ikhlestov-tensorflow-profiling", "kittibox", "riptide"]
+    readme = (GPU_TRACES / "README.md").read_text()
+    for folder in folders:
+        assert (folder / "LICENSE").read_text().strip(), folder
+        assert folder.name in readme
+    assert gpu_trace("riptide/timeline.ctf.json").is_file()
+
+
+def test_version_and_licence_come_from_one_place():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert tfplace_widget.__version__ == metadata.version("tfplace_widget") == project["version"]
+    assert project["license"] == {"text": "MIT"}
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert (ROOT / "tfplace_widget" / "py.typed").exists()
+
+
+def test_extras_split_test_browser_and_lint_and_dev_has_them_all():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert {"test", "browser", "lint", "dev"} <= set(extras)
+    assert extras["dev"] == ["tfplace_widget[test,browser,lint]"]
+    assert not any(name.startswith(("jupyterlab", "playwright")) for name in extras["test"])
