@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
-from ..errors import TraceError, read_file
+from ..errors import TraceError
+from .files import read_trace_bytes
 from .records import Records
+
+# Microseconds: 10^17 us is over 3,000 years; anything beyond is a broken field, not a time.
+MAX_ABS_US = 10**17
 
 
 def records_from_chrome(path: str | os.PathLike) -> Records:
+    """Op executions (``ph: "X"`` on ``<device> Compute`` lanes) of a Chrome trace, checked.
+
+    Every field read is checked: a record with a bad one (a time that is not a finite number
+    of microseconds, a negative duration, ``args`` that is not an object, a ``pid``/``tid``
+    that is not a number) is a ``TraceError`` naming the file, the record and the field.
+    """
     where = os.fspath(path)
-    raw = read_file(where, "trace file")
+    raw = read_trace_bytes(where)
     if not raw.strip():
         raise TraceError(f"{where!r} is empty, not a Chrome trace. Write one with timeline.py.")
     try:
@@ -29,32 +40,32 @@ def records_from_chrome(path: str | os.PathLike) -> Records:
             "from TensorFlow's timeline.py."
         )
     lanes: dict[Any, str] = {}
-    for event in events:
+    for index, event in enumerate(events):
         if (
             isinstance(event, dict)
             and event.get("ph") == "M"
             and event.get("name") == "process_name"
         ):
-            name = str((event.get("args") or {}).get("name", ""))
+            name = str(_args(event, index, where).get("name", ""))
             if name.endswith(" Compute"):
-                lanes[event.get("pid")] = name[: -len(" Compute")]
+                lanes[_process_id(event, index, where)] = name[: -len(" Compute")]
     records = Records()
-    for event in events:
+    for index, event in enumerate(events):
         if not isinstance(event, dict) or event.get("ph") != "X":
             continue
-        lane = lanes.get(event.get("pid"))
+        lane = lanes.get(_process_id(event, index, where))
         if lane is None:
             continue
-        args = event.get("args") or {}
+        args = _args(event, index, where)
         node = str(args.get("name", event.get("name", "")))
         op_type = str(args.get("op", event.get("name", "")))
         inputs = [str(args[k]) for k in sorted(args) if k.startswith("input")]
         records.op.append(node)
         records.type.append(op_type)
         records.lane.append(lane)
-        records.thread.append(int(event.get("tid", 0) or 0))
-        records.start.append(int(event.get("ts", 0)))
-        records.duration.append(int(event.get("dur", 0) or 0))
+        records.thread.append(_whole(event, index, where, "tid", default=0))
+        records.start.append(_whole(event, index, where, "ts"))
+        records.duration.append(_whole(event, index, where, "dur", default=0, negative=False))
         records.label.append(f"{node} = {op_type}({', '.join(inputs)})")
         records.output_bytes.append(())
     if not records.op:
@@ -63,3 +74,46 @@ def records_from_chrome(path: str | os.PathLike) -> Records:
             "Compute' lane), so there is nothing to show. Trace a run with FULL_TRACE first."
         )
     return records
+
+
+def _bad(where: str, index: int, field: str, value: Any, expected: str) -> TraceError:
+    return TraceError(
+        f"{where!r}: record {index} of traceEvents has {field}={json.dumps(value)[:40]}, but "
+        f"{field} must be {expected}. Fix or drop that record (TensorFlow's timeline.py never "
+        "writes such a value)."
+    )
+
+
+def _whole(
+    event: dict, index: int, where: str, field: str, default: int | None = None, negative=True
+) -> int:
+    """A time, duration or thread id in whole microseconds (floats are truncated)."""
+    if field not in event and default is not None:
+        return default
+    value = event.get(field)
+    expected = ("a number of microseconds" if field != "tid" else "a number (the thread id)") + (
+        "" if negative else " that is not negative"
+    )
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad(where, index, field, value, expected)
+    if not math.isfinite(value) or abs(value) >= MAX_ABS_US:
+        raise _bad(where, index, field, value, f"{expected}, finite and below 1e17")
+    if not negative and value < 0:
+        raise _bad(where, index, field, value, expected)
+    return int(value)
+
+
+def _args(event: dict, index: int, where: str) -> dict:
+    args = event.get("args")
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise _bad(where, index, "args", args, "an object of named values")
+    return args
+
+
+def _process_id(event: dict, index: int, where: str) -> Any:
+    pid = event.get("pid")
+    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, (int, str))):
+        raise _bad(where, index, "pid", pid, "a number (the process id)")
+    return pid

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..devices import canonical_device
-from ..errors import TraceError, read_file
+from ..errors import TraceError
+from .files import read_trace_bytes, trace_format
 from .records import Executed, Records, producers
 
 
@@ -34,13 +35,13 @@ def _load_run_metadata_file(path: str) -> Any:
     from google.protobuf import text_format
     from tensorflow.core.protobuf import config_pb2
 
-    data = read_file(path, "trace file")
+    data = read_trace_bytes(path)
     if not data:
         raise TraceError(
             f"{path!r} is empty, not a trace. Write one with "
             "open(path, 'wb').write(run_metadata.SerializeToString())."
         )
-    if path.endswith((".pbtxt", ".txt")):
+    if trace_format(path) == "text":
         message = config_pb2.RunMetadata()
         try:
             text_format.Parse(data.decode("utf-8"), message)

@@ -1,0 +1,35 @@
+"""Trace files on disk: which reader a path needs, and its bytes (gunzipped when gzip)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+from ..errors import TraceError, read_file
+
+
+def trace_format(path: str | os.PathLike) -> str:
+    """``"chrome"`` (``.json``), ``"text"`` (``.pbtxt``/``.txt``) or ``"binary"`` (anything
+    else: a serialized RunMetadata), by the name's suffix, any case, a ``.gz`` after it ignored."""
+    name = os.fspath(path).lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    if name.endswith(".json"):
+        return "chrome"
+    if name.endswith((".pbtxt", ".txt")):
+        return "text"
+    return "binary"
+
+
+def read_trace_bytes(where: str) -> bytes:
+    """The bytes of a trace file, gunzipped when it is gzip (``.gz``, or by its magic bytes)."""
+    raw = read_file(where, "trace file")
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise TraceError(
+                f"{where!r} is a gzip file that cannot be decompressed (it may be truncated): "
+                f"{exc}. Write it again with gzip.open(path, 'wb')."
+            ) from exc
+    return raw
