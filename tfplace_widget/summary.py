@@ -64,6 +64,19 @@ def transfer_totals(transfers: pd.DataFrame) -> tuple[int, int]:
     return len(transfers), int(total)
 
 
+def transfer_bytes_text(transfers: pd.DataFrame) -> str:
+    """The bytes the transfers moved, in words: ``"1.2 MB"``, ``"1.2 MB (2 of 3 sizes known)"``,
+    or ``"sizes not recorded"`` (TF2 traces: the eager runtime records no tensor sizes)."""
+    known = int(transfers["bytes"].notna().sum()) if len(transfers) else 0
+    if len(transfers) and not known:
+        return "sizes not recorded"
+    _, moved = transfer_totals(transfers)
+    text = format_bytes(moved)
+    if known < len(transfers):
+        text += f" ({known} of {len(transfers)} sizes known)"
+    return text
+
+
 def format_us(us: float) -> str:
     """``850 µs``, ``12.3 ms``, ``1.25 s``."""
     if us != us:  # NaN
