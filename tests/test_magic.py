@@ -73,17 +73,48 @@ def test_cell_without_a_last_expression_runs_every_sink(ip):
     assert "Y" in set(panel.trace.ops["op"])
 
 
-def test_unload_removes_everything_and_load_is_instant(ip):
+def test_unload_removes_everything(ip):
     ip.run_line_magic("unload_ext", "tfplace_widget")
     try:
         assert "tfplace" not in ip.magics_manager.magics["cell"]
         assert "show_placement" not in ip.user_ns and "trace_placement" not in ip.user_ns
     finally:
         ip.run_line_magic("load_ext", "tfplace_widget")
-    # importing the package must not import TensorFlow (that is what keeps %load_ext instant)
-    code = "import sys, tfplace_widget; print('tensorflow' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+
+
+LOAD_IN_A_FRESH_SHELL = """
+import sys
+from IPython.core.interactiveshell import InteractiveShell
+from tfplace_widget import magics
+magics.warm_up = lambda: None  # the background import is what this test keeps out
+shell = InteractiveShell.instance()
+shell.run_line_magic("load_ext", "tfplace_widget")
+assert "tfplace" in shell.magics_manager.magics["cell"], "no magic"
+slow = ["tensorflow", "pandas", "plotly", "plotly.io", "nbformat", "jsonschema"]
+print(sorted(name for name in slow if name in sys.modules))
+"""
+
+
+def test_load_ext_returns_without_importing_tensorflow_pandas_or_plotly():
+    """What made %load_ext take 1.8 s (plotly.io -> nbformat -> jsonschema's grammars) and what
+    would make it take longer (TensorFlow, pandas) is imported in the background, not by the
+    load itself. benchmarks/startup.py times it (0.14 s here against 1.8 s before)."""
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD_IN_A_FRESH_SHELL],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.strip() == "[]", out.stderr[-2000:]
+
+
+def test_the_background_import_brings_the_panel(ip):
+    from tfplace_widget import magics
+
+    thread = magics.warm_up()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and "tfplace_widget.panel" in sys.modules
 
 
 def test_load_ext_sends_plotlys_code_before_the_first_panel(ip):

@@ -1,6 +1,8 @@
 """tfplace_widget: see where TensorFlow placed every op, why, and when it ran.
 
 Thin on purpose: TensorFlow, pandas and plotly load on first use, so ``%load_ext`` is instant.
+``show_placement`` and ``trace_placement`` are the entry points themselves, importing their
+implementation on first call.
 """
 
 from __future__ import annotations
@@ -11,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .panel import PlacementPanel, show_placement
+    from .panel import PlacementPanel
     from .trace import PlacementTrace
-    from .tracer import trace_placement
 
 __all__ = [
     "PlacementPanel",
@@ -30,11 +31,30 @@ except _metadata.PackageNotFoundError:  # imported from a source tree that is no
     __version__ = "0+unknown"
 
 _LAZY = {
-    "trace_placement": ("tracer", "trace_placement"),
     "PlacementTrace": ("trace", "PlacementTrace"),
-    "show_placement": ("panel", "show_placement"),
     "PlacementPanel": ("panel", "PlacementPanel"),
 }
+
+
+def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPanel:
+    """Trace ``fn(*args)`` (or take a trace, RunMetadata or trace file) and show the panel.
+
+    ``fn`` is TF2 code (a tf.function, a Keras model, ``model.train_on_batch``, any callable)
+    or a TF1 graph builder; options are those of :func:`trace_placement`, keyword-only.
+    """
+    from .panel import show_placement as show
+
+    return show(fn_or_trace, *args, **options)
+
+
+def trace_placement(fn: Any, *args: Any, **options: Any) -> PlacementTrace:
+    """Run ``fn`` for real with a full trace and explain where each op was placed.
+
+    See :func:`tfplace_widget.tracer.trace_placement` for the options (keyword-only).
+    """
+    from .tracer import trace_placement as trace
+
+    return trace(fn, *args, **options)
 
 
 def __getattr__(name: str) -> Any:

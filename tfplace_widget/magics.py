@@ -8,6 +8,9 @@ is what gets fetched. The magic returns the panel, so the panel is the cell's ou
 from __future__ import annotations
 
 import ast
+import contextlib
+import importlib
+import threading
 from typing import Any
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -58,24 +61,44 @@ def _builder_from_cell(cell: str, namespace: dict) -> Any:
 
 
 def load(ipython: Any) -> None:
-    """Register ``%%tfplace`` and put the public functions in the user's namespace."""
-    from .panel import show_placement
-    from .tracer import trace_placement
+    """Register ``%%tfplace``, put the public functions in the user's namespace, send plotly's
+    widget code, and import the rest (pandas, plotly) in the background: about 0.1 s here,
+    where importing the panel (plotly.io pulls in nbformat and jsonschema) takes over a second.
+    """
+    from . import show_placement, trace_placement
+    from .bundle_holder import bundle_available, holder
 
     ipython.register_magic_function(tfplace, magic_kind="cell", magic_name="tfplace")
     ipython.push({"show_placement": show_placement, "trace_placement": trace_placement})
     # Send plotly's widget code now: the page loads it (about a second) while the user writes
     # the first cell, instead of while that cell's panel waits to be drawn.
-    from .plotly_bundle import compact, holder
-
-    if compact():
+    if bundle_available():
         holder()
+    warm_up()
+
+
+_warm_up: threading.Thread | None = None
+
+
+def warm_up() -> threading.Thread:
+    """Import the panel's modules in a background thread (once per process), so that the first
+    ``show_placement`` does not pay for them. TensorFlow is left alone: its import logs from
+    C++, which is captured only when a trace imports it."""
+    global _warm_up
+    if _warm_up is None:
+        _warm_up = threading.Thread(target=_import_panel, name="tfplace-warm-up", daemon=True)
+        _warm_up.start()
+    return _warm_up
+
+
+def _import_panel() -> None:
+    with contextlib.suppress(Exception):  # an import error shows when the panel is used
+        importlib.import_module("tfplace_widget.panel")
 
 
 def unload(ipython: Any) -> None:
     """Undo :func:`load`: drop the magic and the names it added (if the user kept ours)."""
-    from .panel import show_placement
-    from .tracer import trace_placement
+    from . import show_placement, trace_placement
 
     ipython.magics_manager.magics["cell"].pop("tfplace", None)
     ours = {"show_placement": show_placement, "trace_placement": trace_placement}
