@@ -32,6 +32,12 @@ WARM_UP = 20
 RSS_GROWTH_MB = 40
 RERUNS = 60
 RERUN_RSS_GROWTH_MB = 15  # measured 1.2-1.3 MB here (7 MB per 50 before figure reuse)
+# Issue 11: panels made and closed, each kept as IPython's output history keeps a displayed
+# one. Measured on the 2-CPU dev container: 100 of them grew RSS by 36 MB (6,500 widgets left
+# open) when close() closed only the outer box, and by 9-10 MB once it closed every widget and
+# let go of the trace: about what the 100 traces alone cost (see RSS_GROWTH_MB above).
+PANELS = 100
+PANELS_RSS_GROWTH_MB = 20
 
 
 class SessionLog:
@@ -164,6 +170,88 @@ def test_panel_reruns_do_not_pile_up_widgets_or_memory():
     assert len(ipywidget._instances) == widgets
     assert panel.timeline is figure  # one FigureWidget for the panel's life
     assert growth < RERUN_RSS_GROWTH_MB
+
+
+def _is_shared_holder(widget: Any) -> bool:
+    """The kernel's one plotly bundle holder: made with the first figure, never the panel's."""
+    return type(widget).__name__ == "PlotlyBundle"
+
+
+def _widget_tree(root: Any) -> list[Any]:
+    """``root`` and every widget its traits reach (children, layouts, styles, the figure)."""
+    found: dict[int, Any] = {}
+    stack = [root]
+    while stack:
+        widget = stack.pop()
+        if id(widget) in found or _is_shared_holder(widget):
+            continue
+        found[id(widget)] = widget
+        for name in widget.keys:
+            value = getattr(widget, name, None)
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(item, ipywidget.Widget):
+                    stack.append(item)
+    return list(found.values())
+
+
+def test_close_closes_every_widget_the_panel_made_and_lets_go_of_its_trace():
+    before = set(ipywidget._instances)
+    panel = show_placement(small_graph, device_count=THREE_CPUS)
+    made = [
+        widget
+        for key, widget in ipywidget._instances.items()
+        if key not in before and not _is_shared_holder(widget)
+    ]
+    assert len(made) > 50  # controls, table, figure, chips, their layouts and styles
+    trace, figure = weakref.ref(panel.trace), weakref.ref(panel.timeline)
+    panel.close()
+    registered = set(map(id, ipywidget._instances.values()))
+    still_open = [type(w).__name__ for w in made if w.comm is not None or id(w) in registered]
+    assert not still_open, f"{len(still_open)} of {len(made)} widgets left open: {still_open}"
+    del made
+    history = [panel]  # IPython's output history keeps a displayed panel object
+    gc.collect()
+    assert trace() is None, "a closed panel still holds its trace"
+    # The plotly FigureWidget is an anywidget: once closed, nothing may keep it (a plain
+    # go.FigureWidget would stay forever, held by anywidget's class-level _esm file signal).
+    assert figure() is None, "the closed panel's FigureWidget is still alive"
+    assert history[0].timeline is None and len(history[0].visible_ops) == 0
+    panel.close()  # twice is harmless
+
+
+def test_a_rerun_closes_what_it_replaces():
+    panel = show_placement(small_graph, device_count=THREE_CPUS)
+    before = _widget_tree(panel)
+    replaced_timeline = weakref.ref(panel._timeline)
+    gc.disable()  # what the re-run replaces is freed at once, not by the cyclic collector
+    try:
+        panel.cpus.value = 4  # a CPU more: new chips
+        assert panel.run() is not None, panel.message.value
+        assert replaced_timeline() is None, "the replaced timeline waits for the collector"
+    finally:
+        gc.enable()
+    after = set(map(id, _widget_tree(panel)))
+    replaced = [widget for widget in before if id(widget) not in after]
+    assert replaced  # the old chips, their layouts and styles
+    registered = set(map(id, ipywidget._instances.values()))
+    assert all(w.comm is None and id(w) not in registered for w in replaced)
+
+
+def test_100_panels_made_and_closed_grow_rss_by_less_than_20_mb():
+    history = []  # IPython's output history keeps every displayed panel object
+    for _ in range(5):
+        panel = show_placement(small_graph, device_count=THREE_CPUS)
+        panel.close()
+        history.append(panel)
+    widgets, baseline = len(ipywidget._instances), rss_mb()
+    for _ in range(PANELS):
+        panel = show_placement(small_graph, device_count=THREE_CPUS)
+        panel.close()
+        history.append(panel)
+    growth = rss_mb() - baseline
+    print(f"\nRSS growth over {PANELS} panels made and closed: {growth:.1f} MB")
+    assert len(ipywidget._instances) == widgets
+    assert growth < PANELS_RSS_GROWTH_MB
 
 
 def test_a_gpu_would_not_be_grabbed_whole(sessions):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -214,3 +215,123 @@ def test_gpu_trace_lanes_in_the_timeline():
     assert "CPU:0" in ticks
     panel.search.value = "MatMul"
     assert "MatMul" in panel._timeline.highlighted_ops()
+
+
+# -- re-run options (issue 11) ---------------------------------------------------------------
+CPU = "/job:localhost/replica:0/task:0/device:CPU:{}"
+
+
+def pinned_to_cpu2():
+    """D asks for CPU:2: explicit with three CPUs or more, moved by soft placement with fewer."""
+    x = tf.ones((8,), name="X")
+    with tf.device("/cpu:2"):
+        return tf.add(x, x, name="D")
+
+
+def test_untouched_rerun_uses_the_panel_device_count_in_any_key_case(seed_trace):
+    # Device types are not case-sensitive: {"cpu": 3} asks for three CPUs, whatever the trace
+    # on screen (here the two-CPU seed) has.
+    panel = PlacementPanel(seed_trace, builder=pinned_to_cpu2, options={"device_count": {"cpu": 3}})
+    assert panel.cpus.value == 3
+    trace = panel.run()
+    assert trace is not None, panel.message.value
+    assert len(trace.devices) == 3
+    assert trace.device_of("D") == CPU.format(2)  # not moved to CPU:0 by a count of 2
+    assert op_how(trace, "D") == "explicit"
+
+
+def test_a_device_count_above_16_is_shown_and_rerun_as_given():
+    panel = show_placement(pinned_to_cpu2, device_count={"CPU": 24})
+    assert len(panel.trace.devices) == 24
+    assert panel.cpus.value == 24  # not clamped to 16
+    trace = panel.run()
+    assert trace is not None, panel.message.value
+    assert len(trace.devices) == 24
+
+
+def test_conflicting_device_count_keys_are_an_error():
+    with pytest.raises(ValueError, match="CPU twice with different counts"):
+        show_placement(pinned_to_cpu2, device_count={"cpu": 3, "CPU": 1})
+    with pytest.raises(ValueError, match="CPU twice"):
+        PlacementPanel(  # the panel's own options too
+            show_placement(inputs_none, device_count={"CPU": 2}).trace,
+            builder=inputs_none,
+            options={"device_count": {"CPU": 2, "Cpu": 4}},
+        )
+    panel = show_placement(pinned_to_cpu2, device_count={"cpu": 3, "CPU": 3})  # one count
+    assert len(panel.trace.devices) == 3 and panel.cpus.value == 3
+
+
+def test_normalize_device_count():
+    from tfplace_widget.options import normalize_device_count
+
+    assert normalize_device_count({"cpu": 3, "gpu": 0}) == {"CPU": 3, "GPU": 0}
+    assert normalize_device_count({"CPU": 2, "cpu": 2}) == {"CPU": 2}
+    assert normalize_device_count({}) == {}
+    with pytest.raises(ValueError, match="'cpu': 3 and 'CPU': 1"):
+        normalize_device_count({"cpu": 3, "CPU": 1})
+    with pytest.raises(ValueError, match="must be a dict"):
+        normalize_device_count([("CPU", 2)])
+    with pytest.raises(ValueError, match="device types like 'CPU'"):
+        normalize_device_count({1: 2})
+
+
+def test_cpu_count_is_passed_back_only_when_the_control_changes(seed_trace):
+    # What a TF2 trace needs (its runtime's CPU count cannot change): without a device_count
+    # in the options, the control shows the trace's count and an untouched re-run passes none.
+    panel = PlacementPanel(seed_trace, builder=inputs_none, options={})
+    assert panel.cpus.value == 2
+    assert "device_count" not in panel._options_from_controls()
+    panel.cpus.value = 3
+    assert panel._options_from_controls()["device_count"] == {"CPU": 3}
+    panel.cpus.value = 2
+    assert "device_count" not in panel._options_from_controls()
+    # With one in the options, an untouched control passes those options on as they are.
+    panel = PlacementPanel(seed_trace, builder=inputs_none, options={"device_count": {"CPU": 2}})
+    assert panel._options_from_controls()["device_count"] == {"CPU": 2}
+    panel.cpus.value = 3
+    assert panel._options_from_controls()["device_count"] == {"CPU": 3}
+
+
+def op_how(trace, name: str) -> str:
+    return str(trace.ops.loc[trace.ops["op"] == name, "how"].item())
+
+
+# -- colours (issue 11) ----------------------------------------------------------------------
+def test_every_chip_has_a_colour_of_its_own_and_a_style_rule_for_it(seed_trace):
+    many = dataclasses.replace(seed_trace, devices=[CPU.format(i) for i in range(40)])
+    panel = PlacementPanel(many)
+    classes = [
+        next(c for c in chip._dom_classes if c.startswith("tfplace-color-"))
+        for chip in panel.chips.children
+    ]
+    assert len(classes) == 40 and len(set(classes)) == 40  # no two devices share a colour
+    assert all(f".{c}.jupyter-button" in panel.table._css for c in classes)  # each is painted
+
+
+# -- device_of (issue 11) --------------------------------------------------------------------
+def test_device_of_a_name_on_several_devices_raises_naming_them():
+    trace = show_placement(GPU_TRACE).trace
+    sources = set(trace.ops.loc[trace.ops["op"] == "_SOURCE", "device"])
+    assert len(sources) == 2  # one per device partition
+    with pytest.raises(ValueError, match="is on 2 devices") as info:
+        trace.device_of("_SOURCE")
+    assert all(device in str(info.value) for device in sources)
+    assert trace.device_of("MatMul").endswith("GPU:0")  # a name on one device still answers
+
+
+# -- one definition of each helper (issue 11) ------------------------------------------------
+def test_shared_helpers_and_how_values_are_defined_once(panel):
+    from tfplace_widget import frames, function_tracer, gc_pause, graphfacts, reasons, trace
+    from tfplace_widget import panel as panel_module
+    from tfplace_widget.sources import records
+
+    assert not hasattr(reasons, "canonical_or_empty")  # unused
+    assert frames.HOW_VALUES is reasons.HOW_VALUES is panel_module.HOW_VALUES
+    assert list(panel.trace.ops["how"].cat.categories) == list(reasons.HOW_VALUES)
+    assert not hasattr(frames, "_HOW_CATEGORIES")
+    assert not hasattr(graphfacts, "_producer")  # sources.records.producer(s) is the one
+    assert graphfacts.producers is records.producers
+    assert gc_pause.paused_gc.__module__ == "tfplace_widget.gc_pause"
+    for module in (frames, trace, function_tracer, graphfacts):
+        assert module.paused_gc is gc_pause.paused_gc, module.__name__

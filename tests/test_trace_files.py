@@ -123,3 +123,26 @@ def test_truncated_gzip_is_a_clear_error(tmp_path):
 )
 def test_trace_format_by_suffix_in_any_case(name, kind):
     assert trace_format(name) == kind
+
+
+def test_show_placement_opens_a_gzipped_upper_case_chrome_trace(tmp_path):
+    from tfplace_widget import show_placement
+
+    path = tmp_path / "TIMELINE.JSON.GZ"
+    path.write_bytes(gzip.compress(RIPTIDE.read_bytes()))
+    panel = show_placement(str(path))
+    assert len(panel.trace.ops) == len(PlacementTrace.from_chrome_trace(RIPTIDE).ops)
+    panel.close()
+
+
+def test_transfer_sizes_in_words():
+    import pandas as pd
+
+    from tfplace_widget.summary import transfer_bytes_text
+
+    def frame(sizes: list) -> pd.DataFrame:
+        return pd.DataFrame({"bytes": pd.array(sizes, dtype="Int64")})
+
+    assert transfer_bytes_text(frame([pd.NA, pd.NA])) == "sizes not recorded"
+    assert transfer_bytes_text(frame([2048, pd.NA])).endswith("(1 of 2 sizes known)")
+    assert "known" not in transfer_bytes_text(frame([2048, 1024]))

@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from .devices import canonical_device, device_sort_key, lane_kind, lane_owner
-from .graphfacts import GraphFacts, paused_gc
-from .reasons import Explainer
+from .gc_pause import paused_gc
+from .graphfacts import GraphFacts
+from .reasons import HOW_VALUES, Explainer
 from .sources.records import Executed, Records, producer
 from .sources.run_metadata import executed_graph, records_from_step_stats
 from .trace import PlacementTrace
@@ -101,7 +102,7 @@ def frames_from_records(
     explainer = Explainer(facts, placed, devices, executed.inputs)
     requested, how, reason = explainer.explain_all(names, ops["type"].tolist(), op_devices)
     ops["requested_device"] = requested
-    ops["how"] = pd.Categorical(how, categories=list(_HOW_CATEGORIES))
+    ops["how"] = pd.Categorical(how, categories=list(HOW_VALUES))
     if executed.fused:
         _name_fused_ops(reason, names, ops["type"].tolist(), executed.fused)
     ops["reason"] = reason
@@ -136,9 +137,6 @@ def _name_fused_ops(
                 f" It is {' + '.join([base, *parts])} fused into one {types[index]} kernel by "
                 "Grappler's remapper (optimize=True)."
             )
-
-
-_HOW_CATEGORIES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
 
 
 def _events_frame(

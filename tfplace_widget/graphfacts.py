@@ -7,16 +7,15 @@ from the user's graph once, into plain dictionaries that the reason code can use
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from .capture import import_tensorflow
 from .errors import read_file
+from .gc_pause import paused_gc
+from .sources.records import producers
 
 
 @dataclass
@@ -40,25 +39,6 @@ class GraphFacts:
 
 
 _REF_OR_RESOURCE = ("resource",)
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building many small acyclic objects.
-
-    With TensorFlow imported the heap holds about a million tracked objects, and the lists and
-    dicts of a 100k-op trace set off several full collections (about half a second each) that
-    free nothing. On exit the collector is restored and, if it was on, the young generation
-    (only what the block allocated) is collected at once, so that cost is paid here.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-            gc.collect(0)
 
 
 def facts_from_graph(graph: Any) -> GraphFacts:
@@ -119,14 +99,7 @@ def _facts_from_tf_graph(graph: Any) -> GraphFacts:
         name = node.name
         types[name] = node.op
         requested[name] = node.device
-        node_inputs = node.input[:]
-        if node_inputs:
-            joined = "".join(node_inputs)  # one C-level scan; most nodes need no per-input work
-            if ":" in joined or "^" in joined:
-                node_inputs = [
-                    i if ":" not in i else _producer(i) for i in node_inputs if i[:1] != "^"
-                ]
-        inputs[name] = node_inputs
+        inputs[name] = producers(node.input[:])
         if "_class" in node.attr:
             targets = [
                 g.decode()[5:]
@@ -144,8 +117,8 @@ def _facts_from_tf_graph(graph: Any) -> GraphFacts:
             if any(_is_resource_or_ref(t.dtype) for t in op.outputs):
                 special.add(name)
     if special:
-        for name, producers in inputs.items():
-            if not any(p in special for p in producers):
+        for name, sources in inputs.items():
+            if not any(p in special for p in sources):
                 continue
             op = graph.get_operation_by_name(name)
             pinned = [t.op.name for t in op.inputs if _is_resource_or_ref(t.dtype)]
@@ -187,9 +160,3 @@ def _may_output_resource_or_ref(op_type: str) -> bool:
             if not allowed or types_pb2.DT_RESOURCE in allowed:
                 return True
     return False
-
-
-def _producer(tensor_name: str) -> str:
-    """``"a/b:1"`` -> ``"a/b"``."""
-    head, sep, tail = tensor_name.rpartition(":")
-    return head if sep and tail.isdigit() else tensor_name

@@ -19,12 +19,21 @@ import pandas as pd
 from .colors import color_class, device_color
 from .devices import short_device
 from .errors import TraceError
+from .options import normalize_device_count
+from .reasons import HOW_VALUES
 from .search import SearchError, filter_ops, matching_lines, searchable
-from .summary import device_summaries, format_bytes, format_us, how_counts, transfer_totals
+from .sources.files import trace_format
+from .summary import (
+    device_summaries,
+    format_bytes,
+    format_us,
+    how_counts,
+    transfer_bytes_text,
+)
 from .table import OpTable
 from .timeline import Timeline
 from .trace import PlacementTrace
-from .tracer import check_option_names, trace_placement
+from .tracer import MAX_DEVICES_PER_TYPE, check_option_names, trace_placement
 
 TABLE_COLUMNS = [
     ("op", "op"),
@@ -43,11 +52,16 @@ _MODE_LABELS = {
 }
 PAGE_SIZE = 50
 MAX_LOG_LINES = 400
-MAX_CPUS = 16
+MAX_CPUS = MAX_DEVICES_PER_TYPE  # what trace_placement accepts; a larger given count widens it
+_COUNTED_HOWS = ("explicit", "implicit", "colocated", "soft")  # shown even when 0
+_SHARED_WIDGET_TRAITS = {"_plotly_bundle"}  # widgets a panel points at but does not own
 
 
 class PlacementPanel(widgets.VBox):
     """Everything one traced run shows; re-run it with other placement settings in place."""
+
+    _closed = False
+    _built = False  # True once __init__ has finished (ipywidgets closes a widget in __del__)
 
     def __init__(
         self,
@@ -56,9 +70,9 @@ class PlacementPanel(widgets.VBox):
         options: dict[str, Any] | None = None,
         args: tuple = (),
     ) -> None:
+        self.options = _normalized(options or {})  # a bad device_count fails before any widget
         self.builder = builder
         self.args = tuple(args)
-        self.options = dict(options or {})
         self.error: str = ""
         self._device_filter: set[str] = set()
         self._syncing = False
@@ -150,21 +164,71 @@ class PlacementPanel(widgets.VBox):
         self.table.observe(self._on_page_change, "page")
         self.table.observe(self._on_select_change, "selected_op")
         self.log_section.observe(self._on_log_toggle, "selected_index")
-        self.rerun.on_click(lambda _button: self.run())
+        self.rerun.on_click(self._on_rerun_click)
         self.trace = trace
         self._set_controls_from_options()
         self.show_trace(trace)
+        self._built = True
 
     # -- public -------------------------------------------------------------------------------
     @property
     def timeline(self) -> Any:
-        """The plotly ``FigureWidget`` of the trace on screen."""
-        return self._timeline.figure
+        """The plotly ``FigureWidget`` of the trace on screen (``None`` once closed)."""
+        return self._timeline.figure if self._timeline is not None else None
 
     @property
     def visible_ops(self) -> pd.DataFrame:
         """The rows of ``trace.ops`` that the current search and filters keep, in table order."""
         return self._visible
+
+    def close(self) -> None:
+        """Close every widget of the panel and let go of them, of the trace, the function and
+        its arguments: the kernel keeps nothing of a closed panel but this empty shell (which
+        IPython's output history may still hold), whose ``trace``, ``timeline``, ``search``...
+        are ``None``. Take ``panel.trace`` first to keep it."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._built:  # __init__ failed part-way: there is no panel to take apart
+            super().close()
+            return
+        tree = _widget_tree(self)
+        for widget in reversed(tree):  # children first, the panel's own box last
+            if widget is not self:
+                widget.close()
+        super().close()
+        # No cycles left through the panel's observers and click handler, and no data in the
+        # closed widgets: what the panel held is freed at once, not at the next full collection.
+        for widget in tree:
+            widget.unobserve_all()
+        self.rerun.on_click(self._on_rerun_click, remove=True)
+        if self._timeline is not None:
+            # The figure is a CompactFigureWidget, whose _esm is a string: closed, it is freed.
+            # (A plain go.FigureWidget never is: anywidget connects its _esm file's class-level
+            # `changed` signal to a lambda that holds the figure.)
+            figure = self._timeline.figure
+            self._timeline.release()
+            figure._widget_data = []  # the traces it was made with (its state for a new view)
+        self._timeline = None
+        for box in tree:
+            if isinstance(box, widgets.Box):
+                box.children = ()
+        self.table.rows, self.table.row_colors = [], []
+        for view in (self.header, self.status, self.message, self.details, self.log_view):
+            view.value = ""
+        self.type_filter.options = ()
+        self.trace = None
+        self.builder = None
+        self.args = ()
+        self.options = {}
+        self._visible = pd.DataFrame(columns=list(self._visible.columns))
+        self._lowered = self._event_row = None
+        self._sort_orders = {}
+        self._log_lines = []
+        self._chip_of = {}
+        for name, value in list(vars(self).items()):  # the closed controls, table, views...
+            if isinstance(value, widgets.Widget):
+                setattr(self, name, None)
 
     def show_trace(self, trace: PlacementTrace) -> None:
         """Put ``trace`` on screen (header, chips, table, timeline, log), keeping the search."""
@@ -180,15 +244,16 @@ class PlacementPanel(widgets.VBox):
         self._event_row = located["_row"].fillna(-1).to_numpy(dtype=np.int64)
         self._log_lines = trace.log.splitlines()
         self._device_filter &= set(trace.devices)
-        # A re-run draws into the same FigureWidget: anywidget keeps every FigureWidget ever
-        # made alive (a class-level signal holds it), so a new one per run would leak.
+        for device in trace.devices:  # a device new to the kernel gets its colour in this order
+            device_color(device)
+        # A re-run draws into the same FigureWidget (one comm for the panel's life, and the
+        # page keeps its view) and lets go of the timeline it replaces.
         previous = getattr(self, "_timeline", None)
+        figure = previous.figure if previous is not None else None
+        if previous is not None:
+            previous.release()
         self._timeline = Timeline(
-            trace.events,
-            trace.devices,
-            trace.transfers,
-            trace.inputs,
-            figure=previous.figure if previous is not None else None,
+            trace.events, trace.devices, trace.transfers, trace.inputs, figure=figure
         )
         self._timeline.on_select = self._select_from_timeline
         self._figure_box.children = [self._timeline.figure]
@@ -239,9 +304,12 @@ class PlacementPanel(widgets.VBox):
         self.soft_placement.value = bool(options.get("soft_placement", True))
         self.optimize.value = bool(options.get("optimize", False))
         self.device_scope.value = options.get("device_scope") or ""
+        # The count the options ask for, as given (keys are upper-case here); without one, the
+        # trace's own count (a TF2 trace runs on the runtime's CPUs).
         cpus_in_trace = sum("CPU:" in d for d in self.trace.devices) if self._has_trace() else 1
-        count = (options.get("device_count") or {}).get("CPU", cpus_in_trace or 1)
-        self.cpus.value = self._shown_cpus = max(1, min(MAX_CPUS, int(count)))
+        count = max(1, int((options.get("device_count") or {}).get("CPU", cpus_in_trace or 1)))
+        self.cpus.max = max(MAX_CPUS, count)  # before the value: the control clamps to max
+        self.cpus.value = self._shown_cpus = count
         runnable = self.builder is not None
         for control in (
             self.soft_placement,
@@ -257,11 +325,14 @@ class PlacementPanel(widgets.VBox):
         options["soft_placement"] = self.soft_placement.value
         options["optimize"] = self.optimize.value
         options["device_scope"] = self.device_scope.value.strip() or None
-        if "device_count" in options or self.cpus.value != self._shown_cpus:
-            # Only when asked: TF2 code cannot change its CPU count once the runtime runs.
-            counts = dict(options.get("device_count") or {})
-            counts["CPU"] = int(self.cpus.value)
-            options["device_count"] = counts
+        counts = options.get("device_count")
+        asked = (counts or {}).get("CPU")
+        cpus = int(self.cpus.value)
+        if cpus != (self._shown_cpus if asked is None else asked):
+            # Only when the user changed it: an untouched control re-runs with the options the
+            # panel was made with, and TF2 code cannot change its CPU count once the runtime
+            # runs, so a TF2 trace's count is not passed back unasked.
+            options["device_count"] = {**(counts or {}), "CPU": cpus}
         return options
 
     def _has_trace(self) -> bool:
@@ -271,11 +342,11 @@ class PlacementPanel(widgets.VBox):
     def _render_header(self) -> None:
         trace = self.trace
         counts = how_counts(trace.ops)
-        n_transfers, moved = transfer_totals(trace.transfers)
+        n_transfers = len(trace.transfers)
         how_text = " · ".join(
             f"<b>{counts.get(h, 0)}</b> {h}"
-            for h in ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
-            if counts.get(h, 0) or h in ("explicit", "implicit", "colocated", "soft")
+            for h in HOW_VALUES
+            if counts.get(h, 0) or h in _COUNTED_HOWS
         )
         notes = []
         if self._timeline.total > len(self._timeline.shown):
@@ -302,7 +373,7 @@ class PlacementPanel(widgets.VBox):
             f"<div style='color:var(--jp-ui-font-color1)'>"
             f"<b>TensorFlow placement</b>{source}{mode_tag}: {len(trace.ops):,} ops on "
             f"{len(trace.devices)} devices · {how_text} · <b>{n_transfers}</b> cross-device "
-            f"transfers ({html.escape(format_bytes(moved))})"
+            f"transfers ({html.escape(transfer_bytes_text(trace.transfers))})"
             + "".join(f"<div style='opacity:.8'>{html.escape(n)}</div>" for n in notes)
             + "</div>"
         )
@@ -329,8 +400,9 @@ class PlacementPanel(widgets.VBox):
             chips.append(chip)
         old_chips = self.chips.children
         self.chips.children = chips
+        self.table.cover_colors([device_color(chip.device) for chip in chips])
         for old in old_chips:  # close them (and their layout/style) so re-runs do not leak
-            for widget in (old, old.layout, old.style):
+            for widget in _widget_tree(old):
                 widget.close()
 
     def _apply_filters(self) -> None:
@@ -516,12 +588,17 @@ class PlacementPanel(widgets.VBox):
     def _select_from_timeline(self, op: str) -> None:
         self.table.selected_op = op
 
+    def _on_rerun_click(self, _button: widgets.Button) -> None:
+        self.run()
+
     def _on_log_toggle(self, change: dict) -> None:
         if change["new"] == 0:
             self._guard(self._render_log)
 
     def _guard(self, action: Callable[[], None]) -> None:
         """Run an observer; show any error in the panel instead of losing it in the log."""
+        if self._closed:  # a closed panel has no trace left to filter
+            return
         try:
             action()
         except Exception as exc:  # a broken callback must not break the panel
@@ -536,6 +613,7 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
     unknown ones raise ``ValueError``.
     """
     check_option_names(options, "show_placement")
+    options = _normalized(options)
     if args and not callable(fn_or_trace):
         raise ValueError(
             "Arguments after the first are passed to the function to trace; "
@@ -547,7 +625,7 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
     if isinstance(fn_or_trace, (str, os.PathLike)):
         _no_options_for("a trace file", options)
         path = os.fspath(fn_or_trace)
-        if path.endswith(".json"):
+        if trace_format(path) == "chrome":
             return PlacementPanel(PlacementTrace.from_chrome_trace(path))
         return PlacementPanel(PlacementTrace.from_run_metadata(path))
     if type(fn_or_trace).__name__ == "RunMetadata":
@@ -569,3 +647,35 @@ def _no_options_for(what: str, options: dict[str, Any]) -> None:
             f"Options ({', '.join(options)}) only apply when tracing a function; {what} is "
             "already traced. Pass the graph-builder function instead to trace with options."
         )
+
+
+def _normalized(options: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``options`` with ``device_count``'s keys upper-case (``ValueError`` on a
+    conflict), so the controls and a re-run read one spelling."""
+    options = dict(options)
+    if options.get("device_count") is not None:
+        options["device_count"] = normalize_device_count(options["device_count"])
+    return options
+
+
+def _widget_tree(root: widgets.Widget) -> list[widgets.Widget]:
+    """``root`` and every widget under it (children, layouts, styles, a figure), parents first.
+
+    The kernel's one plotly bundle holder, which every figure points at (``_plotly_bundle``),
+    is shared, not the panel's: it is left out.
+    """
+    found: dict[int, widgets.Widget] = {}
+    stack = [root]
+    while stack:
+        widget = stack.pop()
+        if id(widget) in found:
+            continue
+        found[id(widget)] = widget
+        for name in widget.keys:
+            if name in _SHARED_WIDGET_TRAITS:
+                continue
+            value = getattr(widget, name, None)
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(item, widgets.Widget):
+                    stack.append(item)
+    return list(found.values())

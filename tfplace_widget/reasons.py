@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from .devices import DeviceSpec, canonical_device, device_sort_key, parse_device, short_device
+from .devices import DeviceSpec, device_sort_key, parse_device, short_device
 from .graphfacts import GraphFacts
 
 HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
@@ -464,7 +464,3 @@ def _safe_parse(name: str) -> DeviceSpec | None:
         return parse_device(name)
     except ValueError:
         return None
-
-
-def canonical_or_empty(name: str) -> str:
-    return canonical_device(name) if name else ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
-from .colors import chip_css
+from .colors import chip_css, color_class
 
 _ESM = r"""
 function render({ model, el }) {
@@ -130,3 +130,10 @@ class OpTable(anywidget.AnyWidget):
     sort_by = traitlets.Unicode("start_us").tag(sync=True)
     sort_ascending = traitlets.Bool(True).tag(sync=True)
     selected_op = traitlets.Unicode("").tag(sync=True)
+
+    def cover_colors(self, colors: list[str]) -> None:
+        """Make sure the style sheet paints chips of ``colors`` (device colours past the first
+        ``CSS_COLORS``): the sheet is shared by every table of the page, so the new one has a
+        rule for every colour the kernel has given out."""
+        if any(f".{color_class(color)}." not in self._css for color in colors):
+            self._css = _CSS + chip_css()

@@ -389,6 +389,23 @@ class Timeline:
             return int(rows[index]) if index < len(rows) else None
         return None
 
+    def release(self) -> None:
+        """Let go of the events, and of the figure's traces and their click callbacks (which
+        point back here), when a re-run replaces this timeline or the panel closes: they are
+        freed at once, not at the cyclic collector's next full pass."""
+        figure = self.figure
+        if figure is not None:
+            for trace in figure.data:
+                trace.on_click(None)
+            figure.data = ()
+        self.on_select = None
+        self.figure = None
+        self.events = self.events.head(0).copy()
+        self.shown = self.lane_y = self._no_rows
+        self._ops = self._hover = self._row_colors = np.empty(0, dtype=object)
+        self._device_traces = []
+        self._selected_rows = self._no_rows
+
     def highlighted_ops(self) -> set[str]:
         """Names of the ops currently outlined as search matches (for tests and the header)."""
         return {self._ops[r] for t in self._device_traces for r in t.match_rows}

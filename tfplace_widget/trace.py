@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .capture import import_tensorflow
-from .graphfacts import paused_gc
+from .gc_pause import paused_gc
 from .sources.records import Executed
 
 
@@ -46,9 +46,31 @@ class PlacementTrace:
 
     # -- lookups ------------------------------------------------------------------------------
     def device_of(self, op_name: str) -> str:
-        """The device of one op; ``KeyError`` naming close matches if there is no such op."""
+        """The device of one op; ``KeyError`` naming close matches if there is no such op.
+
+        A name with rows on several devices (``_SOURCE`` in every partition, an op of a
+        tf.function called under two ``tf.device`` scopes, merged runs) has no one answer:
+        ``ValueError`` naming them all (``trace.ops[trace.ops["op"] == name]`` lists each).
+        """
         index = self._device_index()
         if op_name in index:
+            several = self.__dict__.get("_devices_of_repeated_names")
+            if several is None:  # once per trace: names with rows on more than one device
+                ops = self.ops
+                repeated = ops[ops["op"].duplicated(keep=False)]
+                several = {
+                    name: list(dict.fromkeys(group))
+                    for name, group in repeated.groupby("op", sort=False)["device"]
+                }
+                several = {name: found for name, found in several.items() if len(found) > 1}
+                self.__dict__["_devices_of_repeated_names"] = several
+            if op_name in several:
+                found = several[op_name]
+                raise ValueError(
+                    f"Op {op_name!r} is on {len(found)} devices ({', '.join(found)}), so "
+                    f"device_of has no single answer. trace.ops[trace.ops['op'] == "
+                    f"{op_name!r}] lists each of its rows."
+                )
             return index[op_name]
         close = difflib.get_close_matches(op_name, list(index), n=5, cutoff=0.6)
         contains = [n for n in index if op_name.lower() in n.lower()][:5]

@@ -136,7 +136,6 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
                         _canonical_bytes(attr["recv_device"].s, canonical),
                     )
                 )
-    # A _Recv's real input is the tensor its _Send sends: link them for inputs/outputs views.
     return executed
 
 
