@@ -75,6 +75,19 @@ def test_empty_graph(trace_placement, returned):
         trace_placement(lambda: returned)
 
 
+@pytest.mark.parametrize(
+    ("returned", "shown"), [(42, "returned int 42"), ("text", "returned str 'text'")]
+)
+def test_a_builder_that_returns_a_plain_value_says_what_it_returned(
+    trace_placement, returned, shown
+):
+    with pytest.raises(TraceError) as info:
+        trace_placement(lambda: returned)
+    message = str(info.value)
+    assert shown in message and "cannot fetch" in message
+    assert "built no ops" not in message
+
+
 # -- feeds ------------------------------------------------------------------------------------
 def _placeholder_builder(tf: Any) -> Any:
     def build():
@@ -136,6 +149,38 @@ def test_timeout(tf, trace_placement):
         trace_placement(build, timeout_s=0.2)
     assert time.monotonic() - started < 10
     assert isinstance(info.value.__cause__, tf.errors.DeadlineExceededError)
+
+
+def test_operation_timeout_in_ms_of_the_config_is_named(tf, trace_placement):
+    """The session's own limit (ConfigProto.operation_timeout_in_ms) stops the run: the
+    message names that setting, not timeout_s, which was not given."""
+
+    def build():
+        return tf.compat.v1.FIFOQueue(3, tf.float32, name="queue").dequeue(name="wait_forever")
+
+    config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=200)
+    with pytest.raises(TraceError) as info:
+        trace_placement(build, config=config)
+    message = str(info.value)
+    assert "operation_timeout_in_ms=200" in message and "config" in message
+    assert "timeout_s=None" not in message
+    assert isinstance(info.value.__cause__, tf.errors.DeadlineExceededError)
+
+
+@pytest.mark.parametrize(
+    "timeout_s", [float("nan"), float("inf"), float("-inf"), -0.5, 1e30, 10**12]
+)
+def test_timeout_s_is_checked_before_the_builder_runs(trace_placement, timeout_s):
+    ran = []
+
+    def build():
+        ran.append(True)
+        raise AssertionError("the builder ran")
+
+    with pytest.raises(ValueError, match="timeout_s must be a positive number") as info:
+        trace_placement(build, timeout_s=timeout_s)
+    assert repr(timeout_s) in str(info.value)
+    assert ran == []
 
 
 def test_output_fds_are_restored_after_an_error(tf, trace_placement, capfd):

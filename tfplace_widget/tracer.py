@@ -6,17 +6,21 @@ graph, eager context and ``tf.config`` are left as they were.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import math
 import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .capture import capture_native_output, import_tensorflow
+from .capture import CapturedText, capture_native_output, import_tensorflow
 from .devices import parse_device, short_device
-from .errors import TraceError
+from .errors import TraceError, attach_log
 from .frames import build_trace
 from .function_tracer import is_tf2_callable, trace_function
 from .graphfacts import facts_from_graph
+from .options import normalize_device_count
 from .trace import PlacementTrace
 
 MODES = ("auto", "graph", "function")
@@ -35,6 +39,11 @@ TRACE_OPTIONS = (
 )
 MAX_STEPS = 1000
 MAX_DEVICES_PER_TYPE = 64
+MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: anything longer is a typo, not a trace
+# After Ctrl-C closes the session, how long to wait for the cancelled run to return before
+# giving control back anyway (the run then ends on its own; its session is closed).
+CANCEL_WAIT_S = 1.0
+_POLL_S = 0.1
 
 
 def trace_placement(
@@ -67,6 +76,8 @@ def trace_placement(
     """
     check_option_names(unknown, "trace_placement")
     _check_arguments(fn, device_count, steps, timeout_s, device_scope, warmup)
+    if device_count is not None:
+        device_count = normalize_device_count(device_count)  # 'cpu' == 'CPU'; conflicts raise
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}.")
     if fn_kwargs is not None and not isinstance(fn_kwargs, Mapping):
@@ -106,10 +117,16 @@ def trace_placement(
         )
         return trace_function(fn, (), None, **function_options, note=startup_log + note)
     session_config = _session_config(config, device_count, soft_placement, optimize)
-    with capture_native_output() as captured:
-        metadatas, devices = _run(
-            graph, fetches, session_config, feed_dict, steps, warmup, timeout_s
-        )
+    captured = None
+    try:
+        with capture_native_output() as captured:
+            metadatas, devices = _run(
+                graph, fetches, session_config, feed_dict, steps, warmup, timeout_s, captured
+            )
+    except (TraceError, KeyboardInterrupt) as exc:
+        if captured is not None:  # what TensorFlow printed before it failed is not lost
+            attach_log(exc, startup_log + captured.text, recent=captured.text)
+        raise
     facts = facts_from_graph(graph)
     name = getattr(fn, "__name__", type(fn).__name__)
     log = startup_log + captured.text
@@ -165,10 +182,14 @@ def _check_arguments(
             f"traced ones), not {warmup!r}."
         )
     if timeout_s is not None and (
-        isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, (int, float))
+        or not math.isfinite(timeout_s)
+        or not 0 < timeout_s <= MAX_TIMEOUT_S
     ):
         raise ValueError(
-            f"timeout_s must be a positive number of seconds or None, not {timeout_s!r}."
+            f"timeout_s must be a positive number of seconds, at most {MAX_TIMEOUT_S} (a week), "
+            f"or None for no limit, not {timeout_s!r}."
         )
     if device_count is not None:
         if not isinstance(device_count, Mapping):
@@ -230,6 +251,15 @@ def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
                 "code with mode='function' (or 'auto').",
                 "it returned an eager tensor",
             )
+        if not _is_empty(result) and not _has_graph_object(result):
+            raise TraceError(
+                f"The graph builder returned {_returned(result)}, which TensorFlow cannot "
+                "fetch, and made no TensorFlow op, so there is nothing to place. Create "
+                "TensorFlow ops inside the function (tf.compat.v1 graph style) and return a "
+                "Tensor, an Operation, or a nested list/tuple/dict of them."
+            )
+        if not _is_empty(result):
+            _check_fetches(result, graph)  # a tensor of another graph: says so
         raise TraceError(
             "The graph builder built no ops, so there is nothing to place. Create TensorFlow "
             "ops inside the function (tf.compat.v1 graph style) and return the output."
@@ -256,6 +286,36 @@ def _eager_detail(exc: BaseException) -> str:
         if hint in text:
             return _first_lines(text, 1).strip().rstrip(".")
     return ""
+
+
+def _is_empty(value: Any) -> bool:
+    """``None``, or containers holding nothing else."""
+    if value is None:
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_empty(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(_is_empty(v) for v in value.values())
+    return False
+
+
+def _has_graph_object(value: Any) -> bool:
+    """Whether ``value`` holds a Tensor, Operation or Variable (of any graph)."""
+    import tensorflow as tf
+
+    if isinstance(value, (list, tuple)):
+        return any(_has_graph_object(v) for v in value)
+    if isinstance(value, Mapping):
+        return any(_has_graph_object(v) for v in value.values())
+    return isinstance(value, (tf.Tensor, tf.Operation, tf.Variable))
+
+
+def _returned(value: Any) -> str:
+    """``int 42``: a returned value by type and (short) repr."""
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
 
 
 def _has_eager_tensor(value: Any) -> bool:
@@ -371,6 +431,7 @@ def _run(
     steps: int,
     warmup: int,
     timeout_s: float | None,
+    captured: CapturedText | None = None,
 ) -> tuple[list, list[str]]:
     import tensorflow as tf
 
@@ -387,7 +448,8 @@ def _run(
         with graph.as_default():
             init = [v1.global_variables_initializer(), v1.local_variables_initializer()]
             init.append(v1.tables_initializer())
-        try:
+
+        def runs() -> None:
             session.run(init, options=plain)
             for _ in range(warmup):  # untraced
                 session.run(fetches, feed_dict=feeds, options=plain)
@@ -395,13 +457,61 @@ def _run(
                 metadata = v1.RunMetadata()
                 session.run(fetches, feed_dict=feeds, options=options, run_metadata=metadata)
                 metadatas.append(metadata)
+
+        try:
+            _run_interruptibly(runs, session, captured)
         except Exception as exc:
             raise _explain_run_error(
-                exc, devices, timeout_s, soft=config.allow_soft_placement, fed=bool(feeds)
+                exc,
+                devices,
+                timeout_s,
+                soft=config.allow_soft_placement,
+                fed=bool(feeds),
+                operation_timeout_ms=config.operation_timeout_in_ms,
             ) from exc
     finally:
         session.close()
     return metadatas, devices
+
+
+def _run_interruptibly(runs: Callable[[], None], session: Any, captured: Any) -> None:
+    """``runs()`` in a worker thread, so that Ctrl-C (``KeyboardInterrupt``) stops it.
+
+    ``session.run`` blocks in C++, where Python never sees a signal: a blocking dequeue would
+    wait forever and a long while_loop run to its end. Here the calling thread only waits, and
+    on ``KeyboardInterrupt`` closes the session, which cancels the running step (TensorFlow's
+    ``Session::Close`` cancels every step in flight), waits up to ``CANCEL_WAIT_S`` for the
+    worker to return, and re-raises. The worker's exception, if any, is re-raised here.
+    """
+    outcome: dict[str, BaseException] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            with captured.include_this_thread() if captured else contextlib.nullcontext():
+                runs()
+        except BaseException as exc:  # handed to the waiting thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="tfplace-session-run", daemon=True)
+    worker.start()
+    try:
+        # Poll: a signal sent from another thread (or _thread.interrupt_main) only raises
+        # KeyboardInterrupt when this thread runs Python code again.
+        while not done.wait(_POLL_S):
+            pass
+    except KeyboardInterrupt:
+        session.close()
+        done.wait(CANCEL_WAIT_S)
+        raise
+    if "error" in outcome:
+        error = outcome.pop("error")
+        try:
+            raise error
+        finally:
+            del error
 
 
 def _resolve_feeds(graph: Any, feed_dict: Mapping[Any, Any] | None) -> dict:
@@ -461,15 +571,30 @@ def _explain_run_error(
     *,
     soft: bool = False,
     fed: bool = False,
+    operation_timeout_ms: int = 0,
 ) -> TraceError:
     import tensorflow as tf
 
     message = str(exc)
     available = ", ".join(short_device(d) for d in devices) or "none"
     if isinstance(exc, tf.errors.DeadlineExceededError):
+        # RunOptions.timeout_in_ms (timeout_s) wins over the session's default, the config's
+        # operation_timeout_in_ms; with neither, an op itself gave up.
+        if timeout_s is not None:
+            return TraceError(
+                f"The run took longer than timeout_s={timeout_s} s and was stopped. Raise "
+                "timeout_s, or make the graph smaller."
+            )
+        if operation_timeout_ms > 0:
+            return TraceError(
+                f"The run took longer than operation_timeout_in_ms={operation_timeout_ms} "
+                f"({operation_timeout_ms / 1000:g} s) of the ConfigProto passed as config, and "
+                "was stopped. Raise config.operation_timeout_in_ms (or pass timeout_s=..., "
+                "which overrides it), or make the graph smaller."
+            )
         return TraceError(
-            f"The run took longer than timeout_s={timeout_s} s and was stopped. Raise timeout_s, "
-            "or make the graph smaller."
+            f"An op of the run gave up with DeadlineExceededError: {_first_lines(message)} "
+            "Fix the op it names in the builder."
         )
     missing = _MISSING_FEED.search(message)
     if missing:
@@ -532,6 +657,11 @@ def _explain_run_error(
         return TraceError(
             f"TensorFlow rejected the run: {_first_lines(message)}{hint} the op it names "
             "in the builder."
+        )
+    if isinstance(exc, tf.errors.AlreadyExistsError) and "profiling session" in message:
+        return TraceError(
+            "Another trace is in its traced run in this process, and TensorFlow's profiler "
+            "records one run at a time. Trace again when it has finished (or interrupt it)."
         )
     return TraceError(f"The traced run failed with {type(exc).__name__}: {_first_lines(message)}")
 
