@@ -10,6 +10,7 @@ Usage: ``python tests/tf2_scenarios.py OUT.pickle``
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import sys
 import traceback
@@ -148,6 +149,24 @@ labels = tf.ones((16, 1))
 
 
 @scenario
+def after_a_failed_trace():
+    """TF leaves a failed instantiation's nodes in the next recorded graph: not in our frames."""
+
+    @tf.function
+    def failing(v):
+        with tf.device("/gpu:0"):
+            return tf.add(v, 1.0, name="G")
+
+    @tf.function
+    def outer(v):
+        return inner(tf.add(v, 1.0, name="before")) + 1.0
+
+    with contextlib.suppress(TraceError):
+        trace_placement(failing, x, soft_placement=False)
+    return trace_placement(outer, x)
+
+
+@scenario
 def keras_forward():
     model = make_model()
     before = [w.numpy().copy() for w in model.weights]
@@ -242,6 +261,17 @@ def optimize_on_and_off():
         "off": trace_placement(f, x, optimize=False),
         "on": trace_placement(f, x, optimize=True),
     }
+
+
+@scenario
+def optimize_off_after_the_user_called_it():
+    @tf.function
+    def folds(v):
+        folded = tf.add(tf.ones((4,), name="ones"), 1.0, name="folded")
+        return tf.multiply(v[:4], folded, name="out")
+
+    folds(x)  # instantiated with TF's defaults (Grappler on) before the trace
+    return [trace_placement(folds, x) for _ in range(3)]
 
 
 @scenario

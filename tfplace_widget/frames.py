@@ -109,6 +109,9 @@ def frames_from_records(
     function_of = executed.function.get
     ops["function"] = [function_of(name, "") for name in names]
     ops = ops[OPS_COLUMNS]
+    if ops.empty:  # e.g. XLA ran the whole call: text columns stay text, for .str and filters
+        text = ["op", "type", "device", "requested_device", "reason", "function"]
+        ops = ops.astype(dict.fromkeys(text, object))
     transfers = _transfers_frame(executed, events, out_bytes)
     truncated = len(records.op) >= STEP_STATS_CAP * max(1, len(step_starts))
     return PlacementTrace(

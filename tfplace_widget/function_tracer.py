@@ -14,14 +14,15 @@ import contextlib
 import glob
 import inspect
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .capture import capture_native_output
-from .errors import TraceError
+from .errors import TraceError, attach_log
 from .frames import frames_from_records
-from .graphfacts import paused_gc
+from .gc_pause import paused_gc
 from .sources.functions import function_display_name, read_function_graphs
 from .sources.xspace import records_from_xspace
 from .trace import PlacementTrace
@@ -58,17 +59,25 @@ def trace_function(
     log = [note] if note else []
     log += ensure_devices(device_count)
     call, name, notes = _callable(fn, args, dict(kwargs or {}))
-    with (
-        capture_native_output() as captured,
-        _tf_settings(soft_placement, optimize),
-        tempfile.TemporaryDirectory(prefix="tfplace-profile-") as logdir,
-    ):
-        graphs, space = _run(call, device_scope, steps, warmup, logdir, notes)
+    captured = None
+    try:
+        with (
+            capture_native_output() as captured,
+            _tf_settings(soft_placement, optimize),
+            tempfile.TemporaryDirectory(prefix="tfplace-profile-") as logdir,
+        ):
+            graphs, space = _run(call, device_scope, steps, warmup, logdir, notes)
+    except (TraceError, KeyboardInterrupt) as exc:
+        if captured is not None:  # what the failed calls printed is not lost
+            failed_log = "\n".join(line for line in [*log, captured.text] if line)
+            attach_log(exc, failed_log, recent=captured.text)
+        raise
     log.append(captured.text)
     devices = [d.name for d in tf.config.list_logical_devices()]
     with paused_gc():
         records = records_from_xspace(space)
-        graphs = _graphs_that_ran(graphs, set(records.op))
+        timed = set(records.op)
+        graphs = _graphs_that_ran(_unique_graphs(graphs, timed, optimize), timed, notes)
         names = _function_names(graphs)
         executed, facts, display_of = read_function_graphs(graphs, names, device_scope or "")
         _place_records(records, display_of, executed.device)
@@ -159,11 +168,15 @@ def _callable(fn: Any, args: tuple, kwargs: dict) -> tuple[Callable[[], Any], st
             notes.append(_jit_note(name, keras=False))
         return (lambda: fn(*args, **kwargs)), name, notes
     if _is_keras_layer(fn):
+        # model(x) is never XLA-compiled (only Keras's train/test/predict steps are).
         name = getattr(fn, "name", type(fn).__name__)
-        if getattr(fn, "jit_compile", False) is True:
-            notes.append(_jit_note(name))
-        forward = tf.function(lambda *a, **k: fn(*a, **k))
-        return (lambda: forward(*args, **kwargs)), name, notes
+
+        def forward(*a: Any, **k: Any) -> Any:
+            return fn(*a, **k)
+
+        forward.__name__ = name if name.isidentifier() else "forward"
+        traced = tf.function(forward)
+        return (lambda: traced(*args, **kwargs)), name, notes
     owner = getattr(fn, "__self__", None)
     if inspect.ismethod(fn) and _is_keras_layer(owner):
         # train_on_batch & co. convert results to numpy: they run eagerly and call
@@ -231,9 +244,16 @@ def _error_line(exc: BaseException) -> str:
 def _first_line(exc: BaseException) -> str:
     """The line that says what went wrong (tf.function puts it last, after "in user code")."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    return (lines[-1] if lines[0].startswith("in user code") else lines[0]).rstrip(".")
+    if lines and lines[0].startswith("in user code"):
+        return lines[-1].rstrip(".")
+    # Graph execution errors open with a header and the Python stack that built the node.
+    lines = [line for line in lines if not _TF_ERROR_NOISE.match(line)]
+    return lines[0].rstrip(".") if lines else type(exc).__name__
+
+
+_TF_ERROR_NOISE = re.compile(
+    r"(Graph execution error:|Detected at node .* defined at|File \"|Detected unsupported)"
+)
 
 
 @contextlib.contextmanager
@@ -279,6 +299,7 @@ def _run(
     ctx = context.context()
     scope = tf.device(device_scope) if device_scope else contextlib.nullcontext()
     ctx.enable_run_metadata()
+    ctx.export_run_metadata()  # drop what an earlier, failed trace left collected
     try:
         with scope:
             for _ in range(warmup):
@@ -298,6 +319,7 @@ def _run(
                 tf.profiler.experimental.stop()
         metadata = ctx.export_run_metadata()
     finally:
+        ctx.export_run_metadata()  # on failure too: nothing collected here outlives the trace
         ctx.disable_run_metadata()
     files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
     if not files:
@@ -307,10 +329,8 @@ def _run(
         )
     with open(files[0], "rb") as handle:
         space = handle.read()
-    graphs = _unique_graphs(metadata.function_graphs)
-    if not graphs:
-        if notes:  # XLA compiled the whole call: no op was placed one by one
-            raise TraceError(" ".join(notes))
+    graphs = list(metadata.function_graphs)
+    if not graphs and not notes:  # with notes: XLA compiled the call, no op was placed alone
         raise TraceError(
             "The call ran no TensorFlow op, so there is nothing to place. Pass a function "
             "that runs TensorFlow ops (a tf.function, a Keras model, or code using tf.*)."
@@ -319,11 +339,15 @@ def _run(
 
 
 def _user_call(call: Callable[[], Any]) -> Any:
+    interrupted = None
     try:
-        return call()
+        with _cancelled_by_ctrl_c() as interrupted:
+            return call()
     except TraceError:
         raise
     except Exception as exc:
+        if interrupted is not None and interrupted.is_set():
+            raise KeyboardInterrupt from exc  # Ctrl-C cancelled the call
         placement = _placement_error(exc)
         if placement:
             raise TraceError(placement) from exc
@@ -331,6 +355,68 @@ def _user_call(call: Callable[[], Any]) -> Any:
             f"Your function raised {_error_line(exc)}. Fix it and trace "
             "again (its traceback is chained above)."
         ) from exc
+
+
+@contextlib.contextmanager
+def _cancelled_by_ctrl_c() -> Iterator[Any]:
+    """Let Ctrl-C cancel the tf.function calls of the block; yields an Event set on Ctrl-C.
+
+    A tf.function call blocks in C++ with the GIL released, where Python never runs its
+    SIGINT handler, so Ctrl-C alone would not stop a blocking dequeue or a long while_loop.
+    Every function call of the block runs under one ``CancellationManager`` (TensorFlow's own
+    mechanism, ``cancellation.CancellationManagerContext``); a watcher thread reads the signal
+    wake-up fd and cancels it on SIGINT, so the call returns and the pending
+    ``KeyboardInterrupt`` is raised. Only in the main thread with Python's default SIGINT
+    handler (as in a kernel running a cell); elsewhere yields ``None`` and changes nothing.
+    Limits: eager ops run one by one outside any tf.function are not cancellable (each is
+    short), and a user's own ``set_wakeup_fd`` receives the signal bytes as before (forwarded).
+    """
+    import signal
+    import threading
+
+    from tensorflow.python.eager import cancellation
+
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        or cancellation.context() is not None
+    ):
+        yield None
+        return
+    manager = cancellation.CancellationManager()
+    interrupted = threading.Event()  # not manager.is_cancelled: a failing call cancels it too
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:  # not the main interpreter's main thread
+        os.close(read)
+        os.close(write)
+        yield None
+        return
+
+    def watch() -> None:
+        while True:
+            data = os.read(read, 64)
+            if not data:
+                return
+            if signal.SIGINT in data:
+                interrupted.set()
+                manager.start_cancel()
+            if previous >= 0:
+                with contextlib.suppress(OSError):
+                    os.write(previous, data)
+
+    watcher = threading.Thread(target=watch, name="tfplace-ctrl-c", daemon=True)
+    watcher.start()
+    try:
+        with cancellation.CancellationManagerContext(manager):
+            yield interrupted
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(write)  # the watcher reads EOF and ends
+        watcher.join()
+        os.close(read)
 
 
 def _placement_error(exc: BaseException) -> str:
@@ -348,19 +434,27 @@ def _placement_error(exc: BaseException) -> str:
     )
 
 
-def _unique_graphs(function_graphs: Any) -> list:
-    """One entry per instantiated function (re-instantiations record the same graph again)."""
-    seen: set[bytes] = set()
-    unique = []
+def _unique_graphs(function_graphs: Any, timed: set[str], optimize: bool) -> list:
+    """One entry per function: the instantiation that ran, when TF recorded several.
+
+    TF can record a function twice with the same pre-optimisation graph (e.g. instantiated
+    with the user's Grappler settings and again with ours). Keep the one whose nodes the
+    profiler saw most; on a tie the one Grappler changed least (``optimize=False``) or most.
+    """
+    groups: dict[bytes, list] = {}
     for graph in function_graphs:
         key = graph.pre_optimization_graph.SerializeToString(deterministic=True)
-        if key not in seen:
-            seen.add(key)
-            unique.append(graph)
-    return unique
+        groups.setdefault(key, []).append(graph)
+
+    def score(graph: Any) -> tuple[int, int]:
+        names = [node.name for part in graph.partition_graphs for node in part.node]
+        size = len(names) if not optimize else -len(names)
+        return sum(name in timed for name in names), size
+
+    return [max(group, key=score) for group in groups.values()]
 
 
-def _graphs_that_ran(graphs: list, timed: set[str]) -> list:
+def _graphs_that_ran(graphs: list, timed: set[str], notes: list[str]) -> list:
     """The graphs with an op the profiler saw in the traced calls (not only in warm-up).
 
     Profiler events name executed nodes only, and small graphs (a variable initialiser, an
@@ -374,14 +468,18 @@ def _graphs_that_ran(graphs: list, timed: set[str]) -> list:
         if (names & timed) - claimed:
             ran.append(graph)
         claimed |= names
-    return ran or graphs
+    if not ran and notes:  # XLA ran the step: the graphs recorded are warm-up set-up only
+        return []
+    return ran or graphs  # only untimed ops (Const, Identity...): keep what was recorded
 
 
 def _function_names(graphs: list) -> list[str]:
     """The tf.function each entry instantiated; ``eager`` for an op run eagerly on its own.
 
     Entries carry no name: match their node names against the functions the eager context
-    knows (``__inference_<python name>_<n>``).
+    knows (``__inference_<python name>_<n>``). TF 2.21 can leave the nodes of a function whose
+    instantiation failed in the next recorded graph: the match takes the largest known
+    function inside the entry, and the entry is cleaned of the other nodes.
     """
     from tensorflow.python.eager import context
 
@@ -389,9 +487,8 @@ def _function_names(graphs: list) -> list[str]:
     known: dict[frozenset, str] | None = None
     names = []
     for graph in graphs:
-        nodes = frozenset(
-            n.name for n in graph.pre_optimization_graph.node if n.op not in ("_Arg", "_Retval")
-        )
+        pre = graph.pre_optimization_graph
+        nodes = frozenset(n.name for n in pre.node if n.op not in ("_Arg", "_Retval"))
         if len(nodes) <= 1:
             names.append("eager")
             continue
@@ -402,8 +499,28 @@ def _function_names(graphs: list) -> list[str]:
                     with contextlib.suppress(Exception):
                         fdef = ctx.get_function_def(fname)
                         known.setdefault(frozenset(n.name for n in fdef.node_def), fname)
-        names.append(function_display_name(known.get(nodes, "function")))
+        match = known.get(nodes)
+        if match is None:
+            inside = [body for body in known if body <= nodes]
+            if inside:
+                body = max(inside, key=len)
+                match = known[body]
+                _keep_only(pre, body)
+        names.append(function_display_name(match or "function"))
     return names
+
+
+def _keep_only(graph_def: Any, body: frozenset) -> None:
+    """Drop nodes of ``graph_def`` that are not ``body``'s (the last node of a name wins)."""
+    last: dict[str, Any] = {}
+    for node in graph_def.node:
+        if node.name in body or node.op in ("_Arg", "_Retval"):
+            last[node.name] = node
+    kept = [type(node)() for node in last.values()]
+    for copy, node in zip(kept, last.values(), strict=True):
+        copy.CopyFrom(node)
+    del graph_def.node[:]
+    graph_def.node.extend(kept)
 
 
 def _place_records(records: Any, display_of: dict[str, str], device_of: dict[str, str]) -> None:
