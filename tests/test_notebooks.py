@@ -1,6 +1,6 @@
 """The teaching notebooks run headless, top to bottom, and show what they say they show.
 
-All four notebooks execute once per test session, *concurrently* (one kernel each, driven by
+All five notebooks execute once per test session, *concurrently* (one kernel each, driven by
 nbclient's async API in one event loop), with the notebooks folder as the working directory, as
 in JupyterLab. Each test then reads the executed notebook: no cell errored, the placement panel
 was displayed (a widget view whose model is in the saved widget state), the file stays within its
@@ -28,6 +28,7 @@ NAMES = [
     "02_explicit_and_implicit.ipynb",
     "03_finding_one_op.ipynb",
     "04_real_gpu_trace.ipynb",
+    "05_tf2_functions_and_keras.ipynb",
 ]
 KERNEL = "python3"
 CELL_TIMEOUT_S = 120  # one cell; the slowest (a trace, TF import) takes a few seconds
@@ -43,7 +44,8 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #   --execute` does). Most of it is plotly.js's widget bundle, stored once per notebook: the
 #   kernel's one PlotlyBundle widget carries it gzipped (1.5 MB, 2.0 MB as base64 in the file;
 #   tfplace_widget/plotly_bundle.py), and each figure holds only a 1 KB stub. The executed
-#   notebooks are 2.15-2.27 MB (one or two panels of ~0.1 MB each); 3 MB is that plus ~30%. With
+#   notebooks are 2.15-2.38 MB (one to three panels of ~0.1 MB each; 05 has three: 2.38 MB,
+#   48 KB without the widget state); 3 MB is that plus ~25%. With
 #   the bundle in every figure's `_esm` again (5 MB each, as plain plotly sends it) or sent twice,
 #   a notebook fails the budget.
 MAX_BYTES_WITHOUT_WIDGET_STATE = 1_000_000
@@ -97,7 +99,7 @@ async def _execute_all() -> dict[str, Executed]:
 
 @pytest.fixture(scope="module")
 def executed() -> dict[str, Executed]:
-    """The four notebooks, executed concurrently (about 30-60 s on 2 cores).
+    """The five notebooks, executed concurrently (about 30-60 s on 2 cores).
 
     In a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps an
     event loop running in the main thread, where ``asyncio.run`` would refuse to start.
@@ -191,7 +193,7 @@ def test_executed_notebook_stays_within_its_size_budget(run: Executed) -> None:
     bundles = [
         model_id
         for model_id, model in state.items()
-        if model["state"].get("_anywidget_id") == "tfplace_widget.plotly_bundle.PlotlyBundle"
+        if model["state"].get("_anywidget_id") == "tfplace_widget.bundle_holder.PlotlyBundle"
     ]
     assert len(bundles) == 1, f"{run.name}: plotly's bundle is in {len(bundles)} widgets"
 
@@ -209,8 +211,15 @@ FACTS = {
         "StringJoin: kernels for ['CPU']",
         "Cannot place op 'S'",  # the TraceError without soft placement...
         "Cannot assign a device for operation S",  # ...quoting TensorFlow's own message
+        "ConfigProto().allow_soft_placement = False",  # a bare ConfigProto: soft placement off
+        "eager context: tf.config.get_soft_device_placement() = True",
+        "Session(): S ran on a device that works",  # no config: the eager context's, soft on
+        "Session(config=ConfigProto()): Cannot assign a device for operation S",
         "colocation groups=[b'loc:@a']",
+        "the same as a's: True",  # colocate_with gives b a's device, not its scope's /cpu:0
         "Built as AddV2; TensorFlow's graph optimizer turned it into Const.",
+        # opt_level=L0 in a Session does not stop Grappler: it runs by default there too
+        "Session at opt_level=L0, Grappler on by default: C ran as Const",
     ],
     "03_finding_one_op.ipynb": [
         "No op named 'c' in this trace. Close matches:",
@@ -222,6 +231,23 @@ FACTS = {
         "31 records in the file, 22 rows in trace.events",  # stream:all copies counted once
         "edge_22_MatMul",  # the MatMul result copied back to the host
         "edge_78__arg_Placeholder_0_0",  # a fed value copied to the GPU
+    ],
+    "05_tf2_functions_and_keras.ipynb": [
+        "mode: function",  # a tf.function runs in the eager runtime
+        "C: how=explicit, function=seed",  # tf.device inside the function
+        "A: how=implicit, function=seed, asked for nothing",
+        "(GPU before CPU)",  # ...and A's reason states the priority rule
+        "PartitionedCall/double: function=scale, how=explicit",  # tf.device around the call
+        "around the call PartitionedCall (of scale) applies to every op inside without one",
+        "while/body/while/step: AddV2, runs=5",  # runs = the loop's trip count
+        "forward pass only: weights unchanged: True",  # show_placement(model, x)
+        "functions: ['one_step_on_data']",  # Keras's training step
+        "optimizer steps taken by show_placement: 2",  # warmup + steps real steps
+        "warmup=0: optimizer steps taken: 1",
+        "function: ['train_step']",  # the GradientTape step
+        "weight updates (AssignSubVariableOp): 4",  # SGD on 2 kernels + 2 biases
+        "MatMul ops placed one by one: jit_compile=True: 0,",  # XLA hides the ops
+        "XLA runs the whole step as one cluster, so per-op placement is hidden",
     ],
 }
 
@@ -235,7 +261,17 @@ FACTS_WITHOUT_GPU = {
     ],
     "02_explicit_and_implicit.ipynb": [
         "which does not exist here (devices: CPU:0, CPU:1); soft placement moved it to CPU:0.",
+        "b in the trace: requested_device='/device:CPU:1', how=colocated",  # a's, not /cpu:0
         "optimize=True: copies: 1, bytes copied: 4,000,000",
+    ],
+    "05_tf2_functions_and_keras.ipynb": [
+        "devices: /device:CPU:0, /device:CPU:1",  # two logical CPUs, set before start-up
+        "C ran on /job:localhost/replica:0/task:0/device:CPU:1",  # on the stand-in
+        "On a machine with a GPU and a GPU kernel for it, that is GPU:0.",  # A's reason
+        "G: how=soft, asked for /device:GPU:0, ran on /job:localhost/replica:0/task:0/device:CPU:0",
+        "soft placement is off, and the devices here are CPU:0, CPU:1",  # soft_placement=False
+        "jit_compile='auto' picks False here",  # Keras 3: XLA only with a GPU
+        "jit_compile=False: 5",  # 2 forward + 3 gradient MatMuls
     ],
 }
 
@@ -252,9 +288,53 @@ def test_outputs_state_the_facts_the_text_explains(name: str, executed: dict) ->
     assert not missing, f"{name}: outputs lack {missing}"
 
 
-@pytest.mark.parametrize("name", NAMES[:3], ids=[name.split("_")[0] for name in NAMES[:3]])
+STAND_IN = [name for name in NAMES if not name.startswith("04_")]  # 04 reads a real GPU trace
+
+
+@pytest.mark.parametrize("name", STAND_IN, ids=[name.split("_")[0] for name in STAND_IN])
 def test_notebooks_say_what_stands_in_for_the_gpu(name: str, executed: dict) -> None:
     text = executed[name].text
     assert "No GPU here: a second CPU device stands in for the GPU" in text or (
         "A GPU is visible" in text
     )
+
+
+# -- 05: TF2 code --------------------------------------------------------------------------------
+TF2 = "05_tf2_functions_and_keras.ipynb"
+
+
+def test_tf2_notebook_late_log_device_placement_prints_nothing(executed: dict) -> None:
+    """The markdown says set_log_device_placement(True), called once the runtime runs, prints
+    nothing, even for eager ops: the cell shows the function's result and not one line more."""
+    result = executed[TF2]
+    assert result.error is None, f"{TF2} did not finish: {result.error}"
+    cells = [
+        cell
+        for cell in result.notebook.cells
+        if cell.cell_type == "code" and "set_log_device_placement(True)" in cell.source
+    ]
+    assert len(cells) == 1, "one cell turns the placement log on"
+    outputs = cells[0].outputs
+    assert [(o.output_type, o.get("name")) for o in outputs] == [("stream", "stdout")], outputs
+    assert outputs[0].text.strip() == "tf.Tensor([2. 2. 2.], shape=(3,), dtype=float32)"
+
+
+def test_tf2_notebook_panels_say_they_ran_tf2_code(executed: dict) -> None:
+    """Three panels (the seed function, the Keras forward pass, a training step), each headed
+    as TF2 code run in the eager runtime."""
+    result = executed[TF2]
+    assert result.error is None, f"{TF2} did not finish: {result.error}"
+    state = result.notebook.metadata["widgets"][WIDGET_STATE]["state"]
+    headers = [
+        model["state"]["value"]
+        for model in state.values()
+        if "TensorFlow placement</b>" in str(model["state"].get("value", ""))
+    ]
+    assert len(headers) == 3, headers
+    assert all("TF2 code, run in the eager runtime" in header for header in headers), headers
+    assert any("mlp.train_on_batch" in header for header in headers), headers
+
+
+def test_tf2_notebook_names_the_function_of_every_op(executed: dict) -> None:
+    text = executed[TF2].text
+    assert "before: function=outer" in text and "after: function=outer" in text
