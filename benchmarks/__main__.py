@@ -1,8 +1,10 @@
 """``python -m benchmarks [--quick]``: measure tfplace_widget against TensorFlow's own tools.
 
 Full run (about 4 minutes on 2 cores): generated graphs of 1k, 10k and 100k ops on four CPU
-devices plus the largest real GPU trace; writes ``benchmarks/RESULTS.md``. ``--quick``: 1k and
-10k only, few repeats, prints the tables and writes nothing unless ``--write`` is given.
+devices plus the largest real GPU trace, and a TF2 function-mode trace of a 2,000-op tf.function
+(``benchmarks/function_mode.py``, in a process of its own); writes ``benchmarks/RESULTS.md``.
+``--quick``: 1k and 10k only, few repeats, prints the tables and writes nothing unless
+``--write`` is given.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import floor, graphs
+from . import floor, function_mode, graphs
 from .measure import (
     Timing,
     fmt_bytes,
@@ -37,7 +39,7 @@ RESULTS = HERE / "RESULTS.md"
 GPU_TRACE = Path(
     os.environ.get(
         "TFPLACE_GPU_TRACE",
-        HERE.parent.parent / "shared/fixtures/gpu-traces/kittibox/timeline_01.json",
+        HERE.parent / "tfplace_widget/examples/gpu_traces/kittibox/timeline_01.json",
     )
 )
 DEVICES = 4
@@ -629,6 +631,14 @@ def render(results: dict) -> str:
                 f"| {fmt_bytes(p['rss_after'])} |"
             )
     add("")
+    function = results.get("function_mode")
+    if function:
+        add(function_mode.render(function, heading="### 5."))
+    elif "function_mode" in results:
+        add("### 5. TF2 function mode")
+        add("")
+        add("Failed: see the log (`python -m benchmarks.function_mode` runs it alone).")
+        add("")
     add(f"Whole benchmark run: {results['wall_s']:.0f} s.")
     return "\n".join(lines)
 
@@ -704,6 +714,11 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated op counts (default 1000,10000,100000; quick 1000,10000)",
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
+    parser.add_argument(
+        "--no-function-mode",
+        action="store_true",
+        help="skip the TF2 function-mode trace (benchmarks/function_mode.py)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -747,6 +762,9 @@ def main(argv: list[str] | None = None) -> int:
         if panel is not None:
             panels.append(panel)
     results["panel"] = panels
+    if not args.no_function_mode:
+        log("TF2 function mode: python -m benchmarks.function_mode, in a process of its own")
+        results["function_mode"] = function_mode.run_in_subprocess(quick)
     results["wall_s"] = time.perf_counter() - started
     results["machine"]["load average at end"] = _loadavg()
 

@@ -332,3 +332,16 @@ def test_function_mode_puts_gpu_kernels_on_stream_lanes_and_host_ops_on_their_de
     assert row(trace, "dense/MatMul")["runs"] == 1  # the launch, not its kernel
     assert row(trace, "dense/MatMul")["function"] == "step"
     assert (trace.events["lane"].str.contains("Memcpy")).any()
+
+
+def test_after_a_trace_tensorflow_keeps_no_graphs_of_later_calls(tf, double):
+    from tensorflow.python.eager import context
+
+    trace_placement(double, tf.ones((2,)))
+
+    @tf.function
+    def later(v):
+        return v - 1.0
+
+    later(tf.ones((2,)))  # instantiated after the trace: nothing may record it
+    assert len(context.context().export_run_metadata().function_graphs) == 0
