@@ -248,17 +248,17 @@ def test_show_placement_takes_a_tf_function_and_its_arguments(tf, double):
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "needle"),
+    ("kwargs", "error", "needle"),
     [
-        ({"mode": "tf2"}, "mode must be one of"),
-        ({"mode": "graph"}, "mode='graph' calls the graph builder with no arguments"),
-        ({"feed_dict": {"x": 1}}, "feed_dict only apply to a TF1 graph builder"),
-        ({"fn_kwargs": [1]}, "fn_kwargs must be a dict"),
-        ({"warmup": -1}, "warmup must be a whole number from 0"),
+        ({"mode": "tf2"}, ValueError, "mode must be one of"),
+        ({"mode": "graph"}, ValueError, "mode='graph' calls the graph builder with no arguments"),
+        ({"feed_dict": {"x": 1}}, ValueError, "feed_dict only apply to a TF1 graph builder"),
+        ({"fn_kwargs": [1]}, TypeError, "fn_kwargs must be a dict"),
+        ({"warmup": -1}, ValueError, "warmup must be a whole number from 0"),
     ],
 )
-def test_bad_function_mode_options_are_clear_errors(tf, double, kwargs, needle):
-    with pytest.raises(ValueError, match=needle):
+def test_bad_function_mode_options_are_clear_errors(tf, double, kwargs, error, needle):
+    with pytest.raises(error, match=needle):
         trace_placement(double, tf.ones((2,)), **kwargs)
 
 
@@ -345,3 +345,24 @@ def test_after_a_trace_tensorflow_keeps_no_graphs_of_later_calls(tf, double):
 
     later(tf.ones((2,)))  # instantiated after the trace: nothing may record it
     assert len(context.context().export_run_metadata().function_graphs) == 0
+
+
+def test_a_one_element_iterator_says_the_warm_up_call_took_it(tf):
+    iterator = iter(tf.data.Dataset.range(1))
+
+    @tf.function
+    def take():
+        return next(iterator) + 1
+
+    with pytest.raises(TraceError) as info:
+        trace_placement(take)
+    message = str(info.value)
+    assert "during the traced call" in message and "warmup=1" in message
+    assert "pass warmup=0" in message
+    fresh = iter(tf.data.Dataset.range(1))
+
+    @tf.function
+    def take_fresh():
+        return next(fresh) + 1
+
+    assert "add" in set(trace_placement(take_fresh, warmup=0).ops["op"])

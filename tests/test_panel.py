@@ -170,11 +170,11 @@ def test_log_section_is_collapsed_and_searchable(panel):
 def test_show_placement_dispatch_and_bad_options(tmp_path, seed_trace):
     assert show_placement(seed_trace).trace is seed_trace
     assert show_placement(GPU_TRACE).trace.devices[0].endswith("GPU:0")
-    with pytest.raises(ValueError, match="Did you mean 'device_count'"):
+    with pytest.raises(TypeError, match="Did you mean 'device_count'"):
         show_placement(inputs_none, device_cont={"CPU": 2})
     with pytest.raises(ValueError, match="only apply when tracing a function"):
         show_placement(seed_trace, steps=2)
-    with pytest.raises(ValueError, match="not int"):
+    with pytest.raises(TypeError, match="not int"):
         show_placement(42)
     with pytest.raises(TraceError):
         show_placement(str(tmp_path / "missing.json"))
@@ -270,7 +270,7 @@ def test_normalize_device_count():
     assert normalize_device_count({}) == {}
     with pytest.raises(ValueError, match="'cpu': 3 and 'CPU': 1"):
         normalize_device_count({"cpu": 3, "CPU": 1})
-    with pytest.raises(ValueError, match="must be a dict"):
+    with pytest.raises(TypeError, match="must be a dict"):
         normalize_device_count([("CPU", 2)])
     with pytest.raises(ValueError, match="device types like 'CPU'"):
         normalize_device_count({1: 2})

@@ -25,6 +25,7 @@ import tensorflow as tf
 from conftest import conflicting_colocation
 
 from tfplace_widget import PlacementTrace, TraceError, show_placement, trace_placement
+from tfplace_widget.errors import TraceFileNotFound
 from tfplace_widget.panel import PlacementPanel
 from tfplace_widget.table import OpTable
 
@@ -83,6 +84,31 @@ def group_on_missing_device():
 def raising_builder():
     tf.constant(1.0, name="before_the_bug")
     raise RuntimeError("half-written builder")
+
+
+def variable_from_placeholder_builder():
+    start = tf.compat.v1.placeholder(tf.float32, [2], name="start")
+    return tf.add(tf.Variable(start, name="counter"), 1.0, name="next")
+
+
+def one_element_dataset_builder():
+    dataset = tf.data.Dataset.from_tensors(tf.constant([1.0, 2.0], name="element"))
+    return tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+
+
+def writes_into(users_graph: Any) -> Callable[[], Any]:
+    """A builder that builds into ``users_graph``, made outside it (the user's global default
+    graph, which holds ``users_own_op``: see ``user_default_graph`` below)."""
+
+    def build():
+        with users_graph.as_default():
+            tf.constant(1.0, name="stray")
+        return tf.constant(2.0, name="mine")
+
+    return build
+
+
+EAGER = tf.constant(3.0)  # an eager tensor made outside every builder
 
 
 def queue_builder():
@@ -165,14 +191,14 @@ CATALOGUE = [
     Case(
         "trace_placement-not-callable",
         lambda _: trace_placement("tf.constant(1.0)"),
-        ValueError,
+        TypeError,
         ["needs a function", "not str"],
         ["def build()", "pass `build`"],
     ),
     Case(
         "show_placement-not-callable",
         lambda _: show_placement(42),
-        ValueError,
+        TypeError,
         ["not int"],
         ["a function to trace", "PlacementTrace", "trace file path"],
     ),
@@ -208,6 +234,21 @@ CATALOGUE = [
         ["nested list/tuple/dict"],
     ),
     Case(
+        "returns-an-eager-tensor-in-graph-mode",
+        lambda _: trace_placement(lambda: [tf.constant(1.0), EAGER], mode="graph"),
+        TraceError,
+        ["returned the eager tensor", "belongs to no graph, and to none built here"],
+        ["Create it inside the builder", "mode='function'"],
+    ),
+    Case(
+        "writes-into-the-users-default-graph",
+        lambda _: trace_placement(writes_into(tf.compat.v1.get_default_graph())),
+        TraceError,
+        ["writes into a tf.Graph made outside it", "the op 'stray' (Const)"],
+        ["the write was refused and that graph is unchanged", "drop `with graph.as_default():`"],
+        cause=TraceError,
+    ),
+    Case(
         "builds-nothing",
         lambda _: trace_placement(lambda: print("no ops here", file=sys.stderr)),
         TraceError,
@@ -222,6 +263,30 @@ CATALOGUE = [
         ["Placeholder 'labels' needs a value"],
         ["feed_dict={'labels': value}"],
         cause=tf.errors.InvalidArgumentError,
+    ),
+    Case(
+        "feeds-the-fetch",
+        lambda _: trace_placement(placeholders_builder, feed_dict={"total": [1.0, 2.0]}),
+        TraceError,
+        ["feed_dict feeds 'total:0', which the builder also returns", "runs no op for it"],
+        ["feed the placeholders it is computed from", "images, labels"],
+    ),
+    Case(
+        "variable-from-an-unfed-placeholder",
+        lambda _: trace_placement(variable_from_placeholder_builder),
+        TraceError,
+        ["Placeholder 'start' needs a value", "initial value"],
+        ["feed_dict={'start': value}"],
+        cause=tf.errors.InvalidArgumentError,
+    ),
+    Case(
+        "warm-up-took-the-only-element",
+        lambda _: trace_placement(one_element_dataset_builder),
+        TraceError,
+        ["The dataset ran out", "the untraced warm-up step (warmup=1) consumed its only element"],
+        ["pass warmup=0"],
+        cause=tf.errors.OutOfRangeError,
+        absent=["Original stack trace"],
     ),
     Case(
         "feed-wrong-shape",
@@ -366,6 +431,20 @@ CATALOGUE = [
         ["from 1 to 1000"],
     ),
     Case(
+        "device_count-not-a-dict",
+        lambda _: trace_placement(good_builder, device_count=[3]),
+        TypeError,
+        ["device_count", "not list"],
+        ["a dict like {'CPU': 2}"],
+    ),
+    Case(
+        "config-not-a-ConfigProto",
+        lambda _: trace_placement(good_builder, config={"allow_soft_placement": True}),
+        TypeError,
+        ["config must be a tf.compat.v1.ConfigProto, not dict"],
+        ["config=tf.compat.v1.ConfigProto(", "or leave it out"],
+    ),
+    Case(
         "device_count-too-many",
         lambda _: trace_placement(good_builder, device_count={"CPU": 65}),
         ValueError,
@@ -399,32 +478,40 @@ CATALOGUE = [
     Case(
         "trace_placement-typo",
         lambda _: trace_placement(good_builder, devcie_count=THREE_CPUS),
-        ValueError,
+        TypeError,
         ["Unknown option 'devcie_count' for trace_placement"],
         ["Did you mean 'device_count'?"],
     ),
     Case(
         "trace_placement-typo-with-a-good-option",
         lambda _: trace_placement(good_builder, steps=2, time_out=1.0),
-        ValueError,
+        TypeError,
         ["Unknown option 'time_out'"],
         ["Did you mean 'timeout_s'?"],
     ),
     Case(
         "trace_placement-unknown-no-close-match",
         lambda _: trace_placement(good_builder, colour="red"),
-        ValueError,
+        TypeError,
         ["Unknown option 'colour'"],
         ["Options: fn_kwargs, mode, device_count, soft_placement, optimize, device_scope"],
     ),
     Case(
         "show_placement-typo",
         lambda _: show_placement(good_builder, soft_placment=False),
-        ValueError,
+        TypeError,
         ["Unknown option 'soft_placment' for show_placement"],
         ["Did you mean 'soft_placement'?"],
     ),
     # -- files --------------------------------------------------------------------------------
+    Case(
+        "file-missing",
+        lambda p: show_placement(p / "timeline.json"),
+        TraceFileNotFound,  # a TraceError and a FileNotFoundError
+        ["Cannot read trace file", "timeline.json", "No such file or directory"],
+        ["Check the path"],
+        cause=FileNotFoundError,
+    ),
     Case(
         "file-not-a-trace-pb",
         lambda p: PlacementTrace.from_run_metadata(str(write(p, "notes.pb", b"\xff" * 64))),

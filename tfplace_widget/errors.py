@@ -60,10 +60,87 @@ def _worth_showing(text: str) -> list[str]:
     return kept
 
 
+class TraceFileNotFound(TraceError, FileNotFoundError):
+    """A trace file that does not exist: a :class:`TraceError` and, as Python's ``open`` would
+    raise, a ``FileNotFoundError`` (with ``errno``, ``strerror`` and ``filename`` set)."""
+
+    def __str__(self) -> str:  # the message, not OSError's "[Errno 2] ...: 'path'"
+        return str(self.args[0]) if self.args else ""
+
+
 def read_file(path: str, what: str, error: type[Exception] = TraceError) -> bytes:
-    """The bytes of ``path``; ``error`` saying "Cannot read <what> <path>: <reason>." if not."""
+    """The bytes of ``path``; ``error`` saying "Cannot read <what> <path>: <reason>." if not.
+
+    A missing file with the default ``error`` raises :class:`TraceFileNotFound`, which is also
+    a ``FileNotFoundError``.
+    """
     try:
         with open(path, "rb") as handle:
             return handle.read()
     except OSError as exc:
-        raise error(f"Cannot read {what} {path!r}: {exc.strerror}.") from exc
+        message = f"Cannot read {what} {path!r}: {exc.strerror}."
+        if isinstance(exc, FileNotFoundError) and issubclass(TraceFileNotFound, error):
+            missing = TraceFileNotFound(message + _where_relative_paths_start(path))
+            missing.errno, missing.strerror, missing.filename = exc.errno, exc.strerror, path
+            raise missing from exc
+        raise error(message) from exc
+
+
+def _where_relative_paths_start(path: object) -> str:
+    import os
+
+    if os.path.isabs(os.fspath(path)):  # type: ignore[arg-type]
+        return " Check the path."
+    return f" Check the path: a relative path starts in the working directory, {os.getcwd()!r}."
+
+
+def ran_out_message(
+    what: str, phase: str, index: int, warmup: int, steps: int, unit: str = "step", where: str = ""
+) -> str:
+    """Why a one-shot input (``what``: "dataset", "queue", "iterator") ran out, and the fix,
+    for the run it ran out in: ``phase`` "warmup" or "step" (``index`` from 0), or "init".
+    ``where`` follows "ran out", e.g. " (OutOfRangeError at 'IteratorGetNext')".
+
+    ``unit`` is what one run is called ("step" for a Session run, "call" for TF2 code). Each
+    run before is assumed to have taken elements: the untraced warm-up runs take them from the
+    traced ones, which is what the message names (issue 11).
+    """
+    runs = f"{unit}s"
+    if phase == "step" and warmup:
+        during = f"the traced {unit}" if steps == 1 else f"traced {unit} {index + 1} of {steps}"
+        took = "its only element" if warmup + index == 1 else "what it had"
+        before = f"the untraced warm-up {unit if warmup == 1 else runs} (warmup={warmup})"
+        if index:
+            before += f" and the {index} traced {unit}(s) before it"
+        gets = f"the traced {runs} get" if steps > 1 else f"the traced {unit} gets"
+        story = (
+            f"{during}: {before} consumed {took}; pass warmup=0 so that {gets} what the {what} "
+            f"has, or give the {what} more elements"
+        )
+    elif phase == "step" and index:
+        story = (
+            f"traced {unit} {index + 1} of {steps}: the {index} {unit}(s) before it consumed "
+            f"what it had; pass steps={index}, or give the {what} more elements"
+        )
+    elif phase == "step":
+        story = (
+            f"the traced {unit}, before any {unit} had run: the {what} has no elements (or was "
+            "used up before the trace). Give it elements"
+        )
+    elif phase == "warmup" and index:
+        story = (
+            f"untraced warm-up {unit} {index + 1} of warmup={warmup}: the {index} warm-up "
+            f"{unit}(s) before it consumed what it had, and nothing was left to trace; pass "
+            f"warmup=0 (and steps={index} at most), or give the {what} more elements"
+        )
+    elif phase == "warmup":
+        story = (
+            f"the first untraced warm-up {unit} (warmup={warmup}), before any {unit} had run: "
+            f"the {what} has no elements (or was used up before the trace). Give it elements"
+        )
+    else:
+        story = (
+            f"the variable initialisation, before any {unit}: an initializer reads it. Give it "
+            "elements, or initialise the variable from something else"
+        )
+    return f"The {what} ran out{where} during {story}."

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .capture import capture_native_output
-from .errors import TraceError, attach_log
+from .errors import TraceError, attach_log, ran_out_message
 from .frames import frames_from_records
 from .gc_pause import paused_gc
 from .sources.functions import function_display_name, read_function_graphs
@@ -307,8 +307,8 @@ def _run(
     ctx.export_run_metadata()  # drop what an earlier, failed trace left collected
     try:
         with scope:
-            for _ in range(warmup):
-                _user_call(call)
+            for index in range(warmup):
+                _user_call(call, ("warmup", index, warmup, steps))
             try:
                 tf.profiler.experimental.start(logdir)
             except tf.errors.AlreadyExistsError as exc:
@@ -318,8 +318,8 @@ def _run(
                     "trace again."
                 ) from exc
             try:
-                for _ in range(steps):
-                    _user_call(call)
+                for index in range(steps):
+                    _user_call(call, ("step", index, warmup, steps))
             finally:
                 tf.profiler.experimental.stop()
         metadata = ctx.export_run_metadata()
@@ -346,7 +346,11 @@ def _run(
     return graphs, space
 
 
-def _user_call(call: Callable[[], Any]) -> Any:
+def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:
+    """``call()``; its failure as a TraceError that says how to fix it. ``run`` is
+    ``(phase, index, warmup, steps)``: which call this is, for inputs that run out."""
+    import tensorflow as tf
+
     interrupted = None
     try:
         with _cancelled_by_ctrl_c() as interrupted:
@@ -359,6 +363,19 @@ def _user_call(call: Callable[[], Any]) -> Any:
         placement = _placement_error(exc)
         if placement:
             raise TraceError(placement) from exc
+        if isinstance(exc, (tf.errors.OutOfRangeError, StopIteration)):
+            phase, index, warmup, steps = run
+            raise TraceError(
+                ran_out_message(
+                    "iterator",
+                    phase,
+                    index,
+                    warmup,
+                    steps,
+                    unit="call",
+                    where=f" ({type(exc).__name__})",
+                )
+            ) from exc
         raise TraceError(
             f"Your function raised {_error_line(exc)}. Fix it and trace "
             "again (its traceback is chained above)."

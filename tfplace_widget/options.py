@@ -19,7 +19,7 @@ def normalize_device_count(device_count: Mapping[str, Any]) -> dict[str, Any]:
     Counts are passed through as they are (``trace_placement`` checks them).
     """
     if not isinstance(device_count, Mapping):
-        raise ValueError(
+        raise TypeError(
             f"device_count must be a dict like {{'CPU': 2}}, not {type(device_count).__name__}."
         )
     normalized: dict[str, Any] = {}

@@ -610,12 +610,12 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
 
     ``fn`` is TF2 code (a tf.function, a Keras model, ``model.train_on_batch``, any callable)
     or a TF1 graph builder; options are those of :func:`trace_placement`, keyword-only;
-    unknown ones raise ``ValueError``.
+    unknown ones raise ``TypeError``.
     """
     check_option_names(options, "show_placement")
     options = _normalized(options)
     if args and not callable(fn_or_trace):
-        raise ValueError(
+        raise TypeError(
             "Arguments after the first are passed to the function to trace; "
             f"{type(fn_or_trace).__name__} is not callable."
         )
@@ -634,7 +634,7 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
     if callable(fn_or_trace):
         trace = trace_placement(fn_or_trace, *args, **options)
         return PlacementPanel(trace, builder=fn_or_trace, options=options, args=args)
-    raise ValueError(
+    raise TypeError(
         f"show_placement takes a function to trace (a tf.function, a Keras model, or a graph "
         f"builder), a PlacementTrace, a RunMetadata or a trace file path, not "
         f"{type(fn_or_trace).__name__}."

@@ -10,13 +10,15 @@ import contextlib
 import difflib
 import math
 import re
+import sys
 import threading
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .capture import CapturedText, capture_native_output, import_tensorflow
 from .devices import parse_device, short_device
-from .errors import TraceError, attach_log
+from .errors import TraceError, attach_log, ran_out_message
 from .frames import build_trace
 from .function_tracer import is_tf2_callable, trace_function
 from .graphfacts import facts_from_graph
@@ -72,7 +74,9 @@ def trace_placement(
     method, or when arguments are given, and falls back to it when ``fn`` uses eager objects
     made outside it. ``warmup`` untraced calls come first, then ``steps`` traced ones: a call
     with side effects (a training step) runs ``warmup + steps`` times. See the README for the
-    other options. An unknown keyword argument raises ``ValueError`` naming the closest one.
+    other options. Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
+    dict, a ``config`` that is not a ``ConfigProto``, an unknown keyword option, which names the
+    closest one) raise ``TypeError``; bad values ``ValueError``; a failed trace ``TraceError``.
     """
     check_option_names(unknown, "trace_placement")
     _check_arguments(fn, device_count, steps, timeout_s, device_scope, warmup)
@@ -81,10 +85,12 @@ def trace_placement(
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}.")
     if fn_kwargs is not None and not isinstance(fn_kwargs, Mapping):
-        raise ValueError(
+        raise TypeError(
             f"fn_kwargs must be a dict of keyword arguments for fn, not {type(fn_kwargs).__name__}."
         )
     tf, startup_log = import_tensorflow()  # CUDA probing etc. on first import
+    if config is not None:
+        _check_config(config)
     function_options = {
         "device_count": device_count,
         "soft_placement": soft_placement,
@@ -107,8 +113,14 @@ def trace_placement(
     try:
         fetches = _build(fn, graph, device_scope)
     except _UsesEagerObjects as exc:
-        if mode == "graph":
-            raise
+        if mode == "graph":  # the builder's own exception (if any) stays chained
+            raise TraceError(
+                f"The graph builder {exc.detail}. An eager tensor or variable made outside the "
+                "builder belongs to no graph, and to none built here: trace_placement runs the "
+                "builder in a fresh graph of its own, whose Session cannot use it. Create it "
+                "inside the builder (e.g. tf.constant(...) there), or trace the code as TF2 "
+                "with mode='function' (mode='auto' does that by itself)."
+            ) from exc.__cause__
         _no_graph_options(graph_only, "function (picked because the builder uses eager objects)")
         note = (
             f"tfplace: building {getattr(fn, '__name__', 'fn')} in a fresh graph failed because "
@@ -117,11 +129,13 @@ def trace_placement(
         )
         return trace_function(fn, (), None, **function_options, note=startup_log + note)
     session_config = _session_config(config, device_count, soft_placement, optimize)
+    feeds = _resolve_feeds(graph, feed_dict)
+    notes = _fed_fetches(fetches, feeds, graph)
     captured = None
     try:
         with capture_native_output() as captured:
             metadatas, devices = _run(
-                graph, fetches, session_config, feed_dict, steps, warmup, timeout_s, captured
+                graph, fetches, session_config, feeds, steps, warmup, timeout_s, captured
             )
     except (TraceError, KeyboardInterrupt) as exc:
         if captured is not None:  # what TensorFlow printed before it failed is not lost
@@ -129,10 +143,21 @@ def trace_placement(
         raise
     facts = facts_from_graph(graph)
     name = getattr(fn, "__name__", type(fn).__name__)
-    log = startup_log + captured.text
+    log = startup_log + captured.text + "".join(f"tfplace: {note}\n" for note in notes)
     trace = build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
     trace.mode = "graph"
+    trace.notes = notes
     return trace
+
+
+def _check_config(config: Any) -> None:
+    import tensorflow as tf
+
+    if not isinstance(config, tf.compat.v1.ConfigProto):
+        raise TypeError(
+            f"config must be a tf.compat.v1.ConfigProto, not {type(config).__name__}: e.g. "
+            "config=tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1), or leave it out."
+        )
 
 
 class _UsesEagerObjects(TraceError):
@@ -154,13 +179,14 @@ def _no_graph_options(options: Mapping[str, Any], mode: str) -> None:
 
 
 def check_option_names(options: Mapping[str, Any], caller: str) -> None:
-    """``ValueError`` for the first name in ``options`` that is not a trace option."""
+    """``TypeError`` (as Python's own for an unexpected keyword argument) for the first name in
+    ``options`` that is not a trace option, naming the closest one."""
     unknown = [name for name in options if name not in TRACE_OPTIONS]
     if unknown:
         name = unknown[0]
         close = difflib.get_close_matches(name, TRACE_OPTIONS, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
+        raise TypeError(
             f"Unknown option {name!r} for {caller}.{hint} Options: {', '.join(TRACE_OPTIONS)}."
         )
 
@@ -169,7 +195,7 @@ def _check_arguments(
     fn: Any, device_count: Any, steps: Any, timeout_s: Any, device_scope: Any, warmup: Any = 1
 ) -> None:
     if not callable(fn):
-        raise ValueError(
+        raise TypeError(
             f"trace_placement needs a function to run (a tf.function, a Keras model, or a "
             f"function that builds ops), not {type(fn).__name__}. Wrap your code in "
             "`def build(): ...; return output` and pass `build`."
@@ -193,7 +219,7 @@ def _check_arguments(
         )
     if device_count is not None:
         if not isinstance(device_count, Mapping):
-            raise ValueError(
+            raise TypeError(
                 f"device_count must be a dict like {{'CPU': 2}}, not {type(device_count).__name__}."
             )
         for kind, count in device_count.items():
@@ -224,7 +250,7 @@ def _check_arguments(
 def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
     import tensorflow as tf
 
-    with graph.as_default():
+    with graph.as_default(), _outer_graphs_guarded(graph) as refused:
         try:
             if device_scope:
                 with tf.device(device_scope):
@@ -232,25 +258,30 @@ def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
             else:
                 result = fn()
         except Exception as exc:
+            if refused:  # the builder failed because a write into an outer graph was refused
+                raise _outer_graph_error(refused) from exc
             eager = _eager_detail(exc)
             if eager:
                 raise _UsesEagerObjects(
                     f"The graph builder uses eager objects made outside it ({eager}): trace it "
                     "as TF2 code with mode='function' (or 'auto').",
-                    eager,
+                    f"uses an eager tensor or variable made outside it ({eager})",
                 ) from exc
             hint = _device_spec_hint(exc)
             raise TraceError(
                 f"Your graph builder raised {type(exc).__name__}: {str(exc).rstrip('.')}.{hint} "
                 "Fix the builder and run again (its traceback is chained above)."
             ) from exc
+        if refused:  # the builder caught the refusal and went on
+            raise _outer_graph_error(refused)
+    eager_result = _eager_tensor_in(result)
+    if eager_result is not None:
+        raise _UsesEagerObjects(
+            f"The graph builder returned {eager_result}, made outside it: trace it as TF2 "
+            "code with mode='function' (or 'auto').",
+            f"returned {eager_result}, made outside it",
+        )
     if not graph.get_operations():
-        if _has_eager_tensor(result):
-            raise _UsesEagerObjects(
-                "The graph builder built no ops and returned an eager tensor: trace it as TF2 "
-                "code with mode='function' (or 'auto').",
-                "it returned an eager tensor",
-            )
         if not _is_empty(result) and not _has_graph_object(result):
             raise TraceError(
                 f"The graph builder returned {_returned(result)}, which TensorFlow cannot "
@@ -267,6 +298,123 @@ def _build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
     if result is None:
         return _sink_ops(graph)
     return _check_fetches(result, graph)
+
+
+# -- writes into graphs made outside the builder ----------------------------------------------
+# While a builder runs, tf.Graph's mutators refuse writes (from the builder's thread) into a
+# plain graph that existed before: ops, imports, names and collections. TensorFlow cannot
+# remove an op from a graph once made, so the write is stopped before it happens and the outer
+# graph stays exactly as it was. Graphs made during the build (and FuncGraphs, which TF itself
+# makes and fills) are not guarded.
+_GUARDED_METHODS = ("_check_not_finalized", "_mutation_lock", "unique_name")
+_guard_lock = threading.Lock()
+_guard_users = 0
+_guard_originals: dict[str, Any] = {}
+_guard_state = threading.local()  # .build: _BuildGuard of this thread's running builder
+
+
+class _BuildGuard:
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self.made: weakref.WeakSet = weakref.WeakSet()  # graphs made while the builder ran
+        self.refused: list[tuple[Any, str]] = []  # (outer graph, what the builder tried)
+
+
+class _WritesOuterGraph(TraceError):
+    """Raised inside the builder, from tf.Graph's mutators, at a write into an outer graph."""
+
+
+def _guarded(name: str) -> Callable[..., Any]:
+    original = _guard_originals[name]
+    if name == "__init__":
+
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            build = getattr(_guard_state, "build", None)
+            if build is not None:
+                build.made.add(self)
+
+        return init
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        build = getattr(_guard_state, "build", None)
+        writes = name != "unique_name" or kwargs.get("mark_as_used", args[1:2] != (False,))
+        if build is not None and writes and _is_outer(self, build):
+            what = _attempted_write(name, args, sys._getframe(1))
+            build.refused.append((self, what))
+            raise _WritesOuterGraph(
+                f"trace_placement refused to let the graph builder add {what} to a graph made "
+                "outside it."
+            )
+        return original(self, *args, **kwargs)
+
+    return method
+
+
+def _is_outer(graph: Any, build: _BuildGuard) -> bool:
+    from tensorflow.python.framework.func_graph import FuncGraph
+
+    return not (graph is build.graph or graph in build.made or isinstance(graph, FuncGraph))
+
+
+def _attempted_write(method: str, args: tuple, caller: Any) -> str:
+    """What the builder was adding, from the mutator called and the TF function calling it."""
+    where = caller.f_code.co_name
+    names = caller.f_locals
+    if method == "unique_name" and args:
+        return f"the name {args[0]!r} (an op or name scope)"
+    if where == "_create_op_internal":
+        op_type, name = names.get("op_type"), names.get("name")
+        return f"the op {name or op_type!r} ({op_type})" if op_type else "an op"
+    if where in ("add_to_collection", "clear_collection"):
+        return f"an entry of the collection {names.get('name')!r}"
+    if where == "_add_function":
+        return "a function definition"
+    if "import" in where:
+        return "imported ops (tf.graph_util.import_graph_def)"
+    return f"ops ({where})"
+
+
+@contextlib.contextmanager
+def _outer_graphs_guarded(graph: Any) -> Iterator[list[tuple[Any, str]]]:
+    """While the block runs, this thread cannot write into plain graphs made before it (but
+    ``graph``); yields the list of refused writes, ``(graph, what)``."""
+    global _guard_users
+    from tensorflow.python.framework import ops
+
+    with _guard_lock:
+        if _guard_users == 0:
+            for name in ("__init__", *_GUARDED_METHODS):
+                _guard_originals[name] = ops.Graph.__dict__[name]
+            for name in ("__init__", *_GUARDED_METHODS):
+                setattr(ops.Graph, name, _guarded(name))
+        _guard_users += 1
+    previous = getattr(_guard_state, "build", None)
+    build = _guard_state.build = _BuildGuard(graph)
+    try:
+        yield build.refused
+    finally:
+        _guard_state.build = previous
+        with _guard_lock:
+            _guard_users -= 1
+            if _guard_users == 0:
+                for name, original in _guard_originals.items():
+                    setattr(ops.Graph, name, original)
+                _guard_originals.clear()
+
+
+def _outer_graph_error(refused: list[tuple[Any, str]]) -> TraceError:
+    outer, what = refused[0]
+    count = len(outer.get_operations())
+    more = f" (and {len(refused) - 1} more write(s))" if len(refused) > 1 else ""
+    return TraceError(
+        f"The graph builder writes into a tf.Graph made outside it: it tried to add {what}"
+        f"{more} to {outer!r}, which holds {count} op(s). trace_placement builds the graph in a "
+        "fresh tf.Graph of its own and leaves every other graph as it was, so the write was "
+        "refused and that graph is unchanged. Build every op in the default graph inside the "
+        "builder: drop `with graph.as_default():` and `graph.create_op(...)` for a graph made "
+        "before the call."
+    )
 
 
 _EAGER_HINTS = (
@@ -300,14 +448,21 @@ def _is_empty(value: Any) -> bool:
 
 
 def _has_graph_object(value: Any) -> bool:
-    """Whether ``value`` holds a Tensor, Operation or Variable (of any graph)."""
-    import tensorflow as tf
-
+    """Whether ``value`` holds a Tensor, Operation, Variable or composite tensor (of any graph)."""
     if isinstance(value, (list, tuple)):
         return any(_has_graph_object(v) for v in value)
     if isinstance(value, Mapping):
         return any(_has_graph_object(v) for v in value.values())
-    return isinstance(value, (tf.Tensor, tf.Operation, tf.Variable))
+    return isinstance(value, _fetchable_types())
+
+
+def _fetchable_types() -> tuple[type, ...]:
+    """What a Session fetches besides lists, tuples and dicts of it: Tensors, Operations,
+    Variables, and composite tensors (SparseTensor, RaggedTensor, IndexedSlices)."""
+    import tensorflow as tf
+    from tensorflow.python.framework.composite_tensor import CompositeTensor
+
+    return (tf.Tensor, tf.Operation, tf.Variable, CompositeTensor)
 
 
 def _returned(value: Any) -> str:
@@ -318,12 +473,62 @@ def _returned(value: Any) -> str:
     return f"{type(value).__name__} {text}"
 
 
-def _has_eager_tensor(value: Any) -> bool:
+def _eager_tensor_in(value: Any) -> str | None:
+    """A short description of the first eager tensor or variable in ``value`` (``None`` if none):
+    it belongs to no graph, so a Session cannot fetch it."""
     if isinstance(value, (list, tuple)):
-        return any(_has_eager_tensor(v) for v in value)
-    if isinstance(value, Mapping):
-        return any(_has_eager_tensor(v) for v in value.values())
-    return type(value).__name__ in ("EagerTensor", "ResourceVariable", "KerasVariable")
+        found = (_eager_tensor_in(v) for v in value)
+    elif isinstance(value, Mapping):
+        found = (_eager_tensor_in(v) for v in value.values())
+    else:
+        return _eager_description(value) if _is_eager(value) else None
+    return next((item for item in found if item is not None), None)
+
+
+def _eager_description(value: Any) -> str:
+    """``the eager tensor <tf.Tensor shape=(2,) dtype=float32>``: without reading the value
+    (which copies it, and for a Keras variable warns under NumPy 2)."""
+    import tensorflow as tf
+
+    dtype = getattr(value, "dtype", "?")
+    shape = f"shape={tuple(getattr(value, 'shape', ()))} dtype={getattr(dtype, 'name', dtype)}"
+    if isinstance(value, tf.Variable):
+        return f"the eager variable <tf.Variable {value.name!r} {shape}>"
+    if "Variable" in type(value).__name__:  # Keras 3
+        name = getattr(value, "path", None) or getattr(value, "name", "?")
+        return f"the eager variable <Keras Variable {name!r} {shape}>"
+    kind = "tf.Tensor" if type(value).__name__ == "EagerTensor" else type(value).__name__
+    return f"the eager tensor <{kind} {shape}>"
+
+
+def _is_eager(value: Any) -> bool:
+    import tensorflow as tf
+
+    if type(value).__name__ == "EagerTensor":
+        return True
+    if type(value).__module__.startswith("keras") and any(  # Keras 3: always made eagerly
+        cls.__name__ in ("Variable", "KerasVariable") for cls in type(value).__mro__
+    ):
+        return True
+    if isinstance(value, tf.Variable):
+        return not hasattr(value, "graph") or _graph_of(value) is None
+    if isinstance(value, _fetchable_types()[3]):  # composite: eager if a component is
+        parts = tf.nest.flatten(value, expand_composites=True)
+        return any(type(part).__name__ == "EagerTensor" for part in parts)
+    return False
+
+
+def _graph_of(item: Any) -> Any:
+    """The graph of a Tensor, Operation, Variable or composite tensor (``None``: eager)."""
+    import tensorflow as tf
+
+    if isinstance(item, _fetchable_types()[3]):  # RaggedTensor has no .graph: its parts do
+        graphs = {id(g): g for g in map(_graph_of, tf.nest.flatten(item, expand_composites=True))}
+        return next(iter(graphs.values())) if len(graphs) == 1 else None
+    try:
+        return item.graph
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def _device_spec_hint(exc: BaseException) -> str:
@@ -356,13 +561,11 @@ def _sink_ops(graph: Any) -> list:
 
 
 def _check_fetches(result: Any, graph: Any) -> Any:
-    import tensorflow as tf
-
     def check(item: Any) -> None:
-        if isinstance(item, (tf.Tensor, tf.Operation, tf.Variable)):
-            if getattr(item, "graph", graph) is not graph:
+        if isinstance(item, _fetchable_types()):
+            if _graph_of(item) is not graph:
                 raise TraceError(
-                    f"The builder returned {item.name!r}, which belongs to another graph. "
+                    f"The builder returned {_name_of(item)!r}, which belongs to another graph. "
                     "Create every op inside the builder function, not before it."
                 )
             return
@@ -384,6 +587,49 @@ def _check_fetches(result: Any, graph: Any) -> Any:
     return result
 
 
+def _name_of(item: Any) -> str:
+    import tensorflow as tf
+
+    name = getattr(item, "name", None)
+    if isinstance(name, str):
+        return name
+    parts = tf.nest.flatten(item, expand_composites=True)  # a composite tensor: its parts
+    return ", ".join(getattr(part, "name", "?") for part in parts)
+
+
+def _fed_fetches(fetches: Any, feeds: Mapping[Any, Any], graph: Any) -> list[str]:
+    """Notes for fetched tensors that are also fed: the Session hands back the fed value and
+    runs nothing for them. ``TraceError`` when that leaves no op to run at all."""
+    import tensorflow as tf
+
+    if not feeds:
+        return []
+    fed = {key.name for key in feeds if isinstance(key, tf.Tensor)}
+    fetched = tf.nest.flatten(fetches, expand_composites=True)
+    tensors = [item for item in fetched if isinstance(item, tf.Tensor)]
+    skipped = [t.name for t in tensors if t.name in fed]
+    if not skipped:
+        return []
+    names = ", ".join(repr(name) for name in skipped)
+    if len(skipped) == len(fetched):
+        placeholders = [
+            op.name for op in graph.get_operations() if op.type.startswith("Placeholder")
+        ]
+        raise TraceError(
+            f"feed_dict feeds {names}, which the builder also returns as its fetch"
+            f"{'es' if len(skipped) > 1 else ''}: a Session hands a fed value straight back and "
+            "runs no op for it, so nothing would run and there is nothing to place. Leave it "
+            "out of feed_dict and feed the placeholders it is computed from (placeholders in "
+            f"the graph: {', '.join(placeholders) or 'none'}), or return a tensor computed from "
+            "the fed one."
+        )
+    return [
+        f"{names} {'is' if len(skipped) == 1 else 'are'} fetched and fed (feed_dict): the "
+        "Session handed the fed value back without running the ops that compute it, so they "
+        "are not in this trace."
+    ]
+
+
 def _describe(value: Any) -> str:
     text = repr(value)
     if len(text) > 60:
@@ -400,10 +646,7 @@ def _session_config(
     v1 = tf.compat.v1
     result = v1.ConfigProto()
     if config is not None:
-        if not isinstance(config, v1.ConfigProto):
-            raise ValueError(
-                f"config must be a tf.compat.v1.ConfigProto, not {type(config).__name__}."
-            )
+        _check_config(config)
         result.CopyFrom(config)
     if device_count is not None:
         result.device_count.clear()
@@ -427,16 +670,16 @@ def _run(
     graph: Any,
     fetches: Any,
     config: Any,
-    feed_dict: Mapping[Any, Any] | None,
+    feeds: dict,
     steps: int,
     warmup: int,
     timeout_s: float | None,
     captured: CapturedText | None = None,
 ) -> tuple[list, list[str]]:
+    """Initialise the variables, run ``warmup`` untraced steps and ``steps`` traced ones."""
     import tensorflow as tf
 
     v1 = tf.compat.v1
-    feeds = _resolve_feeds(graph, feed_dict)
     options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE, output_partition_graphs=True)
     plain = v1.RunOptions()
     if timeout_s is not None:
@@ -449,11 +692,17 @@ def _run(
             init = [v1.global_variables_initializer(), v1.local_variables_initializer()]
             init.append(v1.tables_initializer())
 
+        # Which run failed, for the message: ("init", 0), ("warmup", i) or ("step", i).
+        phase = _Phase()
+
         def runs() -> None:
-            session.run(init, options=plain)
-            for _ in range(warmup):  # untraced
+            # With the feeds: a variable's initial value may come from a fed placeholder.
+            session.run(init, feed_dict=feeds, options=plain)
+            for phase.index in range(warmup):  # untraced
+                phase.name = "warmup"
                 session.run(fetches, feed_dict=feeds, options=plain)
-            for _ in range(steps):
+            for phase.index in range(steps):
+                phase.name = "step"
                 metadata = v1.RunMetadata()
                 session.run(fetches, feed_dict=feeds, options=options, run_metadata=metadata)
                 metadatas.append(metadata)
@@ -468,10 +717,21 @@ def _run(
                 soft=config.allow_soft_placement,
                 fed=bool(feeds),
                 operation_timeout_ms=config.operation_timeout_in_ms,
+                phase=phase,
+                warmup=warmup,
+                steps=steps,
             ) from exc
     finally:
         session.close()
     return metadatas, devices
+
+
+class _Phase:
+    """The run in progress: variable initialisation, warm-up step ``index`` or traced step."""
+
+    def __init__(self) -> None:
+        self.name = "init"
+        self.index = 0
 
 
 def _run_interruptibly(runs: Callable[[], None], session: Any, captured: Any) -> None:
@@ -572,11 +832,16 @@ def _explain_run_error(
     soft: bool = False,
     fed: bool = False,
     operation_timeout_ms: int = 0,
+    phase: _Phase | None = None,
+    warmup: int = 0,
+    steps: int = 1,
 ) -> TraceError:
     import tensorflow as tf
 
     message = str(exc)
     available = ", ".join(short_device(d) for d in devices) or "none"
+    if isinstance(exc, tf.errors.OutOfRangeError) and phase is not None:
+        return _ran_out(exc, phase, warmup, steps)
     if isinstance(exc, tf.errors.DeadlineExceededError):
         # RunOptions.timeout_in_ms (timeout_s) wins over the session's default, the config's
         # operation_timeout_in_ms; with neither, an op itself gave up.
@@ -598,8 +863,14 @@ def _explain_run_error(
         )
     missing = _MISSING_FEED.search(message)
     if missing:
+        why = (
+            " (a variable's initial value reads it: initializers run once, untraced, before "
+            "the steps)"
+            if phase is not None and phase.name == "init"
+            else ""
+        )
         return TraceError(
-            f"Placeholder {missing.group(1)!r} needs a value: pass "
+            f"Placeholder {missing.group(1)!r} needs a value{why}: pass "
             f"feed_dict={{{missing.group(1)!r}: value}}."
         )
     malformed = _MALFORMED.search(message)
@@ -666,6 +937,16 @@ def _explain_run_error(
     return TraceError(f"The traced run failed with {type(exc).__name__}: {_first_lines(message)}")
 
 
+def _ran_out(exc: Any, phase: _Phase, warmup: int, steps: int) -> TraceError:
+    """An input (dataset iterator, queue) ran out: which run it ran out in, and the fix."""
+    node_def = getattr(exc, "node_def", None)
+    op, op_type = getattr(node_def, "name", "") or "?", getattr(node_def, "op", "")
+    what = "dataset" if "Iterator" in op_type else "queue" if "Queue" in op_type else "input"
+    where = f" (OutOfRangeError at {op!r})"
+    story = ran_out_message(what, phase.name, phase.index, warmup, steps, where=where)
+    return TraceError(f"{story}\n\nTensorFlow said: {_first_lines(str(exc), 3)}")
+
+
 def _first_lines(message: str, limit: int = 6) -> str:
     # Graph execution errors open with "Detected at node 'X' defined at (most recent call
     # last):" and the Python stack that built X (in a notebook: runpy, ipykernel, ...); skip
@@ -678,4 +959,7 @@ def _first_lines(message: str, limit: int = 6) -> str:
     return "\n".join(lines[:limit])
 
 
-_DEFINED_AT = re.compile(r"\s*(Detected at node .* defined at \(most recent call last\):|File \")")
+_DEFINED_AT = re.compile(
+    r"\s*(Detected at node .* defined at \(most recent call last\):|File \"|Graph execution error:"
+    r"|Original stack trace for )"
+)

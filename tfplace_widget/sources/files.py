@@ -22,7 +22,11 @@ def trace_format(path: str | os.PathLike) -> str:
 
 
 def read_trace_bytes(where: str) -> bytes:
-    """The bytes of a trace file, gunzipped when it is gzip (``.gz``, or by its magic bytes)."""
+    """The bytes of a trace file, gunzipped when it is gzip (``.gz``, or by its magic bytes).
+
+    A missing file raises :class:`~tfplace_widget.errors.TraceFileNotFound` (a ``TraceError``
+    and a ``FileNotFoundError``); another unreadable one a ``TraceError``.
+    """
     raw = read_file(where, "trace file")
     if raw[:2] == b"\x1f\x8b":
         try:
