@@ -15,6 +15,7 @@ from typing import Any
 from .capture import import_tensorflow
 from .errors import read_file
 from .gc_pause import paused_gc
+from .sources.files import parse_text_proto, trace_format
 from .sources.records import producers
 
 
@@ -75,20 +76,12 @@ def facts_from_graph(graph: Any) -> GraphFacts:
 def _read_graph_file(path: str) -> Any:
     """A GraphDef (text files) or its bytes (binary files) from ``path``."""
     data = read_file(path, "the graph file", error=ValueError)
-    if not path.endswith((".pbtxt", ".txt")):
+    if trace_format(path) != "text":
         return data
     import tensorflow as tf
-    from google.protobuf import text_format
 
-    graph_def = tf.compat.v1.GraphDef()
-    try:
-        text_format.Parse(data.decode("utf-8"), graph_def)
-    except Exception as exc:
-        raise ValueError(
-            f"{path!r} is not a text GraphDef ({exc}). Write one with "
-            "tf.io.write_graph(graph, folder, name, as_text=True)."
-        ) from exc
-    return graph_def
+    fix = "Write one with tf.io.write_graph(graph, folder, name, as_text=True)."
+    return parse_text_proto(data, tf.compat.v1.GraphDef(), path, fix, error=ValueError)
 
 
 def _facts_from_tf_graph(graph: Any) -> GraphFacts:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from typing import Any
 
 from ..errors import TraceError, read_file
 
@@ -37,3 +38,17 @@ def read_trace_bytes(where: str) -> bytes:
                 f"{exc}. Write it again with gzip.open(path, 'wb')."
             ) from exc
     return raw
+
+
+def parse_text_proto(
+    data: bytes, message: Any, path: str, fix: str, error: type[Exception] = TraceError
+) -> Any:
+    """``message`` filled from the text-format ``data`` of ``path``; ``error`` naming the file,
+    what is wrong and ``fix`` (how to write a good one) if it does not parse."""
+    from google.protobuf import text_format
+
+    try:
+        text_format.Parse(data.decode("utf-8"), message)
+    except Exception as exc:
+        raise error(f"{path!r} is not a text {type(message).__name__} ({exc}). {fix}") from exc
+    return message

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..devices import canonical_device
 from ..errors import TraceError
-from .files import read_trace_bytes, trace_format
+from .files import parse_text_proto, read_trace_bytes, trace_format
 from .records import Executed, Records, producers
 
 
@@ -32,7 +32,6 @@ def load_run_metadata(value: Any) -> Any:
 
 
 def _load_run_metadata_file(path: str) -> Any:
-    from google.protobuf import text_format
     from tensorflow.core.protobuf import config_pb2
 
     data = read_trace_bytes(path)
@@ -42,14 +41,8 @@ def _load_run_metadata_file(path: str) -> Any:
             "open(path, 'wb').write(run_metadata.SerializeToString())."
         )
     if trace_format(path) == "text":
-        message = config_pb2.RunMetadata()
-        try:
-            text_format.Parse(data.decode("utf-8"), message)
-        except Exception as exc:
-            raise TraceError(
-                f"{path!r} is not a text RunMetadata ({exc}). Save one with "
-                "text_format.MessageToString(run_metadata)."
-            ) from exc
+        fix = "Save one with text_format.MessageToString(run_metadata)."
+        message = parse_text_proto(data, config_pb2.RunMetadata(), path, fix)
         return _check_has_steps(message, path)
     return _parse_binary(data, repr(path))
 
