@@ -109,12 +109,37 @@ def test_load_ext_returns_without_importing_tensorflow_pandas_or_plotly():
     assert out.stdout.strip() == "[]", out.stderr[-2000:]
 
 
-def test_the_background_import_brings_the_panel(ip):
-    from tfplace_widget import magics
+WARM_UP_IN = {
+    "a thread (no event loop)": """
+import sys
+from tfplace_widget import magics
+magics.warm_up().join(timeout=60)
+print('tfplace_widget.panel' in sys.modules)
+""",
+    "the event loop (a kernel)": """
+import asyncio, sys
+from tfplace_widget import magics
+async def cell():
+    magics.warm_up()  # scheduled on the loop, as %load_ext does in a kernel
+    print('tfplace_widget.panel' in sys.modules, end=' ')  # not yet: the cell returns first
+    await asyncio.sleep(0.2)
+asyncio.run(cell())
+print('tfplace_widget.panel' in sys.modules)
+""",
+}
 
-    thread = magics.warm_up()
-    thread.join(timeout=60)
-    assert not thread.is_alive() and "tfplace_widget.panel" in sys.modules
+
+@pytest.mark.parametrize("where", list(WARM_UP_IN))
+def test_the_warm_up_imports_the_panel_after_load_returns(where):
+    out = subprocess.run(
+        [sys.executable, "-c", WARM_UP_IN[where]],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    expected = "True" if "thread" in where else "False True"
+    assert out.stdout.strip() == expected, out.stderr[-2000:]
 
 
 def test_load_ext_sends_plotlys_code_before_the_first_panel(ip):
