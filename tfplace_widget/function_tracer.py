@@ -24,7 +24,7 @@ from .errors import TraceError, attach_log, ran_out_message
 from .frames import frames_from_records
 from .gc_pause import paused_gc
 from .sources.functions import function_display_name, read_function_graphs
-from .sources.xspace import records_from_xspace
+from .sources.xspace import HOST_PLANE, records_from_xspace
 from .trace import PlacementTrace
 
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
@@ -558,25 +558,14 @@ def _place_records(records: Any, display_of: dict[str, str], device_of: dict[str
     for index, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
         display = display_of.get(op, op)
         device = device_of.get(display)
-        if lane == "/host:CPU":
+        if lane == HOST_PLANE:
             if device is None:
                 continue
             records.lane[index] = device
         records.op[index] = display
         keep.append(index)
     if len(keep) != len(records.op):
-        for column in (
-            "op",
-            "type",
-            "lane",
-            "thread",
-            "start",
-            "duration",
-            "label",
-            "output_bytes",
-        ):
-            values = getattr(records, column)
-            setattr(records, column, [values[i] for i in keep])
+        records.keep(keep)
 
 
 def _xla_notes(graphs: list, types: Mapping[str, str]) -> list[str]:

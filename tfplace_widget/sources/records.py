@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 @dataclass
@@ -30,6 +30,12 @@ class Records:
         self.duration.append(duration)
         self.label.append(label)
         self.output_bytes.append(())
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only the records at ``rows``, in that order."""
+        for column in fields(self):
+            values = getattr(self, column.name)
+            setattr(self, column.name, [values[i] for i in rows])
 
 
 @dataclass
