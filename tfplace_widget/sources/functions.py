@@ -21,7 +21,7 @@ from typing import Any
 
 from ..devices import canonical_device
 from ..graphfacts import GraphFacts
-from .records import Executed, producer
+from .records import SEND_TYPES, Executed, producer, send_transfer
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
 _WHILE_TYPES = {"While", "StatelessWhile"}
@@ -119,17 +119,10 @@ def read_function_graphs(
                 executed.inputs[display] = [
                     renamed.get(producer(i), producer(i)) for i in node.input if i[:1] != "^"
                 ]
-                if node.op in ("_Send", "_HostSend"):
-                    attr = node.attr
-                    tensor = node.input[0] if node.input else attr["_src"].s.decode()
-                    head, _, slot = tensor.partition(":")
-                    executed.transfers.append(
-                        (
-                            f"{renamed.get(head, head)}:{slot or 0}",
-                            canonical_device(attr["send_device"].s.decode()),
-                            canonical_device(attr["recv_device"].s.decode()),
-                        )
-                    )
+                if node.op in SEND_TYPES:
+                    tensor, src, dst = send_transfer(node)
+                    head, _, slot = tensor.rpartition(":")
+                    executed.transfers.append((f"{renamed.get(head, head)}:{slot}", src, dst))
         for name, display in renamed.items():
             display_of.setdefault(name, display)
     facts.function.update(executed.function)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..devices import canonical_device
 
 
 @dataclass
@@ -53,6 +56,21 @@ class Executed:
     function: dict[str, str] = field(default_factory=dict)
     # node -> the ops Grappler's remapper fused into it (its ``fused_ops`` attr)
     fused: dict[str, list[str]] = field(default_factory=dict)
+
+
+SEND_TYPES = ("_Send", "_HostSend")
+
+
+def send_transfer(node: Any) -> tuple[str, str, str]:
+    """``(tensor, src_device, dst_device)`` of a ``_Send`` node of a partition graph; the
+    tensor as ``name:slot``, the devices canonical."""
+    attr = node.attr
+    tensor = node.input[0] if node.input else attr["_src"].s.decode()
+    return (
+        tensor if ":" in tensor else f"{tensor}:0",
+        canonical_device(attr["send_device"].s.decode()),
+        canonical_device(attr["recv_device"].s.decode()),
+    )
 
 
 def producer(tensor_name: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 from ..devices import canonical_device
 from ..errors import TraceError
 from .files import parse_text_proto, read_trace_bytes, trace_format
-from .records import Executed, Records, producers
+from .records import SEND_TYPES, Executed, Records, producers, send_transfer
 
 
 def as_list(value: Any) -> list:
@@ -119,21 +119,6 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
             device_of[name] = device
             op_type = type_of[name] = node.op
             inputs_of[name] = producers(node.input[:])
-            if op_type in ("_Send", "_HostSend"):
-                attr = node.attr
-                tensor = node.input[0] if node.input else attr["_src"].s.decode()
-                executed.transfers.append(
-                    (
-                        tensor if ":" in tensor else f"{tensor}:0",
-                        _canonical_bytes(attr["send_device"].s, canonical),
-                        _canonical_bytes(attr["recv_device"].s, canonical),
-                    )
-                )
+            if op_type in SEND_TYPES:
+                executed.transfers.append(send_transfer(node))
     return executed
-
-
-def _canonical_bytes(raw: bytes, cache: dict) -> str:
-    device = cache.get(raw)
-    if device is None:
-        device = cache[raw] = canonical_device(raw.decode())
-    return device
