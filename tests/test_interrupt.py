@@ -260,12 +260,20 @@ def trace_in_a_thread(trace_placement: Any, build: Any) -> dict[str, Any]:
     return outcome
 
 
+def good_builder(tf):
+    """A graph builder whose op ``good`` lands on CPU:0."""
+
+    def good_build():
+        return tf.add(tf.ones((4,), name="A"), 1.0, name="good")
+
+    return good_build
+
+
 def test_a_trace_does_not_wait_for_a_hung_trace_in_another_thread(tf, trace_placement):
     """One trace hangs in another thread (in its warm-up run); a second trace runs to its end
     meanwhile instead of waiting on a lock the first holds."""
 
-    def good_build():
-        return tf.add(tf.ones((4,), name="A"), 1.0, name="good")
+    good_build = good_builder(tf)
 
     hung, release, hung_outcome = hang_in_another_thread(tf, trace_placement, warmup=1)
     try:
@@ -283,8 +291,7 @@ def test_a_trace_during_another_traced_run_fails_at_once_and_says_why(tf, trace_
     """TensorFlow's profiler records one traced run at a time: while another trace's traced run
     hangs, a trace is a prompt TraceError that says so, not a wait."""
 
-    def good_build():
-        return tf.add(tf.ones((4,), name="A"), 1.0, name="good")
+    good_build = good_builder(tf)
 
     hung, release, _ = hang_in_another_thread(tf, trace_placement, warmup=0)
     try:
