@@ -212,7 +212,7 @@ def close_widgets(keep_bundle: bool) -> None:
 
     keep: set[int] = set()
     if keep_bundle:
-        from tfplace_widget.plotly_bundle import holder
+        from tfplace_widget.bundle_holder import holder
 
         keep = {id(holder()), id(holder().layout)}
     for widget in list(_instances.values()):
@@ -228,7 +228,7 @@ def bench_panel(name: str, trace: Any, query: str, builds: int, memory: bool) ->
     except ImportError as exc:
         print(f"NOTE: panel benchmarks skipped: tfplace_widget.panel is not importable ({exc}).")
         return None
-    from tfplace_widget import plotly_bundle
+    from tfplace_widget import bundle_holder
 
     log(f"panel on {name}: {builds} builds, typing {query!r}")
     result: dict[str, Any] = {"name": name, "ops": len(trace.ops), "events": len(trace.events)}
@@ -237,9 +237,9 @@ def bench_panel(name: str, trace: Any, query: str, builds: int, memory: bool) ->
     lowered = trace.ops["op"].str.lower()
     with recording_comms() as comms:
         if not _PANEL_WARM:  # the first panel of the process imports plotly & co: not timed
-            if plotly_bundle.compact() and plotly_bundle.bundle.cache_info().currsize == 0:
-                # Once per process, in the first figure's build: read, hash, gzip the bundle.
-                result["bundle_s"], code = time_once(plotly_bundle.bundle)
+            if bundle_holder.bundle.cache_info().currsize == 0:
+                # Once per process, in the first timeline's build: read, hash, gzip plotly.js.
+                result["bundle_s"], code = time_once(bundle_holder.bundle)
                 result["bundle_bytes"] = (code.size, len(code.gzipped))
             show_placement(trace if len(trace.ops) < 20_000 else trace_subset(trace))
             _PANEL_WARM.append(True)
@@ -520,7 +520,7 @@ def render(results: dict) -> str:
             "filter). Bytes: every comm message ipywidgets would send to the browser, recorded "
             "by replacing `comm.create_comm` (comm_open = full widget state; JSON + binary "
             "buffers). Build 0 is the first panel of a process: every widget closed before it, "
-            "so it also opens the kernel's `PlotlyBundle`, which carries plotly's widget code; "
+            "so it also opens the kernel's `PlotlyBundle`, which carries plotly.js; "
             "the later builds keep that one widget open, as a notebook with several panels does. "
             "Build times are over all builds."
         )
@@ -569,12 +569,11 @@ def render(results: dict) -> str:
             add("")
             text = (
                 f"The JS/CSS code in the first panel's state ({fmt_bytes(code)}) is the same for "
-                "every trace: almost all of it is plotly's widget bundle (`widgetbundle.js`; "
-                "plotly's `FigureWidget` is an anywidget since plotly 6, and anywidget sends a "
-                "widget's `_esm` module in its state), gzip-compressed in the binary buffer of "
-                "the one `PlotlyBundle` widget a kernel opens (`tfplace_widget/plotly_bundle.py`)."
-                f" A later panel sends {fmt_bytes(later_code)} of code: the figure's stub module, "
-                "which waits in the browser for that bundle, and the op table's module."
+                "every trace: almost all of it is plotly.js (`plotly.min.js`, which the timeline "
+                "draws with), gzip-compressed in the binary buffer of the one `PlotlyBundle` "
+                "widget a kernel opens (`tfplace_widget/bundle_holder.py`)."
+                f" A later panel sends {fmt_bytes(later_code)} of code: the timeline's module, "
+                "which waits in the browser for plotly.js, and the op table's module."
             )
             sizes = next((p["bundle_bytes"] for p in panels if "bundle_bytes" in p), None)
             seconds = next((p["bundle_s"] for p in panels if "bundle_s" in p), None)

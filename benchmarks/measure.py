@@ -125,8 +125,8 @@ def message_bytes(data: Any, buffers: Any) -> int:
 
 
 # Widgets whose binary buffers are code: the holder of plotly's gzipped widget bundle, which a
-# kernel sends once instead of in every figure's ``_esm`` (tfplace_widget/plotly_bundle.py).
-CODE_BUFFER_WIDGETS = {"tfplace_widget.plotly_bundle.PlotlyBundle"}
+# kernel sends once instead of in every timeline's ``_esm`` (tfplace_widget/bundle_holder.py).
+CODE_BUFFER_WIDGETS = {"tfplace_widget.bundle_holder.PlotlyBundle"}
 
 
 @dataclass

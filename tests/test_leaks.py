@@ -168,17 +168,17 @@ def test_panel_reruns_do_not_pile_up_widgets_or_memory():
     growth = rss_mb() - baseline
     print(f"\nRSS growth over {RERUNS} panel re-runs: {growth:.1f} MB")
     assert len(ipywidget._instances) == widgets
-    assert panel.timeline is figure  # one FigureWidget for the panel's life
+    assert panel.timeline is figure  # one timeline widget for the panel's life
     assert growth < RERUN_RSS_GROWTH_MB
 
 
 def _is_shared_holder(widget: Any) -> bool:
-    """The kernel's one plotly bundle holder: made with the first figure, never the panel's."""
+    """The kernel's one plotly.js holder: made with the first timeline, never the panel's."""
     return type(widget).__name__ == "PlotlyBundle"
 
 
 def _widget_tree(root: Any) -> list[Any]:
-    """``root`` and every widget its traits reach (children, layouts, styles, the figure)."""
+    """``root`` and every widget its traits reach (children, layouts, styles, the timeline)."""
     found: dict[int, Any] = {}
     stack = [root]
     while stack:
@@ -202,7 +202,7 @@ def test_close_closes_every_widget_the_panel_made_and_lets_go_of_its_trace():
         for key, widget in ipywidget._instances.items()
         if key not in before and not _is_shared_holder(widget)
     ]
-    assert len(made) > 50  # controls, table, figure, chips, their layouts and styles
+    assert len(made) > 50  # controls, table, timeline, chips, their layouts and styles
     trace, figure = weakref.ref(panel.trace), weakref.ref(panel.timeline)
     panel.close()
     registered = set(map(id, ipywidget._instances.values()))
@@ -212,9 +212,9 @@ def test_close_closes_every_widget_the_panel_made_and_lets_go_of_its_trace():
     history = [panel]  # IPython's output history keeps a displayed panel object
     gc.collect()
     assert trace() is None, "a closed panel still holds its trace"
-    # The plotly FigureWidget is an anywidget: once closed, nothing may keep it (a plain
-    # go.FigureWidget would stay forever, held by anywidget's class-level _esm file signal).
-    assert figure() is None, "the closed panel's FigureWidget is still alive"
+    # The timeline is an anywidget: once closed, nothing may keep it (one whose _esm were a
+    # file would stay forever, held by anywidget's class-level file-watch signal).
+    assert figure() is None, "the closed panel's timeline widget is still alive"
     assert history[0].timeline is None and len(history[0].visible_ops) == 0
     panel.close()  # twice is harmless
 

@@ -145,7 +145,7 @@ def test_the_warm_up_imports_the_panel_after_load_returns(where):
 def test_load_ext_sends_plotlys_code_before_the_first_panel(ip):
     from ipywidgets.widgets.widget import _instances
 
-    from tfplace_widget.plotly_bundle import PlotlyBundle, holder
+    from tfplace_widget.bundle_holder import PlotlyBundle, holder
 
     holder().close()  # as in a kernel that has not loaded the extension yet
     ip.run_line_magic("unload_ext", "tfplace_widget")

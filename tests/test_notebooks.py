@@ -41,9 +41,9 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #   a few printed lines). 1 MB leaves ample room for a GPU machine's longer device lists and
 #   still catches a runaway output (a full op table, TensorFlow's log dumped into a cell).
 # - nbclient stores the widget state in the notebook's metadata (as `jupyter nbconvert
-#   --execute` does). Most of it is plotly.js's widget bundle, stored once per notebook: the
-#   kernel's one PlotlyBundle widget carries it gzipped (1.5 MB, 2.0 MB as base64 in the file;
-#   tfplace_widget/plotly_bundle.py), and each figure holds only a 1 KB stub. The executed
+#   --execute` does). Most of it is plotly.js, stored once per notebook: the kernel's one
+#   PlotlyBundle widget carries it gzipped (1.5 MB, 2.0 MB as base64 in the file;
+#   tfplace_widget/bundle_holder.py), and each timeline holds only its small module. The executed
 #   notebooks are 2.15-2.38 MB (one to three panels of ~0.1 MB each; 05 has three: 2.38 MB,
 #   48 KB without the widget state); 3 MB is that plus ~25%. With
 #   the bundle in every figure's `_esm` again (5 MB each, as plain plotly sends it) or sent twice,

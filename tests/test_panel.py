@@ -65,7 +65,8 @@ def test_typing_an_op_name_narrows_table_and_highlights_timeline(panel):
     assert {row[0] for row in panel.table.rows} == names
     highlighted = panel._timeline.highlighted_ops()
     assert "C" in highlighted and highlighted <= names
-    dimmed = [panel.timeline.data[t.base_index].opacity for t in panel._timeline._device_traces]
+    drawn = panel.timeline.drawn()
+    dimmed = [drawn[t.base_index]["opacity"] for t in panel._timeline._device_traces]
     assert dimmed == [pytest.approx(0.25)] * len(dimmed)
     panel.search.value = ""
     assert len(panel.visible_ops) == len(panel.trace.ops)
@@ -114,16 +115,18 @@ def test_sort_by_header_and_pick_a_row(panel):
     details = panel.details.value
     assert "<code>C</code>" in details and "explicit" in details
     assert "C:0" in details  # its output goes back to the client on CPU:0
-    selected = panel.timeline.data[panel._timeline._selected_index]
-    assert len(selected.y) == 1  # C ran once: one bar outlined
+    selected = panel.timeline.drawn()[panel._timeline._selected_index]
+    assert len(selected["y"]) == 1  # C ran once: one bar outlined
 
 
 def test_clicking_a_timeline_bar_selects_its_row(panel):
     timeline = panel._timeline
     traces = timeline._device_traces[1]  # CPU:1
-    trace = panel.timeline.data[traces.base_index]
     point = [i for i, row in enumerate(traces.rows) if timeline._ops[row] == "C"][0]
-    timeline._forward_click(trace, type("Points", (), {"point_inds": [point]})(), None)
+    # What the browser sends when that bar is clicked (plotly.js's curveNumber, pointNumber).
+    panel.timeline._handle_message(
+        panel.timeline, {"event": "click", "curve": traces.base_index, "point": point}, []
+    )
     assert panel.table.selected_op == "C"
 
 
@@ -200,7 +203,8 @@ def test_hostile_names_and_errors_are_escaped_everywhere():
     name = next(o for o in panel.trace.ops["op"] if ">" in o)
     panel.table.selected_op = name
     assert "x&gt;y" in panel.details.value and "x>y" not in panel.details.value
-    hover = json.dumps([list(t.hovertext) for t in panel.timeline.data if t.type == "bar"])
+    bars = [t for t in panel.timeline.drawn() if t["type"] == "bar"]
+    hover = json.dumps([list(t["hovertext"]) for t in bars])
     assert "x&gt;y" in hover and "x>y" not in hover
     state["fail"] = True
     assert panel.run() is None
@@ -210,7 +214,7 @@ def test_hostile_names_and_errors_are_escaped_everywhere():
 
 def test_gpu_trace_lanes_in_the_timeline():
     panel = show_placement(GPU_TRACE)
-    ticks = list(panel.timeline.layout.yaxis.ticktext)
+    ticks = list(panel.timeline.layout_dict["yaxis"]["ticktext"])
     assert ticks[0] == "GPU:0" and "GPU:0 stream:20" in ticks and "GPU:0 memcpy" in ticks
     assert "CPU:0" in ticks
     panel.search.value = "MatMul"

@@ -729,7 +729,7 @@ def panel_snapshot(panel: PlacementPanel) -> dict[str, Any]:
         "selected": panel.table.selected_op,
         "details": panel.details.value,
         "chips": [c.description for c in panel.chips.children],
-        "timeline": [tuple(t.x) for t in panel.timeline.data if t.x is not None],
+        "timeline": [tuple(t["x"]) for t in panel.timeline.drawn() if t.get("x") is not None],
     }
 
 
@@ -870,12 +870,12 @@ def test_two_panels_over_one_trace_share_nothing_but_the_trace():
 # Escaping
 # ---------------------------------------------------------------------------------------------
 def html_of(panel: PlacementPanel) -> dict[str, str]:
-    """Everything the panel hands the browser as HTML (or as plotly's HTML-like text)."""
+    """Everything the panel hands the browser as HTML (or as plotly.js's HTML-like text)."""
     panel.log_section.selected_index = 0  # open the log so it renders
     hover = []
-    for data in panel.timeline.data:
+    for data in panel.timeline.drawn():
         for attribute in ("hovertext", "text"):
-            values = getattr(data, attribute, None)
+            values = data.get(attribute)
             if values is not None and not isinstance(values, str):
                 hover.extend(str(v) for v in values)
     return {
@@ -885,7 +885,7 @@ def html_of(panel: PlacementPanel) -> dict[str, str]:
         "status": panel.status.value,
         "log": panel.log_view.value,
         "hover": "\n".join(hover),
-        "ticks": "\n".join(panel.timeline.layout.yaxis.ticktext or ()),
+        "ticks": "\n".join(panel.timeline.layout_dict["yaxis"]["ticktext"] or ()),
     }
 
 

@@ -1,15 +1,15 @@
-"""plotly's widget code sent to the browser once per kernel: the hidden ``PlotlyBundle`` holder.
+"""plotly.js sent to the browser once per kernel: the hidden ``PlotlyBundle`` holder.
 
-Since plotly 6, ``go.FigureWidget`` is an anywidget whose ``_esm`` is plotly's whole widget
-bundle (``plotly/package_data/widgetbundle.js``, about 5 MB), and anywidget puts ``_esm`` in the
-state of every widget. Here the bundle travels once: ``PlotlyBundle``, one hidden widget per
-kernel process, carries it gzip-compressed as a binary buffer (about 1.5 MB) with its sha256
-``digest``. In the browser its ``initialize`` decompresses it (``DecompressionStream``), imports
-it from a Blob URL and resolves a promise in a page-wide registry keyed by the digest; figures
-(``plotly_bundle.CompactFigureWidget``) wait on that promise.
+The timeline draws with plotly.js (``plotly/package_data/plotly.min.js``, about 5 MB, the file
+plotly's own HTML export embeds). Sending it in the state of every timeline would repeat those
+5 MB per panel, so ``PlotlyBundle``, one hidden widget per kernel process, carries it
+gzip-compressed as a binary buffer (about 1.5 MB) with its sha256 ``digest``. In the browser its
+``initialize`` decompresses it (``DecompressionStream``), imports it from a Blob URL (wrapped as
+an ES module that leaves ``window.Plotly`` as it was) and resolves a promise in a page-wide
+registry keyed by the digest; timelines (``timeline_widget.TimelineWidget``) wait on that promise.
 
-This module does not import plotly (about a second, most of it jsonschema's grammars pulled in
-by ``plotly.io``), so ``%load_ext tfplace_widget`` can send the holder at once.
+This module does not import plotly's Python package: ``plotly.basewidget`` alone pulls in
+``plotly.io`` -> nbformat -> jsonschema's grammars (over a second), which the package never needs.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ import anywidget
 import traitlets
 from ipywidgets.widgets.widget import _instances
 
-# zlib level of the one-off compression (once per process, when the first figure is made).
-# Measured on the 4.96 MB bundle of plotly 7.1 (2-core AMD EPYC, best of 3):
-#   level 1: 1.75 MB in 45 ms, 4: 1.57 MB in 69 ms, 5: 1.52 MB in 94 ms, 6: 1.51 MB in
-#   130 ms, 9: 1.51 MB in 176 ms.
+# zlib level of the one-off compression (once per process, when the holder is first made).
+# Measured on plotly.js 4.1.1's 4.82 MB plotly.min.js (2-core Xeon, best of 3):
+#   level 1: 1.71 MB in 41 ms, 4: 1.53 MB in 60 ms, 5: 1.48 MB in 80 ms, 6: 1.47 MB in
+#   107 ms, 9: 1.47 MB in 143 ms.
 # Above 5 the size shrinks by less than 1% for up to twice the time.
 GZIP_LEVEL = 5
-# How long a figure waits in the browser for the holder's code before it shows an error.
+# How long a timeline waits in the browser for the holder's code before it shows an error.
 WAIT_S = 60
 # The page-wide registry: globalThis[REGISTRY] is a Map from digest to a deferred module.
 REGISTRY = "__tfplace_widget_plotly_bundles__"
@@ -47,7 +47,7 @@ function bundleEntry(digest) {
   if (entry === undefined) {
     let resolve, reject;
     const promise = new Promise((res, rej) => { resolve = res; reject = rej; });
-    promise.catch(() => {});  // a failed load is reported by the figures that wait on it
+    promise.catch(() => {});  // a failed load is reported by the timelines that wait on it
     entry = { promise, resolve, reject, loading: false };
     bundles.set(digest, entry);
   }
@@ -56,19 +56,28 @@ function bundleEntry(digest) {
 """
 
 # The holder: no view, only ``initialize``, which starts the load and returns at once (anywidget
-# gives a model 2 s to initialize; the figures wait on the registry instead).
+# gives a model 2 s to initialize; the timelines wait on the registry instead).
 _HOLDER_ESM = (
     _ENTRY_JS
     + """
+// plotly.min.js is a UMD file that also sets window.Plotly: given a `module` it exports there,
+// and the wrapper puts back whatever window.Plotly was (another plotly.js on the page stays).
+const BEFORE = "const module = { exports: {} };\\n" +
+  "const tfplacePlotlyBefore = Object.getOwnPropertyDescriptor(globalThis, 'Plotly');\\n";
+const AFTER = "\\n;if (tfplacePlotlyBefore) Object.defineProperty(globalThis, 'Plotly', " +
+  "tfplacePlotlyBefore); else delete globalThis.Plotly;\\nexport default module.exports;\\n";
+
 async function importBundle(gzipped) {
   if (typeof DecompressionStream === "undefined") {
     throw new Error("this browser has no DecompressionStream (Chrome 80, Firefox 113, Safari 16.4)");
   }
   const stream = new Blob([gzipped]).stream().pipeThrough(new DecompressionStream("gzip"));
   const code = await new Response(stream).blob();
-  const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
+  const url = URL.createObjectURL(new Blob([BEFORE, code, AFTER], { type: "text/javascript" }));
   try {
-    return await import(url);
+    const plotly = (await import(url)).default;
+    if (typeof plotly?.react !== "function") throw new Error("the file did not export plotly.js");
+    return plotly;
   } finally {
     URL.revokeObjectURL(url);
   }
@@ -84,7 +93,7 @@ export default {
       // Forget the failed entry: a new holder (re-run after a kernel restart) may try again.
       const bundles = globalThis[$REGISTRY];
       if (bundles.get(digest) === entry) bundles.delete(digest);
-      entry.reject(new Error(`tfplace_widget: could not load plotly's widget code: ${error}`));
+      entry.reject(new Error(`tfplace_widget: could not load plotly.js: ${error}`));
     });
   },
 };
@@ -102,24 +111,24 @@ def _js(template: str, **values: object) -> str:
 
 @dataclass(frozen=True)
 class Bundle:
-    """plotly's widget bundle as the holder sends it."""
+    """plotly.js as the holder sends it."""
 
-    digest: str  # sha256 of the uncompressed bundle: the registry key in the browser
+    digest: str  # sha256 of the uncompressed file: the registry key in the browser
     gzipped: bytes
     size: int  # uncompressed bytes
 
 
 def bundle_path() -> Path:
-    """Where plotly keeps its widget bundle (as ``BaseFigureWidget._esm`` names it), found
-    without importing plotly (about a second: plotly.io pulls in nbformat and jsonschema)."""
+    """Where plotly's Python package keeps plotly.js (as ``plotly.offline`` finds it), found
+    without importing plotly."""
     spec = importlib.util.find_spec("plotly")
     folders = list(spec.submodule_search_locations or []) if spec else []
     folder = Path(folders[0]) if folders else Path("plotly-is-not-installed")
-    return folder / "package_data" / "widgetbundle.js"
+    return folder / "package_data" / "plotly.min.js"
 
 
 def bundle_available() -> bool:
-    """True when plotly ships its anywidget bundle (plotly >= 6)."""
+    """True when plotly's package has its plotly.js file."""
     return bundle_path().is_file()
 
 
@@ -135,7 +144,7 @@ def bundle() -> Bundle:
 
 
 class PlotlyBundle(anywidget.AnyWidget):
-    """The one widget per kernel that carries plotly's widget code; never displayed.
+    """The one widget per kernel that carries plotly.js; never displayed.
 
     Get it with ``holder()``, which makes it on first use (and again if something closed it,
     e.g. ``Widget.close_all()``).
@@ -157,8 +166,8 @@ def holder() -> PlotlyBundle:
         if _holder is None or _holder.comm is None:
             code = bundle()
             _holder = PlotlyBundle(bundle_gz=code.gzipped, digest=code.digest)
-            # Figures still open point at the new one: a closed widget cannot be serialized
-            # (a page reload asks every open figure for its whole state).
+            # Timelines still open point at the new one: a closed widget cannot be serialized
+            # (a page reload asks every open widget for its whole state).
             for widget in list(_instances.values()):
                 if getattr(type(widget), "_waits_for_plotly_bundle", False):
                     widget._plotly_bundle = _holder

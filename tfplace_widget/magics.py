@@ -62,17 +62,16 @@ def _builder_from_cell(cell: str, namespace: dict) -> Any:
 
 
 def load(ipython: Any) -> None:
-    """Register ``%%tfplace``, put the public functions in the user's namespace, send plotly's
-    widget code, and import the rest (pandas, plotly) in the background: about 0.1 s here,
-    where importing the panel (plotly.io pulls in nbformat and jsonschema) takes over a second.
+    """Register ``%%tfplace``, put the public functions in the user's namespace, send plotly.js,
+    and import the panel (pandas, ipywidgets: about half a second) right after the cell.
     """
     from . import show_placement, trace_placement
     from .bundle_holder import bundle_available, holder
 
     ipython.register_magic_function(tfplace, magic_kind="cell", magic_name="tfplace")
     ipython.push({"show_placement": show_placement, "trace_placement": trace_placement})
-    # Send plotly's widget code now: the page loads it (about a second) while the user writes
-    # the first cell, instead of while that cell's panel waits to be drawn.
+    # Send plotly.js now: the page loads it (about a second) while the user writes the first
+    # cell, instead of while that cell's panel waits to be drawn.
     if bundle_available():
         holder()
     warm_up()
@@ -83,8 +82,8 @@ _warm_up: Any = None
 
 def warm_up() -> Any:
     """Import the panel's modules once per process, soon after ``%load_ext`` returns, so that
-    the first ``show_placement`` does not pay for them (about 1.3 s, most of it jsonschema's
-    grammars pulled in by plotly's FigureWidget).
+    the first ``show_placement`` made a moment later does not pay for them (about 0.5 s, most
+    of it pandas).
 
     In a kernel it runs on the kernel's event loop right after the cell (the main thread is
     idle then, and an import there takes half the time it takes in a thread); elsewhere in a

@@ -173,8 +173,9 @@ class PlacementPanel(widgets.VBox):
     # -- public -------------------------------------------------------------------------------
     @property
     def timeline(self) -> Any:
-        """The plotly ``FigureWidget`` of the trace on screen (``None`` once closed)."""
-        return self._timeline.figure if self._timeline is not None else None
+        """The timeline widget of the trace on screen (``None`` once closed):
+        ``panel.timeline.to_figure()`` gives it as a plotly ``go.Figure``."""
+        return self._timeline.widget if self._timeline is not None else None
 
     @property
     def visible_ops(self) -> pd.DataFrame:
@@ -203,12 +204,9 @@ class PlacementPanel(widgets.VBox):
             widget.unobserve_all()
         self.rerun.on_click(self._on_rerun_click, remove=True)
         if self._timeline is not None:
-            # The figure is a CompactFigureWidget, whose _esm is a string: closed, it is freed.
-            # (A plain go.FigureWidget never is: anywidget connects its _esm file's class-level
-            # `changed` signal to a lambda that holds the figure.)
-            figure = self._timeline.figure
+            widget = self._timeline.widget
             self._timeline.release()
-            figure._widget_data = []  # the traces it was made with (its state for a new view)
+            widget.clear()  # closed: nothing is sent, the kernel lets go of the traces
         self._timeline = None
         for box in tree:
             if isinstance(box, widgets.Box):
@@ -246,17 +244,17 @@ class PlacementPanel(widgets.VBox):
         self._device_filter &= set(trace.devices)
         for device in trace.devices:  # a device new to the kernel gets its colour in this order
             device_color(device)
-        # A re-run draws into the same FigureWidget (one comm for the panel's life, and the
-        # page keeps its view) and lets go of the timeline it replaces.
+        # A re-run draws into the same widget (one comm for the panel's life, and the page
+        # keeps its view) and lets go of the timeline it replaces.
         previous = getattr(self, "_timeline", None)
-        figure = previous.figure if previous is not None else None
+        widget = previous.widget if previous is not None else None
         if previous is not None:
             previous.release()
         self._timeline = Timeline(
-            trace.events, trace.devices, trace.transfers, trace.inputs, figure=figure
+            trace.events, trace.devices, trace.transfers, trace.inputs, widget=widget
         )
         self._timeline.on_select = self._select_from_timeline
-        self._figure_box.children = [self._timeline.figure]
+        self._figure_box.children = [self._timeline.widget]
         self._render_header()
         self._render_chips()
         types = sorted(t for t in ops["type"].unique() if t)
@@ -659,10 +657,11 @@ def _normalized(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _widget_tree(root: widgets.Widget) -> list[widgets.Widget]:
-    """``root`` and every widget under it (children, layouts, styles, a figure), parents first.
+    """``root`` and every widget under it (children, layouts, styles, the timeline), parents
+    first.
 
-    The kernel's one plotly bundle holder, which every figure points at (``_plotly_bundle``),
-    is shared, not the panel's: it is left out.
+    The kernel's one plotly.js holder, which every timeline points at (``_plotly_bundle``), is
+    shared, not the panel's: it is left out.
     """
     found: dict[int, widgets.Widget] = {}
     stack = [root]

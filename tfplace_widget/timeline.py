@@ -1,24 +1,25 @@
 """The timeline: one lane per device (GPU streams and copies as sub-lanes), bars in device colours.
 
-Built once per trace; a search only replaces the small "matches" overlay traces and dims the
-base bars, inside ``fig.batch_update()`` so one keystroke sends one message. Above
-``WEBGL_THRESHOLD`` bars the traces are WebGL (``Scattergl`` lines drawn as thick bars), and
-only the ``MAX_BARS`` longest events are drawn (the header says so).
+Built once per trace as plotly.js trace dicts, drawn by a ``TimelineWidget``; a search only
+replaces the small "matches" overlay traces and dims the base bars (the widget's ``overlays``),
+so one keystroke sends one small message. Above ``WEBGL_THRESHOLD`` bars the traces are WebGL
+(``scattergl`` lines drawn as thick bars), and only the ``MAX_BARS`` longest events are drawn
+(the header says so).
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from .colors import device_color
 from .devices import lane_kind, lane_kinds, short_device
-from .plotly_bundle import CompactFigureWidget
 from .summary import format_us
+from .timeline_widget import TimelineWidget
 
 WEBGL_THRESHOLD = 3000
 MAX_BARS = 10_000
@@ -28,6 +29,7 @@ DIM_OPACITY = 0.25
 MATCH_OUTLINE = "#222222"
 SELECTED_COLOR = "#ff2d78"  # a selection ring that reads on light and dark themes
 BAR_HEIGHT = 0.8
+_figure_numbers = itertools.count(1)  # layout.uirevision: a new figure resets the zoom
 
 
 @dataclass
@@ -42,7 +44,8 @@ class _DeviceTraces:
 
 
 class Timeline:
-    """Owns the plotly ``FigureWidget`` and the mapping between its points and event rows."""
+    """Owns the figure's traces, its ``TimelineWidget`` and the mapping between its points and
+    event rows."""
 
     def __init__(
         self,
@@ -50,7 +53,7 @@ class Timeline:
         devices: list[str],
         transfers: pd.DataFrame,
         inputs: dict[str, list[str]],
-        figure: go.FigureWidget | None = None,
+        widget: TimelineWidget | None = None,
     ) -> None:
         self.events = events
         self.devices = devices
@@ -59,10 +62,9 @@ class Timeline:
         self.webgl = len(self.shown) > WEBGL_THRESHOLD
         self.lanes, lane_of_row = self._lanes(events)
         self.lane_y = lane_of_row
-        self.figure = figure
-        if figure is not None:  # re-used by a panel re-run: drop the last run's traces
-            figure.data = ()
+        self.widget = widget if widget is not None else TimelineWidget()
         self._device_traces: list[_DeviceTraces] = []
+        self._overlays: dict[int, dict] = {}  # trace index -> what a search or a pick changed
         self._selected_index = -1
         self._no_rows = np.empty(0, dtype=np.int64)
         self.matches_shown = self.matches_total = 0  # search matches outlined / drawn-and-matching
@@ -131,15 +133,10 @@ class Timeline:
         return cache[rows]
 
     def _build(self, transfers: pd.DataFrame, inputs: dict[str, list[str]]) -> None:
-        """Make the traces and layout, then the figure (or fill the re-used one).
-
-        A new figure gets its traces in its constructor, so they go to the browser as the
-        figure's own state (``_widget_data``), which a notebook saved with its widget state
-        keeps; traces added to a live figure travel only as one-off messages.
-        """
+        """Make the traces and layout and draw them (the widget's state is the whole figure)."""
         device_of_row = self.events["device"].to_numpy(dtype=object)
         shown = self.shown
-        traces: list[go.BaseTraceType] = []
+        traces: list[dict] = []
         for device in self.devices:
             rows = shown[device_of_row[shown] == device]
             color = device_color(device)
@@ -165,17 +162,8 @@ class Timeline:
         arrows = self._arrows(transfers, inputs)
         if arrows is not None:
             traces.append(arrows)
-        layout = self._layout()
-        if self.figure is None:
-            self.figure = CompactFigureWidget(data=traces, layout=layout)
-        else:
-            with self.figure.batch_update():
-                self.figure.add_traces(traces)
-                self.figure.update_layout(layout)
-        fig = self.figure
-        for device_traces in self._device_traces:
-            for index in (device_traces.base_index, device_traces.match_index):
-                fig.data[index].on_click(self._forward_click)
+        self.widget.draw(traces, self._layout())
+        self.widget.on_click(self._forward_click)
 
     def _layout(self) -> dict:
         span = self._span or 1.0
@@ -187,7 +175,8 @@ class Timeline:
             clickmode="event",
             hovermode="closest",
             dragmode="zoom",
-            template="none",  # readable on JupyterLab's light and dark themes
+            uirevision=next(_figure_numbers),  # search updates keep the user's zoom
+            # No template (plotly.js's plain defaults): readable on light and dark themes.
             paper_bgcolor="rgba(0,0,0,0)",
             plot_bgcolor="rgba(0,0,0,0)",
             font=dict(color="#8a8a8a", size=12),
@@ -218,8 +207,9 @@ class Timeline:
         opacity: float,
         outline: str | None = None,
         width: float = 1.5,
-    ) -> go.BaseTraceType:
-        """Bars for event ``rows``: ``go.Bar`` below the WebGL threshold, thick GL lines above."""
+    ) -> dict:
+        """Bars for event ``rows``: a ``bar`` trace below the WebGL threshold, thick GL lines
+        above (plotly.js trace dicts; numpy arrays are sent as binary buffers)."""
         starts = self.events["start_us"].to_numpy(dtype=np.float64)[rows]
         durations = np.maximum(
             self.events["duration_us"].to_numpy(dtype=np.float64)[rows], self._min_width
@@ -235,23 +225,25 @@ class Timeline:
             # GL lines have no outline: matches are drawn bolder in their device colour.
             line_color = color if isinstance(color, str) else SELECTED_COLOR
             overlay = outline is not None or not isinstance(color, str)
-            text = None
-            if not overlay:
-                blanks = np.full(len(rows), "", dtype=object)
-                text = np.column_stack([self._hover_rows(rows), blanks, blanks]).ravel()
-            return go.Scattergl(
+            trace = dict(
+                type="scattergl",
                 x=x.ravel(),
                 y=y.ravel(),
-                text=text,
                 mode="lines",
                 name=name,
                 opacity=opacity,
                 line=dict(color=line_color, width=18 if overlay else 14),
-                hoverinfo="skip" if overlay else None,
-                hovertemplate=None if overlay else "%{text}<extra></extra>",
             )
+            if overlay:
+                trace["hoverinfo"] = "skip"
+            else:
+                blanks = np.full(len(rows), "", dtype=object)
+                trace["text"] = np.column_stack([self._hover_rows(rows), blanks, blanks]).ravel()
+                trace["hovertemplate"] = "%{text}<extra></extra>"
+            return trace
         hover = self._hover_rows(rows)
-        return go.Bar(
+        return dict(
+            type="bar",
             base=starts,
             x=durations,
             y=lanes,
@@ -266,7 +258,7 @@ class Timeline:
             hovertemplate="%{hovertext}<extra></extra>",
         )
 
-    def _arrows(self, transfers: pd.DataFrame, inputs: dict[str, list[str]]) -> go.Scatter | None:
+    def _arrows(self, transfers: pd.DataFrame, inputs: dict[str, list[str]]) -> dict | None:
         """Cross-device transfers as lines from the producer's end to the consumer's start."""
         self.arrows_drawn = 0 < len(transfers) <= MAX_ARROWS
         if not self.arrows_drawn:
@@ -305,7 +297,8 @@ class Timeline:
             y += [y0, y1, None]
         if not x:
             return None
-        return go.Scatter(
+        return dict(
+            type="scatter",
             x=x,
             y=y,
             mode="lines+markers",
@@ -319,29 +312,32 @@ class Timeline:
     def highlight(self, event_mask: np.ndarray | None) -> None:
         """Outline the events where ``event_mask`` is True (``None``: no search, none dimmed).
 
-        Only traces whose content changes are touched, so a keystroke that keeps the same
-        matches sends nothing, and a fresh figure gets no updates before it is first drawn.
+        Only overlays whose content changes are rebuilt, and a keystroke that keeps the same
+        matches sends nothing.
         """
-        fig = self.figure
         opacity = 1.0 if event_mask is None else DIM_OPACITY
         budget = MAX_MATCH_BARS  # shared by all devices: one keystroke stays a small message
         self.matches_shown = self.matches_total = 0
-        with fig.batch_update():
-            for traces in self._device_traces:
-                if event_mask is None:
-                    rows = traces.rows[:0]
-                else:
-                    rows = traces.rows[event_mask[traces.rows]]
-                    self.matches_total += len(rows)
-                    rows = rows[:budget]
-                    budget -= len(rows)
-                    self.matches_shown += len(rows)
-                base = fig.data[traces.base_index]
-                if base.opacity != opacity:
-                    base.opacity = opacity
-                if not np.array_equal(rows, traces.match_rows):
-                    traces.match_rows = rows
-                    self._set_rows(fig.data[traces.match_index], rows)
+        changed = False
+        for traces in self._device_traces:
+            if event_mask is None:
+                rows = traces.rows[:0]
+            else:
+                rows = traces.rows[event_mask[traces.rows]]
+                self.matches_total += len(rows)
+                rows = rows[:budget]
+                budget -= len(rows)
+                self.matches_shown += len(rows)
+            dimmed = {"opacity": opacity} if opacity != 1.0 else None
+            if self._overlays.get(traces.base_index) != dimmed:
+                self._set_overlay(traces.base_index, dimmed)
+                changed = True
+            if not np.array_equal(rows, traces.match_rows):
+                traces.match_rows = rows
+                self._set_overlay(traces.match_index, self._rows_overlay(rows))
+                changed = True
+        if changed:
+            self.widget.set_overlays(dict(self._overlays))
 
     def select(self, op: str) -> None:
         """Draw the events of ``op`` in the 'selected' overlay."""
@@ -349,61 +345,65 @@ class Timeline:
         if np.array_equal(rows, self._selected_rows):
             return
         self._selected_rows = rows
-        with self.figure.batch_update():
-            self._set_rows(self.figure.data[self._selected_index], rows)
+        self._set_overlay(self._selected_index, self._rows_overlay(rows, selected=True))
+        self.widget.set_overlays(dict(self._overlays))
 
-    def _set_rows(self, trace: go.BaseTraceType, rows: np.ndarray) -> None:
-        """Point an overlay trace at other event rows (the selected overlay keeps device fills)."""
-        selected = trace is self.figure.data[self._selected_index]
-        fill = self._row_colors[rows] if selected else "#000000"
-        fresh = self._bar_trace(rows, fill, trace.name, opacity=1.0)
-        if self.webgl:
-            trace.update(x=fresh.x, y=fresh.y, text=fresh.text)
-        elif selected:
-            trace.update(
-                base=fresh.base, x=fresh.x, y=fresh.y, hovertext=fresh.hovertext, marker_color=fill
-            )
+    def _set_overlay(self, index: int, attrs: dict | None) -> None:
+        """Set (or with ``None`` drop) the overlay of trace ``index``."""
+        if attrs is None:
+            self._overlays.pop(index, None)
         else:
-            trace.update(base=fresh.base, x=fresh.x, y=fresh.y, hovertext=fresh.hovertext)
+            self._overlays[index] = attrs
+
+    def _rows_overlay(self, rows: np.ndarray, *, selected: bool = False) -> dict | None:
+        """The attributes that point an overlay trace at event ``rows`` (None: no rows, the
+        trace as built is empty). The selected overlay keeps each bar's device colour."""
+        if not len(rows):
+            return None
+        fill = self._row_colors[rows] if selected else "#000000"
+        fresh = self._bar_trace(rows, fill, "", opacity=1.0)
+        if self.webgl:
+            return {key: fresh[key] for key in ("x", "y")}
+        attrs = {key: fresh[key] for key in ("base", "x", "y", "hovertext")}
+        if selected:
+            attrs["marker"] = dict(color=fill, line=dict(color=SELECTED_COLOR, width=3))
+        return attrs
 
     # -- clicks -------------------------------------------------------------------------------
     on_select = None  # set by the panel: called with the op name of a clicked bar
 
-    def _forward_click(self, trace, points, _state) -> None:
-        if not points.point_inds or self.on_select is None:
+    def _forward_click(self, trace_index: int, point: int) -> None:
+        if self.on_select is None:
             return
-        row = self.row_of_point(trace, points.point_inds[0])
+        row = self.row_of_point(trace_index, point)
         if row is not None:
             self.on_select(self._ops[row])
 
-    def row_of_point(self, trace: go.BaseTraceType, point: int) -> int | None:
-        """The event row drawn by point ``point`` of ``trace``."""
+    def row_of_point(self, trace_index: int, point: int) -> int | None:
+        """The event row drawn by point ``point`` of trace ``trace_index``."""
         for traces in self._device_traces:
-            if trace is self.figure.data[traces.base_index]:
+            if trace_index == traces.base_index:
                 rows = traces.rows
-            elif trace is self.figure.data[traces.match_index]:
+            elif trace_index == traces.match_index:
                 rows = traces.match_rows
             else:
                 continue
             index = point // 3 if self.webgl else point
-            return int(rows[index]) if index < len(rows) else None
+            return int(rows[index]) if 0 <= index < len(rows) else None
         return None
 
     def release(self) -> None:
-        """Let go of the events, and of the figure's traces and their click callbacks (which
-        point back here), when a re-run replaces this timeline or the panel closes: they are
-        freed at once, not at the cyclic collector's next full pass."""
-        figure = self.figure
-        if figure is not None:
-            for trace in figure.data:
-                trace.on_click(None)
-            figure.data = ()
+        """Let go of the events and of the widget (whose click callback points back here),
+        when a re-run replaces this timeline or the panel closes: they are freed at once, not
+        at the cyclic collector's next full pass. The widget keeps its figure until redrawn."""
+        self.widget.on_click(None)
         self.on_select = None
-        self.figure = None
+        self.widget = None
         self.events = self.events.head(0).copy()
         self.shown = self.lane_y = self._no_rows
         self._ops = self._hover = self._row_colors = np.empty(0, dtype=object)
         self._device_traces = []
+        self._overlays = {}
         self._selected_rows = self._no_rows
 
     def highlighted_ops(self) -> set[str]:

@@ -1,10 +1,11 @@
-"""plotly still draws when its code arrives once per kernel (``tfplace_widget.plotly_bundle``).
+"""The timeline widget draws with plotly.js sent once per kernel (``tfplace_widget.bundle_holder``).
 
-- In a bare Chromium page: the holder's ES module and a figure's stub, in either order, give the
-  stub plotly's own default export; a stub whose holder never comes fails with a clear error.
-- In JupyterLab: two panels in one notebook both draw, the kernel websocket carries the bundle
+- In a bare Chromium page: the holder's ES module and a timeline's module, in either order, draw
+  the figure with plotly.js, leave ``window.Plotly`` as it was, apply overlays and send clicks;
+  a timeline whose holder never comes, or comes corrupt, shows a clear error.
+- In JupyterLab: two panels in one notebook both draw, the kernel websocket carries plotly.js
   once (compressed), and both still draw after a page reload (models restored from the kernel)
-  and figures in a notebook opened from its saved widget state (no kernel widgets at all).
+  and timelines in a notebook opened from its saved widget state (no kernel widgets at all).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import nbformat
 import pytest
 from nbformat.sign import NotebookNotary
 
-from tfplace_widget import plotly_bundle
-from tfplace_widget.plotly_bundle import REGISTRY, PlotlyBundle, bundle
+from tfplace_widget import timeline_widget
+from tfplace_widget.bundle_holder import REGISTRY, PlotlyBundle, _js, bundle, bundle_path
 
 from .conftest import MAGIC_PANEL_CELL, write_notebook
 
@@ -78,25 +79,57 @@ def _kernel_of(server, name: str) -> str:
 # -------------------------------------------------------------------------------------------
 # The two ES modules on their own, in a blank page
 # -------------------------------------------------------------------------------------------
-LOAD_JS = """async ([holderEsm, figureEsm, gzipped64, digest, holderFirst]) => {
-    const bytes = Uint8Array.from(atob(gzipped64), (c) => c.charCodeAt(0));
-    const model = {get: (key) => ({bundle_gz: new DataView(bytes.buffer), digest})[key]};
+# A model as anywidget hands it to the modules: get/on/off/send, the figure with a binary
+# buffer as a DataView (as ipywidgets delivers one), and the messages the view sends.
+RENDER_JS = """async ([holderEsm, timelineEsm, gzipped64, digest, holderFirst]) => {
     const load = (code) => import(URL.createObjectURL(new Blob([code], {type: "text/javascript"})));
-    let figure;
+    const bytes = Uint8Array.from(atob(gzipped64), (c) => c.charCodeAt(0));
+    const holder = {get: (key) => ({bundle_gz: new DataView(bytes.buffer), digest})[key]};
+    const starts = new Float64Array([0, 10, 25]);
+    const listeners = {}, sent = [];
+    const state = {
+        figure: {data: [
+            {type: "bar", orientation: "h", name: "cpu", y: [0, 0, 1], width: 0.8,
+             base: {dtype: "f8", bdata: new DataView(starts.buffer)}, x: [5, 8, 4]},
+            {type: "bar", orientation: "h", name: "matches", base: [], x: [], y: [], width: 0.8},
+        ], layout: {height: 200, width: 500, clickmode: "event", margin: {l: 40, r: 10, t: 10, b: 30}}},
+        overlays: {},
+    };
+    const model = {
+        get: (key) => state[key],
+        on: (name, fn) => { listeners[name] = fn; },
+        off: (name) => { delete listeners[name]; },
+        send: (message) => sent.push(message),
+    };
+    const el = document.createElement("div");
+    el.style.width = "500px";
+    document.body.appendChild(el);
+    let rendered;
     if (holderFirst) {
-        (await load(holderEsm)).default.initialize({model});
-        figure = load(figureEsm);
+        (await load(holderEsm)).default.initialize({model: holder});
+        rendered = (await load(timelineEsm)).default.render({model, el});
     } else {
-        figure = load(figureEsm);  // waits on the registry: the holder has not come yet
+        rendered = (await load(timelineEsm)).default.render({model, el});  // waits for the holder
         await new Promise((r) => setTimeout(r, 300));
-        (await load(holderEsm)).default.initialize({model});
+        (await load(holderEsm)).default.initialize({model: holder});
     }
-    const widget = (await figure).default();  // plotly's default export is a factory
-    return {
-        type: typeof (await figure).default,
-        keys: Object.keys(widget).sort(),
+    const cleanup = await rendered;
+    const plot = el.querySelector(".js-plotly-plot");
+    const bars = () => plot.querySelectorAll(".barlayer .point path").length;
+    const drawn = bars();
+    state.overlays = {"0": {opacity: 0.25}, "1": {base: [10], x: [8], y: [0]}};
+    await listeners["change:overlays"]();
+    const dimmed = plot.data[0].opacity, outlined = bars();
+    plot.emit("plotly_click", {points: [{curveNumber: 0, pointNumber: 2}]});
+    const result = {
+        drawn, dimmed, outlined, sent,
+        base: Array.from(plot.data[0].base),
+        windowPlotly: typeof window.Plotly,
         registry: globalThis[REGISTRY_KEY].size,
     };
+    cleanup();
+    result.listenersLeft = Object.keys(listeners).length;
+    return result;
 }"""
 
 
@@ -113,56 +146,64 @@ def blank_page(chromium):
         context.close()
 
 
-@pytest.mark.parametrize("holder_first", [True, False], ids=["holder-first", "figure-first"])
-def test_the_stub_exports_plotlys_widget_in_either_order(blank_page, holder_first):
+def _timeline_esm(digest: str, wait_ms: int) -> str:
+    return _js(timeline_widget._ESM, digest=digest, wait_ms=wait_ms)
+
+
+@pytest.mark.parametrize("holder_first", [True, False], ids=["holder-first", "timeline-first"])
+def test_a_timeline_draws_with_the_holders_plotly_in_either_order(blank_page, holder_first):
     page, errors = blank_page
     code = bundle()
-    figure_esm = plotly_bundle._js(plotly_bundle._FIGURE_ESM, digest=code.digest, wait_ms=30_000)
     result = page.evaluate(
-        LOAD_JS.replace("REGISTRY_KEY", repr(REGISTRY)),
+        RENDER_JS.replace("REGISTRY_KEY", repr(REGISTRY)),
         [
             PlotlyBundle._esm,
-            figure_esm,
+            _timeline_esm(code.digest, 30_000),
             base64.b64encode(code.gzipped).decode(),
             code.digest,
             holder_first,
         ],
     )
-    assert result == {"type": "function", "keys": ["initialize", "render"], "registry": 1}
+    assert result == {
+        "drawn": 3,  # the figure's three bars, the binary `base` decoded
+        "base": [0, 10, 25],
+        "dimmed": 0.25,  # the overlay merged into trace 0
+        "outlined": 4,  # and trace 1 now has a bar
+        "sent": [{"event": "click", "curve": 0, "point": 2}],
+        "windowPlotly": "undefined",  # plotly.min.js sets window.Plotly: the holder puts it back
+        "registry": 1,
+        "listenersLeft": 0,  # the view's cleanup stops listening to the model
+    }
     assert not errors
 
 
-def test_a_stub_whose_holder_never_comes_says_so(blank_page):
+ERROR_JS = """async ([holderEsm, timelineEsm, gzipped, digest]) => {
+    const load = (c) => import(URL.createObjectURL(new Blob([c], {type: "text/javascript"})));
+    const el = document.createElement("div");
+    const model = {get: () => undefined, on() {}, off() {}, send() {}};
+    const rendered = (await load(timelineEsm)).default.render({model, el});
+    if (holderEsm) {
+        const holder = {get: (k) => ({bundle_gz: new Uint8Array(gzipped), digest})[k]};
+        (await load(holderEsm)).default.initialize({model: holder});
+    }
+    await rendered;
+    return el.textContent;
+}"""
+
+
+def test_a_timeline_whose_holder_never_comes_says_so(blank_page):
     page, _ = blank_page
-    figure_esm = plotly_bundle._js(
-        plotly_bundle._FIGURE_ESM, digest="nothing-sends-this", wait_ms=500
-    )
-    message = page.evaluate(
-        """async (code) => {
-            const url = URL.createObjectURL(new Blob([code], {type: "text/javascript"}));
-            try { await import(url); return "imported"; } catch (error) { return String(error); }
-        }""",
-        figure_esm,
-    )
-    assert "plotly's widget code did not arrive within 0.5 s" in message
+    esm = _timeline_esm("nothing-sends-this", 500)
+    message = page.evaluate(ERROR_JS, [None, esm, [], ""])
+    assert "plotly.js did not arrive within 0.5 s" in message
 
 
 def test_a_gzip_the_browser_cannot_read_is_reported(blank_page):
-    """A corrupt buffer rejects the figures' promise with the decompressor's error."""
+    """A corrupt buffer rejects the timelines' promise with the decompressor's error."""
     page, _ = blank_page
-    digest = "corrupt"
-    figure_esm = plotly_bundle._js(plotly_bundle._FIGURE_ESM, digest=digest, wait_ms=30_000)
-    message = page.evaluate(
-        """async ([holderEsm, figureEsm, digest]) => {
-            const load = (c) => import(URL.createObjectURL(new Blob([c], {type: "text/javascript"})));
-            const figure = load(figureEsm);
-            const model = {get: (k) => ({bundle_gz: new Uint8Array([1, 2, 3, 4]), digest})[k]};
-            (await load(holderEsm)).default.initialize({model});
-            try { await figure; return "imported"; } catch (error) { return String(error); }
-        }""",
-        [PlotlyBundle._esm, figure_esm, digest],
-    )
-    assert "could not load plotly's widget code" in message
+    esm = _timeline_esm("corrupt", 30_000)
+    message = page.evaluate(ERROR_JS, [PlotlyBundle._esm, esm, [1, 2, 3, 4], "corrupt"])
+    assert "could not load plotly.js" in message
 
 
 # -------------------------------------------------------------------------------------------
@@ -176,9 +217,9 @@ def test_two_panels_draw_with_the_bundle_sent_once_and_after_a_reload(lab, jupyt
     assert not lab.errors()
     bars = _wait_for_bars(lab, 2)
     assert len(bars) == 2, bars
-    assert lab.page.evaluate(REGISTRY_JS) == 1  # one bundle imported for both figures
-    # The whole run on this notebook's kernel: TF's log, two panels, plotly's code once
-    # (gzipped ~1.5 MB). With the bundle in every figure's _esm this was over 10 MB. (Notebooks
+    assert lab.page.evaluate(REGISTRY_JS) == 1  # one plotly.js imported for both timelines
+    # The whole run on this notebook's kernel: TF's log, two panels, plotly.js once (gzipped
+    # ~1.5 MB). With plotly's code in every figure's _esm this was over 10 MB. (Notebooks
     # of earlier tests, reopened by the workspace, have kernels and widgets of their own.)
     kernel = _kernel_of(jupyter_lab, name)
     ours = sum(size for url, size in received.items() if kernel in url)
@@ -211,13 +252,17 @@ def _execute(path) -> nbformat.NotebookNode:
     return notebook
 
 
-# Two figures displayed on their own, then a panel: each figure is built with its traces, so
-# they are in its state, which nbclient saves with the notebook.
+# Two timeline widgets displayed on their own, then a panel: the figure is each widget's
+# state, which nbclient saves with the notebook.
 SAVED = [
-    "import plotly.graph_objects as go\n"
-    "from tfplace_widget.plotly_bundle import CompactFigureWidget",
-    "CompactFigureWidget(data=[go.Bar(x=[1, 2, 3], y=[3, 1, 2])])",
-    "CompactFigureWidget(data=[go.Bar(x=[1, 2], y=[2, 4], orientation='v')])",
+    "import numpy as np\n"
+    "from tfplace_widget.timeline_widget import TimelineWidget\n\n\n"
+    "def shown(*traces):\n"
+    "    widget = TimelineWidget()\n"
+    "    widget.draw(list(traces), {'height': 250})\n"
+    "    return widget",
+    "shown({'type': 'bar', 'x': np.array([1.0, 2, 3]), 'y': [3, 1, 2]})",
+    "shown({'type': 'bar', 'x': [1, 2], 'y': np.array([2.0, 4])})",
     "import tensorflow as tf\n"
     "from tfplace_widget import show_placement\n\n\n"
     "def build():\n"
@@ -240,7 +285,7 @@ def test_a_notebook_with_saved_widget_state_draws_without_running(lab, jupyter_l
     assert len(holders) == 1
     [buffer] = holders[0]["buffers"]
     code = gzip.decompress(base64.b64decode(buffer["data"]))
-    assert code == plotly_bundle.bundle_path().read_bytes()
+    assert code == bundle_path().read_bytes()
     # Trusted, as `jupyter trust` would (the server's signature store): JupyterLab renders
     # widgets only in trusted outputs, and shows the text/plain repr otherwise.
     NotebookNotary(data_dir=str(jupyter_lab.root.parent / "data")).sign(executed)
