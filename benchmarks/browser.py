@@ -5,7 +5,7 @@ process), saves their RunMetadata and GraphDef, then drives a real JupyterLab in
 headless Chromium: for each size a cell ``show_placement(PlacementTrace.from_run_metadata(...))``
 is run and timed until plotly has drawn the timeline's bars, then one character is typed into
 the panel's search box and timed, in the page, from ``keydown`` until the table's rows change.
-The page's first panel is reported on its own (plotly's widget code reaches the page with
+The page's first panel is reported on its own (plotly.js reaches the page with
 ``%load_ext``, in the untimed first cell, and loads while the trace does).
 Targets (issue 6): under 3 s and under 300 ms.
 """
