@@ -263,6 +263,7 @@ class _Placer:
         devices: Sequence[str],
         soft: bool,
         details: Mapping[str, Any] | None,
+        pinned: Mapping[str, str] | None = None,
     ) -> None:
         self.facts = facts
         self.soft = soft
@@ -274,13 +275,33 @@ class _Placer:
         self.errors: list[str] = []
         self.failed: dict[int, str] = {}
         self._candidates: dict[tuple, list[int]] = {}
-        names = list(facts.types)
+        names = _graph_order(facts)
         self.index = {name: i for i, name in enumerate(names)}
+        device_index = {d: k for k, d in enumerate(self.devices)}
+        self.pinned = {
+            self.index[name]: device_index[canonical_device(device)]
+            for name, device in (pinned or {}).items()
+            if name in self.index and canonical_device(device) in device_index
+        }
+        # TF2: a tf.device around the eager call is the function's default device, not a
+        # request: it goes first among a node's candidates (FilterSupportedDevices).
+        self.default: dict[int, int] = {}
+        for name, scope in getattr(facts, "scope", {}).items():
+            device = getattr(scope, "device", "")
+            if name in self.index and device and not getattr(scope, "call", ""):
+                try:
+                    matching = self._filter(self._matching(_parse(device)), self._all_types())
+                except ValueError:
+                    continue
+                if matching:
+                    self.default[self.index[name]] = matching[0]
         self.nodes = [self._node(name) for name in names]
+        self._pin_results()
         self.members = [self._member(i, node) for i, node in enumerate(self.nodes)]
         self.assigned = [-1] * len(self.nodes)  # device index per node
         self.how_chosen = [""] * len(self.nodes)
         self.colocation_dropped: dict[int, str] = {}
+        self.demanded: dict[int, Name] = {}  # the group's merged request when a node was placed
 
     # -- set-up -----------------------------------------------------------------------------
     def _node(self, name: str) -> _Node:
@@ -289,7 +310,8 @@ class _Placer:
         inputs = [index.get(p, -1) for p in facts.inputs.get(name, ())]
         detail = self.details.get(name)
         controls = [index.get(c, -1) for c in detail.controls] if detail else []
-        node = _Node(name, op_type, facts.requested.get(name, "") or "", inputs, controls)
+        request = "" if index[name] in self.default else facts.requested.get(name, "") or ""
+        node = _Node(name, op_type, request, inputs, controls)
         count, ref_or_resource, dataset = _op_outputs(op_type)
         if detail is not None and detail.outputs is not None:
             count = detail.outputs
@@ -301,6 +323,40 @@ class _Placer:
             )
         node.kernel_types = self._supported(name, op_type)
         return node
+
+    def _all_types(self) -> list:
+        return [(t, 0) for t in self.types_present]
+
+    def _pin_results(self) -> None:
+        """``PinArgsAndRets``: a function's ``_Retval`` takes the device its value asked for
+        (following Identity ops with no device of their own) when that names one device."""
+        nodes = self.nodes
+        for i, node in enumerate(nodes):
+            if node.op_type != "_Retval" or i in self.pinned or not node.inputs:
+                continue
+            source = node.inputs[0]
+            while (
+                source >= 0
+                and nodes[source].op_type in _IDENTITY_TYPES
+                and not nodes[source].request
+                and source not in self.pinned
+                and not self.facts.colocated_with.get(nodes[source].name)
+                and nodes[source].inputs
+            ):
+                source = nodes[source].inputs[0]
+            if source < 0:
+                continue
+            if self.facts.colocated_with.get(nodes[source].name):
+                continue  # TF colocates it with that group; left to the placer here
+            if source in self.pinned:
+                self.pinned[i] = self.pinned[source]
+            elif nodes[source].request:
+                try:
+                    matching = self._matching(_parse(nodes[source].request))
+                except ValueError:
+                    continue
+                if len(matching) == 1:
+                    self.pinned[i] = matching[0]
 
     def _resource_producers(self) -> set:
         cached = self.__dict__.get("_producers")
@@ -323,6 +379,9 @@ class _Placer:
 
     def _member(self, i: int, node: _Node) -> _Member:
         member = _Member(parent=i, supported=node.kernel_types)
+        if i in self.pinned:  # already assigned (a function's _Arg): requested = assigned
+            member.assigned = member.requested = self.device_names[self.pinned[i]]
+            return member
         if not node.kernel_types:
             self._fail(
                 i,
@@ -448,10 +507,20 @@ class _Placer:
         member = self.members[root]
         if member.possible:
             return member.possible
-        key = (member.requested, member.resource, member.assigned, tuple(member.supported))
+        default = self.default.get(i, -1)
+        key = (
+            member.requested,
+            member.resource,
+            member.assigned,
+            tuple(member.supported),
+            default,
+        )
         found = self._candidates.get(key)
         if found is None:
-            found = self._candidates[key] = self._compute_candidates(i, member)
+            found = self._compute_candidates(i, member)
+            if default in found:
+                found = [default, *(k for k in found if k != default)]
+            self._candidates[key] = found
         member.possible = found
         return found
 
@@ -539,6 +608,10 @@ class _Placer:
         nodes = self.nodes
         second = []
         for i, node in enumerate(nodes):
+            if i in self.pinned:
+                self.assign(i, self.pinned[i])
+                self.how_chosen[i] = "pinned"
+                continue
             if node.generator:
                 second.append(i)
                 continue
@@ -557,6 +630,7 @@ class _Placer:
                     self.how_chosen[i] = "input"
             if chosen < 0:
                 chosen = devices[0]
+            self.demanded[i] = self.members[self.find(i)].requested
             self.assign(i, chosen)
         for i in second:
             node = nodes[i]
@@ -577,6 +651,7 @@ class _Placer:
                     self.how_chosen[i] = "consumers"
             if chosen < 0:
                 chosen = devices[0]
+            self.demanded[i] = self.members[self.find(i)].requested
             self.assign(i, chosen)
 
     def _lone_identity(self, i: int) -> bool:
@@ -601,6 +676,49 @@ class _Placer:
         for node in self.nodes:
             if not node.consumers:
                 node.consumers.append(-1)  # the _SINK node: never assigned
+
+
+def _graph_order(facts: GraphFacts) -> list[str]:
+    """The nodes in the order TensorFlow's graph constructor gives them ids: topological, the
+    earliest node in the GraphDef first among those ready. A graph built in Python (or a
+    GraphDef written in order) is already so; others (function graphs read back from their
+    partitions) are sorted."""
+    names = list(facts.types)
+    position = {name: k for k, name in enumerate(names)}
+    inputs = facts.inputs
+    ordered = True
+    for k, name in enumerate(names):
+        for producer in inputs.get(name, ()):
+            if position.get(producer, -1) >= k:
+                ordered = False
+                break
+        if not ordered:
+            break
+    if ordered:
+        return names
+    import heapq
+
+    pending = {}
+    consumers: dict[int, list[int]] = {}
+    for k, name in enumerate(names):
+        sources = {position[p] for p in inputs.get(name, ()) if p in position and p != name}
+        pending[k] = len(sources)
+        for source in sources:
+            consumers.setdefault(source, []).append(k)
+    ready = [k for k, count in pending.items() if count == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        k = heapq.heappop(ready)
+        out.append(k)
+        for c in consumers.get(k, ()):
+            pending[c] -= 1
+            if pending[c] == 0:
+                heapq.heappush(ready, c)
+    if len(out) < len(names):  # a cycle (loop back edges): the rest in GraphDef order
+        seen = set(out)
+        out.extend(k for k in range(len(names)) if k not in seen)
+    return [names[k] for k in out]
 
 
 def _is_ref_output(op_type: str) -> bool:
@@ -701,6 +819,7 @@ def predict_devices(
     *,
     soft_placement: bool,
     details: Mapping[str, NodeDetail] | None = None,
+    pinned: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Where TensorFlow's placer would put each node of ``facts`` given ``devices``.
 
@@ -711,10 +830,12 @@ def predict_devices(
     the error a real run raises; empty when the graph places). ``details`` (from
     :func:`node_details`) adds control edges, output counts and dtypes; without it control
     edges are unknown, which only matters for the Identity and generator heuristics.
+    ``pinned`` maps nodes the runtime placed before the placer runs (a function's ``_Arg``,
+    which lives where the caller's tensor or variable is) to their device.
     """
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
-    placer = _Placer(facts, devices, soft_placement, details)
+    placer = _Placer(facts, devices, soft_placement, details, pinned)
     placer.link_consumers()
     placer.run()
     explain = _Reasons(placer)
@@ -754,9 +875,15 @@ class _Reasons:
             return "error", f"TensorFlow would refuse to place it: {p.failed[i]}."
         device = p.devices[p.assigned[i]]
         short = short_device(device)
+        if p.how_chosen[i] == "pinned":
+            return "runtime", (
+                f"A function argument: it lives where the caller's tensor or variable is, "
+                f"{short}, before the placer runs."
+            )
         if node.op_type in _HOST_RUNTIME_TYPES:
             return "runtime", (
-                f"Inserted by the runtime to pass an argument or result; placed on {short}."
+                f"Inserted by the runtime to return a function's result; it goes with the value "
+                f"it returns, on {short}."
             )
         root = p.find(i)
         member = p.members[root]
@@ -769,20 +896,66 @@ class _Reasons:
             if dropped
             else ""
         )
-        if self._group_sizes.get(root, 1) > 1 and pinner >= 0 and pinner != i:
-            partner = p.nodes[pinner].name
+        demanded = p.demanded.get(i, _EMPTY)
+        grouped = self._group_sizes.get(root, 1) > 1
+        if grouped and (
+            (pinner >= 0 and pinner != i) or (demanded != _EMPTY and demanded != request)
+        ):
             if node.request and _matches(request, p.device_names[p.assigned[i]]):
                 return "explicit", self._explicit(node, short) + dropped_text
+            partner = self._partner(i, root, pinner)
             asked = f"Asked for {node.request}, but it" if node.request else "It"
             return "colocated", (
-                f"{asked} {self._link(i, pinner)}; {partner} was placed first, on {short}, "
-                f"and the placer keeps the group together, so it runs on {short}.{dropped_text}"
+                f"{asked} {self._link(i, partner)}; the placer keeps them on one device, so it "
+                f"runs where the group goes: {short}.{dropped_text}"
             )
         if node.request:
             if _matches(request, p.device_names[p.assigned[i]]):
                 return "explicit", self._explicit(node, short) + dropped_text
             return "soft", self._soft(i, node, request, short) + dropped_text
+        if p.default.get(i, -1) == p.assigned[i] and not p.how_chosen[i]:
+            scope = p.facts.scope[node.name].device
+            return "explicit", (
+                f"It has no tf.device of its own: the tf.device({scope}) around the call makes "
+                f"{short} the function's default device, which the placer tries first."
+            ) + dropped_text
         return "implicit", self._implicit(i, node, short) + dropped_text
+
+    def _partner(self, i: int, root: int, pinner: int) -> int:
+        """The group member to name: the variable it reads, a reader of it, the op it is
+        colocated with, a member with a request, then whichever member was placed first."""
+        p = self.p
+        name = p.nodes[i].name
+        index = p.index
+        same = [
+            j
+            for j in (index.get(x, -1) for x in p.facts.resource_inputs.get(name, ()))
+            if j >= 0 and j != i and p.find(j) == root
+        ]
+        same += [
+            j
+            for j in (index.get(x, -1) for x in p.facts.colocated_with.get(name, ()))
+            if j >= 0 and j != i and p.find(j) == root
+        ]
+        if same:
+            return same[0]
+        members = [j for j in self._members(root) if j != i]
+        for j in members:
+            if name in p.facts.resource_inputs.get(p.nodes[j].name, ()):
+                return j
+        for j in members:
+            if p.nodes[j].request:
+                return j
+        return pinner if pinner >= 0 and pinner != i else (members[0] if members else i)
+
+    def _members(self, root: int) -> list[int]:
+        cached = self.__dict__.get("_by_root")
+        if cached is None:
+            cached = {}
+            for j in range(len(self.p.nodes)):
+                cached.setdefault(self.p.find(j), []).append(j)
+            self.__dict__["_by_root"] = cached
+        return cached.get(root, [])
 
     def _link(self, i: int, partner: int) -> str:
         p = self.p
@@ -987,8 +1160,31 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     devices = sorted(set(host_devices) | set(gpu_devices(gpus)), key=device_sort_key)
     if not devices:
         devices = [HOST, *gpu_devices(gpus)]
-    frame = predict_devices(facts, devices, soft_placement=soft, details=details)
+    pinned = _pinned_arguments(trace, facts, gpus)
+    frame = predict_devices(facts, devices, soft_placement=soft, details=details, pinned=pinned)
     return _predicted_trace(trace, facts, frame, devices, gpus, soft, details)
+
+
+def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, str]:
+    """Where a function's ``_Arg`` nodes live before the placer runs: the caller's tensor on
+    the host, where it was here; a variable's handle on its variable's device. A variable that
+    was on the first CPU here (made with no tf.device, most likely) is on GPU:0 on a machine
+    with a GPU, where its reads then follow it."""
+    args = [name for name, op_type in facts.types.items() if op_type == "_Arg"]
+    if not args:
+        return {}
+    ran = trace.ops.drop_duplicates("op")
+    traced = dict(zip(ran["op"], ran["device"], strict=True))
+    resources = {p for ps in facts.resource_inputs.values() for p in ps}
+    cpus = sorted((d for d in trace.devices if "device:CPU:" in d), key=device_sort_key)
+    first_cpu = cpus[0] if cpus else HOST
+    pinned = {}
+    for name in args:
+        device = traced.get(name) or first_cpu
+        if name in resources and gpus and device == first_cpu:
+            device = gpu_devices(1)[0]
+        pinned[name] = device
+    return pinned
 
 
 def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:
@@ -998,7 +1194,12 @@ def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:
     options = dict(options)
     args = tuple(options.pop("args", ()) or ())
     tracer.check_option_names(options, "predict_placement")
-    soft = bool(options.get("soft_placement", True))
+    soft = options.get("soft_placement", True)
+    if not isinstance(soft, bool):
+        raise TypeError(f"soft_placement must be True or False, not {soft!r}.")
+    # The graph is read from a run with soft placement on: a request for a GPU cannot be met
+    # on this machine, and the placer's verdict with the user's setting is what is predicted.
+    options["soft_placement"] = True
     mode = options.get("mode", "auto")
     graph_builder = not callable(fn) or (
         mode == "graph"
