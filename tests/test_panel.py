@@ -339,3 +339,92 @@ def test_shared_helpers_and_how_values_are_defined_once(panel):
     assert gc_pause.paused_gc.__module__ == "tfplace_widget.gc_pause"
     for module in (frames, trace, function_tracer, graphfacts):
         assert module.paused_gc is gc_pause.paused_gc, module.__name__
+
+
+# -- findings (issue 12) -----------------------------------------------------------------------
+def classic_builder():
+    from test_findings import classic_step
+
+    return classic_step(tf)
+
+
+@pytest.fixture(scope="module")
+def classic_panel():
+    return show_placement(classic_builder, device_count={"CPU": 2})
+
+
+def test_findings_sit_above_the_table_worst_first(classic_panel):
+    panel = classic_panel
+    children = list(panel.children)
+    assert children.index(panel.findings_view) < children.index(panel.table)
+    items = panel.findings_view.items
+    findings = panel.trace.findings
+    assert [i["kind"] for i in items] == list(findings["kind"])
+    assert [i["count"] for i in items] == [len(ops) for ops in findings["ops"]]
+    assert items[0]["severity"] == "high" and panel.findings_view.expanded
+    assert panel.findings_view.counts.startswith(f"{(findings['severity'] == 'high').sum()} high")
+
+
+def test_clicking_a_finding_filters_table_and_timeline_to_its_ops(classic_panel):
+    panel = classic_panel
+    findings = panel.trace.findings
+    index = next(i for i, row in enumerate(findings.itertuples()) if "int_matmul" in row.ops)
+    expected = set(findings["ops"].iloc[index])
+    panel.findings_view.selected = index  # what the browser sends on a click
+    assert set(panel.visible_ops["op"]) == expected & set(panel.trace.ops["op"])
+    assert {row[0] for row in panel.table.rows} == set(panel.visible_ops["op"])
+    highlighted = panel._timeline.highlighted_ops()
+    assert "int_matmul" in highlighted and highlighted <= expected
+    assert findings["kind"].iloc[index] in panel.status.value
+    panel.search.value = "int"  # the search narrows within the finding's ops
+    assert set(panel.visible_ops["op"]) == {op for op in expected if "int" in op}
+    panel.search.value = ""
+    panel.findings_view.selected = -1  # clicked again: every op
+    assert len(panel.visible_ops) == len(panel.trace.ops)
+    assert not panel._timeline.highlighted_ops()
+
+
+def test_no_findings_collapse_to_their_count():
+    def one_op():
+        return tf.constant(1.0, name="one")
+
+    panel = show_placement(one_op)
+    assert panel.trace.findings.empty
+    assert panel.findings_view.items == [] and not panel.findings_view.expanded
+    assert len(panel.visible_ops) == len(panel.trace.ops)
+
+
+def test_a_rerun_shows_the_new_findings_and_drops_the_filter(classic_panel):
+    panel = PlacementPanel(
+        classic_panel.trace, builder=inputs_none, options={"device_count": {"CPU": 2}}
+    )
+    panel.findings_view.selected = 0
+    assert len(panel.visible_ops) < len(panel.trace.ops)
+    assert panel.run() is not None
+    assert panel.findings_view.selected == -1
+    assert len(panel.visible_ops) == len(panel.trace.ops)
+    assert [i["kind"] for i in panel.findings_view.items] == list(panel.trace.findings["kind"])
+
+
+def test_findings_that_fail_are_a_message_not_a_broken_panel(seed_trace, monkeypatch):
+    import tfplace_widget.analyses.findings as findings_module
+
+    def broken(trace):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(findings_module, "find_findings", broken)
+    trace = dataclasses.replace(seed_trace)  # a fresh trace: no cached findings
+    panel = PlacementPanel(trace)
+    assert "Findings could not be computed: RuntimeError: boom" in panel.message.value
+    assert panel.findings_view.items == []
+    assert len(panel.visible_ops) == len(trace.ops)
+
+
+def test_a_predicted_trace_says_so_in_the_header(classic_panel):
+    from tfplace_widget.analyses.predict import predict_placement
+
+    panel = PlacementPanel(predict_placement(classic_panel.trace, gpus=1))
+    assert "predicted, not run" in panel.header.value
+    assert "predicted, not run" not in classic_panel.header.value
+    kinds = {i["kind"] for i in panel.findings_view.items}
+    assert {"cpu_fallback", "ping_pong"} <= kinds

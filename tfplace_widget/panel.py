@@ -1,13 +1,14 @@
-"""The placement panel: header, search, op table, timeline, op details and the TensorFlow log.
+"""The placement panel: its layout, its filter state and the controls that change them.
 
 ``show_placement`` is the one entry point; it dispatches on what it is given (a graph builder,
 a :class:`PlacementTrace`, a RunMetadata or a trace file). The panel filters in the kernel
-with vectorised pandas and sends the browser only the rows on screen.
+with vectorised pandas and sends the browser only the rows on screen. What it draws lives in
+views of their own: ``panel_html`` (header, details, messages, log), ``findings_view`` (the
+findings above the table), ``table`` (the op table) and ``timeline`` (the timeline).
 """
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Callable
 from typing import Any
@@ -19,17 +20,13 @@ import pandas as pd
 from .colors import color_class, device_color
 from .devices import short_device
 from .errors import TraceError
+from .findings_view import FindingsList
 from .options import normalize_device_count
-from .reasons import HOW_VALUES
+from .panel_html import details_html, header_html, log_html, message_html, status_html
+from .reasons import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
 from .search import SearchError, filter_ops, matching_lines, searchable
 from .sources.files import trace_format
-from .summary import (
-    device_summaries,
-    format_bytes,
-    format_us,
-    how_counts,
-    transfer_bytes_text,
-)
+from .summary import device_summaries, format_us
 from .table import OpTable
 from .timeline import Timeline
 from .trace import PlacementTrace
@@ -46,14 +43,9 @@ TABLE_COLUMNS = [
     ("duration_us", "duration"),
     ("runs", "runs"),
 ]
-_MODE_LABELS = {
-    "function": "TF2 code, run in the eager runtime",
-    "graph": "graph builder, run in a Session",
-}
 PAGE_SIZE = 50
 MAX_LOG_LINES = 400
 MAX_CPUS = MAX_DEVICES_PER_TYPE  # what trace_placement accepts; a larger given count widens it
-_COUNTED_HOWS = ("explicit", "implicit", "colocated", "soft")  # shown even when 0
 _SHARED_WIDGET_TRAITS = {"_plotly_bundle"}  # widgets a panel points at but does not own
 
 
@@ -75,10 +67,14 @@ class PlacementPanel(widgets.VBox):
         self.args = tuple(args)
         self.error: str = ""
         self._device_filter: set[str] = set()
+        self._finding_ops: set[str] | None = None  # the clicked finding's ops, or no filter
+        self._findings_frame: pd.DataFrame | None = None  # trace.findings, as on screen
+        self._findings_error = ""  # why there are none on screen, when finding them failed
         self._syncing = False
 
         self.header = widgets.HTML(layout=widgets.Layout(margin="0 0 4px 0"))
         self.chips = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
+        self.findings_view = FindingsList()
         self.search = widgets.Text(
             placeholder="search op names: substring, * glob, or regex",
             continuous_update=True,
@@ -144,6 +140,7 @@ class PlacementPanel(widgets.VBox):
             [
                 self.header,
                 self.chips,
+                self.findings_view,
                 finder,
                 self.message,
                 self._figure_box,
@@ -163,6 +160,7 @@ class PlacementPanel(widgets.VBox):
         self.table.observe(self._on_sort_change, ["sort_by", "sort_ascending"])
         self.table.observe(self._on_page_change, "page")
         self.table.observe(self._on_select_change, "selected_op")
+        self.findings_view.observe(self._on_finding_change, "selected")
         self.log_section.observe(self._on_log_toggle, "selected_index")
         self.rerun.on_click(self._on_rerun_click)
         self.trace = trace
@@ -214,6 +212,7 @@ class PlacementPanel(widgets.VBox):
         self.table.rows, self.table.row_colors = [], []
         for view in (self.header, self.status, self.message, self.details, self.log_view):
             view.value = ""
+        self.findings_view.items, self._finding_ops, self._findings_frame = [], None, None
         self.type_filter.options = ()
         self.trace = None
         self.builder = None
@@ -257,6 +256,7 @@ class PlacementPanel(widgets.VBox):
         self._figure_box.children = [self._timeline.widget]
         self._render_header()
         self._render_chips()
+        self._render_findings()
         types = sorted(t for t in ops["type"].unique() if t)
         self._syncing = True
         try:
@@ -338,43 +338,34 @@ class PlacementPanel(widgets.VBox):
 
     # -- rendering ----------------------------------------------------------------------------
     def _render_header(self) -> None:
-        trace = self.trace
-        counts = how_counts(trace.ops)
-        n_transfers = len(trace.transfers)
-        how_text = " · ".join(
-            f"<b>{counts.get(h, 0)}</b> {h}"
-            for h in HOW_VALUES
-            if counts.get(h, 0) or h in _COUNTED_HOWS
-        )
         notes = []
         if self._timeline.total > len(self._timeline.shown):
             notes.append(
                 f"The timeline draws a sample: the {len(self._timeline.shown):,} longest "
                 f"of {self._timeline.total:,} events."
             )
-        if len(trace.transfers) and not self._timeline.arrows_drawn:
+        if len(self.trace.transfers) and not self._timeline.arrows_drawn:
             notes.append(
-                f"Transfers are listed, not drawn: {len(trace.transfers):,} arrows would hide "
-                "the bars (pick an op to see its transfers)."
+                f"Transfers are listed, not drawn: {len(self.trace.transfers):,} arrows would "
+                "hide the bars (pick an op to see its transfers)."
             )
-        notes.extend(trace.notes)
-        if trace.truncated:
-            notes.append(
-                "TensorFlow stopped recording at 2^20 nodes per step: the trace is incomplete."
-            )
-        source = (
-            f" <span style='opacity:.7'>{html.escape(trace.source)}</span>" if trace.source else ""
-        )
-        mode = _MODE_LABELS.get(trace.mode, "")
-        mode_tag = f" <span style='opacity:.7'>· {html.escape(mode)}</span>" if mode else ""
-        self.header.value = (
-            f"<div style='color:var(--jp-ui-font-color1)'>"
-            f"<b>TensorFlow placement</b>{source}{mode_tag}: {len(trace.ops):,} ops on "
-            f"{len(trace.devices)} devices · {how_text} · <b>{n_transfers}</b> cross-device "
-            f"transfers ({html.escape(transfer_bytes_text(trace.transfers))})"
-            + "".join(f"<div style='opacity:.8'>{html.escape(n)}</div>" for n in notes)
-            + "</div>"
-        )
+        self.header.value = header_html(self.trace, notes)
+
+    def _render_findings(self) -> None:
+        """The trace's findings above the table; a failure to find them is a message, and the
+        rest of the panel still shows."""
+        self._finding_ops = None
+        self._findings_error = ""
+        try:
+            findings = self.trace.findings
+        except Exception as exc:  # a bug in one analysis must not cost the panel
+            self._findings_frame = None
+            self.findings_view.show(_NO_FINDINGS)
+            self._findings_error = f"Findings could not be computed: {type(exc).__name__}: {exc}"
+            self._show_message(self._findings_error, kind="warning")
+            return
+        self._findings_frame = findings
+        self.findings_view.show(findings)
 
     def _render_chips(self) -> None:
         chips = []
@@ -419,13 +410,18 @@ class PlacementPanel(widgets.VBox):
         except SearchError as exc:
             self._show_message(str(exc), kind="warning")
             return
-        if self.message.value and not self.error:
-            self._show_message("")
+        if self._finding_ops is not None:
+            mask &= ops["op"].isin(self._finding_ops).to_numpy(dtype=bool)
+        if self.message.value and not self.error:  # a fixed search: back to the standing note
+            self._show_message(self._findings_error, kind="warning")
         order = self._sort_order()
         kept = order[mask[order]]
         self._visible = ops.iloc[kept]
         filtering = (
-            bool(self.search.value) or bool(self._device_filter) or bool(self.type_filter.value)
+            bool(self.search.value)
+            or bool(self._device_filter)
+            or bool(self.type_filter.value)
+            or self._finding_ops is not None
         )
         self.table.page = 0
         self._render_page()
@@ -441,7 +437,13 @@ class PlacementPanel(widgets.VBox):
             if timeline.matches_total > timeline.matches_shown
             else ""
         )
-        self.status.value = f"showing <b>{len(kept):,}</b> of {len(ops):,} ops{outlined}"
+        selected = self.findings_view.selected
+        finding = (
+            self.findings_view.items[selected]["kind"]
+            if self._finding_ops is not None and 0 <= selected < len(self.findings_view.items)
+            else ""
+        )
+        self.status.value = status_html(len(kept), len(ops), outlined, finding)
         if self.log_section.selected_index == 0:
             self._render_log()
 
@@ -492,66 +494,13 @@ class PlacementPanel(widgets.VBox):
             if not self.regex.value
             else (self._log_lines)
         )
-        shown = lines[:MAX_LOG_LINES]
-        note = (
-            f"showing {len(shown):,} of {len(lines):,} matching lines"
-            if len(lines) > len(shown)
-            else f"{len(lines):,} lines"
-        )
-        self.log_view.value = (
-            f"<div style='opacity:.7'>{note}</div><pre style='max-height:300px;overflow:auto;"
-            f"font-size:11px;color:var(--jp-ui-font-color1)'>"
-            f"{html.escape(chr(10).join(shown))}</pre>"
-        )
+        self.log_view.value = log_html(lines[:MAX_LOG_LINES], len(lines))
 
     def _render_details(self, op: str) -> None:
-        if not op:
-            self.details.value = ""
-            return
-        ops = self.trace.ops
-        rows = ops[ops["op"] == op]
-        if rows.empty:
-            self.details.value = ""
-            return
-        row = rows.iloc[0]
-        inputs = self.trace.inputs.get(op, [])
-        outputs = self.trace.consumers_of(op)
-        transfers = self.trace.transfers[
-            self.trace.transfers["tensor"].str.rsplit(":", n=1).str[0] == op
-        ]
-        color = device_color(row["device"])
-
-        def names(values: list[str]) -> str:
-            return ", ".join(f"<code>{html.escape(v)}</code>" for v in values[:20]) or "none"
-
-        moves = (
-            "".join(
-                f"<li><code>{html.escape(t.tensor)}</code> {html.escape(short_device(t.src_device))} → "
-                f"{html.escape(short_device(t.dst_device))}"
-                f"{'' if pd.isna(t.bytes) else ' · ' + html.escape(format_bytes(t.bytes))}</li>"
-                for t in transfers.itertuples(index=False)
-            )
-            or "<li>none</li>"
-        )
-        self.details.value = (
-            f"<div style='border-left:6px solid {color};padding:4px 10px;"
-            f"color:var(--jp-ui-font-color1)'>"
-            f"<b><code>{html.escape(op)}</code></b> ({html.escape(row['type'])}) on "
-            f"<b style='color:{color}'>{html.escape(row['device'])}</b> · how: "
-            f"<b>{html.escape(str(row['how']))}</b><br>{html.escape(row['reason'])}<br>"
-            f"inputs: {names(inputs)}<br>outputs: {names(outputs)}<br>"
-            f"transfers:<ul style='margin:0'>{moves}</ul></div>"
-        )
+        self.details.value = details_html(self.trace, op)
 
     def _show_message(self, text: str, kind: str = "info") -> None:
-        if not text:
-            self.message.value = ""
-            return
-        colors = {"error": "#d32f2f", "warning": "#ed6c02", "info": "#0288d1"}
-        self.message.value = (
-            f"<div style='border-left:4px solid {colors[kind]};padding:4px 8px;"
-            f"white-space:pre-wrap;color:var(--jp-ui-font-color1)'>{html.escape(text)}</div>"
-        )
+        self.message.value = message_html(text, kind)
 
     def _show_error(self, exc: BaseException) -> None:
         self.error = f"{type(exc).__name__}: {exc}"
@@ -583,6 +532,16 @@ class PlacementPanel(widgets.VBox):
 
         self._guard(update)
 
+    def _on_finding_change(self, change: dict) -> None:
+        """A click on a finding keeps only its ops (a second click, or -1, shows all again)."""
+        index = change["new"]
+        frame = self._findings_frame
+        if frame is not None and 0 <= index < len(frame):
+            self._finding_ops = set(frame["ops"].iloc[index])
+        else:
+            self._finding_ops = None
+        self._guard(self._apply_filters)
+
     def _select_from_timeline(self, op: str) -> None:
         self.table.selected_op = op
 
@@ -601,6 +560,9 @@ class PlacementPanel(widgets.VBox):
             action()
         except Exception as exc:  # a broken callback must not break the panel
             self._show_error(exc)
+
+
+_NO_FINDINGS = pd.DataFrame({"kind": [], "severity": [], "ops": [], "message": []})
 
 
 def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPanel:
