@@ -235,6 +235,12 @@ def test_lacks_kernel_reads_default_kernels_as_serving_every_device():
     assert lacks_kernel(registered_device_types("StringJoin"), "GPU")
     assert not lacks_kernel(registered_device_types("MatMul"), "GPU")
     assert not lacks_kernel(registered_device_types("NoSuchOpType"), "GPU")  # unknown: no claim
+    # DEFAULT serves XLA_* and TPU devices too; only the *_JIT compilation types are left out.
+    for device_type in ("XLA_CPU", "XLA_GPU", "TPU"):
+        assert not lacks_kernel(registered_device_types("NoOp"), device_type)
+    # (NoOp's own list changes once XLA compiles something: XLA registers XLA_*_JIT kernels.)
+    assert lacks_kernel(frozenset({"DEFAULT"}), "XLA_CPU_JIT")
+    assert not lacks_kernel(frozenset({"DEFAULT"}), "TPU")
 
 
 def _gpu_explainer(tf: Any, build: Any, placed: dict[str, str]) -> Explainer:

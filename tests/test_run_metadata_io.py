@@ -141,9 +141,14 @@ def test_without_graph_requests_are_unknown(recorded, reference, files):
     runtime = trace.ops[trace.ops["type"].isin(["_Send", "_Recv", "_Retval"])]
     assert len(runtime) == 5 and set(runtime["how"]) == {"runtime"}  # 2 pairs + 1 _Retval
     pd.testing.assert_frame_equal(trace.transfers, reference.transfers)
+    from_graph = ["requested_device", "how", "reason", "kernels", "gpu_kernel"]
     pd.testing.assert_frame_equal(
-        trace.ops.drop(columns=["requested_device", "how", "reason"]),
-        reference.ops.drop(columns=["requested_device", "how", "reason"]),
+        trace.ops.drop(columns=from_graph), reference.ops.drop(columns=from_graph)
+    )
+    # Kernels are a fact of node defs: without the graph no guess is made.
+    assert set(trace.ops["kernels"]) == {""} and set(trace.ops["gpu_kernel"]) == {"NA"}
+    assert (
+        op_row(reference, "C").kernels == "CPU GPU" and op_row(reference, "C").gpu_kernel == "yes"
     )
 
 

@@ -25,6 +25,8 @@ ISSUE_OPS_COLUMNS = [
     "runs",
     "output_bytes",
     "function",  # issue 10: the tf.function an op belongs to ("" in graph mode)
+    "kernels",  # issue 12: device types with a kernel for the node def ("CPU GPU")
+    "gpu_kernel",  # issue 12: yes / host / dtype / no / NA
 ]
 ISSUE_EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 ISSUE_TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes"]

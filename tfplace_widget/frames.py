@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .analyses.kernels import GPU_KERNEL_VALUES, UNKNOWN
 from .devices import canonical_device, device_sort_key, lane_kind, lane_owner
 from .gc_pause import paused_gc
 from .graphfacts import GraphFacts
@@ -34,6 +35,8 @@ OPS_COLUMNS = [
     "runs",
     "output_bytes",
     "function",
+    "kernels",
+    "gpu_kernel",
 ]
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes"]
@@ -108,9 +111,13 @@ def frames_from_records(
     ops["reason"] = reason
     function_of = executed.function.get
     ops["function"] = [function_of(name, "") for name in names]
+    kernels_of = facts.kernels.get if facts is not None else {}.get
+    known = [kernels_of(name, UNKNOWN) for name in names]
+    ops["kernels"] = [k.kernels for k in known]
+    ops["gpu_kernel"] = pd.Categorical([k.gpu_kernel for k in known], list(GPU_KERNEL_VALUES))
     ops = ops[OPS_COLUMNS]
     if ops.empty:  # e.g. XLA ran the whole call: text columns stay text, for .str and filters
-        text = ["op", "type", "device", "requested_device", "reason", "function"]
+        text = ["op", "type", "device", "requested_device", "reason", "function", "kernels"]
         ops = ops.astype(dict.fromkeys(text, object))
     transfers = _transfers_frame(executed, events, out_bytes)
     truncated = len(records.op) >= STEP_STATS_CAP * max(1, len(step_starts))
@@ -122,6 +129,7 @@ def frames_from_records(
         inputs=executed.inputs or _inputs_from_labels(events),
         source=source,
         truncated=truncated,
+        facts=facts,
     )
 
 

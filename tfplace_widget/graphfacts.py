@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from .analyses.kernels import KernelFacts, kernel_facts
 from .capture import import_tensorflow
 from .errors import read_file
 from .gc_pause import paused_gc
@@ -31,6 +32,9 @@ class GraphFacts:
     resource_inputs: dict[str, list[str]] = field(default_factory=dict)
     # Producers of this op's data inputs (all of them, resource ones included).
     inputs: dict[str, list[str]] = field(default_factory=dict)
+    # What the kernel registry says about this node def (device types with a kernel for its
+    # attrs, whether its GPU kernel computes in host memory).
+    kernels: dict[str, KernelFacts] = field(default_factory=dict)
 
     def __contains__(self, name: str) -> bool:
         return name in self.types
@@ -93,6 +97,7 @@ def _facts_from_tf_graph(graph: Any) -> GraphFacts:
         types[name] = node.op
         requested[name] = node.device
         inputs[name] = producers(node.input[:])
+        facts.kernels[name] = kernel_facts(node)
         if "_class" in node.attr:
             targets = [
                 g.decode()[5:]

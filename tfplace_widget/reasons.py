@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from .analyses.kernels import SYMBOLIC_DEVICE_TYPES
 from .devices import DeviceSpec, device_sort_key, parse_device, short_device
 from .graphfacts import GraphFacts
 
@@ -63,14 +64,15 @@ def registered_device_types(op_type: str) -> frozenset:
 def lacks_kernel(kernel_types: frozenset, device_type: str) -> bool:
     """True only when the registry is known to have no kernel of ``op`` for ``device_type``.
 
-    A ``DEFAULT`` kernel serves every device type except symbolic ones (XLA_*, TPU): NoOp and
-    ReadVariableOp are registered only that way and still run on CPU and GPU. An empty set
-    means the op type is unknown here (a custom op in a loaded trace): no claim is made.
+    A ``DEFAULT`` kernel serves every device type (CPU, GPU, XLA_CPU, TPU...) except XLA's JIT
+    compilation types: NoOp and ReadVariableOp are registered only that way and still
+    run on CPU and GPU. An empty set means the op type is unknown here (a custom op in a loaded
+    trace): no claim is made. This is per op type; :meth:`Explainer.lacks_kernel_for` asks per
+    node def when the graph is known (an int32 MatMul has no GPU kernel, a float one has).
     """
     if not kernel_types or device_type in kernel_types:
         return False
-    symbolic = device_type.startswith("XLA_") or device_type.startswith("TPU")
-    return symbolic or "DEFAULT" not in kernel_types
+    return device_type in SYMBOLIC_DEVICE_TYPES or "DEFAULT" not in kernel_types
 
 
 def default_device(devices: Iterable[str]) -> str:
@@ -243,7 +245,7 @@ class Explainer:
                     f"Asked for {requested}, but it {self._link(name, partner)}; TF's placer "
                     f"keeps them together and ignored the request, so it runs on {short}."
                 )
-            return "soft", self._soft(op_type, requested, request, short)
+            return "soft", self._soft(name, op_type, requested, request, short)
         partner = self._constraining_partner(name)
         pinned_by_request = bool(partner) and bool(self.facts.requested.get(partner))
         if partner and (device != self.default or pinned_by_request):
@@ -263,19 +265,22 @@ class Explainer:
             f"{short}, the first matching device with a kernel."
         )
 
-    def _soft(self, op_type: str, requested: str, request: DeviceSpec, short: str) -> str:
+    def _soft(
+        self, name: str, op_type: str, requested: str, request: DeviceSpec, short: str
+    ) -> str:
         exists = any(request.matches(s) for s in self.device_specs)
         available = ", ".join(short_device(d) for d in self.devices) or "none"
+        missing = request.type and self.lacks_kernel_for(name, op_type, request.type)
         if not exists:
+            anyway = f" Where it exists, this op would not run there either: {missing}." * bool(
+                missing
+            )
             return (
                 f"Requested {requested}, which does not exist here (devices: {available}); "
-                f"soft placement moved it to {short}."
+                f"soft placement moved it to {short}.{anyway}"
             )
-        if request.type and lacks_kernel(self.kernel_types(op_type), request.type):
-            return (
-                f"Requested {requested}, but {op_type} has no {request.type} kernel; "
-                f"soft placement moved it to {short}."
-            )
+        if missing:
+            return f"Requested {requested}, but {missing}; soft placement moved it to {short}."
         return f"Requested {requested}; the placer could not honour it and moved it to {short}."
 
     def _implicit(self, name: str, op_type: str, device: str, short: str) -> str:
@@ -291,11 +296,9 @@ class Explainer:
             )
         spec = _safe_parse(device)
         on_cpu_beside_gpu = self.has_gpu and spec is not None and spec.type == "CPU"
-        if on_cpu_beside_gpu and lacks_kernel(self.kernel_types(op_type), "GPU"):
-            return (
-                f"No device requested and {op_type} has no GPU kernel, so the placer "
-                f"chose the CPU: {short}."
-            )
+        missing = on_cpu_beside_gpu and self.lacks_kernel_for(name, op_type, "GPU")
+        if missing:
+            return f"No device requested and {missing}, so the placer chose the CPU: {short}."
         inputs = self.executed_inputs.get(name) or (
             self.facts.inputs.get(name, []) if self.facts else []
         )
@@ -313,6 +316,21 @@ class Explainer:
                 f"({', '.join(consumers[:3])}), so it runs on {short}."
             )
         return f"No device requested: TF's placer chose {short} (colocation heuristics)."
+
+    def lacks_kernel_for(self, name: str, op_type: str, device_type: str) -> str:
+        """Why no kernel of ``device_type`` serves op ``name`` ("" when one does, or when that
+        is not known): per node def when the graph is known (its dtypes matter), else per type.
+        """
+        node = self.facts.kernels.get(name) if self.facts is not None else None
+        if node is not None and node.gpu_kernel != "NA" and device_type in ("CPU", "GPU"):
+            if node.has(device_type):
+                return ""
+            if device_type == "GPU" and node.gpu_kernel == "dtype" and node.dtypes:
+                return f"{op_type} has no GPU kernel for {node.dtypes}"
+            return f"{op_type} has no {device_type} kernel"
+        if lacks_kernel(self.kernel_types(op_type), device_type):
+            return f"{op_type} has no {device_type} kernel"
+        return ""
 
     def _not_in_graph(self, name: str, short: str) -> str:
         owner = _functional_owner(name, self.facts)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from .capture import import_tensorflow
 from .gc_pause import paused_gc
+from .graphfacts import GraphFacts
 from .sources.records import Executed
 
 
@@ -43,6 +44,22 @@ class PlacementTrace:
     mode: str = "loaded"
     # Things the panel header says about the whole trace (e.g. XLA hid the ops).
     notes: list[str] = field(default_factory=list, repr=False)
+    # What the graph as built said about each op (requests, colocation, kernels); None for a
+    # trace loaded without its graph. Analyses (predictions, findings) read it.
+    facts: GraphFacts | None = field(default=None, repr=False)
+    # True for predict_placement's result: placed by the predictor, not run.
+    predicted: bool = False
+
+    @property
+    def findings(self) -> pd.DataFrame:
+        """What to look at first: CPU fallbacks, costly transfers, soft moves... one row each,
+        most severe first (see :func:`tfplace_widget.analyses.findings.find_findings`)."""
+        cached = self.__dict__.get("_findings_cache")
+        if cached is None:
+            from .analyses.findings import find_findings
+
+            cached = self.__dict__["_findings_cache"] = find_findings(self)
+        return cached
 
     # -- lookups ------------------------------------------------------------------------------
     def device_of(self, op_name: str) -> str:

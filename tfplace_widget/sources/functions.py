@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from ..analyses.kernels import kernel_facts
 from ..devices import canonical_device
 from ..graphfacts import GraphFacts
 from .records import SEND_TYPES, Executed, producer, send_transfer
@@ -218,6 +219,7 @@ def _add_facts(facts: FunctionFacts, display: str, origin: _Origin, prefix: str)
         request = origin.scope.device
         facts.scope[display] = origin.scope
     facts.requested[display] = request
+    facts.kernels[display] = kernel_facts(node)
     inputs = []
     pinned = []
     for raw in node.input:
