@@ -70,6 +70,7 @@ _RUNTIME_TYPES = {
     "_DeviceRetval",
 }
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
+_GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 # tf.py_function: a DEFAULT kernel places it on the GPU, but its Python body runs on the host.
 _PY_FUNCTION_TYPES = {"EagerPyFunc"}
@@ -233,9 +234,13 @@ class _Context:
                 kind = _device_type(device)
                 if kind in ("GPU", "CPU") and not self.is_runtime(name):
                     self.view[name] = "GPU" if name in self.duplicated else kind
+            reasons = dict(zip(self.ops["op"], self.ops["reason"].astype(str), strict=True))
             for name, kind in self.view.items():
                 if kind == "CPU":
-                    self.why_cpu[name] = self._kernel_cause(name)
+                    cause = self._kernel_cause(name)
+                    if cause[0] == "" and self.how.get(name) == "colocated":
+                        cause = ("colocated", _partner_from_reason(reasons.get(name, ""), self))
+                    self.why_cpu[name] = cause
             return
         if not self.gpu_kernel:  # no GPU, no kernel facts: nothing to predict from
             return
@@ -389,21 +394,36 @@ def _merged_runs(context: _Context) -> list[_Finding]:
 def _cpu_fallbacks(context: _Context) -> list[_Finding]:
     """Ops on the CPU of a GPU machine (seen, or predicted from the kernel registry): one
     finding per connected stretch of them with one cause, the input pipeline as one."""
+
+    def falls_back(name: str) -> bool:
+        cause = context.why_cpu.get(name, ("", ""))[0]
+        if cause == "requested":  # asked for the CPU: not a fallback
+            return False
+        # With kernel facts, an op with a GPU kernel on the CPU for no reason of its own
+        # follows its input or consumer there (Shape, Identity): that op's finding covers it.
+        return bool(cause) or context.gpu_kernel.get(name, "NA") not in _ON_GPU
+
     fallbacks = [
         name
         for name, kind in context.view.items()
         if kind == "CPU"
         and name not in context.duplicated
-        and context.why_cpu.get(name, ("", ""))[0] != "requested"
         and context.type_of.get(name) not in _FOLLOWERS
+        and falls_back(name)
     ]
-    if not fallbacks:
-        return []
+    # A dataset or iterator op in the step runs on the host with its iterator, wherever a
+    # prediction puts it (iterators have no GPU kernel: the resource lives on the CPU).
+    pipeline = [
+        n
+        for n, t in context.type_of.items()
+        if _is_pipeline(t) and n in context.view and n not in context.duplicated
+    ]
     findings: list[_Finding] = []
-    pipeline = [n for n in fallbacks if _is_pipeline(context.type_of.get(n, ""))]
     if pipeline:
         findings.append(_pipeline_finding(context, pipeline))
     rest = [n for n in fallbacks if n not in set(pipeline)]
+    if not pipeline and not rest:
+        return []
     cause_of = {n: context.why_cpu.get(n, ("", ""))[0] for n in rest}
     grouped: set[str] = set()
     for name in rest:
@@ -772,22 +792,30 @@ def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
     findings = []
     for op_type, names in sorted(by_type.items()):
         copies = _memory_crossings(context, names)
-        if not copies and len(names) < 2:  # one host op that copies nothing: not worth a line
+        if not copies:  # host ops among host ops (shape arithmetic) copy nothing: harmless
             continue
+        generated = all(n.startswith(_GRADIENT_PREFIXES) for n in names)
         verb = "would compute" if context.predicted_view else "compute"
         dtype = context.dtypes(names[0])
         dtype = f"{dtype} " if dtype else ""
+        fix = (
+            "TensorFlow's gradient code made it; Grappler's constant folding usually removes "
+            "such shape arithmetic (optimize=True shows what runs then)."
+            if generated
+            else "Cast to float32 for real GPU work, or keep this shape/index arithmetic "
+            "away from the GPU's tensors."
+        )
         message = (
             f"{len(names)} {op_type} op{'s' if len(names) > 1 else ''} ({_names(names)}) {verb} "
             f"in host memory on {context.gpu_name()}: the GPU kernel of {dtype}{op_type} keeps "
-            "its inputs and outputs on the host. Cast to float32 for real GPU work, or keep "
-            "this shape/index arithmetic away from the GPU's tensors (each crossing is a copy)."
+            f"its inputs and outputs on the host, so {copies} tensor"
+            f"{'s cross' if copies > 1 else ' crosses'} between device and host memory. {fix}"
         )
         duration = _duration(context.ops, names)
         findings.append(
             _Finding(
                 "host_memory_on_gpu",
-                "medium" if copies else "info",
+                "info" if generated else "medium",
                 names,
                 message,
                 {"ops": len(names), "copies": copies, "duration_us": duration},
