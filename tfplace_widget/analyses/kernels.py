@@ -71,8 +71,11 @@ class _Kernel:
 @dataclass(frozen=True)
 class _OpKernels:
     kernels: tuple[_Kernel, ...]
-    constrained: tuple[str, ...]  # attr names any kernel constrains (the cache key's attrs)
+    constrained: tuple[str, ...]  # attr names any kernel constrains
     op_def: Any  # the registered OpDef, or None
+    # The attrs a node's facts depend on: the constrained ones, the number/type-list attrs that
+    # set how many inputs and outputs an arg expands to (host-memory indices), the label.
+    key_attrs: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=4096)
@@ -106,8 +109,14 @@ def _op_kernels(op_type: str) -> _OpKernels | None:
                 host_memory_args=frozenset(kernel.host_memory_arg),
             )
         )
-    constrained = sorted({name for k in parsed for name, _, _ in k.constraints})
-    return _OpKernels(tuple(parsed), tuple(constrained), op_def)
+    constrained = tuple(sorted({name for k in parsed for name, _, _ in k.constraints}))
+    lists = []
+    if op_def is not None:
+        for arg in (*op_def.input_arg, *op_def.output_arg):
+            if arg.number_attr or arg.type_list_attr:
+                lists.append(arg.number_attr or arg.type_list_attr)
+    key_attrs = tuple(dict.fromkeys((*constrained, *lists, _LABEL_ATTR)))
+    return _OpKernels(tuple(parsed), constrained, op_def, key_attrs)
 
 
 def kernel_facts(node_def: Any) -> KernelFacts:
@@ -116,13 +125,14 @@ def kernel_facts(node_def: Any) -> KernelFacts:
     op_kernels = _op_kernels(node_def.op)
     if op_kernels is None:
         return UNKNOWN
-    attrs = node_def.attr
-    key = tuple(
-        attrs[name].SerializeToString(deterministic=True) if name in attrs else None
-        for name in (*op_kernels.constrained, _LABEL_ATTR)
+    attrs = node_def.attr  # ("in" then [] : a protobuf map's .get is ten times slower here)
+    key = (
+        node_def.op,
+        *(
+            attrs[name].SerializeToString() if name in attrs else None
+            for name in op_kernels.key_attrs
+        ),
     )
-    # Host-memory indices depend on list lengths (number and type-list attrs): in the key too.
-    key = (node_def.op, key, _list_lengths(op_kernels.op_def, attrs))
     facts = _cache.get(key)
     if facts is None:
         facts = _cache[key] = _facts(node_def, op_kernels)
@@ -232,20 +242,6 @@ def _attrs_with_defaults(node_def: Any, op_def: Any) -> dict[str, Any]:
             if attr.name not in attrs and attr.HasField("default_value"):
                 attrs[attr.name] = attr.default_value
     return attrs
-
-
-def _list_lengths(op_def: Any, attrs: Any) -> tuple:
-    """The number/type-list attr values that set how many inputs and outputs an arg expands to."""
-    if op_def is None:
-        return ()
-    names = [
-        a.number_attr or a.type_list_attr
-        for a in (*op_def.input_arg, *op_def.output_arg)
-        if a.number_attr or a.type_list_attr
-    ]
-    return tuple(
-        attrs[n].SerializeToString(deterministic=True) if n in attrs else None for n in names
-    )
 
 
 def _arg_names(op_def: Any, attrs: dict[str, Any]) -> tuple[list[str], list[str]]:
