@@ -1,6 +1,6 @@
 """The teaching notebooks run headless, top to bottom, and show what they say they show.
 
-All five notebooks execute once per test session, *concurrently* (one kernel each, driven by
+All six notebooks execute once per test session, *concurrently* (one kernel each, driven by
 nbclient's async API in one event loop), with the notebooks folder as the working directory, as
 in JupyterLab. Each test then reads the executed notebook: no cell errored, the placement panel
 was displayed (a widget view whose model is in the saved widget state), the file stays within its
@@ -29,6 +29,7 @@ NAMES = [
     "03_finding_one_op.ipynb",
     "04_real_gpu_trace.ipynb",
     "05_tf2_functions_and_keras.ipynb",
+    "06_will_it_run_on_the_gpu.ipynb",
 ]
 KERNEL = "python3"
 CELL_TIMEOUT_S = 120  # one cell; the slowest (a trace, TF import) takes a few seconds
@@ -99,7 +100,7 @@ async def _execute_all() -> dict[str, Executed]:
 
 @pytest.fixture(scope="module")
 def executed() -> dict[str, Executed]:
-    """The five notebooks, executed concurrently (about 30-60 s on 2 cores).
+    """The six notebooks, executed concurrently (about 30-60 s on 2 cores).
 
     In a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps an
     event loop running in the main thread, where ``asyncio.run`` would refuse to start.
@@ -249,6 +250,22 @@ FACTS = {
         "MatMul ops placed one by one: jit_compile=True: 0,",  # XLA hides the ops
         "XLA runs the whole step as one cluster, so per-op placement is hidden",
     ],
+    "06_will_it_run_on_the_gpu.ipynb": [
+        "int_matmul: MatMul, kernels=CPU, gpu_kernel=dtype",  # the kernel columns
+        "report: StringFormat, kernels=CPU, gpu_kernel=no",
+        "median: EagerPyFunc, kernels=CPU GPU, gpu_kernel=yes",  # a DEFAULT kernel
+        "predicted on one GPU: int_matmul -> CPU:0",  # the replayed placer
+        "predicted on one GPU: mlp_1/dense_1/MatMul -> GPU:0",
+        "cpu_fallback (high): Cast to float32 before the MatMul (int_matmul): int32 MatMul has "
+        "no GPU kernel",
+        "cpu_fallback (high): report (StringFormat) would run on the CPU: string ops have no GPU",
+        "ping_pong (high): median (tf.py_function) sits on GPU:0",
+        "The tf.data input pipeline is inside the step (IteratorGetNext)",
+        "bins -> int_matmul -> to_float would go GPU:0 -> CPU -> GPU:0",
+        "after the fixes, traced: {'cpu_fallback': 0, 'ping_pong': 0, 'host_memory_on_gpu': 0}",
+        "after the fixes, predicted on one GPU: {'cpu_fallback': 0, 'ping_pong': 0, "
+        "'host_memory_on_gpu': 0}",
+    ],
 }
 
 
@@ -288,7 +305,8 @@ def test_outputs_state_the_facts_the_text_explains(name: str, executed: dict) ->
     assert not missing, f"{name}: outputs lack {missing}"
 
 
-STAND_IN = [name for name in NAMES if not name.startswith("04_")]  # 04 reads a real GPU trace
+# 04 reads a real GPU trace; 06 predicts a GPU machine instead of standing in for one.
+STAND_IN = [name for name in NAMES if not name.startswith(("04_", "06_"))]
 
 
 @pytest.mark.parametrize("name", STAND_IN, ids=[name.split("_")[0] for name in STAND_IN])
