@@ -1,0 +1,97 @@
+"""compare(a, b): two real traces of the same code under different settings (issue 13)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+from conftest import CPU0, CPU1
+
+from tfplace_widget.analyses.compare import OPS_COLUMNS, PlacementDiff, compare
+
+CPU2 = CPU0.replace("CPU:0", "CPU:2")
+
+
+def _row(diff: PlacementDiff, op: str) -> pd.Series:
+    rows = diff.ops[diff.ops["op"] == op]
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+@pytest.fixture(scope="module")
+def asks_for_cpu2(tf: Any) -> Any:
+    def build() -> Any:
+        a = tf.ones((1000,), name="A")
+        with tf.device("/cpu:2"):
+            c = tf.add(a, a, name="C")
+        return tf.identity(c, name="out")
+
+    return build
+
+
+def test_two_device_counts_the_soft_moved_op_is_moved(trace_placement, asks_for_cpu2):
+    two = trace_placement(asks_for_cpu2, device_count={"CPU": 2}, soft_placement=True)
+    three = trace_placement(asks_for_cpu2, device_count={"CPU": 3})
+    diff = compare(two, three)
+    assert list(diff.ops.columns) == OPS_COLUMNS
+    c = _row(diff, "C")
+    assert (c.status, c.device_a, c.device_b, c.how_a, c.how_b) == (
+        "moved",
+        CPU0,
+        CPU2,
+        "soft",
+        "explicit",
+    )
+    assert list(diff.moved["op"]) == ["C"]  # nothing else changed device
+    # CPU:2 exists only in b, with C on it; the transfers to and from it are new.
+    devices = diff.devices.set_index("device")
+    assert devices.loc[CPU2, "ops_a"] == 0 and devices.loc[CPU2, "ops_b"] >= 1
+    added = diff.transfers[diff.transfers["status"] == "only_b"]
+    assert {("A:0", CPU0, CPU2), ("C:0", CPU2, CPU0)} <= set(
+        zip(added["tensor"], added["src_device"], added["dst_device"], strict=True)
+    )
+    assert (added["bytes_b"] == 4000).all() and added["bytes_a"].isna().all()
+    assert "1 op moved: C (CPU:0 -> CPU:2)." in diff.summary
+    assert "transfers added (8.0 kB)" in diff.summary and "Step time: a " in diff.summary
+
+
+def test_optimize_on_removes_the_folded_ops(trace_placement, seed_builders):
+    plain = trace_placement(seed_builders["inputs_none"], device_count={"CPU": 2})
+    folded = trace_placement(seed_builders["inputs_none"], device_count={"CPU": 2}, optimize=True)
+    diff = compare(plain, folded)
+    only_a = set(diff.ops["op"][diff.ops["status"] == "only_a"])
+    # Grappler folds the Fill ops and their shape constants into constants of its own.
+    assert {"A", "B", "A/Const", "B/Const"} <= only_a
+    assert _row(diff, "C").status == "same"
+    assert not len(diff.moved)
+    assert f"{len(only_a)} ops only in a" in diff.summary
+
+
+def test_send_recv_renumbering_is_not_a_change(tf, trace_placement, seed_builders):
+    """An extra cross-device edge built first shifts every _Send/_Recv counter of the rest."""
+
+    def with_an_extra_edge() -> Any:
+        with tf.device("/cpu:1"):
+            early = tf.ones((4,), name="early")
+        back = tf.identity(early, name="early_back")  # CPU:0 by default: one more transfer pair
+        return seed_builders["inputs_none"](), back
+
+    a = trace_placement(seed_builders["inputs_none"], device_count={"CPU": 2})
+    b = trace_placement(with_an_extra_edge, device_count={"CPU": 2})
+    diff = compare(a, b)
+    sends_a = set(a.ops["op"][a.ops["type"] == "_Send"])
+    sends_b = set(b.ops["op"][b.ops["type"] == "_Send"])
+    assert sends_a - sends_b, "the extra edge was meant to renumber the seed's transfers"
+    runtime = diff.ops[diff.ops["type"].isin(["_Send", "_Recv"])]
+    changed = runtime[runtime["status"] != "same"]
+    # Only the extra edge's own pair is new; the seed's renumbered pairs match by endpoints.
+    assert set(changed["status"]) == {"only_b"}
+    assert {op.rsplit("/_", 1)[0] for op in changed["op"]} == {"early"}
+    assert set(diff.transfers["status"][diff.transfers["tensor"] != "early:0"]) == {"same"}
+    assert _row(diff, "C").status == "same" and _row(diff, "C").device_b == CPU1
+
+
+def test_compare_takes_traces_only_unless_told_how_to_trace():
+    with pytest.raises(TypeError, match="two PlacementTrace objects; a is a function"):
+        compare(lambda: None, lambda: None)
