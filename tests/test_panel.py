@@ -428,3 +428,54 @@ def test_a_predicted_trace_says_so_in_the_header(classic_panel):
     assert "predicted, not run" not in classic_panel.header.value
     kinds = {i["kind"] for i in panel.findings_view.items}
     assert {"cpu_fallback", "ping_pong"} <= kinds
+
+
+def test_as_on_a_machine_with_n_gpus_shows_the_prediction(classic_panel):
+    panel = PlacementPanel(classic_panel.trace)
+    traced = panel.trace
+    assert not panel.as_gpus.disabled and panel.gpus.value == 1
+    panel.as_gpus.value = True
+    assert panel.trace.predicted and panel.traced is traced
+    assert panel.trace.devices[0].endswith("GPU:0")
+    assert "predicted, not run" in panel.header.value
+    assert panel.trace.device_of("int_matmul").endswith("CPU:0")
+    assert panel.trace.device_of("dense").endswith("GPU:0")
+    assert len(panel.visible_ops) == len(panel.trace.ops)
+    assert [i["kind"] for i in panel.findings_view.items] == list(panel.trace.findings["kind"])
+    panel.gpus.value = 2
+    assert any(d.endswith("GPU:1") for d in panel.trace.devices)
+    panel.as_gpus.value = False
+    assert panel.trace is traced and "predicted, not run" not in panel.header.value
+
+
+def test_a_failed_prediction_keeps_the_previous_result(classic_panel, monkeypatch):
+    import tfplace_widget.analyses.predict as predict_module
+
+    panel = PlacementPanel(classic_panel.trace)
+    before = panel.trace
+
+    def broken(trace, gpus=1, **options):
+        raise ValueError("cannot predict <this>")
+
+    monkeypatch.setattr(predict_module, "predict_placement", broken)
+    panel.as_gpus.value = True
+    assert panel.trace is before and not panel.as_gpus.value
+    assert "ValueError: cannot predict &lt;this&gt;" in panel.message.value
+    assert "stays on screen" in panel.message.value
+
+
+def test_the_gpu_control_needs_a_trace_with_its_graph(classic_panel):
+    assert show_placement(GPU_TRACE).as_gpus.disabled  # a Chrome trace: no graph
+    from tfplace_widget.analyses.predict import predict_placement
+
+    assert PlacementPanel(predict_placement(classic_panel.trace)).as_gpus.disabled
+
+
+def test_a_rerun_with_the_gpu_control_on_shows_the_new_prediction(seed_trace):
+    panel = PlacementPanel(seed_trace, builder=inputs_none, options={"device_count": {"CPU": 2}})
+    panel.as_gpus.value = True
+    assert panel.trace.predicted
+    panel.cpus.value = 3
+    assert panel.run() is not None
+    assert panel.trace.predicted and len(panel.traced.devices) == 3
+    assert panel.trace.devices[0].endswith("GPU:0")

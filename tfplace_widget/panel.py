@@ -45,6 +45,7 @@ TABLE_COLUMNS = [
 ]
 PAGE_SIZE = 50
 MAX_LOG_LINES = 400
+MAX_GPUS = 8  # the "as on a machine with N GPUs" control
 MAX_CPUS = MAX_DEVICES_PER_TYPE  # what trace_placement accepts; a larger given count widens it
 _SHARED_WIDGET_TRAITS = {"_plotly_bundle"}  # widgets a panel points at but does not own
 
@@ -112,6 +113,17 @@ class PlacementPanel(widgets.VBox):
             layout=widgets.Layout(width="130px"),
             style={"description_width": "initial"},
         )
+        self.as_gpus = widgets.Checkbox(
+            description="as on a machine with",
+            indent=False,
+            layout=widgets.Layout(width="auto"),
+            tooltip="Show where TensorFlow's placer would put each op with this many GPUs "
+            "added (predicted, not run)",
+        )
+        self.gpus = widgets.BoundedIntText(
+            value=1, min=1, max=MAX_GPUS, layout=widgets.Layout(width="60px")
+        )
+        self.gpus_label = widgets.HTML("GPUs")
         self.rerun = widgets.Button(
             description="Re-run",
             icon="refresh",
@@ -129,7 +141,16 @@ class PlacementPanel(widgets.VBox):
         self._figure_box = widgets.Box(layout=widgets.Layout(width="100%", display="block"))
 
         explore = widgets.HBox(
-            [self.soft_placement, self.optimize, self.device_scope, self.cpus, self.rerun],
+            [
+                self.soft_placement,
+                self.optimize,
+                self.device_scope,
+                self.cpus,
+                self.rerun,
+                self.as_gpus,
+                self.gpus,
+                self.gpus_label,
+            ],
             layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
         )
         finder = widgets.HBox(
@@ -163,7 +184,9 @@ class PlacementPanel(widgets.VBox):
         self.findings_view.observe(self._on_finding_change, "selected")
         self.log_section.observe(self._on_log_toggle, "selected_index")
         self.rerun.on_click(self._on_rerun_click)
-        self.trace = trace
+        self.as_gpus.observe(self._on_gpus_change, "value")
+        self.gpus.observe(self._on_gpus_change, "value")
+        self.trace = self.traced = trace
         self._set_controls_from_options()
         self.show_trace(trace)
         self._built = True
@@ -214,7 +237,7 @@ class PlacementPanel(widgets.VBox):
             view.value = ""
         self.findings_view.items, self._finding_ops, self._findings_frame = [], None, None
         self.type_filter.options = ()
-        self.trace = None
+        self.trace = self.traced = None
         self.builder = None
         self.args = ()
         self.options = {}
@@ -228,7 +251,23 @@ class PlacementPanel(widgets.VBox):
                 setattr(self, name, None)
 
     def show_trace(self, trace: PlacementTrace) -> None:
-        """Put ``trace`` on screen (header, chips, table, timeline, log), keeping the search."""
+        """Put ``trace`` on screen (header, chips, table, timeline, log), keeping the search;
+        with "as on a machine with N GPUs" ticked, its predicted placement on that machine."""
+        self.traced = trace
+        self._can_predict()
+        if self.as_gpus.value:
+            try:
+                self._display(self._predicted(trace))
+                return
+            except Exception as exc:  # the run itself is good: show it, and why not predicted
+                self._untick_gpus()
+                self._display(trace)
+                self._show_error(exc, kept="The trace as it ran is on screen.")
+                return
+        self._display(trace)
+
+    def _display(self, trace: PlacementTrace) -> None:
+        """Draw ``trace`` (the one that ran, or its prediction) in every view."""
         self.trace = trace
         ops = trace.ops
         self._lowered = searchable(ops["op"])
@@ -295,6 +334,50 @@ class PlacementPanel(widgets.VBox):
         self._show_message("")
         self.show_trace(trace)
         return trace
+
+    # -- as on a machine with N GPUs ----------------------------------------------------------
+    def _predicted(self, trace: PlacementTrace) -> PlacementTrace:
+        from .analyses.predict import predict_placement
+
+        soft = bool(self.options.get("soft_placement", True))
+        return predict_placement(trace, gpus=int(self.gpus.value), soft_placement=soft)
+
+    def _can_predict(self) -> None:
+        """The GPU control works for a trace made with its graph that is not a prediction."""
+        trace = self.traced
+        able = getattr(trace, "facts", None) is not None and not getattr(trace, "predicted", False)
+        self.as_gpus.disabled = self.gpus.disabled = not able
+        if not able:
+            self.as_gpus.tooltip = (
+                "Needs a trace made with its graph (not loaded from a Chrome trace or a "
+                "RunMetadata without graph=, and not already a prediction)"
+            )
+
+    def _untick_gpus(self) -> None:
+        self._syncing = True
+        try:
+            self.as_gpus.value = False
+        finally:
+            self._syncing = False
+
+    def _on_gpus_change(self, change: dict) -> None:
+        if self._syncing or self._closed:
+            return
+        if change["owner"] is self.gpus and not self.as_gpus.value:
+            return  # the count alone changes nothing on screen
+        if not self.as_gpus.value:
+            self._guard(lambda: self._display(self.traced))
+            return
+        try:
+            predicted = self._predicted(self.traced)
+        except Exception as exc:  # keep the previous result on screen
+            if change["owner"] is self.as_gpus:
+                self._untick_gpus()
+            self._show_error(exc)
+            return
+        self.error = ""
+        self._show_message("")
+        self._guard(lambda: self._display(predicted))
 
     # -- controls <-> options -----------------------------------------------------------------
     def _set_controls_from_options(self) -> None:
@@ -502,9 +585,11 @@ class PlacementPanel(widgets.VBox):
     def _show_message(self, text: str, kind: str = "info") -> None:
         self.message.value = message_html(text, kind)
 
-    def _show_error(self, exc: BaseException) -> None:
+    def _show_error(
+        self, exc: BaseException, kept: str = "The last good result stays on screen."
+    ) -> None:
         self.error = f"{type(exc).__name__}: {exc}"
-        self._show_message(f"{self.error}\n\nThe last good result stays on screen.", kind="error")
+        self._show_message(f"{self.error}\n\n{kept}", kind="error")
 
     # -- observers ----------------------------------------------------------------------------
     def _on_filter_change(self, _change: dict) -> None:
