@@ -366,3 +366,41 @@ def test_a_one_element_iterator_says_the_warm_up_call_took_it(tf):
         return next(fresh) + 1
 
     assert "add" in set(trace_placement(take_fresh, warmup=0).ops["op"])
+
+
+# -- overrides= ----------------------------------------------------------------------------------
+def test_overrides_move_an_op_of_a_function_for_the_trace_only(scenarios):
+    from tfplace_widget.analyses.compare import compare
+
+    runs = result(scenarios, "override_in_function")
+    moved = row(runs["moved"], "scale")
+    assert (moved.device, moved.how) == (CPU1, "explicit")
+    assert "through overrides ('scale')" in moved.reason
+    assert row(runs["plain"], "scale").device == CPU0
+    assert row(runs["after"], "scale").device == CPU0  # the FunctionDef was put back
+    assert "overrides" not in row(runs["after"], "scale").reason
+    diff = compare(runs["plain"], runs["moved"])
+    # scale moved; its constant and the return value followed it (the placer's heuristics).
+    moved_ops = set(diff.moved["op"])
+    assert "scale" in moved_ops and "A" not in moved_ops
+    overridden = {op for op in moved_ops if "overrides" in row(runs["moved"], op).reason}
+    assert overridden == {"scale"}
+    added = diff.transfers[diff.transfers["status"] == "only_b"]
+    assert ("A:0", CPU0, CPU1) in set(
+        zip(added["tensor"], added["src_device"], added["dst_device"], strict=True)
+    )
+
+
+def test_overrides_reach_nested_functions_by_glob(scenarios):
+    trace = result(scenarios, "override_nested_by_glob")
+    double = trace.ops[trace.ops["op"].str.endswith("double")]
+    assert len(double) == 1 and double.iloc[0].device == CPU1
+    assert "through overrides ('doub*')" in double.iloc[0].reason
+    assert row(trace, "before").device == CPU0
+
+
+def test_an_override_matching_nothing_names_the_closest_ops(scenarios):
+    entry = scenarios["override_matching_nothing"]
+    assert entry.get("error") == "ValueError", entry
+    assert "overrides matched no op in the functions the call ran" in entry["message"]
+    assert "'dubble' (closest: 'double'" in entry["message"]

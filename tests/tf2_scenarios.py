@@ -318,6 +318,34 @@ def profiler_busy():
         tf.profiler.experimental.stop(save=False)
 
 
+# -- overrides= (issue 13): the function's requests rewritten for the traced calls only --------
+@scenario
+def override_in_function():
+    @tf.function
+    def f(v):
+        a = tf.add(v, 1.0, name="A")
+        return tf.multiply(a, 3.0, name="scale")
+
+    plain = trace_placement(f, x)
+    moved = trace_placement(f, x, overrides={"scale": "/cpu:1"})
+    after = trace_placement(f, x)  # the user's function is as it was
+    return {"plain": plain, "moved": moved, "after": after}
+
+
+@scenario
+def override_nested_by_glob():
+    @tf.function
+    def outer(v):
+        return inner(tf.add(v, 1.0, name="before")) + 1.0
+
+    return trace_placement(outer, x, overrides={"doub*": "/cpu:1"})
+
+
+@scenario
+def override_matching_nothing():
+    return trace_placement(inner, x, overrides={"dubble": "/cpu:1"})
+
+
 def main(out: str) -> None:
     with open(out, "wb") as handle:
         pickle.dump(RESULTS, handle)

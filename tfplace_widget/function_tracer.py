@@ -23,6 +23,7 @@ from .capture import capture_native_output
 from .errors import TraceError, attach_log, ran_out_message
 from .frames import frames_from_records
 from .gc_pause import paused_gc
+from .overrides import functions_overridden
 from .sources.functions import function_display_name, read_function_graphs
 from .sources.xspace import HOST_PLANE, records_from_xspace
 from .trace import PlacementTrace
@@ -52,10 +53,18 @@ def trace_function(
     steps: int = 1,
     warmup: int = 1,
     note: str = "",
+    overrides: Mapping[str, str] | None = None,
 ) -> PlacementTrace:
-    """Call ``fn(*args, **kwargs)`` ``warmup`` times untraced and ``steps`` times traced."""
+    """Call ``fn(*args, **kwargs)`` ``warmup`` times untraced and ``steps`` times traced
+    (with ``overrides``, the traced calls run the functions the warm-up instantiated, their
+    requests rewritten)."""
     import tensorflow as tf
 
+    if overrides and warmup < 1:
+        raise ValueError(
+            "overrides in function mode need warmup >= 1: the untraced call finds the function "
+            "bodies to rewrite before the traced calls run them."
+        )
     log = [note] if note else []
     log += ensure_devices(device_count)
     call, name, notes = _callable(fn, args, dict(kwargs or {}))
@@ -66,7 +75,7 @@ def trace_function(
             _tf_settings(soft_placement, optimize),
             tempfile.TemporaryDirectory(prefix="tfplace-profile-") as logdir,
         ):
-            graphs, space = _run(call, device_scope, steps, warmup, logdir, notes)
+            graphs, space = _run(call, device_scope, steps, warmup, logdir, notes, overrides)
     except (TraceError, KeyboardInterrupt) as exc:
         if captured is not None:  # what the failed calls printed is not lost
             failed_log = "\n".join(line for line in [*log, captured.text] if line)
@@ -296,6 +305,7 @@ def _run(
     warmup: int,
     logdir: str,
     notes: list[str],
+    overrides: Mapping[str, str] | None = None,
 ) -> tuple[list, bytes]:
     """Run the calls; return the placed function graphs and the profiler's XSpace bytes."""
     import tensorflow as tf
@@ -306,9 +316,14 @@ def _run(
     ctx.enable_run_metadata()
     ctx.export_run_metadata()  # drop what an earlier, failed trace left collected
     try:
-        with scope:
+        with scope, contextlib.ExitStack() as overridden:
             for index in range(warmup):
                 _user_call(call, ("warmup", index, warmup, steps))
+            if overrides:  # the warm-up's instantiations name the bodies to rewrite
+                warm = list(ctx.export_run_metadata().function_graphs)
+                overridden.enter_context(
+                    functions_overridden(_reachable_functions(warm), overrides)
+                )
             try:
                 tf.profiler.experimental.start(logdir)
             except tf.errors.AlreadyExistsError as exc:
@@ -499,7 +514,16 @@ def _graphs_that_ran(graphs: list, timed: set[str], notes: list[str]) -> list:
 
 
 def _function_names(graphs: list) -> list[str]:
-    """The tf.function each entry instantiated; ``eager`` for an op run eagerly on its own.
+    """The tf.function each entry instantiated; ``eager`` for an op run eagerly on its own."""
+    return [
+        "eager" if fname == "" else function_display_name(fname or "function")
+        for fname in _function_def_names(graphs)
+    ]
+
+
+def _function_def_names(graphs: list) -> list[str | None]:
+    """The FunctionDef name each entry instantiated: ``""`` for an op run eagerly on its own,
+    ``None`` when no function the eager context knows matches.
 
     Entries carry no name: match their node names against the functions the eager context
     knows (``__inference_<python name>_<n>``). TF 2.21 can leave the nodes of a function whose
@@ -510,12 +534,12 @@ def _function_names(graphs: list) -> list[str]:
 
     ctx = context.context()
     known: dict[frozenset, str] | None = None
-    names = []
+    names: list[str | None] = []
     for graph in graphs:
         pre = graph.pre_optimization_graph
         nodes = frozenset(n.name for n in pre.node if n.op not in ("_Arg", "_Retval"))
         if len(nodes) <= 1:
-            names.append("eager")
+            names.append("")
             continue
         if known is None:
             known = {}
@@ -531,8 +555,37 @@ def _function_names(graphs: list) -> list[str]:
                 body = max(inside, key=len)
                 match = known[body]
                 _keep_only(pre, body)
-        names.append(function_display_name(match or "function"))
+        names.append(match)
     return names
+
+
+_FUNCTION_ATTRS = ("f", "body", "cond", "then_branch", "else_branch", "branches")
+
+
+def _reachable_functions(graphs: list) -> list[str]:
+    """The FunctionDefs the recorded calls instantiated, and every function those call
+    (``PartitionedCall``'s ``f``, loop bodies, branches...), by name."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    pending = [name for name in _function_def_names(graphs) if name]
+    found: list[str] = []
+    while pending:
+        fname = pending.pop()
+        if fname in found:
+            continue
+        found.append(fname)
+        try:
+            fdef = ctx.get_function_def(fname)
+        except Exception:  # a function of another library: nothing to rewrite here
+            continue
+        for node in fdef.node_def:
+            for attr in _FUNCTION_ATTRS:
+                if attr in node.attr:
+                    value = node.attr[attr]
+                    pending += [value.func.name] if value.func.name else []
+                    pending += [f.name for f in value.list.func]
+    return found
 
 
 def _keep_only(graph_def: Any, body: frozenset) -> None:

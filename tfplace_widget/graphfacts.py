@@ -16,6 +16,7 @@ from .analyses.kernels import KernelFacts, kernel_facts
 from .capture import import_tensorflow
 from .errors import read_file
 from .gc_pause import paused_gc
+from .overrides import OVERRIDE_ATTR
 from .sources.files import parse_text_proto, trace_format
 from .sources.records import producers
 
@@ -35,6 +36,8 @@ class GraphFacts:
     # What the kernel registry says about this node def (device types with a kernel for its
     # attrs, whether its GPU kernel computes in host memory).
     kernels: dict[str, KernelFacts] = field(default_factory=dict)
+    # Ops whose request came from trace_placement(overrides=...): name -> the pattern.
+    overridden: dict[str, str] = field(default_factory=dict)
 
     def __contains__(self, name: str) -> bool:
         return name in self.types
@@ -98,6 +101,8 @@ def _facts_from_tf_graph(graph: Any) -> GraphFacts:
         requested[name] = node.device
         inputs[name] = producers(node.input[:])
         facts.kernels[name] = kernel_facts(node)
+        if OVERRIDE_ATTR in node.attr:
+            facts.overridden[name] = node.attr[OVERRIDE_ATTR].s.decode()
         if "_class" in node.attr:
             targets = [
                 g.decode()[5:]

@@ -234,7 +234,7 @@ class Explainer:
         request = _safe_parse(requested)
         if request is not None and not request.is_empty():
             if spec is not None and request.matches(spec):
-                return "explicit", self._explicit(requested, request, short)
+                return "explicit", self._explicit(name, requested, request, short)
             partner = self._constraining_partner(name)
             exists = any(request.matches(s) for s in self.device_specs)
             # A group overrides a request it could have met; a request for a device that does
@@ -257,13 +257,19 @@ class Explainer:
             )
         return "implicit", self._implicit(name, op_type, device, short)
 
-    def _explicit(self, requested: str, request: DeviceSpec, short: str) -> str:
+    def _explicit(self, name: str, requested: str, request: DeviceSpec, short: str) -> str:
+        how = self._asked_how(name)
         if request.type is not None and request.index is not None:
-            return f"Requested {requested} with tf.device; placed exactly there ({short})."
+            return f"Requested {requested} {how}; placed exactly there ({short})."
         return (
-            f"Requested {requested} (a partial device spec) with tf.device; the placer chose "
+            f"Requested {requested} (a partial device spec) {how}; the placer chose "
             f"{short}, the first matching device with a kernel."
         )
+
+    def _asked_how(self, name: str) -> str:
+        """How the op's request was made: ``tf.device``, or ``overrides=`` (and its pattern)."""
+        pattern = self.facts.overridden.get(name) if self.facts is not None else None
+        return f"through overrides ({pattern!r})" if pattern else "with tf.device"
 
     def _soft(
         self, name: str, op_type: str, requested: str, request: DeviceSpec, short: str
@@ -271,17 +277,20 @@ class Explainer:
         exists = any(request.matches(s) for s in self.device_specs)
         available = ", ".join(short_device(d) for d in self.devices) or "none"
         missing = request.type and self.lacks_kernel_for(name, op_type, request.type)
+        asked = f"Requested {requested}"
+        if self.facts is not None and name in self.facts.overridden:
+            asked += f" {self._asked_how(name)}"
         if not exists:
             anyway = f" Where it exists, this op would not run there either: {missing}." * bool(
                 missing
             )
             return (
-                f"Requested {requested}, which does not exist here (devices: {available}); "
+                f"{asked}, which does not exist here (devices: {available}); "
                 f"soft placement moved it to {short}.{anyway}"
             )
         if missing:
-            return f"Requested {requested}, but {missing}; soft placement moved it to {short}."
-        return f"Requested {requested}; the placer could not honour it and moved it to {short}."
+            return f"{asked}, but {missing}; soft placement moved it to {short}."
+        return f"{asked}; the placer could not honour it and moved it to {short}."
 
     def _implicit(self, name: str, op_type: str, device: str, short: str) -> str:
         if device == self.default:

@@ -24,6 +24,7 @@ from .frames import build_trace
 from .function_tracer import is_tf2_callable, trace_function
 from .graphfacts import facts_from_graph
 from .options import normalize_device_count
+from .overrides import apply_to_graph, check_overrides
 from .run_errors import Phase, explain_run_error
 from .trace import PlacementTrace
 
@@ -40,6 +41,7 @@ TRACE_OPTIONS = (
     "warmup",
     "timeout_s",
     "config",
+    "overrides",
 )
 MAX_STEPS = 1000
 MAX_DEVICES_PER_TYPE = 64
@@ -64,6 +66,7 @@ def trace_placement(
     warmup: int = 1,
     timeout_s: float | None = None,
     config: Any = None,
+    overrides: Mapping[str, str] | None = None,
     **unknown: Any,
 ) -> PlacementTrace:
     """Run ``fn`` for real with a full trace and explain where each op was placed.
@@ -76,12 +79,15 @@ def trace_placement(
     method, or when arguments are given, and falls back to it when ``fn`` uses eager objects
     made outside it. ``warmup`` untraced calls come first, then ``steps`` traced ones: a call
     with side effects (a training step) runs ``warmup + steps`` times. See the README for the
-    other options. Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
+    other options. ``overrides={"C": "/cpu:0", "tower_1/*": "/gpu:1"}`` sets the requested
+    device of the ops named (or matched by the glob) before placement, as ``tf.device`` would;
+    a pattern that matches no op raises ``ValueError``. Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
     dict, a ``config`` that is not a ``ConfigProto``, an unknown keyword option, which names the
     closest one) raise ``TypeError``; bad values ``ValueError``; a failed trace ``TraceError``.
     """
     check_option_names(unknown, "trace_placement")
     _check_arguments(fn, device_count, steps, timeout_s, device_scope, warmup)
+    overrides = check_overrides(overrides)
     if device_count is not None:
         device_count = normalize_device_count(device_count)  # 'cpu' == 'CPU'; conflicts raise
     if mode not in MODES:
@@ -100,6 +106,7 @@ def trace_placement(
         "device_scope": device_scope,
         "steps": steps,
         "warmup": warmup,
+        "overrides": overrides,
     }
     graph_only = {"feed_dict": feed_dict, "timeout_s": timeout_s, "config": config}
     if mode == "function" or (mode == "auto" and (args or fn_kwargs or is_tf2_callable(fn))):
@@ -114,6 +121,7 @@ def trace_placement(
     graph = tf.Graph()
     try:
         fetches = build(fn, graph, device_scope)
+        apply_to_graph(graph, overrides)
     except UsesEagerObjects as exc:
         if mode == "graph":  # the builder's own exception (if any) stays chained
             raise TraceError(

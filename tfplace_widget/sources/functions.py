@@ -22,6 +22,7 @@ from typing import Any
 from ..analyses.kernels import kernel_facts
 from ..devices import canonical_device
 from ..graphfacts import GraphFacts
+from ..overrides import OVERRIDE_ATTR
 from .records import SEND_TYPES, Executed, producer, send_transfer
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
@@ -220,6 +221,8 @@ def _add_facts(facts: FunctionFacts, display: str, origin: _Origin, prefix: str)
         facts.scope[display] = origin.scope
     facts.requested[display] = request
     facts.kernels[display] = kernel_facts(node)
+    if OVERRIDE_ATTR in node.attr:
+        facts.overridden[display] = node.attr[OVERRIDE_ATTR].s.decode()
     inputs = []
     pinned = []
     for raw in node.input:
