@@ -188,6 +188,20 @@ def op_type_has_kernel(op_type: str, device_type: str) -> bool | None:
     return device_type in types or ("DEFAULT" in types and device_type not in SYMBOLIC_DEVICE_TYPES)
 
 
+def gpu_host_memory_outputs(op_type: str) -> bool | None:
+    """Whether some GPU kernel of ``op_type`` keeps an output in host memory (int32 ``Add``,
+    ``Shape``, int32 ``Const``...); None when the op type is unknown here. Per op type: for
+    traces without node defs, where the dtype is not known."""
+    op_kernels = _op_kernels(op_type)
+    if op_kernels is None or op_kernels.op_def is None:
+        return None
+    outputs = {arg.name for arg in op_kernels.op_def.output_arg}
+    return any(
+        k.device_type in ("GPU", "DEFAULT") and k.host_memory_args & outputs
+        for k in op_kernels.kernels
+    )
+
+
 def has_kernel(node_def: Any, device_type: str) -> bool:
     """Whether a kernel of any ``device_type`` (``XLA_CPU``, ``TPU``...) serves this node def."""
     op_kernels = _op_kernels(node_def.op)
