@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..devices import canonical_device, device_sort_key, parse_device, short_device
@@ -232,7 +233,6 @@ def _is_dataset_name(op_type: str) -> bool:
 class _Member:
     """One colocation group root's state (``Member`` in colocation_graph.cc)."""
 
-    parent: int
     supported: list  # [(device type, priority)], sorted
     requested: Name = _EMPTY
     resource: Name = _EMPTY
@@ -242,21 +242,79 @@ class _Member:
     assigned_by: int = -1  # the node whose placement pinned the group
 
 
-@dataclass
-class _Node:
-    name: str
+@dataclass(frozen=True)
+class _Static:
+    """What a node's placement depends on besides its edges, shared by equal nodes."""
+
     op_type: str
     request: str
-    inputs: list  # data producer indices (-1: not in the graph)
-    controls: list = field(default_factory=list)  # control producer indices
-    consumers: list = field(default_factory=list)  # out-edge destinations, data and control
-    kernel_types: list = field(default_factory=list)
-    generator: bool = False
-    resource_generator: bool = False
-    dataset: bool = False
+    supported: tuple  # ((device type, priority), ...), best first
+    requested: Name | None  # parsed request; None when malformed
+    generator: bool
+    resource_generator: bool
+    dataset: bool
+
+
+class _Node:
+    """One node, made on demand (most nodes of a large graph never need one)."""
+
+    __slots__ = (
+        "name",
+        "op_type",
+        "request",
+        "inputs",
+        "controls",
+        "consumers",
+        "kernel_types",
+        "generator",
+        "resource_generator",
+        "dataset",
+    )
+
+    def __init__(self, placer: _Placer, i: int) -> None:
+        static = placer.statics[placer.codes[i]]
+        name = placer.names[i]
+        index = placer.index
+        self.name = name
+        self.op_type = static.op_type
+        self.request = static.request
+        self.inputs = [index.get(p, -1) for p in placer.facts.inputs.get(name, ())]
+        detail = placer.details.get(name)
+        self.controls = [index.get(c, -1) for c in detail.controls] if detail else []
+        self.consumers = placer.consumers_of(i)
+        self.kernel_types = list(static.supported)
+        self.generator = static.generator
+        self.resource_generator = static.resource_generator
+        self.dataset = static.dataset
+
+
+class _Nodes:
+    """``placer.nodes[i]``: the node, made on first use."""
+
+    def __init__(self, placer: _Placer) -> None:
+        self.placer = placer
+        self.made: dict[int, _Node] = {}
+
+    def __getitem__(self, i: int) -> _Node:
+        node = self.made.get(i)
+        if node is None:
+            node = self.made[i] = _Node(self.placer, i)
+        return node
+
+    def __len__(self) -> int:
+        return len(self.placer.names)
 
 
 class _Placer:
+    """The placer's state for one graph and one device set.
+
+    Nodes that share a colocation group, are pinned, or need a heuristic (metadata ops,
+    Identity, generators, an outer call's default device) go through the placer's steps one by
+    one, in graph order. Every other node's device depends only on its op type, kernels and
+    request: those are decided once per distinct combination (``codes``), which is what makes
+    10k-node graphs cheap; the result is the same, since such a node reads no other's state.
+    """
+
     def __init__(
         self,
         facts: GraphFacts,
@@ -272,67 +330,127 @@ class _Placer:
         present = {n[3] for n in self.device_names}
         self.types_present = sorted(present, key=lambda t: (-_DEVICE_TYPE_PRIORITY.get(t, 0), t))
         self.details = details or {}
-        self.errors: list[str] = []
+        self.errors: list[tuple[tuple, str]] = []  # (TF's order, message)
         self.failed: dict[int, str] = {}
         self._candidates: dict[tuple, list[int]] = {}
-        names = _graph_order(facts)
-        self.index = {name: i for i, name in enumerate(names)}
+        self.names = names = _graph_order(facts)
+        self.index = index = {name: i for i, name in enumerate(names)}
         device_index = {d: k for k, d in enumerate(self.devices)}
         self.pinned = {
-            self.index[name]: device_index[canonical_device(device)]
+            index[name]: device_index[canonical_device(device)]
             for name, device in (pinned or {}).items()
-            if name in self.index and canonical_device(device) in device_index
+            if name in index and canonical_device(device) in device_index
         }
         # TF2: a tf.device around the eager call is the function's default device, not a
         # request: it goes first among a node's candidates (FilterSupportedDevices).
         self.default: dict[int, int] = {}
         for name, scope in getattr(facts, "scope", {}).items():
             device = getattr(scope, "device", "")
-            if name in self.index and device and not getattr(scope, "call", ""):
+            if name in index and device and not getattr(scope, "call", ""):
                 try:
                     matching = self._filter(self._matching(_parse(device)), self._all_types())
                 except ValueError:
                     continue
                 if matching:
-                    self.default[self.index[name]] = matching[0]
-        self.nodes = [self._node(name) for name in names]
-        self._pin_results()
-        self.members = [self._member(i, node) for i, node in enumerate(self.nodes)]
-        self.assigned = [-1] * len(self.nodes)  # device index per node
-        self.how_chosen = [""] * len(self.nodes)
+                    self.default[index[name]] = matching[0]
+        self._classify()
+        self.nodes = _Nodes(self)
+        self.parent: dict[int, int] = {}
+        self.members: dict[int, _Member] = {}
+        self.assigned: list[int] = []
+        self.how_chosen: dict[int, str] = {}
         self.colocation_dropped: dict[int, str] = {}
         self.demanded: dict[int, Name] = {}  # the group's merged request when a node was placed
+        self._consumers: dict[int, list[int]] | None = None
+        self._pin_results()
 
     # -- set-up -----------------------------------------------------------------------------
-    def _node(self, name: str) -> _Node:
-        facts, index = self.facts, self.index
-        op_type = facts.types[name]
-        inputs = [index.get(p, -1) for p in facts.inputs.get(name, ())]
-        detail = self.details.get(name)
-        controls = [index.get(c, -1) for c in detail.controls] if detail else []
-        request = "" if index[name] in self.default else facts.requested.get(name, "") or ""
-        node = _Node(name, op_type, request, inputs, controls)
+    def _classify(self) -> None:
+        """``codes[i]``: index into ``statics`` of node ``i``'s op type, kernels and request."""
+        facts, names, details = self.facts, self.names, self.details
+        types = list(map(facts.types.__getitem__, names))
+        requested_get = facts.requested.get
+        requests = [requested_get(x) or "" for x in names]
+        for i in self.default:
+            requests[i] = ""
+        kernels = list(map(getattr(facts, "kernels", {}).get, names))
+        inputs_get = facts.inputs.get
+        has_inputs = [bool(inputs_get(x)) for x in names]
+        produces_resource = [False] * len(names)
+        for producers in facts.resource_inputs.values():
+            for producer in producers:
+                j = self.index.get(producer)
+                if j is not None and not has_inputs[j]:
+                    produces_resource[j] = True
+        if details:
+            found = list(map(details.get, names))
+            outputs = [d.outputs if d is not None else None for d in found]
+        else:
+            outputs = [None] * len(names)
+        keys = zip(
+            types, requests, map(id, kernels), has_inputs, outputs, produces_resource, strict=True
+        )
+        code_of: dict[tuple, int] = {}
+        statics: list[_Static] = []
+        codes = []
+        append = codes.append
+        for i, key in enumerate(keys):
+            code = code_of.get(key)
+            if code is None:
+                code = code_of[key] = len(statics)
+                statics.append(self._static(key, kernels[i]))
+            append(code)
+        self.codes = codes
+        self.statics = statics
+
+    def _static(self, key: tuple, kernels: Any) -> _Static:
+        op_type, request, _, has_inputs, outputs, produces_resource = key
         count, ref_or_resource, dataset = _op_outputs(op_type)
-        if detail is not None and detail.outputs is not None:
-            count = detail.outputs
-        node.dataset = dataset
-        if not inputs:
-            node.generator = count == 1 and not _is_ref_output(op_type)
-            node.resource_generator = count == 1 and (
-                ref_or_resource or name in self._resource_producers()
-            )
-        node.kernel_types = self._supported(name, op_type)
-        return node
+        if outputs is not None:
+            count = outputs
+        try:
+            requested = _parse(request) if request else _EMPTY
+        except ValueError:
+            requested = None
+        return _Static(
+            op_type=op_type,
+            request=request,
+            supported=tuple(self._supported(op_type, kernels)),
+            requested=requested,
+            generator=not has_inputs and count == 1 and not _is_ref_output(op_type),
+            resource_generator=not has_inputs
+            and count == 1
+            and (ref_or_resource or produces_resource),
+            dataset=dataset,
+        )
 
     def _all_types(self) -> list:
         return [(t, 0) for t in self.types_present]
 
+    def _supported(self, op_type: str, kernels: Any) -> list:
+        if kernels is None or kernels.gpu_kernel == "NA":  # unknown op: every type, priority 0
+            return self._all_types()
+        priorities = _type_priorities(op_type)
+        served = kernels.kernels.split()
+        out = [
+            (dtype, priorities.get(dtype, priorities.get("DEFAULT", 0)))
+            for dtype in self.types_present
+            if dtype in served
+        ]
+        return sorted(out, key=_type_key)  # stable: the present types' order breaks ties
+
     def _pin_results(self) -> None:
         """``PinArgsAndRets``: a function's ``_Retval`` takes the device its value asked for
         (following Identity ops with no device of their own) when that names one device."""
+        retvals = [i for i, s in enumerate(self.statics) if s.op_type == "_Retval"]
+        if not retvals:
+            return
+        wanted = set(retvals)
         nodes = self.nodes
-        for i, node in enumerate(nodes):
-            if node.op_type != "_Retval" or i in self.pinned or not node.inputs:
+        colocated = self.facts.colocated_with
+        for i in [i for i, code in enumerate(self.codes) if code in wanted]:
+            node = nodes[i]
+            if i in self.pinned or not node.inputs:
                 continue
             source = node.inputs[0]
             while (
@@ -340,14 +458,12 @@ class _Placer:
                 and nodes[source].op_type in _IDENTITY_TYPES
                 and not nodes[source].request
                 and source not in self.pinned
-                and not self.facts.colocated_with.get(nodes[source].name)
+                and not colocated.get(nodes[source].name)
                 and nodes[source].inputs
             ):
                 source = nodes[source].inputs[0]
-            if source < 0:
-                continue
-            if self.facts.colocated_with.get(nodes[source].name):
-                continue  # TF colocates it with that group; left to the placer here
+            if source < 0 or colocated.get(nodes[source].name):
+                continue  # with a colocation TF colocates it with that group: the placer's
             if source in self.pinned:
                 self.pinned[i] = self.pinned[source]
             elif nodes[source].request:
@@ -358,63 +474,74 @@ class _Placer:
                 if len(matching) == 1:
                     self.pinned[i] = matching[0]
 
-    def _resource_producers(self) -> set:
-        cached = self.__dict__.get("_producers")
-        if cached is None:
-            cached = {p for ps in self.facts.resource_inputs.values() for p in ps}
-            self.__dict__["_producers"] = cached
-        return cached
+    def consumers_of(self, i: int) -> list[int]:
+        """Out-edges of ``i`` (data and control); ``[-1]`` (the ``_SINK``) when none."""
+        if self._consumers is None:
+            consumers: dict[int, list[int]] = {}
+            index = self.index
+            for consumer, producers in self.facts.inputs.items():
+                c = index.get(consumer, -1)
+                for producer in producers:
+                    j = index.get(producer)
+                    if j is not None:
+                        consumers.setdefault(j, []).append(c)
+            for name, detail in self.details.items():
+                c = index.get(name, -1)
+                for producer in detail.controls:
+                    j = index.get(producer)
+                    if j is not None:
+                        consumers.setdefault(j, []).append(c)
+            self._consumers = consumers
+        return self._consumers.get(i) or [-1]
 
-    def _supported(self, name: str, op_type: str) -> list:
-        kernels = getattr(self.facts, "kernels", {}).get(name)
-        if kernels is None or kernels.gpu_kernel == "NA":  # unknown op: every type, priority 0
-            return [(t, 0) for t in self.types_present]
-        priorities = _type_priorities(op_type)
-        served = kernels.kernels.split()
-        out = []
-        for dtype in self.types_present:
-            if dtype in served:
-                out.append((dtype, priorities.get(dtype, priorities.get("DEFAULT", 0))))
-        return sorted(out, key=_type_key)  # stable: the present types' order breaks ties
-
-    def _member(self, i: int, node: _Node) -> _Member:
-        member = _Member(parent=i, supported=node.kernel_types)
+    def member(self, i: int) -> _Member:
+        """Node ``i``'s own member (``InitializeMember``), made on first use."""
+        member = self.members.get(i)
+        if member is not None:
+            return member
+        static = self.statics[self.codes[i]]
+        member = self.members[i] = _Member(supported=list(static.supported))
         if i in self.pinned:  # already assigned (a function's _Arg): requested = assigned
             member.assigned = member.requested = self.device_names[self.pinned[i]]
             return member
-        if not node.kernel_types:
-            self._fail(
-                i,
-                f"No OpKernel was registered to support Op '{node.op_type}' used by "
-                f"{node.name} on these devices ({self._types_text()})",
-            )
-        if node.request:
-            try:
-                parsed = _parse(node.request)
-            except ValueError:
-                self._fail(i, f"Malformed device specification '{node.request}'")
-                return member
-            if node.resource_generator:
-                member.resource = member.requested = parsed
+        if not static.supported:
+            self._fail(i, self._no_kernel_message(i), (0, i))
+        if static.request:
+            if static.requested is None:
+                self._fail(i, f"Malformed device specification '{static.request}'", (0, i))
+            elif static.resource_generator:
+                member.resource = member.requested = static.requested
             else:
-                member.requested = parsed
+                member.requested = static.requested
         return member
+
+    def _no_kernel_message(self, i: int) -> str:
+        static = self.statics[self.codes[i]]
+        return (
+            f"No OpKernel was registered to support Op '{static.op_type}' used by "
+            f"{self.names[i]} on these devices ({self._types_text()})"
+        )
 
     def _types_text(self) -> str:
         return ", ".join(self.types_present)
 
-    def _fail(self, i: int, message: str) -> None:
+    def _fail(self, i: int, message: str, order: tuple) -> None:
         self.failed.setdefault(i, message)
-        self.errors.append(message)
+        self.errors.append((order, message))
 
     # -- union-find ---------------------------------------------------------------------------
     def find(self, i: int) -> int:
-        members = self.members
+        parent = self.parent
         root = i
-        while members[root].parent != root:
-            root = members[root].parent
-        while members[i].parent != root:
-            members[i].parent, i = root, members[i].parent
+        while True:
+            up = parent.get(root, root)
+            if up == root:
+                break
+            root = up
+        while i != root:
+            up = parent.get(i, i)
+            parent[i] = root
+            i = up
         return root
 
     def colocate(self, x: int, y: int) -> None:
@@ -422,12 +549,9 @@ class _Placer:
         xr, yr = self.find(x), self.find(y)
         if xr == yr:
             return
-        members = self.members
-        if members[xr].rank < members[yr].rank:
-            new, old = yr, xr
-        else:
-            new, old = xr, yr
-        a, b = members[new], members[old]
+        mx, my = self.member(xr), self.member(yr)
+        new, old = (yr, xr) if mx.rank < my.rank else (xr, yr)
+        a, b = self.member(new), self.member(old)
         assigned = _merge(a.assigned, b.assigned, False)
         resource = _merge(a.resource, b.resource, False)
         requested = _merge(a.requested, b.requested, self.soft)
@@ -436,24 +560,24 @@ class _Placer:
         supported = _merge_supported(a.supported, b.supported)
         if not supported:
             raise _PlacementError(
-                f"Cannot colocate nodes {self.nodes[x].name} and {self.nodes[y].name} because "
-                "no device type supports both of those nodes and the other nodes colocated "
-                "with them"
+                f"Cannot colocate nodes {self.names[x]} and {self.names[y]} because no device "
+                "type supports both of those nodes and the other nodes colocated with them"
             )
         a.supported = supported
-        b.parent = new
-        if members[new].rank == members[old].rank:
+        self.parent[old] = new
+        self.parent.setdefault(new, new)
+        if a.rank == b.rank:
             a.rank += 1
 
     def colocate_resource_edge(self, src: int, dst: int) -> None:
         sr, dr = self.find(src), self.find(dst)
-        s, d = self.members[sr], self.members[dr]
+        s, d = self.member(sr), self.member(dr)
         if not _compatible(s.assigned, d.assigned) or not _compatible(s.resource, d.resource):
             raise _PlacementError(
                 "Cannot place the graph because a reference or resource edge connects "
                 f"colocation groups with incompatible resource devices: "
                 f"{_name_str(s.resource)} vs {_name_str(d.resource)}. The edge src node is "
-                f"{self.nodes[src].name} , and the dst node is {self.nodes[dst].name}"
+                f"{self.names[src]} , and the dst node is {self.names[dst]}"
             )
         if not _compatible(s.requested, d.requested):
             d.requested = _ensure(_ensure(s.requested, d.assigned), d.resource)
@@ -461,24 +585,34 @@ class _Placer:
 
     # -- Initialize ---------------------------------------------------------------------------
     def initialize(self) -> None:
-        nodes = self.nodes
-        facts = self.facts
-        for i, node in enumerate(nodes):  # resource and ref edges, dataset variant edges
+        """Resource/ref and dataset edges, then ``_class`` groups (colocation_graph.cc)."""
+        facts, index, nodes = self.facts, self.index, self.nodes
+        for i in self.pinned:
+            self.member(i)
+        statics, codes = self.statics, self.codes
+        datasets = {c for c, s in enumerate(statics) if s.dataset}
+        consumers = {index[n] for n in facts.resource_inputs if n in index}
+        if datasets:
+            consumers.update(i for i, c in enumerate(codes) if c in datasets)
+        for i in sorted(consumers):
+            node = nodes[i]
             pinned = facts.resource_inputs.get(node.name)
-            exempt = node.op_type in _EXEMPT_FROM_RESOURCE_COLOCATION
-            if pinned and not exempt:
+            if pinned and node.op_type not in _EXEMPT_FROM_RESOURCE_COLOCATION:
                 for producer in pinned:
-                    j = self.index.get(producer, -1)
+                    j = index.get(producer, -1)
                     if j >= 0:
                         self._resource_edge(j, i)
             if node.dataset:
                 for j in node.inputs:
                     if j >= 0 and nodes[j].dataset:
                         self._resource_edge(j, i)
-        roots: dict[str, int] = {}
         colocated = facts.colocated_with
-        for i, node in enumerate(nodes):  # _class loc:@X groups, then the node's own name
-            for group in (*colocated.get(node.name, ()), node.name):
+        named = {index[n] for n in colocated if n in index}
+        named.update(index[t] for targets in colocated.values() for t in targets if t in index)
+        roots: dict[str, int] = {}
+        for i in sorted(named):  # _class loc:@X groups, then the node's own name
+            name = self.names[i]
+            for group in (*colocated.get(name, ()), name):
                 root = roots.setdefault(group, i)
                 if root == i:
                     continue
@@ -486,7 +620,7 @@ class _Placer:
                     self.colocate(i, root)
                 except _PlacementError as exc:
                     if not self.soft:
-                        self._fail(i, f"Cannot colocate {node.name} with {group}: {exc}")
+                        self._fail(i, f"Cannot colocate {name} with {group}: {exc}", (1, i))
                     else:
                         self.colocation_dropped.setdefault(i, group)
 
@@ -498,13 +632,14 @@ class _Placer:
                 dst,
                 "Nodes were connected by a reference connection (requiring them to be on the "
                 f"same device), but the two nodes were assigned two different devices: {exc}",
+                (0, dst),
             )
 
     # -- placement ----------------------------------------------------------------------------
     def candidates(self, i: int) -> list[int]:
         """``GetDevicesForNode``: device indices for ``i``'s group, best first."""
         root = self.find(i)
-        member = self.members[root]
+        member = self.member(root)
         if member.possible:
             return member.possible
         default = self.default.get(i, -1)
@@ -540,37 +675,38 @@ class _Placer:
         if not found:
             raise _PlacementError(
                 f"Node had no OpKernel registered to support this operation: Operation was "
-                f"{self.nodes[i].op_type} (kernels for {self._kernel_types(i) or 'no device'}; "
-                f"devices: {self._types_text()})"
+                f"{self.statics[self.codes[i]].op_type} (kernels for "
+                f"{self._kernel_types(i) or 'no device'}; devices: {self._types_text()})"
             )
         return found
 
     def _kernel_types(self, i: int) -> str:
-        kernels = getattr(self.facts, "kernels", {}).get(self.nodes[i].name)
+        kernels = getattr(self.facts, "kernels", {}).get(self.names[i])
         return kernels.kernels if kernels is not None else ""
 
     def _no_device_message(self, i: int, member: _Member) -> str:
-        node = self.nodes[i]
+        static = self.statics[self.codes[i]]
+        name, request = self.names[i], static.request
         available = ", ".join(self.devices)
-        own = _parse(node.request) if node.request else _EMPTY
+        own = static.requested if request else _EMPTY
         if own == member.requested:
             if not self._matching(own):
                 return (
-                    f"{node.name} was explicitly assigned to {node.request} but available "
-                    f"devices are [ {available} ]. Make sure the device specification refers "
-                    "to a valid device."
+                    f"{name} was explicitly assigned to {request} but available devices are "
+                    f"[ {available} ]. Make sure the device specification refers to a valid "
+                    "device."
                 )
             if own[3] is not None:
                 return (
-                    f"Could not satisfy explicit device specification '{node.request}' because "
-                    f"no supported kernel for {own[3]} devices is available (Op: "
-                    f"{node.op_type}; kernels: {self._kernel_types(i) or 'none'})."
+                    f"Could not satisfy explicit device specification '{request}' because no "
+                    f"supported kernel for {own[3]} devices is available (Op: "
+                    f"{static.op_type}; kernels: {self._kernel_types(i) or 'none'})."
                 )
-            return f"Could not satisfy explicit device specification '{node.request}'"
+            return f"Could not satisfy explicit device specification '{request}'"
         return (
-            f"Could not satisfy explicit device specification '{node.request}' because the "
-            f"node {node.name} was colocated with a group of nodes that required incompatible "
-            f"device '{_name_str(member.requested)}'. All available devices [{available}]."
+            f"Could not satisfy explicit device specification '{request}' because the node "
+            f"{name} was colocated with a group of nodes that required incompatible device "
+            f"'{_name_str(member.requested)}'. All available devices [{available}]."
         )
 
     def _matching(self, spec: Name) -> list[int]:
@@ -592,7 +728,9 @@ class _Placer:
         """``AssignAndLog``: place ``i`` and pin its group to that device."""
         self.assigned[i] = device
         root = self.find(i)
-        member = self.members[root]
+        if root == i and i not in self.members:
+            return  # a group of one: nobody else reads its state
+        member = self.member(root)
         full = self.device_names[device]
         if member.assigned == full:
             return
@@ -603,79 +741,120 @@ class _Placer:
         if member.assigned_by < 0:
             member.assigned_by = i
 
+    def _shared_first_choice(self, code: int) -> int | str:
+        """A lone node's device (``GetDevicesForNode``'s first), or TF's error, per code."""
+        cached = self._shared.get(code)
+        if cached is None:
+            i = self.representative[code]
+            static = self.statics[code]
+            if not static.supported:
+                cached = self._no_kernel_message(i)
+            elif static.request and static.requested is None:
+                cached = f"Malformed device specification '{static.request}'"
+            else:
+                member = _Member(supported=list(static.supported))
+                if static.request:
+                    member.requested = static.requested
+                    if static.resource_generator:
+                        member.resource = static.requested
+                try:
+                    cached = self._compute_candidates(i, member)[0]
+                except _PlacementError as exc:
+                    cached = str(exc)
+            self._shared[code] = cached
+        return cached
+
     def run(self) -> None:
         self.initialize()
+        n = len(self.names)
+        statics, codes = self.statics, self.codes
+        # Nodes that read or write state besides their own: the placer's loop, one by one.
+        heuristic = {
+            c
+            for c, s in enumerate(statics)
+            if s.generator or s.op_type in _METADATA_TYPES or s.op_type in _IDENTITY_TYPES
+        }
+        special = set(self.parent) | set(self.members) | set(self.pinned) | set(self.default)
+        if heuristic:
+            special.update(i for i, c in enumerate(codes) if c in heuristic)
+        self.special = special
+        self._shared: dict[int, int | str] = {}
+        self.representative: dict[int, int] = {}
+        for i, code in enumerate(codes):
+            if i not in special:
+                self.representative.setdefault(code, i)
+        first = {code: self._shared_first_choice(code) for code in self.representative}
+        assigned = self.assigned = [-1] * n
+        for i, code in enumerate(codes):
+            if i in special:
+                continue
+            choice = first[code]
+            if isinstance(choice, str):
+                prefix = (
+                    ""
+                    if choice.startswith("No OpKernel")
+                    else (f"Cannot assign a device for operation {self.names[i]}: ")
+                )
+                self._fail(i, prefix + choice, (2, i))
+            else:
+                assigned[i] = choice
         nodes = self.nodes
         second = []
-        for i, node in enumerate(nodes):
+        for i in sorted(special):
             if i in self.pinned:
                 self.assign(i, self.pinned[i])
                 self.how_chosen[i] = "pinned"
                 continue
+            node = nodes[i]
             if node.generator:
                 second.append(i)
                 continue
-            if i in self.failed and not node.kernel_types:
-                continue
-            try:
-                devices = self.candidates(i)
-            except _PlacementError as exc:
-                self._fail(i, f"Cannot assign a device for operation {node.name}: {exc}")
-                continue
-            chosen = -1
-            if (node.op_type in _METADATA_TYPES and node.inputs) or self._lone_identity(i):
-                source = node.inputs[0]
-                if source >= 0 and self.assigned[source] in devices:
-                    chosen = self.assigned[source]
-                    self.how_chosen[i] = "input"
-            if chosen < 0:
-                chosen = devices[0]
-            self.demanded[i] = self.members[self.find(i)].requested
-            self.assign(i, chosen)
+            self._place(i, node, first_pass=True)
         for i in second:
-            node = nodes[i]
-            if i in self.failed and not node.kernel_types:
-                continue
-            try:
-                devices = self.candidates(i)
-            except _PlacementError as exc:
-                self._fail(i, f"Cannot assign a device for operation {node.name}: {exc}")
-                continue
-            chosen = -1
-            consumers = node.consumers
-            if consumers:
-                first = self.assigned[consumers[0]] if consumers[0] >= 0 else -1
-                same = all((self.assigned[c] if c >= 0 else -1) == first for c in consumers)
-                if same and first >= 0 and first in devices:
-                    chosen = first
-                    self.how_chosen[i] = "consumers"
-            if chosen < 0:
-                chosen = devices[0]
-            self.demanded[i] = self.members[self.find(i)].requested
-            self.assign(i, chosen)
+            self._place(i, nodes[i], first_pass=False)
+        self.errors.sort(key=lambda entry: entry[0])
 
-    def _lone_identity(self, i: int) -> bool:
+    def _place(self, i: int, node: _Node, *, first_pass: bool) -> None:
+        if i in self.failed and not node.kernel_types:
+            return
+        try:
+            devices = self.candidates(i)
+        except _PlacementError as exc:
+            order = (2, i) if first_pass else (3, i)
+            self._fail(i, f"Cannot assign a device for operation {node.name}: {exc}", order)
+            return
+        chosen = -1
+        assigned = self.assigned
+        if first_pass:
+            if (node.op_type in _METADATA_TYPES and node.inputs) or self._lone_identity(node):
+                source = node.inputs[0]
+                if source >= 0 and assigned[source] in devices:
+                    chosen = assigned[source]
+                    self.how_chosen[i] = "input"
+        elif node.consumers:
+            consumers = node.consumers
+            head = assigned[consumers[0]] if consumers[0] >= 0 else -1
+            same = all((assigned[c] if c >= 0 else -1) == head for c in consumers)
+            if same and head >= 0 and head in devices:
+                chosen = head
+                self.how_chosen[i] = "consumers"
+        if chosen < 0:
+            chosen = devices[0]
+        self.demanded[i] = self.member(self.find(i)).requested
+        self.assign(i, chosen)
+
+    def _lone_identity(self, node: _Node) -> bool:
         """``MatchIdentityOperation``: an Identity with no request, one in-edge and one out-edge,
         whose input and output ask for the same device (the same string)."""
-        node = self.nodes[i]
         if node.op_type not in _IDENTITY_TYPES or node.request:
             return False
         if len(node.inputs) + len(node.controls) != 1 or len(node.consumers) != 1:
             return False
         source, sink = node.inputs[0], node.consumers[0]
-        source_request = self.nodes[source].request if source >= 0 else ""
-        sink_request = self.nodes[sink].request if sink >= 0 else ""  # _SINK asks for nothing
+        nodes = self.nodes
+        source_request = nodes[source].request if source >= 0 else ""
+        sink_request = nodes[sink].request if sink >= 0 else ""  # _SINK asks for nothing
         return source_request == sink_request
-
-    def link_consumers(self) -> None:
-        """Out-edges per node (data and control); a node nothing consumes feeds ``_SINK``."""
-        for i, node in enumerate(self.nodes):
-            for j in (*node.inputs, *node.controls):
-                if j >= 0:
-                    self.nodes[j].consumers.append(i)
-        for node in self.nodes:
-            if not node.consumers:
-                node.consumers.append(-1)  # the _SINK node: never assigned
 
 
 def _graph_order(facts: GraphFacts) -> list[str]:
@@ -836,23 +1015,44 @@ def predict_devices(
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
     placer = _Placer(facts, devices, soft_placement, details, pinned)
-    placer.link_consumers()
     placer.run()
     explain = _Reasons(placer)
-    names, predicted, how, reason = [], [], [], []
-    device_of = placer.devices
-    for i, node in enumerate(placer.nodes):
-        names.append(node.name)
-        d = placer.assigned[i]
-        predicted.append(device_of[d] if d >= 0 else "")
-        h, r = explain(i)
-        how.append(h)
-        reason.append(r)
+    codes = np.asarray(placer.codes, dtype=np.int64)
+    device_names = np.array([*placer.devices, ""], dtype=object)
+    predicted = device_names[np.asarray(placer.assigned, dtype=np.int64)]
+    own = sorted(placer.special | set(placer.failed))  # explained one by one
+    representative = placer.representative
+    if details:  # the reason may name the node's dtypes: per (code, dtypes)
+        how, reason = [], []
+        shared: dict[tuple, tuple[str, str]] = {}
+        own_set = set(own)
+        details_get = details.get
+        for i, (name, code) in enumerate(zip(placer.names, placer.codes, strict=True)):
+            if i in own_set:
+                h, r = explain(i)
+            else:
+                detail = details_get(name)
+                key = (code, detail.dtypes if detail is not None else "")
+                found = shared.get(key)
+                if found is None:
+                    found = shared[key] = explain(i)
+                h, r = found
+            how.append(h)
+            reason.append(r)
+    else:
+        by_code = [
+            explain(representative[c]) if c in representative else ("", "")
+            for c in range(len(placer.statics))
+        ]
+        how = np.array([h for h, _ in by_code] + [""], dtype=object)[codes]
+        reason = np.array([r for _, r in by_code] + [""], dtype=object)[codes]
+        for i in own:
+            how[i], reason[i] = explain(i)
     frame = pd.DataFrame(
-        {"op": names, "predicted_device": predicted, "how": how, "reason": reason},
+        {"op": placer.names, "predicted_device": predicted, "how": how, "reason": reason},
         columns=PREDICTED_COLUMNS,
     )
-    frame.attrs["errors"] = list(placer.errors)
+    frame.attrs["errors"] = [message for _, message in placer.errors]
     return frame
 
 
@@ -864,7 +1064,7 @@ class _Reasons:
         self.has_gpu = "GPU" in placer.types_present
         self.available = ", ".join(short_device(d) for d in placer.devices)
         self._group_sizes: dict[int, int] = {}
-        for i in range(len(placer.nodes)):
+        for i in list(placer.parent):
             root = placer.find(i)
             self._group_sizes[root] = self._group_sizes.get(root, 0) + 1
 
@@ -875,7 +1075,7 @@ class _Reasons:
             return "error", f"TensorFlow would refuse to place it: {p.failed[i]}."
         device = p.devices[p.assigned[i]]
         short = short_device(device)
-        if p.how_chosen[i] == "pinned":
+        if p.how_chosen.get(i) == "pinned":
             return "runtime", (
                 f"A function argument: it lives where the caller's tensor or variable is, "
                 f"{short}, before the placer runs."
@@ -886,8 +1086,8 @@ class _Reasons:
                 f"it returns, on {short}."
             )
         root = p.find(i)
-        member = p.members[root]
-        pinner = member.assigned_by
+        member = p.members.get(root)
+        pinner = member.assigned_by if member is not None else -1
         request = _parse(node.request) if node.request else _EMPTY
         dropped = p.colocation_dropped.get(i)
         dropped_text = (
@@ -913,7 +1113,7 @@ class _Reasons:
             if _matches(request, p.device_names[p.assigned[i]]):
                 return "explicit", self._explicit(node, short) + dropped_text
             return "soft", self._soft(i, node, request, short) + dropped_text
-        if p.default.get(i, -1) == p.assigned[i] and not p.how_chosen[i]:
+        if p.default.get(i, -1) == p.assigned[i] and not p.how_chosen.get(i):
             scope = p.facts.scope[node.name].device
             return "explicit", (
                 f"It has no tf.device of its own: the tf.device({scope}) around the call makes "
@@ -937,6 +1137,8 @@ class _Reasons:
             for j in (index.get(x, -1) for x in p.facts.colocated_with.get(name, ()))
             if j >= 0 and j != i and p.find(j) == root
         ]
+        if p.nodes[i].dataset:
+            same += [j for j in p.nodes[i].inputs if j >= 0 and p.nodes[j].dataset]
         if same:
             return same[0]
         members = [j for j in self._members(root) if j != i]
@@ -952,7 +1154,7 @@ class _Reasons:
         cached = self.__dict__.get("_by_root")
         if cached is None:
             cached = {}
-            for j in range(len(self.p.nodes)):
+            for j in list(self.p.parent):
                 cached.setdefault(self.p.find(j), []).append(j)
             self.__dict__["_by_root"] = cached
         return cached.get(root, [])
@@ -966,6 +1168,11 @@ class _Reasons:
         colocated = p.facts.colocated_with
         if other in colocated.get(name, ()) or name in colocated.get(other, ()):
             return f"is colocated with {other} (tf.compat.v1.colocate_with)"
+        if p.nodes[i].dataset and p.nodes[partner].dataset:
+            if other in p.facts.inputs.get(name, ()):
+                return f"is a tf.data dataset made from {other} (datasets stay with their input)"
+            if name in p.facts.inputs.get(other, ()):
+                return f"feeds the tf.data dataset {other} (datasets stay with their input)"
         return (
             f"is in one colocation group with {other} (joined by resource/ref edges and "
             "tf.compat.v1.colocate_with)"
@@ -1009,7 +1216,7 @@ class _Reasons:
 
     def _implicit(self, i: int, node: _Node, short: str) -> str:
         p = self.p
-        chosen = p.how_chosen[i]
+        chosen = p.how_chosen.get(i, "")
         if chosen == "input":
             source = p.nodes[node.inputs[0]].name
             return (
