@@ -479,3 +479,27 @@ def test_a_rerun_with_the_gpu_control_on_shows_the_new_prediction(seed_trace):
     assert panel.run() is not None
     assert panel.trace.predicted and len(panel.traced.devices) == 3
     assert panel.trace.devices[0].endswith("GPU:0")
+
+
+def test_a_large_trace_finds_its_findings_after_the_cell(classic_panel, monkeypatch):
+    """In a kernel (an event loop runs the cell) a large trace's panel shows first and finds
+    its findings right after; outside one, at once."""
+    import asyncio
+
+    import tfplace_widget.panel as panel_module
+
+    monkeypatch.setattr(panel_module, "FINDINGS_LATER_OPS", 0)
+    trace = dataclasses.replace(classic_panel.trace)  # nothing cached
+
+    async def cell():
+        panel = PlacementPanel(trace)
+        waiting = (panel.findings_view.note, list(panel.findings_view.items))
+        await asyncio.sleep(0.01)  # the cell is over: the loop runs what it scheduled
+        return panel, waiting
+
+    panel, (note, items) = asyncio.run(cell())
+    assert note.startswith("finding them in") and items == []
+    assert panel.findings_view.note == ""
+    assert [i["kind"] for i in panel.findings_view.items] == list(trace.findings["kind"])
+    panel.findings_view.selected = 0
+    assert set(panel.visible_ops["op"]) <= set(trace.findings["ops"].iloc[0])

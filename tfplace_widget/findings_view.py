@@ -27,8 +27,9 @@ function render({ model, el }) {
     const title = document.createElement("div");
     title.className = "tfplace-findings-title";
     const counts = model.get("counts");
-    title.textContent = (items.length ? (open ? "\u25BE " : "\u25B8 ") : "")
-      + "Findings: " + (items.length ? items.length + (counts ? " (" + counts + ")" : "") : "none");
+    const note = model.get("note");
+    title.textContent = (items.length ? (open ? "\u25BE " : "\u25B8 ") : "") + "Findings: "
+      + (note || (items.length ? items.length + (counts ? " (" + counts + ")" : "") : "none"));
     if (items.length) {
       title.title = open ? "Collapse the findings" : "Show the findings";
       title.addEventListener("click", () => { model.set("expanded", !open); model.save_changes(); });
@@ -66,7 +67,7 @@ function render({ model, el }) {
     root.appendChild(list);
   }
 
-  ["items", "selected", "expanded", "counts"].forEach((name) => model.on("change:" + name, draw));
+  ["items", "selected", "expanded", "counts", "note"].forEach((name) => model.on("change:" + name, draw));
   draw();
 }
 export default { render };
@@ -103,11 +104,19 @@ class FindingsList(anywidget.AnyWidget):
     counts = traitlets.Unicode("").tag(sync=True)  # "2 high, 1 info"
     selected = traitlets.Int(-1).tag(sync=True)
     expanded = traitlets.Bool(True).tag(sync=True)
+    note = traitlets.Unicode("").tag(sync=True)  # instead of the count, e.g. while finding
+
+    def wait(self, note: str) -> None:
+        """No findings yet: say why (they are being found after the cell)."""
+        with self.hold_sync():
+            self.selected, self.items, self.counts, self.expanded = -1, [], "", False
+            self.note = note
 
     def show(self, findings: pd.DataFrame) -> None:
         """Put ``findings`` (a ``trace.findings`` frame) on screen, nothing selected."""
         with self.hold_sync():
             self.selected = -1
+            self.note = ""
             self.items = finding_items(findings)
             self.counts = severity_counts(findings)
             self.expanded = bool(self.items)

@@ -9,6 +9,7 @@ findings above the table), ``table`` (the op table) and ``timeline`` (the timeli
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,7 @@ TABLE_COLUMNS = [
 ]
 PAGE_SIZE = 50
 MAX_LOG_LINES = 400
+FINDINGS_LATER_OPS = 20_000  # larger traces find their findings after the cell
 MAX_GPUS = 8  # the "as on a machine with N GPUs" control
 MAX_CPUS = MAX_DEVICES_PER_TYPE  # what trace_placement accepts; a larger given count widens it
 _SHARED_WIDGET_TRAITS = {"_plotly_bundle"}  # widgets a panel points at but does not own
@@ -435,10 +437,31 @@ class PlacementPanel(widgets.VBox):
         self.header.value = header_html(self.trace, notes)
 
     def _render_findings(self) -> None:
-        """The trace's findings above the table; a failure to find them is a message, and the
-        rest of the panel still shows."""
+        """The trace's findings above the table. A large trace's are found right after the
+        cell, on the kernel's event loop (about 2 s per 100k ops), so the panel shows first;
+        elsewhere (scripts, tests), or for a smaller trace, at once."""
         self._finding_ops = None
         self._findings_error = ""
+        if len(self.trace.ops) > FINDINGS_LATER_OPS and "_findings_cache" not in vars(self.trace):
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no event loop in this thread: not a kernel running a cell
+                loop = None
+            if loop is not None:
+                self._findings_frame = None
+                self.findings_view.wait(f"finding them in {len(self.trace.ops):,} ops...")
+                trace = self.trace
+                loop.call_soon(lambda: self._findings_later(trace))
+                return
+        self._show_findings()
+
+    def _findings_later(self, trace: PlacementTrace) -> None:
+        if not self._closed and self.trace is trace:  # not closed or replaced meanwhile
+            self._guard(self._show_findings)
+
+    def _show_findings(self) -> None:
+        """Find the findings; a failure to find them is a message, and the rest of the panel
+        still shows."""
         try:
             findings = self.trace.findings
         except Exception as exc:  # a bug in one analysis must not cost the panel

@@ -21,7 +21,6 @@ What can be known depends on the trace:
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +57,10 @@ TOP_TRANSFERS = 3  # directions reported under costly_transfer
 IDLE_SHARE = 0.25
 BUSY_SHARE = 0.5
 MAX_NAMED = 4  # op names spelled out in one message
+MAX_PER_KIND = 8
+# Graphs larger than this are predicted by the kernel columns and resource groups alone
+# (_predict_here, linear); predict_devices replays every placer rule, ~2 s per 100k nodes.
+PREDICT_LIMIT = 20_000  # findings of one kind; the rest become one line
 
 _RUNTIME_TYPES = {
     "_Send",
@@ -101,7 +104,7 @@ def find_findings(trace: Any) -> pd.DataFrame:
     found += _host_memory_on_gpu(context)
     found += _idle_devices(context)
     found += _xla_hidden(context)
-    return _frame(found)
+    return _frame(_capped(found))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,6 +146,8 @@ class _Context:
     duplicated: set[str] = field(default_factory=set)  # ops on a GPU and a CPU (merged runs)
     predicted_view: bool = False
     copies_by_producer: dict[str, list[str]] | None = None
+    duration_of: dict[str, float] | None = None
+    runtime: set[str] | None = None
 
     @classmethod
     def of(cls, trace: Any) -> _Context:
@@ -189,32 +194,45 @@ class _Context:
     # -- the graph, with the runtime's copies looked through ------------------------------------
     def _through_copies(self, raw: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent."""
+        type_of = self.type_of
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
         for name, producers in raw.items():
-            if self.type_of.get(name) in ("_Send", "_HostSend") and producers:
+            if producers and type_of.get(name) in ("_Send", "_HostSend"):
                 sent_by[_copy_key(name)] = producers[0]
+        self.is_runtime("")  # builds the set
+        runtime = self.runtime or set()
+        user = {n for n in type_of if n not in runtime}
+        receives = ("_Recv", "_HostRecv")
         edges: dict[str, list[str]] = {}
         for name, producers in raw.items():
-            if self.is_runtime(name):
+            if name not in user:
+                continue
+            if user.issuperset(producers):  # most ops: no copy, nothing to resolve
+                edges[name] = list(producers)
                 continue
             resolved = []
             for producer in producers:
-                if self.type_of.get(producer) in ("_Recv", "_HostRecv"):
+                if type_of.get(producer) in receives:
                     producer = sent_by.get(_copy_key(producer), _copy_key(producer))
-                elif producer not in self.type_of:  # a recv the trace did not record: X/_5
+                elif producer not in type_of:  # a recv the trace did not record: X/_5
                     producer = _copy_key(producer)
-                if producer in self.type_of and not self.is_runtime(producer):
+                if producer in user:
                     resolved.append(producer)
             edges[name] = resolved
         return edges
 
     def is_runtime(self, name: str) -> bool:
-        return (
-            self.how.get(name) == "runtime"
-            or self.type_of.get(name, "") in _RUNTIME_TYPES
-            or name in ("_SOURCE", "_SINK")
-            or self.type_of.get(name, "").upper().startswith("MEMCPY")
-        )
+        """Inserted by TensorFlow (copies, feeds, fetches, ``_SOURCE``): never a finding."""
+        if self.runtime is None:
+            self.runtime = {
+                n
+                for n, t in self.type_of.items()
+                if self.how.get(n) == "runtime"
+                or t in _RUNTIME_TYPES
+                or n in ("_SOURCE", "_SINK")
+                or t.upper().startswith("MEMCPY")
+            }
+        return name in self.runtime
 
     def _duplicated_names(self) -> set[str]:
         """Op names listed on a GPU and on a CPU: one op, recorded in several runs whose
@@ -312,7 +330,7 @@ class _Context:
 
 def _predict_with_module(context: _Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
     """``predict_devices`` from ``analyses/predict.py`` (one GPU, soft placement), when present."""
-    if facts is None:
+    if facts is None or len(facts) > PREDICT_LIMIT:
         return None
     try:
         from .predict import predict_devices
@@ -508,7 +526,7 @@ def _fallback_finding(context: _Context, names: list[str], cause: str) -> _Findi
         ops += [n for n in context.inputs.get(name, []) if _follower(context, n)]
         if cause == "colocated" and context.why_cpu[name][1]:
             ops.append(context.why_cpu[name][1])
-    duration = _duration(context.ops, names)
+    duration = _duration(context, names)
     return _Finding(
         "cpu_fallback",
         severity,
@@ -534,7 +552,7 @@ def _pipeline_finding(context: _Context, pipeline: list[str]) -> _Finding:
         "the dataset outside the step and pass batches in, with "
         "dataset.prefetch(tf.data.AUTOTUNE) so the copy to the GPU overlaps the step."
     )
-    duration = _duration(context.ops, pipeline)
+    duration = _duration(context, pipeline)
     consumers = {c for n in pipeline for c in context.consumers.get(n, [])} - set(pipeline)
     copies = sum(context.view.get(c) == "GPU" for c in consumers)
     return _Finding(
@@ -575,7 +593,7 @@ def _soft_moves(context: _Context) -> list[_Finding]:
             f"{count} for {requested} and ran on {short_device(device) or device} "
             f"({_names(names)}): {fix}"
         )
-        duration = _duration(ops, names)
+        duration = _duration(context, names)
         findings.append(
             _Finding(
                 "soft_move",
@@ -724,7 +742,7 @@ def _ping_pongs(context: _Context) -> list[_Finding]:
                 "step. Write the body with TensorFlow ops, or move it into the input "
                 "pipeline (tf.data)."
             )
-            duration = _duration(context.ops, [name])
+            duration = _duration(context, [name])
             findings.append(
                 _Finding(
                     "ping_pong",
@@ -751,7 +769,7 @@ def _ping_pong_finding(
     )
     verb = "would go" if context.predicted_view else "goes"
     copies = len(before) + len(after)
-    duration = _duration(context.ops, inside)
+    duration = _duration(context, inside)
     return _Finding(
         "ping_pong",
         "high" if copies >= 2 and causes & {"no", "dtype", "colocated"} else "medium",
@@ -811,7 +829,7 @@ def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
             f"its inputs and outputs on the host, so {copies} tensor"
             f"{'s cross' if copies > 1 else ' crosses'} between device and host memory. {fix}"
         )
-        duration = _duration(context.ops, names)
+        duration = _duration(context, names)
         findings.append(
             _Finding(
                 "host_memory_on_gpu",
@@ -988,7 +1006,7 @@ def _xla_hidden(context: _Context) -> list[_Finding]:
             clusters,
             message,
             {"clusters": len(clusters)},
-            (_duration(context.ops, clusters), 0.0, float(len(clusters))),
+            (_duration(context, clusters), 0.0, float(len(clusters))),
         )
     ]
 
@@ -996,6 +1014,40 @@ def _xla_hidden(context: _Context) -> list[_Finding]:
 # ---------------------------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------------------------
+def _capped(found: list[_Finding]) -> list[_Finding]:
+    """At most ``MAX_PER_KIND`` findings of one kind: the worst ones, then one line for the
+    rest (a graph with thousands of pinned chains would bury everything else)."""
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    by_kind: dict[str, list[_Finding]] = {}
+    for finding in found:
+        by_kind.setdefault(finding.kind, []).append(finding)
+    kept: list[_Finding] = []
+    for kind, group in by_kind.items():
+        if len(group) <= MAX_PER_KIND:
+            kept += group
+            continue
+        group.sort(key=lambda f: (rank[f.severity], *(-c for c in f.cost)))
+        head, rest = group[: MAX_PER_KIND - 1], group[MAX_PER_KIND - 1 :]
+        ops = [op for f in rest for op in f.ops]
+        cost = tuple(sum(f.cost[i] for f in rest) for i in range(3))
+        kept += head
+        kept.append(
+            _Finding(
+                kind,
+                min((f.severity for f in rest), key=rank.__getitem__),
+                ops,
+                (
+                    f"{len(rest)} more {kind} findings like the ones above, over "
+                    f"{len(set(ops)):,} ops ({_names(list(dict.fromkeys(ops)))}): each has "
+                    "the same fix; click to see their ops."
+                ),
+                {"findings": len(rest), "ops": len(set(ops)), "duration_us": cost[0]},
+                cost,  # type: ignore[arg-type]
+            )
+        )
+    return kept
+
+
 def _frame(found: list[_Finding]) -> pd.DataFrame:
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     found = sorted(found, key=lambda f: (rank[f.severity], *(-c for c in f.cost), f.kind))
@@ -1066,14 +1118,13 @@ def _is_pipeline(op_type: str) -> bool:
     )
 
 
-def _duration(ops: pd.DataFrame, names: Iterable[str]) -> float:
-    wanted = set(names)
-    if not wanted:
-        return 0.0
-    total = ops.loc[ops["op"].isin(wanted), "duration_us"].sum(skipna=True)
-    return (
-        0.0 if total is None or (isinstance(total, float) and math.isnan(total)) else float(total)
-    )
+def _duration(context: _Context, names: Iterable[str]) -> float:
+    """Summed ``duration_us`` of ``names`` (untimed ops count 0)."""
+    if context.duration_of is None:
+        timed = context.ops[["op", "duration_us"]].dropna()
+        context.duration_of = timed.groupby("op")["duration_us"].sum().astype(float).to_dict()
+    of = context.duration_of
+    return float(sum(of.get(name, 0.0) for name in set(names)))
 
 
 def _runs_of(ops: pd.DataFrame, names: Sequence[str]) -> int:
