@@ -277,3 +277,26 @@ def test_xla_cluster_is_reported(tf, trace_placement):
     found = trace.findings[trace.findings["kind"] == "xla_hidden"]
     assert len(found) == 1, trace.notes
     assert "jit_compile=False" in found.iloc[0]["message"]
+
+
+def test_many_findings_of_a_kind_end_in_one_line_for_the_rest(tf, trace_placement):
+    from tfplace_widget.analyses.findings import MAX_PER_KIND
+
+    chains = MAX_PER_KIND + 4
+
+    def many():
+        x = tf.ones((2, 2), name="x")
+        outs = []
+        for i in range(chains):
+            counts = tf.cast(x * float(i + 1), tf.int32, name=f"to_int_{i}")
+            product = tf.matmul(counts, counts, name=f"int_matmul_{i}")
+            outs.append(tf.cast(product, tf.float32, name=f"to_float_{i}"))
+        return tf.add_n(outs, name="total")
+
+    findings = trace_placement(many, device_count=TWO_CPUS).findings
+    fallbacks = findings[findings["kind"] == "cpu_fallback"]
+    assert len(fallbacks) == MAX_PER_KIND
+    last = fallbacks.iloc[-1]
+    assert last["message"].startswith(f"{chains - MAX_PER_KIND + 1} more cpu_fallback findings")
+    covered = {op for ops in fallbacks["ops"] for op in ops}
+    assert {f"int_matmul_{i}" for i in range(chains)} <= covered

@@ -57,10 +57,10 @@ TOP_TRANSFERS = 3  # directions reported under costly_transfer
 IDLE_SHARE = 0.25
 BUSY_SHARE = 0.5
 MAX_NAMED = 4  # op names spelled out in one message
-MAX_PER_KIND = 8
+MAX_PER_KIND = 8  # findings of one kind; the rest become one line
 # Graphs larger than this are predicted by the kernel columns and resource groups alone
 # (_predict_here, linear); predict_devices replays every placer rule, ~2 s per 100k nodes.
-PREDICT_LIMIT = 20_000  # findings of one kind; the rest become one line
+PREDICT_LIMIT = 20_000
 
 _RUNTIME_TYPES = {
     "_Send",
@@ -148,6 +148,7 @@ class _Context:
     copies_by_producer: dict[str, list[str]] | None = None
     duration_of: dict[str, float] | None = None
     runtime: set[str] | None = None
+    position: dict[str, int] | None = None
 
     @classmethod
     def of(cls, trace: Any) -> _Context:
@@ -582,10 +583,16 @@ def _soft_moves(context: _Context) -> list[_Finding]:
                 f"that exists ({', '.join(short_device(d) for d in context.trace.devices)})."
             )
             severity = "medium" if asked != "GPU" else ("info" if not context.gpus else "high")
+        elif asked == "GPU" and any(context.gpu_kernel.get(n) in _NO_GPU for n in names):
+            fix = (
+                "it has no GPU kernel for its dtype: cast to one that has (float32), or pin "
+                "it to the CPU on purpose so the move is explicit."
+            )
+            severity = "high" if got == "CPU" else "medium"
         else:
             fix = (
-                "the op has no kernel for it: pin it to the CPU explicitly, or change its "
-                "dtype to one with a kernel there."
+                "the placer could not honour the request (its reason column says why); "
+                "move the request, or the op it is tied to, so that both agree."
             )
             severity = "high" if asked == "GPU" and got == "CPU" else "medium"
         count = f"{len(names)} ops ask" if len(names) > 1 else f"{names[0]} asks"
@@ -1029,7 +1036,7 @@ def _capped(found: list[_Finding]) -> list[_Finding]:
         group.sort(key=lambda f: (rank[f.severity], *(-c for c in f.cost)))
         head, rest = group[: MAX_PER_KIND - 1], group[MAX_PER_KIND - 1 :]
         ops = [op for f in rest for op in f.ops]
-        cost = tuple(sum(f.cost[i] for f in rest) for i in range(3))
+        cost = tuple(sum(f.cost[i] for f in rest) for i in range(3))  # for the evidence
         kept += head
         kept.append(
             _Finding(
@@ -1037,12 +1044,12 @@ def _capped(found: list[_Finding]) -> list[_Finding]:
                 min((f.severity for f in rest), key=rank.__getitem__),
                 ops,
                 (
-                    f"{len(rest)} more {kind} findings like the ones above, over "
-                    f"{len(set(ops)):,} ops ({_names(list(dict.fromkeys(ops)))}): each has "
-                    "the same fix; click to see their ops."
+                    f"{len(rest)} more {kind} findings over {len(set(ops)):,} ops "
+                    f"({_names(list(dict.fromkeys(ops)))}): their causes and fixes are those "
+                    "of the findings above; click to see their ops."
                 ),
                 {"findings": len(rest), "ops": len(set(ops)), "duration_us": cost[0]},
-                cost,  # type: ignore[arg-type]
+                (-1.0, -1.0, -1.0),  # last of its severity: after the ones it summarises
             )
         )
     return kept
@@ -1102,8 +1109,10 @@ def _copy_nodes(context: _Context, producer: str) -> list[str]:
 
 def _in_order(context: _Context, names: Iterable[str]) -> list[str]:
     """``names`` in the trace's row order (first start first)."""
-    wanted = set(names)
-    return [n for n in context.device_of if n in wanted]
+    if context.position is None:
+        context.position = {name: i for i, name in enumerate(context.device_of)}
+    position = context.position
+    return sorted(set(names), key=lambda n: position.get(n, len(position)))
 
 
 def _follower(context: _Context, name: str) -> bool:
