@@ -51,11 +51,14 @@ def header_html(trace: PlacementTrace, notes: Sequence[str] = ()) -> str:
             f"{html.escape(mode)}</span>"
         )
     transfers = "predicted cross-device copies" if predicted else "cross-device transfers"
+    moved = transfer_bytes_text(trace.transfers)
+    if predicted and moved == "sizes not recorded":
+        moved = "sizes unknown: nothing ran"
     return (
         f"<div style='color:var(--jp-ui-font-color1)'>"
         f"<b>TensorFlow placement</b>{source}{mode_tag}: {len(trace.ops):,} ops on "
         f"{len(trace.devices)} devices · {how_text} · <b>{len(trace.transfers)}</b> "
-        f"{transfers} ({html.escape(transfer_bytes_text(trace.transfers))})"
+        f"{transfers} ({html.escape(moved)})"
         + "".join(f"<div style='opacity:.8'>{html.escape(n)}</div>" for n in lines)
         + "</div>"
     )

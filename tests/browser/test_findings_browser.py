@@ -80,4 +80,16 @@ def test_clicking_a_finding_filters_the_table_and_timeline(lab, jupyter_lab):
         "() => document.querySelectorAll('.tfplace-panel .tfplace-finding').length === 0",
         timeout=15_000,
     )
+    # "as on a machine with 1 GPUs": the predicted placement, said so in the header.
+    panel.get_by_label("as on a machine with").check()
+    panel.locator(".tfplace-predicted").wait_for(timeout=30_000)
+    lab.page.wait_for_function(
+        "() => document.querySelector('.tfplace-panel .tfplace-findings-title')"
+        ".textContent.includes('Findings: ')",
+        timeout=15_000,
+    )
+    assert panel.locator(".tfplace-table tbody tr[data-op='int_matmul']").count() == 1
+    devices = panel.locator(".tfplace-table tbody td[data-column='device']").all_inner_texts()
+    assert "GPU:0" in devices and "CPU:0" in devices, devices
+    panel.screenshot(path=str(SCREENSHOTS / "findings-panel-predicted.png"))
     assert not [e for e in lab.console_errors if "tfplace" in e.lower()]
