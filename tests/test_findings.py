@@ -170,7 +170,7 @@ def test_cross_device_copies_say_count_bytes_and_what_to_move(tf, trace_placemen
     assert "put A, B on CPU:1 with C" in found["message"]
     assert {"A", "B", "C"} <= set(found["ops"])  # with their _Send/_Recv
     fetch = _one(trace.findings, "costly_transfer", "C/_4")  # C:0 back to the client
-    assert fetch["severity"] == "info" and "fetches" in fetch["message"]
+    assert fetch["severity"] == "info" and "results, going back to the caller" in fetch["message"]
 
 
 def test_soft_move_says_the_device_does_not_exist(tf, trace_placement):

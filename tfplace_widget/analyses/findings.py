@@ -624,14 +624,14 @@ def _costly_transfers(context: _Context) -> list[_Finding]:
     # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
     copy_time = events.groupby("op")["duration_us"].sum().to_dict() if len(events) else {}
     steps = max(1, _steps(context))
-    directions: dict[tuple[str, str, bool], list[tuple]] = {}
+    directions: dict[tuple[str, str, str], list[tuple]] = {}
     columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
     for tensor, src, dst, size in columns.itertuples(index=False):
         if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
             continue
         producer = _copied_op(context, tensor)
         consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
-        io = _is_feed(context, tensor, producer) or not consumers
+        io = "feed" if _is_feed(context, tensor, producer) else "" if consumers else "fetch"
         row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
         directions.setdefault((src, dst, io), []).append(row)
     findings = []
@@ -656,11 +656,13 @@ def _costly_transfers(context: _Context) -> list[_Finding]:
             size_text += f", {len(sizes)} of {count} sizes known"
         time_text = f", {format_us(seconds)} copying" if seconds else ""
         s_src, s_dst = short_device(src) or src, short_device(dst) or dst
-        if io:
+        if io == "feed":
             fix = (
-                "these are the step's feeds and fetches: feed from a tf.data pipeline that "
-                "prefetches, and fetch only what you need"
+                "the step's inputs, copied in every step: feed them from a tf.data pipeline "
+                "that prefetches, so the copy overlaps the previous step"
             )
+        elif io == "fetch":
+            fix = "the step's results, going back to the caller: fetch only what you need"
         elif producers and consumers and _all_on_one_gpu(context, producers + consumers):
             fix = (
                 f"{_names(producers)} and {_names(consumers)} all run on "
