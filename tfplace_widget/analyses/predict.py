@@ -31,6 +31,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,7 @@ _EXEMPT_FROM_RESOURCE_COLOCATION = frozenset(
     }
 )
 PREDICTED_COLUMNS = ["op", "predicted_device", "how", "reason"]
+_SINK_ONLY = np.array([-1], dtype=np.int64)  # a node nothing consumes feeds the _SINK node
 HOST = "/job:localhost/replica:0/task:0/device:CPU:0"
 
 # A device name as TensorFlow's DeviceNameUtils::ParsedName: (job, replica, task, type, id),
@@ -281,7 +283,9 @@ class _Node:
         self.inputs = [index.get(p, -1) for p in placer.facts.inputs.get(name, ())]
         detail = placer.details.get(name)
         self.controls = [index.get(c, -1) for c in detail.controls] if detail else []
-        self.consumers = placer.consumers_of(i)
+        # Only the generator and Identity heuristics look at a node's consumers.
+        wanted = static.generator or static.op_type in _IDENTITY_TYPES
+        self.consumers = placer.consumers_of(i) if wanted else _SINK_ONLY[:0]
         self.kernel_types = list(static.supported)
         self.generator = static.generator
         self.resource_generator = static.resource_generator
@@ -333,7 +337,7 @@ class _Placer:
         self.errors: list[tuple[tuple, str]] = []  # (TF's order, message)
         self.failed: dict[int, str] = {}
         self._candidates: dict[tuple, list[int]] = {}
-        self.names = names = _graph_order(facts)
+        self.names = names = list(facts.types)
         self.index = index = {name: i for i, name in enumerate(names)}
         device_index = {d: k for k, d in enumerate(self.devices)}
         self.pinned = {
@@ -361,7 +365,9 @@ class _Placer:
         self.how_chosen: dict[int, str] = {}
         self.colocation_dropped: dict[int, str] = {}
         self.demanded: dict[int, Name] = {}  # the group's merged request when a node was placed
-        self._consumers: dict[int, list[int]] | None = None
+        self._consumers: dict[int, np.ndarray] | None = None
+        self._placed_array: np.ndarray | None = None
+        self._edges: _Edges | None = None
         self._pin_results()
 
     # -- set-up -----------------------------------------------------------------------------
@@ -476,23 +482,47 @@ class _Placer:
 
     def consumers_of(self, i: int) -> list[int]:
         """Out-edges of ``i`` (data and control); ``[-1]`` (the ``_SINK``) when none."""
-        if self._consumers is None:
-            consumers: dict[int, list[int]] = {}
-            index = self.index
-            for consumer, producers in self.facts.inputs.items():
-                c = index.get(consumer, -1)
-                for producer in producers:
-                    j = index.get(producer)
-                    if j is not None:
-                        consumers.setdefault(j, []).append(c)
-            for name, detail in self.details.items():
-                c = index.get(name, -1)
-                for producer in detail.controls:
-                    j = index.get(producer)
-                    if j is not None:
-                        consumers.setdefault(j, []).append(c)
+        if self._consumers is None:  # for the nodes whose consumers matter, in one pass
+            statics = self.statics
+            wanted_code = np.zeros(len(statics), dtype=bool)
+            for c, st in enumerate(statics):
+                wanted_code[c] = st.generator or st.op_type in _IDENTITY_TYPES
+            wanted = np.flatnonzero(wanted_code[np.asarray(self.codes, dtype=np.int64)])
+            consumers: dict[int, np.ndarray] = {}
+            if len(wanted):
+                flag = np.zeros(len(self.names) + 1, dtype=bool)
+                flag[wanted] = True
+                edges = self.edges()
+                hit = np.flatnonzero(flag[edges.producer_node])
+                producer = [edges.producer_node[hit]]
+                consumer = [edges.consumer_node[hit]]
+                for name, detail in self.details.items():  # control edges
+                    for source in detail.controls:
+                        j = self.index.get(source, -1)
+                        if j >= 0 and flag[j]:
+                            producer.append(np.array([j]))
+                            consumer.append(np.array([self.index.get(name, -1)]))
+                producer_all = np.concatenate(producer)
+                consumer_all = np.concatenate(consumer)
+                if len(producer_all):
+                    order = np.argsort(producer_all, kind="stable")
+                    producer_all, consumer_all = producer_all[order], consumer_all[order]
+                    heads = np.flatnonzero(np.r_[True, producer_all[1:] != producer_all[:-1]])
+                    for head, part in zip(
+                        producer_all[heads].tolist(),
+                        np.split(consumer_all, heads[1:]),
+                        strict=True,
+                    ):
+                        consumers[head] = part
             self._consumers = consumers
-        return self._consumers.get(i) or [-1]
+        found = self._consumers.get(i)
+        return found if found is not None else _SINK_ONLY
+
+    def edges(self) -> _Edges:
+        """The graph's data edges as arrays (made once; the predicted copies reuse them)."""
+        if self._edges is None:
+            self._edges = _edges(self.facts, self.names)
+        return self._edges
 
     def member(self, i: int) -> _Member:
         """Node ``i``'s own member (``InitializeMember``), made on first use."""
@@ -775,32 +805,46 @@ class _Placer:
             if s.generator or s.op_type in _METADATA_TYPES or s.op_type in _IDENTITY_TYPES
         }
         special = set(self.parent) | set(self.members) | set(self.pinned) | set(self.default)
+        code_array = np.asarray(codes, dtype=np.int64)
         if heuristic:
-            special.update(i for i, c in enumerate(codes) if c in heuristic)
+            wanted = np.zeros(len(statics), dtype=bool)
+            wanted[list(heuristic)] = True
+            special.update(np.flatnonzero(wanted[code_array]).tolist())
         self.special = special
+        lone = np.ones(n, dtype=bool)
+        lone[list(special)] = False
+        # One node per code stands for all lone nodes of that code (first in graph order).
+        present, first_node = np.unique(code_array[lone], return_index=True)
+        lone_nodes = np.flatnonzero(lone)
+        self.representative = dict(
+            zip(present.tolist(), lone_nodes[first_node].tolist(), strict=True)
+        )
         self._shared: dict[int, int | str] = {}
-        self.representative: dict[int, int] = {}
-        for i, code in enumerate(codes):
-            if i not in special:
-                self.representative.setdefault(code, i)
-        first = {code: self._shared_first_choice(code) for code in self.representative}
-        assigned = self.assigned = [-1] * n
-        for i, code in enumerate(codes):
-            if i in special:
-                continue
-            choice = first[code]
+        choice_of = np.full(len(statics) + 1, -1, dtype=np.int64)
+        refused = []
+        for code in self.representative:
+            choice = self._shared_first_choice(code)
             if isinstance(choice, str):
+                refused.append(code)
+            else:
+                choice_of[code] = choice
+        placed = choice_of[code_array]
+        placed[~lone] = -1
+        self.assigned = placed.tolist()
+        if refused:  # every lone node of a refused code: TF names the first it meets
+            bad = np.zeros(len(statics) + 1, dtype=bool)
+            bad[refused] = True
+            for i in np.flatnonzero(bad[code_array] & lone).tolist():
+                choice = self._shared[codes[i]]
                 prefix = (
                     ""
                     if choice.startswith("No OpKernel")
-                    else (f"Cannot assign a device for operation {self.names[i]}: ")
+                    else f"Cannot assign a device for operation {self.names[i]}: "
                 )
                 self._fail(i, prefix + choice, (2, i))
-            else:
-                assigned[i] = choice
         nodes = self.nodes
         second = []
-        for i in sorted(special):
+        for i in self._in_graph_order(special):
             if i in self.pinned:
                 self.assign(i, self.pinned[i])
                 self.how_chosen[i] = "pinned"
@@ -813,6 +857,37 @@ class _Placer:
         for i in second:
             self._place(i, nodes[i], first_pass=False)
         self.errors.sort(key=lambda entry: entry[0])
+
+    def _in_graph_order(self, special: set[int]) -> list[int]:
+        """``special`` in the order TensorFlow's graph constructor numbers nodes: topological,
+        the earliest node of the GraphDef first among the ready ones. Only edges between these
+        nodes matter (every other node is placed on its own). A graph built in Python is in
+        that order already; function graphs read back from their partitions may not be."""
+        ordered = sorted(special)
+        nodes = self.nodes
+        if all(j < i for i in ordered for j in nodes[i].inputs if j in special):
+            return ordered
+        import heapq
+
+        pending = {i: {j for j in nodes[i].inputs if j in special and j != i} for i in ordered}
+        waiting: dict[int, list[int]] = {}
+        for i, sources in pending.items():
+            for j in sources:
+                waiting.setdefault(j, []).append(i)
+        ready = [i for i in ordered if not pending[i]]
+        heapq.heapify(ready)
+        out = []
+        while ready:
+            i = heapq.heappop(ready)
+            out.append(i)
+            for k in waiting.get(i, ()):
+                pending[k].discard(i)
+                if not pending[k]:
+                    heapq.heappush(ready, k)
+        if len(out) < len(ordered):  # a cycle (loop back edges): the rest in GraphDef order
+            done = set(out)
+            out.extend(i for i in ordered if i not in done)
+        return out
 
     def _place(self, i: int, node: _Node, *, first_pass: bool) -> None:
         if i in self.failed and not node.kernel_types:
@@ -831,17 +906,20 @@ class _Placer:
                 if source >= 0 and assigned[source] in devices:
                     chosen = assigned[source]
                     self.how_chosen[i] = "input"
-        elif node.consumers:
-            consumers = node.consumers
-            head = assigned[consumers[0]] if consumers[0] >= 0 else -1
-            same = all((assigned[c] if c >= 0 else -1) == head for c in consumers)
-            if same and head >= 0 and head in devices:
+        elif len(node.consumers):
+            if self._placed_array is None:  # the first pass is done: its devices, once
+                self._placed_array = np.append(np.asarray(assigned, dtype=np.int64), -1)
+            on = self._placed_array[node.consumers]  # the _SINK (-1) reads the -1 appended
+            head = int(on[0])
+            if (on == head).all() and head >= 0 and head in devices:
                 chosen = head
                 self.how_chosen[i] = "consumers"
         if chosen < 0:
             chosen = devices[0]
         self.demanded[i] = self.member(self.find(i)).requested
         self.assign(i, chosen)
+        if self._placed_array is not None:
+            self._placed_array[i] = chosen
 
     def _lone_identity(self, node: _Node) -> bool:
         """``MatchIdentityOperation``: an Identity with no request, one in-edge and one out-edge,
@@ -850,54 +928,11 @@ class _Placer:
             return False
         if len(node.inputs) + len(node.controls) != 1 or len(node.consumers) != 1:
             return False
-        source, sink = node.inputs[0], node.consumers[0]
+        source, sink = node.inputs[0], int(node.consumers[0])
         nodes = self.nodes
         source_request = nodes[source].request if source >= 0 else ""
         sink_request = nodes[sink].request if sink >= 0 else ""  # _SINK asks for nothing
         return source_request == sink_request
-
-
-def _graph_order(facts: GraphFacts) -> list[str]:
-    """The nodes in the order TensorFlow's graph constructor gives them ids: topological, the
-    earliest node in the GraphDef first among those ready. A graph built in Python (or a
-    GraphDef written in order) is already so; others (function graphs read back from their
-    partitions) are sorted."""
-    names = list(facts.types)
-    position = {name: k for k, name in enumerate(names)}
-    inputs = facts.inputs
-    ordered = True
-    for k, name in enumerate(names):
-        for producer in inputs.get(name, ()):
-            if position.get(producer, -1) >= k:
-                ordered = False
-                break
-        if not ordered:
-            break
-    if ordered:
-        return names
-    import heapq
-
-    pending = {}
-    consumers: dict[int, list[int]] = {}
-    for k, name in enumerate(names):
-        sources = {position[p] for p in inputs.get(name, ()) if p in position and p != name}
-        pending[k] = len(sources)
-        for source in sources:
-            consumers.setdefault(source, []).append(k)
-    ready = [k for k, count in pending.items() if count == 0]
-    heapq.heapify(ready)
-    out = []
-    while ready:
-        k = heapq.heappop(ready)
-        out.append(k)
-        for c in consumers.get(k, ()):
-            pending[c] -= 1
-            if pending[c] == 0:
-                heapq.heappush(ready, c)
-    if len(out) < len(names):  # a cycle (loop back edges): the rest in GraphDef order
-        seen = set(out)
-        out.extend(k for k in range(len(names)) if k not in seen)
-    return [names[k] for k in out]
 
 
 def _is_ref_output(op_type: str) -> bool:
@@ -1012,6 +1047,17 @@ def predict_devices(
     ``pinned`` maps nodes the runtime placed before the placer runs (a function's ``_Arg``,
     which lives where the caller's tensor or variable is) to their device.
     """
+    return _predict(facts, devices, soft_placement, details, pinned)[0]
+
+
+def _predict(
+    facts: GraphFacts,
+    devices: Sequence[str],
+    soft_placement: bool,
+    details: Mapping[str, NodeDetail] | None,
+    pinned: Mapping[str, str] | None,
+) -> tuple[pd.DataFrame, _Placer]:
+    """:func:`predict_devices`, and the placer (whose edge table the copies reuse)."""
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
     placer = _Placer(facts, devices, soft_placement, details, pinned)
@@ -1053,7 +1099,7 @@ def predict_devices(
         columns=PREDICTED_COLUMNS,
     )
     frame.attrs["errors"] = [message for _, message in placer.errors]
-    return frame
+    return frame, placer
 
 
 class _Reasons:
@@ -1224,8 +1270,10 @@ class _Reasons:
                 f"({source}) to avoid a copy, so it runs on {short}."
             )
         if chosen == "consumers":
-            consumers = [p.nodes[c].name for c in node.consumers if c >= 0]
-            shown = ", ".join(dict.fromkeys(consumers[:3]))
+            distinct = list(dict.fromkeys(c for c in node.consumers.tolist() if c >= 0))
+            shown = ", ".join(p.names[c] for c in distinct[:3])
+            if len(distinct) > 3:
+                shown += f" and {len(distinct) - 3:,} more"
             return (
                 f"No device requested: an op with no inputs is placed with its consumers "
                 f"({shown}), so it runs on {short}."
@@ -1260,48 +1308,125 @@ def predict_transfers(
 ) -> pd.DataFrame:
     """Predicted copies: one row per (tensor, destination device) crossing devices, and per
     same-GPU edge whose producer and consumer keep the tensor in different memories (a GPU
-    kernel's host-memory argument next to a device-memory one). ``copy`` says which:
-    ``HtoD``, ``DtoH``, ``DtoD`` or ``HtoH`` (between two CPUs)."""
+    kernel's host-memory argument next to a device-memory one). ``copy`` says which memories:
+    ``HtoD``, ``DtoH``, ``DtoD`` or ``HtoH`` (host memory on both sides: two CPUs, or a GPU
+    op's host-memory tensor)."""
+    names = list(device_of)
+    return _copies(facts, names, [device_of[n] for n in names], details)
+
+
+@dataclass
+class _Edges:
+    """The data edges of ``facts.inputs``, flat: one entry per (consumer, input slot)."""
+
+    consumers: list[str]  # facts.inputs' keys, in order
+    lists: list[list[str]]  # their producer lists
+    producers: np.ndarray  # producer name per edge (object)
+    edge_consumer: np.ndarray  # position in ``consumers`` per edge
+    slots: np.ndarray  # input slot per edge
+    producer_node: np.ndarray  # node index of the producer (-1: not a node)
+    consumer_node: np.ndarray  # node index of the consumer per edge (-1: not a node)
+
+
+def _edges(facts: GraphFacts, names: list[str]) -> _Edges:
+    inputs = facts.inputs
+    consumers = list(inputs)
+    lists = list(inputs.values())
+    lengths = np.fromiter(map(len, lists), np.int64, len(lists))
+    producers = np.array(list(chain.from_iterable(lists)), dtype=object)
+    edge_consumer = np.repeat(np.arange(len(consumers)), lengths)
+    slots = np.arange(len(producers)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    index = pd.Index(np.array(names, dtype=object))
+    producer_node = index.get_indexer(producers) if len(producers) else edge_consumer
+    if consumers == names:  # the usual case: facts.inputs lists every node, in graph order
+        consumer_node = edge_consumer
+    else:
+        consumer_node = index.get_indexer(np.array(consumers, dtype=object))[edge_consumer]
+    return _Edges(consumers, lists, producers, edge_consumer, slots, producer_node, consumer_node)
+
+
+def _copies(
+    facts: GraphFacts,
+    names: list[str],
+    placed_on: list[str],
+    details: Mapping[str, NodeDetail] | None,
+    edges: _Edges | None = None,
+) -> pd.DataFrame:
+    """:func:`predict_transfers` with the devices as a list beside ``names`` ("" unplaced)."""
+    if edges is None:
+        edges = _edges(facts, names)
+    consumers, lists, producers = edges.consumers, edges.lists, edges.producers
+    edge_consumer, slots = edges.edge_consumer, edges.slots
+    devices = sorted(set(placed_on) - {""})
+    if not len(producers) or not devices:
+        return _transfers_frame([], [], [], [])
+    known = pd.Index(devices, dtype=object)
+    node_device = np.append(known.get_indexer(np.array(placed_on, dtype=object)), -1)
+    dst = node_device[edges.consumer_node]  # "" and -1 (not a node) -> -1
+    src = node_device[edges.producer_node]
+    host = np.array(["device:CPU:" in d for d in devices] + [True])
+    src_host, dst_host = host[src], host[dst]
+    placed = (src >= 0) & (dst >= 0)
+    tensors = _edge_tensors(producers, consumers, lists, details)
+    # A GPU kernel's host-memory argument: its tensor is in host memory on the GPU device.
     kernels = getattr(facts, "kernels", {})
-    details = details or {}
-    seen: set = set()
-    rows = []
-    for consumer, producers in facts.inputs.items():
-        dst = device_of.get(consumer, "")
-        if not dst:
-            continue
+    gpu_out = np.flatnonzero(placed & ~src_host)
+    for e, produced in zip(gpu_out, map(kernels.get, producers[gpu_out]), strict=True):
+        if produced is not None and produced.gpu_host_outputs:
+            out_slot = int(tensors[e].rpartition(":")[2] or 0)
+            src_host[e] = out_slot in produced.gpu_host_outputs
+    gpu_in = np.flatnonzero(placed & ~dst_host)
+    consumer_names = np.array(consumers, dtype=object)[edge_consumer[gpu_in]]
+    for e, consumed in zip(gpu_in, map(kernels.get, consumer_names), strict=True):
+        if consumed is not None and consumed.gpu_host_inputs:
+            dst_host[e] = int(slots[e]) in consumed.gpu_host_inputs
+    moved = np.flatnonzero(placed & ((src != dst) | (src_host != dst_host)))
+    if not len(moved):
+        return _transfers_frame([], [], [], [])
+    # One row per (tensor, destination, memory there): the runtime sends a tensor once.
+    codes, _ = pd.factorize(tensors[moved])
+    key = (codes.astype(np.int64) * (len(devices) + 1) + dst[moved]) * 2 + dst_host[moved]
+    _, first = np.unique(key, return_index=True)
+    rows = moved[np.sort(first)]
+    names = np.array(devices, dtype=object)
+    copy = np.where(src_host[rows], "Hto", "Dto").astype(object) + np.where(
+        dst_host[rows], "H", "D"
+    ).astype(object)
+    return _transfers_frame(tensors[rows], names[src[rows]], names[dst[rows]], copy)
+
+
+def _edge_tensors(
+    producers: np.ndarray,
+    consumers: list[str],
+    lists: list[list[str]],
+    details: Mapping[str, NodeDetail] | None,
+) -> np.ndarray:
+    """Each data edge's tensor, ``"producer:slot"`` (slot 0 without the node defs)."""
+    if not details:
+        return producers + ":0"
+    named: list[str] = []
+    for consumer, sources in zip(consumers, lists, strict=True):
         detail = details.get(consumer)
-        tensors = detail.input_tensors if detail is not None else ()
-        consumer_facts = kernels.get(consumer)
-        for slot, source in enumerate(producers):
-            src = device_of.get(source, "")
-            if not src:
-                continue
-            tensor = tensors[slot] if slot < len(tensors) else f"{source}:0"
-            out_slot = int(tensor.rpartition(":")[2] or 0)
-            src_host = _in_host_memory(src, kernels.get(source), out_slot, output=True)
-            dst_host = _in_host_memory(dst, consumer_facts, slot, output=False)
-            if src == dst and src_host == dst_host:
-                continue
-            key = (tensor, src, dst, dst_host)
-            if key in seen:
-                continue
-            seen.add(key)
-            copy = ("H" if src_host else "D") + "to" + ("H" if dst_host else "D")
-            rows.append((tensor, src, dst, pd.NA, True, copy))
-    frame = pd.DataFrame(rows, columns=TRANSFER_PREDICTED_COLUMNS)
-    frame["bytes"] = frame["bytes"].astype("Int64")
-    frame["predicted"] = frame["predicted"].astype(bool)
-    return frame
+        if detail is not None and len(detail.input_tensors) == len(sources):
+            named.extend(detail.input_tensors)
+        else:
+            named.extend(f"{p}:0" for p in sources)
+    return np.array(named, dtype=object)
 
 
-def _in_host_memory(device: str, kernel: Any, index: int, *, output: bool) -> bool:
-    if "device:CPU:" in device:
-        return True
-    if kernel is None:
-        return False
-    host = kernel.gpu_host_outputs if output else kernel.gpu_host_inputs
-    return index in host
+def _transfers_frame(tensors: list, sources: list, targets: list, copies: list) -> pd.DataFrame:
+    n = len(tensors)
+    return pd.DataFrame(
+        {
+            "tensor": pd.Series(tensors, dtype=object),
+            "src_device": pd.Series(sources, dtype=object),
+            "dst_device": pd.Series(targets, dtype=object),
+            "bytes": pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)),
+            "predicted": np.ones(n, dtype=bool),
+            "copy": pd.Series(copies, dtype=object),
+        },
+        columns=TRANSFER_PREDICTED_COLUMNS,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1368,8 +1493,8 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     if not devices:
         devices = [HOST, *gpu_devices(gpus)]
     pinned = _pinned_arguments(trace, facts, gpus)
-    frame = predict_devices(facts, devices, soft_placement=soft, details=details, pinned=pinned)
-    return _predicted_trace(trace, facts, frame, devices, gpus, soft, details)
+    frame, placer = _predict(facts, devices, soft, details, pinned)
+    return _predicted_trace(trace, facts, frame, devices, gpus, soft, details, placer.edges())
 
 
 def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, str]:
@@ -1451,6 +1576,7 @@ def _predicted_trace(
     gpus: int,
     soft: bool,
     details: Mapping[str, NodeDetail] | None,
+    edges: _Edges | None = None,
 ) -> Any:
     from ..analyses.kernels import GPU_KERNEL_VALUES, UNKNOWN
     from ..frames import EVENTS_COLUMNS, OPS_COLUMNS
@@ -1459,36 +1585,48 @@ def _predicted_trace(
 
     names = frame["op"].tolist()
     predicted = frame["predicted_device"].tolist()
-    ran = trace.ops.drop_duplicates("op")
-    traced = dict(zip(ran["op"], ran["device"], strict=True))
-    function_of = dict(zip(ran["op"], ran["function"], strict=True)) if "function" in ran else {}
-    kernels = getattr(facts, "kernels", {})
-    known = [kernels.get(name, UNKNOWN) for name in names]
+    ran = trace.ops
+    ran_ops = ran["op"].tolist()  # reversed below: a name's first row wins
+    traced = dict(zip(reversed(ran_ops), reversed(ran["device"].tolist()), strict=True))
+    function_of = {}
+    if "function" in ran and trace.mode == "function":
+        function_of = dict(zip(reversed(ran_ops), reversed(ran["function"].tolist()), strict=True))
+    known = list(map(getattr(facts, "kernels", {}).get, names, repeat(UNKNOWN)))
     n = len(names)
+    missing = np.ones(n, bool)
+
+    def text(values: Any) -> np.ndarray:  # object columns: pandas need not check each string
+        out = np.empty(n, dtype=object)
+        out[:] = values
+        return out
+
+    columns = {
+        "op": text(names),
+        "type": text(list(map(facts.types.__getitem__, names))),
+        "device": text(predicted),
+        "requested_device": text(list(map(facts.requested.get, names, repeat("")))),
+        "how": pd.Categorical(frame["how"], categories=[*HOW_VALUES, "error"]),
+        "reason": text(frame["reason"].to_numpy()),
+        "start_us": np.full(n, np.nan),
+        "duration_us": np.full(n, np.nan),
+        "runs": pd.arrays.IntegerArray(np.zeros(n, np.int64), missing),
+        "output_bytes": pd.arrays.IntegerArray(np.zeros(n, np.int64), missing.copy()),
+        "function": text(list(map(function_of.get, names, repeat(""))) if function_of else ""),
+        "kernels": text([k.kernels for k in known]),
+        "gpu_kernel": pd.Categorical(
+            [k.gpu_kernel for k in known], categories=list(GPU_KERNEL_VALUES)
+        ),
+    }
+    order = [c for c in OPS_COLUMNS if c in columns]
     ops = pd.DataFrame(
         {
-            "op": names,
-            "type": [facts.types[name] for name in names],
-            "device": predicted,
-            "requested_device": [facts.requested.get(name, "") for name in names],
-            "how": pd.Categorical(frame["how"], categories=[*HOW_VALUES, "error"]),
-            "reason": frame["reason"].tolist(),
-            "start_us": pd.Series([float("nan")] * n, dtype="float64"),
-            "duration_us": pd.Series([float("nan")] * n, dtype="float64"),
-            "runs": pd.array([pd.NA] * n, dtype="Int64"),
-            "output_bytes": pd.array([pd.NA] * n, dtype="Int64"),
-            "function": [function_of.get(name, "") for name in names],
-            "kernels": [k.kernels for k in known],
-            "gpu_kernel": pd.Categorical(
-                [k.gpu_kernel for k in known], categories=list(GPU_KERNEL_VALUES)
-            ),
-        }
+            **{c: columns[c] for c in order},
+            "predicted_device": columns["device"],
+            "traced_device": text(list(map(traced.get, names, repeat("")))),
+        },
+        copy=False,
     )
-    ops = ops[[c for c in OPS_COLUMNS if c in ops]]
-    ops["predicted_device"] = predicted
-    ops["traced_device"] = [traced.get(name, "") for name in names]
-    device_of = {name: d for name, d in zip(names, predicted, strict=True) if d}
-    transfers = predict_transfers(facts, device_of, details)
+    transfers = _copies(facts, names, predicted, details, edges)
     errors = frame.attrs.get("errors", [])
     gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
     notes = [
@@ -1501,10 +1639,10 @@ def _predicted_trace(
             f"{'' if len(errors) == 1 else 's'}); the first: {errors[0]}"
         )
     result = PlacementTrace(
-        ops=ops.reset_index(drop=True),
+        ops=ops,
         events=pd.DataFrame({c: [] for c in EVENTS_COLUMNS}),
         transfers=transfers,
-        devices=sorted({d for d in predicted if d} | set(devices), key=device_sort_key),
+        devices=sorted((set(predicted) - {""}) | set(devices), key=device_sort_key),
         inputs=dict(facts.inputs),
         source=f"{trace.source or 'graph'} (predicted, {gpu_words})",
         mode=trace.mode,
