@@ -374,14 +374,14 @@ class _Placer:
     def _classify(self) -> None:
         """``codes[i]``: index into ``statics`` of node ``i``'s op type, kernels and request."""
         facts, names, details = self.facts, self.names, self.details
-        types = list(map(facts.types.__getitem__, names))
-        requested_get = facts.requested.get
-        requests = [requested_get(x) or "" for x in names]
+        types = list(facts.types.values())  # names are facts.types' keys, in order
+        requests = _in_order(facts.requested, names, "")
+        if None in requests:
+            requests = [r or "" for r in requests]
         for i in self.default:
             requests[i] = ""
-        kernels = list(map(getattr(facts, "kernels", {}).get, names))
-        inputs_get = facts.inputs.get
-        has_inputs = [bool(inputs_get(x)) for x in names]
+        kernels = _in_order(getattr(facts, "kernels", {}), names, None)
+        has_inputs = list(map(bool, _in_order(facts.inputs, names, ())))
         produces_resource = [False] * len(names)
         for producers in facts.resource_inputs.values():
             for producer in producers:
@@ -398,6 +398,7 @@ class _Placer:
         )
         code_of: dict[tuple, int] = {}
         statics: list[_Static] = []
+        self.code_kernels: list[Any] = []  # the KernelFacts of each code
         codes = []
         append = codes.append
         for i, key in enumerate(keys):
@@ -405,6 +406,7 @@ class _Placer:
             if code is None:
                 code = code_of[key] = len(statics)
                 statics.append(self._static(key, kernels[i]))
+                self.code_kernels.append(kernels[i])
             append(code)
         self.codes = codes
         self.statics = statics
@@ -518,10 +520,18 @@ class _Placer:
         found = self._consumers.get(i)
         return found if found is not None else _SINK_ONLY
 
+    def host_args(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per node (and a last False): does its GPU kernel keep an output / an input in host
+        memory (from the kernel registry, per code)."""
+        outs = [bool(k is not None and k.gpu_host_outputs) for k in self.code_kernels]
+        ins = [bool(k is not None and k.gpu_host_inputs) for k in self.code_kernels]
+        codes = np.append(np.asarray(self.codes, dtype=np.int64), len(outs))
+        return np.array([*outs, False])[codes], np.array([*ins, False])[codes]
+
     def edges(self) -> _Edges:
         """The graph's data edges as arrays (made once; the predicted copies reuse them)."""
         if self._edges is None:
-            self._edges = _edges(self.facts, self.names)
+            self._edges = _edges(self.facts, self.names, self.index)
         return self._edges
 
     def member(self, i: int) -> _Member:
@@ -935,6 +945,14 @@ class _Placer:
         return source_request == sink_request
 
 
+def _in_order(table: Mapping[str, Any], names: list[str], missing: Any) -> list:
+    """``[table.get(name, missing) for name in names]``, at C speed when ``table`` has exactly
+    these keys in this order (GraphFacts' dicts are filled node by node, in graph order)."""
+    if len(table) == len(names) and list(table) == names:
+        return list(table.values())
+    return list(map(table.get, names, repeat(missing)))
+
+
 def _is_ref_output(op_type: str) -> bool:
     try:
         from tensorflow.python.framework import op_def_registry
@@ -1328,20 +1346,23 @@ class _Edges:
     consumer_node: np.ndarray  # node index of the consumer per edge (-1: not a node)
 
 
-def _edges(facts: GraphFacts, names: list[str]) -> _Edges:
+def _edges(facts: GraphFacts, names: list[str], index: Mapping[str, int] | None = None) -> _Edges:
     inputs = facts.inputs
     consumers = list(inputs)
     lists = list(inputs.values())
     lengths = np.fromiter(map(len, lists), np.int64, len(lists))
-    producers = np.array(list(chain.from_iterable(lists)), dtype=object)
+    flat = list(chain.from_iterable(lists))
+    producers = np.array(flat, dtype=object)
     edge_consumer = np.repeat(np.arange(len(consumers)), lengths)
     slots = np.arange(len(producers)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    index = pd.Index(np.array(names, dtype=object))
-    producer_node = index.get_indexer(producers) if len(producers) else edge_consumer
+    if index is None:
+        index = {name: i for i, name in enumerate(names)}
+    producer_node = np.fromiter(map(index.get, flat, repeat(-1)), np.int64, len(flat))
     if consumers == names:  # the usual case: facts.inputs lists every node, in graph order
         consumer_node = edge_consumer
     else:
-        consumer_node = index.get_indexer(np.array(consumers, dtype=object))[edge_consumer]
+        position = np.fromiter(map(index.get, consumers, repeat(-1)), np.int64, len(consumers))
+        consumer_node = position[edge_consumer]
     return _Edges(consumers, lists, producers, edge_consumer, slots, producer_node, consumer_node)
 
 
@@ -1351,10 +1372,19 @@ def _copies(
     placed_on: list[str],
     details: Mapping[str, NodeDetail] | None,
     edges: _Edges | None = None,
+    host_args: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """:func:`predict_transfers` with the devices as a list beside ``names`` ("" unplaced)."""
+    """:func:`predict_transfers` with the devices as a list beside ``names`` ("" unplaced).
+    ``host_args``: per node, whether its GPU kernel keeps some output / input in host memory."""
     if edges is None:
         edges = _edges(facts, names)
+    if host_args is None:
+        known_kernels = _in_order(getattr(facts, "kernels", {}), names, None)
+        host_args = (
+            np.array([bool(k is not None and k.gpu_host_outputs) for k in known_kernels] + [0]),
+            np.array([bool(k is not None and k.gpu_host_inputs) for k in known_kernels] + [0]),
+        )
+    host_out, host_in = host_args
     consumers, lists, producers = edges.consumers, edges.lists, edges.producers
     edge_consumer, slots = edges.edge_consumer, edges.slots
     devices = sorted(set(placed_on) - {""})
@@ -1370,16 +1400,14 @@ def _copies(
     tensors = _edge_tensors(producers, consumers, lists, details)
     # A GPU kernel's host-memory argument: its tensor is in host memory on the GPU device.
     kernels = getattr(facts, "kernels", {})
-    gpu_out = np.flatnonzero(placed & ~src_host)
+    gpu_out = np.flatnonzero(placed & ~src_host & host_out[edges.producer_node])
     for e, produced in zip(gpu_out, map(kernels.get, producers[gpu_out]), strict=True):
-        if produced is not None and produced.gpu_host_outputs:
-            out_slot = int(tensors[e].rpartition(":")[2] or 0)
-            src_host[e] = out_slot in produced.gpu_host_outputs
-    gpu_in = np.flatnonzero(placed & ~dst_host)
+        out_slot = int(tensors[e].rpartition(":")[2] or 0)
+        src_host[e] = out_slot in produced.gpu_host_outputs
+    gpu_in = np.flatnonzero(placed & ~dst_host & host_in[edges.consumer_node])
     consumer_names = np.array(consumers, dtype=object)[edge_consumer[gpu_in]]
     for e, consumed in zip(gpu_in, map(kernels.get, consumer_names), strict=True):
-        if consumed is not None and consumed.gpu_host_inputs:
-            dst_host[e] = int(slots[e]) in consumed.gpu_host_inputs
+        dst_host[e] = int(slots[e]) in consumed.gpu_host_inputs
     moved = np.flatnonzero(placed & ((src != dst) | (src_host != dst_host)))
     if not len(moved):
         return _transfers_frame([], [], [], [])
@@ -1494,7 +1522,7 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
         devices = [HOST, *gpu_devices(gpus)]
     pinned = _pinned_arguments(trace, facts, gpus)
     frame, placer = _predict(facts, devices, soft, details, pinned)
-    return _predicted_trace(trace, facts, frame, devices, gpus, soft, details, placer.edges())
+    return _predicted_trace(trace, facts, frame, devices, gpus, soft, details, placer)
 
 
 def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, str]:
@@ -1576,7 +1604,7 @@ def _predicted_trace(
     gpus: int,
     soft: bool,
     details: Mapping[str, NodeDetail] | None,
-    edges: _Edges | None = None,
+    placer: _Placer,
 ) -> Any:
     from ..analyses.kernels import GPU_KERNEL_VALUES, UNKNOWN
     from ..frames import EVENTS_COLUMNS, OPS_COLUMNS
@@ -1591,8 +1619,11 @@ def _predicted_trace(
     function_of = {}
     if "function" in ran and trace.mode == "function":
         function_of = dict(zip(reversed(ran_ops), reversed(ran["function"].tolist()), strict=True))
-    known = list(map(getattr(facts, "kernels", {}).get, names, repeat(UNKNOWN)))
     n = len(names)
+    codes = np.asarray(placer.codes, dtype=np.int64)  # per code: type, kernels (placer.statics)
+    by_code = [k if k is not None else UNKNOWN for k in placer.code_kernels]
+    gpu_values = list(GPU_KERNEL_VALUES)
+    gpu_codes = np.array([gpu_values.index(k.gpu_kernel) for k in by_code], dtype=np.int8)
     missing = np.ones(n, bool)
 
     def text(values: Any) -> np.ndarray:  # object columns: pandas need not check each string
@@ -1602,9 +1633,9 @@ def _predicted_trace(
 
     columns = {
         "op": text(names),
-        "type": text(list(map(facts.types.__getitem__, names))),
+        "type": np.array([st.op_type for st in placer.statics], dtype=object)[codes],
         "device": text(predicted),
-        "requested_device": text(list(map(facts.requested.get, names, repeat("")))),
+        "requested_device": text(_in_order(facts.requested, names, "")),
         "how": pd.Categorical(frame["how"], categories=[*HOW_VALUES, "error"]),
         "reason": text(frame["reason"].to_numpy()),
         "start_us": np.full(n, np.nan),
@@ -1612,10 +1643,8 @@ def _predicted_trace(
         "runs": pd.arrays.IntegerArray(np.zeros(n, np.int64), missing),
         "output_bytes": pd.arrays.IntegerArray(np.zeros(n, np.int64), missing.copy()),
         "function": text(list(map(function_of.get, names, repeat(""))) if function_of else ""),
-        "kernels": text([k.kernels for k in known]),
-        "gpu_kernel": pd.Categorical(
-            [k.gpu_kernel for k in known], categories=list(GPU_KERNEL_VALUES)
-        ),
+        "kernels": np.array([k.kernels for k in by_code], dtype=object)[codes],
+        "gpu_kernel": pd.Categorical.from_codes(gpu_codes[codes], categories=gpu_values),
     }
     order = [c for c in OPS_COLUMNS if c in columns]
     ops = pd.DataFrame(
@@ -1626,7 +1655,7 @@ def _predicted_trace(
         },
         copy=False,
     )
-    transfers = _copies(facts, names, predicted, details, edges)
+    transfers = _copies(facts, names, predicted, details, placer.edges(), placer.host_args())
     errors = frame.attrs.get("errors", [])
     gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
     notes = [
