@@ -221,6 +221,24 @@ def close_widgets(keep_bundle: bool) -> None:
             widget.close()
 
 
+def _show_as_in_a_kernel(show_placement: Any, trace: Any) -> tuple[float, float, Any]:
+    """``show_placement(trace)`` called inside a running event loop, as ipykernel runs a cell:
+    seconds until it returns (the panel is on screen), and until its findings are shown (for
+    a large trace the panel finds them on the loop right after the cell)."""
+    import asyncio
+
+    async def cell() -> tuple[float, float, Any]:
+        gc.collect()
+        start = time.perf_counter()
+        panel = show_placement(trace)
+        shown = time.perf_counter() - start
+        while panel._findings_frame is None and not panel._findings_error:
+            await asyncio.sleep(0)
+        return shown, time.perf_counter() - start, panel
+
+    return asyncio.run(cell())
+
+
 def bench_panel(name: str, trace: Any, query: str, builds: int, memory: bool) -> dict | None:
     """Build the panel ``builds`` times: build 0 is the first panel of a process (it sends
     plotly's widget bundle), the others are later panels (the bundle is in the browser)."""
@@ -233,7 +251,7 @@ def bench_panel(name: str, trace: Any, query: str, builds: int, memory: bool) ->
 
     log(f"panel on {name}: {builds} builds, typing {query!r}")
     result: dict[str, Any] = {"name": name, "ops": len(trace.ops), "events": len(trace.events)}
-    build_s, state_bytes, code_bytes, widgets_opened = [], [], [], []
+    build_s, findings_s, state_bytes, code_bytes, widgets_opened = [], [], [], [], []
     keystrokes: list[dict] = []
     lowered = trace.ops["op"].str.lower()
     with recording_comms() as comms:
@@ -249,8 +267,10 @@ def bench_panel(name: str, trace: Any, query: str, builds: int, memory: bool) ->
             gc.collect()
             comms.opened = comms.open_bytes = comms.code_bytes = 0
             comms.reset_messages()
-            seconds, panel = time_once(lambda: show_placement(trace))
+            trace.__dict__.pop("_findings_cache", None)  # every build finds them again
+            seconds, findings_seconds, panel = _show_as_in_a_kernel(show_placement, trace)
             build_s.append(seconds)
+            findings_s.append(findings_seconds)
             state_bytes.append(comms.open_bytes + comms.message_bytes)
             code_bytes.append(comms.code_bytes)
             widgets_opened.append(comms.opened)
@@ -281,6 +301,7 @@ def bench_panel(name: str, trace: Any, query: str, builds: int, memory: bool) ->
         close_widgets(keep_bundle=True)
     result.update(
         build_s=build_s,
+        findings_s=findings_s,
         state_bytes=state_bytes[0],  # the first panel of a process: plotly's bundle included
         code_bytes=code_bytes[0],
         later_state_bytes=state_bytes[1] if len(state_bytes) > 1 else None,
@@ -523,15 +544,19 @@ def render(results: dict) -> str:
             "buffers). Build 0 is the first panel of a process: every widget closed before it, "
             "so it also opens the kernel's `PlotlyBundle`, which carries plotly.js; "
             "the later builds keep that one widget open, as a notebook with several panels does. "
-            "Build times are over all builds."
+            "Build times are over all builds, each called inside a running event loop as "
+            "ipykernel runs a cell: 'build' until `show_placement` returns (the panel is on "
+            "screen), 'findings shown' until its findings are (above 20,000 ops the panel finds "
+            "them on the loop right after the cell)."
         )
         add("")
         add(
-            "| trace | ops | build | keystroke median | keystroke worst | state sent, first panel "
+            "| trace | ops | build (panel on screen) | findings shown | keystroke median "
+            "| keystroke worst | state sent, first panel "
             "(of which widget JS/CSS code) | state sent, a later panel (code) | widgets "
             "| bytes per keystroke (max) |"
         )
-        add("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        add("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for p in panels:
             keys = [k["s"] for k in p["keystrokes"]]
             worst = max(p["keystrokes"], key=lambda k: k["s"])
@@ -552,6 +577,7 @@ def render(results: dict) -> str:
                 )
             add(
                 f"| {p['name']}{marks} | {p['ops']:,} | {_t(p['build_s']).ms()} "
+                f"| {_t(p['findings_s']).ms()} "
                 f"| {fmt_ms(statistics.median(keys))} "
                 f"| {fmt_ms(worst['s'])} ({worst['text']!r}) | {fmt_bytes(p['state_bytes'])} "
                 f"({fmt_bytes(p.get('code_bytes', 0))}) | {later} "
