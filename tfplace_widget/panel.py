@@ -4,7 +4,8 @@
 a :class:`PlacementTrace`, a RunMetadata or a trace file). The panel filters in the kernel
 with vectorised pandas and sends the browser only the rows on screen. What it draws lives in
 views of their own: ``panel_html`` (header, details, messages, log), ``findings_view`` (the
-findings above the table), ``table`` (the op table) and ``timeline`` (the timeline).
+findings above the table), ``table`` (the op table), ``timeline`` (the timeline) and
+``comparison_view`` (this run against the previous one, or against ``compare_to``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import ipywidgets as widgets
 import numpy as np
 import pandas as pd
 
+from .analyses.compare import compare
 from .colors import color_class, device_color
+from .comparison_view import ComparisonView
 from .devices import short_device
 from .errors import TraceError
 from .findings_view import FindingsList
@@ -32,6 +35,7 @@ from .table import OpTable
 from .timeline import Timeline
 from .trace import PlacementTrace
 from .tracer import MAX_DEVICES_PER_TYPE, check_option_names, trace_placement
+from .widget_tree import widget_tree as _widget_tree
 
 TABLE_COLUMNS = [
     ("op", "op"),
@@ -49,7 +53,6 @@ MAX_LOG_LINES = 400
 FINDINGS_LATER_OPS = 20_000  # larger traces find their findings after the cell
 MAX_GPUS = 8  # the "as on a machine with N GPUs" control
 MAX_CPUS = MAX_DEVICES_PER_TYPE  # what trace_placement accepts; a larger given count widens it
-_SHARED_WIDGET_TRAITS = {"_plotly_bundle"}  # widgets a panel points at but does not own
 
 
 class PlacementPanel(widgets.VBox):
@@ -74,6 +77,9 @@ class PlacementPanel(widgets.VBox):
         self._findings_frame: pd.DataFrame | None = None  # trace.findings, as on screen
         self._findings_error = ""  # why there are none on screen, when finding them failed
         self._syncing = False
+        self._previous: PlacementTrace | None = None  # what was on screen before the last run
+        self._compare_labels = ("previous run", "this run")
+        self._comparison: ComparisonView | None = None
 
         self.header = widgets.HTML(layout=widgets.Layout(margin="0 0 4px 0"))
         self.chips = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
@@ -138,6 +144,33 @@ class PlacementPanel(widgets.VBox):
             page_size=PAGE_SIZE,
         )
         self.details = widgets.HTML()
+        self.move_to = widgets.Dropdown(
+            description="move to",
+            layout=widgets.Layout(width="260px"),
+            style={"description_width": "initial"},
+        )
+        self.move_to.add_class("tfplace-move-to")
+        self.move_rerun = widgets.Button(
+            description="Re-run",
+            icon="refresh",
+            tooltip="Trace again with the picked op on this device (overrides=), then compare",
+        )
+        self.move_rerun.add_class("tfplace-move-rerun")
+        self.move_box = widgets.HBox(
+            [self.move_to, self.move_rerun],
+            layout=widgets.Layout(align_items="center", display="none"),
+        )
+        self.compare_toggle = widgets.ToggleButton(
+            description="compare with the previous run",
+            icon="columns",
+            disabled=True,
+            tooltip="Show this run and the one before it one above the other, and what moved",
+            layout=widgets.Layout(width="auto"),
+        )
+        self.compare_toggle.add_class("tfplace-compare-toggle")
+        self._comparison_box = widgets.Box(
+            layout=widgets.Layout(width="100%", display="none", flex_flow="column")
+        )
         self.log_view = widgets.HTML()
         self.log_section = widgets.Accordion(children=[self.log_view], selected_index=None)
         self._figure_box = widgets.Box(layout=widgets.Layout(width="100%", display="block"))
@@ -152,6 +185,7 @@ class PlacementPanel(widgets.VBox):
                 self.as_gpus,
                 self.gpus,
                 self.gpus_label,
+                self.compare_toggle,
             ],
             layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
         )
@@ -166,9 +200,11 @@ class PlacementPanel(widgets.VBox):
                 self.findings_view,
                 finder,
                 self.message,
+                self._comparison_box,
                 self._figure_box,
                 self.table,
                 self.details,
+                self.move_box,
                 explore,
                 self.log_section,
             ],
@@ -186,6 +222,8 @@ class PlacementPanel(widgets.VBox):
         self.findings_view.observe(self._on_finding_change, "selected")
         self.log_section.observe(self._on_log_toggle, "selected_index")
         self.rerun.on_click(self._on_rerun_click)
+        self.move_rerun.on_click(self._on_move_click)
+        self.compare_toggle.observe(self._on_compare_toggle, "value")
         self.as_gpus.observe(self._on_gpus_change, "value")
         self.gpus.observe(self._on_gpus_change, "value")
         self.trace = self.traced = trace
@@ -226,6 +264,10 @@ class PlacementPanel(widgets.VBox):
         for widget in tree:
             widget.unobserve_all()
         self.rerun.on_click(self._on_rerun_click, remove=True)
+        self.move_rerun.on_click(self._on_move_click, remove=True)
+        if self._comparison is not None:
+            self._comparison.release()
+        self._comparison = self._previous = None
         if self._timeline is not None:
             widget = self._timeline.widget
             self._timeline.release()
@@ -307,10 +349,19 @@ class PlacementPanel(widgets.VBox):
         finally:
             self._syncing = False
         self.log_section.set_title(0, f"TensorFlow log ({len(self._log_lines)} lines)")
+        self._render_move("")
+        if self.compare_toggle.value:
+            self._show_comparison()
         self._apply_filters()
 
-    def run(self) -> PlacementTrace | None:
-        """Trace the builder again with the panel's settings; on failure keep the last result."""
+    def run(
+        self, overrides: dict[str, str] | None = None, *, compare: bool = False
+    ) -> PlacementTrace | None:
+        """Trace the builder again with the panel's settings; on failure keep the last result.
+
+        ``overrides`` (``{op: device}``) are merged into the panel's ``overrides`` option, and
+        kept for the re-runs after. What was on screen before becomes "the previous run";
+        ``compare=True`` shows the comparison with it at once."""
         if self.builder is None:
             self._show_message(
                 "This panel shows a loaded trace; there is no graph builder to "
@@ -318,6 +369,9 @@ class PlacementPanel(widgets.VBox):
             )
             return None
         options = self._options_from_controls()
+        if overrides:
+            options["overrides"] = {**(options.get("overrides") or {}), **overrides}
+        previous = self.trace
         self.rerun.disabled = True
         self.rerun.description = "Running..."
         try:
@@ -334,8 +388,93 @@ class PlacementPanel(widgets.VBox):
         self.options = options
         self.error = ""
         self._show_message("")
+        self._previous = previous
+        self.compare_toggle.disabled = False
         self.show_trace(trace)
+        if compare and not self.compare_toggle.value:
+            self.compare_toggle.value = True  # the observer draws the comparison
         return trace
+
+    def compare_with(self, trace: PlacementTrace, label: str = "compare_to") -> None:
+        """Show the comparison of ``trace`` (as ``a``, named ``label``) with the trace on
+        screen (``b``), as after a re-run; the toggle goes back to the single view."""
+        if not isinstance(trace, PlacementTrace):
+            raise TypeError(f"compare_with takes a PlacementTrace, not {type(trace).__name__}.")
+        self._previous = trace
+        self._compare_labels = (label, "this run")
+        self.compare_toggle.disabled = False
+        if self.compare_toggle.value:
+            self._show_comparison()
+            self._apply_filters()
+        else:
+            self.compare_toggle.value = True
+
+    @property
+    def comparison(self) -> ComparisonView | None:
+        """The comparison view on screen, or ``None`` in the single view."""
+        return self._comparison if self.compare_toggle.value else None
+
+    # -- compare with the previous run ---------------------------------------------------------
+    def _show_comparison(self) -> None:
+        """Draw ``compare(previous, on screen)`` in the comparison view and show it in place of
+        the single view's chips, findings, timeline and table."""
+        diff = compare(self._previous, self.trace)
+        if self._comparison is None:
+            self._comparison = ComparisonView(diff, self._compare_labels, search=False)
+            self._comparison_box.children = [self._comparison]
+        else:
+            self._comparison.show(diff, self._compare_labels)
+        self._set_comparing(True)
+
+    def _set_comparing(self, comparing: bool) -> None:
+        single = "none" if comparing else None
+        for view in (self.chips, self.findings_view, self._figure_box, self.table, self.details):
+            view.layout.display = single
+        self.status.layout.display = single
+        if comparing or self.move_box.layout.display != "none":
+            self.move_box.layout.display = "none" if comparing else None
+        self._comparison_box.layout.display = "flex" if comparing else "none"
+        self.compare_toggle.description = (
+            "back to the single view" if comparing else "compare with the previous run"
+        )
+
+    def _on_compare_toggle(self, change: dict) -> None:
+        if self._closed or self._syncing:
+            return
+        if not change["new"]:
+            self._set_comparing(False)
+            self._guard(lambda: self._render_move(self.table.selected_op))
+            return
+        try:
+            self._show_comparison()
+            self._apply_filters()
+        except Exception as exc:  # keep the single view on screen
+            self._syncing = True
+            try:
+                self.compare_toggle.value = False
+            finally:
+                self._syncing = False
+            self._set_comparing(False)
+            self._show_error(exc, kept="The single view stays on screen.")
+
+    # -- move the picked op and re-run -----------------------------------------------------------
+    def _render_move(self, op: str) -> None:
+        """Offer "move to [device]" and "Re-run" for a picked op the builder can override."""
+        devices = _move_targets(self.trace, op, self.traced.devices) if self.builder else []
+        comparing = self.compare_toggle.value
+        self.move_box.layout.display = "none" if comparing or not devices else None
+        if devices:
+            self.move_to.options = [(short_device(d) or d, d) for d in devices]
+            self.move_rerun.tooltip = (
+                f"Trace again with overrides={{{op!r}: <device>}} and compare with this run"
+            )
+
+    def _on_move_click(self, _button: widgets.Button) -> None:
+        op, device = self.table.selected_op, self.move_to.value
+        if not op or not device:
+            self._show_message("Pick an op in the table or timeline first.", kind="warning")
+            return
+        self.run(overrides={op: device}, compare=True)
 
     # -- as on a machine with N GPUs ----------------------------------------------------------
     def _predicted(self, trace: PlacementTrace) -> PlacementTrace:
@@ -550,6 +689,13 @@ class PlacementPanel(widgets.VBox):
             else ""
         )
         self.status.value = status_html(len(kept), len(ops), outlined, finding)
+        if self._comparison is not None and self.compare_toggle.value:
+            self._comparison.filter(
+                self.search.value,
+                regex=self.regex.value,
+                case=self.case_sensitive.value,
+                types=[self.type_filter.value] if self.type_filter.value else (),
+            )
         if self.log_section.selected_index == 0:
             self._render_log()
 
@@ -636,6 +782,7 @@ class PlacementPanel(widgets.VBox):
     def _on_select_change(self, change: dict) -> None:
         def update() -> None:
             self._render_details(change["new"])
+            self._render_move(change["new"])
             self._timeline.select(change["new"])
 
         self._guard(update)
@@ -678,9 +825,23 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
 
     ``fn`` is TF2 code (a tf.function, a Keras model, ``model.train_on_batch``, any callable)
     or a TF1 graph builder; options are those of :func:`trace_placement`, keyword-only;
-    unknown ones raise ``TypeError``.
+    unknown ones raise ``TypeError``. ``compare_to=`` (a trace, or anything this function
+    takes; a function is traced with the same arguments and options) opens the panel on the
+    comparison of that placement (``a``) with this one (``b``).
     """
+    compare_to = options.pop("compare_to", None)
     check_option_names(options, "show_placement")
+    if compare_to is not None:
+        from .dispatch import as_trace
+
+        before = (
+            as_trace(compare_to, *args, **options)
+            if callable(compare_to) and not isinstance(compare_to, PlacementTrace)
+            else as_trace(compare_to)
+        )
+        panel = show_placement(fn_or_trace, *args, **options)
+        panel.compare_with(before)
+        return panel
     options = _normalized(options)
     if args and not callable(fn_or_trace):
         raise TypeError(
@@ -709,6 +870,17 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
     )
 
 
+def _move_targets(trace: PlacementTrace, op: str, devices: list[str]) -> list[str]:
+    """The devices ``op`` can be asked to move to: those of the run other than its own; none
+    for an op TensorFlow's runtime added (``_Send``, ``_Recv``...: not in the built graph, so
+    ``overrides`` cannot ask for them) or an op not in ``trace``."""
+    rows = trace.ops[trace.ops["op"] == op] if op else trace.ops.iloc[0:0]
+    if rows.empty or (rows["how"] == "runtime").all():
+        return []
+    placed = set(rows["device"])
+    return [d for d in devices if d not in placed]
+
+
 def _no_options_for(what: str, options: dict[str, Any]) -> None:
     if options:
         raise ValueError(
@@ -724,27 +896,3 @@ def _normalized(options: dict[str, Any]) -> dict[str, Any]:
     if options.get("device_count") is not None:
         options["device_count"] = normalize_device_count(options["device_count"])
     return options
-
-
-def _widget_tree(root: widgets.Widget) -> list[widgets.Widget]:
-    """``root`` and every widget under it (children, layouts, styles, the timeline), parents
-    first.
-
-    The kernel's one plotly.js holder, which every timeline points at (``_plotly_bundle``), is
-    shared, not the panel's: it is left out.
-    """
-    found: dict[int, widgets.Widget] = {}
-    stack = [root]
-    while stack:
-        widget = stack.pop()
-        if id(widget) in found:
-            continue
-        found[id(widget)] = widget
-        for name in widget.keys:
-            if name in _SHARED_WIDGET_TRAITS:
-                continue
-            value = getattr(widget, name, None)
-            for item in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(item, widgets.Widget):
-                    stack.append(item)
-    return list(found.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,13 +55,19 @@ class Timeline:
         transfers: pd.DataFrame,
         inputs: dict[str, list[str]],
         widget: TimelineWidget | None = None,
+        *,
+        lanes: Sequence[tuple[str, str]] | None = None,
+        x_span: float | None = None,
     ) -> None:
+        """``lanes`` (``(device, lane)`` pairs, in order) and ``x_span`` (µs) fix the y axis
+        and the x range, so that two timelines drawn one above the other line up (see
+        :func:`shared_lanes`); by default they are those of ``events``."""
         self.events = events
         self.devices = devices
         self.total = len(events)
         self.shown = self._choose_shown(events)
         self.webgl = len(self.shown) > WEBGL_THRESHOLD
-        self.lanes, lane_of_row = self._lanes(events)
+        self.lanes, lane_of_row = self._lanes(events, lanes)
         self.lane_y = lane_of_row
         self.widget = widget if widget is not None else TimelineWidget()
         self._device_traces: list[_DeviceTraces] = []
@@ -72,7 +79,11 @@ class Timeline:
         # Bars at least 1/1500 of the step wide, so 1 µs ops in a long step stay visible (the
         # hover text gives the real duration).
         self._span = (
-            float((events["start_us"] + events["duration_us"]).max()) if len(events) else 0.0
+            float(x_span)
+            if x_span is not None
+            else float((events["start_us"] + events["duration_us"]).max())
+            if len(events)
+            else 0.0
         )
         self._min_width = max(0.5, self._span / 1500)
         self._selected_rows = self._no_rows
@@ -91,18 +102,17 @@ class Timeline:
         longest = np.argsort(-events["duration_us"].to_numpy(), kind="stable")[:MAX_BARS]
         return np.sort(longest)
 
-    def _lanes(self, events: pd.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray]:
-        """Ordered (device, lane) pairs: the device's own lane first, then streams and copies."""
-        # Integer codes per column, then per pair: a MultiIndex would build 100k tuples.
-        device_codes, devices = pd.factorize(events["device"])
-        lane_codes, lanes = pd.factorize(events["lane"])
-        codes, pair_codes = pd.factorize(device_codes.astype(np.int64) * len(lanes) + lane_codes)
-        pairs = [(devices[c // len(lanes)], lanes[c % len(lanes)]) for c in pair_codes.tolist()]
-        order = {d: i for i, d in enumerate(self.devices)}
-        keyed = sorted(
-            pairs,
-            key=lambda p: (order.get(p[0], len(order)), lane_kind(p[1]) != "device", p[1]),
-        )
+    def _lanes(
+        self, events: pd.DataFrame, fixed: Sequence[tuple[str, str]] | None = None
+    ) -> tuple[list[tuple[str, str]], np.ndarray]:
+        """Ordered (device, lane) pairs: the device's own lane first, then streams and copies
+        (``fixed`` first when given, in its order, then any pair of ``events`` it lacks)."""
+        pairs, codes = _lane_pairs(events)
+        keyed = sorted(pairs, key=_lane_key(self.devices))
+        if fixed is not None:
+            given = [tuple(pair) for pair in fixed]
+            known = set(given)
+            keyed = given + [pair for pair in keyed if pair not in known]
         position = {pair: i for i, pair in enumerate(keyed)}
         remap = np.array([position[pair] for pair in pairs], dtype=np.float64)
         return keyed, remap[codes] if len(codes) else np.empty(0)
@@ -409,6 +419,31 @@ class Timeline:
     def highlighted_ops(self) -> set[str]:
         """Names of the ops currently outlined as search matches (for tests and the header)."""
         return {self._ops[r] for t in self._device_traces for r in t.match_rows}
+
+
+def shared_lanes(events: Iterable[pd.DataFrame], devices: Sequence[str]) -> list[tuple[str, str]]:
+    """The (device, lane) pairs of all ``events`` frames, in a timeline's order (``devices``
+    first to last, each device's own lane before its streams and copies): pass them as
+    ``Timeline(..., lanes=...)`` to draw several traces on the same lanes."""
+    pairs: dict[tuple[str, str], None] = {}
+    for frame in events:
+        pairs.update(dict.fromkeys(_lane_pairs(frame)[0]))
+    return sorted(pairs, key=_lane_key(devices))
+
+
+def _lane_pairs(events: pd.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """The distinct (device, lane) pairs of ``events`` and each row's index into them."""
+    # Integer codes per column, then per pair: a MultiIndex would build 100k tuples.
+    device_codes, devices = pd.factorize(events["device"])
+    lane_codes, lanes = pd.factorize(events["lane"])
+    codes, pair_codes = pd.factorize(device_codes.astype(np.int64) * len(lanes) + lane_codes)
+    pairs = [(devices[c // len(lanes)], lanes[c % len(lanes)]) for c in pair_codes.tolist()]
+    return pairs, codes
+
+
+def _lane_key(devices: Sequence[str]):
+    order = {d: i for i, d in enumerate(devices)}
+    return lambda p: (order.get(p[0], len(order)), lane_kind(p[1]) != "device", p[1])
 
 
 def _lane_suffix(lane: str) -> str:
