@@ -1065,7 +1065,10 @@ def predict_devices(
     ``pinned`` maps nodes the runtime placed before the placer runs (a function's ``_Arg``,
     which lives where the caller's tensor or variable is) to their device.
     """
-    return _predict(facts, devices, soft_placement, details, pinned)[0]
+    columns, placer = _predict(facts, devices, soft_placement, details, pinned)
+    frame = pd.DataFrame(columns, columns=PREDICTED_COLUMNS)
+    frame.attrs["errors"] = [message for _, message in placer.errors]
+    return frame
 
 
 def _predict(
@@ -1074,8 +1077,9 @@ def _predict(
     soft_placement: bool,
     details: Mapping[str, NodeDetail] | None,
     pinned: Mapping[str, str] | None,
-) -> tuple[pd.DataFrame, _Placer]:
-    """:func:`predict_devices`, and the placer (whose edge table the copies reuse)."""
+) -> tuple[dict[str, Any], _Placer]:
+    """:func:`predict_devices`'s columns (arrays), and the placer (its errors, codes and edge
+    table, which the predicted trace reuses)."""
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
     placer = _Placer(facts, devices, soft_placement, details, pinned)
@@ -1112,12 +1116,8 @@ def _predict(
         reason = np.array([r for _, r in by_code] + [""], dtype=object)[codes]
         for i in own:
             how[i], reason[i] = explain(i)
-    frame = pd.DataFrame(
-        {"op": placer.names, "predicted_device": predicted, "how": how, "reason": reason},
-        columns=PREDICTED_COLUMNS,
-    )
-    frame.attrs["errors"] = [message for _, message in placer.errors]
-    return frame, placer
+    columns = {"op": placer.names, "predicted_device": predicted, "how": how, "reason": reason}
+    return columns, placer
 
 
 class _Reasons:
@@ -1521,8 +1521,8 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     if not devices:
         devices = [HOST, *gpu_devices(gpus)]
     pinned = _pinned_arguments(trace, facts, gpus)
-    frame, placer = _predict(facts, devices, soft, details, pinned)
-    return _predicted_trace(trace, facts, frame, devices, gpus, soft, details, placer)
+    columns, placer = _predict(facts, devices, soft, details, pinned)
+    return _predicted_trace(trace, facts, columns, devices, gpus, soft, details, placer)
 
 
 def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, str]:
@@ -1599,19 +1599,20 @@ def _capturing(fn: Callable[..., Any], captured: dict[str, Any]) -> Callable[...
 def _predicted_trace(
     trace: Any,
     facts: GraphFacts,
-    frame: pd.DataFrame,
+    frame: Mapping[str, Any],
     devices: list[str],
     gpus: int,
     soft: bool,
     details: Mapping[str, NodeDetail] | None,
     placer: _Placer,
 ) -> Any:
+    """The predicted :class:`PlacementTrace` from :func:`_predict`'s columns."""
     from ..analyses.kernels import GPU_KERNEL_VALUES, UNKNOWN
     from ..frames import EVENTS_COLUMNS, OPS_COLUMNS
     from ..reasons import HOW_VALUES
     from ..trace import PlacementTrace
 
-    names = frame["op"].tolist()
+    names = frame["op"]
     predicted = frame["predicted_device"].tolist()
     ran = trace.ops
     ran_ops = ran["op"].tolist()  # reversed below: a name's first row wins
@@ -1637,7 +1638,7 @@ def _predicted_trace(
         "device": text(predicted),
         "requested_device": text(_in_order(facts.requested, names, "")),
         "how": pd.Categorical(frame["how"], categories=[*HOW_VALUES, "error"]),
-        "reason": text(frame["reason"].to_numpy()),
+        "reason": text(frame["reason"]),
         "start_us": np.full(n, np.nan),
         "duration_us": np.full(n, np.nan),
         "runs": pd.arrays.IntegerArray(np.zeros(n, np.int64), missing),
@@ -1656,7 +1657,7 @@ def _predicted_trace(
         copy=False,
     )
     transfers = _copies(facts, names, predicted, details, placer.edges(), placer.host_args())
-    errors = frame.attrs.get("errors", [])
+    errors = [message for _, message in placer.errors]
     gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
     notes = [
         f"Predicted, not run: where TensorFlow's placer would put each op with {gpu_words} "
