@@ -347,6 +347,8 @@ def test_options_are_checked(seed_cpu: PlacementTrace) -> None:
         predict_placement(seed_cpu, device_count=CPUS)
     with pytest.raises(ValueError, match="already a prediction"):
         predict_placement(predict_placement(seed_cpu, gpus=0))
+    with pytest.raises(TypeError, match="soft_placement must be True or False"):
+        predict_placement(seed_cpu, soft_placement="no")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,14 @@ core/common_runtime/placer.cc and colocation_graph.cc (TF 2.21) step by step:
    except that metadata ops (Shape, Size, Rank, ShapeN) and a lone Identity take their input's
    device when it is a candidate; placing a node pins its whole group to that device;
 5. generators (no inputs, one non-ref output) come last and join their consumers when these
-   all share one candidate device.
+   all share one candidate device;
+6. in a function graph, an ``_Arg`` is already where the caller's value is, a ``_Retval`` takes
+   the device its value asked for (``PinArgsAndRets``), and a ``tf.device`` around the call is
+   the function's default device (tried first), not a request.
+
+Nodes outside any group and outside the heuristics depend only on their op type, kernels and
+request, so they are decided once per distinct combination; the others go through the steps
+above one by one (see :class:`_Placer`).
 
 :func:`predict_devices` is the pure core (no session, no trace); :func:`predict_placement`
 wraps it into a :class:`~tfplace_widget.trace.PlacementTrace` marked ``predicted``. With
@@ -32,13 +39,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ..devices import canonical_device, device_sort_key, parse_device, short_device
 from ..graphfacts import GraphFacts
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..trace import PlacementTrace
 
 # DeviceFactory priorities (GPU 210, CPU 70): GPU before CPU; other types after them.
 _DEVICE_TYPE_PRIORITY = {"GPU": 210, "CPU": 70, "TPU": 60}
@@ -482,7 +492,7 @@ class _Placer:
                 if len(matching) == 1:
                     self.pinned[i] = matching[0]
 
-    def consumers_of(self, i: int) -> list[int]:
+    def consumers_of(self, i: int) -> np.ndarray:
         """Out-edges of ``i`` (data and control); ``[-1]`` (the ``_SINK``) when none."""
         if self._consumers is None:  # for the nodes whose consumers matter, in one pass
             statics = self.statics
@@ -1476,7 +1486,7 @@ def _check_gpus(gpus: Any) -> int:
     return gpus
 
 
-def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> Any:
+def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> PlacementTrace:
     """Predict where TensorFlow would place every op on this machine plus ``gpus`` GPUs.
 
     ``fn_or_trace`` is what :func:`~tfplace_widget.trace_placement` takes (a graph builder or
@@ -1488,13 +1498,17 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     ``traced_device`` is where it ran here; ``events`` is empty (nothing ran) and
     ``transfers`` holds the predicted copies (``predicted`` True, ``copy`` HtoD/DtoH/...).
     What TensorFlow would refuse is in ``trace.notes`` and in the ops' ``how == "error"``.
+    The device set is the trace's devices other than GPUs, plus ``GPU:0`` to ``GPU:gpus-1``
+    (so ``gpus=0`` asks what happens without a GPU). ``gpus`` must be a whole number from 0 to
+    64 (``TypeError``/``ValueError`` otherwise); the function is traced with soft placement on
+    (a GPU request cannot be met here), and ``soft_placement`` only sets the prediction's.
     """
     from ..trace import PlacementTrace
 
     gpus = _check_gpus(gpus)
     details = None
     if isinstance(fn_or_trace, PlacementTrace):
-        soft = trace_options.pop("soft_placement", True)
+        soft = _check_soft(trace_options.pop("soft_placement", True))
         if trace_options:
             raise TypeError(
                 "predict_placement(trace, gpus) takes only soft_placement= (the trace already "
@@ -1554,9 +1568,7 @@ def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:
     options = dict(options)
     args = tuple(options.pop("args", ()) or ())
     tracer.check_option_names(options, "predict_placement")
-    soft = options.get("soft_placement", True)
-    if not isinstance(soft, bool):
-        raise TypeError(f"soft_placement must be True or False, not {soft!r}.")
+    soft = _check_soft(options.get("soft_placement", True))
     # The graph is read from a run with soft placement on: a request for a GPU cannot be met
     # on this machine, and the placer's verdict with the user's setting is what is predicted.
     options["soft_placement"] = True
@@ -1576,6 +1588,12 @@ def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:
     if graph is not None and trace.mode == "graph":
         details = node_details(graph.as_graph_def())
     return trace, details, soft
+
+
+def _check_soft(soft: Any) -> bool:
+    if not isinstance(soft, bool):
+        raise TypeError(f"soft_placement must be True or False, not {soft!r}.")
+    return soft
 
 
 def _tf2(fn: Any) -> bool:
