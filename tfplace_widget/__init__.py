@@ -21,6 +21,7 @@ __all__ = [
     "PlacementTrace",
     "TraceError",
     "load_ipython_extension",
+    "predict_placement",
     "show_placement",
     "trace_placement",
     "unload_ipython_extension",
@@ -55,6 +56,18 @@ def trace_placement(fn: Any, *args: Any, **options: Any) -> PlacementTrace:
     from .tracer import trace_placement as trace
 
     return trace(fn, *args, **options)
+
+
+def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> PlacementTrace:
+    """Predict where TensorFlow would place every op on this machine plus ``gpus`` GPUs.
+
+    Traces ``fn`` here first (the options of :func:`trace_placement`; positional arguments in
+    ``args=``) or takes a trace made with its graph. See
+    :func:`tfplace_widget.analyses.predict.predict_placement`.
+    """
+    from .analyses.predict import predict_placement as predict
+
+    return predict(fn_or_trace, gpus, **trace_options)
 
 
 def __getattr__(name: str) -> Any:
