@@ -503,3 +503,107 @@ def test_a_large_trace_finds_its_findings_after_the_cell(classic_panel, monkeypa
     assert [i["kind"] for i in panel.findings_view.items] == list(trace.findings["kind"])
     panel.findings_view.selected = 0
     assert set(panel.visible_ops["op"]) <= set(trace.findings["ops"].iloc[0])
+
+
+# -- move the picked op, re-run and compare (issue 13) -----------------------------------------
+def test_move_a_picked_op_and_rerun_shows_the_comparison(panel):
+    assert panel.move_box.layout.display == "none"  # nothing picked yet
+    assert panel.compare_toggle.disabled  # no previous run yet
+    before = panel.trace
+    panel.table.selected_op = "C"
+    assert panel.move_box.layout.display is None
+    assert [label for label, _ in panel.move_to.options] == ["CPU:0"]  # not C's own CPU:1
+    panel.move_to.value = CPU.format(0)
+    panel.move_rerun.click()
+    assert panel.message.value == ""
+    assert panel.options["overrides"] == {"C": CPU.format(0)}
+    assert panel.trace.device_of("C") == CPU.format(0) and panel.trace is not before
+    view = panel.comparison
+    assert view is not None and panel.compare_toggle.value
+    assert view.diff.a is before and view.diff.b is panel.trace
+    assert view.highlighted_ops() == [{"C"}, {"C"}]  # moved: outlined in both timelines
+    assert "1 op moved: C (CPU:1 -&gt; CPU:0)." in view.summary.value
+    assert "a: previous run" in view.summary.value
+    assert panel.table.layout.display == "none" and panel._comparison_box.layout.display == "flex"
+    panel.search.value = "B"  # the panel's box searches the diff table
+    assert set(view.visible_ops["op"]) and all("b" in op.lower() for op in view.visible_ops["op"])
+    panel.search.value = ""
+    panel.compare_toggle.value = False  # back to the single view, of the new run
+    assert panel.comparison is None and panel.table.layout.display is None
+    assert panel._comparison_box.layout.display == "none"
+    assert panel.compare_toggle.description == "compare with the previous run"
+    assert panel.run() is not None  # the override stays in the options for the re-runs after
+    assert panel.trace.device_of("C") == CPU.format(0)
+
+
+def test_runtime_ops_and_loaded_traces_offer_no_move(panel, seed_trace):
+    send = panel.trace.ops.loc[panel.trace.ops["type"] == "_Send", "op"].iloc[0]
+    panel.table.selected_op = send
+    assert panel.move_box.layout.display == "none"  # not in the built graph: no override
+    loaded = show_placement(seed_trace)
+    loaded.table.selected_op = "C"
+    assert loaded.move_box.layout.display == "none" and loaded.compare_toggle.disabled
+
+
+def test_every_rerun_offers_the_comparison_and_a_failed_one_keeps_it(panel):
+    first = panel.trace
+    panel.cpus.value = 3
+    assert panel.run() is not None
+    assert not panel.compare_toggle.disabled and not panel.compare_toggle.value
+    panel.compare_toggle.value = True
+    view = panel.comparison
+    assert view.diff.a is first and len(view.diff.b.devices) == 3
+    ticks = [w.layout_dict["yaxis"]["ticktext"] for w in view.timelines]
+    assert ticks[0] == ticks[1] == ["CPU:0", "CPU:1", "CPU:2"]
+    shown = view.diff
+    assert panel.run(overrides={"no_such_op": "/cpu:0"}) is None  # a bad override
+    assert "no_such_op" in panel.message.value and "stays on screen" in panel.message.value
+    assert panel.comparison is view and view.diff is shown
+    assert "overrides" not in panel.options
+    second = panel.trace
+    assert panel.run() is not None  # while comparing: the new pair at once
+    assert panel.comparison.diff.a is second and panel.comparison.diff.b is panel.trace
+
+
+def test_show_placement_compare_to(seed_trace):
+    moved = show_placement(inputs_none, device_count={"CPU": 2}, overrides={"C": "/cpu:0"})
+    panel = show_placement(moved.trace, compare_to=seed_trace)
+    assert panel.compare_toggle.value and panel.comparison.diff.a is seed_trace
+    assert "a: compare_to" in panel.comparison.summary.value
+    assert list(panel.comparison.diff.moved["op"]) == ["C"]
+    # A function is traced with the same arguments and options as the one it is compared to.
+    same = show_placement(inputs_none, device_count={"CPU": 2}, compare_to=inputs_none)
+    assert len(same.comparison.diff.moved) == 0
+    assert len(same.comparison.diff.a.devices) == 2
+    with pytest.raises(TypeError, match="not int"):
+        show_placement(seed_trace, compare_to=42)
+    with pytest.raises(TypeError, match="Unknown option 'compare_to' for trace_placement"):
+        from tfplace_widget.tracer import trace_placement
+
+        trace_placement(inputs_none, compare_to=seed_trace)
+
+
+def test_the_comparison_follows_the_gpu_control(seed_trace):
+    panel = PlacementPanel(seed_trace, builder=inputs_none, options={"device_count": {"CPU": 2}})
+    assert panel.run() is not None
+    panel.compare_toggle.value = True
+    panel.as_gpus.value = True  # b becomes the prediction of this run on a machine with a GPU
+    view = panel.comparison
+    assert view.diff.b.predicted and "predicted, not run" in view.titles[1].value
+    assert "GPU:0" in view.timelines[1].layout_dict["yaxis"]["ticktext"]
+    assert {"A", "B"} <= set(view.diff.moved["op"])
+
+
+def test_a_closed_panel_lets_go_of_the_previous_run_and_the_comparison(seed_trace):
+    import gc
+    import weakref
+
+    panel = PlacementPanel(seed_trace, builder=inputs_none, options={"device_count": {"CPU": 2}})
+    panel.run(overrides={"C": "/cpu:0"}, compare=True)
+    view, widgets = panel.comparison, [w for w in panel.comparison.timelines]
+    refs = [weakref.ref(panel.trace), weakref.ref(view)] + [weakref.ref(w) for w in widgets]
+    del view, widgets
+    panel.close()
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)
+    assert panel.comparison is None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
+import numpy as np
 import pandas as pd
 
 from .analyses.compare import STATUS_VALUES, PlacementDiff, compare, step_time_us
@@ -137,7 +138,7 @@ class ComparisonView(widgets.VBox):
         self.labels = labels or self.labels
         a, b = diff.a, diff.b
         devices = list(dict.fromkeys([*a.devices, *b.devices]))
-        lanes = shared_lanes([a.events, b.events], devices)
+        lanes = shared_lanes([a.events, b.events], devices, every_device=True)
         span = max(_end_us(a), _end_us(b))
         for side, trace in enumerate((a, b)):
             previous = self._timelines[side]
@@ -199,14 +200,14 @@ class ComparisonView(widgets.VBox):
             rows = rows.loc[order]
         self._rows = rows
         filtering = bool(self._text or self._types or status)
-        outlined = set(rows["op"]) if filtering else set(self.diff.moved["op"])
-        for timeline in self._timelines:
-            if timeline is None:
-                continue
-            if not filtering and not outlined:
-                timeline.highlight(None)
-            else:
-                timeline.highlight(timeline.events["op"].isin(outlined).to_numpy(dtype=bool))
+        outlined = rows if filtering else self.diff.moved
+        for side, timeline in enumerate(self._timelines):
+            if timeline is not None:
+                timeline.highlight(
+                    _event_mask(timeline.events, outlined, side)
+                    if filtering or len(outlined)
+                    else None
+                )
         what = "ops" if filtering else "moved ops"
         self.status.value = (
             f"showing <b>{len(rows):,}</b> of {len(ops):,} ops · the timelines outline the {what}"
@@ -350,6 +351,17 @@ def show_comparison(
     return ComparisonView(compare(a, b, trace=trace or as_trace), labels)
 
 
+def _event_mask(events: pd.DataFrame, rows: pd.DataFrame, side: int) -> np.ndarray:
+    """Which ``events`` (of side ``a``, 0, or ``b``, 1) belong to the diff ``rows``: by op
+    and device, so that one of ``_SOURCE``'s rows (one per device) is not all of them."""
+    devices = rows[f"device_{'ab'[side]}"]
+    present = (devices != "").to_numpy(dtype=bool)
+    if not present.any():
+        return np.zeros(len(events), dtype=bool)
+    wanted = pd.MultiIndex.from_arrays([rows["op"][present], devices[present]])
+    return pd.MultiIndex.from_arrays([events["op"], events["device"]]).isin(wanted)
+
+
 def _end_us(trace: PlacementTrace) -> float:
     events = trace.events
     return float((events["start_us"] + events["duration_us"]).max()) if len(events) else 0.0
@@ -369,7 +381,11 @@ def _title_html(label: str, side: str, trace: PlacementTrace) -> str:
         "<div style='color:var(--jp-ui-font-color1);margin-top:4px'>"
         f"<b>{side}: {html.escape(label)}</b>{html.escape(predicted)} · {len(trace.ops):,} ops · "
         f"{len(trace.transfers):,} transfers"
-        + (f" · step {html.escape(format_us(step))}" if step is not None else "")
+        + (
+            f" · step {html.escape(format_us(step))}"
+            if step is not None
+            else " · no bars: nothing ran"
+        )
         + "</div>"
     )
 

@@ -412,7 +412,8 @@ class PlacementPanel(widgets.VBox):
     @property
     def comparison(self) -> ComparisonView | None:
         """The comparison view on screen, or ``None`` in the single view."""
-        return self._comparison if self.compare_toggle.value else None
+        toggle = self.compare_toggle
+        return self._comparison if toggle is not None and toggle.value else None
 
     # -- compare with the previous run ---------------------------------------------------------
     def _show_comparison(self) -> None:

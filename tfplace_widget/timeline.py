@@ -421,13 +421,20 @@ class Timeline:
         return {self._ops[r] for t in self._device_traces for r in t.match_rows}
 
 
-def shared_lanes(events: Iterable[pd.DataFrame], devices: Sequence[str]) -> list[tuple[str, str]]:
+def shared_lanes(
+    events: Iterable[pd.DataFrame], devices: Sequence[str], *, every_device: bool = False
+) -> list[tuple[str, str]]:
     """The (device, lane) pairs of all ``events`` frames, in a timeline's order (``devices``
     first to last, each device's own lane before its streams and copies): pass them as
-    ``Timeline(..., lanes=...)`` to draw several traces on the same lanes."""
+    ``Timeline(..., lanes=...)`` to draw several traces on the same lanes. ``every_device``
+    adds the own lane of each of ``devices`` that ran nothing (a predicted trace ran nothing
+    at all)."""
     pairs: dict[tuple[str, str], None] = {}
     for frame in events:
         pairs.update(dict.fromkeys(_lane_pairs(frame)[0]))
+    if every_device:
+        own = {device for device, lane in pairs if lane_kind(lane) == "device"}
+        pairs.update({(d, d): None for d in devices if d not in own})
     return sorted(pairs, key=_lane_key(devices))
 
 
