@@ -95,3 +95,22 @@ def test_send_recv_renumbering_is_not_a_change(tf, trace_placement, seed_builder
 def test_compare_takes_traces_only_unless_told_how_to_trace():
     with pytest.raises(TypeError, match="two PlacementTrace objects; a is a function"):
         compare(lambda: None, lambda: None)
+
+
+def test_the_package_compare_traces_functions_and_takes_traces(tf, asks_for_cpu2):
+    import tfplace_widget
+    from tfplace_widget import PlacementDiff as Exported
+
+    a = tfplace_widget.trace_placement(asks_for_cpu2, device_count={"CPU": 3})
+
+    def same_but_cpu0() -> Any:
+        x = tf.ones((1000,), name="A")
+        with tf.device("/cpu:0"):
+            c = tf.add(x, x, name="C")
+        return tf.identity(c, name="out")
+
+    diff = tfplace_widget.compare(a, same_but_cpu0)  # a function: traced with the defaults
+    assert isinstance(diff, Exported)
+    assert list(diff.moved["op"]) == ["C"] and _row(diff, "C").device_b == CPU0
+    with pytest.raises(TypeError, match="not int"):
+        tfplace_widget.compare(a, 42)

@@ -13,13 +13,16 @@ from typing import TYPE_CHECKING, Any
 from .errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .analyses.compare import PlacementDiff
     from .panel import PlacementPanel
     from .trace import PlacementTrace
 
 __all__ = [
+    "PlacementDiff",
     "PlacementPanel",
     "PlacementTrace",
     "TraceError",
+    "compare",
     "load_ipython_extension",
     "predict_placement",
     "show_placement",
@@ -32,6 +35,7 @@ except _metadata.PackageNotFoundError:  # imported from a source tree that is no
     __version__ = "0+unknown"
 
 _LAZY = {
+    "PlacementDiff": ("analyses.compare", "PlacementDiff"),
     "PlacementTrace": ("trace", "PlacementTrace"),
     "PlacementPanel": ("panel", "PlacementPanel"),
 }
@@ -68,6 +72,18 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     from .analyses.predict import predict_placement as predict
 
     return predict(fn_or_trace, gpus, **trace_options)
+
+
+def compare(a: Any, b: Any) -> PlacementDiff:
+    """What changed from placement ``a`` to ``b``: moved ops, added and removed transfers,
+    busy time per device, and a summary. ``a`` and ``b`` are traces, or anything
+    :func:`show_placement` accepts (a function is traced with the default options). See
+    :func:`tfplace_widget.analyses.compare.compare`.
+    """
+    from .analyses.compare import compare as diff
+    from .dispatch import as_trace
+
+    return diff(a, b, trace=as_trace)
 
 
 def __getattr__(name: str) -> Any:
