@@ -355,3 +355,21 @@ def test_device_of_unknown_op_names_close_matches(seed_cpu):
     with pytest.raises(KeyError) as info:
         seed_cpu.device_of("no_such_op_anywhere")
     assert "Close matches" not in str(info.value)
+
+
+def test_a_graphdef_keeps_the_requests_it_was_written_with(tf):
+    """import_graph_def gives a colocated op its anchor's device; the facts keep the request."""
+    from tfplace_widget.graphfacts import facts_from_graph
+
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device("/cpu:0"):
+            anchor = tf.constant(1.0, name="anchor")
+        with tf.compat.v1.colocate_with(anchor.op), tf.device("/cpu:1"):
+            tf.identity(anchor, name="follower")
+    graph_def = graph.as_graph_def()
+    graph_def.node[1].device = "/device:CPU:5"  # what a file may say: not the anchor's device
+    for given in (graph_def, graph_def.SerializeToString()):
+        facts = facts_from_graph(given)
+        assert facts.requested["follower"] == "/device:CPU:5"
+        assert facts.colocated_with["follower"] == ["anchor"]

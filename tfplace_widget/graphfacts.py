@@ -66,7 +66,12 @@ def facts_from_graph(graph: Any) -> GraphFacts:
                 "its SerializeToString(), or the tf.Graph itself."
             ) from exc
         graph = graph_def
+    written = None
     if isinstance(graph, tf.compat.v1.GraphDef):
+        # Importing applies colocation: a colocated op's device becomes its anchor's, and the
+        # request it was written with is lost. The node defs are read as written; the imported
+        # graph only answers dtype questions (resource and ref edges).
+        written = graph
         imported = tf.Graph()
         with imported.as_default():
             tf.graph_util.import_graph_def(graph, name="")
@@ -77,7 +82,7 @@ def facts_from_graph(graph: Any) -> GraphFacts:
             "Pass the graph you built the ops in (e.g. sess.graph), or leave it out."
         )
     with paused_gc():
-        return _facts_from_tf_graph(graph)
+        return _facts_from_tf_graph(graph, written)
 
 
 def _read_graph_file(path: str) -> Any:
@@ -91,10 +96,11 @@ def _read_graph_file(path: str) -> Any:
     return parse_text_proto(data, tf.compat.v1.GraphDef(), path, fix, error=ValueError)
 
 
-def _facts_from_tf_graph(graph: Any) -> GraphFacts:
+def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
     facts = GraphFacts()
     types, requested, inputs = facts.types, facts.requested, facts.inputs
-    graph_def = graph.as_graph_def()
+    if graph_def is None:
+        graph_def = graph.as_graph_def()
     for node in graph_def.node:
         name = node.name
         types[name] = node.op
