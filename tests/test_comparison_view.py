@@ -42,6 +42,7 @@ def test_both_timelines_share_lanes_and_time_axis_and_outline_the_moved_op(view,
     a, b = (w.layout_dict for w in view.timelines)
     assert a["yaxis"]["ticktext"] == b["yaxis"]["ticktext"] == ["CPU:0", "CPU:1"]
     assert a["xaxis"]["range"] == b["xaxis"]["range"]
+    assert a["yaxis"]["range"] == b["yaxis"]["range"] == [1.5, -0.5]  # b's empty CPU:1 too
     ends = [float((t.events["start_us"] + t.events["duration_us"]).max()) for t in (before, after)]
     assert a["xaxis"]["range"][1] == pytest.approx(max(ends) * 1.02)
     # C's bar changes lanes between the two, and is outlined in both.

@@ -68,6 +68,7 @@ class Timeline:
         self.shown = self._choose_shown(events)
         self.webgl = len(self.shown) > WEBGL_THRESHOLD
         self.lanes, lane_of_row = self._lanes(events, lanes)
+        self._fixed_lanes = lanes is not None
         self.lane_y = lane_of_row
         self.widget = widget if widget is not None else TimelineWidget()
         self._device_traces: list[_DeviceTraces] = []
@@ -198,9 +199,14 @@ class Timeline:
                 zeroline=False,
             ),
             yaxis=dict(
+                # Fixed lanes are all drawn, with bars or not, so that two timelines line up.
+                **(
+                    dict(range=[len(self.lanes) - 0.5, -0.5])
+                    if self._fixed_lanes
+                    else dict(autorange="reversed")
+                ),
                 tickvals=list(range(len(self.lanes))),
                 ticktext=[html.escape(_lane_label(d, lane)) for d, lane in self.lanes],
-                autorange="reversed",
                 automargin=True,
                 fixedrange=True,
                 zeroline=False,
