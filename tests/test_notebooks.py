@@ -226,6 +226,13 @@ FACTS = {
         "No op named 'c' in this trace. Close matches:",
         "copies: 3, bytes copied: 12,000,000",  # C away from its inputs
         "copies: 0, bytes copied: 0",  # C next to its inputs
+        # What if: overrides= moves C away from its inputs; compare says what changed.
+        "C after the override: how=explicit. Requested ",
+        "through overrides ('C')",  # the reason names where the request came from
+        "1 op moved: C (CPU:0 -> ",
+        "3 transfers added (12.0 MB).",  # the three copies are back
+        "only_b",  # ...listed as only in the second run
+        "Step time: a ",  # the step time of each run
     ],
     "04_real_gpu_trace.ipynb": [
         "/job:localhost/replica:0/task:0/device:GPU:0    13",  # 13 ops on GPU:0, 1 on CPU:0
@@ -280,6 +287,9 @@ FACTS_WITHOUT_GPU = {
         "which does not exist here (devices: CPU:0, CPU:1); soft placement moved it to CPU:0.",
         "b in the trace: requested_device='/device:CPU:1', how=colocated",  # a's, not /cpu:0
         "optimize=True: copies: 1, bytes copied: 4,000,000",
+    ],
+    "03_finding_one_op.ipynb": [
+        "1 op moved: C (CPU:0 -> CPU:1).",  # to the stand-in
     ],
     "05_tf2_functions_and_keras.ipynb": [
         "devices: /device:CPU:0, /device:CPU:1",  # two logical CPUs, set before start-up
