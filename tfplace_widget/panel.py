@@ -151,14 +151,14 @@ class PlacementPanel(widgets.VBox):
         )
         self.move_to.add_class("tfplace-move-to")
         self.move_rerun = widgets.Button(
-            description="Re-run",
+            description="Re-run and compare",
             icon="refresh",
             tooltip="Trace again with the picked op on this device (overrides=), then compare",
         )
         self.move_rerun.add_class("tfplace-move-rerun")
         self.move_box = widgets.HBox(
             [self.move_to, self.move_rerun],
-            layout=widgets.Layout(align_items="center", display="none"),
+            layout=widgets.Layout(align_items="center", display="none", margin="0 0 4px 16px"),
         )
         self.compare_toggle = widgets.ToggleButton(
             description="compare with the previous run",

@@ -47,6 +47,8 @@ def test_move_an_op_rerun_and_see_it_outlined_in_both_timelines(lab, jupyter_lab
     move_to.wait_for(state="visible", timeout=15_000)
     assert move_to.locator("option").all_inner_texts() == ["CPU:0"]  # not C's own CPU:1
     move_to.select_option(label="CPU:0")
+    panel.locator(".tfplace-move-rerun").scroll_into_view_if_needed()
+    lab.screenshot("comparison-move-to")
     panel.locator(".tfplace-move-rerun").click()
 
     lab.page.locator(f"{COMPARISON} .js-plotly-plot").nth(1).wait_for(timeout=60_000)
