@@ -607,3 +607,10 @@ def test_a_closed_panel_lets_go_of_the_previous_run_and_the_comparison(seed_trac
     gc.collect()
     assert [r() for r in refs] == [None] * len(refs)
     assert panel.comparison is None
+
+
+def test_comparing_without_a_previous_run_is_a_message(panel):
+    panel.compare_toggle.value = True  # from code: the button itself is disabled
+    assert "no previous run to compare with yet" in panel.message.value
+    assert not panel.compare_toggle.value and panel.comparison is None
+    assert panel.table.layout.display is None  # the single view stays

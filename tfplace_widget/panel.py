@@ -349,7 +349,8 @@ class PlacementPanel(widgets.VBox):
         finally:
             self._syncing = False
         self.log_section.set_title(0, f"TensorFlow log ({len(self._log_lines)} lines)")
-        self._render_move("")
+        self._render_details(self.table.selected_op)  # the picked op, as in this trace
+        self._render_move(self.table.selected_op)
         if self.compare_toggle.value:
             self._show_comparison()
         self._apply_filters()
@@ -419,6 +420,11 @@ class PlacementPanel(widgets.VBox):
     def _show_comparison(self) -> None:
         """Draw ``compare(previous, on screen)`` in the comparison view and show it in place of
         the single view's chips, findings, timeline and table."""
+        if self._previous is None:
+            raise ValueError(
+                "There is no previous run to compare with yet: re-run first, or open the panel "
+                "with show_placement(..., compare_to=...)."
+            )
         diff = compare(self._previous, self.trace)
         if self._comparison is None:
             self._comparison = ComparisonView(diff, self._compare_labels, search=False)
@@ -432,8 +438,8 @@ class PlacementPanel(widgets.VBox):
         for view in (self.chips, self.findings_view, self._figure_box, self.table, self.details):
             view.layout.display = single
         self.status.layout.display = single
-        if comparing or self.move_box.layout.display != "none":
-            self.move_box.layout.display = "none" if comparing else None
+        if comparing:
+            self.move_box.layout.display = "none"
         self._comparison_box.layout.display = "flex" if comparing else "none"
         self.compare_toggle.description = (
             "back to the single view" if comparing else "compare with the previous run"
