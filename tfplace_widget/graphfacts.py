@@ -8,6 +8,7 @@ from the user's graph once, into plain dictionaries that the reason code can use
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -47,6 +48,33 @@ class GraphFacts:
 
 
 _REF_OR_RESOURCE = ("resource",)
+
+
+def linked_groups(facts: GraphFacts, keep: Callable[[str], bool]) -> list[set[str]]:
+    """Ops the placer keeps on one device, joined by resource/ref edges and ``_class:
+    loc:@X`` colocation (union-find over the edges whose two ends ``keep`` accepts); groups
+    of two or more ops."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.get(x, x) != x:
+            parent[x] = parent.get(parent[x], parent[x])
+            x = parent[x]
+        return x
+
+    for edges in (facts.resource_inputs, facts.colocated_with):
+        for consumer, sources in edges.items():
+            for producer in sources:
+                if keep(consumer) and keep(producer):
+                    a, b = find(consumer), find(producer)
+                    if a != b:
+                        parent[a] = b
+    groups: dict[str, set[str]] = {}
+    for node in list(parent):
+        groups.setdefault(find(node), {node}).add(node)
+    for root, members in groups.items():
+        members.add(root)
+    return list(groups.values())
 
 
 def facts_from_graph(graph: Any) -> GraphFacts:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .analyses.kernels import SYMBOLIC_DEVICE_TYPES
 from .devices import DeviceSpec, device_sort_key, parse_device, short_device
-from .graphfacts import GraphFacts
+from .graphfacts import GraphFacts, linked_groups
 
 HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
 
@@ -440,33 +440,12 @@ def _scope_words(scope: Any) -> str:
 
 
 def _colocation_groups(facts: GraphFacts) -> dict[str, frozenset]:
-    """Groups the placer keeps on one device (union-find); singletons are left out.
-
-    Joined by resource/ref edges and by ``_class: loc:@X`` colocation: an op that others are
-    colocated with moves with its group (e.g. to the device of a variable one of them reads).
-    """
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent.get(x, x) != x:
-            parent[x] = parent.get(parent[x], parent[x])
-            x = parent[x]
-        return x
-
-    for edges in (facts.resource_inputs, facts.colocated_with):
-        for consumer, producers in edges.items():
-            for producer in producers:
-                if producer not in facts:  # a loc:@ name that is not in the graph
-                    continue
-                a, b = find(consumer), find(producer)
-                if a != b:
-                    parent[a] = b
-    members: dict[str, set] = {}
-    for node in list(parent):
-        members.setdefault(find(node), set()).add(node)
+    """Each grouped op's group: ops the placer keeps on one device (resource/ref edges and
+    ``_class`` colocation; an op that others are colocated with moves with its group, e.g. to
+    the device of a variable one of them reads). Ops alone are left out; a ``loc:@`` name that
+    is not in the graph joins nothing."""
     groups: dict[str, frozenset] = {}
-    for root, group in members.items():
-        group.add(root)
+    for group in linked_groups(facts, keep=lambda name: name in facts):
         frozen = frozenset(group)
         for node in frozen:
             groups[node] = frozen

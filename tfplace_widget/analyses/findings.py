@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from ..devices import parse_device, short_device
+from ..graphfacts import linked_groups
 from ..summary import busy_time_us, format_bytes, format_us
 
 COLUMNS = ["kind", "severity", "ops", "message", "evidence"]
@@ -357,28 +358,8 @@ def _partner_from_reason(reason: str, context: _Context) -> str:
 
 
 def _resource_groups(facts: Any, view: Mapping[str, str]) -> list[set[str]]:
-    """Ops tied to one device by resource/ref edges or ``colocate_with`` (union-find)."""
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent.get(x, x) != x:
-            parent[x] = parent.get(parent[x], parent[x])
-            x = parent[x]
-        return x
-
-    for edges in (facts.resource_inputs, facts.colocated_with):
-        for consumer, producers in edges.items():
-            for producer in producers:
-                if consumer in view and producer in view:
-                    a, b = find(consumer), find(producer)
-                    if a != b:
-                        parent[a] = b
-    groups: dict[str, set[str]] = {}
-    for node in list(parent):
-        groups.setdefault(find(node), set()).add(node)
-    for root, members in groups.items():
-        members.add(root)
-    return list(groups.values())
+    """Ops tied to one device by resource/ref edges or ``colocate_with``, among ``view``'s."""
+    return linked_groups(facts, keep=view.__contains__)
 
 
 # ---------------------------------------------------------------------------------------------
