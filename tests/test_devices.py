@@ -213,3 +213,12 @@ def test_canonical_device_agrees_with_tf_merged_spec(tf, name, stream):
     expected = merged.replace(device_type=merged.device_type.upper()).to_string()
     assert canonical_device(name + stream) == expected
     assert canonical_device(expected) == expected  # idempotent
+
+
+@given(device_strings())
+def test_to_string_writes_what_parse_device_reads(text):
+    """DeviceSpec.to_string() is TensorFlow's spelling of the same fields."""
+    spec = parse_device(text)
+    assert parse_device(spec.to_string()) == spec
+    if spec.type is not None and spec.index is not None:
+        assert spec.to_string().endswith(f"/device:{spec.type}:{spec.index}")

@@ -44,6 +44,17 @@ class DeviceSpec:
             )
         )
 
+    def to_string(self) -> str:
+        """The spec as TensorFlow writes a device name: ``/job:w/replica:0/device:GPU:*``."""
+        parts = [
+            f"/{field}:{value}"
+            for field, value in (("job", self.job), ("replica", self.replica), ("task", self.task))
+            if value is not None
+        ]
+        if self.type is not None:
+            parts.append(f"/device:{self.short()}")
+        return "".join(parts)
+
     def short(self) -> str:
         """``CPU:1``, ``GPU:*`` or ``""`` for a spec without a device type."""
         if self.type is None:

@@ -44,7 +44,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..devices import canonical_device, device_sort_key, parse_device, short_device
+from ..devices import (
+    DeviceSpec,
+    canonical_device,
+    device_sort_key,
+    parse_device,
+    short_device,
+)
 from ..graphfacts import GraphFacts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -104,17 +110,7 @@ def _parse(request: str) -> Name:
 
 
 def _name_str(name: Name) -> str:
-    job, replica, task, dtype, index = name
-    parts = []
-    if job is not None:
-        parts.append(f"/job:{job}")
-    if replica is not None:
-        parts.append(f"/replica:{replica}")
-    if task is not None:
-        parts.append(f"/task:{task}")
-    if dtype is not None:
-        parts.append(f"/device:{dtype}:{'*' if index is None else index}")
-    return "".join(parts)
+    return DeviceSpec(*name).to_string()
 
 
 def _merge(target: Name, other: Name, soft: bool) -> Name:
