@@ -21,7 +21,7 @@ import pandas as pd
 from .analyses.compare import STATUS_VALUES, PlacementDiff, compare, step_time_us
 from .colors import device_color
 from .devices import short_device
-from .search import SearchError, filter_ops
+from .search import SearchError, filter_ops, searchable
 from .summary import format_us
 from .table import OpTable
 from .timeline import Timeline, shared_lanes
@@ -158,6 +158,11 @@ class ComparisonView(widgets.VBox):
             self._timelines[side] = timeline
             self._figure_boxes[side].children = [timeline.widget]
             self.titles[side].value = _title_html(self.labels[side], "ab"[side], trace)
+        # Once per diff, not per keystroke: the lower-cased names, each event's (op, device).
+        self._lowered = searchable(diff.ops["op"])
+        self._event_keys = [
+            pd.MultiIndex.from_arrays([t.events["op"], t.events["device"]]) for t in (a, b)
+        ]
         self.summary.value = _summary_html(diff, self.labels)
         counts = diff.ops["status"].value_counts()
         current = self.status_filter.value
@@ -185,7 +190,14 @@ class ComparisonView(widgets.VBox):
         """Recompute the table's rows and what the timelines outline: the ops the search and
         the status filter keep; with neither, the moved ones."""
         ops = self.diff.ops
-        mask = filter_ops(ops, self._text, regex=self._regex, case=self._case, types=self._types)
+        mask = filter_ops(
+            ops,
+            self._text,
+            regex=self._regex,
+            case=self._case,
+            types=self._types,
+            lowered=self._lowered,
+        )
         status = self.status_filter.value
         if status:
             mask = mask & (ops["status"] == status).to_numpy(dtype=bool)
@@ -204,7 +216,7 @@ class ComparisonView(widgets.VBox):
         for side, timeline in enumerate(self._timelines):
             if timeline is not None:
                 timeline.highlight(
-                    _event_mask(timeline.events, outlined, side)
+                    _event_mask(self._event_keys[side], outlined, side)
                     if filtering or len(outlined)
                     else None
                 )
@@ -229,6 +241,7 @@ class ComparisonView(widgets.VBox):
         self._timelines = [None, None]
         self.diff = None
         self._rows = self._rows.head(0)
+        self._event_keys = []
         if self.table is not None:
             self.table.rows, self.table.row_colors = [], []
 
@@ -351,15 +364,15 @@ def show_comparison(
     return ComparisonView(compare(a, b, trace=trace or as_trace), labels)
 
 
-def _event_mask(events: pd.DataFrame, rows: pd.DataFrame, side: int) -> np.ndarray:
-    """Which ``events`` (of side ``a``, 0, or ``b``, 1) belong to the diff ``rows``: by op
-    and device, so that one of ``_SOURCE``'s rows (one per device) is not all of them."""
+def _event_mask(events: pd.MultiIndex, rows: pd.DataFrame, side: int) -> np.ndarray:
+    """Which events (their (op, device) keys, of side ``a``, 0, or ``b``, 1) belong to the
+    diff ``rows``: by op and device, so that one of ``_SOURCE``'s rows (one per device) is not
+    all of them."""
     devices = rows[f"device_{'ab'[side]}"]
     present = (devices != "").to_numpy(dtype=bool)
     if not present.any():
         return np.zeros(len(events), dtype=bool)
-    wanted = pd.MultiIndex.from_arrays([rows["op"][present], devices[present]])
-    return pd.MultiIndex.from_arrays([events["op"], events["device"]]).isin(wanted)
+    return events.isin(pd.MultiIndex.from_arrays([rows["op"][present], devices[present]]))
 
 
 def _end_us(trace: PlacementTrace) -> float:
