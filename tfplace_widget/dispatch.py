@@ -1,8 +1,8 @@
 """One entry for "anything ``show_placement`` accepts" -> a ``PlacementTrace``.
 
-A trace as it is, a trace file (Chrome trace JSON or RunMetadata, by content), a RunMetadata
-proto, or a function traced with ``trace_placement`` and the given options. Used by
-``compare``; no widgets here.
+A trace as it is, a trace file (a saved ``.tfplace`` trace, by its suffix or zip content; a
+Chrome trace JSON; or a RunMetadata), a RunMetadata proto, or a function traced with
+``trace_placement`` and the given options. Used by ``compare``; no widgets here.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .export.archive import is_archive
 from .sources.files import trace_format
 from .trace import PlacementTrace
 
@@ -22,6 +23,8 @@ def as_trace(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementTrace:
     if isinstance(fn_or_trace, (str, os.PathLike)):
         _no_options_for("a trace file", options)
         path = os.fspath(fn_or_trace)
+        if is_archive(path):
+            return PlacementTrace.load(path)
         if trace_format(path) == "chrome":
             return PlacementTrace.from_chrome_trace(path)
         return PlacementTrace.from_run_metadata(path)

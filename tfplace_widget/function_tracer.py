@@ -21,6 +21,7 @@ from typing import Any
 
 from .capture import capture_native_output
 from .errors import TraceError, attach_log, ran_out_message
+from .export.raw import function_protos
 from .frames import frames_from_records
 from .gc_pause import paused_gc
 from .overrides import functions_overridden
@@ -93,6 +94,7 @@ def trace_function(
         trace = frames_from_records(
             records, [], executed, facts, available_devices=devices, source=name
         )
+        trace.raw = function_protos(space, graphs, names, device_scope)  # kept by trace.save
     if not notes:
         notes += _xla_notes(graphs, executed.type)
     trace.mode = "function"

@@ -49,6 +49,12 @@ class PlacementTrace:
     facts: GraphFacts | None = field(default=None, repr=False)
     # True for predict_placement's result: placed by the predictor, not run.
     predicted: bool = False
+    # The protos the trace was made from, serialized, by file name: graph mode
+    # ``run_metadata_<step>.pb`` and ``graph_def.pb``; TF2 code ``xspace.pb``,
+    # ``function_graphs.pb`` and ``functions.json``; ``from_run_metadata`` what it was given.
+    # ``save`` keeps them so that a later version can re-derive columns; empty for traces
+    # loaded from a Chrome trace and for predictions.
+    raw: dict[str, bytes] = field(default_factory=dict, repr=False)
 
     @property
     def findings(self) -> pd.DataFrame:
@@ -112,6 +118,56 @@ class PlacementTrace:
             f"{len(self.events)} events, {len(self.transfers)} transfers)"
         )
 
+    # -- save, load, export (tfplace_widget.export) ----------------------------------------------
+    def save(self, path: str | os.PathLike) -> str:
+        """Write everything the panel shows to one ``.tfplace`` file (a zip of JSON tables and
+        the raw protos, see :mod:`tfplace_widget.export.archive`); return the path.
+
+        ``PlacementTrace.load(path)`` or ``show_placement(path)`` opens it again with the same
+        frames (dtypes included), ``device_of``, findings and panel.
+        """
+        from .export.archive import save
+
+        return save(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> PlacementTrace:
+        """The trace :meth:`save` wrote to ``path``; a ``TraceError`` naming the file and the
+        fix when it is missing, not a ``.tfplace`` file, damaged, or from a newer version."""
+        from .export.archive import load
+
+        return load(path)
+
+    def to_chrome_trace(self, path: str | os.PathLike) -> str:
+        """Write the timeline as Chrome trace-event JSON (gzipped when ``path`` ends in
+        ``.gz``) for Perfetto UI and chrome://tracing; return the path. See
+        :mod:`tfplace_widget.export.chrome`."""
+        from .export.chrome import write_chrome_trace
+
+        return write_chrome_trace(self, path)
+
+    def to_frames(self) -> dict[str, pd.DataFrame]:
+        """Copies of ``ops``, ``events`` and ``transfers`` (in that order, by name), to change
+        or join without changing the trace."""
+        from .export.tables import to_frames
+
+        return to_frames(self)
+
+    def to_csv(self, folder: str | os.PathLike) -> dict[str, str]:
+        """Write ``ops.csv``, ``events.csv`` and ``transfers.csv`` into ``folder`` (made if
+        missing); return their paths by frame name. See :func:`tfplace_widget.export.tables.to_csv`."""
+        from .export.tables import to_csv
+
+        return to_csv(self, folder)
+
+    def to_parquet(self, folder: str | os.PathLike) -> dict[str, str]:
+        """Write ``ops.parquet``, ``events.parquet`` and ``transfers.parquet`` into ``folder``;
+        needs pyarrow (``pip install 'tfplace_widget[parquet]'``): an ``ImportError`` saying so
+        without it."""
+        from .export.tables import to_parquet
+
+        return to_parquet(self, folder)
+
     # -- constructors -------------------------------------------------------------------------
     @classmethod
     def from_run_metadata(
@@ -122,6 +178,7 @@ class PlacementTrace:
         ``run_metadata`` may also be a list of them (several traced steps of one graph).
         Without ``graph`` the requested devices are unknown and ``how`` says ``unknown``.
         """
+        from .export.raw import raw_protos
         from .frames import build_trace
         from .graphfacts import facts_from_graph
         from .sources.run_metadata import as_list, load_run_metadata
@@ -129,7 +186,9 @@ class PlacementTrace:
         _, startup_log = import_tensorflow()  # its start-up lines go to the trace's log
         metadatas = [load_run_metadata(m) for m in as_list(run_metadata)]
         facts = facts_from_graph(graph) if graph is not None else None
-        return build_trace(metadatas, facts, available_devices=devices, log=startup_log)
+        trace = build_trace(metadatas, facts, available_devices=devices, log=startup_log)
+        trace.raw = raw_protos(metadatas, graph)
+        return trace
 
     @classmethod
     def from_chrome_trace(cls, path: str | os.PathLike) -> PlacementTrace:

@@ -20,6 +20,7 @@ from .builder import UsesEagerObjects, build, describe, fed_fetches
 from .capture import CapturedText, capture_native_output, import_tensorflow
 from .devices import parse_device
 from .errors import TraceError, attach_log
+from .export.raw import raw_protos
 from .frames import build_trace
 from .function_tracer import is_tf2_callable, trace_function
 from .graphfacts import facts_from_graph
@@ -155,6 +156,7 @@ def trace_placement(
     name = getattr(fn, "__name__", type(fn).__name__)
     log = startup_log + captured.text + "".join(f"tfplace: {note}\n" for note in notes)
     trace = build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
+    trace.raw = raw_protos(metadatas, graph)  # kept by trace.save
     trace.mode = "graph"
     trace.notes = notes
     return trace

@@ -57,13 +57,25 @@ def records_from_chrome(path: str | os.PathLike) -> Records:
         if lane is None:
             continue
         args = _args(event, index, where)
+        # trace.to_chrome_trace puts a device's lanes (GPU streams, memcpy) on threads of one
+        # process and names each event's lane in args; TensorFlow's timeline.py never does.
+        if "lane" in args:
+            lane = args["lane"]
+            if not isinstance(lane, str):
+                raise _bad(where, index, "args.lane", lane, "a string (the device lane)")
         node = str(args.get("name", event.get("name", "")))
         op_type = str(args.get("op", event.get("name", "")))
         inputs = [str(args[k]) for k in sorted(args) if k.startswith("input")]
         records.op.append(node)
         records.type.append(op_type)
         records.lane.append(lane)
-        records.thread.append(_whole(event, index, where, "tid", default=0))
+        if "thread" in args:  # the recorded thread, written by trace.to_chrome_trace
+            thread = args["thread"]
+            if isinstance(thread, bool) or not isinstance(thread, int) or thread.bit_length() > 63:
+                raise _bad(where, index, "args.thread", thread, "a whole number (the thread id)")
+            records.thread.append(thread)
+        else:
+            records.thread.append(_whole(event, index, where, "tid", default=0))
         records.start.append(_whole(event, index, where, "ts"))
         records.duration.append(_whole(event, index, where, "dur", default=0, negative=False))
         records.label.append(f"{node} = {op_type}({', '.join(inputs)})")
