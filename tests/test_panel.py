@@ -575,6 +575,15 @@ def test_show_placement_compare_to(seed_trace):
     same = show_placement(inputs_none, device_count={"CPU": 2}, compare_to=inputs_none)
     assert len(same.comparison.diff.moved) == 0
     assert len(same.comparison.diff.a.devices) == 2
+    # compare_with on a re-runnable panel: the next re-run compares with the run before it.
+    panel = PlacementPanel(moved.trace, builder=inputs_none, options={"device_count": {"CPU": 2}})
+    panel.compare_with(seed_trace, label="before the move")
+    assert "a: before the move" in panel.comparison.summary.value
+    assert panel.run() is not None
+    assert "a: previous run" in panel.comparison.summary.value
+    assert panel.comparison.diff.a is moved.trace
+    with pytest.raises(TypeError, match="compare_with takes a PlacementTrace, not str"):
+        panel.compare_with("trace.json")
     with pytest.raises(TypeError, match="not int"):
         show_placement(seed_trace, compare_to=42)
     with pytest.raises(TypeError, match="Unknown option 'compare_to' for trace_placement"):

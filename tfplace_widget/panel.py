@@ -390,6 +390,7 @@ class PlacementPanel(widgets.VBox):
         self.error = ""
         self._show_message("")
         self._previous = previous
+        self._compare_labels = ("previous run", "this run")
         self.compare_toggle.disabled = False
         self.show_trace(trace)
         if compare and not self.compare_toggle.value:
@@ -398,7 +399,8 @@ class PlacementPanel(widgets.VBox):
 
     def compare_with(self, trace: PlacementTrace, label: str = "compare_to") -> None:
         """Show the comparison of ``trace`` (as ``a``, named ``label``) with the trace on
-        screen (``b``), as after a re-run; the toggle goes back to the single view."""
+        screen (``b``), as after a re-run (the compare toggle then leads back to the single
+        view); the next re-run compares with the run before it again."""
         if not isinstance(trace, PlacementTrace):
             raise TypeError(f"compare_with takes a PlacementTrace, not {type(trace).__name__}.")
         self._previous = trace
