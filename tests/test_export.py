@@ -544,3 +544,40 @@ def test_to_parquet_keeps_the_tables(seed_cpu, tmp_path):
         for column in original.columns:
             if isinstance(original[column].dtype, pd.CategoricalDtype):
                 assert isinstance(back[column].dtype, pd.CategoricalDtype)
+
+
+# -- raw protos -------------------------------------------------------------------------------
+def test_raw_keeps_every_step_within_the_budget(seed_cpu_steps3, tf):
+    from tfplace_widget.export.raw import raw_protos
+
+    steps = [f"run_metadata_{i}.pb" for i in range(3)]
+    assert set(seed_cpu_steps3.raw) == {"graph_def.pb", *steps}
+    metadatas = []
+    for name in steps:
+        metadata = tf.compat.v1.RunMetadata()
+        metadata.ParseFromString(seed_cpu_steps3.raw[name])
+        metadatas.append(metadata)
+    first = metadatas[0].ByteSize()
+    raw, note = raw_protos(metadatas, budget=first + 1)
+    assert list(raw) == ["run_metadata_0.pb"]
+    assert _parsed(tf, raw["run_metadata_0.pb"]) == metadatas[0]
+    assert "first 1 of 3 steps" in note
+    raw, note = raw_protos(metadatas)
+    assert len(raw) == 3 and note == ""
+
+
+def test_from_run_metadata_keeps_what_it_was_given(seed_cpu, tmp_path, tf):
+    metadata, graph_def = seed_cpu.raw["run_metadata_0.pb"], seed_cpu.raw["graph_def.pb"]
+    trace = PlacementTrace.from_run_metadata(metadata, graph=graph_def)
+    assert set(trace.raw) == {"run_metadata_0.pb", "graph_def.pb"}
+    assert trace.raw["graph_def.pb"] == graph_def
+    assert _parsed(tf, trace.raw["run_metadata_0.pb"]) == _parsed(tf, metadata)
+    loaded = round_trip(trace, tmp_path)
+    assert loaded.raw == trace.raw and loaded.facts == trace.facts
+    assert_same_frames(trace, loaded)
+
+
+def _parsed(tf: Any, data: bytes) -> Any:
+    metadata = tf.compat.v1.RunMetadata()
+    metadata.ParseFromString(data)
+    return metadata

@@ -187,7 +187,8 @@ class PlacementTrace:
         metadatas = [load_run_metadata(m) for m in as_list(run_metadata)]
         facts = facts_from_graph(graph) if graph is not None else None
         trace = build_trace(metadatas, facts, available_devices=devices, log=startup_log)
-        trace.raw = raw_protos(metadatas, graph)
+        trace.raw, dropped = raw_protos(metadatas, graph)
+        trace.log += dropped
         return trace
 
     @classmethod

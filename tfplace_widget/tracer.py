@@ -156,7 +156,8 @@ def trace_placement(
     name = getattr(fn, "__name__", type(fn).__name__)
     log = startup_log + captured.text + "".join(f"tfplace: {note}\n" for note in notes)
     trace = build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
-    trace.raw = raw_protos(metadatas, graph)  # kept by trace.save
+    trace.raw, dropped = raw_protos(metadatas, graph)  # kept by trace.save
+    trace.log += dropped
     trace.mode = "graph"
     trace.notes = notes
     return trace

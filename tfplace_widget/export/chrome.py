@@ -186,11 +186,9 @@ def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]
 def _flows(
     trace: PlacementTrace, slices: list[dict[str, Any]], first_slice: dict[tuple[str, str], dict]
 ) -> list[dict[str, Any]]:
-    """An ``s``/``f`` pair per transfer whose producer and a consumer were timed."""
-    inputs = trace.inputs
-    by_device: dict[Any, list[dict[str, Any]]] = {}
-    for event in slices:
-        by_device.setdefault(event["args"]["device"], []).append(event)
+    """An ``s``/``f`` pair per transfer whose producer and a reader on the destination were
+    timed. One pass over the slices indexes who reads what (linear in events + transfers)."""
+    readers = _readers(trace.inputs, slices)
     flows: list[dict[str, Any]] = []
     transfers = trace.transfers
     sizes = transfers["bytes"].astype(object).tolist()
@@ -212,9 +210,9 @@ def _flows(
         start = first_slice.get((made_by, src))
         if start is None:
             continue
-        end = first_slice.get((tensor, dst)) or _consumer_slice(
-            made_by, start, by_device.get(dst, []), inputs
-        )
+        end = first_slice.get((tensor, dst))  # the copy itself, on a memcpy lane
+        if end is None:
+            end = next((e for e in readers.get((dst, made_by), ()) if e["ts"] >= start["ts"]), None)
         if end is None or end is start:
             continue
         size = sizes[number]
@@ -246,28 +244,25 @@ def _flows(
     return flows
 
 
-def _consumer_slice(
-    made_by: str,
-    start: dict[str, Any],
-    candidates: list[dict[str, Any]],
-    inputs: dict[str, list[str]],
-) -> dict[str, Any] | None:
-    """The first slice on the destination device, at or after the producer's start, of an op
-    reading the tensor (directly, or through a ``<producer>/_N`` receive), else of any op."""
-    recv_prefix = f"{made_by}/_"
-    after = [e for e in candidates if e["ts"] >= start["ts"]]
-    for event in after:
-        op = event["args"]["name"]
-        reads = inputs.get(op, [])
-        if (
-            op.startswith(recv_prefix)
-            or made_by in reads
-            or any(r.startswith(recv_prefix) for r in reads)
-        ):
-            return event
-        if any(
-            f"input{i}" in event["args"] and producer(event["args"][f"input{i}"]) == made_by
-            for i in range(4)
-        ):
-            return event
-    return after[0] if after else None
+_RECV_SUFFIX = re.compile(r"/_\d+$")
+
+
+def _readers(
+    inputs: dict[str, list[str]], slices: list[dict[str, Any]]
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """(device, producer) -> the slices on that device, in time order, of ops that read the
+    producer's output: directly, or through a receive named ``<producer>/_N`` (graph mode's
+    ``_Recv``, itself untimed), or that are such a receive."""
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for event in slices:
+        args = event["args"]
+        op, device = args["name"], args["device"]
+        read = inputs.get(op)
+        if read is None:
+            read = [producer(v) for k, v in args.items() if k.startswith("input")]
+        keys = {_RECV_SUFFIX.sub("", name) for name in read}
+        if _RECV_SUFFIX.search(op):
+            keys.add(_RECV_SUFFIX.sub("", op))
+        for key in keys:
+            found.setdefault((device, key), []).append(event)
+    return found

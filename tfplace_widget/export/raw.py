@@ -12,15 +12,35 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+# What trace.raw may hold of RunMetadata steps: one step of a 100k-op graph serializes to
+# about 56 MB (its GraphDef to 6 MB), so a long multi-step trace would otherwise double its
+# memory. Steps past the budget are left out, and the trace's log says so.
+RAW_BUDGET_BYTES = 256 << 20
 
-def raw_protos(metadatas: Sequence[Any], graph: Any = None) -> dict[str, bytes]:
-    """Graph mode: ``run_metadata_<step>.pb`` for each step and ``graph_def.pb`` (when the
-    graph is known: a ``tf.Graph``, a ``GraphDef``, its bytes or a ``.pb``/``.pbtxt`` path)."""
-    raw = {f"run_metadata_{i}.pb": m.SerializeToString() for i, m in enumerate(metadatas)}
+
+def raw_protos(
+    metadatas: Sequence[Any], graph: Any = None, budget: int = RAW_BUDGET_BYTES
+) -> tuple[dict[str, bytes], str]:
+    """Graph mode: ``graph_def.pb`` (when the graph is known: a ``tf.Graph``, a ``GraphDef``,
+    its bytes or a ``.pb``/``.pbtxt`` path) and ``run_metadata_<step>.pb`` for each step, in
+    order, while they fit in ``budget`` bytes (the first step always). Returns the dict and a
+    line for the log when steps were left out ("" otherwise)."""
+    raw: dict[str, bytes] = {}
     graph_bytes = _graph_bytes(graph)
     if graph_bytes is not None:
         raw["graph_def.pb"] = graph_bytes
-    return raw
+    total = 0
+    for step, metadata in enumerate(metadatas):
+        size = metadata.ByteSize()
+        if step and total + size > budget:
+            return raw, (
+                f"tfplace: trace.raw keeps the RunMetadata of the first {step} of "
+                f"{len(metadatas)} steps ({total / 1e6:.0f} MB); the others would take "
+                f"{size / 1e6:.0f} MB each. The frames have every step.\n"
+            )
+        raw[f"run_metadata_{step}.pb"] = metadata.SerializeToString()
+        total += size
+    return raw, ""
 
 
 def _graph_bytes(graph: Any) -> bytes | None:
