@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from conftest import CPU0, CPU1, GPU_TRACES, TWO_CPUS
 
+from tfplace_widget import show_comparison  # the package export
 from tfplace_widget.analyses.compare import compare
-from tfplace_widget.comparison_view import ComparisonView, show_comparison
+from tfplace_widget.comparison_view import ComparisonView
 from tfplace_widget.search import SearchError
 
 

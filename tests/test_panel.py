@@ -485,6 +485,7 @@ def test_a_large_trace_finds_its_findings_after_the_cell(classic_panel, monkeypa
     """In a kernel (an event loop runs the cell) a large trace's panel shows first and finds
     its findings right after; outside one, at once."""
     import asyncio
+    import concurrent.futures
 
     import tfplace_widget.panel as panel_module
 
@@ -497,7 +498,10 @@ def test_a_large_trace_finds_its_findings_after_the_cell(classic_panel, monkeypa
         await asyncio.sleep(0.01)  # the cell is over: the loop runs what it scheduled
         return panel, waiting
 
-    panel, (note, items) = asyncio.run(cell())
+    # In a thread of its own: Playwright's sync API (the browser tests, earlier in the same
+    # session) leaves an event loop running in this one, where asyncio.run refuses to start.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        panel, (note, items) = pool.submit(asyncio.run, cell()).result()
     assert note.startswith("finding them in") and items == []
     assert panel.findings_view.note == ""
     assert [i["kind"] for i in panel.findings_view.items] == list(trace.findings["kind"])

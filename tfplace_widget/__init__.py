@@ -14,6 +14,7 @@ from .errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyses.compare import PlacementDiff
+    from .comparison_view import ComparisonView
     from .panel import PlacementPanel
     from .trace import PlacementTrace
 
@@ -25,6 +26,7 @@ __all__ = [
     "compare",
     "load_ipython_extension",
     "predict_placement",
+    "show_comparison",
     "show_placement",
     "trace_placement",
     "unload_ipython_extension",
@@ -84,6 +86,16 @@ def compare(a: Any, b: Any) -> PlacementDiff:
     from .dispatch import as_trace
 
     return diff(a, b, trace=as_trace)
+
+
+def show_comparison(a: Any, b: Any, **kwargs: Any) -> ComparisonView:
+    """Show ``compare(a, b)``: both timelines on the same lanes and time axis, the moved ops
+    outlined in both, the diff table and its summary. ``a``/``b``: traces or anything
+    :func:`show_placement` takes. See :func:`tfplace_widget.comparison_view.show_comparison`.
+    """
+    from .comparison_view import show_comparison as show
+
+    return show(a, b, **kwargs)
 
 
 def __getattr__(name: str) -> Any:
