@@ -11,6 +11,7 @@ given (``show_comparison`` traces functions first, through ``dispatch.as_trace``
 from __future__ import annotations
 
 import html
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -247,7 +248,7 @@ class ComparisonView(widgets.VBox):
 
     def close(self) -> None:
         """Close the view and every widget in it (twice is harmless)."""
-        if getattr(self, "_closed", True):
+        if getattr(self, "_closed", True) or sys.is_finalizing():  # at exit: nothing to free
             super().close()
             return
         self._closed = True

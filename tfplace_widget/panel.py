@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -251,7 +252,9 @@ class PlacementPanel(widgets.VBox):
         if self._closed:
             return
         self._closed = True
-        if not self._built:  # __init__ failed part-way: there is no panel to take apart
+        # __init__ failed part-way: there is no panel to take apart; or the interpreter is
+        # exiting (ipywidgets closes widgets from __del__), when there is nothing to free.
+        if not self._built or sys.is_finalizing():
             super().close()
             return
         tree = _widget_tree(self)
