@@ -114,3 +114,22 @@ def test_the_package_compare_traces_functions_and_takes_traces(tf, asks_for_cpu2
     assert list(diff.moved["op"]) == ["C"] and _row(diff, "C").device_b == CPU0
     with pytest.raises(TypeError, match="not int"):
         tfplace_widget.compare(a, 42)
+
+
+def test_a_soft_moved_op_against_its_prediction_on_a_gpu_machine(tf, trace_placement):
+    """Soft placement moved the GPU request here; with a GPU it would be honoured: moved."""
+    from tfplace_widget import predict_placement
+
+    def build() -> Any:
+        a = tf.ones((1000,), name="A")
+        with tf.device("/gpu:0"):
+            c = tf.multiply(a, 2.0, name="C")
+        return c
+
+    here = trace_placement(build, soft_placement=True)
+    there = predict_placement(here, gpus=1)
+    diff = compare(here, there)
+    c = _row(diff, "C")
+    assert (c.status, c.how_a, c.how_b) == ("moved", "soft", "explicit")
+    assert c.device_b.endswith("GPU:0") and c.device_a == CPU0
+    assert "1 op moved" in diff.summary or "ops moved" in diff.summary
