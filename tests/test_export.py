@@ -581,3 +581,38 @@ def _parsed(tf: Any, data: bytes) -> Any:
     metadata = tf.compat.v1.RunMetadata()
     metadata.ParseFromString(data)
     return metadata
+
+
+@pytest.mark.parametrize("which", ["graph", "function", "gpu"])
+def test_a_loaded_trace_shows_the_same_panel(which, seed_cpu, function_trace, tmp_path):
+    from tfplace_widget import PlacementPanel
+
+    trace = {
+        "graph": seed_cpu,
+        "function": function_trace,
+        "gpu": PlacementTrace.from_chrome_trace(KITTIBOX),
+    }[which]
+    panels = [PlacementPanel(trace), PlacementPanel(round_trip(trace, tmp_path))]
+    try:
+        first, second = panels
+        assert first.header.value == second.header.value
+        assert first.status.value == second.status.value
+        pd.testing.assert_frame_equal(first.visible_ops, second.visible_ops)
+        assert _same(first.timeline.drawn(), second.timeline.drawn())
+        pd.testing.assert_frame_equal(first.trace.findings, second.trace.findings)
+    finally:
+        for panel in panels:
+            panel.close()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Deep equality of what the timeline draws (dicts, lists, numpy arrays, numbers)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        x, y = np.asarray(a), np.asarray(b)
+        floats = x.dtype.kind == "f" and y.dtype.kind == "f"
+        return x.shape == y.shape and np.array_equal(x, y, equal_nan=floats)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b or (a != a and b != b)
