@@ -627,3 +627,27 @@ def test_comparing_without_a_previous_run_is_a_message(panel):
     assert "no previous run to compare with yet" in panel.message.value
     assert not panel.compare_toggle.value and panel.comparison is None
     assert panel.table.layout.display is None  # the single view stays
+
+
+# -- Save and Export HTML (issue 14) -----------------------------------------------------------
+def test_the_save_button_writes_a_tfplace_file_next_to_the_notebook(panel, tmp_path, monkeypatch):
+    import pandas as pd
+
+    from tfplace_widget import PlacementTrace
+
+    monkeypatch.chdir(tmp_path)  # a kernel runs in its notebook's folder
+    panel.save_button.click()
+    [written] = list(tmp_path.glob("*.tfplace"))
+    assert f"Saved the trace to {written}" in panel.message.value
+    loaded = PlacementTrace.load(written)
+    pd.testing.assert_frame_equal(loaded.ops, panel.trace.ops)
+    panel.save_button.click()  # a second save never overwrites the first
+    assert len(list(tmp_path.glob("*.tfplace"))) == 2
+
+
+def test_a_save_that_cannot_write_says_so_and_keeps_the_panel(panel, tmp_path):
+    before = list(panel.visible_ops["op"])
+    missing = tmp_path / "no" / "such" / "folder"
+    panel._write_file(lambda: panel.save(missing), "Saved the trace to")
+    assert "Nothing was written" in panel.message.value
+    assert list(panel.visible_ops["op"]) == before

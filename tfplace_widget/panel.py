@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -169,6 +171,17 @@ class PlacementPanel(widgets.VBox):
             layout=widgets.Layout(width="auto"),
         )
         self.compare_toggle.add_class("tfplace-compare-toggle")
+        self.save_button = widgets.Button(
+            description="Save",
+            icon="save",
+            tooltip="Write this trace to a .tfplace file next to the notebook "
+            "(PlacementTrace.load or show_placement opens it)",
+        )
+        self.html_button = widgets.Button(
+            description="Export HTML",
+            icon="file-code-o",
+            tooltip="Write a self-contained HTML report next to the notebook (opens offline)",
+        )
         self._comparison_box = widgets.Box(
             layout=widgets.Layout(width="100%", display="none", flex_flow="column")
         )
@@ -187,6 +200,8 @@ class PlacementPanel(widgets.VBox):
                 self.gpus,
                 self.gpus_label,
                 self.compare_toggle,
+                self.save_button,
+                self.html_button,
             ],
             layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
         )
@@ -224,6 +239,8 @@ class PlacementPanel(widgets.VBox):
         self.log_section.observe(self._on_log_toggle, "selected_index")
         self.rerun.on_click(self._on_rerun_click)
         self.move_rerun.on_click(self._on_move_click)
+        self.save_button.on_click(self._on_save_click)
+        self.html_button.on_click(self._on_html_click)
         self.compare_toggle.observe(self._on_compare_toggle, "value")
         self.as_gpus.observe(self._on_gpus_change, "value")
         self.gpus.observe(self._on_gpus_change, "value")
@@ -268,6 +285,8 @@ class PlacementPanel(widgets.VBox):
             widget.unobserve_all()
         self.rerun.on_click(self._on_rerun_click, remove=True)
         self.move_rerun.on_click(self._on_move_click, remove=True)
+        self.save_button.on_click(self._on_save_click, remove=True)
+        self.html_button.on_click(self._on_html_click, remove=True)
         if self._comparison is not None:
             self._comparison.release()
         self._comparison = self._previous = None
@@ -763,6 +782,35 @@ class PlacementPanel(widgets.VBox):
     def _render_details(self, op: str) -> None:
         self.details.value = details_html(self.trace, op)
 
+    def save(self, folder: str | os.PathLike = ".") -> str:
+        """Write the trace on screen to a new ``.tfplace`` file in ``folder`` (the notebook's
+        folder by default: a kernel runs there); return its path. The Save button calls it."""
+        path = _new_file(folder, self.trace, ".tfplace")
+        self.trace.save(path)
+        return path
+
+    def export_html(self, folder: str | os.PathLike = ".") -> str:
+        """Write the trace on screen as a self-contained HTML report in ``folder`` (with the
+        current search); return its path. The Export HTML button calls it."""
+        path = _new_file(folder, self.trace, ".html")
+        self.trace.to_html(path, search=self.search.value)
+        return path
+
+    def _on_save_click(self, _button: widgets.Button) -> None:
+        self._write_file(self.save, "Saved the trace to")
+
+    def _on_html_click(self, _button: widgets.Button) -> None:
+        self._write_file(self.export_html, "Wrote the HTML report to")
+
+    def _write_file(self, write: Callable[[], str], done: str) -> None:
+        """Run a file writer; say where it wrote, or why it could not (the panel stays)."""
+        try:
+            path = write()
+        except Exception as exc:
+            self._show_error(exc, kept="Nothing was written; the panel stays as it was.")
+            return
+        self._show_message(f"{done} {os.path.abspath(path)}")
+
     def _show_message(self, text: str, kind: str = "info") -> None:
         self.message.value = message_html(text, kind)
 
@@ -908,3 +956,14 @@ def _normalized(options: dict[str, Any]) -> dict[str, Any]:
     if options.get("device_count") is not None:
         options["device_count"] = normalize_device_count(options["device_count"])
     return options
+
+
+def _new_file(folder: str | os.PathLike, trace: PlacementTrace, suffix: str) -> str:
+    """A new file name in ``folder`` from the trace's source and the time: never overwrites."""
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(trace.source or "trace")).strip("._")
+    base = os.path.join(os.fspath(folder), f"{stem or 'trace'}-{time.strftime('%Y%m%d-%H%M%S')}")
+    path, n = base + suffix, 1
+    while os.path.exists(path):
+        n += 1
+        path = f"{base}-{n}{suffix}"
+    return path
