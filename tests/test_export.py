@@ -155,11 +155,6 @@ def test_as_trace_opens_a_saved_trace(seed_cpu, tmp_path):
     assert_same_frames(as_trace(renamed), seed_cpu)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="panel.show_placement does not dispatch .tfplace files yet: it should call "
-    "dispatch.as_trace for every non-callable input (panel.py belongs to the lead)",
-)
 def test_show_placement_opens_a_saved_trace(seed_cpu, tmp_path):
     path = tmp_path / "seed.tfplace"
     seed_cpu.save(path)

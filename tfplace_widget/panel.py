@@ -32,7 +32,6 @@ from .options import normalize_device_count
 from .panel_html import details_html, header_html, log_html, message_html, status_html
 from .reasons import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
 from .search import SearchError, filter_ops, matching_lines, searchable
-from .sources.files import trace_format
 from .summary import device_summaries, format_us
 from .table import OpTable
 from .timeline import Timeline
@@ -908,18 +907,12 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
             "Arguments after the first are passed to the function to trace; "
             f"{type(fn_or_trace).__name__} is not callable."
         )
-    if isinstance(fn_or_trace, PlacementTrace):
-        _no_options_for("a PlacementTrace", options)
-        return PlacementPanel(fn_or_trace)
-    if isinstance(fn_or_trace, (str, os.PathLike)):
-        _no_options_for("a trace file", options)
-        path = os.fspath(fn_or_trace)
-        if trace_format(path) == "chrome":
-            return PlacementPanel(PlacementTrace.from_chrome_trace(path))
-        return PlacementPanel(PlacementTrace.from_run_metadata(path))
-    if type(fn_or_trace).__name__ == "RunMetadata":
-        _no_options_for("a RunMetadata", options)
-        return PlacementPanel(PlacementTrace.from_run_metadata(fn_or_trace))
+    if isinstance(fn_or_trace, (PlacementTrace, str, os.PathLike)) or (
+        type(fn_or_trace).__name__ == "RunMetadata"
+    ):  # already traced: a trace, a trace file (.tfplace, Chrome JSON, RunMetadata) or proto
+        from .dispatch import as_trace
+
+        return PlacementPanel(as_trace(fn_or_trace, **options))
     if callable(fn_or_trace):
         trace = trace_placement(fn_or_trace, *args, **options)
         return PlacementPanel(trace, builder=fn_or_trace, options=options, args=args)
@@ -939,14 +932,6 @@ def _move_targets(trace: PlacementTrace, op: str, devices: list[str]) -> list[st
         return []
     placed = set(rows["device"])
     return [d for d in devices if d not in placed]
-
-
-def _no_options_for(what: str, options: dict[str, Any]) -> None:
-    if options:
-        raise ValueError(
-            f"Options ({', '.join(options)}) only apply when tracing a function; {what} is "
-            "already traced. Pass the graph-builder function instead to trace with options."
-        )
 
 
 def _normalized(options: dict[str, Any]) -> dict[str, Any]:
