@@ -1,6 +1,7 @@
 """The timeline: one lane per device (GPU streams and copies as sub-lanes), bars in device colours.
 
-Built once per trace as plotly.js trace dicts, drawn by a ``TimelineWidget``; a search only
+Built once per trace as plotly.js trace dicts (:class:`TimelineFigure`, pure: no widget, also
+what the static HTML report draws), drawn by a ``TimelineWidget`` (:class:`Timeline`); a search only
 replaces the small "matches" overlay traces and dims the base bars (the widget's ``overlays``),
 so one keystroke sends one small message. Above ``WEBGL_THRESHOLD`` bars the traces are WebGL
 (``scattergl`` lines drawn as thick bars), and only the ``MAX_BARS`` longest events are drawn
@@ -13,6 +14,7 @@ import html
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -20,7 +22,9 @@ import pandas as pd
 from .colors import device_color
 from .devices import lane_kind, lane_kinds, short_device
 from .summary import format_us
-from .timeline_widget import TimelineWidget
+
+if TYPE_CHECKING:  # the widget (ipywidgets, anywidget) is imported only when one is made
+    from .timeline_widget import TimelineWidget
 
 WEBGL_THRESHOLD = 3000
 MAX_BARS = 10_000
@@ -44,9 +48,16 @@ class _DeviceTraces:
     match_rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
 
-class Timeline:
-    """Owns the figure's traces, its ``TimelineWidget`` and the mapping between its points and
-    event rows."""
+class TimelineFigure:
+    """The timeline's figure, as plotly.js takes it: ``data`` (trace dicts, numeric arrays as
+    numpy arrays) and ``layout``, and the mapping between its points and event rows.
+
+    Pure (no widget, no kernel): :class:`Timeline` draws it in a ``TimelineWidget`` and keeps
+    it up to date with a search; the static HTML report (``export.html``) writes it into a
+    page. Per device, trace ``2 * i`` draws its bars and ``2 * i + 1`` its search matches
+    (empty as built); then comes the selected op's trace (``selected_index``, empty) and,
+    when drawn, the transfer arrows.
+    """
 
     def __init__(
         self,
@@ -54,7 +65,6 @@ class Timeline:
         devices: list[str],
         transfers: pd.DataFrame,
         inputs: dict[str, list[str]],
-        widget: TimelineWidget | None = None,
         *,
         lanes: Sequence[tuple[str, str]] | None = None,
         x_span: float | None = None,
@@ -70,12 +80,9 @@ class Timeline:
         self.lanes, lane_of_row = self._lanes(events, lanes)
         self._fixed_lanes = lanes is not None
         self.lane_y = lane_of_row
-        self.widget = widget if widget is not None else TimelineWidget()
         self._device_traces: list[_DeviceTraces] = []
-        self._overlays: dict[int, dict] = {}  # trace index -> what a search or a pick changed
         self._selected_index = -1
         self._no_rows = np.empty(0, dtype=np.int64)
-        self.matches_shown = self.matches_total = 0  # search matches outlined / drawn-and-matching
         self.arrows_drawn = False
         # Bars at least 1/1500 of the step wide, so 1 µs ops in a long step stay visible (the
         # hover text gives the real duration).
@@ -87,12 +94,38 @@ class Timeline:
             else 0.0
         )
         self._min_width = max(0.5, self._span / 1500)
-        self._selected_rows = self._no_rows
         self._ops = events["op"].to_numpy(dtype=object)
         self._hover = np.full(len(events), None, dtype=object)
         colors = {device: device_color(device) for device in pd.unique(events["device"])}
         self._row_colors = events["device"].map(colors).to_numpy(dtype=object)
-        self._build(transfers, inputs)
+        self.data, self.layout = self._build(transfers, inputs)
+
+    @property
+    def device_traces(self) -> list[_DeviceTraces]:
+        """Per device (in ``devices`` order): its bar and match trace indices and the event
+        rows its bars draw, point by point."""
+        return self._device_traces
+
+    @property
+    def selected_index(self) -> int:
+        """The index of the selected op's trace in ``data``."""
+        return self._selected_index
+
+    def notes(self, transfers: int) -> list[str]:
+        """What the header says about this figure: that it draws a sample, and that the
+        ``transfers`` cross-device transfers are listed but not drawn."""
+        notes = []
+        if self.total > len(self.shown):
+            notes.append(
+                f"The timeline draws a sample: the {len(self.shown):,} longest "
+                f"of {self.total:,} events."
+            )
+        if transfers and not self.arrows_drawn:
+            notes.append(
+                f"Transfers are listed, not drawn: {transfers:,} arrows would "
+                "hide the bars (pick an op to see its transfers)."
+            )
+        return notes
 
     # -- construction -------------------------------------------------------------------------
     @staticmethod
@@ -143,8 +176,10 @@ class Timeline:
             ]
         return cache[rows]
 
-    def _build(self, transfers: pd.DataFrame, inputs: dict[str, list[str]]) -> None:
-        """Make the traces and layout and draw them (the widget's state is the whole figure)."""
+    def _build(
+        self, transfers: pd.DataFrame, inputs: dict[str, list[str]]
+    ) -> tuple[list[dict], dict]:
+        """Make the traces and the layout."""
         device_of_row = self.events["device"].to_numpy(dtype=object)
         shown = self.shown
         traces: list[dict] = []
@@ -173,8 +208,7 @@ class Timeline:
         arrows = self._arrows(transfers, inputs)
         if arrows is not None:
             traces.append(arrows)
-        self.widget.draw(traces, self._layout())
-        self.widget.on_click(self._forward_click)
+        return traces, self._layout()
 
     def _layout(self) -> dict:
         span = self._span or 1.0
@@ -324,6 +358,37 @@ class Timeline:
             marker=dict(symbol="arrow", size=9, angleref="previous", color="#7f7f7f"),
         )
 
+
+class Timeline(TimelineFigure):
+    """A :class:`TimelineFigure` drawn in its ``TimelineWidget``: owns the widget, the search's
+    overlays and the clicks."""
+
+    def __init__(
+        self,
+        events: pd.DataFrame,
+        devices: list[str],
+        transfers: pd.DataFrame,
+        inputs: dict[str, list[str]],
+        widget: TimelineWidget | None = None,
+        *,
+        lanes: Sequence[tuple[str, str]] | None = None,
+        x_span: float | None = None,
+    ) -> None:
+        """``lanes`` and ``x_span``: see :class:`TimelineFigure`. ``widget``: draw into this
+        one (a re-run keeps the panel's widget) instead of a new one."""
+        if widget is None:
+            from .timeline_widget import TimelineWidget
+
+            widget = TimelineWidget()
+        self.widget = widget
+        self._overlays: dict[int, dict] = {}  # trace index -> what a search or a pick changed
+        self.matches_shown = self.matches_total = 0  # search matches outlined / drawn-and-matching
+        super().__init__(events, devices, transfers, inputs, lanes=lanes, x_span=x_span)
+        self._selected_rows = self._no_rows
+        # The widget's state is the whole figure.
+        self.widget.draw(self.data, self.layout)
+        self.widget.on_click(self._forward_click)
+
     # -- updates ------------------------------------------------------------------------------
     def highlight(self, event_mask: np.ndarray | None) -> None:
         """Outline the events where ``event_mask`` is True (``None``: no search, none dimmed).
@@ -418,6 +483,7 @@ class Timeline:
         self.events = self.events.head(0).copy()
         self.shown = self.lane_y = self._no_rows
         self._ops = self._hover = self._row_colors = np.empty(0, dtype=object)
+        self.data, self.layout = [], {}  # the widget keeps what it drew
         self._device_traces = []
         self._overlays = {}
         self._selected_rows = self._no_rows
