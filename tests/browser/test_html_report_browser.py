@@ -1,0 +1,263 @@
+"""The static HTML report opened from disk in headless Chromium: no server, no kernel, no network.
+
+The file is written by ``export.html.write_html`` from real traces (the seed experiment run in
+a Session, a vendored GPU trace, a generated 10k-op graph), opened as ``file://``, and used as a
+person would: type into the search box, tick ``regex``, click a row, click a bar. The table,
+"showing N of M" and the timeline's traces (plotly.js's own ``gd.data``) must follow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from tfplace_widget import PlacementTrace
+from tfplace_widget.export.html import SEARCH_JS, write_html
+from tfplace_widget.search import SearchError, match_names
+
+from .conftest import SCREENSHOTS, VIEWPORT
+
+REPO = Path(__file__).resolve().parents[2]
+GPU_TRACES_DIR = REPO / "tfplace_widget" / "examples" / "gpu_traces"
+READY_MS = 30_000
+# What plotly.js drew: each trace's name, opacity and number of points.
+TRACES_JS = """() => document.getElementById('tfplace-timeline').data.map(
+    (t) => ({name: t.name, opacity: t.opacity, n: (t.x || []).length}))"""
+ROWS_JS = (
+    "() => Array.from(document.querySelectorAll('#tfplace-table tbody tr'), (r) => r.dataset.op)"
+)
+
+
+class Report:
+    """A report open in a page, with the steps a reader takes."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+
+    def rows(self) -> list[str]:
+        return self.page.evaluate(ROWS_JS)
+
+    def status(self) -> str:
+        return self.page.inner_text("#tfplace-status")
+
+    def traces(self) -> dict[str, dict]:
+        return {t["name"]: t for t in self.page.evaluate(TRACES_JS)}
+
+    def type(self, text: str, *, clear: bool = True) -> None:
+        """Type ``text`` into the search box, and wait until the table has changed."""
+        before = self.status()
+        box = self.page.locator("#tfplace-search")
+        if clear:
+            box.fill("")
+        box.click()
+        box.press_sequentially(text, delay=40)
+        self.page.wait_for_function(
+            "(before) => document.getElementById('tfplace-status').innerText !== before",
+            arg=before,
+            timeout=10_000,
+        )
+        self.page.wait_for_timeout(100)  # the timeline redraw after the last keystroke
+
+
+@pytest.fixture
+def open_report(chromium, request) -> Iterator:
+    """``open_report(path, dark=False)``: a fresh page on ``file://path``, ready (table and
+    timeline drawn); pages that raised or logged errors fail the test."""
+    contexts, errors = [], []
+
+    def opener(path: Path, *, dark: bool = False) -> Report:
+        context = chromium.new_context(
+            viewport=VIEWPORT, color_scheme="dark" if dark else "light", offline=True
+        )
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("dialog", lambda d: errors.append(f"dialog: {d.message}") or d.dismiss())
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(path.resolve().as_uri())
+        page.wait_for_function("document.body.dataset.ready === 'true'", timeout=READY_MS)
+        assert all(url.startswith("file://") for url in requests), requests
+        return Report(page)
+
+    yield opener
+    for context in contexts:
+        context.close()
+    assert not errors, errors
+
+
+def test_seed_report_search_narrows_table_and_timeline(seed_cpu, open_report, tmp_path):
+    path = write_html(seed_cpu, tmp_path / "seed.html")
+    report = open_report(path)
+    total = len(seed_cpu.ops)
+    assert sorted(report.rows()) == sorted(seed_cpu.ops["op"])
+    assert report.status() == f"showing {total} of {total} ops"
+    assert "TensorFlow placement" in report.page.inner_text("#tfplace-header")
+    traces = report.traces()
+    assert traces["CPU:0"]["opacity"] == 1 and traces["CPU:1 matches"]["n"] == 0
+    report.page.screenshot(path=str(SCREENSHOTS / "html-report-seed.png"), full_page=True)
+
+    report.type("C")
+    rows = report.rows()
+    want = seed_cpu.ops["op"][match_names(seed_cpu.ops["op"], "C")].tolist()
+    assert sorted(rows) == sorted(want) and "C" in rows and len(rows) < total
+    assert report.status() == f"showing {len(want)} of {total} ops"
+    traces = report.traces()
+    assert traces["CPU:0"]["opacity"] == pytest.approx(0.25)
+    assert traces["CPU:1"]["opacity"] == pytest.approx(0.25)
+    assert traces["CPU:1 matches"]["n"] >= 1  # C ran on CPU:1
+    report.page.screenshot(path=str(SCREENSHOTS / "html-report-seed-searched.png"), full_page=True)
+
+    # A glob, then a regex (ticked): the panel's rules.
+    report.type("_s*n*")
+    want = seed_cpu.ops["op"][match_names(seed_cpu.ops["op"], "_s*n*")].tolist()
+    assert sorted(report.rows()) == sorted(want)
+    report.page.check("#tfplace-regex")
+    report.type("^C$")
+    assert report.rows() == ["C"]
+    assert report.traces()["CPU:1 matches"]["n"] == 1
+    report.type("(")  # a bad pattern: a message, the last result stays
+    message = report.page.locator("#tfplace-message")
+    message.wait_for(state="visible", timeout=5_000)
+    assert message.inner_text().startswith("Invalid regular expression '('")
+
+    # A click on a row rings the op in the timeline and shows why it is there.
+    report.page.uncheck("#tfplace-regex")
+    report.type("C")
+    report.page.click("#tfplace-table tbody tr[data-op='C']")
+    details = report.page.locator("#tfplace-details")
+    details.wait_for(state="visible")
+    assert "explicit" in details.inner_text() and "CPU:1" in details.inner_text()
+    report.page.wait_for_function(
+        "() => document.getElementById('tfplace-timeline').data"
+        ".some((t) => t.name === 'selected' && (t.x || []).length === 1)"
+    )
+    report.type("")  # cleared: every op back, nothing dimmed
+    assert len(report.rows()) == total
+    assert report.traces()["CPU:0"]["opacity"] == 1
+
+
+def test_gpu_report_click_a_bar_and_chips(open_report, tmp_path):
+    trace = PlacementTrace.from_chrome_trace(GPU_TRACES_DIR / "riptide" / "timeline.ctf.json")
+    path = write_html(trace, tmp_path / "riptide.html", search="grad")
+    report = open_report(path, dark=True)
+    want = trace.ops["op"][match_names(trace.ops["op"], "grad")].tolist()
+    assert report.page.input_value("#tfplace-search") == "grad"
+    assert sorted(report.rows()) == sorted(want)
+    matches = report.traces()["GPU:0 matches"]
+    assert matches["n"] > 0 and not report.page.evaluate(
+        "() => document.getElementById('tfplace-timeline')._fullData[0].type === 'scattergl'"
+    )
+    report.page.screenshot(path=str(SCREENSHOTS / "html-report-gpu-dark.png"), full_page=True)
+    # The CPU:0 chip keeps CPU:0's ops (none of them match "grad": cleared first).
+    report.type("")
+    report.page.click("#tfplace-chips button[data-device$='CPU:0']")
+    report.page.wait_for_function(
+        "() => document.querySelectorAll('#tfplace-table tbody tr').length === "
+        f"{int((trace.ops['device'] == trace.devices[-1]).sum())}"
+    )
+    assert set(
+        report.page.evaluate(
+            "() => Array.from(document.querySelectorAll('#tfplace-table td[data-column=device]'),"
+            " (td) => td.textContent)"
+        )
+    ) == {"CPU:0"}
+    report.page.click("#tfplace-chips button[data-device$='CPU:0']")
+    # Click the longest drawn bar: its op is picked, its row shown and selected.
+    box = report.page.evaluate(
+        """() => {
+            const paths = Array.from(document.querySelectorAll('#tfplace-timeline .barlayer .point path'));
+            const boxes = paths.map((p) => p.getBoundingClientRect());
+            const widest = boxes.reduce((a, b) => (b.width > a.width ? b : a));
+            return {x: widest.x + widest.width / 2, y: widest.y + widest.height / 2};
+        }"""
+    )
+    report.page.mouse.click(box["x"], box["y"])
+    selected = report.page.locator("#tfplace-table tr.tfplace-selected")
+    selected.wait_for(timeout=5_000)
+    op = selected.get_attribute("data-op")
+    assert op in set(trace.ops["op"])
+    assert op in report.page.inner_text("#tfplace-details")
+
+
+def test_names_stay_text_in_the_page(seed_cpu, open_report, tmp_path):
+    hostile = "C</script><img src=x onerror=alert(1)>"
+    ops = seed_cpu.ops.assign(op=seed_cpu.ops["op"].replace({"C": hostile}))
+    events = seed_cpu.events.assign(op=seed_cpu.events["op"].replace({"C": hostile}))
+    trace = dataclasses.replace(seed_cpu, ops=ops, events=events)
+    report = open_report(write_html(trace, tmp_path / "hostile.html", search="<img"))
+    assert report.rows() == [hostile]  # shown as text, found by its text
+    assert report.page.locator("img").count() == 0
+    assert report.traces()["CPU:1 matches"]["n"] == 1
+
+
+def _graphs() -> Any:
+    spec = importlib.util.spec_from_file_location("_bench_graphs", REPO / "benchmarks/graphs.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_10k_ops_webgl_report(trace_placement, open_report, tmp_path):
+    graphs = _graphs()
+    trace = trace_placement(graphs.builder(graphs.make_graph_def(10_000)), device_count={"CPU": 4})
+    report = open_report(write_html(trace, tmp_path / "10k.html"))
+    assert report.page.evaluate(
+        "() => document.getElementById('tfplace-timeline')._fullData[0].type === 'scattergl'"
+    )
+    assert len(report.rows()) == 50  # one page
+    assert "page 1 of" in report.page.inner_text(".tfplace-pager")
+    report.type("c3/add1")
+    want = int(match_names(trace.ops["op"], "c3/add1").sum())
+    assert report.status().startswith(f"showing {want:,} of {len(trace.ops):,} ops")
+    matches = sum(t["n"] for name, t in report.traces().items() if name.endswith("matches"))
+    assert 0 < matches <= 3 * 2_000  # three points per GL bar, at most MAX_MATCH_BARS
+    ms = float(report.page.evaluate("() => document.body.dataset.readyMs"))
+    print(f"\n10k-op report ready {ms:.0f} ms after navigation")
+
+
+def test_chromium_runs_the_search_as_python_does(chromium):
+    """The page's search in Chromium's own regex engine, against ``search.match_names`` (the
+    same names and queries as ``tests/test_html_report.py`` runs under node)."""
+    from test_html_report import NAMES, QUERIES
+
+    page = chromium.new_page()
+    try:
+        answers = page.evaluate(
+            "([names, queries]) => {"
+            + SEARCH_JS
+            + """
+            const lowered = names.map((n) => n.toLowerCase());
+            return queries.map(([text, regex, caseSensitive]) => {
+              try {
+                return {mask: Array.from(matchNames(names, lowered, text, regex, caseSensitive))};
+              } catch (error) {
+                if (!(error instanceof SearchError)) throw error;
+                return {error: error.message};
+              }
+            });
+            }""",
+            [NAMES, QUERIES],
+        )
+    finally:
+        page.close()
+    disagree = []
+    for (text, regex, case), answer in zip(QUERIES, answers, strict=True):
+        try:
+            expected = match_names(pd.Series(NAMES), text, regex=regex, case=case).tolist()
+        except SearchError:
+            expected = None
+        got = None if "error" in answer else [bool(v) for v in answer["mask"]]
+        if got != expected:
+            disagree.append((text, regex, case, answer))
+    assert not disagree, json.dumps(disagree, ensure_ascii=False)
