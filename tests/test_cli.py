@@ -56,6 +56,11 @@ BUILDER = textwrap.dedent(
     def fails():
         raise RuntimeError("the builder broke")
 
+    @tf.function
+    def tf2_step():
+        x = tf.ones((4, 4), name="x")
+        return tf.matmul(x, x, name="tower_2/y")
+
     NOT_A_FUNCTION = 42
     """
 )
@@ -510,6 +515,31 @@ def test_usage_errors_are_one_line(capsys):
         assert len(lines) == 1 and words in lines[0] and "--help" in lines[0], (argv, err)
 
 
+@pytest.mark.parametrize(
+    ("raised", "code", "words"),
+    [
+        (
+            RuntimeError("boom"),
+            3,
+            "internal error, please report it with the --debug output: RuntimeError: boom",
+        ),
+        (KeyboardInterrupt(), 130, "interrupted"),
+    ],
+)
+def test_a_bug_or_ctrl_c_is_still_one_line(capsys, monkeypatch, raised, code, words):
+    import tfplace_widget.cli as cli_module
+
+    def fail(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(cli_module, "print_summary", fail)
+    got, _, err = cli(capsys, "show", GPU_01)
+    assert got == code
+    assert one_error_line(err) == f"tfplace: error: {words}"
+    got, _, err = cli(capsys, "show", GPU_01, "--debug")
+    assert got == code and "Traceback (most recent call last)" in err
+
+
 def test_help_and_version(capsys):
     code, out, _ = cli(capsys, "--help")
     assert code == 0 and "Exit codes: 0 done, 1 an --expect-device check failed" in out
@@ -553,6 +583,18 @@ def test_run_options_reach_the_trace(capsys, builder, tmp_path):
     assert set(trace.ops.loc[trace.ops["op"] == "folded", "type"]) == {"Const"}  # ones + 1
 
 
+def test_run_tf2_code(capsys, builder, tmp_path):
+    from tfplace_widget import PlacementTrace
+
+    out_path = tmp_path / "tf2.tfplace"
+    code, out, err = cli(capsys, "run", f"{builder}:tf2_step", "-o", out_path, "--search", "y")
+    assert (code, err) == (0, "")
+    assert "(TF2 code, run in the eager runtime)" in out.splitlines()[0]
+    assert PlacementTrace.load(out_path).mode == "function"
+    code, out, _ = cli(capsys, "show", out_path, "--expect-device", "tower_2/y=GPU")
+    assert code == 0 and "predict_placement(trace, gpus=1)" in out
+
+
 def test_run_no_soft_refuses_a_gpu_request(capsys, builder, tmp_path):
     out_path = tmp_path / "t.tfplace"
     code, out, err = cli(capsys, "run", f"{builder}:on_gpu", "--no-soft", "-o", out_path)
@@ -581,7 +623,7 @@ def test_run_a_module_function_from_the_working_directory(capsys, builder, tmp_p
         ("{builder}:", "Expected MODULE_OR_FILE:FUNCTION"),
         ("{folder}/missing.py:build", "No such file"),
         ("no_such_module_here:build", "No module named 'no_such_module_here'"),
-        ("{builder}:nope", "has no 'nope'. It defines: build, fails, on_gpu"),
+        ("{builder}:nope", "has no 'nope'. It defines: build, fails, on_gpu, tf2_step"),
         ("{builder}:NOT_A_FUNCTION", "is a int, not a function"),
         ("{folder}/broken.py:build", "Importing"),
         ("{builder}:fails", "the builder broke"),
@@ -650,6 +692,24 @@ def test_expect_on_a_real_gpu_trace_checks_the_trace(capsys):
     offending = section(out, "Not on CPU (random_normal*=CPU)")
     assert {row.split()[1] for row in offending[1:]} == {"GPU:0"}
     assert err.startswith("tfplace: ") and len(err.splitlines()) == 1 and "error" not in err
+
+
+def test_expect_lists_at_most_50_offending_ops(capsys):
+    from tfplace_widget import PlacementTrace
+
+    path = GPU_TRACES / "kittibox" / "timeline_01.json"
+    ops = PlacementTrace.from_chrome_trace(path).ops
+    on_gpu = int(
+        (ops["how"].astype(str) != "runtime").sum()
+        - (ops.loc[ops["how"].astype(str) != "runtime", "device"].str.contains("CPU").sum())
+    )
+    assert on_gpu > 50
+    code, out, err = cli(capsys, "show", path, "--expect-device", "*=CPU")
+    assert code == 1
+    offending = section(out, "Not on CPU (*=CPU)")
+    assert len(offending) == 1 + 50 + 1
+    assert offending[-1] == f"  ... and {on_gpu - 50:,} more"
+    assert f"tfplace: {on_gpu:,} ops are not on the expected device" in err
 
 
 def test_expect_gpu_without_a_gpu_checks_the_prediction(capsys, saved):

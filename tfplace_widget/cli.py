@@ -597,9 +597,9 @@ def check_expectations(
         wrong = matched[~on.to_numpy(dtype=bool)]
         status = "ok" if wrong.empty else "FAIL"
         detail = (
-            f"{len(matched)} op{'s' if len(matched) != 1 else ''}"
+            f"{len(matched):,} op{'s' if len(matched) != 1 else ''}"
             if wrong.empty
-            else f"{len(wrong)} of {len(matched)} ops elsewhere"
+            else f"{len(wrong):,} of {len(matched):,} ops elsewhere"
         )
         rows.append([status, expectation.text, detail])
         if not wrong.empty:
@@ -620,13 +620,13 @@ def check_expectations(
             ["op", "device", "how", "reason"],
         )
         if len(wrong) > len(listed):
-            out.line(f"  ... and {len(wrong) - len(listed)} more")
+            out.line(f"  ... and {len(wrong) - len(listed):,} more")
     count = sum(len(w) for _, w in failures)
     _flush(out.stream)
     first_expectation, first_wrong = failures[0]
     example = first_wrong.iloc[0]
     print(
-        f"{PROG}: {count} op{'s are' if count != 1 else ' is'} not on the expected device "
+        f"{PROG}: {count:,} op{'s are' if count != 1 else ' is'} not on the expected device "
         f"(checked against {basis}), e.g. {example['op']} on "
         f"{short.get(str(example['device']), example['device'])} "
         f"({first_expectation.text})",
