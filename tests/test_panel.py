@@ -651,3 +651,13 @@ def test_a_save_that_cannot_write_says_so_and_keeps_the_panel(panel, tmp_path):
     panel._write_file(lambda: panel.save(missing), "Saved the trace to")
     assert "Nothing was written" in panel.message.value
     assert list(panel.visible_ops["op"]) == before
+
+
+def test_the_export_html_button_writes_a_report_next_to_the_notebook(panel, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    panel.search.value = "C"
+    panel.html_button.click()
+    [written] = list(tmp_path.glob("*.html"))
+    assert f"Wrote the HTML report to {written}" in panel.message.value
+    page = written.read_text(encoding="utf-8")
+    assert page.lstrip().lower().startswith("<!doctype html") and "plotly" in page.lower()

@@ -146,6 +146,14 @@ class PlacementTrace:
 
         return write_chrome_trace(self, path)
 
+    def to_html(self, path: str | os.PathLike, *, search: str = "") -> str:
+        """Write one self-contained HTML report (header, device chips, the searchable table
+        and the timeline, plotly.js embedded: opens offline, no kernel); return the path.
+        ``search`` opens it narrowed. See :mod:`tfplace_widget.export.html`."""
+        from .export.html import write_html
+
+        return str(write_html(self, path, search=search))
+
     def to_frames(self) -> dict[str, pd.DataFrame]:
         """Copies of ``ops``, ``events`` and ``transfers`` (in that order, by name), to change
         or join without changing the trace."""
