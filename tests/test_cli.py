@@ -321,6 +321,26 @@ def test_show_a_saved_trace(capsys, saved):
     assert "Requested /device:CPU:1" in rows["tower_0/C"]
 
 
+@pytest.mark.parametrize("suffix", [".pb", ".pbtxt"])
+def test_show_a_run_metadata_file(capsys, saved, tmp_path, tf, suffix):
+    from google.protobuf import text_format
+
+    from tfplace_widget import PlacementTrace
+
+    data = PlacementTrace.load(saved).raw["run_metadata_0.pb"]
+    path = tmp_path / f"step{suffix}"
+    if suffix == ".pb":
+        path.write_bytes(data)
+    else:
+        proto = tf.compat.v1.RunMetadata.FromString(data)
+        path.write_text(text_format.MessageToString(proto))
+    code, out, err = cli(capsys, "show", path, "--search", "tower_0/C")
+    assert (code, err) == (0, "")
+    ops = section(out, 'Ops matching "tower_0/C"')
+    rows = {row.split()[0]: row.split() for row in ops[1:]}
+    assert rows["tower_0/C"][1:4] == ["AddV2", "CPU:1", "unknown"]  # no graph: no request
+
+
 def test_show_a_prediction(capsys, predicted_file):
     code, out, err = cli(capsys, "show", predicted_file, "--search", "tower_1/")
     assert (code, err) == (0, "")
@@ -392,6 +412,13 @@ def test_export_chrome_gz_reads_back(capsys, saved, tmp_path):
     back = PlacementTrace.from_chrome_trace(out_path)
     original = PlacementTrace.load(saved)
     assert set(back.ops["op"]) == set(original.events["op"])
+    code, out, err = cli(capsys, "show", out_path, "--search", "tower_0/C")  # gzipped JSON
+    assert (code, err) == (0, "")
+    assert section(out, 'Ops matching "tower_0/C"')[1].split()[:3] == [
+        "tower_0/C",
+        "AddV2",
+        "CPU:1",
+    ]
 
 
 def test_export_a_gpu_trace_to_chrome_and_csv_at_once(capsys, tmp_path):
