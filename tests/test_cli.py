@@ -176,8 +176,10 @@ def run_subprocess(builder: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_console_script_is_registered():
-    (entry,) = [e for e in metadata.entry_points(group="console_scripts") if e.name == "tfplace"]
-    assert entry.value == "tfplace_widget.cli:main"
+    entries = [e for e in metadata.entry_points(group="console_scripts") if e.name == "tfplace"]
+    assert [e.value for e in entries] == ["tfplace_widget.cli:main"], (
+        "the tfplace console script is not installed: pip install -e . --no-deps"
+    )
 
 
 def test_console_script_run_saves_summarises_and_fails_on_the_predicted_gpu(run_subprocess):
@@ -548,7 +550,8 @@ def test_usage_errors_are_one_line(capsys):
         (
             RuntimeError("boom"),
             3,
-            "internal error, please report it with the --debug output: RuntimeError: boom",
+            "internal error, please report it with the --debug output: RuntimeError: boom "
+            "(--debug shows the traceback)",
         ),
         (KeyboardInterrupt(), 130, "interrupted"),
     ],
@@ -565,6 +568,9 @@ def test_a_bug_or_ctrl_c_is_still_one_line(capsys, monkeypatch, raised, code, wo
     assert one_error_line(err) == f"tfplace: error: {words}"
     got, _, err = cli(capsys, "show", GPU_01, "--debug")
     assert got == code and "Traceback (most recent call last)" in err
+    assert err.splitlines()[-1] == f"tfplace: error: {words}".replace(
+        " (--debug shows the traceback)", ""
+    )
 
 
 def test_help_and_version(capsys):

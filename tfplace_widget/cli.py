@@ -40,7 +40,8 @@ EXIT_OK, EXIT_EXPECTATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 
 DEFAULT_LIMIT = 20  # op rows printed by `show`
 DEFAULT_FINDINGS = 5  # findings printed
 MAX_OFFENDERS = 50  # offending ops listed per failed expectation
-_DEVICE_TYPES = re.compile(r"^[A-Za-z_]+$")
+_REST = " (--debug shows the rest)"
+_TRACEBACK = " (--debug shows the traceback)"
 
 
 class CliError(Exception):
@@ -246,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _error(_one_line(exc), debug)
             return EXIT_BAD_INPUT
         _error(
-            f"internal error, please report it with the --debug output: {_one_line(exc, True)}",
+            f"internal error, please report it with the --debug output: {_one_line(exc, True)}"
+            + _TRACEBACK,
             debug,
         )
         return EXIT_INTERNAL
@@ -256,7 +258,8 @@ def _error(message: str, debug: bool) -> None:
     """``tfplace: error: <message>`` on stderr, after the traceback with ``--debug``."""
     _flush(sys.stdout)
     if debug:
-        traceback.print_exc()
+        traceback.print_exc()  # the whole message is in it: no pointer to --debug
+        message = message.replace(_REST, "").replace(_TRACEBACK, "")
     print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
 
 
@@ -273,7 +276,7 @@ def _one_line(exc: BaseException, with_type: bool = False) -> str:
     ):
         line = f"{type(exc).__name__}: {line}"
     if rest.strip():
-        line += " (--debug shows the rest)"
+        line += _REST
     return line
 
 
