@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ..capture import import_tensorflow
+
 # Device types the ``kernels`` column reports (the ones a user's machine places ops on).
 KERNEL_DEVICE_TYPES = ("CPU", "GPU")
 GPU_KERNEL_VALUES = ("yes", "host", "dtype", "no", "NA")
@@ -81,6 +83,7 @@ class _OpKernels:
 @lru_cache(maxsize=4096)
 def _op_kernels(op_type: str) -> _OpKernels | None:
     """The op type's kernels and OpDef; None when TensorFlow does not know the op type."""
+    import_tensorflow()  # a first import's start-up lines go to no cell (capture.py)
     from tensorflow.python.framework import kernels, op_def_registry
 
     try:

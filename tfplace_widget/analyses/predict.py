@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ..capture import import_tensorflow
 from ..devices import (
     DeviceSpec,
     canonical_device,
@@ -995,6 +996,7 @@ class NodeDetail:
 
 def node_details(graph_def: Any) -> dict[str, NodeDetail]:
     """Per node of a ``GraphDef``: control inputs, output count, input tensors, dtypes."""
+    import_tensorflow()
     from tensorflow.python.framework import dtypes as tf_dtypes
 
     details = {}
@@ -1088,6 +1090,7 @@ def _predict(
     table, which the predicted trace reuses)."""
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
+    import_tensorflow()  # the registries below: TF's start-up lines go to no cell
     placer = _Placer(facts, devices, soft_placement, details, pinned)
     placer.run()
     explain = _Reasons(placer)
@@ -1335,6 +1338,7 @@ def predict_transfers(
     kernel's host-memory argument next to a device-memory one). ``copy`` says which memories:
     ``HtoD``, ``DtoH``, ``DtoD`` or ``HtoH`` (host memory on both sides: two CPUs, or a GPU
     op's host-memory tensor)."""
+    import_tensorflow()
     names = list(device_of)
     return _copies(facts, names, [device_of[n] for n in names], details)
 
