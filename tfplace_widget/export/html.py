@@ -14,8 +14,10 @@ How it is built, so that it stays the panel's picture:
   longest events); a search changes the same overlays the widget's does (the dimmed bars and
   the "matches" traces, at most ``MAX_MATCH_BARS`` outlined), computed in the page from the
   drawn points;
-- plotly.js is embedded once, as plotly's Python package ships it (``bundle_holder``
-  finds it without importing plotly); nothing is loaded from the network;
+- plotly.js is embedded once, as plotly's Python package ships it (found as
+  ``bundle_holder`` finds it, without importing plotly); nothing is loaded from the network.
+  It comes last in the page: the table shows before the browser has read its 4.8 MB, and the
+  timeline is drawn once it has;
 - the data is one JSON document of column arrays: strings with few distinct values
   (type, device, request, how, reason) as a list of values and one code per op, numbers as
   base64 little-endian float64 (NaN kept), the figure's numeric arrays as base64 typed arrays;
@@ -415,8 +417,16 @@ function ring() {
 }
 
 let drawn = null;
+// plotly.js comes after this script in the page (the table need not wait for it): it has
+// run when the document is parsed.
+let plotlyLoaded = false;
+const plotlyReady = new Promise((resolve) => {
+  if (document.readyState !== "loading") resolve();
+  else document.addEventListener("DOMContentLoaded", () => resolve(), { once: true });
+});
+
 function drawTimeline() {
-  if (typeof Plotly === "undefined") return Promise.resolve();
+  if (!plotlyLoaded) return Promise.resolve();
   const traces = figure.data.map((trace, i) => (i in overlays ? { ...trace, ...overlays[i] } : trace));
   drawn = Plotly.react(plot, traces, figure.layout, CONFIG);
   return drawn;
@@ -529,9 +539,12 @@ async function start() {
   renderChips();
   update(true);
   document.body.dataset.tableMs = performance.now().toFixed(1);  // for benchmarks and tests
+  await plotlyReady;
   if (typeof Plotly === "undefined") {
     el("tfplace-timeline").textContent = "plotly.js did not load: the timeline cannot be drawn.";
   } else {
+    plotlyLoaded = true;
+    drawTimeline();
     plot.on("plotly_click", (event) => {
       const point = event && event.points && event.points[0];
       if (!point) return;
@@ -544,9 +557,10 @@ async function start() {
       });
     });
   }
-  // Ready: the table is there and plotly.js has drawn the timeline (and a frame has passed).
+  // Ready: the table is there and the timeline is painted. WebGL bars are drawn while the
+  // next frame renders: wait for that frame, then for a task after it.
   await drawn;
-  await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
   document.body.dataset.readyMs = performance.now().toFixed(1);
   document.body.dataset.ready = "true";
 }
@@ -648,8 +662,6 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             "<script id='tfplace-data' type='application/octet-stream' ",
             f"data-encoding='gzip+base64' data-version='{FORMAT_VERSION}'>",
             packed_json(data),
-            "</script>\n<script>",
-            _plotly_js(),
             "</script>\n<script>\n'use strict';\n(async () => {",
             SEARCH_JS,
             _APP_JS,
@@ -657,6 +669,8 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             "  document.getElementById('tfplace-message').hidden = false;\n",
             "  document.getElementById('tfplace-message').textContent = ",
             "'The report could not be shown: ' + error;\n  throw error;\n});\n",
+            "</script>\n<script>",
+            _plotly_js(),
             "</script>\n</body>\n</html>\n",
         ]
     )
