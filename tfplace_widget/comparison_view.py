@@ -21,6 +21,7 @@ import pandas as pd
 
 from .analyses.compare import STATUS_VALUES, PlacementDiff, compare, step_time_us
 from .colors import device_color
+from .controls import search_controls
 from .devices import short_device
 from .search import SearchError, filter_ops, searchable
 from .summary import format_us
@@ -84,17 +85,7 @@ class ComparisonView(widgets.VBox):
         finder: list[widgets.Widget] = []
         self.search = self.regex = self.case_sensitive = None
         if search:
-            self.search = widgets.Text(
-                placeholder="search op names: substring, * glob, or regex",
-                continuous_update=True,
-                layout=widgets.Layout(width="320px"),
-            )
-            self.regex = widgets.Checkbox(
-                description="regex", indent=False, layout=widgets.Layout(width="auto")
-            )
-            self.case_sensitive = widgets.Checkbox(
-                description="match case", indent=False, layout=widgets.Layout(width="auto")
-            )
+            self.search, self.regex, self.case_sensitive = search_controls()
             for control in (self.search, self.regex, self.case_sensitive):
                 control.observe(self._on_own_search, "value")
             finder = [self.search, self.regex, self.case_sensitive]

@@ -25,6 +25,7 @@ import pandas as pd
 from .analyses.compare import compare
 from .colors import color_class, device_color
 from .comparison_view import ComparisonView
+from .controls import search_controls
 from .devices import short_device
 from .errors import TraceError
 from .findings_view import FindingsList
@@ -86,17 +87,7 @@ class PlacementPanel(widgets.VBox):
         self.header = widgets.HTML(layout=widgets.Layout(margin="0 0 4px 0"))
         self.chips = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
         self.findings_view = FindingsList()
-        self.search = widgets.Text(
-            placeholder="search op names: substring, * glob, or regex",
-            continuous_update=True,
-            layout=widgets.Layout(width="320px"),
-        )
-        self.regex = widgets.Checkbox(
-            description="regex", indent=False, layout=widgets.Layout(width="auto")
-        )
-        self.case_sensitive = widgets.Checkbox(
-            description="match case", indent=False, layout=widgets.Layout(width="auto")
-        )
+        self.search, self.regex, self.case_sensitive = search_controls()
         self.type_filter = widgets.Dropdown(
             layout=widgets.Layout(width="200px"), tooltip="show only ops of one type"
         )

@@ -1,0 +1,20 @@
+"""Controls that several views share, made one way: the search box and its two toggles."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+
+def search_controls() -> tuple[widgets.Text, widgets.Checkbox, widgets.Checkbox]:
+    """``(search box, regex toggle, match-case toggle)``, as the panel and the comparison
+    view show them (substring by default, ``*``/``?`` globs, a regex when ticked)."""
+    search = widgets.Text(
+        placeholder="search op names: substring, * glob, or regex",
+        continuous_update=True,
+        layout=widgets.Layout(width="320px"),
+    )
+    regex = widgets.Checkbox(description="regex", indent=False, layout=widgets.Layout(width="auto"))
+    case_sensitive = widgets.Checkbox(
+        description="match case", indent=False, layout=widgets.Layout(width="auto")
+    )
+    return search, regex, case_sensitive
