@@ -437,3 +437,14 @@ def test_the_search_queries_cover_every_rule(js_answers):
             kinds[kind].add(sum(answer["mask"]))
     assert all(len(counts) >= 4 for counts in kinds.values()), kinds
     assert sum("error" in a for a in js_answers) == 6
+
+
+def test_trace_to_html_is_write_html(seed_cpu, tmp_path):
+    """``trace.to_html(path, search=)`` (trace.py) writes the same report and returns the path."""
+    written = seed_cpu.to_html(tmp_path / "method.html", search="C")
+    assert written == str(tmp_path / "method.html")
+    write_html(seed_cpu, tmp_path / "function.html", search="C")
+    by_method, by_function = page_data(Path(written)), page_data(tmp_path / "function.html")
+    for data in (by_method, by_function):
+        data["figure"]["layout"].pop("uirevision")  # a counter: one per figure made
+    assert by_method == by_function
