@@ -31,6 +31,7 @@ from tfplace_widget import PlacementTrace
 from tfplace_widget.errors import TraceError
 from tfplace_widget.export import TraceWriteError
 from tfplace_widget.export.html import (
+    FORMAT_JS,
     SEARCH_JS,
     plotly_path,
     report_data,
@@ -38,6 +39,7 @@ from tfplace_widget.export.html import (
     write_html,
 )
 from tfplace_widget.search import SearchError, match_names
+from tfplace_widget.summary import format_us
 from tfplace_widget.timeline import Timeline, TimelineFigure
 
 REPO = Path(__file__).resolve().parents[1]
@@ -448,3 +450,21 @@ def test_trace_to_html_is_write_html(seed_cpu, tmp_path):
     for data in (by_method, by_function):
         data["figure"]["layout"].pop("uirevision")  # a counter: one per figure made
     assert by_method == by_function
+
+
+US_VALUES = [0.0, 0.4, 0.5, 1.5, 2.5, 3.0, 12.49, 999.4, 999.5, 1000.0, 1234.5, 12_345.0]
+US_VALUES += [99_949.9, 999_999.0, 1_000_000.0, 1_234_567.0, 12_345_678.9]
+
+
+def test_the_pages_times_read_as_the_panels(tmp_path):
+    """The table's start and duration: ``summary.format_us`` and the page's ``formatUs``."""
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = tmp_path / "format.js"
+    script.write_text(
+        FORMAT_JS + f"process.stdout.write(JSON.stringify({json.dumps(US_VALUES)}.map(formatUs)));",
+        encoding="utf-8",
+    )
+    done = subprocess.run([node, str(script)], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [format_us(v) for v in US_VALUES]

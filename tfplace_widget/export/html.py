@@ -204,6 +204,24 @@ function matchNames(names, lowered, text, regex, caseSensitive) {
 }
 """
 
+# ``summary.format_us`` in JavaScript (the table's start and duration), free of the DOM too.
+FORMAT_JS = r"""
+// Python's format(x, ".0f") rounds an exact half to even; toFixed rounds it up.
+function fixed0(x) {
+  const floor = Math.floor(x);
+  if (x - floor === 0.5) return String(floor % 2 === 0 ? floor : floor + 1);
+  return x.toFixed(0);
+}
+
+// summary.format_us: 850 µs, 12.3 ms, 1.25 s.
+function formatUs(us) {
+  if (us !== us) return "";
+  if (us < 1000) return `${fixed0(us)} \u00b5s`;
+  if (us < 1000000) return `${(us / 1000).toFixed(1)} ms`;
+  return `${(us / 1000000).toFixed(2)} s`;
+}
+"""
+
 _APP_JS = r"""
 // The data element: base64 of the gzipped JSON document (see report_html).
 async function readData() {
@@ -231,13 +249,6 @@ function decode(value) {
   return out;
 }
 
-// summary.format_us
-function formatUs(us) {
-  if (us !== us) return "";
-  if (us < 1000) return `${us.toFixed(0)} \u00b5s`;
-  if (us < 1000000) return `${(us / 1000).toFixed(1)} ms`;
-  return `${(us / 1000000).toFixed(2)} s`;
-}
 const count = (n) => n.toLocaleString("en-US");
 
 const columns = decode(DATA.columns);
@@ -664,6 +675,7 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             packed_json(data),
             "</script>\n<script>\n'use strict';\n(async () => {",
             SEARCH_JS,
+            FORMAT_JS,
             _APP_JS,
             "})().catch((error) => {\n",
             "  document.getElementById('tfplace-message').hidden = false;\n",
