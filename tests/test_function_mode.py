@@ -404,3 +404,29 @@ def test_an_override_matching_nothing_names_the_closest_ops(scenarios):
     assert entry.get("error") == "ValueError", entry
     assert "overrides matched no op in the functions the call ran" in entry["message"]
     assert "'dubble' (closest: 'double'" in entry["message"]
+
+
+def test_a_failed_call_before_leaves_no_ops_in_the_next_trace():
+    """TF 2.21 can leave the nodes of a function whose call failed in the next recorded graph;
+    the trace of the next function shows that function's ops, not the larger leftover's."""
+    import tensorflow as tf
+
+    @tf.function
+    def checked(v):
+        tf.print("printed inside the function:", v)
+        for i in range(8):  # larger than the next function: the old rule took the largest
+            v = tf.add(v, 1.0, name=f"step_{i}")
+        tf.debugging.assert_positive(-v, message="checked wants a negative v")
+        return v
+
+    with pytest.raises(TraceError):
+        trace_placement(checked, tf.ones((2,)))
+
+    @tf.function
+    def small(v):
+        return tf.multiply(v, 2.0, name="twice")
+
+    trace = trace_placement(small, tf.ones((2,)))
+    ops = set(trace.ops["op"])
+    assert "twice" in ops
+    assert not {"step_0", "PrintV2"} & ops, sorted(ops)

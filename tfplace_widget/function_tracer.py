@@ -88,7 +88,7 @@ def trace_function(
         records = records_from_xspace(space)
         timed = set(records.op)
         graphs = _graphs_that_ran(_unique_graphs(graphs, timed, optimize), timed, notes)
-        names = _function_names(graphs)
+        names = _function_names(graphs, preferred=name)
         executed, facts, display_of = read_function_graphs(graphs, names, device_scope or "")
         _place_records(records, display_of, executed.device)
         trace = frames_from_records(
@@ -515,27 +515,28 @@ def _graphs_that_ran(graphs: list, timed: set[str], notes: list[str]) -> list:
     return ran or graphs  # only untimed ops (Const, Identity...): keep what was recorded
 
 
-def _function_names(graphs: list) -> list[str]:
+def _function_names(graphs: list, preferred: str = "") -> list[str]:
     """The tf.function each entry instantiated; ``eager`` for an op run eagerly on its own."""
     return [
         "eager" if fname == "" else function_display_name(fname or "function")
-        for fname in _function_def_names(graphs)
+        for fname in _function_def_names(graphs, preferred)
     ]
 
 
-def _function_def_names(graphs: list) -> list[str | None]:
+def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:
     """The FunctionDef name each entry instantiated: ``""`` for an op run eagerly on its own,
     ``None`` when no function the eager context knows matches.
 
     Entries carry no name: match their node names against the functions the eager context
     knows (``__inference_<python name>_<n>``). TF 2.21 can leave the nodes of a function whose
-    instantiation failed in the next recorded graph: the match takes the largest known
-    function inside the entry, and the entry is cleaned of the other nodes.
+    instantiation failed in the next recorded graph: the match takes the known function inside
+    the entry named ``preferred`` (the traced callable's name), else the largest, and the entry
+    is cleaned of the other nodes.
     """
     from tensorflow.python.eager import context
 
     ctx = context.context()
-    known: dict[frozenset, str] | None = None
+    known: dict[frozenset, list[str]] | None = None  # node names -> functions with them
     names: list[str | None] = []
     for graph in graphs:
         pre = graph.pre_optimization_graph
@@ -549,14 +550,20 @@ def _function_def_names(graphs: list) -> list[str | None]:
                 if fname.startswith("__inference_"):
                     with contextlib.suppress(Exception):
                         fdef = ctx.get_function_def(fname)
-                        known.setdefault(frozenset(n.name for n in fdef.node_def), fname)
-        match = known.get(nodes)
+                        body = frozenset(n.name for n in fdef.node_def)
+                        known.setdefault(body, []).append(fname)
+        match = _named(known[nodes], preferred) if nodes in known else None
         if match is None:
             inside = [body for body in known if body <= nodes]
             if inside:
-                body = max(inside, key=len)
-                match = known[body]
+                # The called function, not a larger one a failed instantiation left behind.
+                ranked = [(_is_called(known[b], preferred), len(b), b) for b in inside]
+                body = max(ranked, key=lambda r: r[:2])[2]
+                match = _named(known[body], preferred)
                 _keep_only(pre, body)
+                leftover = frozenset().union(*inside) - body
+                for partition in graph.partition_graphs:
+                    _drop_leftovers(partition, leftover)
         names.append(match)
     return names
 
@@ -601,6 +608,44 @@ def _keep_only(graph_def: Any, body: frozenset) -> None:
         copy.CopyFrom(node)
     del graph_def.node[:]
     graph_def.node.extend(kept)
+
+
+def _is_called(fnames: list[str], preferred: str) -> bool:
+    """Whether one of these functions (same node names) is the one the user called."""
+    return any(function_display_name(f) == preferred for f in fnames)
+
+
+def _named(fnames: list[str], preferred: str) -> str:
+    """Of functions with the same node names, the one called ``preferred`` (else the first)."""
+    return next((f for f in fnames if function_display_name(f) == preferred), fnames[0])
+
+
+def _drop_leftovers(graph_def: Any, leftover: frozenset) -> None:
+    """Drop from a partition graph the nodes of another function that a failed instantiation
+    left behind: those named in ``leftover``, their lowered control flow (``Func/<node>/...``)
+    and the copies of their outputs (``<node>/_<n>``)."""
+
+    def stale(name: str) -> bool:
+        if name in leftover:
+            return True
+        head, sep, tail = name.rpartition("/_")
+        if sep and tail.isdigit() and head in leftover:  # a _Send/_Recv of a leftover's output
+            return True
+        if name.startswith("Func/"):  # lowered control flow: Func/<its functional op>/...
+            path = name[5:]
+            while path:
+                if path in leftover:
+                    return True
+                path = path.rpartition("/")[0]
+        return False
+
+    kept = [node for node in graph_def.node if not stale(node.name)]
+    if len(kept) < len(graph_def.node):
+        copies = [type(node)() for node in kept]
+        for copy, node in zip(copies, kept, strict=True):
+            copy.CopyFrom(node)
+        del graph_def.node[:]
+        graph_def.node.extend(copies)
 
 
 def _place_records(records: Any, display_of: dict[str, str], device_of: dict[str, str]) -> None:

@@ -583,17 +583,7 @@ class PlacementPanel(widgets.VBox):
 
     # -- rendering ----------------------------------------------------------------------------
     def _render_header(self) -> None:
-        notes = []
-        if self._timeline.total > len(self._timeline.shown):
-            notes.append(
-                f"The timeline draws a sample: the {len(self._timeline.shown):,} longest "
-                f"of {self._timeline.total:,} events."
-            )
-        if len(self.trace.transfers) and not self._timeline.arrows_drawn:
-            notes.append(
-                f"Transfers are listed, not drawn: {len(self.trace.transfers):,} arrows would "
-                "hide the bars (pick an op to see its transfers)."
-            )
+        notes = self._timeline.notes(len(self.trace.transfers))
         self.header.value = header_html(self.trace, notes)
 
     def _render_findings(self) -> None:

@@ -227,7 +227,8 @@ class TimelineFigure:
             font=dict(color="#8a8a8a", size=12),
             autosize=True,
             xaxis=dict(
-                title="time since the step started (µs)",
+                # plotly.js 3 reads a title only as {"text": ...}
+                title=dict(text="time since the step started (µs)"),
                 gridcolor="rgba(128,128,128,0.25)",
                 range=[0, span * 1.02],
                 zeroline=False,
