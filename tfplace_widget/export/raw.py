@@ -31,15 +31,15 @@ def raw_protos(
         raw["graph_def.pb"] = graph_bytes
     total = 0
     for step, metadata in enumerate(metadatas):
-        size = metadata.ByteSize()
-        if step and total + size > budget:
+        data = metadata.SerializeToString()  # its length is the size: no ByteSize() pass first
+        if step and total + len(data) > budget:
             return raw, (
                 f"tfplace: trace.raw keeps the RunMetadata of the first {step} of "
                 f"{len(metadatas)} steps ({total / 1e6:.0f} MB); the others would take "
-                f"{size / 1e6:.0f} MB each. The frames have every step.\n"
+                f"{len(data) / 1e6:.0f} MB each. The frames have every step.\n"
             )
-        raw[f"run_metadata_{step}.pb"] = metadata.SerializeToString()
-        total += size
+        raw[f"run_metadata_{step}.pb"] = data
+        total += len(data)
     return raw, ""
 
 
