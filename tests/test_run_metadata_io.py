@@ -177,6 +177,7 @@ def test_without_partition_graphs_there_are_no_send_recv(tf):
         "src_device",
         "dst_device",
         "bytes",
+        "cross_task",
     ]
     assert op_row(trace, "C").device == CPU1
     assert op_row(trace, "A").how == "explicit"

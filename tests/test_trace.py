@@ -29,7 +29,13 @@ ISSUE_OPS_COLUMNS = [
     "gpu_kernel",  # issue 12: yes / host / dtype / no / NA
 ]
 ISSUE_EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
-ISSUE_TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes"]
+ISSUE_TRANSFERS_COLUMNS = [
+    "tensor",
+    "src_device",
+    "dst_device",
+    "bytes",
+    "cross_task",  # issue 15: source and destination on different tasks of a cluster
+]
 
 
 def test_columns_are_exactly_the_documented_ones(seed_cpu):

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .analyses.kernels import GPU_KERNEL_VALUES, UNKNOWN
-from .devices import canonical_device, device_sort_key, lane_kind, lane_owner
+from .devices import canonical_device, device_sort_key, lane_kind, lane_owner, parse_device
 from .gc_pause import paused_gc
 from .graphfacts import GraphFacts
 from .reasons import HOW_VALUES, Explainer
@@ -39,7 +40,8 @@ OPS_COLUMNS = [
     "gpu_kernel",
 ]
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
-TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes"]
+# cross_task: source and destination are on different tasks (job/replica/task) of a cluster
+TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "cross_task"]
 
 # Step-stats collection stops at 2**20 nodes (step_stats_collector.cc).
 STEP_STATS_CAP = 1 << 20
@@ -102,7 +104,7 @@ def frames_from_records(
         key=device_sort_key,
     )
     placed = dict(zip(names, op_devices, strict=True))
-    explainer = Explainer(facts, placed, devices, executed.inputs)
+    explainer = Explainer(facts, placed, devices, executed.inputs, client=executed.client)
     requested, how, reason = explainer.explain_all(names, ops["type"].tolist(), op_devices)
     ops["requested_device"] = requested
     ops["how"] = pd.Categorical(how, categories=list(HOW_VALUES))
@@ -343,7 +345,27 @@ def _transfers_frame(
         rows, sizes = _copies_from_memcpy(events)
     frame = pd.DataFrame(rows, columns=TRANSFERS_COLUMNS[:3])
     frame["bytes"] = pd.array(sizes, dtype="Int64")
+    frame["cross_task"] = cross_task(frame)
     return frame
+
+
+def cross_task(transfers: pd.DataFrame) -> np.ndarray:
+    """Per transfer: do its source and destination sit on different tasks of a cluster
+    (another job, replica or task: the tensor goes over the network, not through memory)?"""
+    pairs = zip(transfers["src_device"].tolist(), transfers["dst_device"].tolist(), strict=True)
+    return np.fromiter(
+        (_task_of(src) != _task_of(dst) for src, dst in pairs), dtype=bool, count=len(transfers)
+    )
+
+
+@lru_cache(maxsize=4096)
+def _task_of(device: str) -> tuple:
+    """``(job, replica, task)`` of a device name; the name itself when it is not one."""
+    try:
+        spec = parse_device(canonical_device(device))
+    except ValueError:
+        return (device,)
+    return (spec.job or "localhost", spec.replica or 0, spec.task or 0)
 
 
 def _tensor_bytes(tensor: str, out_bytes: dict[str, Sequence[int]]) -> Any:

@@ -31,6 +31,32 @@ _RUNTIME_TYPES = {
 _RUNTIME_NAMES = {
     "_SOURCE": "The executor's start node: one per device partition, added by the runtime.",
     "_SINK": "The executor's end node: one per device partition, added by the runtime.",
+    "RecvTensor": (
+        "A worker's gRPC receive of tensors from another task of the cluster (one record per "
+        "cross-task transfer: its label gives the edge, the bytes and the rate; "
+        "trace.transfers lists them with cross_task True)."
+    ),
+}
+# Op types tf.compat.v1.train.replica_device_setter sends to the ps tasks (STANDARD_PS_OPS
+# in python/training/device_setter.py).
+_PS_OP_TYPES = {
+    "Variable",
+    "VariableV2",
+    "AutoReloadVariable",
+    "MutableHashTable",
+    "MutableHashTableV2",
+    "MutableHashTableOfTensors",
+    "MutableHashTableOfTensorsV2",
+    "MutableDenseHashTable",
+    "MutableDenseHashTableV2",
+    "VarHandleOp",
+    "BoostedTreesEnsembleResourceHandleOp",
+    "BoostedTreesQuantileStreamResourceHandleOp",
+    "ResourceConditionalAccumulator",
+    "DecisionTree",
+    "DecisionTreeResource",
+    "TreeEnsembleVariable",
+    "TreeEnsembleResourceHandleOp",
 }
 _FUNCTIONAL_TYPES = {
     "While",
@@ -91,6 +117,7 @@ class Explainer:
         devices: list[str],
         executed_inputs: dict[str, list[str]],
         kernel_types: KernelLookup = registered_device_types,
+        client: str = "",
     ) -> None:
         self.facts = facts
         self.placed = placed  # op name -> canonical device
@@ -100,6 +127,14 @@ class Explainer:
         self.has_gpu = any(s.type == "GPU" for s in self.device_specs)
         self.kernel_types = kernel_types
         self.executed_inputs = executed_inputs
+        # A cluster (devices on several tasks): names say the task; an op that asked for
+        # nothing goes to the client's task, the chief (``client``: its device, if known).
+        self.tasks = sorted({(s.job, s.replica, s.task) for s in self.device_specs}, key=str)
+        self.chief: tuple | None = None
+        if len(self.tasks) > 1:
+            self.chief = _chief_task(client, self.tasks)
+            local = [d for d in devices if _task(d) == self.chief]
+            self.default = default_device(local) if local else self.default
         self._consumers: dict[str, list[str]] | None = None
         self._groups = _colocation_groups(facts) if facts is not None else {}
         # Function mode: ops whose request came from a tf.device around their call.
@@ -108,7 +143,7 @@ class Explainer:
     # -- public -------------------------------------------------------------------------------
     def explain(self, name: str, op_type: str, device: str) -> tuple[str, str, str]:
         """Return ``(requested_device, how, reason)`` for one placed op."""
-        short = short_device(device) or device or "an unknown device"
+        short = self._short(device) or device or "an unknown device"
         if name in _RUNTIME_NAMES:
             return "", "runtime", _RUNTIME_NAMES[name]
         if op_type in _RUNTIME_TYPES:
@@ -206,7 +241,7 @@ class Explainer:
         if targets:
             target = targets[0]
             target_device = self.placed.get(target, "")
-            where = short_device(target_device) or short
+            where = self._short(target_device) or short
             if not target_device:  # pruned from the run: its device is not in the trace
                 return "colocated", (
                     f"Colocated with {target} (tf.compat.v1.colocate_with / _class "
@@ -259,12 +294,56 @@ class Explainer:
 
     def _explicit(self, name: str, requested: str, request: DeviceSpec, short: str) -> str:
         how = self._asked_how(name)
+        if (
+            self.chief is not None  # a cluster: which task it got matters
+            and request.type is None
+            and (request.job is not None or request.task is not None)
+        ):
+            return self._task_request(name, requested, request, how, short)
         if request.type is not None and request.index is not None:
             return f"Requested {requested} {how}; placed exactly there ({short})."
         return (
             f"Requested {requested} (a partial device spec) {how}; the placer chose "
             f"{short}, the first matching device with a kernel."
         )
+
+    def _task_request(
+        self, name: str, requested: str, request: DeviceSpec, how: str, short: str
+    ) -> str:
+        """A request for a job (and maybe a task) with no device type: which task and device
+        the placer took, and whether the request has replica_device_setter's shape."""
+        kind = "a job/task request" if request.task is not None else "a job request"
+        op_type = self.facts.types.get(name, "") if self.facts is not None else ""
+        setter = ""
+        if request.task is not None and op_type in _PS_OP_TYPES:
+            setter = (
+                " It is the request tf.compat.v1.train.replica_device_setter writes on a "
+                f"{op_type}: the setter deals variables out round-robin over the "
+                f"{request.job or 'ps'} tasks in the order they are created (task = creation "
+                "index mod the number of ps tasks); the node def keeps only the result."
+            )
+        choice = "the task's first device by type priority (GPU before CPU) with a kernel"
+        if request.task is None:
+            tasks = sorted({t for j, _, t in self.tasks if j == request.job}, key=str)
+            count = f"{len(tasks)} task{'s' * (len(tasks) != 1)}"
+            choice = (
+                f"the first matching device by type priority, then task (/job:{request.job} "
+                f"has {count} here)"
+            )
+        return (
+            f"Requested {requested} (a partial device spec: {kind} on the node def, no "
+            f"device type) {how}; the "
+            f"placer chose {short}, {choice}.{setter}"
+        )
+
+    def _short(self, device: str) -> str:
+        """``CPU:1``; in a cluster ``/job:ps/task:0/CPU:1`` (the task matters there)."""
+        if self.chief is None or not device:
+            return short_device(device)
+        spec = _safe_parse(device)
+        if spec is None or spec.type is None:
+            return short_device(device)
+        return f"/job:{spec.job}/task:{spec.task or 0}/{spec.short()}"
 
     def _asked_how(self, name: str) -> str:
         """How the op's request was made: ``tf.device``, or ``overrides=`` (and its pattern)."""
@@ -275,7 +354,7 @@ class Explainer:
         self, name: str, op_type: str, requested: str, request: DeviceSpec, short: str
     ) -> str:
         exists = any(request.matches(s) for s in self.device_specs)
-        available = ", ".join(short_device(d) for d in self.devices) or "none"
+        available = ", ".join(self._short(d) for d in self.devices) or "none"
         missing = request.type and self.lacks_kernel_for(name, op_type, request.type)
         asked = f"Requested {requested}"
         if self.facts is not None and name in self.facts.overridden:
@@ -293,6 +372,13 @@ class Explainer:
         return f"{asked}; the placer could not honour it and moved it to {short}."
 
     def _implicit(self, name: str, op_type: str, device: str, short: str) -> str:
+        if device == self.default and self.chief is not None:
+            job, _, task = self.chief
+            return (
+                f"No device requested: in a cluster the placer keeps such an op on the client's "
+                f"task, the chief (/job:{job}/task:{task}), and takes its highest-priority "
+                f"device type with a kernel for {op_type} (GPU before CPU): {short}."
+            )
         if device == self.default:
             gpu_hint = (
                 ""
@@ -463,6 +549,24 @@ def _functional_owner(name: str, facts: GraphFacts | None) -> str:
         if facts.types.get(prefix) in _FUNCTIONAL_TYPES:
             return prefix
     return ""
+
+
+def _task(device: str) -> tuple | None:
+    spec = _safe_parse(device)
+    return None if spec is None else (spec.job, spec.replica, spec.task)
+
+
+def _chief_task(client: str, tasks: list[tuple]) -> tuple:
+    """The client's task: where the fetches went when the trace recorded it, else the
+    ``chief`` job's task 0, else worker 0 (TensorFlow's conventions), else the first task."""
+    known = _task(client) if client else None
+    if known in tasks:
+        return known
+    for job in ("chief", "worker"):
+        for task in tasks:
+            if task[0] == job and not task[2]:
+                return task
+    return tasks[0]
 
 
 def _safe_parse(name: str) -> DeviceSpec | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from .builder import UsesEagerObjects, build, describe, fed_fetches
 from .capture import CapturedText, capture_native_output, import_tensorflow
+from .cluster import ClusterError, cluster_target, parse_cluster
 from .devices import parse_device
 from .errors import TraceError, attach_log
 from .export.raw import raw_protos
@@ -43,6 +44,8 @@ TRACE_OPTIONS = (
     "timeout_s",
     "config",
     "overrides",
+    "cluster",
+    "target",
 )
 MAX_STEPS = 1000
 MAX_DEVICES_PER_TYPE = 64
@@ -68,6 +71,8 @@ def trace_placement(
     timeout_s: float | None = None,
     config: Any = None,
     overrides: Mapping[str, str] | None = None,
+    cluster: Any = None,
+    target: str | None = None,
     **unknown: Any,
 ) -> PlacementTrace:
     """Run ``fn`` for real with a full trace and explain where each op was placed.
@@ -82,13 +87,23 @@ def trace_placement(
     with side effects (a training step) runs ``warmup + steps`` times. See the README for the
     other options. ``overrides={"C": "/cpu:0", "tower_1/*": "/gpu:1"}`` sets the requested
     device of the ops named (or matched by the glob) before placement, as ``tf.device`` would;
-    a pattern that matches no op raises ``ValueError``. Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
+    a pattern that matches no op raises ``ValueError``. ``cluster="local:worker=2,ps=1"`` runs
+    a graph builder on in-process servers tfplace starts and stops (``cluster.py``);
+    ``cluster=tf.train.ClusterSpec(...)`` with ``target="grpc://host:port"`` on servers you
+    run. Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
     dict, a ``config`` that is not a ``ConfigProto``, an unknown keyword option, which names the
     closest one) raise ``TypeError``; bad values ``ValueError``; a failed trace ``TraceError``.
     """
     check_option_names(unknown, "trace_placement")
     _check_arguments(fn, device_count, steps, timeout_s, device_scope, warmup)
     overrides = check_overrides(overrides)
+    plan = parse_cluster(cluster, target)
+    if plan is not None and not plan.local and device_count is not None:
+        raise ClusterError(
+            "device_count sets the devices of servers tfplace starts (cluster='local:...'); "
+            "your servers' devices are set where you start them: tf.distribute.Server(..., "
+            "config=tf.compat.v1.ConfigProto(device_count={'CPU': 2})). Leave device_count out."
+        )
     if device_count is not None:
         device_count = normalize_device_count(device_count)  # 'cpu' == 'CPU'; conflicts raise
     if mode not in MODES:
@@ -109,7 +124,13 @@ def trace_placement(
         "warmup": warmup,
         "overrides": overrides,
     }
-    graph_only = {"feed_dict": feed_dict, "timeout_s": timeout_s, "config": config}
+    graph_only = {
+        "feed_dict": feed_dict,
+        "timeout_s": timeout_s,
+        "config": config,
+        "cluster": cluster,
+        "target": target,
+    }
     if mode == "function" or (mode == "auto" and (args or fn_kwargs or is_tf2_callable(fn))):
         _no_graph_options(graph_only, "auto-picked function" if mode == "auto" else "function")
         trace = trace_function(fn, args, fn_kwargs, **function_options, note=startup_log)
@@ -143,18 +164,33 @@ def trace_placement(
     feeds = _resolve_feeds(graph, feed_dict)
     notes = fed_fetches(fetches, feeds, graph)
     captured = None
+    servers_log = ""
     try:
-        with capture_native_output() as captured:
-            metadatas, devices = _run(
-                graph, fetches, session_config, feeds, steps, warmup, timeout_s, captured
-            )
+        with contextlib.ExitStack() as stack:
+            running = stack.enter_context(cluster_target(plan, device_count)) if plan else None
+            with capture_native_output() as captured:
+                metadatas, devices = _run(
+                    graph,
+                    fetches,
+                    session_config,
+                    feeds,
+                    steps,
+                    warmup,
+                    timeout_s,
+                    captured,
+                    target=running.target if running else "",
+                )
+            if running is not None and running.log_path:
+                servers_log = f"tfplace: the local cluster's servers printed:\n{running.log()}"
     except (TraceError, KeyboardInterrupt) as exc:
         if captured is not None:  # what TensorFlow printed before it failed is not lost
             attach_log(exc, startup_log + captured.text, recent=captured.text)
         raise
     facts = facts_from_graph(graph)
     name = getattr(fn, "__name__", type(fn).__name__)
-    log = startup_log + captured.text + "".join(f"tfplace: {note}\n" for note in notes)
+    log = (
+        startup_log + captured.text + servers_log + "".join(f"tfplace: {note}\n" for note in notes)
+    )
     trace = build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
     trace.raw, dropped = raw_protos(metadatas, graph)  # kept by trace.save
     trace.log += dropped
@@ -179,7 +215,9 @@ def _no_graph_options(options: Mapping[str, Any], mode: str) -> None:
         raise ValueError(
             f"{', '.join(given)} only apply to a TF1 graph builder (mode='graph'), and this "
             f"call is traced as TF2 code (mode={mode}). Pass tensors as arguments instead of "
-            "feed_dict; leave timeout_s and config out."
+            "feed_dict; leave timeout_s and config out. Across a cluster only graph builders "
+            "are traced (tf.distribute's ParameterServerStrategy and "
+            "MultiWorkerMirroredStrategy are not supported): leave cluster and target out."
         )
 
 
@@ -290,8 +328,10 @@ def _run(
     warmup: int,
     timeout_s: float | None,
     captured: CapturedText | None = None,
+    target: str = "",
 ) -> tuple[list, list[str]]:
-    """Initialise the variables, run ``warmup`` untraced steps and ``steps`` traced ones."""
+    """Initialise the variables, run ``warmup`` untraced steps and ``steps`` traced ones;
+    ``target`` is a cluster's ``grpc://`` address ("" runs in this process)."""
     import tensorflow as tf
 
     v1 = tf.compat.v1
@@ -300,7 +340,7 @@ def _run(
     if timeout_s is not None:
         options.timeout_in_ms = plain.timeout_in_ms = max(1, int(timeout_s * 1000))
     metadatas = []
-    session = v1.Session(graph=graph, config=config)
+    session = v1.Session(target, graph=graph, config=config)
     try:
         devices = [d.name for d in session.list_devices()]
         with graph.as_default():

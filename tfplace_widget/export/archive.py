@@ -166,6 +166,7 @@ def load(path: str | os.PathLike) -> PlacementTrace:
                 name: frame_from_json(_read_json(archive, f"frames/{name}.json", where))
                 for name in FRAMES
             }
+            _add_cross_task(frames["transfers"])
             trace = PlacementTrace(
                 **frames,
                 devices=_strings(info["devices"], "devices"),
@@ -193,6 +194,15 @@ def load(path: str | os.PathLike) -> PlacementTrace:
         except (FrameFormatError, KeyError, TypeError, ValueError, IndexError) as exc:
             raise TraceError(f"{where!r} is a damaged .tfplace file: {exc}. {_SAVE_FIX}") from exc
     return trace
+
+
+def _add_cross_task(transfers: Any) -> None:
+    """Files saved before issue 15 have no ``cross_task`` column: compute it (in place), so
+    every loaded trace has the columns of a fresh one (a prediction's own columns stay)."""
+    from ..frames import TRANSFERS_COLUMNS, cross_task
+
+    if list(transfers.columns) == TRANSFERS_COLUMNS[:-1]:  # a measured trace's, from before
+        transfers["cross_task"] = cross_task(transfers)
 
 
 def _what_it_is(data: bytes) -> str:

@@ -192,6 +192,10 @@ def _flows(
     flows: list[dict[str, Any]] = []
     transfers = trace.transfers
     sizes = transfers["bytes"].astype(object).tolist()
+    # over the network between tasks of a cluster (a prediction's frame has no such column)
+    crosses = (
+        transfers["cross_task"].tolist() if "cross_task" in transfers else [False] * len(transfers)
+    )
     for number, (tensor, src, dst) in enumerate(
         zip(
             transfers["tensor"].tolist(),
@@ -228,6 +232,7 @@ def _flows(
                     "src_device": src,
                     "dst_device": dst,
                     "bytes": None if pd.isna(size) else int(size),
+                    "cross_task": bool(crosses[number]),
                 },
             }
         )
@@ -244,7 +249,8 @@ def _flows(
     return flows
 
 
-_RECV_SUFFIX = re.compile(r"/_\d+$")
+# A receive's name: ``<producer>/_N`` on one machine, ``<producer>_S<N>`` across a cluster.
+_RECV_SUFFIX = re.compile(r"(?:/_|_S)\d+$")
 
 
 def _readers(
@@ -261,6 +267,7 @@ def _readers(
         if read is None:
             read = [producer(v) for k, v in args.items() if k.startswith("input")]
         keys = {_RECV_SUFFIX.sub("", name) for name in read}
+        keys.update(name for name in read if "_S" in name)  # a user's op may be named x_S1
         if _RECV_SUFFIX.search(op):
             keys.add(_RECV_SUFFIX.sub("", op))
         for key in keys:

@@ -56,6 +56,8 @@ class Executed:
     function: dict[str, str] = field(default_factory=dict)
     # node -> the ops Grappler's remapper fused into it (its ``fused_ops`` attr)
     fused: dict[str, list[str]] = field(default_factory=dict)
+    # the client's device (where a cluster's fetches and feeds end), "" when not recorded
+    client: str = ""
 
 
 SEND_TYPES = ("_Send", "_HostSend")

@@ -120,5 +120,11 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
             op_type = type_of[name] = node.op
             inputs_of[name] = producers(node.input[:])
             if op_type in SEND_TYPES:
-                executed.transfers.append(send_transfer(node))
+                attr = node.attr
+                if "client_terminated" in attr and attr["client_terminated"].b:
+                    # A fetch sent to the client (a cluster's session): no device-to-device
+                    # transfer, but it says which task is the client's, the chief.
+                    executed.client = executed.client or device
+                else:
+                    executed.transfers.append(send_transfer(node))
     return executed
