@@ -351,3 +351,44 @@ def test_a_trace_saved_before_cross_task_gets_the_column_on_load(seed_cpu, tmp_p
     loaded = PlacementTrace.load(old)
     assert list(loaded.transfers.columns) == list(seed_cpu.transfers.columns)
     assert not loaded.transfers["cross_task"].any()
+
+
+def blocked_dequeue() -> Any:
+    """Graph builder whose step blocks forever: a dequeue from an empty queue on worker 1."""
+    import tensorflow as tf
+
+    with tf.device("/job:worker/task:1"):
+        queue = tf.queue.FIFOQueue(1, tf.float32, shapes=[], name="empty")
+        return queue.dequeue(name="wait")
+
+
+def test_ctrl_c_in_a_cluster_trace_stops_its_servers(trace_placement, spy):
+    import _thread
+    import time
+
+    threads = threading.active_count()
+
+    def interrupt_once_running() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the session talks to the chief: the step runs
+            if spy.ports and any(
+                c.raddr and c.raddr.port == spy.ports[0] and c.status == "ESTABLISHED"
+                for c in psutil.Process().net_connections("tcp")
+            ):
+                time.sleep(1.0)
+                _thread.interrupt_main()
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=interrupt_once_running, daemon=True)
+    watcher.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        trace_placement(blocked_dequeue, mode="graph", cluster="local:worker=2", warmup=0)
+    watcher.join()
+    assert time.monotonic() - started < 60
+    for _ in range(50):  # the cancelled run's thread returns once its servers are gone
+        if threading.active_count() == threads:
+            break
+        time.sleep(0.1)
+    assert_nothing_left(spy, threads)
