@@ -77,9 +77,10 @@ def linked_groups(facts: GraphFacts, keep: Callable[[str], bool]) -> list[set[st
     return list(groups.values())
 
 
-def facts_from_graph(graph: Any) -> GraphFacts:
+def facts_from_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
     """Read the facts from a ``tf.Graph``, a ``GraphDef``, its serialized bytes, or a path to
-    a binary ``.pb`` or text ``.pbtxt`` GraphDef file."""
+    a binary ``.pb`` or text ``.pbtxt`` GraphDef file. ``graph_def``: the ``tf.Graph``'s own
+    ``as_graph_def()`` when the caller has made it already (it is not made twice)."""
     tf, _ = import_tensorflow()
 
     if isinstance(graph, (str, os.PathLike)):
@@ -94,7 +95,7 @@ def facts_from_graph(graph: Any) -> GraphFacts:
                 "its SerializeToString(), or the tf.Graph itself."
             ) from exc
         graph = graph_def
-    written = None
+    written = graph_def
     if isinstance(graph, tf.compat.v1.GraphDef):
         # Importing applies colocation: a colocated op's device becomes its anchor's, and the
         # request it was written with is lost. The node defs are read as written; the imported

@@ -186,13 +186,14 @@ def trace_placement(
         if captured is not None:  # what TensorFlow printed before it failed is not lost
             attach_log(exc, startup_log + captured.text, recent=captured.text)
         raise
-    facts = facts_from_graph(graph)
+    graph_def = graph.as_graph_def()  # once, for the facts and for trace.raw
+    facts = facts_from_graph(graph, graph_def=graph_def)
     name = getattr(fn, "__name__", type(fn).__name__)
     log = (
         startup_log + captured.text + servers_log + "".join(f"tfplace: {note}\n" for note in notes)
     )
     trace = build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
-    trace.raw, dropped = raw_protos(metadatas, graph)  # kept by trace.save
+    trace.raw, dropped = raw_protos(metadatas, graph_def)  # kept by trace.save
     trace.log += dropped
     trace.mode = "graph"
     trace.notes = notes
