@@ -193,9 +193,11 @@ class PlacementTrace:
 
         _, startup_log = import_tensorflow()  # its start-up lines go to the trace's log
         metadatas = [load_run_metadata(m) for m in as_list(run_metadata)]
-        facts = facts_from_graph(graph) if graph is not None else None
+        # A tf.Graph's GraphDef, made once for the facts and for trace.raw.
+        graph_def = graph.as_graph_def() if hasattr(graph, "as_graph_def") else None
+        facts = facts_from_graph(graph, graph_def=graph_def) if graph is not None else None
         trace = build_trace(metadatas, facts, available_devices=devices, log=startup_log)
-        trace.raw, dropped = raw_protos(metadatas, graph)
+        trace.raw, dropped = raw_protos(metadatas, graph_def if graph_def is not None else graph)
         trace.log += dropped
         return trace
 
