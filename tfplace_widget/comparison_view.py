@@ -23,6 +23,7 @@ from .analyses.compare import STATUS_VALUES, PlacementDiff, compare, step_time_u
 from .colors import device_color
 from .controls import search_controls
 from .devices import short_device
+from .panel_html import PAGE_SIZE
 from .search import SearchError, filter_ops, searchable
 from .summary import format_us
 from .table import OpTable
@@ -42,7 +43,6 @@ DIFF_COLUMNS = [
     ("duration_b_us", "duration b"),
     ("delta_us", "change"),
 ]
-PAGE_SIZE = 50
 STATUS_LABELS = {
     "moved": "moved",
     "only_a": "only in a",

@@ -30,7 +30,15 @@ from .devices import short_device
 from .errors import TraceError
 from .findings_view import FindingsList
 from .options import normalize_device_count
-from .panel_html import details_html, header_html, log_html, message_html, status_html
+from .panel_html import (
+    PAGE_SIZE,
+    TABLE_COLUMNS,
+    details_html,
+    header_html,
+    log_html,
+    message_html,
+    status_html,
+)
 from .reasons import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
 from .search import SearchError, filter_ops, matching_lines, searchable
 from .summary import device_summaries, format_us
@@ -40,18 +48,6 @@ from .trace import PlacementTrace
 from .tracer import MAX_DEVICES_PER_TYPE, check_option_names, trace_placement
 from .widget_tree import widget_tree as _widget_tree
 
-TABLE_COLUMNS = [
-    ("op", "op"),
-    ("type", "type"),
-    ("device", "device"),
-    ("requested_device", "requested"),
-    ("how", "how"),
-    ("reason", "reason"),
-    ("start_us", "start"),
-    ("duration_us", "duration"),
-    ("runs", "runs"),
-]
-PAGE_SIZE = 50
 MAX_LOG_LINES = 400
 FINDINGS_LATER_OPS = 20_000  # larger traces find their findings after the cell
 MAX_GPUS = 8  # the "as on a machine with N GPUs" control

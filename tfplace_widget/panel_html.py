@@ -18,6 +18,21 @@ from .reasons import HOW_VALUES
 from .summary import format_bytes, how_counts, transfer_bytes_text
 from .trace import PlacementTrace
 
+# The op table's columns (as in ``trace.ops``) and headings, and its rows per page: the panel
+# and the HTML report show the same table.
+TABLE_COLUMNS = [
+    ("op", "op"),
+    ("type", "type"),
+    ("device", "device"),
+    ("requested_device", "requested"),
+    ("how", "how"),
+    ("reason", "reason"),
+    ("start_us", "start"),
+    ("duration_us", "duration"),
+    ("runs", "runs"),
+]
+PAGE_SIZE = 50
+
 MODE_LABELS = {
     "function": "TF2 code, run in the eager runtime",
     "graph": "graph builder, run in a Session",

@@ -50,7 +50,7 @@ import pandas as pd
 
 from ..colors import device_color, text_color_on
 from ..devices import short_device
-from ..panel_html import header_html
+from ..panel_html import PAGE_SIZE, TABLE_COLUMNS, header_html
 from ..summary import device_summaries, format_us
 from ..timeline import (
     DIM_OPACITY,
@@ -63,19 +63,7 @@ from .output import write_atomically
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import PlacementTrace
 
-PAGE_SIZE = 50  # table rows per page, as in the panel
-# The table's columns (as in the panel), and their headings.
-COLUMNS = [
-    ("op", "op"),
-    ("type", "type"),
-    ("device", "device"),
-    ("requested_device", "requested"),
-    ("how", "how"),
-    ("reason", "reason"),
-    ("start_us", "start"),
-    ("duration_us", "duration"),
-    ("runs", "runs"),
-]
+COLUMNS = TABLE_COLUMNS  # the panel's table: the same columns and headings
 _CODED = ("type", "device", "requested_device", "how", "reason")
 _NUMBERS = ("start_us", "duration_us", "runs")
 _DTYPES = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8", np.dtype(np.int32): "i4"}
