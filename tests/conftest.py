@@ -153,3 +153,16 @@ def execute_in_kernel(*cells: str, timeout: int = 180) -> list[list[dict]]:
 def stream_texts(outputs: list[dict]) -> list[str]:
     """The text of a cell's stdout/stderr outputs."""
     return [o["text"] for o in outputs if o["output_type"] == "stream"]
+
+
+def run_python(code: str, timeout: float = 180) -> Any:
+    """Run ``code`` in a fresh interpreter (nothing imported yet) and return the finished
+    process; a failure shows the end of its stderr."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done

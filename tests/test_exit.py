@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from conftest import GPU_TRACES
+from conftest import GPU_TRACES, run_python
 
 SCRIPT = """
 from tfplace_widget import show_comparison, show_placement
@@ -16,14 +13,7 @@ view = show_comparison({path!r}, {path!r})
 
 def test_open_panels_at_exit_print_no_traceback():
     path = str(GPU_TRACES / "riptide" / "timeline.ctf.json")
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(path=path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_python(SCRIPT.format(path=path))
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr
 
 
@@ -41,8 +31,5 @@ def test_findings_of_a_loaded_trace_keep_tensorflows_start_up_lines_off_stderr(s
         "predict_placement(trace, gpus=1)\n"
         "import sys; assert 'tensorflow' in sys.modules\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_python(script)
     assert "oneDNN" not in done.stderr and "cpu_feature_guard" not in done.stderr, done.stderr

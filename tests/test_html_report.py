@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import GPU_TRACES
+from conftest import GPU_TRACES, run_python
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget.errors import TraceError
@@ -246,10 +246,7 @@ def test_the_report_needs_no_tensorflow_no_widgets_and_no_network(tmp_path):
         "print(sorted(m for m in ('tensorflow', 'ipywidgets', 'anywidget', 'plotly', 'socket')"
         " if m in sys.modules and m != 'socket'))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_python(code)
     assert done.stdout.strip() == "[]"
     assert (tmp_path / "r.html").stat().st_size > 4 * MB  # plotly.js is in it
 

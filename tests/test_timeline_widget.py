@@ -12,8 +12,6 @@ import contextlib
 import gzip
 import hashlib
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -22,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from comm.base_comm import BaseComm
+from conftest import run_python
 from ipywidgets.embed import dependency_state
 from ipywidgets.widgets import widget as ipywidget
 
@@ -222,10 +221,7 @@ def test_a_panel_never_imports_nbformat_or_plotlys_python_figures() -> None:
         "assert panel.timeline.drawn()\n"
         "print(sorted(m for m in ('nbformat', 'jsonschema', 'plotly') if m in sys.modules))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_python(code)
     assert done.stdout.strip() == "[]"
 
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
-import importlib.util
 import json
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 import anywidget
 import traitlets
 from ipywidgets.widgets.widget import _instances
+
+from .plotly_js import plotly_js_path
 
 # zlib level of the one-off compression (once per process, when the holder is first made).
 # Measured on plotly.js 4.1.1's 4.82 MB plotly.min.js (2-core Xeon, best of 3):
@@ -118,13 +118,7 @@ class Bundle:
     size: int  # uncompressed bytes
 
 
-def bundle_path() -> Path:
-    """Where plotly's Python package keeps plotly.js (as ``plotly.offline`` finds it), found
-    without importing plotly."""
-    spec = importlib.util.find_spec("plotly")
-    folders = list(spec.submodule_search_locations or []) if spec else []
-    folder = Path(folders[0]) if folders else Path("plotly-is-not-installed")
-    return folder / "package_data" / "plotly.min.js"
+bundle_path = plotly_js_path  # the file the holder sends
 
 
 def bundle_available() -> bool:

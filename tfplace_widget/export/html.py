@@ -38,7 +38,6 @@ from __future__ import annotations
 import base64
 import gzip
 import html
-import importlib.util
 import json
 import os
 import pathlib
@@ -51,6 +50,7 @@ import pandas as pd
 from ..colors import device_color, text_color_on
 from ..devices import short_device
 from ..panel_html import PAGE_SIZE, TABLE_COLUMNS, header_html
+from ..plotly_js import plotly_js_path
 from ..summary import device_summaries, format_us
 from ..timeline import (
     DIM_OPACITY,
@@ -794,14 +794,7 @@ def unpack_json(text: str) -> dict[str, Any]:
     return json.loads(gzip.decompress(base64.b64decode(text)).decode("utf-8"))
 
 
-def plotly_path() -> pathlib.Path:
-    """Where plotly's Python package keeps plotly.min.js, found without importing plotly (as
-    ``bundle_holder.bundle_path`` does; that module imports the widget libraries, which the
-    report does not need)."""
-    spec = importlib.util.find_spec("plotly")
-    folders = list(spec.submodule_search_locations or []) if spec else []
-    folder = pathlib.Path(folders[0]) if folders else pathlib.Path("plotly-is-not-installed")
-    return folder / "package_data" / "plotly.min.js"
+plotly_path = plotly_js_path  # the file the report embeds (the panel's holder sends it too)
 
 
 def _plotly_js() -> str:
