@@ -167,8 +167,10 @@ def lane_kinds(lanes: pd.Series) -> np.ndarray:
     return kinds[codes]
 
 
+@lru_cache(maxsize=4096)
 def short_device(name: str) -> str:
-    """``CPU:1`` for a full device name (what a narrow table column shows).
+    """``CPU:1`` for a device of this process (what a narrow table column shows); in a cluster
+    ``/job:ps/task:1/CPU:0``, since the task is what matters there (and ``tf.device`` takes it).
 
     A name that is not a device string (an odd lane in a loaded trace) is returned as it is.
     """
@@ -176,7 +178,23 @@ def short_device(name: str) -> str:
         spec = parse_device(canonical_device(name)) if name else DeviceSpec()
     except ValueError:
         return name
-    return spec.short()
+    if spec.type is None or (
+        spec.job in (None, _DEFAULT_JOB) and not spec.replica and not spec.task
+    ):
+        return spec.short()
+    return task_of(spec) + "/" + spec.short()
+
+
+def task_of(device: str | DeviceSpec) -> str:
+    """The task a device belongs to, as ``tf.device`` takes it: ``/job:ps/task:1`` (with
+    ``/replica:N`` when N is not 0); a name without job or task is on ``/job:localhost/task:0``,
+    one that is not a device string gives ``""``."""
+    try:
+        spec = device if isinstance(device, DeviceSpec) else parse_device(canonical_device(device))
+    except ValueError:
+        return ""
+    replica = f"/replica:{spec.replica}" if spec.replica else ""
+    return f"/job:{spec.job or _DEFAULT_JOB}{replica}/task:{spec.task or 0}"
 
 
 def device_sort_key(name: str) -> tuple:

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from .analyses.kernels import SYMBOLIC_DEVICE_TYPES
-from .devices import DeviceSpec, device_sort_key, parse_device, short_device
+from .devices import DeviceSpec, device_sort_key, parse_device, short_device, task_of
 from .graphfacts import GraphFacts, linked_groups
 
 HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
@@ -343,7 +343,7 @@ class Explainer:
         spec = _safe_parse(device)
         if spec is None or spec.type is None:
             return short_device(device)
-        return f"/job:{spec.job}/task:{spec.task or 0}/{spec.short()}"
+        return f"{task_of(spec)}/{spec.short()}"
 
     def _asked_how(self, name: str) -> str:
         """How the op's request was made: ``tf.device``, or ``overrides=`` (and its pattern)."""
