@@ -7,6 +7,7 @@ Pure string code (no TensorFlow import) so traces from any TF era compare equal:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -195,6 +196,12 @@ def task_of(device: str | DeviceSpec) -> str:
         return ""
     replica = f"/replica:{spec.replica}" if spec.replica else ""
     return f"/job:{spec.job or _DEFAULT_JOB}{replica}/task:{spec.task or 0}"
+
+
+def tasks_of(devices: Iterable[str]) -> list[str]:
+    """The distinct tasks of ``devices`` (:func:`task_of`), in order, names that are not
+    device strings left out: more than one means the trace ran across a cluster."""
+    return [task for task in dict.fromkeys(map(task_of, devices)) if task]
 
 
 def device_sort_key(name: str) -> tuple:

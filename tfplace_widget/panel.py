@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 
 from .analyses.compare import compare
-from .colors import color_class, device_color
+from .colors import device_color
 from .comparison_view import ComparisonView
 from .controls import search_controls
+from .device_chips import DeviceChips
 from .devices import short_device
 from .errors import TraceError
 from .findings_view import FindingsList
@@ -41,7 +42,7 @@ from .panel_html import (
 )
 from .reasons import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
 from .search import SearchError, filter_ops, matching_lines, searchable
-from .summary import device_summaries, format_us
+from .summary import device_summaries, format_us, task_summaries
 from .table import OpTable
 from .timeline import Timeline
 from .trace import PlacementTrace
@@ -72,6 +73,7 @@ class PlacementPanel(widgets.VBox):
         self.args = tuple(args)
         self.error: str = ""
         self._device_filter: set[str] = set()
+        self._event_mask: np.ndarray | None = None  # the timeline's outlined events, or none
         self._finding_ops: set[str] | None = None  # the clicked finding's ops, or no filter
         self._findings_frame: pd.DataFrame | None = None  # trace.findings, as on screen
         self._findings_error = ""  # why there are none on screen, when finding them failed
@@ -81,7 +83,7 @@ class PlacementPanel(widgets.VBox):
         self._comparison: ComparisonView | None = None
 
         self.header = widgets.HTML(layout=widgets.Layout(margin="0 0 4px 0"))
-        self.chips = widgets.HBox(layout=widgets.Layout(flex_flow="row wrap"))
+        self.chips = DeviceChips(on_filter=self._on_chips_filter, on_fold=self._on_fold)
         self.findings_view = FindingsList()
         self.search, self.regex, self.case_sensitive = search_controls()
         self.type_filter = widgets.Dropdown(
@@ -294,10 +296,9 @@ class PlacementPanel(widgets.VBox):
         self.args = ()
         self.options = {}
         self._visible = pd.DataFrame(columns=list(self._visible.columns))
-        self._lowered = self._event_row = None
+        self._lowered = self._event_row = self._event_mask = None
         self._sort_orders = {}
         self._log_lines = []
-        self._chip_of = {}
         for name, value in list(vars(self).items()):  # the closed controls, table, views...
             if isinstance(value, widgets.Widget):
                 setattr(self, name, None)
@@ -334,19 +335,9 @@ class PlacementPanel(widgets.VBox):
         self._device_filter &= set(trace.devices)
         for device in trace.devices:  # a device new to the kernel gets its colour in this order
             device_color(device)
-        # A re-run draws into the same widget (one comm for the panel's life, and the page
-        # keeps its view) and lets go of the timeline it replaces.
-        previous = getattr(self, "_timeline", None)
-        widget = previous.widget if previous is not None else None
-        if previous is not None:
-            previous.release()
-        self._timeline = Timeline(
-            trace.events, trace.devices, trace.transfers, trace.inputs, widget=widget
-        )
-        self._timeline.on_select = self._select_from_timeline
-        self._figure_box.children = [self._timeline.widget]
+        self._render_chips()  # first: a re-run keeps the tasks folded that it still has
+        self._draw_timeline()
         self._render_header()
-        self._render_chips()
         self._render_findings()
         types = sorted(t for t in ops["type"].unique() if t)
         self._syncing = True
@@ -574,6 +565,26 @@ class PlacementPanel(widgets.VBox):
             options["device_count"] = {**(counts or {}), "CPU": cpus}
         return options
 
+    def _draw_timeline(self) -> None:
+        """(Re)draw the timeline of the trace on screen, with the tasks folded that the chips
+        say. A re-run draws into the same widget (one comm for the panel's life, and the page
+        keeps its view) and lets go of the timeline it replaces."""
+        trace = self.trace
+        previous = getattr(self, "_timeline", None)
+        widget = previous.widget if previous is not None else None
+        if previous is not None:
+            previous.release()
+        self._timeline = Timeline(
+            trace.events,
+            trace.devices,
+            trace.transfers,
+            trace.inputs,
+            widget=widget,
+            folded_tasks=self.chips.folded,
+        )
+        self._timeline.on_select = self._select_from_timeline
+        self._figure_box.children = [self._timeline.widget]
+
     def _has_trace(self) -> bool:
         return getattr(self, "trace", None) is not None
 
@@ -620,31 +631,13 @@ class PlacementPanel(widgets.VBox):
         self.findings_view.show(findings)
 
     def _render_chips(self) -> None:
-        chips = []
-        self._chip_of: dict[str, widgets.ToggleButton] = {}
-        for summary in device_summaries(self.trace.ops, self.trace.events, self.trace.devices):
-            color = device_color(summary.device)
-            chip = widgets.ToggleButton(
-                value=summary.device in self._device_filter,
-                description=(
-                    f"{short_device(summary.device)} · {summary.ops} ops · "
-                    f"{format_us(summary.busy_us)} busy"
-                ),
-                tooltip=f"{summary.device}: click to show only its ops",
-                layout=widgets.Layout(width="auto"),
-            )
-            chip.add_class("tfplace-chip")
-            chip.add_class(color_class(color))
-            chip.observe(self._on_chip_change, "value")
-            chip.device = summary.device
-            self._chip_of[summary.device] = chip
-            chips.append(chip)
-        old_chips = self.chips.children
-        self.chips.children = chips
-        self.table.cover_colors([device_color(chip.device) for chip in chips])
-        for old in old_chips:  # close them (and their layout/style) so re-runs do not leak
-            for widget in _widget_tree(old):
-                widget.close()
+        trace = self.trace
+        colors = self.chips.show(
+            device_summaries(trace.ops, trace.events, trace.devices),
+            task_summaries(trace.ops, trace.events, trace.devices),
+            self._device_filter,
+        )
+        self.table.cover_colors(colors)
 
     def _apply_filters(self) -> None:
         """Recompute ``visible_ops`` and refresh table, status, timeline and log view."""
@@ -677,11 +670,9 @@ class PlacementPanel(widgets.VBox):
         )
         self.table.page = 0
         self._render_page()
-        if filtering:
-            keep = np.append(mask, False)  # row -1: an event without an ops row
-            self._timeline.highlight(keep[self._event_row])
-        else:
-            self._timeline.highlight(None)
+        keep = np.append(mask, False)  # row -1: an event without an ops row
+        self._event_mask = keep[self._event_row] if filtering else None
+        self._timeline.highlight(self._event_mask)
         timeline = self._timeline
         outlined = (
             f" · timeline outlines {timeline.matches_shown:,} of {timeline.matches_total:,} "
@@ -801,13 +792,22 @@ class PlacementPanel(widgets.VBox):
         if not self._syncing:
             self._guard(self._apply_filters)
 
-    def _on_chip_change(self, change: dict) -> None:
-        device = change["owner"].device
-        if change["new"]:
-            self._device_filter.add(device)
+    def _on_chips_filter(self, devices: tuple[str, ...], pressed: bool) -> None:
+        if pressed:
+            self._device_filter.update(devices)
         else:
-            self._device_filter.discard(device)
+            self._device_filter.difference_update(devices)
+        self.chips.sync(self._device_filter)
         self._guard(self._apply_filters)
+
+    def _on_fold(self, _folded: frozenset[str]) -> None:
+        def redraw() -> None:  # the search's outlines and the picked op stay as they were
+            self._draw_timeline()
+            self._render_header()
+            self._timeline.highlight(self._event_mask)
+            self._timeline.select(self.table.selected_op)
+
+        self._guard(redraw)
 
     def _on_sort_change(self, _change: dict) -> None:
         self._guard(self._apply_filters)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from .colors import device_color
-from .devices import short_device
+from .devices import short_device, tasks_of
 from .reasons import HOW_VALUES
 from .summary import format_bytes, how_counts, transfer_bytes_text
 from .trace import PlacementTrace
@@ -72,10 +72,28 @@ def header_html(trace: PlacementTrace, notes: Sequence[str] = ()) -> str:
     return (
         f"<div style='color:var(--jp-ui-font-color1)'>"
         f"<b>TensorFlow placement</b>{source}{mode_tag}: {len(trace.ops):,} ops on "
-        f"{len(trace.devices)} devices · {how_text} · <b>{len(trace.transfers)}</b> "
-        f"{transfers} ({html.escape(moved)})"
+        f"{len(trace.devices)} devices{_tasks_text(trace)} · {how_text} · "
+        f"<b>{len(trace.transfers)}</b> {transfers} ({html.escape(moved)})"
+        f"{_cross_task_text(trace.transfers)}"
         + "".join(f"<div style='opacity:.8'>{html.escape(n)}</div>" for n in lines)
         + "</div>"
+    )
+
+
+def _tasks_text(trace: PlacementTrace) -> str:
+    """`` of 3 tasks`` across a cluster; nothing on one machine."""
+    tasks = len(tasks_of(trace.devices))
+    return f" of {tasks} tasks" if tasks > 1 else ""
+
+
+def _cross_task_text(transfers: pd.DataFrame) -> str:
+    """`` · 5 between tasks (44.4 kB over the network)``: the copies a cluster pays for."""
+    if "cross_task" not in transfers or not transfers["cross_task"].any():
+        return ""
+    crossing = transfers[transfers["cross_task"].to_numpy(dtype=bool)]
+    return (
+        f" · <b class='tfplace-cross-task'>{len(crossing)}</b> between tasks "
+        f"({html.escape(transfer_bytes_text(crossing))} over the network)"
     )
 
 

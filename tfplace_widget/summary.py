@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .devices import lane_kinds
+from .devices import lane_kinds, task_of
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,40 @@ def device_summaries(ops: pd.DataFrame, events: pd.DataFrame, devices: list[str]
                 device,
                 int(counts.get(device, 0)),
                 busy_time_us(mine["start_us"].to_numpy(), mine["duration_us"].to_numpy()),
+            )
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """One task of a cluster (``/job:ps/task:0``): its devices, ops and busy time."""
+
+    task: str
+    devices: tuple[str, ...]
+    ops: int
+    busy_us: float
+
+
+def task_summaries(
+    ops: pd.DataFrame, events: pd.DataFrame, devices: list[str]
+) -> list[TaskSummary]:
+    """One :class:`TaskSummary` per task, in the order of ``devices`` (which lists a task's
+    devices together); busy time is the union of its devices' work (one machine's wall time)."""
+    members: dict[str, list[str]] = {}
+    for device in devices:
+        members.setdefault(task_of(device) or device, []).append(device)
+    counts = ops["device"].value_counts()
+    op_level = events[lane_kinds(events["lane"]) != "stream:all"]
+    result = []
+    for task, mine in members.items():
+        rows = op_level[op_level["device"].isin(mine)]
+        result.append(
+            TaskSummary(
+                task,
+                tuple(mine),
+                int(sum(counts.get(d, 0) for d in mine)),
+                busy_time_us(rows["start_us"].to_numpy(), rows["duration_us"].to_numpy()),
             )
         )
     return result

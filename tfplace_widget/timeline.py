@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .colors import device_color
-from .devices import lane_kind, lane_kinds, short_device
+from .devices import lane_kind, lane_kinds, short_device, task_of, tasks_of
 from .summary import format_us
 
 if TYPE_CHECKING:  # the widget (ipywidgets, anywidget) is imported only when one is made
@@ -34,6 +34,7 @@ DIM_OPACITY = 0.25
 MATCH_OUTLINE = "#222222"
 SELECTED_COLOR = "#ff2d78"  # a selection ring that reads on light and dark themes
 BAR_HEIGHT = 0.8
+FOLDED_LANE = "(folded)"  # the lane of a collapsed task: (task, FOLDED_LANE) in ``lanes``
 _figure_numbers = itertools.count(1)  # layout.uirevision: a new figure resets the zoom
 
 
@@ -68,15 +69,19 @@ class TimelineFigure:
         *,
         lanes: Sequence[tuple[str, str]] | None = None,
         x_span: float | None = None,
+        folded_tasks: Collection[str] = (),
     ) -> None:
         """``lanes`` (``(device, lane)`` pairs, in order) and ``x_span`` (µs) fix the y axis
         and the x range, so that two timelines drawn one above the other line up (see
-        :func:`shared_lanes`); by default they are those of ``events``."""
+        :func:`shared_lanes`); by default they are those of ``events``. The lanes of each of
+        ``folded_tasks`` (``/job:ps/task:0``, a collapsed group of the panel's chips) are drawn
+        as one lane, ``(task, FOLDED_LANE)`` in ``lanes``, bars still in device colours."""
         self.events = events
         self.devices = devices
         self.total = len(events)
         self.shown = self._choose_shown(events)
         self.webgl = len(self.shown) > WEBGL_THRESHOLD
+        self.folded_tasks = frozenset(folded_tasks)
         self.lanes, lane_of_row = self._lanes(events, lanes)
         self._fixed_lanes = lanes is not None
         self.lane_y = lane_of_row
@@ -147,7 +152,9 @@ class TimelineFigure:
             given = [tuple(pair) for pair in fixed]
             known = set(given)
             keyed = given + [pair for pair in keyed if pair not in known]
-        position = {pair: i for i, pair in enumerate(keyed)}
+        keyed, position = _fold(keyed, self.folded_tasks)
+        # Each device's own lane (where transfer arrows start and end).
+        self._own_lane = {d: y for (d, lane), y in position.items() if lane_kind(lane) == "device"}
         remap = np.array([position[pair] for pair in pairs], dtype=np.float64)
         return keyed, remap[codes] if len(codes) else np.empty(0)
 
@@ -233,6 +240,7 @@ class TimelineFigure:
                 range=[0, span * 1.02],
                 zeroline=False,
             ),
+            shapes=self._task_bands(),
             yaxis=dict(
                 # Fixed lanes are all drawn, with bars or not, so that two timelines line up.
                 **(
@@ -241,13 +249,48 @@ class TimelineFigure:
                     else dict(autorange="reversed")
                 ),
                 tickvals=list(range(len(self.lanes))),
-                ticktext=[html.escape(_lane_label(d, lane)) for d, lane in self.lanes],
+                ticktext=[html.escape(self._lane_label(d, lane)) for d, lane in self.lanes],
                 automargin=True,
                 fixedrange=True,
                 zeroline=False,
                 showgrid=False,
             ),
         )
+
+    def _lane_label(self, device: str, lane: str) -> str:
+        if lane != FOLDED_LANE:
+            return _lane_label(device, lane)
+        count = sum(1 for d in self.devices if task_of(d) == device)
+        return f"{device} · {count} device{'s' if count != 1 else ''}"
+
+    def _task_bands(self) -> list[dict]:
+        """Across a cluster, a light band behind every other task's lanes, so the lanes of one
+        task read as a group (none on one machine)."""
+        if len(tasks_of(self.devices)) < 2:
+            return []
+        tasks = [task_of(device) for device, _ in self.lanes]
+        bands = []
+        start = 0
+        for i in range(1, len(tasks) + 1):
+            if i == len(tasks) or tasks[i] != tasks[start]:
+                bands.append((start, i - 1))
+                start = i
+        return [
+            dict(
+                type="rect",
+                xref="paper",
+                yref="y",
+                x0=0,
+                x1=1,
+                y0=first - 0.5,
+                y1=last + 0.5,
+                fillcolor="rgba(128,128,128,0.09)",
+                line=dict(width=0),
+                layer="below",
+            )
+            for number, (first, last) in enumerate(bands)
+            if number % 2 == 0
+        ]
 
     def _bar_trace(
         self,
@@ -331,7 +374,7 @@ class TimelineFigure:
         )
         first_start = keyed["start_us"].min().to_dict()
         last_end = keyed["end"].max().to_dict()
-        lane_of = {d: i for i, (d, lane) in enumerate(self.lanes) if lane_kind(lane) == "device"}
+        lane_of = self._own_lane
         x, y = [], []
         for tensor, src, dst in zip(
             transfers["tensor"], transfers["src_device"], transfers["dst_device"], strict=True
@@ -374,8 +417,9 @@ class Timeline(TimelineFigure):
         *,
         lanes: Sequence[tuple[str, str]] | None = None,
         x_span: float | None = None,
+        folded_tasks: Collection[str] = (),
     ) -> None:
-        """``lanes`` and ``x_span``: see :class:`TimelineFigure`. ``widget``: draw into this
+        """``lanes``, ``x_span`` and ``folded_tasks``: see :class:`TimelineFigure`. ``widget``: draw into this
         one (a re-run keeps the panel's widget) instead of a new one."""
         if widget is None:
             from .timeline_widget import TimelineWidget
@@ -384,7 +428,15 @@ class Timeline(TimelineFigure):
         self.widget = widget
         self._overlays: dict[int, dict] = {}  # trace index -> what a search or a pick changed
         self.matches_shown = self.matches_total = 0  # search matches outlined / drawn-and-matching
-        super().__init__(events, devices, transfers, inputs, lanes=lanes, x_span=x_span)
+        super().__init__(
+            events,
+            devices,
+            transfers,
+            inputs,
+            lanes=lanes,
+            x_span=x_span,
+            folded_tasks=folded_tasks,
+        )
         self._selected_rows = self._no_rows
         # The widget's state is the whole figure.
         self.widget.draw(self.data, self.layout)
@@ -509,6 +561,27 @@ def shared_lanes(
         own = {device for device, lane in pairs if lane_kind(lane) == "device"}
         pairs.update({(d, d): None for d in devices if d not in own})
     return sorted(pairs, key=_lane_key(devices))
+
+
+def _fold(
+    keyed: list[tuple[str, str]], folded: frozenset[str]
+) -> tuple[list[tuple[str, str]], dict[tuple[str, str], int]]:
+    """The lanes drawn when ``folded`` tasks are collapsed, and the lane index of each of
+    ``keyed``'s pairs: a folded task's pairs all go to its one ``(task, FOLDED_LANE)`` lane."""
+    lanes: list[tuple[str, str]] = []
+    position: dict[tuple[str, str], int] = {}
+    task_lane: dict[str, int] = {}
+    for pair in keyed:
+        task = task_of(pair[0]) if folded else ""
+        if task in folded:
+            if task not in task_lane:
+                task_lane[task] = len(lanes)
+                lanes.append((task, FOLDED_LANE))
+            position[pair] = task_lane[task]
+        else:
+            position[pair] = len(lanes)
+            lanes.append(pair)
+    return lanes, position
 
 
 def _lane_pairs(events: pd.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray]:
