@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable
 import ipywidgets as widgets
 
 from .colors import color_class, device_color
-from .devices import short_device, tasks_of
+from .devices import short_device
 from .summary import DeviceSummary, TaskSummary, format_us
 from .widget_tree import widget_tree
 
@@ -55,13 +55,13 @@ class DeviceChips(widgets.Box):
         tasks: list[TaskSummary],
         pressed: Collection[str],
     ) -> list[str]:
-        """Make the chips of a trace (``pressed``: devices the filter shows); tasks folded
-        before stay folded. Returns the chips' colours, for the table's style sheet."""
+        """Make the chips of a trace (``pressed``: devices the filter shows), grouped by
+        ``tasks`` when given (a trace across a cluster); tasks folded before stay folded. Returns the chips' colours, for the table's style sheet."""
         old = self.children
         summary_of = {s.device: s for s in devices}
         self.chip_of, self.task_chip_of, self.fold_of, self._groups = {}, {}, {}, {}
         self._members = {t.task: t.devices for t in tasks}
-        if len(tasks_of(s.device for s in devices)) > 1:
+        if tasks:
             self.folded = self.folded & set(self._members)
             self.layout.flex_flow = "column"
             self.layout.align_items = "stretch"

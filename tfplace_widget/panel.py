@@ -27,7 +27,7 @@ from .colors import device_color
 from .comparison_view import ComparisonView
 from .controls import search_controls
 from .device_chips import DeviceChips
-from .devices import short_device
+from .devices import short_device, tasks_of
 from .errors import TraceError
 from .findings_view import FindingsList
 from .options import normalize_device_count
@@ -632,9 +632,10 @@ class PlacementPanel(widgets.VBox):
 
     def _render_chips(self) -> None:
         trace = self.trace
+        across_tasks = len(tasks_of(trace.devices)) > 1  # else no groups: skip their sums
         colors = self.chips.show(
             device_summaries(trace.ops, trace.events, trace.devices),
-            task_summaries(trace.ops, trace.events, trace.devices),
+            task_summaries(trace.ops, trace.events, trace.devices) if across_tasks else [],
             self._device_filter,
         )
         self.table.cover_colors(colors)
