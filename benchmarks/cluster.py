@@ -10,7 +10,10 @@
 
 The two are timed interleaved (median, min-max), whole calls: for the cluster that includes
 starting the servers' child process (it imports TensorFlow) and stopping it. The start and
-stop of an idle cluster is timed on its own too. Prints a Markdown table.
+stop of an idle cluster is timed on its own too. Then the panel: ``PlacementPanel`` of each
+trace (interleaved), and on the cluster's panel folding a task's lanes into one and opening it
+again (each redraws the timeline; the search and the picked op are kept). Prints a Markdown
+table.
 """
 
 from __future__ import annotations
@@ -51,6 +54,38 @@ def idle_cluster_seconds() -> float:
     return time.perf_counter() - start
 
 
+def panel_timings(one: Any, cluster: Any, repeats: int) -> tuple[dict[str, Any], Any]:
+    """The panels of both traces built (interleaved), and a task folded and opened again on
+    the cluster's panel (with a search and a picked op, which both stay)."""
+    from benchmarks.measure import Timing, time_cpu_once
+    from tfplace_widget.panel import PlacementPanel
+
+    made: list[Any] = []
+    panels = interleaved(
+        {
+            "one": lambda: made.append(PlacementPanel(one)),
+            "cluster": lambda: made.append(PlacementPanel(cluster)),
+        },
+        repeats,
+    )
+    panel = made[-1]
+    panel.search.value = "c1/add1"
+    panel.table.selected_op = panel.visible_ops["op"].iloc[0]
+    task = next(iter(panel.chips.fold_of))
+    fold = Timing()
+    for _ in range(repeats):
+        for value in (True, False):
+            wall, cpu, _ = time_cpu_once(
+                lambda v=value: setattr(panel.chips.fold_of[task], "value", v)
+            )
+            fold.seconds.append(wall)
+            fold.cpu.append(cpu)
+    assert not panel.error, panel.error
+    for each in made:
+        each.close()
+    return panels, fold
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=10_000)
@@ -75,9 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         idle = sorted(idle_cluster_seconds() for _ in range(args.repeats))[args.repeats // 2]
 
     one, cluster = traces["one"], traces["cluster"]
+    panels, fold = panel_timings(one, cluster, args.repeats)
     rows = [
         ("trace_placement, whole call", timings["one"].ms(), timings["cluster"].ms()),
         ("of which: start + stop the servers", "-", f"{idle * 1000:,.0f} ms (idle cluster)"),
+        ("PlacementPanel(trace)", panels["one"].ms(), panels["cluster"].ms()),
+        ("fold a task, then open it (each)", "-", fold.ms()),
         ("ops in trace.ops", f"{len(one.ops):,}", f"{len(cluster.ops):,}"),
         ("devices", f"{len(one.devices)}", f"{len(cluster.devices)}"),
         ("transfers", f"{len(one.transfers):,}", f"{len(cluster.transfers):,}"),

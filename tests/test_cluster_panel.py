@@ -130,3 +130,23 @@ def _format(size: int) -> str:
     from tfplace_widget.summary import format_bytes
 
     return format_bytes(size)
+
+
+def test_rerun_stays_on_the_cluster_with_cpus_per_task(cluster_trace):
+    panel = PlacementPanel(
+        cluster_trace,
+        builder=setter_model,
+        options={"mode": "graph", "cluster": "local:worker=2,ps=2", "device_count": {"CPU": 2}},
+    )
+    try:
+        assert (panel.cpus.description, panel.cpus.value) == ("CPUs per task", 2)
+        panel.chips.fold_of["/job:worker/task:1"].value = True
+        panel.cpus.value = 1
+        panel.run()
+        assert not panel.error, panel.error
+        assert len(panel.trace.devices) == 4  # one CPU on each of the four tasks
+        assert list(panel.chips.task_chip_of) == TASKS
+        assert panel.chips.folded == {"/job:worker/task:1"}
+        assert ("/job:worker/task:1", FOLDED_LANE) in panel._timeline.lanes
+    finally:
+        panel.close()

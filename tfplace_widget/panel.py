@@ -15,6 +15,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ from .colors import device_color
 from .comparison_view import ComparisonView
 from .controls import search_controls
 from .device_chips import DeviceChips
-from .devices import short_device, tasks_of
+from .devices import short_device, task_of, tasks_of
 from .errors import TraceError
 from .findings_view import FindingsList
 from .options import normalize_device_count
@@ -535,8 +536,12 @@ class PlacementPanel(widgets.VBox):
         self.optimize.value = bool(options.get("optimize", False))
         self.device_scope.value = options.get("device_scope") or ""
         # The count the options ask for, as given (keys are upper-case here); without one, the
-        # trace's own count (a TF2 trace runs on the runtime's CPUs).
-        cpus_in_trace = sum("CPU:" in d for d in self.trace.devices) if self._has_trace() else 1
+        # trace's own count (a TF2 trace runs on the runtime's CPUs); across a cluster, per task
+        # (device_count applies to each task).
+        devices = self.trace.devices if self._has_trace() else []
+        per_task = Counter(task_of(d) for d in devices if "CPU:" in d)
+        cpus_in_trace = max(per_task.values(), default=1)
+        self.cpus.description = "CPUs per task" if len(per_task) > 1 else "CPUs"
         count = max(1, int((options.get("device_count") or {}).get("CPU", cpus_in_trace or 1)))
         self.cpus.max = max(MAX_CPUS, count)  # before the value: the control clamps to max
         self.cpus.value = self._shown_cpus = count
