@@ -56,6 +56,15 @@ BUILDER = textwrap.dedent(
     def fails():
         raise RuntimeError("the builder broke")
 
+    def on_ps():
+        v1 = tf.compat.v1
+        setter = v1.train.replica_device_setter(ps_tasks=1, worker_device="/job:worker/task:0")
+        with v1.device(setter):
+            w = tf.Variable(tf.ones((10, 10)), name="w")
+            y = tf.matmul(tf.ones((2, 10)), w, name="y")
+        with tf.device("/job:worker/task:1"):
+            return tf.reduce_sum(y, name="z")
+
     @tf.function
     def tf2_step():
         x = tf.ones((4, 4), name="x")
@@ -628,6 +637,24 @@ def test_run_tf2_code(capsys, builder, tmp_path):
     assert code == 0 and "predict_placement(trace, gpus=1)" in out
 
 
+def test_run_on_a_local_cluster_checks_tasks(capsys, builder, tmp_path):
+    from tfplace_widget import PlacementTrace
+
+    out_path = tmp_path / "ps.tfplace"
+    argv = ["run", f"{builder}:on_ps", "--mode", "graph", "--cluster", "local:worker=2,ps=1"]
+    expect = ["--expect-device", "w=/job:ps/task:0", "--expect-device", "z=/job:worker/task:1"]
+    code, out, err = cli(capsys, *argv, "--cpus", "2", "-o", out_path, *expect)
+    assert (code, err) == (0, ""), err
+    assert "Expected devices (checked against the trace)" in out
+    trace = PlacementTrace.load(out_path)
+    assert len(trace.devices) == 6  # --cpus counts per task
+    assert trace.device_of("w") == "/job:ps/replica:0/task:0/device:CPU:0"
+    assert trace.transfers["cross_task"].any()
+    # y asked for worker 0: a check that wants it on the ps job fails, naming where it ran.
+    code, out, err = cli(capsys, "show", out_path, "--expect-device", "y=/job:ps")
+    assert code == 1 and "/job:worker/task:0/CPU:0" in out, out
+
+
 def test_run_no_soft_refuses_a_gpu_request(capsys, builder, tmp_path):
     out_path = tmp_path / "t.tfplace"
     code, out, err = cli(capsys, "run", f"{builder}:on_gpu", "--no-soft", "-o", out_path)
@@ -703,7 +730,7 @@ def test_expectations_parse():
         ("tower_*", "expected PATTERN=DEVICE"),
         ("=GPU", "expected PATTERN=DEVICE"),
         ("tower_*=", "expected PATTERN=DEVICE"),
-        ("tower_*=/job:worker", "names no device type"),
+        ("tower_*=/replica:0", "names no device type or task"),
         ("tower_*=GPU:x", "--expect-device 'tower_*=GPU:x'"),
     ],
 )

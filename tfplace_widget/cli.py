@@ -151,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="graph: a TF1 builder in a Session; function: TF2 code; auto (default) picks",
     )
+    run.add_argument(
+        "--cluster",
+        metavar="SPEC",
+        help="graph mode: run across a local TensorFlow cluster tfplace starts and stops, e.g. "
+        "local:worker=2,ps=1 (--cpus then counts per task)",
+    )
     run.add_argument("--steps", type=_positive_int, default=1, help="traced calls (default 1)")
     run.add_argument(
         "--warmup", type=_whole_number, default=1, help="untraced calls before them (default 1)"
@@ -192,9 +198,10 @@ def _add_expect_option(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         help="fail (exit 1) when an op whose name matches the glob PATTERN is not on DEVICE: a "
-        "type (GPU, CPU), a short name (GPU:0) or a full one; repeatable. Without a device of "
-        "that type here, checked against predict_placement(trace, gpus=1). Ops the runtime adds "
-        "(_Send, _Recv, _Retval: how 'runtime') are left out",
+        "type (GPU, CPU), a short name (GPU:0), a task (/job:ps/task:0) or a full name; "
+        "repeatable. Without a device of that type here, checked against "
+        "predict_placement(trace, gpus=1). Ops the runtime adds (_Send, _Recv, _Retval: how "
+        "'runtime') are left out",
     )
 
 
@@ -357,6 +364,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         options["device_count"] = {"CPU": args.cpus}
     if args.device_scope:
         options["device_scope"] = args.device_scope
+    if args.cluster:
+        options["cluster"] = args.cluster
     trace = trace_placement(builder, **options)
     if startup_log:
         trace.log = startup_log + trace.log
@@ -516,10 +525,11 @@ def parse_expectations(values: Sequence[str]) -> list[Expectation]:
             spec = parse_device(device)
         except ValueError as exc:
             raise CliError(f"--expect-device {text!r}: {_one_line(exc)}") from exc
-        if spec.type is None:
+        if spec.type is None and spec.job is None and spec.task is None:
             raise CliError(
-                f"--expect-device {text!r}: {device!r} names no device type; write GPU, CPU, "
-                "GPU:0 or a full name such as /job:localhost/replica:0/task:0/device:GPU:0."
+                f"--expect-device {text!r}: {device!r} names no device type or task; write "
+                "GPU, CPU, GPU:0, a task of a cluster such as /job:ps/task:0, or a full name "
+                "such as /job:localhost/replica:0/task:0/device:GPU:0."
             )
         found.append(Expectation(text, pattern, device, spec))
     return found
@@ -548,7 +558,8 @@ def check_expectations(
             return None
 
     present = {device_type(d) for d in trace.devices}
-    missing = sorted({e.spec.type for e in expectations} - present)  # type: ignore[arg-type]
+    asked = {e.spec.type for e in expectations if e.spec.type is not None}  # not a task's
+    missing = sorted(asked - present)  # type: ignore[arg-type]
     checked, basis = trace, "the trace"
     out.line("")
     if missing:
