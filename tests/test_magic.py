@@ -64,6 +64,24 @@ def test_magic_flags_reach_the_tracer(ip):
         )
 
 
+def test_magic_runs_the_cell_across_a_local_cluster(ip):
+    cell = (
+        "import tensorflow as tf\n"
+        "with tf.device('/job:ps/task:0'):\n"
+        "    w = tf.Variable(tf.ones((4, 4)), name='w')\n"
+        "tf.reduce_sum(w, name='total')"
+    )
+    panel = ip.run_cell_magic("tfplace", "--cluster local:worker=1,ps=1", cell)
+    try:
+        assert panel.trace.device_of("w") == "/job:ps/replica:0/task:0/device:CPU:0"
+        # total asked for nothing: it runs on the chief, worker 0, and reads w over the network
+        assert panel.trace.device_of("total") == "/job:worker/replica:0/task:0/device:CPU:0"
+        assert panel.trace.transfers["cross_task"].any()
+        assert list(panel.chips.task_chip_of) == ["/job:ps/task:0", "/job:worker/task:0"]
+    finally:
+        panel.close()
+
+
 def test_cell_without_a_last_expression_runs_every_sink(ip):
     panel = ip.run_cell_magic(
         "tfplace",

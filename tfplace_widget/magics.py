@@ -25,6 +25,11 @@ _NAMES = ("show_placement", "trace_placement")
 @argument("--no-soft", action="store_true", help="turn soft placement off")
 @argument("--optimize", action="store_true", help="let Grappler optimize the graph")
 @argument("--device-scope", default=None, help="an outer tf.device around the cell, e.g. /cpu:1")
+@argument(
+    "--cluster",
+    default=None,
+    help="run across a local TensorFlow cluster, e.g. local:worker=2,ps=1 (--cpus per task)",
+)
 def tfplace(line: str, cell: str) -> Any:
     """Trace the cell's ops and show where TensorFlow placed them."""
     from IPython import get_ipython
@@ -39,6 +44,8 @@ def tfplace(line: str, cell: str) -> Any:
         options["device_count"] = {"CPU": args.cpus}
     if args.device_scope:
         options["device_scope"] = args.device_scope
+    if args.cluster:
+        options.update(cluster=args.cluster, mode="graph")  # a cell is a graph builder
     return show_placement(builder, **options)
 
 
