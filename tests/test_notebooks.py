@@ -1,6 +1,6 @@
 """The teaching notebooks run headless, top to bottom, and show what they say they show.
 
-All six notebooks execute once per test session, *concurrently* (one kernel each, driven by
+All seven notebooks execute once per test session, *concurrently* (one kernel each, driven by
 nbclient's async API in one event loop), with the notebooks folder as the working directory, as
 in JupyterLab. Each test then reads the executed notebook: no cell errored, the placement panel
 was displayed (a widget view whose model is in the saved widget state), the file stays within its
@@ -30,6 +30,7 @@ NAMES = [
     "04_real_gpu_trace.ipynb",
     "05_tf2_functions_and_keras.ipynb",
     "06_will_it_run_on_the_gpu.ipynb",
+    "07_parameter_servers.ipynb",
 ]
 KERNEL = "python3"
 CELL_TIMEOUT_S = 120  # one cell; the slowest (a trace, TF import) takes a few seconds
@@ -100,7 +101,7 @@ async def _execute_all() -> dict[str, Executed]:
 
 @pytest.fixture(scope="module")
 def executed() -> dict[str, Executed]:
-    """The six notebooks, executed concurrently (about 30-60 s on 2 cores).
+    """The seven notebooks, executed concurrently (about 30-60 s on 2 cores).
 
     In a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps an
     event loop running in the main thread, where ``asyncio.run`` would refuse to start.
@@ -273,6 +274,36 @@ FACTS = {
         "after the fixes, predicted on one GPU: {'cpu_fallback': 0, 'ping_pong': 0, "
         "'host_memory_on_gpu': 0}",
     ],
+    "07_parameter_servers.ipynb": [
+        # replica_device_setter deals the variables round-robin over 2 ps tasks, in creation
+        # order; each read and update runs beside its variable
+        "0. model/w1 -> /job:ps/task:0 (20,000 bytes); its reads and update: /job:ps/task:0, "
+        "how=colocated",
+        "1. model/b1 -> /job:ps/task:1 (200 bytes); its reads and update: /job:ps/task:1, "
+        "how=colocated",
+        "2. model/w2 -> /job:ps/task:0 (2,000 bytes)",
+        "3. model/b2 -> /job:ps/task:1 (40 bytes)",
+        "round-robin over the ps tasks",  # model/w1's reason names the setter's rule
+        "resource/ref edge with model/w1",  # a read's reason: colocated with its variable
+        "mean_grad_w1 (RealDiv) on /job:worker/task:0, how=implicit",  # no request: the chief
+        # the cross-task bytes of one step, per pair of tasks
+        "/job:ps/task:0 -> /job:worker/task:1: 22,000 bytes",  # w1 + w2, to each worker
+        "/job:ps/task:1 -> /job:worker/task:1: 240 bytes",  # b1 + b2
+        "/job:worker/task:0 -> /job:ps/task:0: 22,000 bytes",  # the mean gradients
+        "/job:worker/task:1 -> /job:worker/task:0: 22,244 bytes",  # tower 1's gradients + loss
+        "per ps task, sent + received: /job:ps/task:0 66,000, /job:ps/task:1 720",
+        "'cross_task_transfer': ",  # trace.findings reports the traffic between tasks
+        # fixed_size_partitioner(2): the parts are dealt out like variables
+        "0. model/w1/part_0 -> /job:ps/task:0 (10,000 bytes)",
+        "1. model/w1/part_1 -> /job:ps/task:1 (10,000 bytes)",
+        "2. model/b1 -> /job:ps/task:0 (200 bytes)",
+        "model/w1/ConcatPartitions/concat_1 (joins w1's parts) on /job:worker/task:1",
+        "per ps task, sent + received: /job:ps/task:0 33,600, /job:ps/task:1 33,120",
+        "model/b1 (/job:ps/task:1/CPU:0 -> /job:ps/task:0/CPU:0)",  # compare: b1 moved
+        "/job:ps/task:1 -> /job:worker/task:0: 240 -> 11,040 bytes (+10,800)",
+        "/job:worker/task:1 -> /job:worker/task:0: 22,244 -> 22,244 bytes (+0)",
+        "all tasks, per step: 88,964 -> 88,964 bytes",  # the same bytes, on other links
+    ],
 }
 
 
@@ -315,8 +346,9 @@ def test_outputs_state_the_facts_the_text_explains(name: str, executed: dict) ->
     assert not missing, f"{name}: outputs lack {missing}"
 
 
-# 04 reads a real GPU trace; 06 predicts a GPU machine instead of standing in for one.
-STAND_IN = [name for name in NAMES if not name.startswith(("04_", "06_"))]
+# 04 reads a real GPU trace; 06 predicts a GPU machine instead of standing in for one; 07 runs
+# on a cluster's CPU-only tasks.
+STAND_IN = [name for name in NAMES if not name.startswith(("04_", "06_", "07_"))]
 
 
 @pytest.mark.parametrize("name", STAND_IN, ids=[name.split("_")[0] for name in STAND_IN])
