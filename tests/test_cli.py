@@ -683,7 +683,7 @@ def test_run_a_module_function_from_the_working_directory(capsys, builder, tmp_p
         ("{builder}:", "Expected MODULE_OR_FILE:FUNCTION"),
         ("{folder}/missing.py:build", "No such file"),
         ("no_such_module_here:build", "No module named 'no_such_module_here'"),
-        ("{builder}:nope", "has no 'nope'. It defines: build, fails, on_gpu, tf2_step"),
+        ("{builder}:nope", "has no 'nope'. It defines: build, fails, on_gpu, on_ps, tf2_step"),
         ("{builder}:NOT_A_FUNCTION", "is a int, not a function"),
         ("{folder}/broken.py:build", "Importing"),
         ("{builder}:fails", "the builder broke"),

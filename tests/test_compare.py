@@ -63,7 +63,8 @@ def test_optimize_on_removes_the_folded_ops(trace_placement, seed_builders):
     only_a = set(diff.ops["op"][diff.ops["status"] == "only_a"])
     # Grappler folds the Fill ops and their shape constants into constants of its own.
     assert {"A", "B", "A/Const", "B/Const"} <= only_a
-    assert _row(diff, "C").status == "same"
+    c = _row(diff, "C")  # A + B of constants: folded into a Const named C, another op
+    assert (c.status, c.type_a, c.type, c.device_b) == ("replaced", "AddV2", "Const", CPU1)
     assert not len(diff.moved)
     assert f"{len(only_a)} ops only in a" in diff.summary
 
@@ -133,3 +134,27 @@ def test_a_soft_moved_op_against_its_prediction_on_a_gpu_machine(tf, trace_place
     assert (c.status, c.how_a, c.how_b) == ("moved", "soft", "explicit")
     assert c.device_b.endswith("GPU:0") and c.device_a == CPU0
     assert "1 op moved" in diff.summary or "ops moved" in diff.summary
+
+
+def test_a_name_that_became_another_op_is_replaced_not_moved(tf, trace_placement):
+    """Grappler folds ``ones + 1`` into a Const of the same name: another op, not a move."""
+
+    def build() -> Any:
+        x = tf.ones((4, 4), name="x")
+        y = tf.matmul(x, x, name="mm")  # oneDNN runs it as _MklMatMul
+        return tf.add(tf.ones((8,), name="eight"), 1.0, name="folded"), y
+
+    plain = trace_placement(build)
+    optimized = trace_placement(build, optimize=True)
+    diff = compare(plain, optimized)
+    folded = _row(diff, "folded")
+    assert (folded.status, folded.type_a, folded.type) == ("replaced", "AddV2", "Const")
+    assert "folded" not in set(diff.moved["op"])
+    assert "now another op: folded (AddV2 on CPU:0 -> Const on CPU:0)" in diff.summary
+    # A prediction records the graph's MatMul where the run recorded _MklMatMul: the same op.
+    from tfplace_widget import predict_placement
+
+    predicted = compare(plain, predict_placement(plain, gpus=0))
+    mm = _row(predicted, "mm")
+    assert {mm.type_a, mm.type} == {"_MklMatMul", "MatMul"} and mm.status == "same"
+    assert not (predicted.ops["status"] == "replaced").any()

@@ -45,6 +45,7 @@ DIFF_COLUMNS = [
 ]
 STATUS_LABELS = {
     "moved": "moved",
+    "replaced": "another op",
     "only_a": "only in a",
     "only_b": "only in b",
     "same": "same device",
@@ -254,12 +255,13 @@ class ComparisonView(widgets.VBox):
         page = self.table.page
         rows = self._rows.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
         formatted = []
-        for record in rows[[c for c, _ in DIFF_COLUMNS]].itertuples(index=False):
+        records = rows[[c for c, _ in DIFF_COLUMNS]].itertuples(index=False)
+        for record, type_a in zip(records, rows["type_a"], strict=True):
             op, typ, status, dev_a, dev_b, how_a, how_b, dur_a, dur_b, delta = record
             formatted.append(
                 [
                     op,
-                    typ,
+                    f"{type_a} → {typ}" if status == "replaced" else typ,
                     STATUS_LABELS.get(str(status), str(status)),
                     short_device(dev_a) or dev_a,
                     short_device(dev_b) or dev_b,

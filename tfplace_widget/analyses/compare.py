@@ -1,6 +1,8 @@
 """Two placements side by side: which ops moved, which transfers came or went, what it cost.
 
-``compare(a, b)`` matches ops by name. Names the runtime makes with counters (``A/_0`` for the
+``compare(a, b)`` matches ops by name; a name whose op type changed (a variable that became
+the ``Identity`` joining its partitions, an op Grappler folded into a ``Const``) is ``replaced``,
+not moved: it is another op. Names the runtime makes with counters (``A/_0`` for the
 ``_Send`` of ``A``, ``A/_4`` in another run) are matched by what they connect instead: their
 type, the producer they carry and their device, so a renumbering is not reported as one op
 removed and another added. Transfers are matched by tensor, source and destination. Pure
@@ -21,7 +23,7 @@ from ..devices import short_device
 from ..summary import device_summaries, format_bytes, format_us
 from ..trace import PlacementTrace
 
-STATUS_VALUES = ("same", "moved", "only_a", "only_b")
+STATUS_VALUES = ("same", "moved", "replaced", "only_a", "only_b")
 OPS_COLUMNS = [
     "op",
     "type",
@@ -33,12 +35,16 @@ OPS_COLUMNS = [
     "duration_a_us",
     "duration_b_us",
     "delta_us",
+    "type_a",  # "type" is b's (a's for an op only in a): they differ for a replaced op
 ]
 TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "status", "bytes_a", "bytes_b"]
 DEVICES_COLUMNS = ["device", "ops_a", "ops_b", "busy_a_us", "busy_b_us", "delta_busy_us"]
 
 _RUNTIME_COUNTER = re.compile(r"^(?P<base>.+)/_\d+$")
 _COUNTED_TYPES = {"_Send", "_Recv", "_HostSend", "_HostRecv"}
+# oneDNN's rewrite of an op (_MklMatMul, _MklNativeConv2D) runs the same op: a trace records the
+# rewritten type, a prediction the graph's.
+_ONEDNN_PREFIX = re.compile(r"^_Mkl(Native)?")
 
 
 @dataclass(eq=False)
@@ -115,9 +121,19 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     right = b.ops[columns].assign(_key=_match_keys(b.ops))
     merged = left.merge(right, on="_key", how="outer", suffixes=("_a", "_b"), sort=False)
     in_a, in_b = merged["op_a"].notna(), merged["op_b"].notna()
+    type_a, type_b = (
+        merged[column].fillna("").astype(str).str.replace(_ONEDNN_PREFIX, "", regex=True)
+        for column in ("type_a", "type_b")
+    )
+    other_op = (type_a != type_b) & (type_a != "") & (type_b != "")
     status = np.select(
-        [in_a & in_b & (merged["device_a"] == merged["device_b"]), in_a & in_b, in_a],
-        ["same", "moved", "only_a"],
+        [
+            in_a & in_b & other_op,
+            in_a & in_b & (merged["device_a"] == merged["device_b"]),
+            in_a & in_b,
+            in_a,
+        ],
+        ["replaced", "same", "moved", "only_a"],
         default="only_b",
     )
     duration_a = pd.to_numeric(merged["duration_us_a"], errors="coerce").astype("Float64")
@@ -135,9 +151,10 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
             "duration_a_us": duration_a,
             "duration_b_us": duration_b,
             "delta_us": duration_b - duration_a,
+            "type_a": merged["type_a"].astype(object).fillna(""),
         }
     )
-    order = {"moved": 0, "only_a": 1, "only_b": 2, "same": 3}
+    order = {"moved": 0, "replaced": 1, "only_a": 2, "only_b": 3, "same": 4}
     rank = out["status"].astype(str).map(order)
     return (
         out.assign(_rank=rank)
@@ -206,6 +223,23 @@ def _summary(
         parts.append(f"{len(moved)} op{'s' * (len(moved) != 1)} moved: {shown}{more}.")
     else:
         parts.append("No op moved.")
+    replaced = ops[ops["status"] == "replaced"]
+    if len(replaced):
+        shown = ", ".join(
+            f"{op} ({ta} on {short_device(da)} -> {tb} on {short_device(db)})"
+            for op, ta, tb, da, db in zip(
+                replaced["op"][:3],
+                replaced["type_a"][:3],
+                replaced["type"][:3],
+                replaced["device_a"][:3],
+                replaced["device_b"][:3],
+                strict=True,
+            )
+        )
+        more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
+        parts.append(
+            f"{len(replaced)} name{'s' * (len(replaced) != 1)} now another op: {shown}{more}."
+        )
     only_a, only_b = (int((ops["status"] == s).sum()) for s in ("only_a", "only_b"))
     if only_a or only_b:
         parts.append(f"{only_a} ops only in a, {only_b} only in b.")
