@@ -300,6 +300,8 @@ FACTS = {
         "model/w1/ConcatPartitions/concat_1 (joins w1's parts) on /job:worker/task:1",
         "per ps task, sent + received: /job:ps/task:0 33,600, /job:ps/task:1 33,120",
         "model/b1 (/job:ps/task:1/CPU:0 -> /job:ps/task:0/CPU:0)",  # compare: b1 moved
+        # the name model/w1 is now the Identity joining the parts: another op, not a move
+        "model/w1 (VarHandleOp on /job:ps/task:0/CPU:0 -> Identity on /job:worker/task:0/CPU:0)",
         "/job:ps/task:1 -> /job:worker/task:0: 240 -> 11,040 bytes (+10,800)",
         "/job:worker/task:1 -> /job:worker/task:0: 22,244 -> 22,244 bytes (+0)",
         "all tasks, per step: 88,964 -> 88,964 bytes",  # the same bytes, on other links
