@@ -114,6 +114,13 @@ def test_header_counts_transfers_between_tasks_and_their_bytes(panel, cluster_tr
     assert f"({_format(moved)} over the network)" in header
 
 
+def test_a_picked_ops_transfers_say_when_they_cross_tasks(panel, cluster_trace):
+    crossing = cluster_trace.transfers[cluster_trace.transfers["cross_task"]]
+    tensor = crossing["tensor"].iloc[0]
+    panel.table.selected_op = tensor.rsplit(":", 1)[0]
+    assert "between tasks, over the network" in panel.details.value
+
+
 def test_one_machine_keeps_one_row_of_chips(seed_cpu):
     panel = PlacementPanel(seed_cpu)
     try:

@@ -116,7 +116,9 @@ def details_html(trace: PlacementTrace, op: str) -> str:
         "".join(
             f"<li><code>{html.escape(t.tensor)}</code> {html.escape(short_device(t.src_device))} → "
             f"{html.escape(short_device(t.dst_device))}"
-            f"{'' if pd.isna(t.bytes) else ' · ' + html.escape(format_bytes(t.bytes))}</li>"
+            f"{'' if pd.isna(t.bytes) else ' · ' + html.escape(format_bytes(t.bytes))}"
+            f"{' · between tasks, over the network' if getattr(t, 'cross_task', False) else ''}"
+            "</li>"
             for t in transfers.itertuples(index=False)
         )
         or "<li>none</li>"
