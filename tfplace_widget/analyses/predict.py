@@ -14,7 +14,8 @@ core/common_runtime/placer.cc and colocation_graph.cc (TF 2.21) step by step:
    fails without it;
 4. nodes are placed in graph order: the group's candidates are the devices matching its merged
    request with a supported type (soft placement drops the unmet type and index), sorted by
-   kernel priority, then device type priority (GPU before CPU), then name; the first is taken,
+   kernel priority, then device type priority (GPU before CPU), then the session's own task
+   before the other tasks of a cluster, then name; the first is taken,
    except that metadata ops (Shape, Size, Rank, ShapeN) and a lone Identity take their input's
    device when it is a candidate; placing a node pins its whole group to that device;
 5. generators (no inputs, one non-ref output) come last and join their consumers when these
@@ -51,6 +52,7 @@ from ..devices import (
     device_sort_key,
     parse_device,
     short_device,
+    task_of,
 )
 from ..graphfacts import GraphFacts
 
@@ -333,11 +335,16 @@ class _Placer:
         soft: bool,
         details: Mapping[str, Any] | None,
         pinned: Mapping[str, str] | None = None,
+        local_task: str = "",
     ) -> None:
         self.facts = facts
         self.soft = soft
         self.devices = [canonical_device(d) for d in devices]
         self.device_names = [_parse(d) for d in self.devices]
+        # In a cluster the session's master owns some devices (its own task's) and sees the
+        # others as remote: local ones sort first among equals (see _filter).
+        self.local_task = local_task
+        self.remote = [bool(local_task) and task_of(d) != local_task for d in self.devices]
         present = {n[3] for n in self.device_names}
         self.types_present = sorted(present, key=lambda t: (-_DEVICE_TYPE_PRIORITY.get(t, 0), t))
         self.details = details or {}
@@ -760,13 +767,33 @@ class _Placer:
         return [k for k, name in enumerate(self.device_names) if _matches(spec, name)]
 
     def _filter(self, device_indices: Iterable[int], supported: list) -> list[int]:
-        """``FilterSupportedDevices``: by kernel priority, type priority, then name."""
+        """``FilterSupportedDevices``: by kernel priority, type priority, locality, then name.
+
+        TensorFlow (core/common_runtime/colocation_graph.cc, ``FilterSupportedDevices``) sorts
+        with ``DeviceSet::SortPrioritizedDeviceVector`` (device_set.cc): explicit kernel
+        priority, then ``DeviceFactory::DevicePriority`` of the type (GPU before CPU), then
+        ``Device::IsLocal()`` (local first), then the name. A session's graph is placed with no
+        default device (``GraphExecutionState::InitBaseGraph`` passes
+        ``default_local_device = nullptr`` to the Placer), so in a cluster locality is what keeps
+        an op that asked for nothing on the session's own task: ``Master::CreateSession``
+        (distributed_runtime/master.cc) puts the remote tasks' devices (``RemoteDevice``, whose
+        ``IsLocal()`` is false, remote_device.cc) and the master's own ``local_devices`` (its
+        first one is the client device, where fetches go) into the session's DeviceSet. Without
+        locality the name would win and ``/job:ps/...`` sorts before ``/job:worker/...``.
+        Locality comes after the type: a GPU on another task beats this task's CPU.
+        """
         priority = dict(supported)
+        remote = self.remote
         ranked = []
         for k in device_indices:
             dtype = self.device_names[k][3]
             if dtype in priority:
-                key = (-priority[dtype], -_DEVICE_TYPE_PRIORITY.get(dtype, 0), self.devices[k])
+                key = (
+                    -priority[dtype],
+                    -_DEVICE_TYPE_PRIORITY.get(dtype, 0),
+                    remote[k],
+                    self.devices[k],
+                )
                 ranked.append((key, k))
         ranked.sort()
         return [k for _, k in ranked]
@@ -1060,6 +1087,7 @@ def predict_devices(
     soft_placement: bool,
     details: Mapping[str, NodeDetail] | None = None,
     pinned: Mapping[str, str] | None = None,
+    local_task: str = "",
 ) -> pd.DataFrame:
     """Where TensorFlow's placer would put each node of ``facts`` given ``devices``.
 
@@ -1071,9 +1099,12 @@ def predict_devices(
     :func:`node_details`) adds control edges, output counts and dtypes; without it control
     edges are unknown, which only matters for the Identity and generator heuristics.
     ``pinned`` maps nodes the runtime placed before the placer runs (a function's ``_Arg``,
-    which lives where the caller's tensor or variable is) to their device.
+    which lives where the caller's tensor or variable is) to their device. ``local_task``
+    (e.g. ``/job:worker/task:0``) is, in a cluster, the task the session runs on (its master):
+    its devices go before the other tasks' among equally good ones (:func:`master_task`);
+    ``""`` when every device is local (one process).
     """
-    columns, placer = _predict(facts, devices, soft_placement, details, pinned)
+    columns, placer = _predict(facts, devices, soft_placement, details, pinned, local_task)
     frame = pd.DataFrame(columns, columns=PREDICTED_COLUMNS)
     frame.attrs["errors"] = [message for _, message in placer.errors]
     return frame
@@ -1085,13 +1116,14 @@ def _predict(
     soft_placement: bool,
     details: Mapping[str, NodeDetail] | None,
     pinned: Mapping[str, str] | None,
+    local_task: str = "",
 ) -> tuple[dict[str, Any], _Placer]:
     """:func:`predict_devices`'s columns (arrays), and the placer (its errors, codes and edge
     table, which the predicted trace reuses)."""
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
     import_tensorflow()  # the registries below: TF's start-up lines go to no cell
-    placer = _Placer(facts, devices, soft_placement, details, pinned)
+    placer = _Placer(facts, devices, soft_placement, details, pinned, local_task)
     placer.run()
     explain = _Reasons(placer)
     codes = np.asarray(placer.codes, dtype=np.int64)
@@ -1318,6 +1350,21 @@ class _Reasons:
                 " Its GPU kernel keeps every input and output in host memory, so it computes "
                 "on the host."
             )
+        local = p.local_task
+        if local and task_of(p.devices[p.assigned[i]]) == local:
+            return (
+                f"No device requested: the placer takes the highest-priority device type with "
+                f"a kernel for {node.op_type} (GPU before CPU) and, among those, a device of "
+                f"the task the session runs on ({local}, its master) before other tasks': "
+                f"{short}.{host}"
+            )
+        if local:
+            return (
+                f"No device requested: the placer takes the highest-priority device type with "
+                f"a kernel for {node.op_type} (GPU before CPU) first, the session's own task "
+                f"({local}) only among equals, and that task has none of that type: "
+                f"{short}.{host}"
+            )
         return (
             f"No device requested: the placer takes the highest-priority device type with a "
             f"kernel for {node.op_type} (GPU before CPU), lowest index first: {short}.{host}"
@@ -1470,9 +1517,66 @@ def _transfers_frame(tensors: list, sources: list, targets: list, copies: list) 
 # ---------------------------------------------------------------------------------------------
 # predict_placement
 # ---------------------------------------------------------------------------------------------
-def gpu_devices(gpus: int) -> list[str]:
-    """The canonical names of ``gpus`` local GPUs."""
-    return [f"/job:localhost/replica:0/task:0/device:GPU:{k}" for k in range(gpus)]
+def gpu_devices(gpus: int, task: str = "/job:localhost/replica:0/task:0") -> list[str]:
+    """The canonical names of ``gpus`` GPUs of ``task`` (this process's by default)."""
+    return [f"{task}/device:GPU:{k}" for k in range(gpus)]
+
+
+def predicted_devices(devices: Iterable[str], gpus: int) -> list[str]:
+    """The device set of a prediction: ``devices`` other than GPUs, plus ``gpus`` GPUs on each
+    of their tasks (each task of a cluster is a machine of its own, so each gets the GPUs;
+    one process has one task, ``/job:localhost``). Display order; a CPU of this process
+    when ``devices`` names none."""
+    hosts = [d for d in devices if "device:GPU:" not in d]
+    tasks = {}
+    for device in devices:
+        try:
+            spec = parse_device(canonical_device(device))
+        except ValueError:
+            continue
+        if spec.job is not None:
+            tasks[(spec.job, spec.replica or 0, spec.task or 0)] = None
+    if not tasks:
+        tasks[("localhost", 0, 0)] = None
+    added = [
+        gpu
+        for job, replica, task in tasks
+        for gpu in gpu_devices(gpus, f"/job:{job}/replica:{replica}/task:{task}")
+    ]
+    found = sorted(set(hosts) | set(added), key=device_sort_key)
+    return found or [HOST, *gpu_devices(gpus)]
+
+
+_CLIENT_COPY_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
+
+
+def master_task(trace: Any) -> str:
+    """The task a cluster trace's session ran on (its master, ``/job:worker/task:0``), whose
+    devices the placer prefers among equally good ones; ``""`` for a trace on one task.
+
+    The fetches say it: the runtime sends each fetched tensor to the client device with a
+    ``_send_<op>_<slot>`` node (feeds arrive by ``_recv_<op>_<slot>``), placed on that device
+    (graph/subgraph.cc ``SendFetchRewrite``/``RecvFeedRewrite``; the device is
+    ``DeviceSet::client_device()``, set by ``Master::CreateSession`` to the master's first
+    local device). TensorFlow does not allow user op names starting with ``_``. With no
+    fetch or feed recorded: the ``chief`` job's task 0, else worker 0 (where tfplace and
+    TensorFlow's conventions run the session), else the first task.
+    """
+    tasks = sorted({task_of(d) for d in getattr(trace, "devices", ())} - {""})
+    if len(tasks) <= 1:
+        return ""
+    ops = trace.ops
+    if len(ops):
+        names = ops["op"].astype(str)
+        client = ops["type"].isin(_CLIENT_COPY_TYPES) & names.str.match(r"_(?:send|recv)_")
+        for device in ops.loc[client, "device"]:
+            task = task_of(str(device))
+            if task in tasks:
+                return task
+    for job in ("chief", "worker"):
+        if f"/job:{job}/task:0" in tasks:
+            return f"/job:{job}/task:0"
+    return tasks[0]
 
 
 def _check_gpus(gpus: Any) -> int:
@@ -1499,9 +1603,14 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     ``transfers`` holds the predicted copies (``predicted`` True, ``copy`` HtoD/DtoH/...).
     What TensorFlow would refuse is in ``trace.notes`` and in the ops' ``how == "error"``.
     The device set is the trace's devices other than GPUs, plus ``GPU:0`` to ``GPU:gpus-1``
-    (so ``gpus=0`` asks what happens without a GPU). ``gpus`` must be a whole number from 0 to
-    64 (``TypeError``/``ValueError`` otherwise); the function is traced with soft placement on
-    (a GPU request cannot be met here), and ``soft_placement`` only sets the prediction's.
+    (so ``gpus=0`` asks what happens without a GPU). On a cluster trace (``cluster=``) every
+    task gets ``gpus`` GPUs of its own (``/job:ps/replica:0/task:1/device:GPU:0``...), since
+    each task is a machine (or process) of its own, and the placer prefers the devices of the
+    task the session ran on (:func:`master_task`, usually the chief) among equally good ones,
+    as TensorFlow's master does: so ``gpus=0`` gives the placement the cluster made. ``gpus``
+    must be a whole number from 0 to 64 (``TypeError``/``ValueError`` otherwise); the function
+    is traced with soft placement on (a GPU request cannot be met here), and
+    ``soft_placement`` only sets the prediction's.
     """
     from ..trace import PlacementTrace
 
@@ -1530,12 +1639,9 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
         raise ValueError(
             "This trace is already a prediction; pass the traced trace or the function."
         )
-    host_devices = [d for d in trace.devices if "device:GPU:" not in d]
-    devices = sorted(set(host_devices) | set(gpu_devices(gpus)), key=device_sort_key)
-    if not devices:
-        devices = [HOST, *gpu_devices(gpus)]
+    devices = predicted_devices(trace.devices, gpus)
     pinned = _pinned_arguments(trace, facts, gpus)
-    columns, placer = _predict(facts, devices, soft, details, pinned)
+    columns, placer = _predict(facts, devices, soft, details, pinned, master_task(trace))
     return _predicted_trace(trace, facts, columns, devices, gpus, soft, details, placer)
 
 
@@ -1677,9 +1783,11 @@ def _predicted_trace(
     transfers = _copies(facts, names, predicted, details, placer.edges(), placer.host_args())
     errors = [message for _, message in placer.errors]
     gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
+    tasks = len({task_of(d) for d in devices} - {""})
+    where = f"each of the cluster's {tasks} tasks" if tasks > 1 else "this machine's devices"
     notes = [
         f"Predicted, not run: where TensorFlow's placer would put each op with {gpu_words} "
-        f"added to this machine's devices (soft placement {'on' if soft else 'off'})."
+        f"added to {where} (soft placement {'on' if soft else 'off'})."
     ]
     if errors:
         notes.append(
