@@ -69,6 +69,15 @@ _FUNCTIONAL_TYPES = {
     "StatefulPartitionedCall",
 }
 _FOLLOWS_INPUT_TYPES = {"Shape", "ShapeN", "Size", "Rank", "Identity"}
+# A session run without the function convention (a cluster's master session, a partial run,
+# TF 1.x sessions) fetches through ``_send_<op>_<slot>`` and feeds through
+# ``_recv_<op>_<slot>``, placed on the client device with client_terminated set
+# (graph/subgraph.cc SendFetchRewrite / RecvFeedRewrite; the device is
+# DeviceSet::client_device(), GraphExecutionState::PruneGraph). User op names cannot start
+# with "_", so the prefix is the runtime's.
+_CLIENT_PREFIXES = ("_send_", "_recv_")
+_CLIENT_SEND_TYPES = {"_Send", "_HostSend"}
+_CLIENT_RECV_TYPES = {"_Recv", "_HostRecv"}
 
 KernelLookup = Callable[[str], frozenset]
 
@@ -127,14 +136,19 @@ class Explainer:
         self.has_gpu = any(s.type == "GPU" for s in self.device_specs)
         self.kernel_types = kernel_types
         self.executed_inputs = executed_inputs
-        # A cluster (devices on several tasks): names say the task; an op that asked for
-        # nothing goes to the client's task, the chief (``client``: its device, if known).
+        # A cluster (devices on several tasks): names say the task. The session's master
+        # sorts its own task's devices before the other tasks' among devices of one type
+        # (``client``: the client device, on that task, if known; see _implicit).
         self.tasks = sorted({(s.job, s.replica, s.task) for s in self.device_specs}, key=str)
         self.chief: tuple | None = None
         if len(self.tasks) > 1:
             self.chief = _chief_task(client, self.tasks)
-            local = [d for d in devices if _task(d) == self.chief]
-            self.default = default_device(local) if local else self.default
+            types = {s.type for s in self.device_specs if s.type}
+            best = min(types, key=lambda t: device_sort_key(f"/device:{t}:0"), default=None)
+            of_best = [d for d in devices if getattr(_safe_parse(d), "type", None) == best]
+            local = [d for d in of_best if _task(d) == self.chief]
+            # The master's own device of the best type, else the remote ones by name.
+            self.default = default_device(local) if local else min(of_best, default=self.default)
         self._consumers: dict[str, list[str]] | None = None
         self._groups = _colocation_groups(facts) if facts is not None else {}
         # Function mode: ops whose request came from a tf.device around their call.
@@ -146,6 +160,9 @@ class Explainer:
         short = self._short(device) or device or "an unknown device"
         if name in _RUNTIME_NAMES:
             return "", "runtime", _RUNTIME_NAMES[name]
+        client = _client_copy(name, op_type)
+        if client:
+            return "", "runtime", client.format(short=short)
         if op_type in _RUNTIME_TYPES:
             return "", "runtime", f"{_RUNTIME_TYPES[op_type]} Placed on {short}."
         if op_type.upper().startswith("MEMCPY"):  # GPU tracer copy records (MEMCPYHtoD, ...)
@@ -204,7 +221,8 @@ class Explainer:
         reason_out: list[str] = []
         for name, op_type, device in zip(names, types, devices, strict=True):
             key: tuple | None = None
-            if name not in named:
+            # A fetch's or feed's _Send/_Recv names its tensor: explained one by one.
+            if name not in named and not name.startswith(_CLIENT_PREFIXES):
                 runtime = runtime_type.get(op_type)
                 if runtime is None:
                     runtime = runtime_type[op_type] = (
@@ -373,11 +391,26 @@ class Explainer:
 
     def _implicit(self, name: str, op_type: str, device: str, short: str) -> str:
         if device == self.default and self.chief is not None:
+            # No "stay on the chief" rule: a session's graph is placed with no default device
+            # (GraphExecutionState::InitBaseGraph passes default_local_device = nullptr), and
+            # ColocationGraph::FilterSupportedDevices (colocation_graph.cc) sorts candidates
+            # with DeviceSet::SortPrioritizedDeviceVector (device_set.cc): kernel priority,
+            # type priority (GPU before CPU), then Device::IsLocal() (local first), then name.
+            # Master::CreateSession (distributed_runtime/master.cc) gives the session's
+            # DeviceSet the other tasks' devices as RemoteDevice (IsLocal() false) and the
+            # master's own local_devices, the first of which is the client device that
+            # fetches go to. So the op lands on the task the session connected to (tfplace
+            # connects to the chief), unless another task has a better device type.
             job, _, task = self.chief
+            where = f"/job:{job}/task:{task}"
+            jobs = {t[0] for t in self.tasks}
+            if not task and (job == "chief" or (job == "worker" and "chief" not in jobs)):
+                where = f"the chief ({where})"
             return (
-                f"No device requested: in a cluster the placer keeps such an op on the client's "
-                f"task, the chief (/job:{job}/task:{task}), and takes its highest-priority "
-                f"device type with a kernel for {op_type} (GPU before CPU): {short}."
+                f"No device requested: the placer takes the highest-priority device type with "
+                f"a kernel for {op_type} (GPU before CPU) and, among those, a device of the "
+                f"task the session runs on, its master, {where}, where fetched values go, "
+                f"before other tasks': {short}."
             )
         if device == self.default:
             gpu_hint = (
@@ -508,6 +541,29 @@ class Explainer:
                     consumers.setdefault(i, []).append(op)
             self._consumers = consumers
         return self._consumers.get(name, [])
+
+
+def _client_copy(name: str, op_type: str) -> str:
+    """The reason of a fetch's ``_send_<op>_<slot>`` or a feed's ``_recv_<op>_<slot>`` (with
+    ``{short}`` for its device), ``""`` for any other op."""
+    fetch = op_type in _CLIENT_SEND_TYPES and name.startswith("_send_")
+    feed = op_type in _CLIENT_RECV_TYPES and name.startswith("_recv_")
+    if not (fetch or feed):
+        return ""
+    op, _, slot = name[len("_send_") :].rpartition("_")
+    tensor = f"{op}:{slot}" if op and slot.isdigit() else name[len("_send_") :]
+    tensor = tensor.replace("{", "{{").replace("}", "}}")
+    if fetch:
+        return (
+            f"Inserted by the runtime to return the fetched value {tensor} to the client: it "
+            "runs on the session's client device, {short}, and hands the tensor to the session, "
+            "which sends it back to the caller of Session.run (not a copy between devices)."
+        )
+    return (
+        f"Inserted by the runtime to receive the fed value of {tensor} (feed_dict) from the "
+        "client: the caller's value arrives on the session's client device, {short}, and "
+        "flows from there into the graph."
+    )
 
 
 def _scope_words(scope: Any) -> str:
