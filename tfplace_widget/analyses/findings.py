@@ -16,7 +16,10 @@ What can be known depends on the trace:
   without its graph, why is unknown, and the message says so instead of guessing;
 - a merge of several runs (``GPU_timeline_03_merged_5_runs``) can list the same op on the GPU
   and on the CPU: such duplicated runs are detected (``merged_runs``), not reported as fallbacks;
-- copies, soft placement, idle devices and XLA clusters need no graph.
+- copies, soft placement, idle devices and XLA clusters need no graph;
+- a cluster trace (``cluster=``) sends tensors between tasks over the network: those copies
+  are ``cross_task_transfer`` findings (per pair of tasks), not ``costly_transfer`` ones, and
+  the parameter servers' idleness is expected, not an ``idle_device``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..devices import parse_device, short_device
+from ..devices import parse_device, short_device, task_of
 from ..graphfacts import linked_groups
 from ..summary import busy_time_us, format_bytes, format_us
 
@@ -38,6 +41,7 @@ KINDS = (
     "cpu_fallback",
     "soft_move",
     "costly_transfer",
+    "cross_task_transfer",
     "ping_pong",
     "host_memory_on_gpu",
     "idle_device",
@@ -53,6 +57,28 @@ _ON_GPU = ("yes", "host")
 COSTLY_BYTES = 1_000_000
 COSTLY_US = 1_000.0
 TOP_TRANSFERS = 3  # directions reported under costly_transfer
+# A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
+# by bytes per step: a 10 Gb/s link moves about 1 GB/s at best, so 10 MB a step is 10 ms or
+# more on the wire (100 ms on 1 Gb/s), as long as a whole step of a mid-sized model: high;
+# 1 MB a step is about a millisecond there (10 ms on 1 Gb/s), worth cutting: medium. Below,
+# each transfer costs a round trip (about 0.2 ms per RecvTensor even on loopback) more than
+# bandwidth, which the message's count shows: info.
+NETWORK_HIGH_BYTES = 10_000_000
+NETWORK_MEDIUM_BYTES = 1_000_000
+_RECV_TENSOR_EDGE = re.compile(r" from (\S+) to (\S+)$")  # RecvTensor labels
+# Ops that write a variable (a parameter server's updates), by type prefix.
+_UPDATE_PREFIXES = (
+    "Assign",
+    "ResourceApply",
+    "ApplyGradient",
+    "Apply",
+    "ResourceScatter",
+    "ScatterAdd",
+    "ScatterSub",
+    "ScatterUpdate",
+    "ResourceSparseApply",
+    "SparseApply",
+)
 # A device is idle when busy for less than this share of the step while another device is
 # busy for at least BUSY_SHARE of it.
 IDLE_SHARE = 0.25
@@ -70,6 +96,7 @@ _RUNTIME_TYPES = {
     "_DeviceRetval",
 }
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
+_CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (_copy_key)
 _GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 # tf.py_function: a DEFAULT kernel places it on the GPU, but its Python body runs on the host.
@@ -97,6 +124,7 @@ def find_findings(trace: Any) -> pd.DataFrame:
     found += _cpu_fallbacks(context)
     found += _soft_moves(context)
     found += _costly_transfers(context)
+    found += _cross_task_transfers(context)
     found += _ping_pongs(context)
     found += _host_memory_on_gpu(context)
     found += _idle_devices(context)
@@ -332,12 +360,15 @@ def _predict_with_module(context: _Context, facts: Any) -> dict[str, tuple[str, 
     and resource groups alone decide: ``_predict_here``)."""
     if facts is None:
         return None
-    from .predict import predict_devices
+    from .predict import master_task, predict_devices, predicted_devices
 
-    cpu = next((d for d in context.trace.devices if _device_type(d) == "CPU"), "")
-    gpu = cpu.rsplit("/device:", 1)[0] + "/device:GPU:0" if cpu else "/device:GPU:0"
+    # predict_placement's device set: a GPU on every task (each task of a cluster is a machine
+    # of its own), and the session's own task first among equals.
+    devices = predicted_devices(context.trace.devices, 1)
     try:
-        frame = predict_devices(facts, [gpu, *context.trace.devices], soft_placement=True)
+        frame = predict_devices(
+            facts, devices, soft_placement=True, local_task=master_task(context.trace)
+        )
     except Exception:  # a prediction that fails must not cost the other findings
         return None
     return {
@@ -603,8 +634,13 @@ def _costly_transfers(context: _Context) -> list[_Finding]:
     steps = max(1, _steps(context))
     directions: dict[tuple[str, str, str], list[tuple]] = {}
     columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
-    for tensor, src, dst, size in columns.itertuples(index=False):
+    crossing = _crosses_tasks(transfers)
+    for (tensor, src, dst, size), network in zip(
+        columns.itertuples(index=False), crossing, strict=True
+    ):
         if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
+            continue
+        if network:  # between tasks of a cluster: cross_task_transfer's
             continue
         producer = _copied_op(context, tensor)
         consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
@@ -691,6 +727,169 @@ def _is_feed(context: _Context, tensor: str, producer: str) -> bool:
         op_type in ("_Arg", "Placeholder", "_Recv", "_HostRecv")
         or "_recv_" in tensor
         or "_arg_" in tensor
+    )
+
+
+def _crosses_tasks(transfers: pd.DataFrame) -> list[bool]:
+    """Per transfer row: between two tasks of a cluster (the ``cross_task`` column; computed
+    for frames without it, such as a prediction's)."""
+    if "cross_task" in transfers:
+        return [bool(v) for v in transfers["cross_task"].fillna(False).tolist()]
+    from ..frames import cross_task
+
+    return cross_task(transfers).tolist() if len(transfers) else []
+
+
+def _cross_task_transfers(context: _Context) -> list[_Finding]:
+    """Tensors sent between tasks of a cluster, over the network: one finding per (source
+    task, destination task), with its transfers a step, bytes and largest tensors, and the
+    fix that fits what crosses (variable reads, variable updates, or computed tensors)."""
+    transfers = context.trace.transfers
+    if transfers is None or transfers.empty:
+        return []
+    crossing = _crosses_tasks(transfers)
+    if not any(crossing):
+        return []
+    steps = max(1, _steps(context))
+    pairs: dict[tuple[str, str], list[tuple]] = {}
+    columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
+    for (tensor, src, dst, size), network in zip(
+        columns.itertuples(index=False), crossing, strict=True
+    ):
+        if network:
+            row = (tensor, src, dst, None if pd.isna(size) else int(size))
+            pairs.setdefault((task_of(src) or src, task_of(dst) or dst), []).append(row)
+    received = _receive_time(context)
+    findings = []
+    for (src_task, dst_task), group in pairs.items():
+        findings.append(
+            _cross_task_finding(
+                context, src_task, dst_task, group, received.get((src_task, dst_task), 0.0), steps
+            )
+        )
+    return findings
+
+
+def _receive_time(context: _Context) -> dict[tuple[str, str], float]:
+    """Time the workers spent in ``RecvTensor`` per (source task, destination task), over all
+    traced steps, from the records' labels (``... from <device> to <device>``)."""
+    events = context.trace.events
+    if events is None or events.empty or "label" not in events:
+        return {}
+    recv = events[events["op"] == "RecvTensor"]
+    out: dict[tuple[str, str], float] = {}
+    for label, duration in zip(recv["label"].astype(str), recv["duration_us"], strict=True):
+        match = _RECV_TENSOR_EDGE.search(label)
+        if match and not pd.isna(duration):
+            key = (task_of(match.group(1)), task_of(match.group(2)))
+            out[key] = out.get(key, 0.0) + float(duration)
+    return out
+
+
+def _cross_task_finding(
+    context: _Context,
+    src_task: str,
+    dst_task: str,
+    group: list[tuple],
+    seconds: float,
+    steps: int,
+) -> _Finding:
+    count = len(group)
+    sizes = [r[3] for r in group if r[3] is not None]
+    moved = sum(sizes)
+    largest = sorted(group, key=lambda r: -(r[3] or 0))
+    shown = ", ".join(
+        f"{r[0]} ({format_bytes(r[3])})" if r[3] is not None else r[0] for r in largest[:3]
+    )
+    if count > 3:
+        shown += f" and {count - 3} more"
+    producers = list(dict.fromkeys(_copied_op(context, r[0]) for r in group))
+    user_producers = [p for p in producers if p in context.type_of and not context.is_runtime(p)]
+    dst_devices = {r[2] for r in group}
+    consumers = list(
+        dict.fromkeys(
+            c
+            for p in producers
+            for c in context.consumers.get(p, [])
+            if context.device_of.get(c) in dst_devices and not context.is_runtime(c)
+        )
+    )
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    reads = [p for p in user_producers if resource_inputs.get(p)]
+    variables = sorted({v for p in reads for v in resource_inputs.get(p, ())})
+    updates = [c for c in consumers if context.type_of.get(c, "").startswith(_UPDATE_PREFIXES)]
+    feeds = [p for p in producers if _is_feed(context, f"{p}:0", p)]
+    computed = [p for p in user_producers if p not in reads]
+    if reads:
+        fix = (
+            f"reads of the variables on {src_task} ({_names(variables)}), sent every step. "
+            "Partition large variables over the ps tasks (partitioner= in "
+            "tf.compat.v1.variable_scope / get_variable) so no one task ships them all; read "
+            "each variable once a step on the worker and reuse that read; or colocate the "
+            "compute that shrinks it with the variable (tf.compat.v1.colocate_with(var)) so "
+            "only the smaller result crosses"
+        )
+        if computed:
+            fix += (
+                f". Also crossing: {_names(computed)}, computed on {src_task} and read on "
+                f"{dst_task}: put {'it' if len(computed) == 1 else 'them'} on one task with "
+                "its readers"
+            )
+    elif updates:
+        fix = (
+            f"updates of the variables on {dst_task} ({_names(updates)}), sent every step. "
+            "Aggregate the gradients on the worker so each variable gets one update a step, "
+            "and partition large variables so the updates spread over the ps tasks"
+        )
+    elif feeds and len(feeds) == len(producers):
+        fix = (
+            f"fed values arriving on the session's task and sent on to {dst_task}: feed "
+            f"them where they are used (read the input on {dst_task} with tf.data there)"
+        )
+    elif user_producers and consumers:
+        fix = (
+            f"{_names(consumers)} on {dst_task} read{'s' if len(consumers) == 1 else ''} "
+            f"{_names(user_producers)} computed on {src_task}: put them on one task "
+            f"(tf.device('{src_task}') around {_names(consumers)}, or the other way round), "
+            "so only what must cross does"
+        )
+    else:
+        fix = "keep the producers and consumers of these tensors on one task"
+    predicted = bool(getattr(context.trace, "predicted", False))  # predict_placement's copies
+    verb = "would cross" if predicted else "cross"
+    plural = "transfers" if count > 1 else "transfer"
+    unknown = "sizes unknown" if predicted else "sizes not recorded"
+    size_text = f"{format_bytes(moved)} a step" if sizes else unknown
+    if sizes and len(sizes) < count:
+        size_text += f", {len(sizes)} of {count} sizes known"
+    time_text = f", {format_us(seconds / steps)} a step in RecvTensor" if seconds else ""
+    message = (
+        f"{count} {plural} a step {verb} the network from {src_task} to {dst_task} "
+        f"({size_text}{time_text}; largest: {shown}): {fix}."
+    )
+    if not sizes:
+        severity = "info"
+    elif moved >= NETWORK_HIGH_BYTES:
+        severity = "high"
+    elif moved >= NETWORK_MEDIUM_BYTES:
+        severity = "medium"
+    else:
+        severity = "info"
+    ops = [o for p in user_producers for o in (p, *_copy_nodes(context, p))] + consumers
+    evidence = {
+        "copies": count,
+        "bytes": moved if sizes else -1,
+        "steps": steps,
+        "time_us": seconds,
+    }
+    return _Finding(
+        "cross_task_transfer",
+        severity,
+        ops or [r[0] for r in group],
+        message,
+        evidence,
+        (seconds, float(moved), float(count)),
     )
 
 
@@ -932,6 +1131,11 @@ def _idle_devices(context: _Context) -> list[_Finding]:
     for device, time in busy.items():
         if device == busiest or time >= IDLE_SHARE * span:
             continue
+        if _job(device) == "ps" and _job(busiest) != "ps":
+            # A parameter server holds variables and serves their reads and updates: idle
+            # for most of the step is its normal state, and what it costs shows as
+            # cross_task_transfer findings.
+            continue
         kind, other = _device_type(device), _device_type(busiest)
         if not time and kind != "GPU":  # an unused CPU (a stand-in for the GPU)
             continue
@@ -1063,6 +1267,13 @@ def _device_type(name: str) -> str:
         return ""
 
 
+def _job(name: str) -> str:
+    try:
+        return parse_device(name).job or ""
+    except ValueError:
+        return ""
+
+
 def _matches(requested: str, device: str) -> bool:
     try:
         return parse_device(requested).matches(parse_device(device))
@@ -1071,9 +1282,16 @@ def _matches(requested: str, device: str) -> bool:
 
 
 def _copy_key(name: str) -> str:
-    """``A/_1`` -> ``A``: the runtime names a copy's send and recv after the tensor's op."""
+    """``A/_1`` -> ``A``: the runtime names a copy's send and recv after the tensor's op. In a
+    cluster the master session names the copies between tasks ``A_S12``/``A_S13`` and each
+    worker the copies between its own devices ``A_G1``/``A_G2`` (``PartitionOptions::new_name``
+    in ``MasterSession::BuildAndRegisterPartitions``, master_session.cc: ``prefix + "_S" + n``;
+    ``GraphMgr::InitItem``, graph_mgr.cc: ``prefix + "_G" + n``)."""
     head, sep, tail = name.rpartition("/_")
-    return head if sep and tail.isdigit() else name
+    if sep and tail.isdigit():
+        return head
+    match = _CLUSTER_COPY.match(name)
+    return match.group(1) if match else name
 
 
 def _copy_nodes(context: _Context, producer: str) -> list[str]:
