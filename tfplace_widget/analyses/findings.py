@@ -770,6 +770,31 @@ def _cross_task_transfers(context: _Context) -> list[_Finding]:
     return findings
 
 
+def _relayed_updates(
+    context: _Context, starts: Sequence[str], task: str, hops: int = 4
+) -> list[str]:
+    """The variable updates on other tasks than ``task`` that ``starts`` (on ``task``) feed,
+    through at most ``hops`` ops on ``task``; none when they feed anything else off ``task``.
+    Gradients summed on the chief and sent on to the ps tasks make the chief a relay."""
+    seen, frontier, found = set(starts), list(starts), []
+    for _ in range(hops):
+        following = []
+        for op in frontier:
+            for consumer in context.consumers.get(op, []):
+                if consumer in seen or context.is_runtime(consumer):
+                    continue
+                seen.add(consumer)
+                where = task_of(context.device_of.get(consumer, ""))
+                if where == task:
+                    following.append(consumer)
+                elif where:
+                    if not context.type_of.get(consumer, "").startswith(_UPDATE_PREFIXES):
+                        return []
+                    found.append(consumer)
+        frontier = following
+    return found
+
+
 def _receive_time(context: _Context) -> dict[tuple[str, str], float]:
     """Time the workers spent in ``RecvTensor`` per (source task, destination task), over all
     traced steps, from the records' labels (``... from <device> to <device>``)."""
@@ -797,12 +822,16 @@ def _cross_task_finding(
     count = len(group)
     sizes = [r[3] for r in group if r[3] is not None]
     moved = sum(sizes)
-    largest = sorted(group, key=lambda r: -(r[3] or 0))
+    # Control edges (an update's "done" signal) cross as 0-byte tensors: counted, not named.
+    named = sorted((r for r in group if r[3] != 0), key=lambda r: -(r[3] or 0))
     shown = ", ".join(
-        f"{r[0]} ({format_bytes(r[3])})" if r[3] is not None else r[0] for r in largest[:3]
+        f"{r[0]} ({format_bytes(r[3])})" if r[3] is not None else r[0] for r in named[:3]
     )
-    if count > 3:
-        shown += f" and {count - 3} more"
+    if len(named) > 3:
+        shown += f" and {len(named) - 3} more"
+    if len(named) < count:
+        signals = count - len(named)
+        shown += f"{', ' if shown else ''}{signals} control signal{'s' * (signals != 1)} (0 B)"
     producers = list(dict.fromkeys(_copied_op(context, r[0]) for r in group))
     user_producers = [p for p in producers if p in context.type_of and not context.is_runtime(p)]
     dst_devices = {r[2] for r in group}
@@ -837,15 +866,30 @@ def _cross_task_finding(
                 "its readers"
             )
     elif updates:
-        fix = (
-            f"updates of the variables on {dst_task} ({_names(updates)}), sent every step. "
-            "Aggregate the gradients on the worker so each variable gets one update a step, "
-            "and partition large variables so the updates spread over the ps tasks"
+        updated = {v for u in updates for v in resource_inputs.get(u, ())}
+        once = bool(updated) and len(updated) == len(updates)
+        fix = f"updates of the variables on {dst_task} ({_names(updates)}), sent every step. " + (
+            "Each variable already gets one update a step, so what crosses is its size: "
+            "partition large variables so the updates spread over the ps tasks"
+            if once
+            else "Aggregate the gradients on the worker so each variable gets one update a "
+            "step, and partition large variables so the updates spread over the ps tasks"
         )
     elif feeds and len(feeds) == len(producers):
         fix = (
             f"fed values arriving on the session's task and sent on to {dst_task}: feed "
             f"them where they are used (read the input on {dst_task} with tf.data there)"
+        )
+    elif (
+        user_producers and consumers and (updated := _relayed_updates(context, consumers, dst_task))
+    ):
+        targets = sorted({task_of(context.device_of.get(op, "")) for op in updated})
+        fix = (
+            f"{dst_task} passes them on: {_names(consumers)} there combine "
+            f"{'them' if len(user_producers) > 1 else 'it'} and send the result on to "
+            f"{', '.join(targets)}, to update variables ({_names(updated)}). Compute each "
+            "gradient's mean (or sum) on its variable's ps task (tf.device(var.device) around "
+            "it): every worker then sends straight there"
         )
     elif user_producers and consumers:
         fix = (
