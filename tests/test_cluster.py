@@ -7,6 +7,7 @@ path runs against servers this test starts itself (in a child process it kills a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -216,9 +217,10 @@ sys.stdin.read()
 """
 
 
-def test_cluster_spec_and_target_use_the_users_servers_and_start_nothing(
-    trace_placement, tf, monkeypatch
-):
+@contextlib.contextmanager
+def users_servers() -> Iterator[tuple[dict[str, list[str]], list[int], subprocess.Popen]]:
+    """A user's own cluster (two workers, one ps task), started by the test in a child process
+    of its own (not by tfplace) and killed afterwards: its addresses, ports and process."""
     ports = cluster_module.free_ports(3)
     addresses = {
         "worker": [f"localhost:{ports[0]}", f"localhost:{ports[1]}"],
@@ -232,6 +234,18 @@ def test_cluster_spec_and_target_use_the_users_servers_and_start_nothing(
     )
     try:
         assert servers.stdout.readline().strip() == b"ready"
+        yield addresses, ports, servers
+    finally:
+        servers.kill()
+        servers.wait()
+        servers.stdout.close()
+        servers.stdin.close()
+
+
+def test_cluster_spec_and_target_use_the_users_servers_and_start_nothing(
+    trace_placement, tf, monkeypatch
+):
+    with users_servers() as (addresses, ports, servers):
 
         def no_start(*args: Any, **kwargs: Any) -> None:
             raise AssertionError("tfplace started a process for the user's own servers")
@@ -247,11 +261,6 @@ def test_cluster_spec_and_target_use_the_users_servers_and_start_nothing(
         assert trace.transfers["cross_task"].all()
         assert servers.poll() is None  # still running: tfplace stops nothing it did not start
         assert listening(ports) == sorted(ports)
-    finally:
-        servers.kill()
-        servers.wait()
-        servers.stdout.close()
-        servers.stdin.close()
 
 
 def test_a_taken_port_is_a_clear_error_and_nothing_is_left_running(trace_placement, spy):

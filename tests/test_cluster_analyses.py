@@ -9,17 +9,21 @@ servers with the session on worker 1, where ops that ask for nothing then go.
 from __future__ import annotations
 
 import copy
-import json
-import subprocess
-import sys
 from typing import Any
 
 import pandas as pd
 import pytest
 from conftest import op_row
-from test_cluster import PS0, PS1, SERVERS, WORKER0, WORKER1, one_ps_model, setter_model
+from test_cluster import (
+    PS0,
+    PS1,
+    WORKER0,
+    WORKER1,
+    one_ps_model,
+    setter_model,
+    users_servers,
+)
 
-from tfplace_widget import cluster as cluster_module
 from tfplace_widget import predict_placement
 from tfplace_widget.analyses import findings as findings_module
 from tfplace_widget.analyses.findings import find_findings
@@ -85,30 +89,13 @@ def test_prediction_without_gpus_is_the_placement_the_cluster_made(request, shap
 def test_the_task_the_session_runs_on_gets_the_unrequested_ops(trace_placement, tf):
     """The user's servers, the session on worker 1: unrequested ops go there, not to the
     chief, and the prediction follows."""
-    ports = cluster_module.free_ports(3)
-    addresses = {
-        "worker": [f"localhost:{ports[0]}", f"localhost:{ports[1]}"],
-        "ps": [f"localhost:{ports[2]}"],
-    }
-    servers = subprocess.Popen(
-        [sys.executable, "-c", SERVERS, json.dumps(addresses)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        assert servers.stdout.readline().strip() == b"ready"
+    with users_servers() as (addresses, ports, _):
         trace = trace_placement(
             one_ps_model,
             mode="graph",
             cluster=tf.train.ClusterSpec(addresses),
             target=f"grpc://localhost:{ports[1]}",
         )
-    finally:
-        servers.kill()
-        servers.wait()
-        servers.stdout.close()
-        servers.stdin.close()
     free = op_row(trace, "free")
     assert (free.device, free.how) == (WORKER1, "implicit")
     assert "/job:worker/task:1" in free.reason and "chief" not in free.reason
@@ -247,7 +234,9 @@ def test_no_cpu_fallback_when_every_task_has_a_gpu(ps2):
     found = find_findings(ps2)
     assert "cpu_fallback" not in set(found["kind"])
     assert "soft_move" not in set(found["kind"])
-    assert set(found["kind"]) == {"cross_task_transfer"}
+    # idle_device depends on the timing (a worker waiting for another's tensor on a loaded
+    # machine); nothing else is reported.
+    assert set(found["kind"]) - {"idle_device"} == {"cross_task_transfer"}
 
 
 def test_a_parameter_server_waiting_is_not_an_idle_device(ps2):
