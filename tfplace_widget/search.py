@@ -8,6 +8,7 @@ passes the text to ``re``. A bad regex raises :class:`SearchError` with a readab
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable
 
 import numpy as np
@@ -58,7 +59,9 @@ def match_names(
         if isinstance(haystack, np.ndarray):
             return np.char.find(haystack, text.lower()) >= 0
         return haystack.str.contains(text.lower(), regex=False).to_numpy(dtype=bool)
-    return names.str.contains(pattern, regex=True).to_numpy(dtype=bool)
+    with warnings.catch_warnings():  # groups in the user's regex: pandas warns, we only match
+        warnings.filterwarnings("ignore", "This pattern is interpreted as a regular expression")
+        return names.str.contains(pattern, regex=True).to_numpy(dtype=bool)
 
 
 MAX_FIXED_WIDTH = 160  # longer names make a fixed-width array too big: stay with pandas
