@@ -70,6 +70,13 @@ def assert_prediction_is_the_placement(trace: Any) -> Any:
     wrong = {op: (real[op], guess[op]) for op in common if real[op] != guess[op]}
     assert wrong == {}
     assert set(predicted.devices) == set(trace.devices)  # gpus=0 adds nothing
+    # The same copies between tasks as the step made: the initializers' edges (never run in
+    # a step) are not predicted as copies a step. (A fetch's copy to the client device, inside
+    # the session's task, is not predicted: the placer does not place it.)
+    columns = ["tensor", "src_device", "dst_device"]
+    crossing = [t.transfers[t.transfers["cross_task"]] for t in (trace, predicted)]
+    rows = [set(map(tuple, frame[columns].to_numpy().tolist())) for frame in crossing]
+    assert rows[0] == rows[1] and rows[0]
     return predicted
 
 

@@ -7,7 +7,7 @@ Pure string code (no TensorFlow import) so traces from any TF era compare equal:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -196,6 +196,25 @@ def task_of(device: str | DeviceSpec) -> str:
         return ""
     replica = f"/replica:{spec.replica}" if spec.replica else ""
     return f"/job:{spec.job or _DEFAULT_JOB}{replica}/task:{spec.task or 0}"
+
+
+def crosses_tasks(sources: Sequence[str], targets: Sequence[str]) -> np.ndarray:
+    """Per (source, destination) pair of devices: on different tasks of a cluster (another
+    job, replica or task: a tensor between them goes over the network, not through memory)?"""
+    pairs = zip(sources, targets, strict=True)
+    return np.fromiter(
+        (_task_key(src) != _task_key(dst) for src, dst in pairs), dtype=bool, count=len(sources)
+    )
+
+
+@lru_cache(maxsize=4096)
+def _task_key(device: str) -> tuple:
+    """``(job, replica, task)`` of a device name; the name itself when it is not one."""
+    try:
+        spec = parse_device(canonical_device(device))
+    except ValueError:
+        return (device,)
+    return (spec.job or _DEFAULT_JOB, spec.replica or 0, spec.task or 0)
 
 
 def tasks_of(devices: Iterable[str]) -> list[str]:

@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .analyses.kernels import GPU_KERNEL_VALUES, UNKNOWN
-from .devices import canonical_device, device_sort_key, lane_kind, lane_owner, parse_device
+from .devices import (
+    canonical_device,
+    crosses_tasks,
+    device_sort_key,
+    lane_kind,
+    lane_owner,
+)
 from .gc_pause import paused_gc
 from .graphfacts import GraphFacts
 from .reasons import HOW_VALUES, Explainer
@@ -352,20 +357,7 @@ def _transfers_frame(
 def cross_task(transfers: pd.DataFrame) -> np.ndarray:
     """Per transfer: do its source and destination sit on different tasks of a cluster
     (another job, replica or task: the tensor goes over the network, not through memory)?"""
-    pairs = zip(transfers["src_device"].tolist(), transfers["dst_device"].tolist(), strict=True)
-    return np.fromiter(
-        (_task_of(src) != _task_of(dst) for src, dst in pairs), dtype=bool, count=len(transfers)
-    )
-
-
-@lru_cache(maxsize=4096)
-def _task_of(device: str) -> tuple:
-    """``(job, replica, task)`` of a device name; the name itself when it is not one."""
-    try:
-        spec = parse_device(canonical_device(device))
-    except ValueError:
-        return (device,)
-    return (spec.job or "localhost", spec.replica or 0, spec.task or 0)
+    return crosses_tasks(transfers["src_device"].tolist(), transfers["dst_device"].tolist())
 
 
 def _tensor_bytes(tensor: str, out_bytes: dict[str, Sequence[int]]) -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..devices import parse_device, short_device, task_of
+from ..devices import crosses_tasks, parse_device, short_device, task_of
 from ..graphfacts import linked_groups
 from ..summary import busy_time_us, format_bytes, format_us
 
@@ -732,12 +732,12 @@ def _is_feed(context: _Context, tensor: str, producer: str) -> bool:
 
 def _crosses_tasks(transfers: pd.DataFrame) -> list[bool]:
     """Per transfer row: between two tasks of a cluster (the ``cross_task`` column; computed
-    for frames without it, such as a prediction's)."""
+    for frames without it, such as those of files saved before it)."""
     if "cross_task" in transfers:
         return [bool(v) for v in transfers["cross_task"].fillna(False).tolist()]
-    from ..frames import cross_task
-
-    return cross_task(transfers).tolist() if len(transfers) else []
+    return crosses_tasks(
+        transfers["src_device"].tolist(), transfers["dst_device"].tolist()
+    ).tolist()
 
 
 def _cross_task_transfers(context: _Context) -> list[_Finding]:

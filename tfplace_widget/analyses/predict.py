@@ -49,6 +49,7 @@ from ..capture import import_tensorflow
 from ..devices import (
     DeviceSpec,
     canonical_device,
+    crosses_tasks,
     device_sort_key,
     parse_device,
     short_device,
@@ -1374,7 +1375,15 @@ class _Reasons:
 # ---------------------------------------------------------------------------------------------
 # Transfers
 # ---------------------------------------------------------------------------------------------
-TRANSFER_PREDICTED_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "predicted", "copy"]
+TRANSFER_PREDICTED_COLUMNS = [
+    "tensor",
+    "src_device",
+    "dst_device",
+    "bytes",
+    "predicted",
+    "copy",
+    "cross_task",  # between two tasks of a cluster, as in a trace's transfers
+]
 
 
 def predict_transfers(
@@ -1430,9 +1439,12 @@ def _copies(
     details: Mapping[str, NodeDetail] | None,
     edges: _Edges | None = None,
     host_args: tuple[np.ndarray, np.ndarray] | None = None,
+    ran: set[str] | None = None,
 ) -> pd.DataFrame:
     """:func:`predict_transfers` with the devices as a list beside ``names`` ("" unplaced).
-    ``host_args``: per node, whether its GPU kernel keeps some output / input in host memory."""
+    ``host_args``: per node, whether its GPU kernel keeps some output / input in host memory.
+    ``ran``: the ops the traced step ran; an edge between two ops that both did not (the
+    variables' initializers, what Grappler folded away) copies nothing in a step."""
     if edges is None:
         edges = _edges(facts, names)
     if host_args is None:
@@ -1454,6 +1466,9 @@ def _copies(
     host = np.array(["device:CPU:" in d for d in devices] + [True])
     src_host, dst_host = host[src], host[dst]
     placed = (src >= 0) & (dst >= 0)
+    if ran:
+        in_step = np.append(np.fromiter((n in ran for n in names), bool, len(names)), False)
+        placed &= in_step[edges.producer_node] | in_step[edges.consumer_node]
     tensors = _edge_tensors(producers, consumers, lists, details)
     # A GPU kernel's host-memory argument: its tensor is in host memory on the GPU device.
     kernels = getattr(facts, "kernels", {})
@@ -1509,6 +1524,7 @@ def _transfers_frame(tensors: list, sources: list, targets: list, copies: list) 
             "bytes": pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)),
             "predicted": np.ones(n, dtype=bool),
             "copy": pd.Series(copies, dtype=object),
+            "cross_task": crosses_tasks(list(sources), list(targets)),
         },
         columns=TRANSFER_PREDICTED_COLUMNS,
     )
@@ -1780,7 +1796,9 @@ def _predicted_trace(
         },
         copy=False,
     )
-    transfers = _copies(facts, names, predicted, details, placer.edges(), placer.host_args())
+    transfers = _copies(
+        facts, names, predicted, details, placer.edges(), placer.host_args(), ran=set(traced)
+    )
     errors = [message for _, message in placer.errors]
     gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
     tasks = len({task_of(d) for d in devices} - {""})
