@@ -157,3 +157,13 @@ def test_rerun_stays_on_the_cluster_with_cpus_per_task(cluster_trace):
         assert ("/job:worker/task:1", FOLDED_LANE) in panel._timeline.lanes
     finally:
         panel.close()
+
+
+def test_as_on_machines_with_a_gpu_each_task_gets_one(panel, cluster_trace):
+    panel.gpus.value = 1
+    panel.as_gpus.value = True
+    assert not panel.error and panel.trace.predicted
+    gpus = [d for d in panel.trace.devices if "device:GPU:" in d]
+    assert sorted(map(task_of, gpus)) == TASKS  # one GPU on each task's machine
+    assert list(panel.chips.task_chip_of) == TASKS
+    assert "between tasks" in panel.header.value  # the predicted copies cross tasks too
