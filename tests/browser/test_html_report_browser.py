@@ -261,3 +261,36 @@ def test_chromium_runs_the_search_as_python_does(chromium):
         if got != expected:
             disagree.append((text, regex, case, answer))
     assert not disagree, json.dumps(disagree, ensure_ascii=False)
+
+
+def test_cluster_report_groups_chips_per_task(trace_placement, open_report, tmp_path):
+    import tensorflow as tf
+
+    def build() -> Any:
+        v1 = tf.compat.v1
+        with v1.device(v1.train.replica_device_setter(ps_tasks=1)):
+            w = tf.Variable(tf.ones((10, 10)), name="w")
+        with tf.device("/job:worker/task:1"):
+            return tf.reduce_sum(tf.matmul(tf.ones((2, 10)), w), name="z")
+
+    trace = trace_placement(
+        build, mode="graph", cluster="local:worker=2,ps=1", device_count={"CPU": 2}
+    )
+    report = open_report(write_html(trace, tmp_path / "cluster.html"))
+    tasks = report.page.locator("#tfplace-chips .tfplace-task").all_inner_texts()
+    assert tasks == ["/job:ps/task:0", "/job:worker/task:0", "/job:worker/task:1"]
+    first_group = report.page.locator("#tfplace-chips .tfplace-task-group").first
+    assert first_group.locator("button").count() == 2  # the ps task's two CPUs
+    assert first_group.locator("button").first.inner_text().startswith("CPU:0 · ")
+    assert "between tasks" in report.page.inner_text("body")
+    report.page.screenshot(path=str(SCREENSHOTS / "html-report-cluster.png"), full_page=True)
+    first_group.locator("button").first.click()
+    ps_ops = int((trace.ops["device"] == trace.devices[0]).sum())
+    report.page.wait_for_function(
+        f"() => document.querySelectorAll('#tfplace-table tbody tr').length === {ps_ops}"
+    )
+    devices = report.page.evaluate(
+        "() => Array.from(document.querySelectorAll('#tfplace-table td[data-column=device]'),"
+        " (td) => td.textContent)"
+    )
+    assert set(devices) == {"/job:ps/task:0/CPU:0"}

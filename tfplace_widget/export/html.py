@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from ..colors import device_color, text_color_on
-from ..devices import short_device
+from ..devices import short_device, task_of, tasks_of
 from ..panel_html import PAGE_SIZE, TABLE_COLUMNS, header_html
 from ..plotly_js import plotly_js_path
 from ..summary import device_summaries, format_us
@@ -433,8 +433,9 @@ function drawTimeline() {
 
 // -- header controls, status, details ------------------------------------------------------
 function renderChips() {
+  // Across a cluster the chips come grouped per task (chip.task), each group on a row of its own.
   const box = el("tfplace-chips");
-  box.replaceChildren(...DATA.chips.map((chip) => {
+  const buttons = DATA.chips.map((chip) => {
     const button = document.createElement("button");
     button.className = "tfplace-chip";
     button.style.background = chip.color;
@@ -450,7 +451,23 @@ function renderChips() {
       update(true);
     });
     return button;
-  }));
+  });
+  if (!DATA.chips.some((chip) => chip.task)) { box.replaceChildren(...buttons); return; }
+  const groups = [];
+  DATA.chips.forEach((chip, i) => {
+    if (!groups.length || groups[groups.length - 1].task !== chip.task) {
+      const row = document.createElement("div");
+      row.className = "tfplace-task-group";
+      const label = document.createElement("span");
+      label.className = "tfplace-task";
+      label.textContent = chip.task;
+      row.append(label);
+      groups.push({task: chip.task, row});
+    }
+    groups[groups.length - 1].row.append(buttons[i]);
+  });
+  box.style.flexDirection = "column";
+  box.replaceChildren(...groups.map((group) => group.row));
 }
 
 function renderDetails() {
@@ -577,6 +594,8 @@ body { margin: 0; background: var(--bg); color: var(--jp-ui-font-color1);
   font: 13px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
 .tfplace-report { padding: 12px 16px; display: flex; flex-direction: column; gap: 8px; }
 #tfplace-chips { display: flex; flex-wrap: wrap; gap: 6px; }
+.tfplace-task-group { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }
+.tfplace-task { font-weight: 600; min-width: 11em; }
 .tfplace-chip { border: 0; border-radius: 12px; padding: 3px 12px; font: inherit; cursor: pointer;
   opacity: 0.92; }
 .tfplace-chip[aria-pressed="true"] { opacity: 1; font-weight: 700;
@@ -700,11 +719,16 @@ def report_data(
         numbers = pd.to_numeric(values, errors="coerce").astype("float64")
         columns[name] = _typed(numbers.to_numpy(dtype=np.float64, na_value=np.nan))
     device_code = {device: i for i, device in enumerate(full_devices)}
+    grouped = len(tasks_of(trace.devices)) > 1  # across a cluster: chips per task, as the panel
     chips = [
         {
             "device": s.device,
             "code": device_code.get(s.device, -1),
-            "label": f"{short_device(s.device)} · {s.ops} ops · {format_us(s.busy_us)} busy",
+            "task": task_of(s.device) if grouped else "",
+            "label": (
+                f"{short_device(s.device).rsplit('/', 1)[-1] if grouped else short_device(s.device)}"
+                f" · {s.ops} ops · {format_us(s.busy_us)} busy"
+            ),
             "color": device_color(s.device),
             "text_color": text_color_on(device_color(s.device)),
         }
