@@ -247,6 +247,30 @@ def test_load_a_newer_version_names_the_upgrade(seed_cpu, tmp_path):
     assert "pip install -U tfplace_widget" in message
 
 
+@pytest.mark.parametrize(("writer", "kept"), [(None, True), ("tfplace_widget 0.0.1", False)])
+def test_saved_findings_are_read_back_only_by_the_version_that_wrote_them(
+    seed_cpu, tmp_path, writer, kept
+):
+    assert len(seed_cpu.findings)  # computed, so saved
+    good = tmp_path / "good.tfplace"
+    seed_cpu.save(good)
+    with zipfile.ZipFile(good) as archive:
+        manifest = json.loads(archive.read(MANIFEST))
+        findings = json.loads(archive.read("frames/findings.json"))
+    message = next(c for c in findings["columns"] if c["name"] == "message")
+    message["values"][0] = "found by the writer"  # mark the saved ones
+    if writer is not None:
+        manifest["written_by"] = writer
+    changed = tmp_path / "changed.tfplace"
+    change = {MANIFEST: json.dumps(manifest).encode()}
+    change["frames/findings.json"] = json.dumps(findings).encode()
+    _rewrite(good, changed, change)
+    loaded = PlacementTrace.load(changed)
+    assert ("found by the writer" in set(loaded.findings["message"])) is kept
+    if not kept:  # found again, from the saved facts
+        pd.testing.assert_frame_equal(loaded.findings, fresh_findings(seed_cpu))
+
+
 @pytest.mark.parametrize(
     "damage",
     ["truncated", "bad json", "missing ops", "wrong column length", "bad devices"],

@@ -14,7 +14,8 @@ member                    what it holds
 ``frames/ops.json``       ``trace.ops``, column-wise, with each column's dtype (``frame_json``)
 ``frames/events.json``    ``trace.events``
 ``frames/transfers.json`` ``trace.transfers``
-``frames/findings.json``  ``trace.findings``, when it had been computed (the panel computes it)
+``frames/findings.json``  ``trace.findings``, when it had been computed (the panel computes it);
+                          read back only by the version that wrote it (others find them again)
 ``inputs.json``           ``trace.inputs`` (op -> producers)
 ``log.txt``               ``trace.log`` (UTF-8)
 ``facts.json``            ``trace.facts`` field by field (``facts_json``), when present
@@ -181,7 +182,9 @@ def load(path: str | os.PathLike) -> PlacementTrace:
             names = set(archive.namelist())
             if "facts.json" in names:
                 trace.facts = facts_from_json(_read_json(archive, "facts.json", where))
-            if "frames/findings.json" in names:
+            if "frames/findings.json" in names and _written_here(manifest):
+                # Another version's findings are found again (from facts.json, on first use):
+                # the analyses change between versions, the placement they read does not.
                 findings = frame_from_json(_read_json(archive, "frames/findings.json", where))
                 trace.__dict__["_findings_cache"] = findings
             trace.raw = {
@@ -194,6 +197,13 @@ def load(path: str | os.PathLike) -> PlacementTrace:
         except (FrameFormatError, KeyError, TypeError, ValueError, IndexError) as exc:
             raise TraceError(f"{where!r} is a damaged .tfplace file: {exc}. {_SAVE_FIX}") from exc
     return trace
+
+
+def _written_here(manifest: dict) -> bool:
+    """Was the file written by this version of tfplace_widget?"""
+    from .. import __version__
+
+    return manifest.get("written_by") == f"tfplace_widget {__version__}"
 
 
 def _add_cross_task(transfers: Any) -> None:
