@@ -1,0 +1,162 @@
+"""What to fix: the ``findings`` of a trace, one row per problem, worst first.
+
+Each finding names its ``kind``, a ``severity`` (``high``, ``medium``, ``info``), the ``ops``
+it is about (so the panel can filter to them), a one-sentence ``message`` that says what to
+change, and the numbers behind it (``evidence``). Pure pandas over what the trace already holds
+(``ops``, ``events``, ``transfers``, ``inputs``, the graph facts and the kernel columns): no
+TensorFlow session, no widget.
+
+What can be known depends on the trace:
+
+- a trace with the kernel columns (``gpu_kernel`` not ``"NA"``: traced here, with its graph)
+  predicts where each op would run on a machine with one GPU, so a CPU-only trace already says
+  which ops would fall back to the CPU there (``cpu_fallback``, ``ping_pong``,
+  ``host_memory_on_gpu``);
+- a trace recorded on a GPU machine shows it: ops that ran on the CPU beside a GPU. Loaded
+  without its graph, why is unknown, and the message says so instead of guessing;
+- a merge of several runs (``GPU_timeline_03_merged_5_runs``) can list the same op on the GPU
+  and on the CPU: such duplicated runs are detected (``merged_runs``), not reported as fallbacks;
+- copies, soft placement, idle devices and XLA clusters need no graph;
+- a cluster trace (``cluster=``) sends tensors between tasks over the network: those copies
+  are ``cross_task_transfer`` findings (per pair of tasks), not ``costly_transfer`` ones, and
+  the parameter servers' idleness is expected, not an ``idle_device``.
+
+The rules live by family: ``placement`` (cpu_fallback, soft_move, host_memory_on_gpu,
+xla_hidden, merged_runs), ``transfers`` (costly_transfer, ping_pong, cross_task_transfer) and
+``timing`` (idle_device), over what ``context`` reads off the trace; here they are run, each
+kind capped at ``MAX_PER_KIND`` and the frame built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .context import (
+    KINDS,
+    MAX_NAMED,
+    SEVERITIES,
+    _Context,
+    _Finding,
+    _names,
+)
+from .placement import (
+    _cpu_fallbacks,
+    _host_memory_on_gpu,
+    _merged_runs,
+    _soft_moves,
+    _xla_hidden,
+)
+from .timing import BUSY_SHARE, IDLE_SHARE, _idle_devices
+from .transfers import (
+    COSTLY_BYTES,
+    COSTLY_US,
+    NETWORK_HIGH_BYTES,
+    NETWORK_MEDIUM_BYTES,
+    TOP_TRANSFERS,
+    _costly_transfers,
+    _cross_task_transfers,
+    _ping_pongs,
+)
+
+__all__ = [
+    "BUSY_SHARE",
+    "COLUMNS",
+    "COSTLY_BYTES",
+    "COSTLY_US",
+    "IDLE_SHARE",
+    "KINDS",
+    "MAX_NAMED",
+    "MAX_PER_KIND",
+    "NETWORK_HIGH_BYTES",
+    "NETWORK_MEDIUM_BYTES",
+    "SEVERITIES",
+    "TOP_TRANSFERS",
+    "find_findings",
+]
+
+COLUMNS = ["kind", "severity", "ops", "message", "evidence"]
+MAX_PER_KIND = 8  # findings of one kind; the rest become one line
+
+
+def find_findings(trace: Any) -> pd.DataFrame:
+    """Every finding of ``trace`` (a :class:`~tfplace_widget.trace.PlacementTrace`), sorted by
+    severity, then cost (time, then bytes, then op count), as a DataFrame with ``COLUMNS``.
+
+    Empty (with those columns) when nothing is worth changing. Raises ``TypeError`` for an
+    object without the trace's ``ops`` / ``events`` / ``transfers`` frames.
+    """
+    for name in ("ops", "events", "transfers", "devices"):
+        if not hasattr(trace, name):
+            raise TypeError(
+                f"find_findings takes a PlacementTrace, not {type(trace).__name__} (it has no "
+                f"{name!r}). Make one with trace_placement(...) or PlacementTrace.from_*()."
+            )
+    context = _Context.of(trace)
+    found: list[_Finding] = []
+    found += _merged_runs(context)
+    found += _cpu_fallbacks(context)
+    found += _soft_moves(context)
+    found += _costly_transfers(context)
+    # the package's thresholds, so that setting findings.NETWORK_*_BYTES takes effect
+    found += _cross_task_transfers(context, NETWORK_HIGH_BYTES, NETWORK_MEDIUM_BYTES)
+    found += _ping_pongs(context)
+    found += _host_memory_on_gpu(context)
+    found += _idle_devices(context)
+    found += _xla_hidden(context)
+    return _frame(_capped(found))
+
+
+def _capped(found: list[_Finding]) -> list[_Finding]:
+    """At most ``MAX_PER_KIND`` findings of one kind: the worst ones, then one line for the
+    rest (a graph with thousands of pinned chains would bury everything else)."""
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    by_kind: dict[str, list[_Finding]] = {}
+    for finding in found:
+        by_kind.setdefault(finding.kind, []).append(finding)
+    kept: list[_Finding] = []
+    for kind, group in by_kind.items():
+        if len(group) <= MAX_PER_KIND:
+            kept += group
+            continue
+        group.sort(key=lambda f: (rank[f.severity], *(-c for c in f.cost)))
+        head, rest = group[: MAX_PER_KIND - 1], group[MAX_PER_KIND - 1 :]
+        ops = [op for f in rest for op in f.ops]
+        cost = tuple(sum(f.cost[i] for f in rest) for i in range(3))  # for the evidence
+        kept += head
+        kept.append(
+            _Finding(
+                kind,
+                min((f.severity for f in rest), key=rank.__getitem__),
+                ops,
+                (
+                    f"{len(rest)} more {kind} findings over {len(set(ops)):,} ops "
+                    f"({_names(list(dict.fromkeys(ops)))}): their causes and fixes are those "
+                    "of the findings above; click to see their ops."
+                ),
+                {"findings": len(rest), "ops": len(set(ops)), "duration_us": cost[0]},
+                (-1.0, -1.0, -1.0),  # last of its severity: after the ones it summarises
+            )
+        )
+    return kept
+
+
+def _frame(found: list[_Finding]) -> pd.DataFrame:
+    rank = {s: i for i, s in enumerate(SEVERITIES)}
+    found = sorted(found, key=lambda f: (rank[f.severity], *(-c for c in f.cost), f.kind))
+    frame = pd.DataFrame(
+        {
+            "kind": [f.kind for f in found],
+            "severity": pd.Categorical(
+                [f.severity for f in found], categories=list(SEVERITIES), ordered=True
+            ),
+            "ops": [f.ops for f in found],
+            "message": [f.message for f in found],
+            "evidence": [f.evidence for f in found],
+        },
+        columns=COLUMNS,
+    )
+    frame["kind"] = frame["kind"].astype(object)
+    frame["message"] = frame["message"].astype(object)
+    return frame

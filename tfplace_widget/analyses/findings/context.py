@@ -1,0 +1,359 @@
+"""What every findings rule reads: ``_Context`` (the trace's frames reduced to lookups, and
+where each op would run on a GPU machine), ``_Finding`` (one row) and the small helpers the rule
+families share (device types, copy names, op durations, name lists)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ...devices import parse_device, short_device
+from ...graphfacts import linked_groups
+
+# What a finding can be (``_Finding`` checks it); the package exports them with ``COLUMNS``.
+SEVERITIES = ("high", "medium", "info")
+KINDS = (
+    "cpu_fallback",
+    "soft_move",
+    "costly_transfer",
+    "cross_task_transfer",
+    "ping_pong",
+    "host_memory_on_gpu",
+    "idle_device",
+    "xla_hidden",
+    "merged_runs",
+)
+# gpu_kernel values (analyses/kernels.py): a GPU kernel, one computing in host memory, GPU
+# kernels but none for this op's dtype, no GPU kernel at all, unknown (no node def).
+_NO_GPU = ("no", "dtype")
+_ON_GPU = ("yes", "host")
+
+MAX_NAMED = 4  # op names spelled out in one message
+_RUNTIME_TYPES = {
+    "_Send",
+    "_Recv",
+    "_HostSend",
+    "_HostRecv",
+    "_Arg",
+    "_Retval",
+    "_DeviceArg",
+    "_DeviceRetval",
+}
+_EDGE = re.compile(r"^edge_\d+_(.+)$")
+_CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (_copy_key)
+# Generators and host constants that follow their consumers: never findings of their own.
+_FOLLOWERS = {"Const", "HostConst"}
+
+
+@dataclass
+class _Finding:
+    kind: str
+    severity: str
+    ops: list[str]
+    message: str
+    evidence: dict[str, float | int]
+    cost: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (time us, bytes, ops): the sort key
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS or self.severity not in SEVERITIES:
+            raise ValueError(f"unknown finding kind/severity: {self.kind}/{self.severity}")
+        self.ops = list(dict.fromkeys(self.ops))
+
+
+@dataclass
+class _Context:
+    """The trace's frames reduced to plain lookups, built once per ``find_findings``."""
+
+    trace: Any
+    ops: pd.DataFrame
+    device_of: dict[str, str]  # op -> device it ran on (first row of a name)
+    type_of: dict[str, str]
+    gpu_kernel: dict[str, str]  # op -> yes/host/dtype/no; empty when unknown
+    requested: dict[str, str]
+    how: dict[str, str]
+    inputs: dict[str, list[str]]  # op -> producers (data edges), runtime nodes skipped
+    consumers: dict[str, list[str]] = field(default_factory=dict)
+    gpus: list[str] = field(default_factory=list)  # GPU devices in the trace
+    # op -> "GPU"/"CPU": where it runs on a GPU machine (the trace's own devices when it has a
+    # GPU; else predicted from the kernel columns). Empty when that cannot be known.
+    view: dict[str, str] = field(default_factory=dict)
+    why_cpu: dict[str, tuple[str, str]] = field(default_factory=dict)  # op -> (cause, partner)
+    duplicated: set[str] = field(default_factory=set)  # ops on a GPU and a CPU (merged runs)
+    predicted_view: bool = False
+    copies_by_producer: dict[str, list[str]] | None = None
+    duration_of: dict[str, float] | None = None
+    runtime: set[str] | None = None
+    position: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, trace: Any) -> _Context:
+        ops = trace.ops
+        names = ops["op"].tolist()
+        devices = ops["device"].tolist()
+        device_of: dict[str, str] = {}
+        for name, device in zip(names, devices, strict=True):
+            device_of.setdefault(name, device)
+        type_of = dict(zip(names, ops["type"].tolist(), strict=True))
+        kernel_known = "gpu_kernel" in ops and bool((ops["gpu_kernel"].astype(str) != "NA").any())
+        gpu_kernel = (
+            {
+                n: k
+                for n, k in zip(names, ops["gpu_kernel"].astype(str).tolist(), strict=True)
+                if k != "NA"
+            }
+            if kernel_known
+            else {}
+        )
+        requested = dict(zip(names, ops["requested_device"].astype(str).tolist(), strict=True))
+        how = dict(zip(names, ops["how"].astype(str).tolist(), strict=True))
+        facts = getattr(trace, "facts", None)
+        raw_inputs = trace.inputs or (facts.inputs if facts is not None else {})
+        context = cls(
+            trace=trace,
+            ops=ops,
+            device_of=device_of,
+            type_of=type_of,
+            gpu_kernel=gpu_kernel,
+            requested=requested,
+            how=how,
+            inputs={},
+            gpus=[d for d in trace.devices if _device_type(d) == "GPU"],
+        )
+        context.inputs = context._through_copies(raw_inputs)
+        for op, producers in context.inputs.items():
+            for producer in producers:
+                context.consumers.setdefault(producer, []).append(op)
+        context.duplicated = context._duplicated_names()
+        context._build_view(facts)
+        return context
+
+    # -- the graph, with the runtime's copies looked through ------------------------------------
+    def _through_copies(self, raw: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+        """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent."""
+        type_of = self.type_of
+        sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
+        for name, producers in raw.items():
+            if producers and type_of.get(name) in ("_Send", "_HostSend"):
+                sent_by[_copy_key(name)] = producers[0]
+        self.is_runtime("")  # builds the set
+        runtime = self.runtime or set()
+        user = {n for n in type_of if n not in runtime}
+        receives = ("_Recv", "_HostRecv")
+        edges: dict[str, list[str]] = {}
+        for name, producers in raw.items():
+            if name not in user:
+                continue
+            if user.issuperset(producers):  # most ops: no copy, nothing to resolve
+                edges[name] = list(producers)
+                continue
+            resolved = []
+            for producer in producers:
+                if type_of.get(producer) in receives:
+                    producer = sent_by.get(_copy_key(producer), _copy_key(producer))
+                elif producer not in type_of:  # a recv the trace did not record: X/_5
+                    producer = _copy_key(producer)
+                if producer in user:
+                    resolved.append(producer)
+            edges[name] = resolved
+        return edges
+
+    def is_runtime(self, name: str) -> bool:
+        """Inserted by TensorFlow (copies, feeds, fetches, ``_SOURCE``): never a finding."""
+        if self.runtime is None:
+            self.runtime = {
+                n
+                for n, t in self.type_of.items()
+                if self.how.get(n) == "runtime"
+                or t in _RUNTIME_TYPES
+                or n in ("_SOURCE", "_SINK")
+                or t.upper().startswith("MEMCPY")
+            }
+        return name in self.runtime
+
+    def _duplicated_names(self) -> set[str]:
+        """Op names listed on a GPU and on a CPU: one op, recorded in several runs whose
+        device lanes a merge mixed up (process ids differ per run), not a fallback."""
+        if not self.gpus:
+            return set()
+        types = self.ops["device"].map(_device_type)
+        on_gpu = set(self.ops.loc[types == "GPU", "op"])
+        on_cpu = self.ops.loc[types == "CPU", "op"]
+        return {n for n in on_cpu if n in on_gpu and not self.is_runtime(n)}
+
+    # -- where each op runs on a GPU machine ----------------------------------------------------
+    def _build_view(self, facts: Any) -> None:
+        self.predicted_view = bool(getattr(self.trace, "predicted", False))
+        if self.gpus:  # recorded (or predicted) with a GPU: the trace says it
+            for name, device in self.device_of.items():
+                kind = _device_type(device)
+                if kind in ("GPU", "CPU") and not self.is_runtime(name):
+                    self.view[name] = "GPU" if name in self.duplicated else kind
+            reasons = dict(zip(self.ops["op"], self.ops["reason"].astype(str), strict=True))
+            for name, kind in self.view.items():
+                if kind == "CPU":
+                    cause = self._kernel_cause(name)
+                    if cause[0] == "" and self.how.get(name) == "colocated":
+                        cause = ("colocated", _partner_from_reason(reasons.get(name, ""), self))
+                    self.why_cpu[name] = cause
+            return
+        if not self.gpu_kernel:  # no GPU, no kernel facts: nothing to predict from
+            return
+        self.predicted_view = True
+        predicted = _predict_with_module(self, facts)
+        if predicted is not None:
+            for name, (device, how, reason) in predicted.items():
+                if name not in self.type_of or self.is_runtime(name):
+                    continue
+                self.view[name] = _device_type(device)
+                if self.view[name] == "CPU":
+                    cause = self._kernel_cause(name)
+                    if cause[0] == "" and how == "colocated":
+                        cause = ("colocated", _partner_from_reason(reason, self))
+                    self.why_cpu[name] = cause
+            return
+        self._predict_here(facts)
+
+    def _kernel_cause(self, name: str) -> tuple[str, str]:
+        kernel = self.gpu_kernel.get(name, "")
+        if kernel in _NO_GPU:
+            return (kernel, "")
+        if _device_type(self.requested.get(name, "")) == "CPU":
+            return ("requested", "")
+        return ("", "")
+
+    def _predict_here(self, facts: Any) -> None:
+        """One GPU, soft placement on: an op with a GPU kernel and no CPU request goes to the
+        GPU; then a resource/ref group (a variable, an iterator and their readers) goes where
+        its CPU-only member must (placement-rules.md 4-6)."""
+        for name, kernel in self.gpu_kernel.items():
+            if self.is_runtime(name):
+                continue
+            asked_cpu = _device_type(self.requested.get(name, "")) == "CPU"
+            self.view[name] = "GPU" if kernel in _ON_GPU and not asked_cpu else "CPU"
+            if self.view[name] == "CPU":
+                self.why_cpu[name] = self._kernel_cause(name)
+        if facts is not None:
+            for members in _resource_groups(facts, self.view):
+                anchors = sorted(m for m in members if self.gpu_kernel.get(m) in _NO_GPU)
+                for member in members if anchors else ():
+                    if self.view.get(member) == "GPU":
+                        self.view[member] = "CPU"
+                        self.why_cpu[member] = ("colocated", anchors[0])
+        self._generators_follow_consumers()
+
+    def _generators_follow_consumers(self) -> None:
+        """A constant goes where all its consumers go (placement-rules.md 10)."""
+        for name in list(self.view):
+            if self.type_of.get(name) not in _FOLLOWERS or self.inputs.get(name):
+                continue
+            kinds = {self.view.get(c) for c in self.consumers.get(name, [])} - {None}
+            if len(kinds) == 1:
+                self.view[name] = kinds.pop()
+
+    # -- small helpers ----------------------------------------------------------------------------
+    def dtypes(self, name: str) -> str:
+        """The op's type attrs (``"int32"``), from the kernel facts of its node def."""
+        facts = getattr(self.trace, "facts", None)
+        kernel = getattr(facts, "kernels", {}).get(name) if facts is not None else None
+        return getattr(kernel, "dtypes", "") if kernel is not None else ""
+
+    def short(self, name: str) -> str:
+        return short_device(self.device_of.get(name, "")) or "?"
+
+    def gpu_name(self) -> str:
+        return short_device(self.gpus[0]) if self.gpus else "GPU:0"
+
+
+def _predict_with_module(context: _Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
+    """``predict_devices`` (one GPU, soft placement): every placer rule replayed, about 0.1 s
+    per 100k nodes. None without facts, or when the prediction fails (then the kernel columns
+    and resource groups alone decide: ``_predict_here``)."""
+    if facts is None:
+        return None
+    from ..predict import master_task, predict_devices, predicted_devices
+
+    # predict_placement's device set: a GPU on every task (each task of a cluster is a machine
+    # of its own), and the session's own task first among equals.
+    devices = predicted_devices(context.trace.devices, 1)
+    try:
+        frame = predict_devices(
+            facts, devices, soft_placement=True, local_task=master_task(context.trace)
+        )
+    except Exception:  # a prediction that fails must not cost the other findings
+        return None
+    return {
+        op: (str(device), str(how), str(reason))
+        for op, device, how, reason in zip(
+            frame["op"], frame["predicted_device"], frame["how"], frame["reason"], strict=True
+        )
+    }
+
+
+def _partner_from_reason(reason: str, context: _Context) -> str:
+    """The op a colocation reason names (its first word that is an op of the trace)."""
+    for word in reason.replace(",", " ").replace(";", " ").split():
+        word = word.strip(".()")
+        if word in context.type_of:
+            return word
+    return ""
+
+
+def _resource_groups(facts: Any, view: Mapping[str, str]) -> list[set[str]]:
+    """Ops tied to one device by resource/ref edges or ``colocate_with``, among ``view``'s."""
+    return linked_groups(facts, keep=view.__contains__)
+
+
+def _device_type(name: str) -> str:
+    if not name:
+        return ""
+    try:
+        return parse_device(name).type or ""
+    except ValueError:
+        return ""
+
+
+def _copy_key(name: str) -> str:
+    """``A/_1`` -> ``A``: the runtime names a copy's send and recv after the tensor's op. In a
+    cluster the master session names the copies between tasks ``A_S12``/``A_S13`` and each
+    worker the copies between its own devices ``A_G1``/``A_G2`` (``PartitionOptions::new_name``
+    in ``MasterSession::BuildAndRegisterPartitions``, master_session.cc: ``prefix + "_S" + n``;
+    ``GraphMgr::InitItem``, graph_mgr.cc: ``prefix + "_G" + n``)."""
+    head, sep, tail = name.rpartition("/_")
+    if sep and tail.isdigit():
+        return head
+    match = _CLUSTER_COPY.match(name)
+    return match.group(1) if match else name
+
+
+def _copied_op(context: _Context, tensor: str) -> str:
+    """The op whose output a transfer copies: ``A:0`` -> ``A``; ``edge_22_MatMul`` (a TF 1.x
+    memcpy record) -> ``MatMul``."""
+    name = tensor.rpartition(":")[0] if ":" in tensor else tensor
+    match = _EDGE.match(name)
+    if match and match.group(1) in context.type_of:
+        return match.group(1)
+    return name
+
+
+def _all_on_one_gpu(context: _Context, names: Sequence[str]) -> bool:
+    devices = {context.device_of.get(n, "") for n in names}
+    return len(devices) == 1 and _device_type(devices.pop()) == "GPU"
+
+
+def _duration(context: _Context, names: Iterable[str]) -> float:
+    """Summed ``duration_us`` of ``names`` (untimed ops count 0)."""
+    if context.duration_of is None:
+        timed = context.ops[["op", "duration_us"]].dropna()
+        context.duration_of = timed.groupby("op")["duration_us"].sum().astype(float).to_dict()
+    of = context.duration_of
+    return float(sum(of.get(name, 0.0) for name in set(names)))
+
+
+def _names(names: Sequence[str], limit: int = MAX_NAMED) -> str:
+    names = list(names)
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

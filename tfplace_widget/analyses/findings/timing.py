@@ -1,0 +1,94 @@
+"""Findings about time: ``idle_device``, a device idle for most of the step while another is
+busy (a GPU waiting for its input, work that could spread over the devices)."""
+
+from __future__ import annotations
+
+from ...devices import parse_device, short_device
+from ...summary import busy_time_us
+from .context import _Context, _device_type, _Finding, _names
+
+# A device is idle when busy for less than this share of the step while another device is
+# busy for at least BUSY_SHARE of it.
+IDLE_SHARE = 0.25
+BUSY_SHARE = 0.5
+
+
+def _idle_devices(context: _Context) -> list[_Finding]:
+    events = context.trace.events
+    if events is None or events.empty:
+        return []
+    lanes = events["lane"].astype(str)
+    op_level = events[~lanes.str.endswith("/stream:all")]
+    op_level = op_level[op_level["device"].isin(context.trace.devices)]
+    if op_level.empty:
+        return []
+    starts = op_level["start_us"].to_numpy()
+    ends = starts + op_level["duration_us"].to_numpy()
+    span = float(ends.max() - starts.min())
+    if span <= 0:
+        return []
+    busy = {
+        device: busy_time_us(group["start_us"].to_numpy(), group["duration_us"].to_numpy())
+        for device, group in op_level.groupby("device", sort=False)
+    }
+    for device in context.trace.devices:
+        busy.setdefault(device, 0.0)
+    busiest = max(busy, key=lambda d: busy[d])
+    if busy[busiest] < BUSY_SHARE * span:
+        return []
+    findings = []
+    for device, time in busy.items():
+        if device == busiest or time >= IDLE_SHARE * span:
+            continue
+        if _job(device) == "ps" and _job(busiest) != "ps":
+            # A parameter server holds variables and serves their reads and updates: idle
+            # for most of the step is its normal state, and what it costs shows as
+            # cross_task_transfer findings.
+            continue
+        kind, other = _device_type(device), _device_type(busiest)
+        if not time and kind != "GPU":  # an unused CPU (a stand-in for the GPU)
+            continue
+        if kind != "GPU" and kind == "CPU" and other == "GPU":  # the host waiting: as it should
+            continue
+        mine = context.ops[context.ops["device"] == busiest]
+        top = (
+            mine.dropna(subset=["duration_us"])
+            .sort_values("duration_us", ascending=False)["op"]
+            .head(5)
+            .tolist()
+        )
+        idle = 1 - time / span
+        gpu_idle = _device_type(device) == "GPU"
+        fix = (
+            "feed it: prefetch the input (dataset.prefetch) and move the CPU work it waits on "
+            "to the GPU"
+            if gpu_idle
+            else f"move some of {short_device(busiest)}'s work there or run it in parallel"
+        )
+        findings.append(
+            _Finding(
+                "idle_device",
+                "medium" if gpu_idle else "info",
+                top,
+                (
+                    f"{short_device(device)} is idle for {idle:.0%} of the step while "
+                    f"{short_device(busiest)} is busy {busy[busiest] / span:.0%} of it (longest: "
+                    f"{_names(top, 3)}): {fix}."
+                ),
+                {
+                    "idle_share": round(idle, 3),
+                    "busy_us": time,
+                    "other_busy_us": busy[busiest],
+                    "span_us": span,
+                },
+                (span - time, 0.0, 0.0),
+            )
+        )
+    return findings
+
+
+def _job(name: str) -> str:
+    try:
+        return parse_device(name).job or ""
+    except ValueError:
+        return ""

@@ -1,0 +1,472 @@
+"""Findings about copies: ``costly_transfer`` (copies between devices, by time and bytes),
+``ping_pong`` (GPU -> CPU -> GPU chains, two copies a step) and ``cross_task_transfer`` (tensors
+sent over the network between tasks of a cluster): copies are what a misplaced op costs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ...devices import crosses_tasks, short_device, task_of
+from ...summary import format_bytes, format_us
+from .context import (
+    _FOLLOWERS,
+    _all_on_one_gpu,
+    _Context,
+    _copied_op,
+    _copy_key,
+    _duration,
+    _Finding,
+    _names,
+)
+
+# A costly copy: this many bytes, or this much time, per traced run.
+COSTLY_BYTES = 1_000_000
+COSTLY_US = 1_000.0
+TOP_TRANSFERS = 3  # directions reported under costly_transfer
+# A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
+# by bytes per step: a 10 Gb/s link moves about 1 GB/s at best, so 10 MB a step is 10 ms or
+# more on the wire (100 ms on 1 Gb/s), as long as a whole step of a mid-sized model: high;
+# 1 MB a step is about a millisecond there (10 ms on 1 Gb/s), worth cutting: medium. Below,
+# each transfer costs a round trip (about 0.2 ms per RecvTensor even on loopback) more than
+# bandwidth, which the message's count shows: info.
+NETWORK_HIGH_BYTES = 10_000_000
+NETWORK_MEDIUM_BYTES = 1_000_000
+# find_findings passes the package's values (``findings.NETWORK_HIGH_BYTES``...): set them there.
+_RECV_TENSOR_EDGE = re.compile(r" from (\S+) to (\S+)$")  # RecvTensor labels
+# Ops that write a variable (a parameter server's updates), by type prefix.
+_UPDATE_PREFIXES = (
+    "Assign",
+    "ResourceApply",
+    "ApplyGradient",
+    "Apply",
+    "ResourceScatter",
+    "ScatterAdd",
+    "ScatterSub",
+    "ScatterUpdate",
+    "ResourceSparseApply",
+    "SparseApply",
+)
+# tf.py_function: a DEFAULT kernel places it on the GPU, but its Python body runs on the host.
+_PY_FUNCTION_TYPES = {"EagerPyFunc"}
+
+
+def _costly_transfers(context: _Context) -> list[_Finding]:
+    """The top copy directions by time, bytes and count; feeds and fetches apart (they are
+    the step's own inputs and results, so only ``info``)."""
+    transfers = context.trace.transfers
+    if transfers is None or transfers.empty:
+        return []
+    events = context.trace.events
+    # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
+    copy_time = events.groupby("op")["duration_us"].sum().to_dict() if len(events) else {}
+    steps = max(1, _steps(context))
+    directions: dict[tuple[str, str, str], list[tuple]] = {}
+    columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
+    crossing = _crosses_tasks(transfers)
+    for (tensor, src, dst, size), network in zip(
+        columns.itertuples(index=False), crossing, strict=True
+    ):
+        if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
+            continue
+        if network:  # between tasks of a cluster: cross_task_transfer's
+            continue
+        producer = _copied_op(context, tensor)
+        consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
+        io = "feed" if _is_feed(context, tensor, producer) else "" if consumers else "fetch"
+        row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
+        directions.setdefault((src, dst, io), []).append(row)
+    findings = []
+    for (src, dst, io), group in directions.items():
+        count = len(group)
+        sizes = [r[2] for r in group if r[2] is not None]
+        moved = sum(sizes)
+        seconds = float(sum(r[3] for r in group))
+        producers = sorted({r[1] for r in group if r[1] in context.type_of})
+        consumers = sorted(
+            {c for p in producers for c in context.consumers.get(p, []) if c in context.type_of}
+        )
+        ops = [o for p in producers for o in (p, *_copy_nodes(context, p))] + consumers
+        ops += [r[0] for r in group if r[0] in context.type_of]  # memcpy records
+        biggest = max(group, key=lambda r: (r[2] or 0, r[3]))
+        heavy = moved / steps >= COSTLY_BYTES or seconds / steps >= COSTLY_US
+        some = moved / steps >= COSTLY_BYTES / 100 or count >= 10
+        severity = "info" if io else ("high" if heavy else "medium" if some else "info")
+        unknown = "sizes unknown" if context.predicted_view else "sizes not recorded"
+        size_text = format_bytes(moved) if sizes else unknown
+        if len(sizes) < count and sizes:
+            size_text += f", {len(sizes)} of {count} sizes known"
+        time_text = f", {format_us(seconds)} copying" if seconds else ""
+        s_src, s_dst = short_device(src) or src, short_device(dst) or dst
+        if io == "feed":
+            fix = (
+                "the step's inputs, copied in every step: feed them from a tf.data pipeline "
+                "that prefetches, so the copy overlaps the previous step"
+            )
+        elif io == "fetch":
+            fix = "the step's results, going back to the caller: fetch only what you need"
+        elif producers and consumers and _all_on_one_gpu(context, producers + consumers):
+            fix = (
+                f"{_names(producers)} and {_names(consumers)} all run on "
+                f"{context.short(producers[0])}, yet the tensors cross to host memory: GPU "
+                "kernels that compute in host memory (int32 shape arithmetic) sit among them; "
+                "cast to float32, or keep that arithmetic away from the GPU's tensors"
+            )
+        elif producers and consumers:
+            fix = (
+                f"put {_names(producers)} on {s_dst} with {_names(consumers)}, or those on "
+                f"{s_src}, so the tensors stay on one device"
+            )
+        else:
+            fix = "keep the producers and consumers of these tensors on one device"
+        plural = "copies" if count > 1 else "copy"
+        message = (
+            f"{count} {plural} from {s_src} to {s_dst} ({size_text}{time_text}; largest "
+            f"{biggest[0]}): {fix}."
+        )
+        evidence = {"copies": count, "bytes": moved if sizes else -1, "time_us": seconds}
+        evidence["steps"] = steps
+        findings.append(
+            _Finding(
+                "costly_transfer",
+                severity,
+                ops or [r[0] for r in group],
+                message,
+                evidence,
+                (seconds, float(moved), float(count)),
+            )
+        )
+    findings.sort(key=lambda f: (f.severity != "info", *f.cost), reverse=True)
+    return findings[:TOP_TRANSFERS]
+
+
+def _is_feed(context: _Context, tensor: str, producer: str) -> bool:
+    op_type = context.type_of.get(producer, "")
+    return (
+        op_type in ("_Arg", "Placeholder", "_Recv", "_HostRecv")
+        or "_recv_" in tensor
+        or "_arg_" in tensor
+    )
+
+
+def _crosses_tasks(transfers: pd.DataFrame) -> list[bool]:
+    """Per transfer row: between two tasks of a cluster (the ``cross_task`` column; computed
+    for frames without it, such as those of files saved before it)."""
+    if "cross_task" in transfers:
+        return [bool(v) for v in transfers["cross_task"].fillna(False).tolist()]
+    return crosses_tasks(
+        transfers["src_device"].tolist(), transfers["dst_device"].tolist()
+    ).tolist()
+
+
+def _cross_task_transfers(
+    context: _Context,
+    high_bytes: int = NETWORK_HIGH_BYTES,
+    medium_bytes: int = NETWORK_MEDIUM_BYTES,
+) -> list[_Finding]:
+    """Tensors sent between tasks of a cluster, over the network: one finding per (source
+    task, destination task), with its transfers a step, bytes and largest tensors, and the
+    fix that fits what crosses (variable reads, variable updates, or computed tensors)."""
+    transfers = context.trace.transfers
+    if transfers is None or transfers.empty:
+        return []
+    crossing = _crosses_tasks(transfers)
+    if not any(crossing):
+        return []
+    steps = max(1, _steps(context))
+    pairs: dict[tuple[str, str], list[tuple]] = {}
+    columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
+    for (tensor, src, dst, size), network in zip(
+        columns.itertuples(index=False), crossing, strict=True
+    ):
+        if network:
+            row = (tensor, src, dst, None if pd.isna(size) else int(size))
+            pairs.setdefault((task_of(src) or src, task_of(dst) or dst), []).append(row)
+    received = _receive_time(context)
+    findings = []
+    for (src_task, dst_task), group in pairs.items():
+        findings.append(
+            _cross_task_finding(
+                context,
+                src_task,
+                dst_task,
+                group,
+                received.get((src_task, dst_task), 0.0),
+                steps,
+                high_bytes,
+                medium_bytes,
+            )
+        )
+    return findings
+
+
+def _relayed_updates(
+    context: _Context, starts: Sequence[str], task: str, hops: int = 4
+) -> list[str]:
+    """The variable updates on other tasks than ``task`` that ``starts`` (on ``task``) feed,
+    through at most ``hops`` ops on ``task``; none when they feed anything else off ``task``.
+    Gradients summed on the chief and sent on to the ps tasks make the chief a relay."""
+    seen, frontier, found = set(starts), list(starts), []
+    for _ in range(hops):
+        following = []
+        for op in frontier:
+            for consumer in context.consumers.get(op, []):
+                if consumer in seen or context.is_runtime(consumer):
+                    continue
+                seen.add(consumer)
+                where = task_of(context.device_of.get(consumer, ""))
+                if where == task:
+                    following.append(consumer)
+                elif where:
+                    if not context.type_of.get(consumer, "").startswith(_UPDATE_PREFIXES):
+                        return []
+                    found.append(consumer)
+        frontier = following
+    return found
+
+
+def _receive_time(context: _Context) -> dict[tuple[str, str], float]:
+    """Time the workers spent in ``RecvTensor`` per (source task, destination task), over all
+    traced steps, from the records' labels (``... from <device> to <device>``)."""
+    events = context.trace.events
+    if events is None or events.empty or "label" not in events:
+        return {}
+    recv = events[events["op"] == "RecvTensor"]
+    out: dict[tuple[str, str], float] = {}
+    for label, duration in zip(recv["label"].astype(str), recv["duration_us"], strict=True):
+        match = _RECV_TENSOR_EDGE.search(label)
+        if match and not pd.isna(duration):
+            key = (task_of(match.group(1)), task_of(match.group(2)))
+            out[key] = out.get(key, 0.0) + float(duration)
+    return out
+
+
+def _cross_task_finding(
+    context: _Context,
+    src_task: str,
+    dst_task: str,
+    group: list[tuple],
+    seconds: float,
+    steps: int,
+    high_bytes: int,
+    medium_bytes: int,
+) -> _Finding:
+    count = len(group)
+    sizes = [r[3] for r in group if r[3] is not None]
+    moved = sum(sizes)
+    # Control edges (an update's "done" signal) cross as 0-byte tensors: counted, not named.
+    named = sorted((r for r in group if r[3] != 0), key=lambda r: -(r[3] or 0))
+    shown = ", ".join(
+        f"{r[0]} ({format_bytes(r[3])})" if r[3] is not None else r[0] for r in named[:3]
+    )
+    if len(named) > 3:
+        shown += f" and {len(named) - 3} more"
+    if len(named) < count:
+        signals = count - len(named)
+        shown += f"{', ' if shown else ''}{signals} control signal{'s' * (signals != 1)} (0 B)"
+    producers = list(dict.fromkeys(_copied_op(context, r[0]) for r in group))
+    user_producers = [p for p in producers if p in context.type_of and not context.is_runtime(p)]
+    dst_devices = {r[2] for r in group}
+    consumers = list(
+        dict.fromkeys(
+            c
+            for p in producers
+            for c in context.consumers.get(p, [])
+            if context.device_of.get(c) in dst_devices and not context.is_runtime(c)
+        )
+    )
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    reads = [p for p in user_producers if resource_inputs.get(p)]
+    variables = sorted({v for p in reads for v in resource_inputs.get(p, ())})
+    updates = [c for c in consumers if context.type_of.get(c, "").startswith(_UPDATE_PREFIXES)]
+    feeds = [p for p in producers if _is_feed(context, f"{p}:0", p)]
+    computed = [p for p in user_producers if p not in reads]
+    if reads:
+        fix = (
+            f"reads of the variables on {src_task} ({_names(variables)}), sent every step. "
+            "Partition large variables over the ps tasks (partitioner= in "
+            "tf.compat.v1.variable_scope / get_variable) so no one task ships them all; read "
+            "each variable once a step on the worker and reuse that read; or colocate the "
+            "compute that shrinks it with the variable (tf.compat.v1.colocate_with(var)) so "
+            "only the smaller result crosses"
+        )
+        if computed:
+            fix += (
+                f". Also crossing: {_names(computed)}, computed on {src_task} and read on "
+                f"{dst_task}: put {'it' if len(computed) == 1 else 'them'} on one task with "
+                "its readers"
+            )
+    elif updates:
+        updated = {v for u in updates for v in resource_inputs.get(u, ())}
+        once = bool(updated) and len(updated) == len(updates)
+        fix = f"updates of the variables on {dst_task} ({_names(updates)}), sent every step. " + (
+            "Each variable already gets one update a step, so what crosses is its size: "
+            "partition large variables so the updates spread over the ps tasks"
+            if once
+            else "Aggregate the gradients on the worker so each variable gets one update a "
+            "step, and partition large variables so the updates spread over the ps tasks"
+        )
+    elif feeds and len(feeds) == len(producers):
+        fix = (
+            f"fed values arriving on the session's task and sent on to {dst_task}: feed "
+            f"them where they are used (read the input on {dst_task} with tf.data there)"
+        )
+    elif (
+        user_producers and consumers and (updated := _relayed_updates(context, consumers, dst_task))
+    ):
+        targets = sorted({task_of(context.device_of.get(op, "")) for op in updated})
+        fix = (
+            f"{dst_task} passes them on: {_names(consumers)} there combine "
+            f"{'them' if len(user_producers) > 1 else 'it'} and send the result on to "
+            f"{', '.join(targets)}, to update variables ({_names(updated)}). Compute each "
+            "gradient's mean (or sum) on its variable's ps task (tf.device(var.device) around "
+            "it): every worker then sends straight there"
+        )
+    elif user_producers and consumers:
+        fix = (
+            f"{_names(consumers)} on {dst_task} read{'s' if len(consumers) == 1 else ''} "
+            f"{_names(user_producers)} computed on {src_task}: put them on one task "
+            f"(tf.device('{src_task}') around {_names(consumers)}, or the other way round), "
+            "so only what must cross does"
+        )
+    else:
+        fix = "keep the producers and consumers of these tensors on one task"
+    predicted = bool(getattr(context.trace, "predicted", False))  # predict_placement's copies
+    verb = "would cross" if predicted else "cross"
+    plural = "transfers" if count > 1 else "transfer"
+    unknown = "sizes unknown" if predicted else "sizes not recorded"
+    size_text = f"{format_bytes(moved)} a step" if sizes else unknown
+    if sizes and len(sizes) < count:
+        size_text += f", {len(sizes)} of {count} sizes known"
+    time_text = f", {format_us(seconds / steps)} a step in RecvTensor" if seconds else ""
+    message = (
+        f"{count} {plural} a step {verb} the network from {src_task} to {dst_task} "
+        f"({size_text}{time_text}; largest: {shown}): {fix}."
+    )
+    if not sizes:
+        severity = "info"
+    elif moved >= high_bytes:
+        severity = "high"
+    elif moved >= medium_bytes:
+        severity = "medium"
+    else:
+        severity = "info"
+    ops = [o for p in user_producers for o in (p, *_copy_nodes(context, p))] + consumers
+    evidence = {
+        "copies": count,
+        "bytes": moved if sizes else -1,
+        "steps": steps,
+        "time_us": seconds,
+    }
+    return _Finding(
+        "cross_task_transfer",
+        severity,
+        ops or [r[0] for r in group],
+        message,
+        evidence,
+        (seconds, float(moved), float(count)),
+    )
+
+
+def _ping_pongs(context: _Context) -> list[_Finding]:
+    """Chains GPU -> CPU -> GPU: each CPU stretch between GPU ops costs two copies a step."""
+    view = context.view
+    if not view or not any(kind == "GPU" for kind in view.values()):
+        return []
+    findings: list[_Finding] = []
+    seen: set[str] = set()
+    for start, kind in view.items():
+        if kind != "CPU" or start in seen or start in context.duplicated:
+            continue
+        stretch = _cpu_stretch(context, start)
+        seen |= stretch
+        inside = [n for n in stretch if context.type_of.get(n) not in _FOLLOWERS]
+        if not inside:
+            continue
+        before = sorted(
+            {p for n in stretch for p in context.inputs.get(n, []) if view.get(p) == "GPU"}
+        )
+        after = sorted(
+            {c for n in stretch for c in context.consumers.get(n, []) if view.get(c) == "GPU"}
+        )
+        if before and after:
+            findings.append(_ping_pong_finding(context, sorted(inside), before, after))
+    for name, kind in view.items():  # tf.py_function: on the GPU, its Python on the host
+        if kind == "GPU" and context.type_of.get(name) in _PY_FUNCTION_TYPES:
+            before = context.inputs.get(name, [])
+            after = context.consumers.get(name, [])
+            verb = "would copy" if context.predicted_view else "copies"
+            message = (
+                f"{name} (tf.py_function) sits on {context.gpu_name()} but its Python body runs "
+                f"on the host: it {verb} its inputs GPU -> host and its result back every "
+                "step. Write the body with TensorFlow ops, or move it into the input "
+                "pipeline (tf.data)."
+            )
+            duration = _duration(context, [name])
+            findings.append(
+                _Finding(
+                    "ping_pong",
+                    "high",
+                    [*before, name, *after],
+                    message,
+                    {"copies": len(before) + max(1, len(after)), "duration_us": duration},
+                    (duration, 0.0, float(len(before) + len(after))),
+                )
+            )
+    return findings
+
+
+def _ping_pong_finding(
+    context: _Context, inside: list[str], before: list[str], after: list[str]
+) -> _Finding:
+    chain = f"{_names(before, 2)} -> {_names(inside, 2)} -> {_names(after, 2)}"
+    gpu = context.gpu_name()
+    causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
+    fix = (
+        "make the CPU part run on the GPU (its fallback finding says how)"
+        if causes & {"no", "dtype", "colocated"}
+        else "move the CPU part onto the GPU, or the whole chain onto one device"
+    )
+    verb = "would go" if context.predicted_view else "goes"
+    copies = len(before) + len(after)
+    duration = _duration(context, inside)
+    return _Finding(
+        "ping_pong",
+        "high" if copies >= 2 and causes & {"no", "dtype", "colocated"} else "medium",
+        [*before, *inside, *after],
+        f"{chain} {verb} {gpu} -> CPU -> {gpu}, {copies} copies a step: {fix}.",
+        {"copies": copies, "cpu_ops": len(inside), "duration_us": duration},
+        (duration, 0.0, float(copies)),
+    )
+
+
+def _cpu_stretch(context: _Context, start: str) -> set[str]:
+    """``start`` and the CPU ops joined to it by data edges that stay on the CPU."""
+    stretch = {start}
+    todo = [start]
+    while todo:
+        name = todo.pop()
+        for other in context.inputs.get(name, []) + context.consumers.get(name, []):
+            if other not in stretch and context.view.get(other) == "CPU":
+                stretch.add(other)
+                todo.append(other)
+    return stretch
+
+
+def _copy_nodes(context: _Context, producer: str) -> list[str]:
+    """The ``_Send``/``_Recv`` nodes that carry ``producer``'s output to another device."""
+    if context.copies_by_producer is None:
+        context.copies_by_producer = {}
+        for name, op_type in context.type_of.items():
+            if op_type in ("_Send", "_Recv", "_HostSend", "_HostRecv"):
+                context.copies_by_producer.setdefault(_copy_key(name), []).append(name)
+    return context.copies_by_producer.get(producer, [])
+
+
+def _steps(context: _Context) -> int:
+    """How many times the step ran, read off the op runs (the most common count)."""
+    runs = context.ops["runs"].dropna()
+    return int(runs.mode().iloc[0]) if len(runs) else 1
