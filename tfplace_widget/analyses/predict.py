@@ -35,6 +35,7 @@ wraps it into a :class:`~tfplace_widget.trace.PlacementTrace` marked ``predicted
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -239,6 +240,74 @@ def _is_dataset_name(op_type: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
+# What every prediction of one GraphFacts shares (cached on the facts)
+# ---------------------------------------------------------------------------------------------
+class _FactsCache:
+    """Per-node work that depends only on the graph facts, not on the devices, soft placement
+    or the trace: node names and index, the edge table, the grouping of nodes by op type,
+    kernels and request, and the ops frame's columns read from the facts. The panel predicts
+    one trace again for every number of GPUs, so this is done once per facts object (kept on
+    it, see :func:`_facts_cache`). Everything here is read, never written, by a prediction."""
+
+    def __init__(self, facts: GraphFacts, key: tuple) -> None:
+        self.key = key
+        self.names: list[str] = list(facts.types)
+        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        self.edges: _Edges | None = None
+        self.classified: _Classified | None = None  # without node details or default devices
+        self.edge_tensors: np.ndarray | None = None  # without node details
+        self.tensor_codes: np.ndarray | None = None  # factorized edge_tensors
+        self.columns: dict[str, Any] = {}  # the ops frame's columns that depend on facts only
+        self.args: list[str] | None = None  # the _Arg nodes
+
+    def edge_table(self, facts: GraphFacts) -> _Edges:
+        if self.edges is None:
+            self.edges = _edges(facts, self.names, self.index)
+        return self.edges
+
+
+def _facts_key(facts: GraphFacts) -> tuple:
+    """Which dicts the facts hold and their sizes: a cache made for other dicts (or before
+    nodes were added) is not used. The facts are read from the graph once and not changed
+    afterwards; a value replaced in place under an existing name is not seen."""
+    key = []
+    for field_name in (
+        "types",
+        "requested",
+        "inputs",
+        "kernels",
+        "resource_inputs",
+        "colocated_with",
+        "scope",
+    ):
+        table = getattr(facts, field_name, None)
+        key.append(id(table))
+        key.append(len(table) if table is not None else -1)
+    return tuple(key)
+
+
+def _facts_cache(facts: GraphFacts) -> _FactsCache:
+    """The :class:`_FactsCache` of ``facts``, made (and kept on it) on first use."""
+    key = _facts_key(facts)
+    cache = getattr(facts, "_predict_cache", None)
+    if not isinstance(cache, _FactsCache) or cache.key != key:
+        cache = _FactsCache(facts, key)
+        with contextlib.suppress(AttributeError):  # an object that takes no attributes
+            facts._predict_cache = cache  # type: ignore[attr-defined]
+    return cache
+
+
+@dataclass(frozen=True)
+class _Classified:
+    """Nodes grouped by what their placement depends on besides their edges."""
+
+    codes: list[int]  # per node: its group
+    code_array: np.ndarray  # the same, int64
+    keys: list[tuple]  # per group: (op type, request, id(kernels), has inputs, outputs, ...)
+    kernels: list[Any]  # per group: its KernelFacts (None when unknown)
+
+
+# ---------------------------------------------------------------------------------------------
 # The simulation
 # ---------------------------------------------------------------------------------------------
 @dataclass
@@ -352,8 +421,9 @@ class _Placer:
         self.errors: list[tuple[tuple, str]] = []  # (TF's order, message)
         self.failed: dict[int, str] = {}
         self._candidates: dict[tuple, list[int]] = {}
-        self.names = names = list(facts.types)
-        self.index = index = {name: i for i, name in enumerate(names)}
+        self.cache = _facts_cache(facts)
+        self.names = self.cache.names
+        self.index = index = self.cache.index
         device_index = {d: k for k, d in enumerate(self.devices)}
         self.pinned = {
             index[name]: device_index[canonical_device(device)]
@@ -388,6 +458,21 @@ class _Placer:
     # -- set-up -----------------------------------------------------------------------------
     def _classify(self) -> None:
         """``codes[i]``: index into ``statics`` of node ``i``'s op type, kernels and request."""
+        if not self.details and not self.default:  # the same for every device set: cached
+            classified = self.cache.classified
+            if classified is None:
+                classified = self.cache.classified = self._group()
+        else:
+            classified = self._group()
+        self.codes = classified.codes
+        self.code_array = classified.code_array
+        self.code_kernels: list[Any] = classified.kernels  # the KernelFacts of each code
+        self.statics = [
+            self._static(key, kernels)
+            for key, kernels in zip(classified.keys, classified.kernels, strict=True)
+        ]
+
+    def _group(self) -> _Classified:
         facts, names, details = self.facts, self.names, self.details
         types = list(facts.types.values())  # names are facts.types' keys, in order
         requests = _in_order(facts.requested, names, "")
@@ -412,19 +497,18 @@ class _Placer:
             types, requests, map(id, kernels), has_inputs, outputs, produces_resource, strict=True
         )
         code_of: dict[tuple, int] = {}
-        statics: list[_Static] = []
-        self.code_kernels: list[Any] = []  # the KernelFacts of each code
+        code_keys: list[tuple] = []
+        code_kernels: list[Any] = []
         codes = []
         append = codes.append
         for i, key in enumerate(keys):
             code = code_of.get(key)
             if code is None:
-                code = code_of[key] = len(statics)
-                statics.append(self._static(key, kernels[i]))
-                self.code_kernels.append(kernels[i])
+                code = code_of[key] = len(code_keys)
+                code_keys.append(key)
+                code_kernels.append(kernels[i])
             append(code)
-        self.codes = codes
-        self.statics = statics
+        return _Classified(codes, np.asarray(codes, dtype=np.int64), code_keys, code_kernels)
 
     def _static(self, key: tuple, kernels: Any) -> _Static:
         op_type, request, _, has_inputs, outputs, produces_resource = key
@@ -468,10 +552,9 @@ class _Placer:
         retvals = [i for i, s in enumerate(self.statics) if s.op_type == "_Retval"]
         if not retvals:
             return
-        wanted = set(retvals)
         nodes = self.nodes
         colocated = self.facts.colocated_with
-        for i in [i for i, code in enumerate(self.codes) if code in wanted]:
+        for i in np.flatnonzero(np.isin(self.code_array, retvals)).tolist():
             node = nodes[i]
             if i in self.pinned or not node.inputs:
                 continue
@@ -504,7 +587,7 @@ class _Placer:
             wanted_code = np.zeros(len(statics), dtype=bool)
             for c, st in enumerate(statics):
                 wanted_code[c] = st.generator or st.op_type in _IDENTITY_TYPES
-            wanted = np.flatnonzero(wanted_code[np.asarray(self.codes, dtype=np.int64)])
+            wanted = np.flatnonzero(wanted_code[self.code_array])
             consumers: dict[int, np.ndarray] = {}
             if len(wanted):
                 flag = np.zeros(len(self.names) + 1, dtype=bool)
@@ -540,13 +623,13 @@ class _Placer:
         memory (from the kernel registry, per code)."""
         outs = [bool(k is not None and k.gpu_host_outputs) for k in self.code_kernels]
         ins = [bool(k is not None and k.gpu_host_inputs) for k in self.code_kernels]
-        codes = np.append(np.asarray(self.codes, dtype=np.int64), len(outs))
+        codes = np.append(self.code_array, len(outs))
         return np.array([*outs, False])[codes], np.array([*ins, False])[codes]
 
     def edges(self) -> _Edges:
         """The graph's data edges as arrays (made once; the predicted copies reuse them)."""
         if self._edges is None:
-            self._edges = _edges(self.facts, self.names, self.index)
+            self._edges = self.cache.edge_table(self.facts)
         return self._edges
 
     def member(self, i: int) -> _Member:
@@ -850,7 +933,7 @@ class _Placer:
             if s.generator or s.op_type in _METADATA_TYPES or s.op_type in _IDENTITY_TYPES
         }
         special = set(self.parent) | set(self.members) | set(self.pinned) | set(self.default)
-        code_array = np.asarray(codes, dtype=np.int64)
+        code_array = self.code_array
         if heuristic:
             wanted = np.zeros(len(statics), dtype=bool)
             wanted[list(heuristic)] = True
@@ -1127,7 +1210,7 @@ def _predict(
     placer = _Placer(facts, devices, soft_placement, details, pinned, local_task)
     placer.run()
     explain = _Reasons(placer)
-    codes = np.asarray(placer.codes, dtype=np.int64)
+    codes = placer.code_array
     device_names = np.array([*placer.devices, ""], dtype=object)
     predicted = device_names[np.asarray(placer.assigned, dtype=np.int64)]
     own = sorted(placer.special | set(placer.failed))  # explained one by one
@@ -1761,7 +1844,7 @@ def _predicted_trace(
     if "function" in ran and trace.mode == "function":
         function_of = dict(zip(reversed(ran_ops), reversed(ran["function"].tolist()), strict=True))
     n = len(names)
-    codes = np.asarray(placer.codes, dtype=np.int64)  # per code: type, kernels (placer.statics)
+    codes = placer.code_array  # per code: type, kernels (placer.statics)
     by_code = [k if k is not None else UNKNOWN for k in placer.code_kernels]
     gpu_values = list(GPU_KERNEL_VALUES)
     gpu_codes = np.array([gpu_values.index(k.gpu_kernel) for k in by_code], dtype=np.int8)
