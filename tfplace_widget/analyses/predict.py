@@ -259,6 +259,13 @@ class _FactsCache:
         self.tensor_codes: np.ndarray | None = None  # factorized edge_tensors
         self.columns: dict[str, Any] = {}  # the ops frame's columns that depend on facts only
         self.args: list[str] | None = None  # the _Arg nodes
+        self.trace: _TraceColumns | None = None  # read from the last trace predicted
+        self._names_array: np.ndarray | None = None
+
+    def names_array(self) -> np.ndarray:
+        if self._names_array is None:
+            self._names_array = _text(self.names)
+        return self._names_array
 
     def edge_table(self, facts: GraphFacts) -> _Edges:
         if self.edges is None:
@@ -447,6 +454,7 @@ class _Placer:
         self.parent: dict[int, int] = {}
         self.members: dict[int, _Member] = {}
         self.assigned: list[int] = []
+        self.assigned_array = np.empty(0, dtype=np.int64)  # the same, once placed (_predict)
         self.how_chosen: dict[int, str] = {}
         self.colocation_dropped: dict[int, str] = {}
         self.demanded: dict[int, Name] = {}  # the group's merged request when a node was placed
@@ -464,6 +472,7 @@ class _Placer:
                 classified = self.cache.classified = self._group()
         else:
             classified = self._group()
+        self.classified = classified
         self.codes = classified.codes
         self.code_array = classified.code_array
         self.code_kernels: list[Any] = classified.kernels  # the KernelFacts of each code
@@ -1212,7 +1221,8 @@ def _predict(
     explain = _Reasons(placer)
     codes = placer.code_array
     device_names = np.array([*placer.devices, ""], dtype=object)
-    predicted = device_names[np.asarray(placer.assigned, dtype=np.int64)]
+    placer.assigned_array = np.asarray(placer.assigned, dtype=np.int64)
+    predicted = device_names[placer.assigned_array]
     own = sorted(placer.special | set(placer.failed))  # explained one by one
     representative = placer.representative
     if details:  # the reason may name the node's dtypes: per (code, dtypes)
@@ -1536,23 +1546,46 @@ def _copies(
             np.array([bool(k is not None and k.gpu_host_outputs) for k in known_kernels] + [0]),
             np.array([bool(k is not None and k.gpu_host_inputs) for k in known_kernels] + [0]),
         )
-    host_out, host_in = host_args
-    consumers, lists, producers = edges.consumers, edges.lists, edges.producers
-    edge_consumer, slots = edges.edge_consumer, edges.slots
     devices = sorted(set(placed_on) - {""})
-    if not len(producers) or not devices:
+    if not len(edges.producers) or not devices:
         return _transfers_frame([], [], [], [])
     known = pd.Index(devices, dtype=object)
-    node_device = np.append(known.get_indexer(np.array(placed_on, dtype=object)), -1)
+    node_device = known.get_indexer(np.array(placed_on, dtype=object))
+    in_step = np.fromiter((n in ran for n in names), bool, len(names)) if ran else None
+    return _copies_between(facts, edges, devices, node_device, details, host_args, in_step)
+
+
+def _copies_between(
+    facts: GraphFacts,
+    edges: _Edges,
+    devices: list[str],
+    node_device: np.ndarray,
+    details: Mapping[str, NodeDetail] | None,
+    host_args: tuple[np.ndarray, np.ndarray],
+    in_step: np.ndarray | None,
+    tensors: np.ndarray | None = None,
+    tensor_codes: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """:func:`_copies` with each node's device as an index into ``devices`` (sorted, distinct;
+    -1 unplaced). ``in_step``: per node, did the traced step run it (None: no filter).
+    ``tensors``/``tensor_codes``: each edge's tensor and a code per distinct tensor, when the
+    caller has them already (:func:`_edge_tensors`)."""
+    host_out, host_in = host_args
+    consumers, producers = edges.consumers, edges.producers
+    edge_consumer, slots = edges.edge_consumer, edges.slots
+    if not len(producers) or not devices:
+        return _transfers_frame([], [], [], [])
+    node_device = np.append(node_device, -1)
     dst = node_device[edges.consumer_node]  # "" and -1 (not a node) -> -1
     src = node_device[edges.producer_node]
     host = np.array(["device:CPU:" in d for d in devices] + [True])
     src_host, dst_host = host[src], host[dst]
     placed = (src >= 0) & (dst >= 0)
-    if ran:
-        in_step = np.append(np.fromiter((n in ran for n in names), bool, len(names)), False)
+    if in_step is not None:
+        in_step = np.append(in_step, False)
         placed &= in_step[edges.producer_node] | in_step[edges.consumer_node]
-    tensors = _edge_tensors(producers, consumers, lists, details)
+    if tensors is None:
+        tensors = _edge_tensors(producers, consumers, edges.lists, details)
     # A GPU kernel's host-memory argument: its tensor is in host memory on the GPU device.
     kernels = getattr(facts, "kernels", {})
     gpu_out = np.flatnonzero(placed & ~src_host & host_out[edges.producer_node])
@@ -1560,22 +1593,33 @@ def _copies(
         out_slot = int(tensors[e].rpartition(":")[2] or 0)
         src_host[e] = out_slot in produced.gpu_host_outputs
     gpu_in = np.flatnonzero(placed & ~dst_host & host_in[edges.consumer_node])
-    consumer_names = np.array(consumers, dtype=object)[edge_consumer[gpu_in]]
+    consumer_names = [consumers[c] for c in edge_consumer[gpu_in].tolist()]
     for e, consumed in zip(gpu_in, map(kernels.get, consumer_names), strict=True):
         dst_host[e] = int(slots[e]) in consumed.gpu_host_inputs
     moved = np.flatnonzero(placed & ((src != dst) | (src_host != dst_host)))
     if not len(moved):
         return _transfers_frame([], [], [], [])
     # One row per (tensor, destination, memory there): the runtime sends a tensor once.
-    codes, _ = pd.factorize(tensors[moved])
-    key = (codes.astype(np.int64) * (len(devices) + 1) + dst[moved]) * 2 + dst_host[moved]
+    if tensor_codes is None:
+        codes = pd.factorize(tensors[moved])[0].astype(np.int64)
+    else:
+        codes = tensor_codes[moved]
+    key = (codes * (len(devices) + 1) + dst[moved]) * 2 + dst_host[moved]
     _, first = np.unique(key, return_index=True)
     rows = moved[np.sort(first)]
     names = np.array(devices, dtype=object)
-    copy = np.where(src_host[rows], "Hto", "Dto").astype(object) + np.where(
-        dst_host[rows], "H", "D"
-    ).astype(object)
-    return _transfers_frame(tensors[rows], names[src[rows]], names[dst[rows]], copy)
+    src_rows, dst_rows = src[rows], dst[rows]
+    copy = _COPY_KINDS[src_host[rows] * 2 + dst_host[rows]]
+    # Per pair of devices (few), then per row: do they cross tasks?
+    pairs = [(a, b) for a in devices for b in devices]
+    crossing = crosses_tasks([a for a, _ in pairs], [b for _, b in pairs])
+    cross_task = crossing.reshape(len(devices), len(devices))[src_rows, dst_rows]
+    return _transfers_frame(
+        tensors[rows], names[src_rows], names[dst_rows], copy, cross_task=cross_task
+    )
+
+
+_COPY_KINDS = np.array(["DtoD", "DtoH", "HtoD", "HtoH"], dtype=object)  # by 2 * src_host + dst
 
 
 def _edge_tensors(
@@ -1597,8 +1641,12 @@ def _edge_tensors(
     return np.array(named, dtype=object)
 
 
-def _transfers_frame(tensors: list, sources: list, targets: list, copies: list) -> pd.DataFrame:
+def _transfers_frame(
+    tensors: Any, sources: Any, targets: Any, copies: Any, cross_task: np.ndarray | None = None
+) -> pd.DataFrame:
     n = len(tensors)
+    if cross_task is None:
+        cross_task = crosses_tasks(list(sources), list(targets))
     return pd.DataFrame(
         {
             "tensor": pd.Series(tensors, dtype=object),
@@ -1607,7 +1655,7 @@ def _transfers_frame(tensors: list, sources: list, targets: list, copies: list) 
             "bytes": pd.arrays.IntegerArray(np.zeros(n, np.int64), np.ones(n, bool)),
             "predicted": np.ones(n, dtype=bool),
             "copy": pd.Series(copies, dtype=object),
-            "cross_task": crosses_tasks(list(sources), list(targets)),
+            "cross_task": cross_task,
         },
         columns=TRANSFER_PREDICTED_COLUMNS,
     )
@@ -1749,7 +1797,10 @@ def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, str
     the host, where it was here; a variable's handle on its variable's device. A variable that
     was on the first CPU here (made with no tf.device, most likely) is on GPU:0 on a machine
     with a GPU, where its reads then follow it."""
-    args = [name for name, op_type in facts.types.items() if op_type == "_Arg"]
+    cache = _facts_cache(facts)
+    if cache.args is None:
+        cache.args = [name for name, op_type in facts.types.items() if op_type == "_Arg"]
+    args = cache.args
     if not args:
         return {}
     ran = trace.ops.drop_duplicates("op")
@@ -1830,57 +1881,54 @@ def _predicted_trace(
     placer: _Placer,
 ) -> Any:
     """The predicted :class:`PlacementTrace` from :func:`_predict`'s columns."""
-    from ..analyses.kernels import GPU_KERNEL_VALUES, UNKNOWN
     from ..frames import EVENTS_COLUMNS, OPS_COLUMNS
     from ..reasons import HOW_VALUES
     from ..trace import PlacementTrace
 
-    names = frame["op"]
-    predicted = frame["predicted_device"].tolist()
-    ran = trace.ops
-    ran_ops = ran["op"].tolist()  # reversed below: a name's first row wins
-    traced = dict(zip(reversed(ran_ops), reversed(ran["device"].tolist()), strict=True))
-    function_of = {}
-    if "function" in ran and trace.mode == "function":
-        function_of = dict(zip(reversed(ran_ops), reversed(ran["function"].tolist()), strict=True))
-    n = len(names)
-    codes = placer.code_array  # per code: type, kernels (placer.statics)
-    by_code = [k if k is not None else UNKNOWN for k in placer.code_kernels]
-    gpu_values = list(GPU_KERNEL_VALUES)
-    gpu_codes = np.array([gpu_values.index(k.gpu_kernel) for k in by_code], dtype=np.int8)
-    missing = np.ones(n, bool)
-
-    def text(values: Any) -> np.ndarray:  # object columns: pandas need not check each string
-        out = np.empty(n, dtype=object)
-        out[:] = values
-        return out
-
+    from_trace = _from_trace(trace, placer.cache)
+    shared = _facts_columns(placer, facts)
+    assigned = placer.assigned_array  # per node: index into placer.devices, -1 refused
+    # The devices the nodes are on, sorted and distinct, and each node's index into them.
+    used = [placer.devices[k] for k in np.unique(assigned[assigned >= 0]).tolist()]
+    placed_on = sorted(set(used))
+    position = {device: k for k, device in enumerate(placed_on)}
+    node_device = np.array([*(position.get(d, -1) for d in placer.devices), -1])[assigned]
+    device = pd.Series(_text(frame["predicted_device"]), copy=False)
     columns = {
-        "op": text(names),
-        "type": np.array([st.op_type for st in placer.statics], dtype=object)[codes],
-        "device": text(predicted),
-        "requested_device": text(_in_order(facts.requested, names, "")),
+        **shared,
+        "device": device,
         "how": pd.Categorical(frame["how"], categories=[*HOW_VALUES, "error"]),
-        "reason": text(frame["reason"]),
-        "start_us": np.full(n, np.nan),
-        "duration_us": np.full(n, np.nan),
-        "runs": pd.arrays.IntegerArray(np.zeros(n, np.int64), missing),
-        "output_bytes": pd.arrays.IntegerArray(np.zeros(n, np.int64), missing.copy()),
-        "function": text(list(map(function_of.get, names, repeat(""))) if function_of else ""),
-        "kernels": np.array([k.kernels for k in by_code], dtype=object)[codes],
-        "gpu_kernel": pd.Categorical.from_codes(gpu_codes[codes], categories=gpu_values),
+        "reason": pd.Series(_text(frame["reason"]), copy=False),
     }
+    if from_trace.function is not None:
+        columns["function"] = from_trace.function
     order = [c for c in OPS_COLUMNS if c in columns]
     ops = pd.DataFrame(
         {
             **{c: columns[c] for c in order},
-            "predicted_device": columns["device"],
-            "traced_device": text(list(map(traced.get, names, repeat("")))),
+            "predicted_device": device,
+            "traced_device": from_trace.traced,
         },
         copy=False,
     )
-    transfers = _copies(
-        facts, names, predicted, details, placer.edges(), placer.host_args(), ran=set(traced)
+    cache = placer.cache
+    tensors = tensor_codes = None
+    if not details:  # each edge's tensor is its producer's output 0: the same every time
+        if cache.edge_tensors is None:
+            edges = placer.edges()
+            cache.edge_tensors = _edge_tensors(edges.producers, edges.consumers, edges.lists, None)
+            cache.tensor_codes = pd.factorize(cache.edge_tensors)[0].astype(np.int64)
+        tensors, tensor_codes = cache.edge_tensors, cache.tensor_codes
+    transfers = _copies_between(
+        facts,
+        placer.edges(),
+        placed_on,
+        node_device,
+        details,
+        placer.host_args(),
+        from_trace.in_step,
+        tensors,
+        tensor_codes,
     )
     errors = [message for _, message in placer.errors]
     gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
@@ -1899,7 +1947,7 @@ def _predicted_trace(
         ops=ops,
         events=pd.DataFrame({c: [] for c in EVENTS_COLUMNS}),
         transfers=transfers,
-        devices=sorted((set(predicted) - {""}) | set(devices), key=device_sort_key),
+        devices=sorted(set(placed_on) | set(devices), key=device_sort_key),
         inputs=dict(facts.inputs),
         source=f"{trace.source or 'graph'} (predicted, {gpu_words})",
         mode=trace.mode,
@@ -1908,3 +1956,92 @@ def _predicted_trace(
     result.facts = facts
     result.predicted = True
     return result
+
+
+def _text(values: Any) -> np.ndarray:
+    """An object array of ``values`` (pandas makes a text column of it)."""
+    if isinstance(values, np.ndarray) and values.dtype == object:
+        return values
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+@dataclass
+class _TraceColumns:
+    """What a prediction reads from the traced run, per node of the facts."""
+
+    ops: Any  # the trace's ops frame it was read from
+    mode: str
+    traced: pd.Series  # where the node ran (its first row's device), "" when it did not
+    function: pd.Series | None  # its first row's function (TF2 code), None otherwise
+    in_step: np.ndarray | None  # did the traced step run it (None: nothing ran)
+
+
+def _from_trace(trace: Any, cache: _FactsCache) -> _TraceColumns:
+    """:class:`_TraceColumns` of ``trace`` (kept on ``cache`` for its ops frame)."""
+    ops = trace.ops
+    found = cache.trace
+    if found is not None and found.ops is ops and found.mode == trace.mode:
+        return found
+    names = cache.names_array()
+    n = len(names)
+    ran = ops["op"]
+    first = ~ran.duplicated().to_numpy()  # a name's first row wins
+    keys = ran.to_numpy(dtype=object)[first]
+    position = pd.Index(keys, dtype=object).get_indexer(names) if len(keys) else np.full(n, -1)
+    hit = position >= 0
+
+    def aligned(column: str) -> pd.Series:
+        values = ops[column].to_numpy(dtype=object)[first]
+        out = np.full(n, "", dtype=object)
+        out[hit] = values[position[hit]]
+        return pd.Series(out, copy=False)
+
+    function = None
+    if "function" in ops and trace.mode == "function" and len(ops):
+        function = aligned("function")
+    found = cache.trace = _TraceColumns(
+        ops, trace.mode, aligned("device"), function, hit if len(ops) else None
+    )
+    return found
+
+
+def _facts_columns(placer: _Placer, facts: GraphFacts) -> dict[str, Any]:
+    """The predicted ops frame's columns that do not depend on the devices (the same Series
+    for every prediction of these facts; pandas copies one on write)."""
+    from ..analyses.kernels import GPU_KERNEL_VALUES, UNKNOWN
+
+    cache = placer.cache
+    shared = placer.classified is cache.classified
+    if shared and cache.columns:
+        return cache.columns
+    names = placer.names
+    n = len(names)
+    codes = placer.code_array  # per code: type, kernels (placer.statics)
+    by_code = [k if k is not None else UNKNOWN for k in placer.code_kernels]
+    gpu_values = list(GPU_KERNEL_VALUES)
+    gpu_codes = np.array([gpu_values.index(k.gpu_kernel) for k in by_code], dtype=np.int8)
+    types = np.array([st.op_type for st in placer.statics], dtype=object)
+    missing = np.ones(n, bool)
+    columns = {
+        "op": pd.Series(_text(names), copy=False),
+        "type": pd.Series(types[codes], copy=False),
+        "requested_device": pd.Series(_text(_in_order(facts.requested, names, "")), copy=False),
+        "start_us": pd.Series(np.full(n, np.nan), copy=False),
+        "duration_us": pd.Series(np.full(n, np.nan), copy=False),
+        "runs": pd.Series(pd.arrays.IntegerArray(np.zeros(n, np.int64), missing), copy=False),
+        "output_bytes": pd.Series(
+            pd.arrays.IntegerArray(np.zeros(n, np.int64), missing.copy()), copy=False
+        ),
+        "function": pd.Series(np.full(n, "", dtype=object), copy=False),
+        "kernels": pd.Series(
+            np.array([k.kernels for k in by_code], dtype=object)[codes], copy=False
+        ),
+        "gpu_kernel": pd.Series(
+            pd.Categorical.from_codes(gpu_codes[codes], categories=gpu_values), copy=False
+        ),
+    }
+    if shared:
+        cache.columns = columns
+    return columns
