@@ -169,7 +169,7 @@ def trace_placement(
         with contextlib.ExitStack() as stack:
             running = stack.enter_context(cluster_target(plan, device_count)) if plan else None
             with capture_native_output() as captured:
-                metadatas, devices = _run(
+                kept, devices = _run(
                     graph,
                     fetches,
                     session_config,
@@ -192,8 +192,10 @@ def trace_placement(
     log = (
         startup_log + captured.text + servers_log + "".join(f"tfplace: {note}\n" for note in notes)
     )
+    metadatas = [step.message for step in kept]
     trace = build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
-    trace.raw, dropped = raw_protos(metadatas, graph_def)  # kept by trace.save
+    # kept by trace.save: the bytes TensorFlow returned, not serialized a second time
+    trace.raw, dropped = raw_protos(kept, graph_def)
     trace.log += dropped
     trace.mode = "graph"
     trace.notes = notes
@@ -332,7 +334,8 @@ def _run(
     target: str = "",
 ) -> tuple[list, list[str]]:
     """Initialise the variables, run ``warmup`` untraced steps and ``steps`` traced ones;
-    ``target`` is a cluster's ``grpc://`` address ("" runs in this process)."""
+    ``target`` is a cluster's ``grpc://`` address ("" runs in this process). Returns each
+    traced step's RunMetadata (as :class:`_Kept`, with its bytes) and the session's devices."""
     import tensorflow as tf
 
     v1 = tf.compat.v1
@@ -340,7 +343,7 @@ def _run(
     plain = v1.RunOptions()
     if timeout_s is not None:
         options.timeout_in_ms = plain.timeout_in_ms = max(1, int(timeout_s * 1000))
-    metadatas = []
+    metadatas: list[_Kept] = []
     session = v1.Session(target, graph=graph, config=config)
     try:
         devices = [d.name for d in session.list_devices()]
@@ -359,7 +362,7 @@ def _run(
                 session.run(fetches, feed_dict=feeds, options=plain)
             for phase.index in range(steps):
                 phase.name = "step"
-                metadata = v1.RunMetadata()
+                metadata = _Kept(v1.RunMetadata())
                 session.run(fetches, feed_dict=feeds, options=options, run_metadata=metadata)
                 metadatas.append(metadata)
 
@@ -380,6 +383,27 @@ def _run(
     finally:
         session.close()
     return metadatas, devices
+
+
+class _Kept:
+    """A ``RunMetadata`` for ``session.run`` that keeps the serialized bytes TensorFlow fills
+    it from (``Session.run`` only calls ``ParseFromString`` on it), so that ``trace.raw``
+    needs no second serialization (about 10 ms per step at 10k ops). ``message`` is the
+    parsed proto; ``SerializeToString`` gives those bytes (the same message, in TensorFlow's
+    own field order), as ``raw_protos`` asks."""
+
+    __slots__ = ("message", "data")
+
+    def __init__(self, message: Any) -> None:
+        self.message = message
+        self.data: bytes | None = None
+
+    def ParseFromString(self, data: bytes) -> int:  # noqa: N802 (protobuf's name)
+        self.data = bytes(data)
+        return self.message.ParseFromString(self.data)
+
+    def SerializeToString(self) -> bytes:  # noqa: N802
+        return self.data if self.data is not None else self.message.SerializeToString()
 
 
 def _run_interruptibly(runs: Callable[[], None], session: Any, captured: Any) -> None:
