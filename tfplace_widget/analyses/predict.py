@@ -455,6 +455,8 @@ class _Placer:
         self.members: dict[int, _Member] = {}
         self.assigned: list[int] = []
         self.assigned_array = np.empty(0, dtype=np.int64)  # the same, once placed (_predict)
+        self.how_codes: np.ndarray | None = None  # codes of _how_categories() (_predict)
+        self.reasons: tuple[list[str], np.ndarray] | None = None  # texts, per node (_predict)
         self.how_chosen: dict[int, str] = {}
         self.colocation_dropped: dict[int, str] = {}
         self.demanded: dict[int, Name] = {}  # the group's merged request when a node was placed
@@ -1249,8 +1251,17 @@ def _predict(
         ]
         how = np.array([h for h, _ in by_code] + [""], dtype=object)[codes]
         reason = np.array([r for _, r in by_code] + [""], dtype=object)[codes]
-        for i in own:
-            how[i], reason[i] = explain(i)
+        explained = [explain(i) for i in own]
+        for i, (h, r) in zip(own, explained, strict=True):
+            how[i], reason[i] = h, r
+        # For the predicted trace's columns, without reading each node's strings again: each
+        # node's entry in (the codes' explanations + those of the nodes explained one by one).
+        table = by_code + explained
+        pick = codes.copy()
+        pick[np.asarray(own, dtype=np.int64)] = np.arange(len(by_code), len(table))
+        category = {value: k for k, value in enumerate(_how_categories())}
+        placer.how_codes = np.array([category.get(h, -1) for h, _ in table], dtype=np.int8)[pick]
+        placer.reasons = ([r for _, r in table], pick)
     columns = {"op": placer.names, "predicted_device": predicted, "how": how, "reason": reason}
     return columns, placer
 
@@ -1881,8 +1892,7 @@ def _predicted_trace(
     placer: _Placer,
 ) -> Any:
     """The predicted :class:`PlacementTrace` from :func:`_predict`'s columns."""
-    from ..frames import EVENTS_COLUMNS, OPS_COLUMNS
-    from ..reasons import HOW_VALUES
+    from ..frames import OPS_COLUMNS
     from ..trace import PlacementTrace
 
     from_trace = _from_trace(trace, placer.cache)
@@ -1893,12 +1903,23 @@ def _predicted_trace(
     placed_on = sorted(set(used))
     position = {device: k for k, device in enumerate(placed_on)}
     node_device = np.array([*(position.get(d, -1) for d in placer.devices), -1])[assigned]
-    device = pd.Series(_text(frame["predicted_device"]), copy=False)
+    # Text columns taken from their few distinct strings (pandas need not check each one).
+    device_texts = pd.array(_text([*placer.devices, ""]), dtype="str")
+    device = pd.Series(device_texts.take(assigned), copy=False)  # -1 (refused): ""
+    if placer.reasons is None:
+        reason = pd.Series(_text(frame["reason"]), copy=False)
+    else:
+        texts, pick = placer.reasons
+        reason = pd.Series(pd.array(_text(texts), dtype="str").take(pick), copy=False)
     columns = {
         **shared,
         "device": device,
-        "how": pd.Categorical(frame["how"], categories=[*HOW_VALUES, "error"]),
-        "reason": pd.Series(_text(frame["reason"]), copy=False),
+        "how": (
+            pd.Categorical(frame["how"], categories=_how_categories())
+            if placer.how_codes is None
+            else pd.Categorical.from_codes(placer.how_codes, categories=_how_categories())
+        ),
+        "reason": reason,
     }
     if from_trace.function is not None:
         columns["function"] = from_trace.function
@@ -1945,7 +1966,7 @@ def _predicted_trace(
         )
     result = PlacementTrace(
         ops=ops,
-        events=pd.DataFrame({c: [] for c in EVENTS_COLUMNS}),
+        events=_no_events(),
         transfers=transfers,
         devices=sorted(set(placed_on) | set(devices), key=device_sort_key),
         inputs=dict(facts.inputs),
@@ -2045,3 +2066,23 @@ def _facts_columns(placer: _Placer, facts: GraphFacts) -> dict[str, Any]:
     if shared:
         cache.columns = columns
     return columns
+
+
+@lru_cache(maxsize=1)
+def _how_categories() -> list[str]:
+    """The predicted ops frame's ``how`` categories."""
+    from ..reasons import HOW_VALUES
+
+    return [*HOW_VALUES, "error"]
+
+
+_EMPTY_EVENTS: list[pd.DataFrame] = []
+
+
+def _no_events() -> pd.DataFrame:
+    """A new empty events frame (a copy of one made once)."""
+    if not _EMPTY_EVENTS:
+        from ..frames import EVENTS_COLUMNS
+
+        _EMPTY_EVENTS.append(pd.DataFrame({c: [] for c in EVENTS_COLUMNS}))
+    return _EMPTY_EVENTS[0].copy()
