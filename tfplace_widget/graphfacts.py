@@ -130,22 +130,28 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
     types, requested, inputs = facts.types, facts.requested, facts.inputs
     if graph_def is None:
         graph_def = graph.as_graph_def()
+    kernels, overridden, colocated_with = facts.kernels, facts.overridden, facts.colocated_with
     for node in graph_def.node:
         name = node.name
         types[name] = node.op
         requested[name] = node.device
-        inputs[name] = producers(node.input[:])
-        facts.kernels[name] = kernel_facts(node)
-        if OVERRIDE_ATTR in node.attr:
-            facts.overridden[name] = node.attr[OVERRIDE_ATTR].s.decode()
-        if "_class" in node.attr:
+        node_inputs = node.input[:]
+        # producers(), inlined: most nodes need no per-input work
+        if node_inputs and (":" in (joined := "".join(node_inputs)) or "^" in joined):
+            node_inputs = producers(node_inputs)
+        inputs[name] = node_inputs
+        kernels[name] = kernel_facts(node)
+        attr = node.attr
+        if OVERRIDE_ATTR in attr:
+            overridden[name] = attr[OVERRIDE_ATTR].s.decode()
+        if "_class" in attr:
             targets = [
                 g.decode()[5:]
-                for g in node.attr["_class"].list.s
+                for g in attr["_class"].list.s
                 if g.startswith(b"loc:@") and g[5:].decode() != name
             ]
             if targets:
-                facts.colocated_with[name] = targets
+                colocated_with[name] = targets
     # Resource/ref dtypes are not in NodeDefs: ask the Graph, but only about ops whose type can
     # make a resource or ref output at all (by its OpDef), then only about their consumers.
     special = set()

@@ -9,7 +9,7 @@ from typing import Any
 from ..devices import canonical_device
 from ..errors import TraceError
 from .files import parse_text_proto, read_trace_bytes, trace_format
-from .records import SEND_TYPES, Executed, Records, producers, send_transfer
+from .records import SEND_TYPES, Executed, Records, producers
 
 
 def as_list(value: Any) -> list:
@@ -108,23 +108,34 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
 def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
     executed = Executed()
     device_of, type_of, inputs_of = executed.device, executed.type, executed.inputs
-    canonical: dict[str, str] = {}
+    raw_device = device = ""
     for graph_def in partition_graphs:
         for node in graph_def.node:
             name = node.name
             raw = node.device
-            device = canonical.get(raw)
-            if device is None:
-                device = canonical[raw] = canonical_device(raw)
+            if raw != raw_device:  # a partition's nodes mostly share one device string
+                raw_device, device = raw, canonical_device(raw)
             device_of[name] = device
             op_type = type_of[name] = node.op
-            inputs_of[name] = producers(node.input[:])
+            raw_inputs = node.input[:]
+            # producers(), inlined: most nodes need no per-input work
+            if raw_inputs and (":" in (joined := "".join(raw_inputs)) or "^" in joined):
+                inputs_of[name] = producers(raw_inputs)
+            else:
+                inputs_of[name] = raw_inputs
             if op_type in SEND_TYPES:
                 attr = node.attr
                 if "client_terminated" in attr and attr["client_terminated"].b:
                     # A fetch sent to the client (a cluster's session): no device-to-device
                     # transfer, but it says which task is the client's, the chief.
                     executed.client = executed.client or device
-                else:
-                    executed.transfers.append(send_transfer(node))
+                else:  # send_transfer(node), with the attrs and inputs read above
+                    tensor = raw_inputs[0] if raw_inputs else attr["_src"].s.decode()
+                    executed.transfers.append(
+                        (
+                            tensor if ":" in tensor else f"{tensor}:0",
+                            canonical_device(attr["send_device"].s.decode()),
+                            canonical_device(attr["recv_device"].s.decode()),
+                        )
+                    )
     return executed
