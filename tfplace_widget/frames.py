@@ -110,11 +110,12 @@ def frames_from_records(
     )
     placed = dict(zip(names, op_devices, strict=True))
     explainer = Explainer(facts, placed, devices, executed.inputs, client=executed.client)
-    requested, how, reason = explainer.explain_all(names, ops["type"].tolist(), op_devices)
+    op_types = ops["type"].tolist()
+    requested, how, reason = explainer.explain_columns(names, op_types, op_devices)
     ops["requested_device"] = requested
-    ops["how"] = pd.Categorical(how, categories=list(HOW_VALUES))
+    ops["how"] = pd.Categorical.from_codes(np.asarray(how, np.int8), list(HOW_VALUES))
     if executed.fused:
-        _name_fused_ops(reason, names, ops["type"].tolist(), executed.fused)
+        _name_fused_ops(reason, names, op_types, executed.fused)
     ops["reason"] = reason
     function_of = executed.function.get
     ops["function"] = [function_of(name, "") for name in names]
@@ -270,6 +271,93 @@ def _ops_frame(
             & (events["lane_kind"].to_numpy() != "sync")
         ]
         timed = pd.concat([level, seen_elsewhere]) if len(seen_elsewhere) else level
+    if not executed.device:
+        return _ops_frame_from_records(timed, types, out_bytes, executed)
+    # Graph nodes plus record stats, as plain arrays: one DataFrame at the end.
+    stat_ops, stat_devices, stats = _record_stats(timed)
+    columns = _outer_join_graph_nodes(executed.device, stat_ops, stat_devices, stats)
+    op, device = columns["op"], columns["device"]
+    if pd.isna(device).any():
+        device[pd.isna(device)] = ""
+    names = op.tolist()
+    executed_type = executed.type.get
+    op_types = [executed_type(n) or types.get(n, "") for n in names]
+    runs = columns["runs"]
+    if runs.dtype.kind == "f":  # some node has no record: <NA> runs
+        missing_runs = np.isnan(runs)
+        runs = pd.arrays.IntegerArray(
+            np.where(missing_runs, 0, runs).astype(np.int64), missing_runs
+        )
+    else:
+        runs = pd.arrays.IntegerArray(runs.astype(np.int64, copy=False), np.zeros(len(runs), bool))
+    output_bytes = _output_bytes(names, out_bytes)
+    start = columns["start_us"]
+    # By first start (never-run ops last), then name, then device.
+    order = np.lexsort(
+        (
+            device.astype(str),
+            op.astype(str),
+            np.where(np.isnan(start), np.inf, start) if start.dtype.kind == "f" else start,
+        )
+    )
+    return pd.DataFrame(
+        {
+            "op": pd.Series(op[order], dtype=object, copy=False),
+            "device": pd.Series(device[order], dtype=object, copy=False),
+            "start_us": start[order],
+            "duration_us": columns["duration_us"][order],
+            "runs": runs[order],
+            "type": [op_types[i] for i in order.tolist()],
+            "output_bytes": output_bytes[order],
+        }
+    )
+
+
+def _record_stats(timed: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """``timed.groupby(["op", "device"], sort=False)``'s first start, summed duration and
+    count, on factorized codes: groups in order of first appearance, int64 columns."""
+    op_codes, op_values = pd.factorize(timed["op"].to_numpy(dtype=object))
+    device_codes, device_values = pd.factorize(timed["device"].to_numpy(dtype=object))
+    keep = (op_codes >= 0) & (device_codes >= 0)  # groupby drops missing keys
+    if not keep.all():
+        op_codes, device_codes = op_codes[keep], device_codes[keep]
+    key = op_codes.astype(np.int64) * max(1, len(device_values)) + device_codes
+    group, _ = pd.factorize(key)
+    order = np.argsort(group, kind="stable")
+    sorted_group = group[order]
+    bounds = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]][: len(order)])
+    first = order[bounds]  # each group's first record (groups are numbered by it)
+    start = timed["start_us"].to_numpy()
+    duration = timed["duration_us"].to_numpy()
+    if not keep.all():
+        start, duration = start[keep], duration[keep]
+    stats = {
+        "start_us": np.minimum.reduceat(start[order], bounds) if len(order) else start[:0],
+        "duration_us": np.add.reduceat(duration[order], bounds) if len(order) else duration[:0],
+        "runs": np.diff(np.r_[bounds, len(order)]).astype(np.int64),
+    }
+    ops = np.asarray(op_values, dtype=object)[op_codes[first]]
+    devices = np.asarray(device_values, dtype=object)[device_codes[first]]
+    return ops, devices, stats
+
+
+def _output_bytes(names: list[str], out_bytes: dict[str, Sequence[int]]) -> Any:
+    """Each op's summed output sizes, <NA> when none was recorded (an Int64 array)."""
+    totals = np.fromiter((sum(sizes) for sizes in out_bytes.values()), np.int64, len(out_bytes))
+    where = pd.Index(list(out_bytes), dtype=object).get_indexer(names)
+    missing = where < 0
+    return pd.arrays.IntegerArray(
+        np.where(missing, 0, totals[where] if len(totals) else 0), missing
+    )
+
+
+def _ops_frame_from_records(
+    timed: pd.DataFrame,
+    types: dict[str, str],
+    out_bytes: dict[str, Sequence[int]],
+    executed: Executed,
+) -> pd.DataFrame:
+    """``_ops_frame`` without an executed graph (Chrome traces): pandas' groupby and merge."""
     grouped = timed.groupby(["op", "device"], sort=False)
     stats = pd.DataFrame(
         {
@@ -278,23 +366,14 @@ def _ops_frame(
             "runs": grouped.size(),
         }
     ).reset_index()
-    if executed.device:
-        ops = _outer_join_graph_nodes(executed.device, stats)
-    else:
-        graph_nodes = pd.DataFrame({"op": [], "device": []}, dtype=object)
-        ops = graph_nodes.merge(stats, on=["op", "device"], how="outer", sort=False)
+    graph_nodes = pd.DataFrame({"op": [], "device": []}, dtype=object)
+    ops = graph_nodes.merge(stats, on=["op", "device"], how="outer", sort=False)
     ops["device"] = ops["device"].fillna("").astype(object)
     names = ops["op"].tolist()
     executed_type = executed.type.get
     ops["type"] = [executed_type(n) or types.get(n, "") for n in names]
     ops["runs"] = ops["runs"].astype("Int64")
-    # sum of the op's output sizes, <NA> when none was recorded (vectorised lookup by name)
-    totals = np.fromiter((sum(sizes) for sizes in out_bytes.values()), np.int64, len(out_bytes))
-    where = pd.Index(list(out_bytes), dtype=object).get_indexer(names)
-    missing = where < 0
-    ops["output_bytes"] = pd.arrays.IntegerArray(
-        np.where(missing, 0, totals[where] if len(totals) else 0), missing
-    )
+    ops["output_bytes"] = _output_bytes(names, out_bytes)
     # By first start (never-run ops last), then name, then device.
     order = np.lexsort(
         (
@@ -306,8 +385,14 @@ def _ops_frame(
     return ops.iloc[order].reset_index(drop=True)
 
 
-def _outer_join_graph_nodes(device_of: dict[str, str], stats: pd.DataFrame) -> pd.DataFrame:
-    """``merge(how="outer")`` of the executed graph's (op, device) with the record stats.
+def _outer_join_graph_nodes(
+    device_of: dict[str, str],
+    stat_ops: np.ndarray,
+    stat_devices: np.ndarray,
+    stats: dict[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """``merge(how="outer")`` of the executed graph's (op, device) with the record stats, as
+    columns.
 
     The same rows, columns and dtypes as pandas' merge (time columns become float64 only when
     some node has no record), without its cost on 100k ops: graph nodes are unique by name,
@@ -315,9 +400,7 @@ def _outer_join_graph_nodes(device_of: dict[str, str], stats: pd.DataFrame) -> p
     """
     names = np.array(list(device_of), dtype=object)
     devices = np.array(list(device_of.values()), dtype=object)
-    stat_ops = stats["op"].to_numpy(dtype=object)
-    stat_devices = stats["device"].to_numpy(dtype=object)
-    position = pd.Index(names).get_indexer(stat_ops)
+    position = pd.Index(names, dtype=object).get_indexer(stat_ops)
     hit = position >= 0
     hit[hit] = devices[position[hit]] == stat_devices[hit]
     extra = ~hit
@@ -328,17 +411,14 @@ def _outer_join_graph_nodes(device_of: dict[str, str], stats: pd.DataFrame) -> p
     }
     complete = int(hit.sum()) == n_nodes
     for column in ("start_us", "duration_us", "runs"):
-        values = stats[column].to_numpy()
+        values = stats[column]
         joined = np.empty(n_nodes + int(extra.sum()), dtype=values.dtype if complete else float)
         if not complete:
             joined[:n_nodes] = np.nan
         joined[position[hit]] = values[hit]
         joined[n_nodes:] = values[extra]
         columns[column] = joined
-    frame = pd.DataFrame(columns)
-    for key in ("op", "device"):  # merge keeps the graph side's object dtype
-        frame[key] = frame[key].astype(object)
-    return frame
+    return columns
 
 
 def _transfers_frame(

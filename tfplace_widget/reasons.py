@@ -16,6 +16,7 @@ from .devices import DeviceSpec, device_sort_key, parse_device, short_device, ta
 from .graphfacts import GraphFacts, linked_groups
 
 HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
+_HOW_CODES = {how: code for code, how in enumerate(HOW_VALUES)}
 
 # Ops the runtime adds to every executed graph, by type.
 _RUNTIME_TYPES = {
@@ -204,6 +205,14 @@ class Explainer:
         goes through ``explain``. A new rule in ``explain`` that reads the op's name must keep
         such ops out of the shared path below (tests/test_explain_all.py checks both agree).
         """
+        requested, how, reason = self.explain_columns(names, types, devices)
+        return requested, [HOW_VALUES[code] for code in how], reason
+
+    def explain_columns(
+        self, names: Sequence[str], types: Sequence[str], devices: Sequence[str]
+    ) -> tuple[list[str], list[int], list[str]]:
+        """:meth:`explain_all` with ``how`` as codes into ``HOW_VALUES`` (for
+        ``pd.Categorical.from_codes``, without hashing one string per op again)."""
         facts = self.facts
         named = set(_RUNTIME_NAMES)
         if facts is not None:
@@ -214,10 +223,10 @@ class Explainer:
         runtime_type: dict[str, bool] = {}
         has_request: dict[str, bool] = {}
         default = self.default
-        shared: dict[tuple, tuple[str, str, str]] = {}
-        explain = self.explain
+        shared: dict[tuple, tuple[str, int, str]] = {}
+        explain = self._explain_coded
         requested_out: list[str] = []
-        how_out: list[str] = []
+        how_out: list[int] = []
         reason_out: list[str] = []
         for name, op_type, device in zip(names, types, devices, strict=True):
             key: tuple | None = None
@@ -248,6 +257,10 @@ class Explainer:
             how_out.append(result[1])
             reason_out.append(result[2])
         return requested_out, how_out, reason_out
+
+    def _explain_coded(self, name: str, op_type: str, device: str) -> tuple[str, int, str]:
+        requested, how, reason = self.explain(name, op_type, device)
+        return requested, _HOW_CODES[how], reason
 
     # -- rules --------------------------------------------------------------------------------
     def _placed_op(
