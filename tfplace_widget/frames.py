@@ -112,18 +112,19 @@ def frames_from_records(
     explainer = Explainer(facts, placed, devices, executed.inputs, client=executed.client)
     op_types = ops["type"].tolist()
     requested, how, reason = explainer.explain_columns(names, op_types, op_devices)
-    ops["requested_device"] = requested
-    ops["how"] = pd.Categorical.from_codes(np.asarray(how, np.int8), list(HOW_VALUES))
+    columns: dict[str, Any] = dict(ops.items())
+    columns["requested_device"] = requested
+    columns["how"] = pd.Categorical.from_codes(np.asarray(how, np.int8), list(HOW_VALUES))
     if executed.fused:
         _name_fused_ops(reason, names, op_types, executed.fused)
-    ops["reason"] = reason
-    function_of = executed.function.get
-    ops["function"] = [function_of(name, "") for name in names]
-    kernels_of = facts.kernels.get if facts is not None else {}.get
-    known = [kernels_of(name, UNKNOWN) for name in names]
-    ops["kernels"] = [k.kernels for k in known]
-    ops["gpu_kernel"] = pd.Categorical([k.gpu_kernel for k in known], list(GPU_KERNEL_VALUES))
-    ops = ops[OPS_COLUMNS]
+    columns["reason"] = reason
+    if executed.function:
+        function_of = executed.function.get
+        columns["function"] = [function_of(name, "") for name in names]
+    else:
+        columns["function"] = [""] * len(names)
+    columns["kernels"], columns["gpu_kernel"] = _kernel_columns(names, facts)
+    ops = pd.DataFrame({name: columns[name] for name in OPS_COLUMNS}, index=ops.index)
     if ops.empty:  # e.g. XLA ran the whole call: text columns stay text, for .str and filters
         text = ["op", "type", "device", "requested_device", "reason", "function", "kernels"]
         ops = ops.astype(dict.fromkeys(text, object))
@@ -139,6 +140,20 @@ def frames_from_records(
         truncated=truncated,
         facts=facts,
     )
+
+
+def _kernel_columns(names: list[str], facts: GraphFacts | None) -> tuple[np.ndarray, Any]:
+    """The ``kernels`` (text) and ``gpu_kernel`` (categorical) columns: one lookup per op, the
+    text once per distinct ``KernelFacts`` (a trace has a few hundred; they are shared)."""
+    kernels_of = facts.kernels.get if facts is not None else {}.get
+    known = [kernels_of(name, UNKNOWN) for name in names]
+    codes, _ = pd.factorize(np.fromiter(map(id, known), np.uint64, len(known)))
+    _, first = np.unique(codes, return_index=True)
+    distinct = [known[i] for i in first.tolist()]
+    kernels = np.array([k.kernels for k in distinct] + [""], dtype=object)[codes]
+    gpu_codes = {value: code for code, value in enumerate(GPU_KERNEL_VALUES)}
+    gpu = np.array([gpu_codes.get(k.gpu_kernel, -1) for k in distinct] + [-1], np.int8)[codes]
+    return kernels, pd.Categorical.from_codes(gpu, list(GPU_KERNEL_VALUES))
 
 
 _FUSED_PREFIX = re.compile(r"^_(?:Mkl)?(?:Native)?Fused")
@@ -280,8 +295,7 @@ def _ops_frame(
     if pd.isna(device).any():
         device[pd.isna(device)] = ""
     names = op.tolist()
-    executed_type = executed.type.get
-    op_types = [executed_type(n) or types.get(n, "") for n in names]
+    op_types = _op_types(names, types, executed)
     runs = columns["runs"]
     if runs.dtype.kind == "f":  # some node has no record: <NA> runs
         missing_runs = np.isnan(runs)
@@ -311,6 +325,21 @@ def _ops_frame(
             "output_bytes": output_bytes[order],
         }
     )
+
+
+def _op_types(names: list[str], types: dict[str, str], executed: Executed) -> list[str]:
+    """``executed.type[name] or types.get(name, "")`` per op; ``names`` start with the
+    executed graph's nodes in its own order (``_outer_join_graph_nodes``), so their types are
+    ``executed.type``'s values as they are, without a lookup per op."""
+    n_nodes = len(executed.device)
+    graph_types = list(executed.type.values())
+    if len(graph_types) != n_nodes or list(executed.type) != names[:n_nodes]:
+        executed_type = executed.type.get
+        return [executed_type(n) or types.get(n, "") for n in names]
+    if "" in graph_types:
+        graph_types = [t or types.get(n, "") for n, t in zip(names, graph_types, strict=False)]
+    executed_type = executed.type.get
+    return graph_types + [executed_type(n) or types.get(n, "") for n in names[n_nodes:]]
 
 
 def _record_stats(timed: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:

@@ -17,6 +17,7 @@ from .graphfacts import GraphFacts, linked_groups
 
 HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
 _HOW_CODES = {how: code for code, how in enumerate(HOW_VALUES)}
+_UNDECIDED: Any = object()
 
 # Ops the runtime adds to every executed graph, by type.
 _RUNTIME_TYPES = {
@@ -220,39 +221,34 @@ class Explainer:
             requested_of, built_of = facts.requested, facts.types
         else:
             requested_of = built_of = {}
-        runtime_type: dict[str, bool] = {}
-        has_request: dict[str, bool] = {}
         default = self.default
-        shared: dict[tuple, tuple[str, int, str]] = {}
         explain = self._explain_coded
+        # (type, device, built type, requested device) -> the answer every op with that key
+        # shares, or None when such ops are explained one by one.
+        decided: dict[tuple, tuple[str, int, str] | None] = {}
         requested_out: list[str] = []
         how_out: list[int] = []
         reason_out: list[str] = []
         for name, op_type, device in zip(names, types, devices, strict=True):
-            key: tuple | None = None
             # A fetch's or feed's _Send/_Recv names its tensor: explained one by one.
-            if name not in named and not name.startswith(_CLIENT_PREFIXES):
-                runtime = runtime_type.get(op_type)
-                if runtime is None:
-                    runtime = runtime_type[op_type] = (
-                        op_type in _RUNTIME_TYPES or op_type.upper().startswith("MEMCPY")
-                    )
-                if runtime or facts is None:
-                    key = (op_type, device)
-                elif name in built_of:
-                    requested = requested_of.get(name, "")
-                    asked = has_request.get(requested)
-                    if asked is None:
-                        spec = _safe_parse(requested)
-                        asked = has_request[requested] = spec is not None and not spec.is_empty()
-                    if asked or device == default:
-                        key = (op_type, device, requested, built_of[name])
-            if key is None:
+            if name in named or name.startswith(_CLIENT_PREFIXES):
                 result = explain(name, op_type, device)
             else:
-                result = shared.get(key)
+                built = built_of.get(name)
+                requested = None if built is None else requested_of.get(name, "")
+                key = (op_type, device, built, requested)
+                result = decided.get(key, _UNDECIDED)
+                if result is _UNDECIDED:
+                    runtime = op_type in _RUNTIME_TYPES or op_type.upper().startswith("MEMCPY")
+                    if runtime or facts is None:
+                        shared = True
+                    elif requested is not None:
+                        shared = _has_request(requested) or device == default
+                    else:
+                        shared = False
+                    result = decided[key] = explain(name, op_type, device) if shared else None
                 if result is None:
-                    result = shared[key] = explain(name, op_type, device)
+                    result = explain(name, op_type, device)
             requested_out.append(result[0])
             how_out.append(result[1])
             reason_out.append(result[2])
@@ -636,6 +632,13 @@ def _chief_task(client: str, tasks: list[tuple]) -> tuple:
             if task[0] == job and not task[2]:
                 return task
     return tasks[0]
+
+
+@lru_cache(maxsize=4096)
+def _has_request(requested: str) -> bool:
+    """Whether a node def's device field asks for anything (a parseable, non-empty spec)."""
+    spec = _safe_parse(requested)
+    return spec is not None and not spec.is_empty()
 
 
 def _safe_parse(name: str) -> DeviceSpec | None:
