@@ -260,12 +260,6 @@ class _FactsCache:
         self.columns: dict[str, Any] = {}  # the ops frame's columns that depend on facts only
         self.args: list[str] | None = None  # the _Arg nodes
         self.trace: _TraceColumns | None = None  # read from the last trace predicted
-        self._names_array: np.ndarray | None = None
-
-    def names_array(self) -> np.ndarray:
-        if self._names_array is None:
-            self._names_array = _text(self.names)
-        return self._names_array
 
     def edge_table(self, facts: GraphFacts) -> _Edges:
         if self.edges is None:
@@ -2005,16 +1999,17 @@ def _from_trace(trace: Any, cache: _FactsCache) -> _TraceColumns:
     found = cache.trace
     if found is not None and found.ops is ops and found.mode == trace.mode:
         return found
-    names = cache.names_array()
-    n = len(names)
-    ran = ops["op"]
-    first = ~ran.duplicated().to_numpy()  # a name's first row wins
-    keys = ran.to_numpy(dtype=object)[first]
-    position = pd.Index(keys, dtype=object).get_indexer(names) if len(keys) else np.full(n, -1)
+    n = len(cache.names)
+    # Each node's first row in the trace (-1: none), from the trace's rows' nodes.
+    node_of_row = np.fromiter(map(cache.index.get, ops["op"].tolist(), repeat(-1)), np.int64)
+    rows = np.flatnonzero(node_of_row >= 0)
+    nodes, first = np.unique(node_of_row[rows], return_index=True)
+    position = np.full(n, -1, dtype=np.int64)
+    position[nodes] = rows[first]
     hit = position >= 0
 
     def aligned(column: str) -> pd.Series:
-        values = ops[column].to_numpy(dtype=object)[first]
+        values = ops[column].to_numpy(dtype=object)
         out = np.full(n, "", dtype=object)
         out[hit] = values[position[hit]]
         return pd.Series(out, copy=False)
