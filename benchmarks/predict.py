@@ -8,7 +8,10 @@ kernel cache warm (one conversion done and dropped first), each repeat times, in
 - ``PlacementTrace.from_run_metadata(run_metadata, graph=graph)``: the baseline, the
   conversion the panel does for every graph-mode run (its graph facts, kernel facts included);
 - ``predict_devices(trace.facts, devices + GPU:0)``: the placer replayed, the pure core;
-- ``predict_placement(trace, gpus=1)``: the core plus the predicted trace's frames and copies.
+- ``predict_placement(trace, gpus=1)``: the core plus the predicted trace's frames and copies,
+  as the panel calls it again for each number of GPUs (what does not depend on the devices is
+  kept on the trace's graph facts after the first prediction);
+- the same as the first prediction of the trace: that cache dropped before each call.
 
 Target (issue 12): ``predict_placement`` under 10% of the conversion at 10k ops.
 """
@@ -28,7 +31,7 @@ TARGET = 0.10
 
 def measure(n_ops: int, repeats: int) -> dict[str, Any]:
     from tfplace_widget import PlacementTrace, predict_placement
-    from tfplace_widget.analyses.predict import gpu_devices, predict_devices
+    from tfplace_widget.analyses.predict import _drop_facts_cache, gpu_devices, predict_devices
 
     graph_def = make_graph_def(n_ops, devices=DEVICES)
     run = bare_traced_run(graph_def, session_config(DEVICES))
@@ -41,6 +44,7 @@ def measure(n_ops: int, repeats: int) -> dict[str, Any]:
             "convert": lambda: PlacementTrace.from_run_metadata(run.run_metadata, graph=run.graph),
             "core": lambda: predict_devices(trace.facts, devices, soft_placement=True),
             "predict": lambda: predict_placement(trace, gpus=1),
+            "first": lambda: (_drop_facts_cache(trace.facts), predict_placement(trace, gpus=1)),
         },
         repeats,
     )
@@ -57,16 +61,18 @@ def measure(n_ops: int, repeats: int) -> dict[str, Any]:
 def report(results: list[dict[str, Any]]) -> str:
     lines = [
         "| graph (nodes) | RunMetadata -> PlacementTrace (baseline) | predict_devices (core) "
-        "| predict_placement | predict / baseline |",
-        "| ---: | ---: | ---: | ---: | ---: |",
+        "| predict_placement | predict / baseline | first prediction of the trace "
+        "| first / baseline |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in results:
         t: dict[str, Timing] = result["timings"]
         ratio = t["predict"].median / t["convert"].median
         verdict = "under" if ratio < TARGET else "OVER"
+        first = t["first"].median / t["convert"].median
         lines.append(
             f"| {result['ops']:,} | {t['convert'].ms()} | {t['core'].ms()} | {t['predict'].ms()} "
-            f"| {ratio:.1%} ({verdict} the {TARGET:.0%} target) |"
+            f"| {ratio:.1%} ({verdict} the {TARGET:.0%} target) | {t['first'].ms()} | {first:.1%} |"
         )
     lines.append("")
     for result in results:
@@ -90,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\nAt {ten_k[0]['ops']:,} nodes predict_placement takes "
             f"{fmt_ms(t['predict'].median)}, {t['predict'].median / t['convert'].median:.1%} "
-            f"of the conversion's {fmt_ms(t['convert'].median)}."
+            f"of the conversion's {fmt_ms(t['convert'].median)} (the trace's first prediction: "
+            f"{fmt_ms(t['first'].median)}, {t['first'].median / t['convert'].median:.1%})."
         )
     return 0
 

@@ -287,6 +287,13 @@ def _facts_key(facts: GraphFacts) -> tuple:
     return tuple(key)
 
 
+def _drop_facts_cache(facts: GraphFacts) -> None:
+    """Forget what predictions of ``facts`` share: the next one starts afresh (benchmarks time
+    the first prediction of a trace with it)."""
+    with contextlib.suppress(AttributeError):
+        del facts._predict_cache  # type: ignore[attr-defined]
+
+
 def _facts_cache(facts: GraphFacts) -> _FactsCache:
     """The :class:`_FactsCache` of ``facts``, made (and kept on it) on first use."""
     key = _facts_key(facts)
