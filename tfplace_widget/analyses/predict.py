@@ -508,19 +508,13 @@ class _Placer:
         keys = zip(
             types, requests, map(id, kernels), has_inputs, outputs, produces_resource, strict=True
         )
+        # A new key gets the next code (numbered in order of first appearance).
         code_of: dict[tuple, int] = {}
-        code_keys: list[tuple] = []
-        code_kernels: list[Any] = []
-        codes = []
-        append = codes.append
-        for i, key in enumerate(keys):
-            code = code_of.get(key)
-            if code is None:
-                code = code_of[key] = len(code_keys)
-                code_keys.append(key)
-                code_kernels.append(kernels[i])
-            append(code)
-        return _Classified(codes, np.asarray(codes, dtype=np.int64), code_keys, code_kernels)
+        codes = [code_of.setdefault(key, len(code_of)) for key in keys]
+        code_array = np.asarray(codes, dtype=np.int64)
+        firsts = np.unique(code_array, return_index=True)[1].tolist() if codes else []
+        code_kernels = [kernels[i] for i in firsts]
+        return _Classified(codes, code_array, list(code_of), code_kernels)
 
     def _static(self, key: tuple, kernels: Any) -> _Static:
         op_type, request, _, has_inputs, outputs, produces_resource = key
@@ -1939,7 +1933,15 @@ def _predicted_trace(
         if cache.edge_tensors is None:
             edges = placer.edges()
             cache.edge_tensors = _edge_tensors(edges.producers, edges.consumers, edges.lists, None)
-            cache.tensor_codes = pd.factorize(cache.edge_tensors)[0].astype(np.int64)
+            # One tensor per producer: its node, or past the nodes, a code per other name.
+            codes = edges.producer_node.copy()
+            unknown = np.flatnonzero(codes < 0)
+            if len(unknown):
+                codes[unknown] = (
+                    len(placer.names)
+                    + pd.factorize(edges.producers[unknown], use_na_sentinel=False)[0]
+                )
+            cache.tensor_codes = codes
         tensors, tensor_codes = cache.edge_tensors, cache.tensor_codes
     transfers = _copies_between(
         facts,
