@@ -26,7 +26,9 @@ panel = show_placement(
 panel""",
 ]
 PANEL = ".tfplace-panel"
-TICKS_JS = """() => document.querySelector('.tfplace-panel .js-plotly-plot').layout.yaxis.ticktext"""
+TICKS_JS = (
+    """() => document.querySelector('.tfplace-panel .js-plotly-plot').layout.yaxis.ticktext"""
+)
 DEVICES_JS = """() => Array.from(
     document.querySelectorAll('.tfplace-panel .tfplace-table tbody td[data-column="device"]'),
     (c) => c.textContent)"""
