@@ -5,12 +5,14 @@ probing) goes straight to the process's fds 1 and 2; in a notebook both land und
 And some of its C code writes through Python's ``sys.stdout`` (``PySys_WriteStdout``), from
 the tracing thread or from threads of its own. So a capture does two things:
 
-- **fds 1 and 2** go into a pipe for the block. A small helper *process* (one per process,
-  started by the first capture) copies that pipe into a temporary file, which the capture reads
-  back. Being a process of its own, the helper outlives a crash: if this process dies mid-trace
-  (a ``LOG(FATAL)``/``abort()`` in TensorFlow's C++), it writes the last output it got, the
-  abort message included, to the original stderr (in a Jupyter kernel: the kernel's own log,
-  since the cell is gone with the kernel).
+- **fds 1 and 2** point straight at a temporary file for the block (no pipe, no copying: a
+  line TensorFlow writes costs one ``write`` into the page cache), which the capture reads
+  back. A small helper *process* (one per process, started by the first capture) holds the
+  same file open and is told when a capture begins and ends. Being a process of its own, it
+  outlives a crash: if this process dies mid-trace (a ``LOG(FATAL)``/``abort()`` in
+  TensorFlow's C++), it writes the file's last output, the abort message included, to the
+  original stderr (in a Jupyter kernel: the kernel's own log, since the cell is gone with the
+  kernel).
 - **``sys.stdout`` and ``sys.stderr``** get a thread-aware stand-in: text written by the thread
   that entered the capture (or by a thread it adds, :meth:`CapturedText.include_this_thread`)
   or by a thread Python did not start (TensorFlow's own) goes into the capture; text from any
@@ -134,19 +136,23 @@ def _leave(start: int) -> str:
 
 
 class _FdHub:
-    """fds 1 and 2 redirected, for as long as captures overlap: into the helper's pipe (or,
-    when no helper can run, into a temporary file)."""
+    """fds 1 and 2 redirected, for as long as captures overlap: straight into a temporary file
+    (the helper's, which it reads back after a crash; a file of our own when no helper runs)."""
 
     def __init__(self) -> None:
         _flush_streams()
         self.saved = {fd: os.dup(fd) for fd in (1, 2)}
         self.file = None
         self.helper = _running_helper()
-        if self.helper is not None and self.helper.command(b"B") is None:
-            self.helper = None
+        if self.helper is not None:
+            sink = self.helper.sink.fileno()
+            os.ftruncate(sink, 0)  # the file outlives captures: each redirect starts it empty
+            os.lseek(sink, 0, os.SEEK_SET)
+            if self.helper.command(b"B") is None:
+                self.helper = None
         if self.helper is None:
             self.file = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (closed in close())
-        target = self.helper.data if self.helper is not None else self.file.fileno()
+        target = self._sink()
         try:
             for fd in (1, 2):
                 os.dup2(target, fd)
@@ -156,25 +162,20 @@ class _FdHub:
             raise
 
     def sync(self) -> int:
-        """Wait until everything written to fds 1 and 2 so far is in the sink; its size."""
+        """Everything written to fds 1 and 2 so far is in the file (C stdio flushed): its size."""
         _flush_c_stdio()
-        return self._size(b"S")
+        return os.fstat(self._sink()).st_size
 
     def stop(self) -> int:
-        """Put the original fds 1 and 2 back; the final size of the sink."""
+        """Put the original fds 1 and 2 back; the final size of the file."""
         _flush_streams()
         for fd, copy in self.saved.items():
             os.dup2(copy, fd)
             os.close(copy)
         self.saved = {}
-        return self._size(b"E")
-
-    def _size(self, command: bytes) -> int:
         if self.helper is not None:
-            size = self.helper.command(command)
-            if size is not None:
-                return size
-        return os.fstat(self._sink()).st_size  # no helper, or it is gone
+            self.helper.command(b"E")  # no crash report needed any more
+        return os.fstat(self._sink()).st_size
 
     def _sink(self) -> int:
         return self.file.fileno() if self.file is not None else self.helper.sink.fileno()
@@ -195,13 +196,12 @@ class _FdHub:
 
 
 class _Helper:
-    """A small process that copies the redirect's pipe into a file, one per process for its
-    lifetime (started on the first capture).
+    """A small process that holds the redirect's file open, one per process for its lifetime
+    (started on the first capture), to report its last output after a crash.
 
-    Commands on its control pipe, each answered with the file's size once the pipe is drained:
-    ``B`` (a capture begins: empty the file), ``S`` (sync), ``E`` (the capture ended). If this
-    process goes away while a capture is on (no ``E``: it crashed), the helper writes the last
-    output it got to the original stderr.
+    Commands on its control pipe, each answered with ``ok``: ``B`` (a capture begins), ``E``
+    (it ended). If this process goes away while a capture is on (no ``E``: it crashed), the
+    helper writes the end of the file to the original stderr.
     """
 
     def __init__(self) -> None:
@@ -209,11 +209,10 @@ class _Helper:
             raise OSError("no Python interpreter to run the helper")
         self.owner = os.getpid()
         self.sink = tempfile.TemporaryFile(mode="w+b")  # noqa: SIM115 (closed in close())
-        data_r, self.data = os.pipe()
         control_r, self.control = os.pipe()
         self.acks, ack_w = os.pipe()
         crash = os.dup(_crash_fd(2))
-        passed = (data_r, control_r, ack_w, self.sink.fileno(), crash)
+        passed = (control_r, ack_w, self.sink.fileno(), crash)
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _HELPER, *map(str, passed)]
@@ -230,14 +229,14 @@ class _Helper:
             self.close()
             raise
         finally:
-            for fd in (data_r, control_r, ack_w, crash):
+            for fd in (control_r, ack_w, crash):
                 os.close(fd)
 
     def alive(self) -> bool:
         return self.owner == os.getpid() and self.process.poll() is None
 
-    def command(self, command: bytes) -> int | None:
-        """Send ``command``; the sink's size it answers (``None`` if it does not)."""
+    def command(self, command: bytes) -> bool | None:
+        """Send ``command``; ``True`` once it answers (``None`` if it does not)."""
         try:
             os.write(self.control, command)
             reply = b""
@@ -250,13 +249,13 @@ class _Helper:
                 if not chunk:
                     return None
                 reply += chunk
-            return int(reply)
-        except (OSError, ValueError):
+            return True if reply == b"ok\n" else None
+        except OSError:
             return None
 
     def close(self) -> None:
         """Close our ends; the helper sees its control pipe close and exits."""
-        for name in ("data", "control", "acks"):
+        for name in ("control", "acks"):
             fd = getattr(self, name, -1)
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -327,13 +326,12 @@ def _crash_fd(saved_stderr: int) -> int:
 
 # The helper (see _Helper), run as `python -I -S -c`: standard library only.
 _HELPER = r"""
-import collections, os, select, signal, sys
+import os, select, signal, sys
 
 signal.signal(signal.SIGINT, signal.SIG_IGN)
-data, control, ack, sink, crash, limit = (int(a) for a in sys.argv[1:7])
+control, ack, sink, crash, limit = (int(a) for a in sys.argv[1:6])
 parent = os.getppid()
-os.set_blocking(data, False)
-tail, tail_size, size, active = collections.deque(), 0, 0, False
+active = False
 
 
 def write_all(fd, chunk):
@@ -342,25 +340,12 @@ def write_all(fd, chunk):
         view = view[os.write(fd, view):]
 
 
-def pump():
-    global tail_size, size
-    while True:
-        try:
-            chunk = os.read(data, 1 << 16)
-        except BlockingIOError:
-            return True
-        if not chunk:
-            return False
-        write_all(sink, chunk)
-        size += len(chunk)
-        tail.append(chunk)
-        tail_size += len(chunk)
-        while tail_size - len(tail[0]) >= limit:
-            tail_size -= len(tail.popleft())
-
-
 def crashed():
-    last = b"".join(tail)[-limit:]
+    try:
+        size = os.fstat(sink).st_size
+        last = os.pread(sink, limit, max(0, size - limit))
+    except OSError:
+        last = b""
     note = (
         b"\n[tfplace_widget] This process ended while TensorFlow was tracing. "
         b"The last output it wrote (captured for the trace log):\n"
@@ -373,30 +358,14 @@ def crashed():
 
 watched = select.poll()
 watched.register(control, select.POLLIN)
-watched.register(data, select.POLLIN)
-reading = True
 while True:
-    ready = {fd for fd, _ in watched.poll(500)}
-    if data in ready:
-        reading = pump()
-        if not reading:
-            watched.unregister(data)
-    command = os.read(control, 1) if control in ready else None
+    ready = watched.poll(500)
+    command = os.read(control, 1) if ready else None
     if command:
-        if reading and not pump():
-            reading = False
-            watched.unregister(data)
-        if command == b"B":
-            os.ftruncate(sink, 0)
-            os.lseek(sink, 0, os.SEEK_SET)
-            tail.clear()
-            tail_size = size = 0
         active = command != b"E"
-        os.write(ack, b"%d\n" % size)
+        os.write(ack, b"ok\n")
     elif command == b"" or os.getppid() != parent:
         if active:
-            if reading:
-                pump()
             crashed()
         break
 """
