@@ -116,10 +116,27 @@ def _guarded(name: str) -> Callable[..., Any]:
 
         return init
 
+    if name == "_check_not_finalized":  # once per op made or imported: kept lean
+
+        def check(self: Any) -> Any:
+            build = getattr(_guard_state, "build", None)
+            if build is not None and self is not build.graph and _is_outer(self, build):
+                what = _attempted_write(name, (), sys._getframe(1))
+                build.refused.append((self, what))
+                raise _WritesOuterGraph(
+                    f"trace_placement refused to let the graph builder add {what} to a graph "
+                    "made outside it."
+                )
+            return original(self)
+
+        return check
+
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         build = getattr(_guard_state, "build", None)
+        if build is None or self is build.graph:  # the builder's own graph: never refused
+            return original(self, *args, **kwargs)
         writes = name != "unique_name" or kwargs.get("mark_as_used", args[1:2] != (False,))
-        if build is not None and writes and _is_outer(self, build):
+        if writes and _is_outer(self, build):
             what = _attempted_write(name, args, sys._getframe(1))
             build.refused.append((self, what))
             raise _WritesOuterGraph(
