@@ -125,17 +125,21 @@ def _op_kernels(op_type: str) -> _OpKernels | None:
 def kernel_facts(node_def: Any) -> KernelFacts:
     """The :class:`KernelFacts` of a TensorFlow ``NodeDef`` (cached per op type and the attrs
     any of its kernels constrains)."""
-    op_kernels = _op_kernels(node_def.op)
+    op = node_def.op
+    op_kernels = _op_kernels(op)
     if op_kernels is None:
         return UNKNOWN
     attrs = node_def.attr  # ("in" then [] : a protobuf map's .get is ten times slower here)
-    key = (
-        node_def.op,
-        *(
-            attrs[name].SerializeToString() if name in attrs else None
-            for name in op_kernels.key_attrs
-        ),
-    )
+    key = [op]
+    for name in op_kernels.key_attrs:
+        if name in attrs:
+            # A set type is its own key (an int: the AttrValue holds that and nothing else, as
+            # its serialization would say); other values by their serialization.
+            value = attrs[name]
+            key.append(value.type or value.SerializeToString())
+        else:
+            key.append(None)
+    key = tuple(key)
     facts = _cache.get(key)
     if facts is None:
         facts = _cache[key] = _facts(node_def, op_kernels)
