@@ -251,8 +251,13 @@ class _FactsCache:
 
     def __init__(self, facts: GraphFacts, key: tuple) -> None:
         self.key = key
-        self.names: list[str] = list(facts.types)
-        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        table = getattr(facts, "node_table", None)  # recorded by facts_from_graph
+        if table is not None and table.fits(facts):
+            self.names: list[str] = table.names
+            self.index: dict[str, int] = table.index
+        else:
+            self.names = list(facts.types)
+            self.index = dict(zip(self.names, range(len(self.names)), strict=True))
         self.edges: _Edges | None = None
         self.classified: _Classified | None = None  # without node details or default devices
         self.edge_tensors: np.ndarray | None = None  # without node details
