@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable
 import ipywidgets as widgets
 
 from .colors import color_class, device_color
-from .devices import short_device
+from .devices import name_in_task, short_device
 from .summary import DeviceSummary, TaskSummary, format_us
 from .widget_tree import widget_tree
 
@@ -136,7 +136,7 @@ class DeviceChips(widgets.Box):
         self.fold_of[task.task] = fold
         chips = widgets.HBox(
             # Inside its group a chip needs no task: "CPU:0", not "/job:ps/task:0/CPU:0".
-            [self._chip(s, short_device(s.device).rsplit("/", 1)[-1]) for s in devices],
+            [self._chip(s, name_in_task(s.device)) for s in devices],
             layout=widgets.Layout(
                 flex_flow="row wrap", align_items="center", display="none" if folded else ""
             ),

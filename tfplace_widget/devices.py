@@ -186,6 +186,11 @@ def short_device(name: str) -> str:
     return task_of(spec) + "/" + spec.short()
 
 
+def name_in_task(name: str) -> str:
+    """``CPU:0``: a device as its task knows it (a chip inside its task's group needs no task)."""
+    return short_device(name).rsplit("/", 1)[-1]
+
+
 def task_of(device: str | DeviceSpec) -> str:
     """The task a device belongs to, as ``tf.device`` takes it: ``/job:ps/task:1`` (with
     ``/replica:N`` when N is not 0); a name without job or task is on ``/job:localhost/task:0``,

@@ -37,19 +37,8 @@ def busy_time_us(starts: np.ndarray, durations: np.ndarray) -> float:
 
 def device_summaries(ops: pd.DataFrame, events: pd.DataFrame, devices: list[str]):
     """One :class:`DeviceSummary` per device, in ``devices`` order."""
-    counts = ops["device"].value_counts()
-    op_level = events[lane_kinds(events["lane"]) != "stream:all"]
-    result = []
-    for device in devices:
-        mine = op_level[op_level["device"] == device]
-        result.append(
-            DeviceSummary(
-                device,
-                int(counts.get(device, 0)),
-                busy_time_us(mine["start_us"].to_numpy(), mine["duration_us"].to_numpy()),
-            )
-        )
-    return result
+    sums = _sums(ops, events, [[device] for device in devices])
+    return [DeviceSummary(d, count, busy) for d, (count, busy) in zip(devices, sums, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -70,20 +59,30 @@ def task_summaries(
     members: dict[str, list[str]] = {}
     for device in devices:
         members.setdefault(task_of(device) or device, []).append(device)
+    sums = _sums(ops, events, list(members.values()))
+    return [
+        TaskSummary(task, tuple(mine), count, busy)
+        for (task, mine), (count, busy) in zip(members.items(), sums, strict=True)
+    ]
+
+
+def _sums(
+    ops: pd.DataFrame, events: pd.DataFrame, groups: list[list[str]]
+) -> list[tuple[int, float]]:
+    """Per group of devices: its ops, and the union of its op-level events' times."""
     counts = ops["device"].value_counts()
     op_level = events[lane_kinds(events["lane"]) != "stream:all"]
-    result = []
-    for task, mine in members.items():
-        rows = op_level[op_level["device"].isin(mine)]
-        result.append(
-            TaskSummary(
-                task,
-                tuple(mine),
-                int(sum(counts.get(d, 0) for d in mine)),
+    device_of_event = op_level["device"]
+    out = []
+    for group in groups:
+        rows = op_level[device_of_event.isin(group)]
+        out.append(
+            (
+                int(sum(counts.get(d, 0) for d in group)),
                 busy_time_us(rows["start_us"].to_numpy(), rows["duration_us"].to_numpy()),
             )
         )
-    return result
+    return out
 
 
 def how_counts(ops: pd.DataFrame) -> dict[str, int]:

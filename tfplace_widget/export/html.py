@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from ..colors import device_color, text_color_on
-from ..devices import short_device, task_of, tasks_of
+from ..devices import name_in_task, short_device, task_of, tasks_of
 from ..panel_html import PAGE_SIZE, TABLE_COLUMNS, header_html
 from ..plotly_js import plotly_js_path
 from ..summary import device_summaries, format_us
@@ -726,7 +726,7 @@ def report_data(
             "code": device_code.get(s.device, -1),
             "task": task_of(s.device) if grouped else "",
             "label": (
-                f"{short_device(s.device).rsplit('/', 1)[-1] if grouped else short_device(s.device)}"
+                f"{name_in_task(s.device) if grouped else short_device(s.device)}"
                 f" · {s.ops} ops · {format_us(s.busy_us)} busy"
             ),
             "color": device_color(s.device),
