@@ -30,6 +30,7 @@ from .controls import search_controls
 from .device_chips import DeviceChips
 from .devices import short_device, task_of, tasks_of
 from .errors import TraceError
+from .export.output import write_new_file
 from .findings_view import FindingsList
 from .options import normalize_device_count
 from .panel_html import (
@@ -758,16 +759,20 @@ class PlacementPanel(widgets.VBox):
     def save(self, folder: str | os.PathLike = ".") -> str:
         """Write the trace on screen to a new ``.tfplace`` file in ``folder`` (the notebook's
         folder by default: a kernel runs there); return its path. The Save button calls it."""
-        path = _new_file(folder, self.trace, ".tfplace")
-        self.trace.save(path)
-        return path
+        trace = self.trace
+        return write_new_file(
+            _new_file_base(folder, trace), ".tfplace", lambda p: trace.save(p, overwrite=False)
+        )
 
     def export_html(self, folder: str | os.PathLike = ".") -> str:
         """Write the trace on screen as a self-contained HTML report in ``folder`` (with the
         current search); return its path. The Export HTML button calls it."""
-        path = _new_file(folder, self.trace, ".html")
-        self.trace.to_html(path, search=self.search.value)
-        return path
+        trace, search = self.trace, self.search.value
+        return write_new_file(
+            _new_file_base(folder, trace),
+            ".html",
+            lambda p: trace.to_html(p, search=search, overwrite=False),
+        )
 
     def _on_save_click(self, _button: widgets.Button) -> None:
         self._write_file(self.save, "Saved the trace to")
@@ -926,12 +931,8 @@ def _normalized(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _new_file(folder: str | os.PathLike, trace: PlacementTrace, suffix: str) -> str:
-    """A new file name in ``folder`` from the trace's source and the time: never overwrites."""
+def _new_file_base(folder: str | os.PathLike, trace: PlacementTrace) -> str:
+    """A file name in ``folder`` from the trace's source and the time, without its suffix;
+    ``write_new_file`` adds ``-2``... when it is taken, and never overwrites."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(trace.source or "trace")).strip("._")
-    base = os.path.join(os.fspath(folder), f"{stem or 'trace'}-{time.strftime('%Y%m%d-%H%M%S')}")
-    path, n = base + suffix, 1
-    while os.path.exists(path):
-        n += 1
-        path = f"{base}-{n}{suffix}"
-    return path
+    return os.path.join(os.fspath(folder), f"{stem or 'trace'}-{time.strftime('%Y%m%d-%H%M%S')}")

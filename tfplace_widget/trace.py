@@ -119,16 +119,18 @@ class PlacementTrace:
         )
 
     # -- save, load, export (tfplace_widget.export) ----------------------------------------------
-    def save(self, path: str | os.PathLike) -> str:
+    def save(self, path: str | os.PathLike, *, overwrite: bool = True) -> str:
         """Write everything the panel shows to one ``.tfplace`` file (a zip of JSON tables and
         the raw protos, see :mod:`tfplace_widget.export.archive`); return the path.
 
         ``PlacementTrace.load(path)`` or ``show_placement(path)`` opens it again with the same
-        frames (dtypes included), ``device_of``, findings and panel.
+        frames (dtypes included), ``device_of``, findings and panel. An existing file is
+        replaced once the new one is complete; ``overwrite=False`` keeps it (a
+        ``FileExistsError``), even one another process makes while this one writes.
         """
         from .export.archive import save
 
-        return save(self, path)
+        return save(self, path, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PlacementTrace:
@@ -138,21 +140,22 @@ class PlacementTrace:
 
         return load(path)
 
-    def to_chrome_trace(self, path: str | os.PathLike) -> str:
+    def to_chrome_trace(self, path: str | os.PathLike, *, overwrite: bool = True) -> str:
         """Write the timeline as Chrome trace-event JSON (gzipped when ``path`` ends in
-        ``.gz``) for Perfetto UI and chrome://tracing; return the path. See
-        :mod:`tfplace_widget.export.chrome`."""
+        ``.gz``) for Perfetto UI and chrome://tracing; return the path; ``overwrite`` as in
+        :meth:`save`. See :mod:`tfplace_widget.export.chrome`."""
         from .export.chrome import write_chrome_trace
 
-        return write_chrome_trace(self, path)
+        return write_chrome_trace(self, path, overwrite=overwrite)
 
-    def to_html(self, path: str | os.PathLike, *, search: str = "") -> str:
+    def to_html(self, path: str | os.PathLike, *, search: str = "", overwrite: bool = True) -> str:
         """Write one self-contained HTML report (header, device chips, the searchable table
         and the timeline, plotly.js embedded: opens offline, no kernel); return the path.
-        ``search`` opens it narrowed. See :mod:`tfplace_widget.export.html`."""
+        ``search`` opens it narrowed; ``overwrite`` as in :meth:`save`. See
+        :mod:`tfplace_widget.export.html`."""
         from .export.html import write_html
 
-        return str(write_html(self, path, search=search))
+        return str(write_html(self, path, search=search, overwrite=overwrite))
 
     def to_frames(self) -> dict[str, pd.DataFrame]:
         """Copies of ``ops``, ``events`` and ``transfers`` (in that order, by name), to change
@@ -161,20 +164,21 @@ class PlacementTrace:
 
         return to_frames(self)
 
-    def to_csv(self, folder: str | os.PathLike) -> dict[str, str]:
+    def to_csv(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
         """Write ``ops.csv``, ``events.csv`` and ``transfers.csv`` into ``folder`` (made if
-        missing); return their paths by frame name. See :func:`tfplace_widget.export.tables.to_csv`."""
+        missing); return their paths by frame name. ``overwrite=False``: none is written when
+        one exists. See :func:`tfplace_widget.export.tables.to_csv`."""
         from .export.tables import to_csv
 
-        return to_csv(self, folder)
+        return to_csv(self, folder, overwrite=overwrite)
 
-    def to_parquet(self, folder: str | os.PathLike) -> dict[str, str]:
+    def to_parquet(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
         """Write ``ops.parquet``, ``events.parquet`` and ``transfers.parquet`` into ``folder``;
         needs pyarrow (``pip install 'tfplace_widget[parquet]'``): an ``ImportError`` saying so
-        without it."""
+        without it. ``overwrite`` as in :meth:`to_csv`."""
         from .export.tables import to_parquet
 
-        return to_parquet(self, folder)
+        return to_parquet(self, folder, overwrite=overwrite)
 
     # -- constructors -------------------------------------------------------------------------
     @classmethod

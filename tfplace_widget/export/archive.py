@@ -73,10 +73,10 @@ def raw_type(name: str) -> str:
     return RAW_TYPES.get(name, "bytes")
 
 
-def save(trace: PlacementTrace, path: str | os.PathLike) -> str:
+def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = True) -> str:
     """Write ``trace`` to ``path`` (a ``.tfplace`` file; see the module docstring); return the
     path. The file appears complete or not at all; a :class:`TraceWriteError` names the path
-    when it cannot be written."""
+    when it cannot be written (a ``FileExistsError`` too when it exists and not ``overwrite``)."""
     from .. import __version__
 
     where = os.fspath(path)
@@ -117,7 +117,7 @@ def save(trace: PlacementTrace, path: str | os.PathLike) -> str:
             for name, data in members.items():
                 archive.writestr(name, data)
 
-    write_atomically(where, "the trace", write)
+    write_atomically(where, "the trace", write, overwrite=overwrite)
     return where
 
 

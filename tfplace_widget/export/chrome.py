@@ -44,10 +44,13 @@ _EDGE = re.compile(r"^edge_\d+_(.+)$")
 _LABEL = re.compile(r"^(?:\[[^\]]*\]\s*)?[^=]* = [^(]*\((.*)\)$", re.S)
 
 
-def write_chrome_trace(trace: PlacementTrace, path: str | os.PathLike) -> str:
+def write_chrome_trace(
+    trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = True
+) -> str:
     """Write :func:`chrome_trace` of ``trace`` to ``path`` (gzipped when it ends in ``.gz``,
     any case); return the path. A :class:`TraceWriteError` names the path if it cannot be
-    written; ``ValueError`` when the trace has no timed event (a prediction)."""
+    written (a ``FileExistsError`` too when it exists and not ``overwrite``); ``ValueError``
+    when the trace has no timed event (a prediction)."""
     where = os.fspath(path)
     document = chrome_trace(trace)
     data = json.dumps(document, allow_nan=False, separators=(",", ":")).encode()
@@ -57,7 +60,7 @@ def write_chrome_trace(trace: PlacementTrace, path: str | os.PathLike) -> str:
     def write(stream: IO[bytes]) -> None:
         stream.write(data)
 
-    write_atomically(where, "the Chrome trace", write)
+    write_atomically(where, "the Chrome trace", write, overwrite=overwrite)
     return where
 
 

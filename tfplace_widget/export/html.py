@@ -626,18 +626,23 @@ footer { opacity: 0.6; font-size: 11px; }
 """
 
 
-def write_html(trace: PlacementTrace, path: str | os.PathLike, *, search: str = "") -> pathlib.Path:
+def write_html(
+    trace: PlacementTrace, path: str | os.PathLike, *, search: str = "", overwrite: bool = True
+) -> pathlib.Path:
     """Write ``trace`` as one self-contained HTML report to ``path`` (see the module
     docstring); return the path.
 
     ``search`` fills the search box (the report opens narrowed to it). The file appears
     complete or not at all; a path that cannot be written is a
     :class:`~tfplace_widget.export.TraceWriteError` (a ``TraceError`` and an ``OSError``)
-    naming it. A prediction (no events) still writes a report: its timeline is empty.
+    naming it; with ``overwrite=False`` an existing path is kept and is a ``FileExistsError``
+    too. A prediction (no events) still writes a report: its timeline is empty.
     """
     target = os.fspath(path)
     page = report_html(trace, search=search).encode("utf-8")
-    write_atomically(target, "the HTML report", lambda stream: _write(stream, page))
+    write_atomically(
+        target, "the HTML report", lambda stream: _write(stream, page), overwrite=overwrite
+    )
     return pathlib.Path(target)
 
 

@@ -10,18 +10,21 @@
   without it an ``ImportError`` says so.
 
 The folder is made when missing; a file that cannot be written is a :class:`TraceWriteError`
-naming it. Each file appears complete or not at all.
+naming it. Each file appears complete or not at all. Existing files are replaced, unless
+``overwrite=False``: then one that exists is a ``FileExistsError`` and none is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
 import pandas as pd
 
-from .output import make_folder, write_atomically
+from .output import exists_error, make_folder, write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import PlacementTrace
@@ -39,40 +42,71 @@ def to_frames(trace: PlacementTrace) -> dict[str, pd.DataFrame]:
     return {name: getattr(trace, name).copy(deep=True) for name in TABLES}
 
 
-def to_csv(trace: PlacementTrace, folder: str | os.PathLike) -> dict[str, str]:
+def to_csv(
+    trace: PlacementTrace, folder: str | os.PathLike, *, overwrite: bool = True
+) -> dict[str, str]:
     """Write the three tables as CSV files into ``folder``; their paths by table name."""
-    where = os.fspath(folder)
-    make_folder(where, "CSV tables")
-    paths = {}
-    for name in TABLES:
-        path = paths[name] = os.path.join(where, f"{name}.csv")
+
+    def encode(frame: pd.DataFrame, stream: IO[bytes]) -> None:
         text = io.StringIO()
-        getattr(trace, name).to_csv(text, index=False, lineterminator="\n")
-        data = text.getvalue().encode("utf-8")
+        frame.to_csv(text, index=False, lineterminator="\n")
+        stream.write(text.getvalue().encode("utf-8"))
 
-        def write(stream: IO[bytes], data: bytes = data) -> None:
-            stream.write(data)
-
-        write_atomically(path, f"the {name} table", write)
-    return paths
+    return _write_tables(trace, folder, "CSV", ".csv", encode, overwrite)
 
 
-def to_parquet(trace: PlacementTrace, folder: str | os.PathLike) -> dict[str, str]:
+def to_parquet(
+    trace: PlacementTrace, folder: str | os.PathLike, *, overwrite: bool = True
+) -> dict[str, str]:
     """Write the three tables as Parquet files into ``folder``; their paths by table name.
     ``ImportError`` (naming the extra to install) without pyarrow."""
     try:
         import pyarrow  # noqa: F401
     except ImportError as exc:
         raise ImportError(PARQUET_FIX, name="pyarrow") from exc
-    where = os.fspath(folder)
-    make_folder(where, "Parquet tables")
-    paths = {}
-    for name in TABLES:
-        path = paths[name] = os.path.join(where, f"{name}.parquet")
-        frame = getattr(trace, name)
 
-        def write(stream: IO[bytes], frame: pd.DataFrame = frame) -> None:
-            frame.to_parquet(stream, engine="pyarrow", index=False)
+    def encode(frame: pd.DataFrame, stream: IO[bytes]) -> None:
+        frame.to_parquet(stream, engine="pyarrow", index=False)
 
-        write_atomically(path, f"the {name} table", write)
+    return _write_tables(trace, folder, "Parquet", ".parquet", encode, overwrite)
+
+
+def table_paths(folder: str | os.PathLike, suffix: str) -> dict[str, str]:
+    """Where the tables go in ``folder``, by name: ``ops`` -> ``folder/ops.csv``..."""
+    return {name: os.path.join(os.fspath(folder), name + suffix) for name in TABLES}
+
+
+def _write_tables(
+    trace: PlacementTrace,
+    folder: str | os.PathLike,
+    kind: str,
+    suffix: str,
+    encode: Callable[[pd.DataFrame, IO[bytes]], None],
+    overwrite: bool,
+) -> dict[str, str]:
+    """Each table to its file, atomically. Without ``overwrite``, an existing one is refused
+    before any is written, and the files this call made are removed if a later one fails."""
+    paths = table_paths(folder, suffix)
+    make_folder(os.fspath(folder), f"{kind} tables")
+    if not overwrite:
+        for name, path in paths.items():
+            if os.path.lexists(path):
+                raise exists_error(f"the {name} table", path)
+    made: list[str] = []
+    try:
+        for name, path in paths.items():
+            frame = getattr(trace, name)
+            write_atomically(
+                path,
+                f"the {name} table",
+                lambda stream, frame=frame: encode(frame, stream),
+                overwrite=overwrite,
+            )
+            made.append(path)
+    except BaseException:
+        if not overwrite:  # all new: leave none of a set that is not whole
+            for path in made:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        raise
     return paths
