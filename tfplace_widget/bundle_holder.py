@@ -25,6 +25,7 @@ import anywidget
 import traitlets
 from ipywidgets.widgets.widget import _instances
 
+from . import static
 from .plotly_js import plotly_js_path
 
 # zlib level of the one-off compression (once per process, when the holder is first made).
@@ -38,67 +39,13 @@ WAIT_S = 60
 # The page-wide registry: globalThis[REGISTRY] is a Map from digest to a deferred module.
 REGISTRY = "__tfplace_widget_plotly_bundles__"
 
-# The JavaScript below names the registry, the digest and the wait as "$REGISTRY", "$DIGEST" and
-# "$WAIT_MS"; _js() puts the JSON values in.
-_ENTRY_JS = """
-function bundleEntry(digest) {
-  const bundles = (globalThis[$REGISTRY] ??= new Map());
-  let entry = bundles.get(digest);
-  if (entry === undefined) {
-    let resolve, reject;
-    const promise = new Promise((res, rej) => { resolve = res; reject = rej; });
-    promise.catch(() => {});  // a failed load is reported by the timelines that wait on it
-    entry = { promise, resolve, reject, loading: false };
-    bundles.set(digest, entry);
-  }
-  return entry;
-}
-"""
+# The JavaScript (static/bundle_entry.js, holder.js and timeline.js) names the registry, the
+# digest and the wait as "$REGISTRY", "$DIGEST" and "$WAIT_MS"; _js() puts the JSON values in.
+_ENTRY_JS = static.text("bundle_entry.js")  # bundleEntry(digest): the registry's entry
 
 # The holder: no view, only ``initialize``, which starts the load and returns at once (anywidget
 # gives a model 2 s to initialize; the timelines wait on the registry instead).
-_HOLDER_ESM = (
-    _ENTRY_JS
-    + """
-// plotly.min.js is a UMD file that also sets window.Plotly: given a `module` it exports there,
-// and the wrapper puts back whatever window.Plotly was (another plotly.js on the page stays).
-const BEFORE = "const module = { exports: {} };\\n" +
-  "const tfplacePlotlyBefore = Object.getOwnPropertyDescriptor(globalThis, 'Plotly');\\n";
-const AFTER = "\\n;if (tfplacePlotlyBefore) Object.defineProperty(globalThis, 'Plotly', " +
-  "tfplacePlotlyBefore); else delete globalThis.Plotly;\\nexport default module.exports;\\n";
-
-async function importBundle(gzipped) {
-  if (typeof DecompressionStream === "undefined") {
-    throw new Error("this browser has no DecompressionStream (Chrome 80, Firefox 113, Safari 16.4)");
-  }
-  const stream = new Blob([gzipped]).stream().pipeThrough(new DecompressionStream("gzip"));
-  const code = await new Response(stream).blob();
-  const url = URL.createObjectURL(new Blob([BEFORE, code, AFTER], { type: "text/javascript" }));
-  try {
-    const plotly = (await import(url)).default;
-    if (typeof plotly?.react !== "function") throw new Error("the file did not export plotly.js");
-    return plotly;
-  } finally {
-    URL.revokeObjectURL(url);
-  }
-}
-
-export default {
-  initialize({ model }) {
-    const digest = model.get("digest");
-    const entry = bundleEntry(digest);
-    if (entry.loading) return;  // this page has (or is importing) this bundle already
-    entry.loading = true;
-    importBundle(model.get("bundle_gz")).then(entry.resolve, (error) => {
-      // Forget the failed entry: a new holder (re-run after a kernel restart) may try again.
-      const bundles = globalThis[$REGISTRY];
-      if (bundles.get(digest) === entry) bundles.delete(digest);
-      entry.reject(new Error(`tfplace_widget: could not load plotly.js: ${error}`));
-    });
-  },
-};
-"""
-)
+_HOLDER_ESM = _ENTRY_JS + "\n" + static.text("holder.js")
 
 
 def _js(template: str, **values: object) -> str:

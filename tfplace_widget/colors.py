@@ -17,6 +17,7 @@ import functools
 import threading
 from collections.abc import Iterable
 
+from . import static
 from .devices import parse_device
 
 # (colour, the local device it is fixed for), in order.
@@ -43,6 +44,7 @@ _UNKNOWN = "#999999"  # not a device (unparseable, or no device type): grey
 # Colours the op table's style sheet has chip rules for from the start; a panel showing a
 # device beyond them adds the rules it needs (OpTable.cover_colors).
 CSS_COLORS = 32
+_CHIP_CSS = static.text("chips.css")  # the chips' shape, and the chip that is on
 
 _LOCAL = ("localhost", 0, 0)
 _lock = threading.Lock()
@@ -155,9 +157,4 @@ def chip_rules(colors: Iterable[str]) -> str:
 def chip_css() -> str:
     """Style rules for device chips, one class per colour (ToggleButtons have no
     background-colour style trait in ipywidgets 8)."""
-    return (
-        chip_rules(css_colors())
-        + "\n.tfplace-chip.jupyter-button { border-radius: 12px; padding: 0 12px; opacity: 0.92; }"
-        ".tfplace-chip.jupyter-button.mod-active { opacity: 1; font-weight: 700;"
-        " box-shadow: 0 0 0 3px var(--jp-ui-font-color1, #222); }"
-    )
+    return chip_rules(css_colors()) + "\n" + _CHIP_CSS

@@ -14,7 +14,8 @@ The browser draws ``figure`` with the overlays merged in (``Plotly.react``, whic
 user's zoom while ``layout.uirevision`` stays the same) and sends ``{"event": "click", "curve",
 "point"}`` when a bar is clicked. plotly.js itself comes once per kernel from the hidden
 ``bundle_holder.PlotlyBundle``; a page reload or a notebook saved with its widget state redraws
-the figure as it is now, since both traits are the whole of it.
+the figure as it is now, since both traits are the whole of it. The browser's side:
+``static/bundle_entry.js`` then ``static/timeline.js``, and ``timeline.css``.
 """
 
 from __future__ import annotations
@@ -27,98 +28,12 @@ import numpy as np
 import traitlets
 from ipywidgets import widget_serialization
 
+from . import static
 from .bundle_holder import _ENTRY_JS, WAIT_S, PlotlyBundle, _js, bundle, holder
 
 _DTYPES = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8", np.dtype(np.int32): "i4"}
 
-_ESM = (
-    _ENTRY_JS
-    + """
-const DIGEST = $DIGEST;
-const WAIT_MS = $WAIT_MS;
-const TYPED = { f4: Float32Array, f8: Float64Array, i4: Int32Array };
-const CONFIG = { displaylogo: false, responsive: false };
-
-function plotlyJs() {
-  let timer;
-  const late = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(
-      `tfplace_widget: plotly.js did not arrive within ${WAIT_MS / 1000} s. It is sent once ` +
-      "per kernel by a hidden PlotlyBundle widget, whose model this page never received: " +
-      "re-run the cell, and look for errors in the browser console.")), WAIT_MS);
-  });
-  return Promise.race([bundleEntry(DIGEST).promise, late]).finally(() => clearTimeout(timer));
-}
-
-// {dtype, bdata} (bdata: the DataView ipywidgets makes of a binary buffer) -> a typed array.
-function decode(value) {
-  if (Array.isArray(value)) return value.map(decode);
-  if (value === null || typeof value !== "object") return value;
-  if (value.dtype in TYPED && value.bdata instanceof DataView) {
-    const view = value.bdata;  // copied: a view into a message need not be aligned
-    const bytes = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength);
-    return new TYPED[value.dtype](bytes);
-  }
-  const out = {};
-  for (const [key, item] of Object.entries(value)) out[key] = decode(item);
-  return out;
-}
-
-async function render({ model, el }) {
-  el.classList.add("tfplace-timeline");
-  const plot = document.createElement("div");
-  el.appendChild(plot);
-  let Plotly;
-  try {
-    Plotly = await plotlyJs();
-  } catch (error) {
-    const message = document.createElement("pre");
-    message.className = "tfplace-timeline-error";
-    message.textContent = String(error?.message ?? error);
-    el.replaceChildren(message);
-    console.error(error);
-    return;
-  }
-  let data = [], layout = {};
-  function takeFigure() {
-    const figure = model.get("figure") ?? {};
-    data = decode(figure.data ?? []);
-    layout = decode(figure.layout ?? {});
-  }
-  function draw() {
-    const overlays = decode(model.get("overlays") ?? {});
-    const drawn = data.map((trace, i) => (i in overlays ? { ...trace, ...overlays[i] } : trace));
-    return Plotly.react(plot, drawn, layout, CONFIG);
-  }
-  const redraw = () => { takeFigure(); draw(); };
-  takeFigure();
-  await draw();
-  plot.on("plotly_click", (event) => {
-    const point = event?.points?.[0];
-    if (point) model.send({ event: "click", curve: point.curveNumber, point: point.pointNumber });
-  });
-  model.on("change:figure", redraw);
-  model.on("change:overlays", draw);
-  // JupyterLab resizes the output area without a window resize: follow the element's width.
-  let width = el.clientWidth;
-  const observer = new ResizeObserver(() => {
-    if (el.isConnected && el.clientWidth && el.clientWidth !== width) {
-      width = el.clientWidth;
-      Plotly.Plots.resize(plot);
-    }
-  });
-  observer.observe(el);
-  return () => {
-    model.off("change:figure", redraw);
-    model.off("change:overlays", draw);
-    observer.disconnect();
-    Plotly.purge(plot);
-  };
-}
-
-export default { render };
-"""
-)
+_ESM = _ENTRY_JS + "\n" + static.text("timeline.js")  # $DIGEST and $WAIT_MS: see _js
 
 
 def encode(value: Any) -> Any:
@@ -140,7 +55,7 @@ class TimelineWidget(anywidget.AnyWidget):
     """The plotly.js figure of a timeline, and the clicks on it (see the module's docstring)."""
 
     _esm = _js(_ESM, digest=bundle().digest, wait_ms=WAIT_S * 1000)
-    _css = ".tfplace-timeline { width: 100%; } .tfplace-timeline-error { color: #b00020; }"
+    _css = static.widget_source("timeline.css")
     figure = traitlets.Dict().tag(sync=True)
     overlays = traitlets.Dict().tag(sync=True)
     # Points at the holder: keeps it in this widget's dependencies (ipywidgets.embed), and

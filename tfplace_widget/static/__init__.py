@@ -1,0 +1,37 @@
+"""The package's JavaScript and CSS, as plain files shipped in the wheel (no build step).
+
+- ``table.js``/``table.css``, ``findings.js``/``findings.css``: the op table and the findings
+  list (anywidget ``_esm``/``_css``); ``chips.css``: the device chips' shared rules;
+- ``bundle_entry.js``, ``holder.js``, ``timeline.js``/``timeline.css``: the plotly.js holder and
+  the timeline (``$NAME`` placeholders filled by ``bundle_holder._js``);
+- ``search.js``, ``format.js``, ``report.js``/``report.css``: the HTML report's script (the
+  panel's search rules and ``format_us`` ported by hand, then the page) and its style sheet.
+
+Every file is read as UTF-8 text; ``tests/js/`` runs the ones that hold logic under node.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+FOLDER = pathlib.Path(__file__).resolve().parent
+
+
+def path(name: str) -> pathlib.Path:
+    """The file ``name`` of this folder."""
+    return FOLDER / name
+
+
+def text(name: str) -> str:
+    """The contents of the file ``name``."""
+    return path(name).read_text(encoding="utf-8")
+
+
+def widget_source(name: str) -> str | pathlib.Path:
+    """``name`` as an anywidget ``_esm``/``_css``: its path when ``ANYWIDGET_HMR=1`` (anywidget
+    re-sends a saved file to open widgets), its text otherwise: anywidget 0.11 keeps every
+    instance of a widget whose ``_esm`` is a path alive (held by the file's change signal)."""
+    if os.environ.get("ANYWIDGET_HMR") == "1":
+        return path(name)
+    return text(name)

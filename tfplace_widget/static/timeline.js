@@ -1,0 +1,83 @@
+const DIGEST = $DIGEST;
+const WAIT_MS = $WAIT_MS;
+const TYPED = { f4: Float32Array, f8: Float64Array, i4: Int32Array };
+const CONFIG = { displaylogo: false, responsive: false };
+
+function plotlyJs() {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(
+      `tfplace_widget: plotly.js did not arrive within ${WAIT_MS / 1000} s. It is sent once ` +
+      "per kernel by a hidden PlotlyBundle widget, whose model this page never received: " +
+      "re-run the cell, and look for errors in the browser console.")), WAIT_MS);
+  });
+  return Promise.race([bundleEntry(DIGEST).promise, late]).finally(() => clearTimeout(timer));
+}
+
+// {dtype, bdata} (bdata: the DataView ipywidgets makes of a binary buffer) -> a typed array.
+function decode(value) {
+  if (Array.isArray(value)) return value.map(decode);
+  if (value === null || typeof value !== "object") return value;
+  if (value.dtype in TYPED && value.bdata instanceof DataView) {
+    const view = value.bdata;  // copied: a view into a message need not be aligned
+    const bytes = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength);
+    return new TYPED[value.dtype](bytes);
+  }
+  const out = {};
+  for (const [key, item] of Object.entries(value)) out[key] = decode(item);
+  return out;
+}
+
+async function render({ model, el }) {
+  el.classList.add("tfplace-timeline");
+  const plot = document.createElement("div");
+  el.appendChild(plot);
+  let Plotly;
+  try {
+    Plotly = await plotlyJs();
+  } catch (error) {
+    const message = document.createElement("pre");
+    message.className = "tfplace-timeline-error";
+    message.textContent = String(error?.message ?? error);
+    el.replaceChildren(message);
+    console.error(error);
+    return;
+  }
+  let data = [], layout = {};
+  function takeFigure() {
+    const figure = model.get("figure") ?? {};
+    data = decode(figure.data ?? []);
+    layout = decode(figure.layout ?? {});
+  }
+  function draw() {
+    const overlays = decode(model.get("overlays") ?? {});
+    const drawn = data.map((trace, i) => (i in overlays ? { ...trace, ...overlays[i] } : trace));
+    return Plotly.react(plot, drawn, layout, CONFIG);
+  }
+  const redraw = () => { takeFigure(); draw(); };
+  takeFigure();
+  await draw();
+  plot.on("plotly_click", (event) => {
+    const point = event?.points?.[0];
+    if (point) model.send({ event: "click", curve: point.curveNumber, point: point.pointNumber });
+  });
+  model.on("change:figure", redraw);
+  model.on("change:overlays", draw);
+  // JupyterLab resizes the output area without a window resize: follow the element's width.
+  let width = el.clientWidth;
+  const observer = new ResizeObserver(() => {
+    if (el.isConnected && el.clientWidth && el.clientWidth !== width) {
+      width = el.clientWidth;
+      Plotly.Plots.resize(plot);
+    }
+  });
+  observer.observe(el);
+  return () => {
+    model.off("change:figure", redraw);
+    model.off("change:overlays", draw);
+    observer.disconnect();
+    Plotly.purge(plot);
+  };
+}
+
+export default { render };
