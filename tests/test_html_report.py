@@ -3,9 +3,9 @@
 Real traces: the seed experiment traced in a Session (``seed_cpu``), its prediction on one GPU
 (no events), the GPU traces vendored in the package, and a generated 10k-op graph traced by
 TensorFlow (``benchmarks/graphs.py``). The page's JSON is read back and checked against the
-trace and against the panel's own timeline; the page's search (JavaScript) is run under node
-and checked against ``search.match_names`` on the same names and queries. What a browser does
-with the file is ``tests/browser/test_html_report_browser.py``.
+trace and against the panel's own timeline. The page's search (JavaScript) and ``search.py``
+answer the same table of cases in ``tests/test_search_cases.py``. What a browser does with the
+file is ``tests/browser/test_html_report_browser.py``.
 """
 
 from __future__ import annotations
@@ -27,18 +27,17 @@ import pandas as pd
 import pytest
 from conftest import GPU_TRACES, run_python
 
-from tfplace_widget import PlacementTrace
+from tfplace_widget import PlacementTrace, static
 from tfplace_widget.errors import TraceError
 from tfplace_widget.export import TraceWriteError
 from tfplace_widget.export.html import (
     FORMAT_JS,
-    SEARCH_JS,
     plotly_path,
     report_data,
+    report_html,
     unpack_json,
     write_html,
 )
-from tfplace_widget.search import SearchError, match_names
 from tfplace_widget.summary import format_us
 from tfplace_widget.timeline import Timeline, TimelineFigure
 
@@ -286,156 +285,14 @@ def test_report_data_is_column_arrays_not_records(seed_cpu):
     assert data["page_size"] == 50
 
 
-# -- the page's search is the panel's search -----------------------------------------------------
-NAMES = [
-    "A",
-    "B",
-    "C",
-    "c0/add_1",
-    "c0/add_17",
-    "layer_1/block_7/add_17",
-    "grad/grad/x",
-    "gradients/add_grad/Shape_1",
-    "AddN",
-    "add",
-    "ADD",
-    "block_add",
-    "a.b",
-    "axb",
-    "a*b",
-    "a?b",
-    "[x]",
-    "aXb",
-    "xxy",
-    "y",
-    "while/body/_1",
-    "Ünïcode/ÄDD",
-    "straße",
-    f"C{HOSTILE}",
-    "x\u0007bell",
-]
-QUERIES = [
-    # plain substring (case-insensitive unless case)
-    ("", False, False),
-    ("c", False, False),
-    ("C", False, True),
-    ("add", False, False),
-    ("ADD", False, True),
-    ("/", False, False),
-    ("a.b", False, False),
-    ("[x]", False, False),
-    ("ünï", False, False),
-    ("ädd", False, False),
-    ("STRASSE", False, False),
-    ("<script>", False, False),
-    ("</SCRIPT>", False, False),
-    # globs: * and ?, anywhere in the name
-    ("*", False, False),
-    ("c*", False, False),
-    ("*add*", False, False),
-    ("add?", False, False),
-    ("add_1?", False, False),
-    ("?", False, False),
-    ("a*b", False, False),
-    ("a?b", False, True),
-    ("[*]", False, False),
-    ("A*", False, True),
-    ("grad*/x", False, False),
-    # regular expressions, Python's spellings included
-    ("^c", True, False),
-    ("add$", True, False),
-    ("add$", True, True),
-    ("a|b", True, False),
-    ("[0-9]+$", True, False),
-    (r"\d{2}", True, False),
-    (r"^(?P<head>\w+)/(?P=head)", True, False),
-    (r"\Agrad", True, False),
-    (r"_1\Z", True, False),
-    ("(?i)ADD", True, True),
-    ("(?s)a.b", True, False),
-    ("x{,2}y", True, False),
-    ("(?#a note)add", True, False),
-    ("[]a]", True, False),
-    (r"\bblock", True, False),
-    ("(?=add)a", True, False),
-    ("(?<=/)add", True, False),
-    (r"\.", True, False),
-    (r"a\*b", True, False),
-    (r"\a", True, False),
-    ("^$", True, False),
-    ("^[^/]+$", True, False),
-    (r"\w+/\w+/\w+", True, False),
-    (r"\s", True, False),
-    # bad patterns: a message in both, never a crash
-    ("(", True, False),
-    ("[", True, False),
-    ("a**", True, False),
-    (r"\q", True, False),
-    ("(?P<1>x)", True, False),
-    ("add)", True, False),
-]
-
-_NODE_DRIVER = """
-const input = JSON.parse(require("fs").readFileSync(0, "utf8"));
-const lowered = input.names.map((n) => n.toLowerCase());
-const out = input.queries.map(([text, regex, caseSensitive]) => {
-  try {
-    return { mask: Array.from(matchNames(input.names, lowered, text, regex, caseSensitive)) };
-  } catch (error) {
-    if (!(error instanceof SearchError)) throw error;
-    return { error: error.message };
-  }
-});
-process.stdout.write(JSON.stringify(out));
-"""
-
-
-@pytest.fixture(scope="module")
-def js_answers(tmp_path_factory) -> list[dict]:
-    node = shutil.which("node") or shutil.which("nodejs")
-    if node is None:
-        pytest.skip("node is not installed: the browser test runs the same search in Chromium")
-    script = tmp_path_factory.mktemp("search") / "search.js"
-    script.write_text(SEARCH_JS + _NODE_DRIVER, encoding="utf-8")
-    done = subprocess.run(
-        [node, str(script)],
-        input=json.dumps({"names": NAMES, "queries": QUERIES}),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
-@pytest.mark.filterwarnings("ignore:This pattern is interpreted as a regular expression")
-@pytest.mark.parametrize("index", range(len(QUERIES)), ids=lambda i: repr(QUERIES[i]))
-def test_the_pages_search_agrees_with_the_panels(js_answers, index):
-    text, regex, case = QUERIES[index]
-    answer = js_answers[index]
-    try:
-        expected = match_names(pd.Series(NAMES), text, regex=regex, case=case)
-    except SearchError:
-        assert "error" in answer, f"Python rejects {text!r}, the page matched {answer}"
-        assert answer["error"].startswith(f"Invalid regular expression '{text}'")
-        assert answer["error"].endswith("untick 'regex' to search for the text as typed.")
-        return
-    assert "mask" in answer, f"the page rejects {text!r}: {answer}"
-    got = [name for name, hit in zip(NAMES, answer["mask"], strict=True) if hit]
-    want = [name for name, hit in zip(NAMES, expected, strict=True) if hit]
-    assert got == want
-
-
-def test_the_search_queries_cover_every_rule(js_answers):
-    """Each kind of query matches some names and not others, so agreement means something."""
-    kinds = {"plain": set(), "glob": set(), "regex": set()}
-    for (text, regex, _), answer in zip(QUERIES, js_answers, strict=True):
-        kind = "regex" if regex else "glob" if ("*" in text or "?" in text) else "plain"
-        if "mask" in answer:
-            kinds[kind].add(sum(answer["mask"]))
-    assert all(len(counts) >= 4 for counts in kinds.values()), kinds
-    assert sum("error" in a for a in js_answers) == 6
+# -- the page's script: the files of static/ (its search: tests/test_search_cases.py) -------------
+def test_the_page_holds_the_static_scripts_and_style_sheet_as_they_are(seed_cpu):
+    """The page runs ``static/search.js``, ``format.js`` and ``report.js`` unchanged (the files
+    ``tests/js/`` runs under node), in one async function, and styles with ``report.css``."""
+    page = report_html(seed_cpu)
+    script = page.split("'use strict';\n(async () => {\n", 1)[1].split("})().catch(", 1)[0]
+    assert script == "\n".join(static.text(n) for n in ("search.js", "format.js", "report.js"))
+    assert f"<style>\n{static.text('report.css')}</style>" in page
 
 
 def test_trace_to_html_is_write_html(seed_cpu, tmp_path):

@@ -16,12 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget.export.html import SEARCH_JS, write_html
-from tfplace_widget.search import SearchError, match_names
+from tfplace_widget.search import match_names
 
 from .conftest import SCREENSHOTS, VIEWPORT
 
@@ -226,11 +225,12 @@ def test_10k_ops_webgl_report(trace_placement, open_report, tmp_path):
     print(f"\n10k-op report ready {ms:.0f} ms after navigation")
 
 
-def test_chromium_runs_the_search_as_python_does(chromium):
-    """The page's search in Chromium's own regex engine, against ``search.match_names`` (the
-    same names and queries as ``tests/test_html_report.py`` runs under node)."""
-    from test_html_report import NAMES, QUERIES
+def test_chromium_runs_the_search_as_the_table_says(chromium):
+    """The page's search in Chromium's own regex engine, on the table of cases that
+    ``tests/test_search_cases.py`` checks ``search.py`` and node on."""
+    from test_search_cases import CASES, NAMES
 
+    queries = [[case["pattern"], case["regex"], case["case"]] for case in CASES]
     page = chromium.new_page()
     try:
         answers = page.evaluate(
@@ -247,19 +247,20 @@ def test_chromium_runs_the_search_as_python_does(chromium):
               }
             });
             }""",
-            [NAMES, QUERIES],
+            [NAMES, queries],
         )
     finally:
         page.close()
     disagree = []
-    for (text, regex, case), answer in zip(QUERIES, answers, strict=True):
-        try:
-            expected = match_names(pd.Series(NAMES), text, regex=regex, case=case).tolist()
-        except SearchError:
-            expected = None
-        got = None if "error" in answer else [bool(v) for v in answer["mask"]]
+    for case, answer in zip(CASES, answers, strict=True):
+        expected = None if case.get("error") else case.get("js_matches", case.get("matches"))
+        got = (
+            None
+            if "error" in answer
+            else [n for n, hit in zip(NAMES, answer["mask"], strict=True) if hit]
+        )
         if got != expected:
-            disagree.append((text, regex, case, answer))
+            disagree.append((case, answer))
     assert not disagree, json.dumps(disagree, ensure_ascii=False)
 
 
