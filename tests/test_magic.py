@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from IPython.testing.globalipapp import get_ipython
+from IPython.testing import globalipapp
 
 from tfplace_widget import PlacementPanel, show_placement, trace_placement
 
@@ -21,7 +21,7 @@ c
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = get_ipython()
+    shell = globalipapp.get_ipython()  # the shell, whichever test file started it
     shell.run_line_magic("load_ext", "tfplace_widget")
     yield shell
     shell.run_line_magic("unload_ext", "tfplace_widget")

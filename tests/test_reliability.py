@@ -449,7 +449,7 @@ CATALOGUE = [
         lambda _: trace_placement(good_builder, device_count={"CPU": 65}),
         ValueError,
         ["device_count['CPU']", "not 65"],
-        ["whole number from 0 to 64"],
+        ["whole number from 1 to 64"],
     ),
     Case(
         "device_count-negative-gpu",
@@ -463,7 +463,7 @@ CATALOGUE = [
         lambda _: show_placement(good_builder, device_count={"CPU": 0}),
         ValueError,
         ["device_count['CPU']"],
-        ["at least 1", "needs a CPU device"],
+        ["from 1 to 64", "needs a CPU device"],
     ),
     # -- a timeout ----------------------------------------------------------------------------
     Case(

@@ -16,12 +16,16 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from .options import cpu_count_argument
+
 _FETCH = "__tfplace_fetch__"
 _NAMES = ("show_placement", "trace_placement")
 
 
 @magic_arguments()
-@argument("--cpus", type=int, default=None, help="number of CPU devices (device_count CPU)")
+@argument(
+    "--cpus", type=cpu_count_argument, default=None, help="number of CPU devices (device_count CPU)"
+)
 @argument("--no-soft", action="store_true", help="turn soft placement off")
 @argument("--optimize", action="store_true", help="let Grappler optimize the graph")
 @argument("--device-scope", default=None, help="an outer tf.device around the cell, e.g. /cpu:1")

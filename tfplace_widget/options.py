@@ -5,8 +5,36 @@ Pure Python (no TensorFlow import).
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping
 from typing import Any
+
+MAX_DEVICES_PER_TYPE = 64
+# The one rule for a number of CPUs: trace_placement's device_count, `tfplace run --cpus` and
+# `%%tfplace --cpus` all say it in these words.
+CPU_COUNT_RULE = f"a whole number from 1 to {MAX_DEVICES_PER_TYPE} (TensorFlow needs a CPU device)"
+
+
+def is_device_count(count: Any, kind: str) -> bool:
+    """Whether ``count`` is a valid number of ``kind`` devices: 0 to 64, and at least 1 CPU."""
+    low = 1 if kind.upper() == "CPU" else 0
+    return (
+        isinstance(count, int)
+        and not isinstance(count, bool)
+        and low <= count <= MAX_DEVICES_PER_TYPE
+    )
+
+
+def cpu_count_argument(text: str) -> int:
+    """The argparse ``type`` of ``--cpus`` (the command line and ``%%tfplace``)."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = None
+    if count is None or not is_device_count(count, "CPU"):
+        shown = text if count is not None else repr(text)
+        raise argparse.ArgumentTypeError(f"expected {CPU_COUNT_RULE}, not {shown}")
+    return count
 
 
 def normalize_device_count(device_count: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from .export.raw import raw_protos
 from .frames import build_trace
 from .function_tracer import is_tf2_callable, trace_function
 from .graphfacts import facts_from_graph
-from .options import normalize_device_count
+from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
 from .run_errors import Phase, explain_run_error
 from .trace import PlacementTrace
@@ -48,7 +48,6 @@ TRACE_OPTIONS = (
     "target",
 )
 MAX_STEPS = 1000
-MAX_DEVICES_PER_TYPE = 64
 MAX_TIMEOUT_S = 7 * 24 * 3600  # a week: anything longer is a typo, not a trace
 # After Ctrl-C closes the session, how long to wait for the cancelled run to return before
 # giving control back anyway (the run then ends on its own; its session is closed).
@@ -271,20 +270,13 @@ def _check_arguments(
         for kind, count in device_count.items():
             if not isinstance(kind, str) or not re.fullmatch(r"[A-Za-z_]+", kind):
                 raise ValueError(f"device_count keys are device types like 'CPU', not {kind!r}.")
-            if (
-                isinstance(count, bool)
-                or not isinstance(count, int)
-                or not (0 <= count <= MAX_DEVICES_PER_TYPE)
-            ):
-                raise ValueError(
-                    f"device_count[{kind!r}] must be a whole number from 0 to "
-                    f"{MAX_DEVICES_PER_TYPE}, not {count!r}."
+            if not is_device_count(count, kind):
+                rule = (
+                    CPU_COUNT_RULE
+                    if kind.upper() == "CPU"
+                    else f"a whole number from 0 to {MAX_DEVICES_PER_TYPE}"
                 )
-        cpus = [count for kind, count in device_count.items() if kind.upper() == "CPU"]
-        if cpus and min(cpus) < 1:
-            raise ValueError(
-                "device_count['CPU'] must be at least 1: TensorFlow needs a CPU device."
-            )
+                raise ValueError(f"device_count[{kind!r}] must be {rule}, not {count!r}.")
     if device_scope is not None:
         if not isinstance(device_scope, str):
             raise ValueError(
