@@ -430,3 +430,40 @@ def test_a_failed_call_before_leaves_no_ops_in_the_next_trace():
     ops = set(trace.ops["op"])
     assert "twice" in ops
     assert not {"step_0", "PrintV2"} & ops, sorted(ops)
+
+
+# -- one naming rule for a loop body and its plumbing (issue 20, item 5) ------------------------
+_INSTANCE_NUMBER = r"/(?:body|cond|then|else|branch\d+)/_\d+(?:/|$)"
+
+
+def test_a_loop_body_and_its_plumbing_are_named_by_one_rule(tf):
+    """A real while_loop with a tf.cond in its body: no name keeps an inlined body's or
+    branch's ``_N``, neither the body's ops nor the runtime's ``Func/...`` plumbing around
+    them, and every input the trace names is an op of the trace."""
+
+    @tf.function
+    def loop(v):
+        def body(i, w):
+            w = tf.cond(
+                i > 2, lambda: tf.add(w, 1.0, name="late"), lambda: tf.add(w, 2.0, name="early")
+            )
+            return i + 1, w
+
+        return tf.while_loop(lambda i, w: i < 5, body, [0, v])[1]
+
+    trace = trace_placement(loop, tf.ones((4,)))
+    names = trace.ops["op"]
+    assert not names.str.contains(_INSTANCE_NUMBER).any(), sorted(
+        names[names.str.contains(_INSTANCE_NUMBER)]
+    )
+    late = row(trace, "while/body/while/cond/then/while/cond/late")
+    assert late["runs"] == 2 and late["how"] == "implicit"  # i = 3, 4
+    plumbing = names[names.str.startswith("Func/while/body/input/")]
+    assert len(plumbing) == 4  # one Identity per loop variable (counter, limit, i, w)
+    assert set(trace.ops.set_index("op").loc[plumbing, "how"]) == {"runtime"}
+    assert "lowering while" in row(trace, plumbing.iloc[0])["reason"]
+    ops = set(names)
+    assert all(name in ops for inputs in trace.inputs.values() for name in inputs)
+    assert any(
+        name.startswith("Func/while/body/input/") for name in trace.inputs["while/body/while/add"]
+    )

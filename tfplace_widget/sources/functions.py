@@ -6,9 +6,13 @@ defs and the library of nested functions and loop bodies) and the placed partiti
 (where every node ran). The runtime inlines nested calls and lowers ``while``/``cond``/``case``
 into primitive ops, naming them ``call/op``, ``while/body/_9/while/add`` or
 ``cond/then/_3/cond/add``; the ``_N`` numbers change from run to run. This module maps every
-executed node back to the node def it came from, names it without those numbers
-(``while/body/while/add``), and reads its request, colocation and resource edges from that
-node def, so the same :class:`~tfplace_widget.reasons.Explainer` rules apply as in graph mode.
+executed node back to the node def it came from and reads its request, colocation and resource
+edges from that node def, so the same :class:`~tfplace_widget.reasons.Explainer` rules apply as
+in graph mode. One rule names every executed node, the body's ops and the runtime's plumbing
+around them alike: the ``_N`` after a ``body``/``cond``/``then``/``else``/``branch<k>`` segment
+(which inlined instance) is dropped, so ``while/body/_9/while/add`` is ``while/body/while/add``
+and its input ``Func/while/body/_9/input/_23`` is ``Func/while/body/input/_23`` (a trailing
+``/_N``, a runtime node's own number, stays: it tells the loop's inputs apart).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ _WHILE_TYPES = {"While", "StatelessWhile"}
 _IF_TYPES = {"If", "StatelessIf"}
 _CASE_TYPES = {"Case", "StatelessCase"}
 _COUNTER = re.compile(r"_\d+$")
+# The inlined instance's number after a body or branch segment, wherever it is in a name.
+_INSTANCE = re.compile(r"(?<=/)(body|cond|then|else|branch\d+)/_\d+(?=/|$)")
 _FUNCTION_NAME = re.compile(r"^__(?:inference|forward|backward)_(.+?)_\d+$")
 
 
@@ -99,8 +105,8 @@ def read_function_graphs(
         for partition in graph.partition_graphs:
             for node in partition.node:
                 origin = _resolve(node.name, top, "" if eager else scope_device)
-                wanted = origin.name if origin else node.name
-                display = _unique(f"eager/{wanted}" if eager else wanted, function, executed.device)
+                wanted = f"eager/{node.name}" if eager else without_instances(node.name)
+                display = _unique(wanted, function, executed.device)
                 renamed[node.name] = display
                 device = canonical.get(node.device)
                 if device is None:
@@ -110,7 +116,7 @@ def read_function_graphs(
                 if "fused_ops" in node.attr:
                     executed.fused[display] = [f.decode() for f in node.attr["fused_ops"].list.s]
                 if origin is not None:
-                    _add_facts(facts, display, origin, display[: len(display) - len(origin.name)])
+                    _add_facts(facts, display, origin, display[: len(display) - len(wanted)])
                     if eager:  # the eager runtime, not the user, set its device
                         facts.requested[display] = ""
                         facts.scope[display] = CallScope("", "", "eager")
@@ -131,6 +137,13 @@ def read_function_graphs(
     return executed, facts, display_of
 
 
+def without_instances(name: str) -> str:
+    """``name`` without the numbers of inlined bodies and branches: ``while/body/_9/while/add``
+    -> ``while/body/while/add``, ``Func/while/body/_9/input/_23`` ->
+    ``Func/while/body/input/_23`` (the one naming rule of function mode)."""
+    return _INSTANCE.sub(r"\1", name) if "/_" in name else name
+
+
 def _unique(name: str, function: str, taken: dict[str, str]) -> str:
     """``name``, or ``function/name`` (then ``_1``, ``_2``...) when another function has it."""
     if name not in taken:
@@ -145,9 +158,8 @@ def _unique(name: str, function: str, taken: dict[str, str]) -> str:
 
 @dataclass
 class _Origin:
-    """Where an executed node came from: its node def, its body, its display name."""
+    """Where an executed node came from: its node def and its body."""
 
-    name: str
     node: Any
     body: _Body
     scope: CallScope | None
@@ -158,7 +170,7 @@ def _resolve(name: str, body: _Body, scope_device: str, outer: CallScope | None 
     scope = outer or (CallScope(scope_device, "", body.function) if scope_device else None)
     node = body.nodes.get(name)
     if node is not None:
-        return _Origin(name, node, body, scope)
+        return _Origin(node, body, scope)
     parts = name.split("/")
     for end in range(len(parts) - 1, 0, -1):
         call_name = "/".join(parts[:end])
@@ -168,7 +180,7 @@ def _resolve(name: str, body: _Body, scope_device: str, outer: CallScope | None 
         found = _enter(call, parts[end:])
         if found is None:
             return None
-        function_name, rest, label = found
+        function_name, rest = found
         inner = body.library.get(function_name)
         if inner is None:
             return None
@@ -182,31 +194,27 @@ def _resolve(name: str, body: _Body, scope_device: str, outer: CallScope | None 
         inner_scope = scope
         if call.device:
             inner_scope = CallScope(call.device, call_name, inner_body.function)
-        origin = _resolve("/".join(rest), inner_body, "", inner_scope)
-        if origin is None:
-            return None
-        origin.name = f"{call_name}/{label}{origin.name}"
-        return origin
+        return _resolve("/".join(rest), inner_body, "", inner_scope)
     return None
 
 
-def _enter(call: Any, rest: list[str]) -> tuple[str, list[str], str] | None:
-    """``(function, path inside it, display label)`` for a path under a functional node."""
+def _enter(call: Any, rest: list[str]) -> tuple[str, list[str]] | None:
+    """``(function, path inside it)`` for a path under a functional node."""
     attr = call.attr
     if call.op in _CALL_TYPES:
-        return attr["f"].func.name, rest, ""
+        return attr["f"].func.name, rest
     if len(rest) < 3 or not _COUNTER.fullmatch(rest[1]):
         return None
     kind = rest[0]
     if call.op in _WHILE_TYPES and kind in ("body", "cond"):
-        return attr[kind].func.name, rest[2:], f"{kind}/"
+        return attr[kind].func.name, rest[2:]
     if call.op in _IF_TYPES and kind in ("then", "else"):
-        return attr[f"{kind}_branch"].func.name, rest[2:], f"{kind}/"
+        return attr[f"{kind}_branch"].func.name, rest[2:]
     if call.op in _CASE_TYPES and kind.startswith("branch") and kind[6:].isdigit():
         branches = attr["branches"].list.func
         index = int(kind[6:])
         if index < len(branches):
-            return branches[index].name, rest[2:], f"{kind}/"
+            return branches[index].name, rest[2:]
     return None
 
 
