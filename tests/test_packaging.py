@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -61,3 +63,29 @@ def test_extras_split_test_browser_and_lint_and_dev_has_them_all():
     assert {"test", "browser", "lint", "dev"} <= set(extras)
     assert extras["dev"] == ["tfplace_widget[test,browser,lint]"]
     assert not any(name.startswith(("jupyterlab", "playwright")) for name in extras["test"])
+
+
+def test_the_wheel_ships_the_browsers_javascript_and_css(tmp_path):
+    """Every file of ``tfplace_widget/static/`` (the widgets' and the HTML report's JavaScript
+    and CSS) is tracked, so a clone has it, and is in the wheel as it is in the checkout."""
+    static = ROOT / "tfplace_widget" / "static"
+    files = sorted(p for p in static.iterdir() if p.suffix in (".js", ".css"))
+    assert {"table.js", "findings.js", "timeline.js", "search.js", "report.css"} <= {
+        p.name for p in files
+    }
+    assert set(files) <= set(tracked_files()), "git add the new files of tfplace_widget/static/"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("tfplace_widget-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {name: archive.read(name) for name in archive.namelist()}
+    for path in files:
+        name = f"tfplace_widget/static/{path.name}"
+        assert name in shipped, f"{name} is not in the wheel"
+        assert shipped[name] == path.read_bytes(), f"{name} differs in the wheel"
+    assert "tfplace_widget/static/__init__.py" in shipped
