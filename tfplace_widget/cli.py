@@ -9,23 +9,28 @@ than the library does: loading is :func:`tfplace_widget.dispatch.as_trace`, trac
 Only the standard library is imported at start-up, so ``tfplace --help`` is instant: pandas comes
 with the first trace, and TensorFlow only with ``tfplace run`` (or a RunMetadata file).
 
+Outputs are checked before any work: a file is never replaced without ``--force``, and its
+name must end in its format's suffix (``.tfplace``, ``.html``, ``.json``/``.json.gz``): tfplace
+and browsers open a file by its name.
+
 Exit codes: 0 done; 1 an ``--expect-device`` check failed (the offending ops are printed);
 2 bad input (a missing or unreadable file, a file that is not a trace, an output that cannot be
-written, a builder that cannot be imported or traced, a bad argument); 3 an internal error (a
-bug: please report it with the ``--debug`` output); 130 interrupted. Every error is one line on
-stderr; ``--debug`` adds the traceback.
+written or exists without ``--force``, a builder that cannot be imported or traced, a bad
+argument); 3 an internal error (a bug: please report it with the ``--debug`` output); 130
+interrupted. Every error is one line on stderr; ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import fnmatch
 import os
 import re
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -59,6 +64,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``tfplace`` parser and its three sub-commands."""
     from . import __version__
+    from .options import cpu_count_argument
 
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: `tfplace --debug show` and `tfplace show --debug` both work, neither resets it.
@@ -96,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
         "RunMetadata (.pb, .pbtxt), anything show_placement accepts.",
     )
     show.add_argument("file", metavar="FILE", help="the trace file")
-    show.add_argument("--html", metavar="OUT", help="also write the HTML report to OUT")
+    show.add_argument("--html", metavar="OUT", help="also write the HTML report to OUT (.html)")
+    _add_force_option(show, "OUT if it exists")
     _add_listing_options(show, "the first ops")
     _add_expect_option(show)
     show.set_defaults(func=cmd_show)
@@ -111,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--chrome",
         metavar="OUT",
-        help="Chrome trace JSON for Perfetto UI / chrome://tracing (gzipped when OUT ends in .gz)",
+        help="Chrome trace JSON for Perfetto UI / chrome://tracing: OUT.json, or OUT.json.gz "
+        "gzipped",
     )
     export.add_argument(
         "--csv", metavar="DIR", help="ops.csv, events.csv, transfers.csv into DIR (made if missing)"
@@ -119,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--parquet", metavar="DIR", help="the same tables as Parquet into DIR (needs pyarrow)"
     )
+    _add_force_option(export, "files that exist")
     export.set_defaults(func=cmd_export)
 
     run = commands.add_parser(
@@ -137,7 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "-o", "--output", metavar="OUT", required=True, help="the .tfplace file to write"
     )
-    run.add_argument("--cpus", type=_positive_int, help="number of CPU devices (device_count)")
+    _add_force_option(run, "OUT if it exists")
+    run.add_argument(
+        "--cpus", type=cpu_count_argument, help="number of CPU devices (device_count), 1 to 64"
+    )
     run.add_argument("--no-soft", action="store_true", help="turn soft placement off")
     run.add_argument(
         "--optimize", action="store_true", help="let Grappler optimize (TF's defaults)"
@@ -191,6 +203,14 @@ def _add_listing_options(parser: argparse.ArgumentParser, without_search: str) -
     )
 
 
+def _add_force_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help=f"replace {what} (without --force, an existing file is never overwritten)",
+    )
+
+
 def _add_expect_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--expect-device",
@@ -216,8 +236,11 @@ def _whole_number(text: str) -> int:
 
 
 def _positive_int(text: str) -> int:
-    value = _whole_number(text)
-    if value < 1:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:  # one rule, one message, for 0 and for -3
         raise argparse.ArgumentTypeError(f"expected 1 or more, not {value}")
     return value
 
@@ -306,6 +329,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     """``tfplace show FILE``: the summary; the HTML report with ``--html``; the checks."""
     expectations = parse_expectations(args.expect_device)
     write_html = _html_writer() if args.html else None  # missing: fail before any output
+    if args.html:
+        check_output("--html", args.html, HTML_REPORT, args.force)
     trace = load_trace(args.file)
     if trace.facts is not None:
         # Findings and predictions of a trace with its graph read TensorFlow's op registry:
@@ -316,7 +341,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     out = _Output(sys.stdout, args.color)
     print_summary(trace, out, search=args.search, limit=args.limit, findings=args.findings)
     if write_html is not None:
-        written = write_html(trace, args.html, search=args.search)
+        with _refusing_to_overwrite("--html", args.html):
+            written = write_html(trace, args.html, search=args.search, overwrite=args.force)
         out.line(f"\nWrote the HTML report: {written or args.html}")
     if expectations:
         return check_expectations(trace, expectations, out, soft_placement=True)
@@ -331,20 +357,29 @@ def cmd_export(args: argparse.Namespace) -> int:
         )
     if args.parquet:
         _require_pyarrow()  # before loading: the file may take seconds to read
+    outputs = (("--csv", "CSV", args.csv), ("--parquet", "Parquet", args.parquet))
+    tables = [(option, kind, folder) for option, kind, folder in outputs if folder]
+    if args.chrome:
+        check_output("--chrome", args.chrome, CHROME_TRACE, args.force)
+    for option, kind, folder in tables:
+        check_tables_output(option, folder, kind, args.force)
     trace = load_trace(args.file)
     if args.chrome:
-        print(f"Wrote the Chrome trace: {trace.to_chrome_trace(args.chrome)}")
-    for kind, folder in (("CSV", args.csv), ("Parquet", args.parquet)):
-        if folder:
-            paths = trace.to_csv(folder) if kind == "CSV" else trace.to_parquet(folder)
-            print(f"Wrote the {kind} tables: {', '.join(paths.values())}")
+        with _refusing_to_overwrite("--chrome", args.chrome):
+            written = trace.to_chrome_trace(args.chrome, overwrite=args.force)
+        print(f"Wrote the Chrome trace: {written}")
+    for option, kind, folder in tables:
+        writer = trace.to_csv if kind == "CSV" else trace.to_parquet
+        with _refusing_to_overwrite(option, folder):
+            paths = writer(folder, overwrite=args.force)
+        print(f"Wrote the {kind} tables: {', '.join(paths.values())}")
     return EXIT_OK
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``tfplace run MODULE_OR_FILE:FUNCTION -o OUT``: trace, save, summarise, check."""
     expectations = parse_expectations(args.expect_device)
-    _check_writable(args.output)  # before a trace that may take minutes
+    check_output("-o", args.output, SAVED_TRACE, args.force)  # before a trace of minutes
     from .capture import import_tensorflow
 
     # TensorFlow's start-up lines go to the trace's log, not the terminal, even when the
@@ -369,7 +404,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     trace = trace_placement(builder, **options)
     if startup_log:
         trace.log = startup_log + trace.log
-    saved = trace.save(args.output)
+    saved = _save_run(trace, args.output, args.force)
     out = _Output(sys.stdout, args.color)
     print_summary(
         trace, out, search=args.search, limit=args.limit, findings=args.findings, list_ops=False
@@ -458,15 +493,101 @@ def load_builder(target: str) -> Callable[..., Any]:
     return found
 
 
-def _check_writable(path: str) -> None:
-    """Refuse an output path that cannot be written, before running anything."""
+# -- outputs ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OutputFormat:
+    """What an output holds and the suffixes (any case) tfplace reads it back by."""
+
+    what: str
+    suffixes: tuple[str, ...]
+    why: str  # why the name matters
+
+
+SAVED_TRACE = OutputFormat("the trace", (".tfplace",), "tfplace reads a file by its name")
+HTML_REPORT = OutputFormat("the HTML report", (".html", ".htm"), "a browser opens it by its name")
+CHROME_TRACE = OutputFormat(
+    "the Chrome trace", (".json", ".json.gz"), "tfplace reads it by its name; .gz is gzipped"
+)
+
+
+def check_output(option: str, path: str, kind: OutputFormat, force: bool) -> None:
+    """Refuse an output before any work: a folder, a missing folder, no permission, a name
+    without its format's suffix, or (without ``--force``) a file that exists."""
+    from .export.output import write_error
+
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
-        raise CliError(f"Cannot write the trace to {path!r}: it is a folder. Pass a file name.")
+        raise CliError(
+            str(write_error(kind.what, path, IsADirectoryError(errno.EISDIR, "Is a directory")))
+        )
     if not os.path.isdir(folder):
-        raise CliError(f"Cannot write the trace to {path!r}: the folder {folder!r} does not exist.")
+        missing = FileNotFoundError(errno.ENOENT, "No such file or directory")
+        raise CliError(str(write_error(kind.what, path, missing)))
+    if not path.lower().endswith(kind.suffixes):
+        stem = path[:-3] if path.lower().endswith(".gz") else path
+        better = os.path.splitext(stem)[0] + kind.suffixes[0]
+        raise CliError(
+            f"{option} {path!r}: {kind.what} is a {' or '.join(kind.suffixes)} file "
+            f"({kind.why}); name it {better!r}."
+        )
+    if os.path.lexists(path) and not force:
+        raise CliError(_exists(option, path))
     if not os.access(folder, os.W_OK):
-        raise CliError(f"Cannot write the trace to {path!r}: no permission to write {folder!r}.")
+        denied = PermissionError(errno.EACCES, "Permission denied")
+        raise CliError(str(write_error(kind.what, path, denied)))
+
+
+def check_tables_output(option: str, folder: str, kind: str, force: bool) -> None:
+    """Refuse a tables folder that is a file or (without ``--force``) holds a table file."""
+    from .export.tables import table_paths
+
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise CliError(
+            f"Cannot write {kind} tables to {folder!r}: it is a file, not a folder. Pass a "
+            "folder path (it is created if missing)."
+        )
+    suffix = ".csv" if kind == "CSV" else ".parquet"
+    taken = [
+        os.path.basename(p) for p in table_paths(folder, suffix).values() if os.path.lexists(p)
+    ]
+    if taken and not force:
+        raise CliError(
+            f"{option} {folder!r} already holds {', '.join(taken)}: pass --force to replace "
+            f"{'them' if len(taken) > 1 else 'it'}, or pick another folder. Nothing was written."
+        )
+
+
+def _exists(option: str, path: str) -> str:
+    return (
+        f"{option} {path!r} already exists: pass --force to replace it, or pick another name. "
+        "Nothing was written."
+    )
+
+
+@contextlib.contextmanager
+def _refusing_to_overwrite(option: str, path: str) -> Iterator[None]:
+    """A file made at ``path`` after :func:`check_output` (by another process) is kept: the
+    writer's ``FileExistsError`` becomes the message ``--force`` answers."""
+    try:
+        yield
+    except FileExistsError as exc:
+        raise CliError(_exists(option, getattr(exc, "filename", None) or path)) from exc
+
+
+def _save_run(trace: PlacementTrace, path: str, force: bool) -> str:
+    """Save the trace ``tfplace run`` made. A file that appeared at ``path`` while it ran is
+    kept, and the trace (maybe minutes of work) goes to a new name beside it, then an error."""
+    from .export.output import write_new_file
+
+    try:
+        return trace.save(path, overwrite=force)
+    except FileExistsError:
+        base, suffix = os.path.splitext(path)
+        saved = write_new_file(base, suffix, lambda p: trace.save(p, overwrite=False))
+        raise CliError(
+            f"-o {path!r} appeared while the trace ran and is kept (--force replaces it); "
+            f"the trace was saved to {saved!r} instead."
+        ) from None
 
 
 def _html_writer() -> Callable[..., Any]:
