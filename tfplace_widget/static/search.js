@@ -1,7 +1,7 @@
 class SearchError extends Error {}
 
 function escapeRegExp(text) {
-  return text.replace(/[.*+?^${}()|[\]\\\/]/g, "\\$&");
+  return text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
 }
 
 // A Python ``re`` pattern as a JavaScript RegExp source and flags: the spellings JavaScript
