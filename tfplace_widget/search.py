@@ -3,6 +3,8 @@
 The panel calls :func:`match_names` on every keystroke, so it must stay cheap on 100,000 ops:
 plain text is a case-insensitive substring test; ``*`` makes it a glob; the regex toggle
 passes the text to ``re``. A bad regex raises :class:`SearchError` with a readable message.
+The HTML report runs these rules ported by hand (``static/search.js``): a change here goes
+there too, with its case in ``tests/search_cases.json``, which both are tested on.
 """
 
 from __future__ import annotations
