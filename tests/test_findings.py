@@ -133,7 +133,7 @@ def test_int32_arithmetic_computes_in_host_memory_on_the_gpu(tf, trace_placement
     findings = trace_placement(lambda: int_arithmetic(tf), device_count=TWO_CPUS).findings
     found = _one(findings, "host_memory_on_gpu", "int_add")
     assert found["evidence"]["copies"] == 2  # device -> host into it, host -> device out
-    assert "int32 AddV2" in found["message"] and "Cast to float32" in found["message"]
+    assert "int32 AddV2" in found["message"] and "keep them float32" in found["message"]
     assert not len(_with(findings, "cpu_fallback", "int_add"))
 
 

@@ -21,8 +21,8 @@ What can be known depends on the trace:
   are ``cross_task_transfer`` findings (per pair of tasks), not ``costly_transfer`` ones, and
   the parameter servers' idleness is expected, not an ``idle_device``.
 
-The rules live by family: ``placement`` (cpu_fallback, soft_move, host_memory_on_gpu,
-xla_hidden, merged_runs), ``transfers`` (costly_transfer, ping_pong, cross_task_transfer) and
+The rules live by family: ``fallbacks`` (cpu_fallback), ``placement`` (soft_move,
+host_memory_on_gpu, xla_hidden, merged_runs), ``transfers`` (costly_transfer, ping_pong, cross_task_transfer) and
 ``timing`` (idle_device), over what ``context`` reads off the trace; here they are run, each
 kind capped at ``MAX_PER_KIND`` and the frame built.
 """
@@ -41,8 +41,8 @@ from .context import (
     _Finding,
     _names,
 )
+from .fallbacks import _cpu_fallbacks
 from .placement import (
-    _cpu_fallbacks,
     _host_memory_on_gpu,
     _merged_runs,
     _soft_moves,

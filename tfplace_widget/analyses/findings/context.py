@@ -43,6 +43,8 @@ _RUNTIME_TYPES = {
     "_DeviceArg",
     "_DeviceRetval",
 }
+# A function's arguments: a resource argument lives where the caller's variable or table is.
+_ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
 _CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (_copy_key)
 # Generators and host constants that follow their consumers: never findings of their own.
@@ -135,13 +137,17 @@ class _Context:
     def _through_copies(self, raw: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
         """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent."""
         type_of = self.type_of
-        sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
-        for name, producers in raw.items():
-            if producers and type_of.get(name) in ("_Send", "_HostSend"):
-                sent_by[_copy_key(name)] = producers[0]
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
         user = {n for n in type_of if n not in runtime}
+        sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
+        for name, producers in raw.items():
+            if producers and type_of.get(name) in ("_Send", "_HostSend"):
+                # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
+                # producer wins, so that X's readers on the other device stay X's consumers.
+                key = _copy_key(name)
+                if key not in sent_by or sent_by[key] not in user:
+                    sent_by[key] = producers[0]
         receives = ("_Recv", "_HostRecv")
         edges: dict[str, list[str]] = {}
         for name, producers in raw.items():
@@ -195,27 +201,50 @@ class _Context:
             reasons = dict(zip(self.ops["op"], self.ops["reason"].astype(str), strict=True))
             for name, kind in self.view.items():
                 if kind == "CPU":
-                    cause = self._kernel_cause(name)
-                    if cause[0] == "" and self.how.get(name) == "colocated":
-                        cause = ("colocated", _partner_from_reason(reasons.get(name, ""), self))
-                    self.why_cpu[name] = cause
+                    self.why_cpu[name] = self._cpu_cause(name, self.how.get(name), reasons)
             return
         if not self.gpu_kernel:  # no GPU, no kernel facts: nothing to predict from
             return
         self.predicted_view = True
         predicted = _predict_with_module(self, facts)
         if predicted is not None:
-            for name, (device, how, reason) in predicted.items():
+            reasons = {name: reason for name, (_, _, reason) in predicted.items()}
+            for name, (device, how, _) in predicted.items():
                 if name not in self.type_of or self.is_runtime(name):
                     continue
                 self.view[name] = _device_type(device)
                 if self.view[name] == "CPU":
-                    cause = self._kernel_cause(name)
-                    if cause[0] == "" and how == "colocated":
-                        cause = ("colocated", _partner_from_reason(reason, self))
-                    self.why_cpu[name] = cause
+                    self.why_cpu[name] = self._cpu_cause(name, how, reasons)
             return
         self._predict_here(facts)
+
+    def _cpu_cause(self, name: str, how: str | None, reasons: Mapping[str, str]) -> tuple[str, str]:
+        """Why ``name`` is on the CPU: its own kernel or request, else (``colocated``) the op
+        its resource or colocation group ties it to, followed to the one that decides."""
+        cause = self._kernel_cause(name)
+        seen = {name}
+        while cause[0] == "" and how == "colocated":
+            anchor = _partner_from_reason(reasons.get(name, ""), self, seen)
+            if not anchor:
+                return ("", "")
+            cause = self._anchor_cause(anchor)
+            seen.add(anchor)
+            name, how = anchor, self.how.get(anchor)
+        return cause
+
+    def _anchor_cause(self, anchor: str) -> tuple[str, str]:
+        """Why the op a CPU op is tied to is on the CPU. ``colocated`` only when the anchor has
+        no GPU kernel; ``requested`` when the user put it there (a tf.device) or when it is a
+        function's resource argument, which lives where its variable or table was made (a
+        ``host`` kernel, such as a VarHandleOp's, is a GPU kernel: no cause of its own)."""
+        kernel = self.gpu_kernel.get(anchor, "")
+        if kernel in _NO_GPU:
+            return ("colocated", anchor)
+        if _device_type(self.requested.get(anchor, "")) == "CPU":
+            return ("requested", anchor)
+        if self.type_of.get(anchor) in _ARGUMENT_TYPES:
+            return ("requested", anchor)
+        return ("", "")
 
     def _kernel_cause(self, name: str) -> tuple[str, str]:
         kernel = self.gpu_kernel.get(name, "")
@@ -254,7 +283,49 @@ class _Context:
             if len(kinds) == 1:
                 self.view[name] = kinds.pop()
 
+    # -- memory: where a tensor lives on a GPU machine -----------------------------------------
+    def crosses_memory(self, producer: str, consumer: str) -> bool:
+        """Whether the tensor ``producer`` -> ``consumer`` changes memory (host <-> device) on
+        a GPU machine: a copy. Ops on the CPU, and GPU kernels that keep that output or input
+        in host memory (int32, strings, shapes, a Sum's axes), are on the host side."""
+        made, read = self.view.get(producer), self.view.get(consumer)
+        if made is None or read is None:
+            return False
+        out_host = made == "CPU" or self._host_output(producer)
+        in_host = read == "CPU" or self._host_input(consumer, producer)
+        return out_host != in_host
+
+    def _host_output(self, op: str) -> bool:
+        kernel = self._kernel_facts(op)
+        return self.gpu_kernel.get(op) == "host" or bool(
+            kernel is not None and 0 in kernel.gpu_host_outputs
+        )
+
+    def _host_input(self, op: str, producer: str) -> bool:
+        if self.gpu_kernel.get(op) == "host":
+            return True
+        kernel = self._kernel_facts(op)
+        facts = getattr(self.trace, "facts", None)
+        built = getattr(facts, "inputs", {}).get(op, []) if facts is not None else []
+        positions = [i for i, p in enumerate(built) if p == producer]
+        return bool(kernel is not None and positions and positions[0] in kernel.gpu_host_inputs)
+
+    def _kernel_facts(self, op: str) -> Any:
+        facts = getattr(self.trace, "facts", None)
+        return getattr(facts, "kernels", {}).get(op) if facts is not None else None
+
     # -- small helpers ----------------------------------------------------------------------------
+    def attrs(self, name: str) -> dict[str, str]:
+        """The op's type attrs by name (``{"SrcT": "float32", "DstT": "int32"}``)."""
+        kernel = self._kernel_facts(name)
+        text = getattr(kernel, "attrs", "") if kernel is not None else ""
+        return dict(part.split("=", 1) for part in text.split() if "=" in part)
+
+    def on_a_gpu_machine(self) -> str:
+        """The words that make a finding about a GPU machine read as the prediction it is,
+        when the view is predicted (a CPU-only trace, or predict_placement's)."""
+        return "On a machine with a GPU, " if self.predicted_view else ""
+
     def dtypes(self, name: str) -> str:
         """The op's type attrs (``"int32"``), from the kernel facts of its node def."""
         facts = getattr(self.trace, "facts", None)
@@ -293,11 +364,12 @@ def _predict_with_module(context: _Context, facts: Any) -> dict[str, tuple[str, 
     }
 
 
-def _partner_from_reason(reason: str, context: _Context) -> str:
-    """The op a colocation reason names (its first word that is an op of the trace)."""
+def _partner_from_reason(reason: str, context: _Context, skip: set[str] | None = None) -> str:
+    """The op a colocation reason names (its first word that is an op of the trace, other than
+    those in ``skip``)."""
     for word in reason.replace(",", " ").replace(";", " ").split():
         word = word.strip(".()")
-        if word in context.type_of:
+        if word in context.type_of and not (skip and word in skip):
             return word
     return ""
 
@@ -351,6 +423,18 @@ def _duration(context: _Context, names: Iterable[str]) -> float:
         context.duration_of = timed.groupby("op")["duration_us"].sum().astype(float).to_dict()
     of = context.duration_of
     return float(sum(of.get(name, 0.0) for name in set(names)))
+
+
+def _in_order(context: _Context, names: Iterable[str]) -> list[str]:
+    """``names`` in the trace's row order (first start first)."""
+    if context.position is None:
+        context.position = {name: i for i, name in enumerate(context.device_of)}
+    position = context.position
+    return sorted(set(names), key=lambda n: position.get(n, len(position)))
+
+
+def _follower(context: _Context, name: str) -> bool:
+    return context.type_of.get(name) in _FOLLOWERS
 
 
 def _names(names: Sequence[str], limit: int = MAX_NAMED) -> str:

@@ -1,10 +1,10 @@
-"""Findings about where ops went: ``cpu_fallback`` (ops on the CPU of a GPU machine, seen or
-predicted), ``soft_move`` (a request the placer overrode), ``host_memory_on_gpu`` (GPU ops that
-compute in host memory), ``xla_hidden`` and ``merged_runs``: each costs copies or GPU time."""
+"""Findings about where ops went: ``soft_move`` (a request the placer overrode),
+``host_memory_on_gpu`` (GPU ops that compute in host memory), ``xla_hidden`` and
+``merged_runs``: each costs copies or GPU time. ``cpu_fallback`` is ``fallbacks``'."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -12,17 +12,19 @@ from ...devices import parse_device, short_device
 from .context import (
     _FOLLOWERS,
     _NO_GPU,
-    _ON_GPU,
     _all_on_one_gpu,
     _Context,
     _copied_op,
     _device_type,
     _duration,
     _Finding,
+    _in_order,
     _names,
 )
 
 _GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
+_FLOATS = {"float16", "bfloat16", "float32", "float64"}
+_INTEGERS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 
 
@@ -46,162 +48,6 @@ def _merged_runs(context: _Context) -> list[_Finding]:
             (0.0, 0.0, float(len(duplicated))),
         )
     ]
-
-
-def _cpu_fallbacks(context: _Context) -> list[_Finding]:
-    """Ops on the CPU of a GPU machine (seen, or predicted from the kernel registry): one
-    finding per connected stretch of them with one cause, the input pipeline as one."""
-
-    def falls_back(name: str) -> bool:
-        cause = context.why_cpu.get(name, ("", ""))[0]
-        if cause == "requested":  # asked for the CPU: not a fallback
-            return False
-        # With kernel facts, an op with a GPU kernel on the CPU for no reason of its own
-        # follows its input or consumer there (Shape, Identity): that op's finding covers it.
-        return bool(cause) or context.gpu_kernel.get(name, "NA") not in _ON_GPU
-
-    fallbacks = [
-        name
-        for name, kind in context.view.items()
-        if kind == "CPU"
-        and name not in context.duplicated
-        and context.type_of.get(name) not in _FOLLOWERS
-        and falls_back(name)
-    ]
-    # A dataset or iterator op in the step runs on the host with its iterator, wherever a
-    # prediction puts it (iterators have no GPU kernel: the resource lives on the CPU).
-    pipeline = [
-        n
-        for n, t in context.type_of.items()
-        if _is_pipeline(t) and n in context.view and n not in context.duplicated
-    ]
-    findings: list[_Finding] = []
-    if pipeline:
-        findings.append(_pipeline_finding(context, pipeline))
-    rest = [n for n in fallbacks if n not in set(pipeline)]
-    if not pipeline and not rest:
-        return []
-    cause_of = {n: context.why_cpu.get(n, ("", ""))[0] for n in rest}
-    grouped: set[str] = set()
-    for name in rest:
-        if name in grouped:
-            continue
-        group = [name]
-        grouped.add(name)
-        todo = [name]
-        while todo:  # neighbours that fall back for the same cause join this finding
-            current = todo.pop()
-            for other in context.inputs.get(current, []) + context.consumers.get(current, []):
-                if other in cause_of and other not in grouped and cause_of[other] == cause_of[name]:
-                    grouped.add(other)
-                    group.append(other)
-                    todo.append(other)
-        findings.append(_fallback_finding(context, _in_order(context, group), cause_of[name]))
-    return findings
-
-
-def _fallback_finding(context: _Context, names: list[str], cause: str) -> _Finding:
-    gpu = context.gpu_name()
-    one = len(names) == 1
-    where = "would run" if context.predicted_view else ("runs" if one else "run")
-    typed = _names([f"{n} ({context.type_of.get(n, '') or '?'})" for n in names])
-    subject = f"{typed} {where}"
-    if cause == "no":
-        types = {context.type_of.get(n, "") for n in names}
-        if all("String" in t or t.startswith(("AsString", "Substr", "Regex")) for t in types):
-            message = (
-                f"{subject} on the CPU: string ops have no GPU kernel. Turn strings into "
-                "numbers in the input pipeline (tf.data), before the step."
-            )
-        elif types <= {"PyFunc", "PyFuncStateless"}:
-            message = (
-                f"{subject} on the CPU: tf.numpy_function has no GPU kernel. Write its body "
-                "with TensorFlow ops, or run it in the input pipeline (tf.data)."
-            )
-        else:
-            message = (
-                f"{subject} on the CPU: {_names(sorted(types))} "
-                f"{'has' if len(types) == 1 else 'have'} no GPU kernel. Do it outside the "
-                "step (in the input pipeline, or once before), or use ops that have one."
-            )
-    elif cause == "dtype":
-        first = names[0]
-        dtype = context.dtypes(first)
-        op_type = context.type_of.get(first, "")
-        what = f"{dtype} {op_type}" if dtype else f"{op_type} with this dtype"
-        cast = "float32" if dtype != "float32" else "float16"
-        message = (
-            f"Cast to {cast} before the {op_type} ({_names(names)}): {what} has no GPU "
-            f"kernel, so {'it' if one else 'they'} {where} on the CPU."
-        )
-    elif cause == "colocated":
-        anchors = sorted({context.why_cpu[n][1] for n in names if context.why_cpu[n][1]})
-        anchor = _names(anchors) or "a CPU-only op"
-        message = (
-            f"{subject} on the CPU although {'it has' if one else 'they have'} a GPU kernel: "
-            f"{'it shares' if one else 'they share'} a resource with {anchor}, which has "
-            "none. Move that resource (and its readers) out of the step, or use a resource "
-            "type with a GPU kernel."
-        )
-    else:  # seen on the CPU of a GPU trace, why unknown (no graph)
-        message = (
-            f"{subject.replace(' runs', ' ran').replace(' would run', ' ran')} on "
-            f"{context.short(names[0])} while {gpu} was there: the graph was not given, so "
-            "whether a GPU kernel exists is unknown. Load the trace with its graph "
-            "(PlacementTrace.from_run_metadata(..., graph=)) to see why."
-        )
-    members = set(names)
-    neighbours = {
-        n
-        for name in names
-        for n in context.inputs.get(name, []) + context.consumers.get(name, [])
-        if n not in members and not _follower(context, n)
-    }
-    copies = sum(context.view.get(n) == "GPU" for n in neighbours)
-    known = cause in ("no", "dtype", "colocated")
-    severity = "high" if known and copies else ("medium" if known or copies else "info")
-    ops = list(names)
-    for name in names:  # the constants that feed it go with it
-        ops += [n for n in context.inputs.get(name, []) if _follower(context, n)]
-        if cause == "colocated" and context.why_cpu[name][1]:
-            ops.append(context.why_cpu[name][1])
-    duration = _duration(context, names)
-    return _Finding(
-        "cpu_fallback",
-        severity,
-        ops,
-        message,
-        {"ops": len(names), "gpu_neighbours": copies, "duration_us": duration},
-        (duration, 0.0, float(copies)),
-    )
-
-
-def _pipeline_finding(context: _Context, pipeline: list[str]) -> _Finding:
-    readers = [
-        n
-        for n in pipeline
-        if context.why_cpu.get(n, ("", ""))[0] == "colocated"
-        or context.type_of.get(n, "").startswith("IteratorGetNext")
-    ]
-    names = _names(pipeline)
-    where = "would run" if context.predicted_view else "run"
-    message = (
-        f"The tf.data input pipeline is inside the step ({names}) and {where} on the CPU: "
-        "iterators and datasets have no GPU kernel and their readers stay with them. Iterate "
-        "the dataset outside the step and pass batches in, with "
-        "dataset.prefetch(tf.data.AUTOTUNE) so the copy to the GPU overlaps the step."
-    )
-    duration = _duration(context, pipeline)
-    consumers = {c for n in pipeline for c in context.consumers.get(n, [])} - set(pipeline)
-    copies = sum(context.view.get(c) == "GPU" for c in consumers)
-    return _Finding(
-        "cpu_fallback",
-        "high" if copies else "medium",
-        pipeline,
-        message,
-        {"ops": len(pipeline), "readers": len(readers), "duration_us": duration},
-        (duration, 0.0, float(len(pipeline))),
-    )
 
 
 def _soft_moves(context: _Context) -> list[_Finding]:
@@ -253,47 +99,62 @@ def _soft_moves(context: _Context) -> list[_Finding]:
 
 
 def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
+    """GPU ops that compute in host memory on integers the user's code made from float data
+    (a tf.cast to int32 in the step): each crossing between them and device memory is a copy.
+    Integers that come from elsewhere (shapes, constants, loop and step counters, random
+    seeds, fed integer inputs, gradient code) are TensorFlow's and Keras's own plumbing, kept
+    in host memory by design: no finding, since there is nothing in the user's code to change."""
     if not context.gpu_kernel:
         return _host_memory_seen(context)
-    host = [
-        name
-        for name, kernel in context.gpu_kernel.items()
-        if kernel == "host"
-        and context.view.get(name) == "GPU"
-        and context.type_of.get(name) not in _FOLLOWERS
-        and not context.is_runtime(name)
-    ]
     by_type: dict[str, list[str]] = {}
-    for name in host:
-        by_type.setdefault(context.type_of.get(name, ""), []).append(name)
+    casts: dict[str, str] = {}
+    for name, kernel in context.gpu_kernel.items():
+        if (
+            kernel != "host"
+            or context.view.get(name) != "GPU"
+            or context.type_of.get(name) in _FOLLOWERS
+            or context.is_runtime(name)
+            or name.startswith(_GRADIENT_PREFIXES)
+        ):
+            continue
+        cast = _float_cast_source(context, name)
+        if cast:
+            casts[name] = cast
+            by_type.setdefault(context.type_of.get(name, ""), []).append(name)
     findings = []
     for op_type, names in sorted(by_type.items()):
         copies = _memory_crossings(context, names)
-        if not copies:  # host ops among host ops (shape arithmetic) copy nothing: harmless
+        if not copies:  # host ops among host ops copy nothing: harmless
             continue
-        generated = all(n.startswith(_GRADIENT_PREFIXES) for n in names)
-        verb = "would compute" if context.predicted_view else "compute"
+        names = _in_order(context, names)
+        sources = _in_order(context, {casts[n] for n in names})
+        one = len(names) == 1
+        verb = (
+            f"would sit on {context.gpu_name()} but compute"
+            if context.predicted_view
+            else f"{'sits' if one else 'sit'} on {context.gpu_name()} but "
+            f"{'computes' if one else 'compute'}"
+        )
         dtype = context.dtypes(names[0])
         dtype = f"{dtype} " if dtype else ""
-        fix = (
-            "TensorFlow's gradient code made it; Grappler's constant folding usually removes "
-            "such shape arithmetic (optimize=True shows what runs then)."
-            if generated
-            else "Cast to float32 for real GPU work, or keep this shape/index arithmetic "
-            "away from the GPU's tensors."
-        )
+        made = context.attrs(sources[0])
+        typed = _names([f"{n} ({op_type})" for n in names])
         message = (
-            f"{len(names)} {op_type} op{'s' if len(names) > 1 else ''} ({_names(names)}) {verb} "
-            f"in host memory on {context.gpu_name()}: the GPU kernel of {dtype}{op_type} keeps "
-            f"its inputs and outputs on the host, so {copies} tensor"
-            f"{'s cross' if copies > 1 else ' crosses'} between device and host memory. {fix}"
+            f"{context.on_a_gpu_machine()}{typed} {verb} in host memory: the GPU kernel of "
+            f"{dtype}{op_type} keeps its inputs and outputs on the host, and "
+            f"{'its' if one else 'their'} values come from {_names(sources)}, which "
+            f"{'casts' if len(sources) == 1 else 'cast'} {made.get('SrcT', 'float')} values to "
+            f"{made.get('DstT', 'integers')}; so {copies} tensor"
+            f"{'s cross' if copies > 1 else ' crosses'} between device and host memory every "
+            "step. Where the values need not be integers, keep them float32 through this "
+            "arithmetic (cast after it, or not at all)."
         )
         duration = _duration(context, names)
         findings.append(
             _Finding(
                 "host_memory_on_gpu",
-                "info" if generated else "medium",
-                names,
+                "medium",
+                [*sources, *names],
                 message,
                 {"ops": len(names), "copies": copies, "duration_us": duration},
                 (duration, 0.0, float(len(names))),
@@ -302,36 +163,39 @@ def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
     return findings
 
 
+def _float_cast_source(context: _Context, name: str, hops: int = 8) -> str:
+    """The cast of float values to integers that ``name``'s integers come from (through at
+    most ``hops`` integer ops), or ""."""
+    seen, frontier = {name}, [name]
+    for _ in range(hops):
+        following = []
+        for op in frontier:
+            for producer in context.inputs.get(op, []):
+                if producer in seen:
+                    continue
+                seen.add(producer)
+                attrs = context.attrs(producer)
+                if context.type_of.get(producer) == "Cast":
+                    if (
+                        attrs.get("SrcT") in _FLOATS
+                        and attrs.get("DstT") not in _FLOATS
+                        and not producer.startswith(_GRADIENT_PREFIXES)
+                    ):
+                        return producer
+                elif attrs and all(v in _INTEGERS for v in attrs.values()):
+                    following.append(producer)
+        frontier = following
+    return ""
+
+
 def _memory_crossings(context: _Context, names: Sequence[str]) -> int:
-    """Edges between ``names`` and GPU ops where the tensor changes memory (host <-> device):
+    """Edges between ``names`` and other ops where the tensor changes memory (host <-> device):
     each is a copy. An input the consumer's GPU kernel takes in host memory anyway (a Sum's
     axes) is no crossing."""
-    facts = getattr(context.trace, "facts", None)
-    kernels = getattr(facts, "kernels", {}) if facts is not None else {}
-    built_inputs = getattr(facts, "inputs", {}) if facts is not None else {}
-
-    def host_out(op: str) -> bool:
-        kernel = kernels.get(op)
-        return context.gpu_kernel.get(op) == "host" or bool(
-            kernel is not None and 0 in kernel.gpu_host_outputs
-        )
-
-    def host_in(op: str, producer: str) -> bool:
-        if context.gpu_kernel.get(op) == "host":
-            return True
-        kernel = kernels.get(op)
-        positions = [i for i, p in enumerate(built_inputs.get(op, [])) if p == producer]
-        return bool(kernel is not None and positions and positions[0] in kernel.gpu_host_inputs)
-
-    crossings: set[tuple[str, str]] = set()  # (producer, consumer): one copy per pair
     members = set(names)
-    edges = [(p, n) for n in names for p in context.inputs.get(n, []) if p not in members]
-    edges += [(n, c) for n in names for c in context.consumers.get(n, []) if c not in members]
-    for producer, consumer in edges:
-        other = consumer if producer in members else producer
-        if context.view.get(other) == "GPU" and host_out(producer) != host_in(consumer, producer):
-            crossings.add((producer, consumer))
-    return len(crossings)
+    edges = {(p, n) for n in names for p in context.inputs.get(n, []) if p not in members}
+    edges |= {(n, c) for n in names for c in context.consumers.get(n, []) if c not in members}
+    return sum(context.crosses_memory(producer, consumer) for producer, consumer in edges)
 
 
 def _host_memory_seen(context: _Context) -> list[_Finding]:
@@ -401,26 +265,6 @@ def _matches(requested: str, device: str) -> bool:
         return parse_device(requested).matches(parse_device(device))
     except ValueError:
         return False
-
-
-def _in_order(context: _Context, names: Iterable[str]) -> list[str]:
-    """``names`` in the trace's row order (first start first)."""
-    if context.position is None:
-        context.position = {name: i for i, name in enumerate(context.device_of)}
-    position = context.position
-    return sorted(set(names), key=lambda n: position.get(n, len(position)))
-
-
-def _follower(context: _Context, name: str) -> bool:
-    return context.type_of.get(name) in _FOLLOWERS
-
-
-def _is_pipeline(op_type: str) -> bool:
-    return (
-        op_type.endswith(("Dataset", "DatasetV2", "DatasetV3"))
-        or op_type.startswith(("Iterator", "OneShotIterator", "AnonymousIterator"))
-        or op_type in ("MakeIterator", "DeleteIterator", "OptionalGetValue")
-    )
 
 
 def _runs_of(ops: pd.DataFrame, names: Sequence[str]) -> int:

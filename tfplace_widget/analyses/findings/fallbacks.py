@@ -1,0 +1,303 @@
+"""``cpu_fallback``: ops on the CPU of a GPU machine (seen, or predicted from the kernel
+registry) for a cause of their own, one finding per stretch of host-side ops they share.
+
+A finding names only the cause the trace shows (no GPU kernel, none for these dtypes, tied to a
+resource that has none) and a fix the user can apply: strings are never told to cast, a cast is
+advised only to a dtype the op's GPU kernels take, and a stretch that one layer or function made
+(its ops share a name scope) is named after that scope, so the fix is about the user's own
+code (where that layer runs), not about the ops inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .context import (
+    _ON_GPU,
+    _Context,
+    _duration,
+    _Finding,
+    _follower,
+    _in_order,
+    _names,
+)
+
+_STRING_PREFIXES = (
+    "AsString",
+    "Substr",
+    "Regex",
+    "StaticRegex",
+    "Unicode",
+    "ReduceJoin",
+    "DecodeBase64",
+    "EncodeBase64",
+)
+_PY_FUNC_TYPES = {"PyFunc", "PyFuncStateless"}
+# Casts worth advising, best first: the dtypes GPU kernels most often take.
+_CAST_ORDER = ("float32", "int32", "float16", "bfloat16", "int64", "float64")
+
+
+def _cpu_fallbacks(context: _Context) -> list[_Finding]:
+    """Ops on the CPU of a GPU machine: the input pipeline as one finding, then one per
+    stretch of host-side ops (joined by data edges) that has fallbacks in it."""
+
+    def falls_back(name: str) -> bool:
+        cause = context.why_cpu.get(name, ("", ""))[0]
+        if cause == "requested":  # asked for the CPU, or tied to what was: not a fallback
+            return False
+        # With kernel facts, an op with a GPU kernel on the CPU for no reason of its own
+        # follows its input or consumer there (Shape, Identity): that op's finding covers it.
+        return bool(cause) or context.gpu_kernel.get(name, "NA") not in _ON_GPU
+
+    # A dataset or iterator op in the step runs on the host with its iterator, wherever a
+    # prediction puts it (iterators have no GPU kernel: the resource lives on the CPU).
+    pipeline = [
+        n
+        for n, t in context.type_of.items()
+        if _is_pipeline(t) and n in context.view and n not in context.duplicated
+    ]
+    findings: list[_Finding] = []
+    if pipeline:
+        findings.append(_pipeline_finding(context, pipeline))
+    in_pipeline = set(pipeline)
+    fallbacks = {
+        name
+        for name, kind in context.view.items()
+        if kind == "CPU"
+        and name not in context.duplicated
+        and name not in in_pipeline
+        and not _follower(context, name)
+        and falls_back(name)
+    }
+    grouped: set[str] = set()
+    for name in _in_order(context, fallbacks):
+        if name in grouped:
+            continue
+        stretch = _host_stretch(context, name)
+        members = _in_order(context, stretch & fallbacks)
+        grouped |= set(members)
+        findings.append(_fallback_finding(context, members, stretch))
+    return findings
+
+
+def _host_stretch(context: _Context, start: str) -> set[str]:
+    """``start`` and the ops joined to it by data edges through host-side ops: on the CPU, or
+    on the GPU with a kernel that computes in host memory (a string Identity)."""
+
+    def host_side(name: str) -> bool:
+        kind = context.view.get(name)
+        return kind == "CPU" or (kind == "GPU" and context.gpu_kernel.get(name) == "host")
+
+    stretch, todo = {start}, [start]
+    while todo:
+        name = todo.pop()
+        for other in context.inputs.get(name, []) + context.consumers.get(name, []):
+            if other not in stretch and host_side(other) and other not in context.duplicated:
+                stretch.add(other)
+                todo.append(other)
+    return stretch
+
+
+def _fallback_finding(context: _Context, names: list[str], stretch: set[str]) -> _Finding:
+    causes = {context.why_cpu.get(n, ("", ""))[0] for n in names}
+    message = _fallback_message(context, names, causes)
+    # The copies this stretch costs: GPU neighbours whose tensors change memory to reach it.
+    neighbours = {
+        other
+        for name in stretch
+        for other, edge in [(p, (p, name)) for p in context.inputs.get(name, [])]
+        + [(c, (name, c)) for c in context.consumers.get(name, [])]
+        if other not in stretch and context.crosses_memory(*edge)
+    }
+    copies = len(neighbours)
+    known = bool(causes) and causes <= {"no", "dtype", "colocated"}
+    severity = "high" if known and copies else ("medium" if known or copies else "info")
+    ops = list(names)
+    for name in names:  # the constants that feed it go with it, and the anchors it follows
+        ops += [n for n in context.inputs.get(name, []) if _follower(context, n)]
+        anchor = context.why_cpu.get(name, ("", ""))[1]
+        if anchor:
+            ops.append(anchor)
+    duration = _duration(context, names)
+    return _Finding(
+        "cpu_fallback",
+        severity,
+        ops,
+        message,
+        {"ops": len(names), "gpu_neighbours": copies, "duration_us": duration},
+        (duration, 0.0, float(copies)),
+    )
+
+
+def _fallback_message(context: _Context, names: list[str], causes: set[str]) -> str:
+    one = len(names) == 1
+    where = "would run" if context.predicted_view else ("runs" if one else "run")
+    prefix = context.on_a_gpu_machine()
+    types = sorted({context.type_of.get(n, "") or "?" for n in names})
+    scope = _common_scope(names) if len(names) > 1 else ""
+    if scope:
+        ops = f"{len(names)} ops under {scope}/ ({_names(types)})"
+    else:
+        ops = _names([f"{n} ({context.type_of.get(n, '') or '?'})" for n in names])
+    subject = f"{ops} {where}"
+    if "" in causes:  # seen on the CPU of a GPU trace, why unknown (no graph)
+        return (
+            f"{ops} ran on {context.short(names[0])} while {context.gpu_name()} was there: the "
+            "graph was not given, so whether a GPU kernel exists is unknown. Load the trace "
+            "with its graph (PlacementTrace.from_run_metadata(..., graph=)) to see why."
+        )
+    if any(_is_string_op(context, n) for n in names):
+        where_to = (
+            f"Do the work of {scope.rsplit('/', 1)[-1]} in the input pipeline (dataset.map), "
+            "before the step, so that the step gets numbers."
+            if scope
+            else "Turn strings into numbers in the input pipeline (tf.data), before the step."
+        )
+        return f"{prefix}{subject} on the CPU: string ops have no GPU kernel. {where_to}"
+    if set(types) <= _PY_FUNC_TYPES:
+        return (
+            f"{prefix}{subject} on the CPU: tf.numpy_function has no GPU kernel. Write its "
+            "body with TensorFlow ops, or run it in the input pipeline (tf.data)."
+        )
+    if causes == {"dtype"} and len(types) == 1:
+        return _dtype_message(context, names, where)
+    if causes == {"colocated"}:
+        anchors = sorted({context.why_cpu[n][1] for n in names if context.why_cpu[n][1]})
+        return (
+            f"{prefix}{subject} on the CPU although {'it has' if one else 'they have'} a GPU "
+            f"kernel: {'it shares' if one else 'they share'} a resource with "
+            f"{_names(anchors) or 'a CPU-only op'}, which has no GPU kernel. Move that resource "
+            "(and its readers) out of the step, or use a resource type with a GPU kernel."
+        )
+    missing = sorted({context.type_of.get(n, "") for n in names if context.why_cpu[n][0] == "no"})
+    typed = sorted(
+        {
+            f"{context.dtypes(n)} {context.type_of.get(n, '')}".strip()
+            for n in names
+            if context.why_cpu[n][0] == "dtype"
+        }
+    )
+    because = [f"{_names(missing)} {'has' if len(missing) == 1 else 'have'} no GPU kernel"] * bool(
+        missing
+    ) + [f"{_names(typed)} {'has' if len(typed) == 1 else 'have'} none for its dtype"] * bool(typed)
+    if "colocated" in causes:
+        anchors = sorted({context.why_cpu[n][1] for n in names if context.why_cpu[n][1]})
+        because.append(f"the rest share a resource with {_names(anchors)}, which has none")
+    return (
+        f"{prefix}{subject} on the CPU: {'; '.join(because)}. Do it outside the step (in the "
+        "input pipeline, or once before), or use ops that have one."
+    )
+
+
+def _dtype_message(context: _Context, names: list[str], where: str) -> str:
+    """One op type without a GPU kernel for its dtypes: the cast that gives it one, when a
+    single type attr stands in the way (the kernel registry says which dtypes its GPU kernels
+    take); else what is known."""
+    first = names[0]
+    op_type = context.type_of.get(first, "")
+    dtype = context.dtypes(first)
+    what = f"{dtype} {op_type}" if dtype else f"{op_type} with this dtype"
+    subject = "it" if len(names) == 1 else "they"
+    tail = (
+        f"so on a machine with a GPU {subject} would run on the CPU"
+        if context.predicted_view
+        else f"so {subject} {where} on the CPU"
+    )
+    cast = _gpu_cast(op_type, context.attrs(first))
+    if cast:
+        return f"Cast to {cast} before the {op_type} ({_names(names)}): {what} has no GPU kernel, {tail}."
+    return (
+        f"{_names(names)} ({op_type}): {what} has no GPU kernel, {tail}. Compute it in dtypes "
+        "its GPU kernels take, or outside the step."
+    )
+
+
+def _gpu_cast(op_type: str, attrs: dict[str, str]) -> str:
+    """The dtype to cast to so that ``op_type`` with ``attrs`` gets a GPU kernel: the GPU
+    kernels that differ from the node in one type attr only, their dtypes for it, the most
+    common first; "" when no single cast does it (or the registry is not at hand)."""
+    from .. import kernels
+
+    registered = kernels._op_kernels(op_type)
+    if registered is None or not attrs:
+        return ""
+    from tensorflow.python.framework import dtypes
+
+    def name(enum: int) -> str:
+        try:
+            return dtypes.as_dtype(enum).name
+        except TypeError:
+            return ""
+
+    options: set[str] = set()
+    for kernel in registered.kernels:
+        if kernel.device_type != "GPU" or kernel.label:
+            continue
+        if any(kind != "type" for _, kind, _ in kernel.constraints):
+            continue  # an attr the facts do not hold: cannot tell whether it matches
+        wrong = [
+            {name(v) for v in allowed}
+            for attr, _, allowed in kernel.constraints
+            if attr in attrs and not set(attrs[attr].split(",")) <= {name(v) for v in allowed}
+        ]
+        if len(wrong) == 1:
+            options |= wrong[0]
+    ranked = [d for d in _CAST_ORDER if d in options]
+    return ranked[0] if ranked else ""
+
+
+def _pipeline_finding(context: _Context, pipeline: list[str]) -> _Finding:
+    readers = [
+        n
+        for n in pipeline
+        if context.why_cpu.get(n, ("", ""))[0] == "colocated"
+        or context.type_of.get(n, "").startswith("IteratorGetNext")
+    ]
+    names = _names(pipeline)
+    where = (
+        "would run on the CPU on a machine with a GPU"
+        if context.predicted_view
+        else "runs on the CPU"
+    )
+    message = (
+        f"The tf.data input pipeline is inside the step ({names}) and {where}: iterators and "
+        "datasets have no GPU kernel and their readers stay with them. Iterate the dataset "
+        "outside the step and pass batches in, with dataset.prefetch(tf.data.AUTOTUNE) so the "
+        "copy to the GPU overlaps the step."
+    )
+    duration = _duration(context, pipeline)
+    consumers = {c for n in pipeline for c in context.consumers.get(n, [])} - set(pipeline)
+    copies = sum(context.view.get(c) == "GPU" for c in consumers)
+    return _Finding(
+        "cpu_fallback",
+        "high" if copies else "medium",
+        pipeline,
+        message,
+        {"ops": len(pipeline), "readers": len(readers), "duration_us": duration},
+        (duration, 0.0, float(len(pipeline))),
+    )
+
+
+def _is_string_op(context: _Context, name: str) -> bool:
+    op_type = context.type_of.get(name, "")
+    if "String" in op_type or op_type.startswith(_STRING_PREFIXES):
+        return True
+    return any("string" in value.split(",") for value in context.attrs(name).values())
+
+
+def _common_scope(names: Sequence[str]) -> str:
+    """The name scope all ``names`` share ("model/text_vectorization"), "" when none."""
+    common: list[str] = []
+    for level in zip(*(name.split("/")[:-1] for name in names), strict=False):
+        if len(set(level)) != 1:
+            break
+        common.append(level[0])
+    return "/".join(common)
+
+
+def _is_pipeline(op_type: str) -> bool:
+    return (
+        op_type.endswith(("Dataset", "DatasetV2", "DatasetV3"))
+        or op_type.startswith(("Iterator", "OneShotIterator", "AnonymousIterator"))
+        or op_type in ("MakeIterator", "DeleteIterator", "OptionalGetValue")
+    )
