@@ -1,0 +1,313 @@
+"""TensorFlow's own word on where a program's ops ran: its placement log and partition graphs.
+
+The program is run the way its user runs it (``fn(*args)`` in the eager runtime, or the graph
+in a ``tf.compat.v1.Session``), independently of the tool, with fd 2 captured at C level (the
+placer's ``name: (Type): device`` lines, the eager runtime's ``Executing op T in device D``)
+and the run metadata's placed partition graphs. Grappler is off for that run, as the tool's
+default (``optimize=False``) has it, so the partition graphs hold the nodes as built.
+
+Names: the function runtime inlines nested calls (``PartitionedCall/op``) and lowers loops and
+conds, numbering their bodies (``while/body/_4/while/add``); ``display_name`` drops those
+``_N`` counters, as the README says the tool names them. Node defs are resolved from each
+function's graph before optimisation and its library (the call, loop and branch attrs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+_PLACER_LINE = re.compile(r"placer\.cc:\d+\] (\S+): \((\S+)\): (\S+)$")
+_EAGER_LINE = re.compile(r"Executing op (\S+) in device (\S+)$")
+_BODY_COUNTER = re.compile(r"(^|/)(body|cond|then|else|branch\d+)/_\d+(?=/)")
+_CALLS = {"PartitionedCall", "StatefulPartitionedCall"}
+_WHILES = {"While", "StatelessWhile"}
+_IFS = {"If", "StatelessIf"}
+_CASES = {"Case", "StatelessCase"}
+DT_RESOURCE = 20
+_PASS_THROUGH = {"Identity", "IdentityN", "_Recv", "_HostRecv", "_Send", "_HostSend"}
+
+
+def display_name(raw: str) -> str:
+    """``while/body/_4/while/add`` -> ``while/body/while/add`` (the runtime's counters go)."""
+    return _BODY_COUNTER.sub(r"\1\2", raw)
+
+
+@contextlib.contextmanager
+def stderr_at_fd_level() -> Iterator[list[str]]:
+    """Capture what C++ writes to fd 2 in the block; the lines are in the yielded list."""
+    lines: list[str] = []
+    with tempfile.TemporaryFile() as sink:
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            lines.extend(sink.read().decode("utf-8", "replace").splitlines())
+
+
+@dataclass
+class Body:
+    """One function body: node defs by name and the types of its arguments."""
+
+    nodes: dict[str, Any]
+    arg_types: dict[str, int]
+    scope_device: str  # a tf.device on the call (or loop) that leads here
+
+
+@dataclass
+class NodeFact:
+    """A node def as TensorFlow's graph states it, with the body it lives in."""
+
+    node: Any
+    body: Body
+    prefix: str  # the display name minus the node def's own name
+
+    @property
+    def requested(self) -> str:
+        return self.node.device or self.body.scope_device
+
+
+@dataclass
+class GraphTruth:
+    """One placed graph (a function instantiation, an eager op, or a Session's graph)."""
+
+    placed: dict[str, str] = field(default_factory=dict)  # display name -> device
+    raw_placed: dict[str, str] = field(default_factory=dict)  # raw name -> device
+    types: dict[str, str] = field(default_factory=dict)  # display name -> op type
+    logged: dict[str, str] = field(default_factory=dict)  # display name -> logged device
+    retval_fed: set[str] = field(default_factory=set)  # display names feeding a _Retval
+    top: Body | None = None
+    library: dict[str, Any] = field(default_factory=dict)
+    eager: bool = False
+
+    def fact(self, display: str) -> NodeFact | None:
+        """The node def behind ``display``, or ``None`` (made by the runtime)."""
+        return _resolve(display.split("/"), self.top, self.library, "") if self.top else None
+
+
+def _resolve(parts: list[str], body: Body, library: dict, prefix: str) -> NodeFact | None:
+    name = "/".join(parts)
+    if name in body.nodes:
+        return NodeFact(body.nodes[name], body, prefix)
+    for end in range(len(parts) - 1, 0, -1):
+        call_name = "/".join(parts[:end])
+        call = body.nodes.get(call_name)
+        if call is None:
+            continue
+        rest = parts[end:]
+        function, label = _called(call, rest)
+        if function is None or function not in library or not rest[label:]:
+            return None
+        fdef = library[function]
+        inner = Body(
+            {n.name: n for n in fdef.node_def},
+            {a.name: a.type for a in fdef.signature.input_arg},
+            call.device or body.scope_device,
+        )
+        inner_prefix = f"{prefix}{call_name}/{'/'.join(rest[:label])}{'/' if label else ''}"
+        return _resolve(rest[label:], inner, library, inner_prefix)
+    return None
+
+
+def _called(call: Any, rest: list[str]) -> tuple[str | None, int]:
+    """The function a functional node runs for the path ``rest`` under it, and how many of
+    the path's parts name the branch (``body``, ``then``...)."""
+    attr = call.attr
+    if call.op in _CALLS:
+        return attr["f"].func.name, 0
+    kind = rest[0]
+    if call.op in _WHILES and kind in ("body", "cond"):
+        return attr[kind].func.name, 1
+    if call.op in _IFS and kind in ("then", "else"):
+        return attr[f"{kind}_branch"].func.name, 1
+    if call.op in _CASES and kind.startswith("branch") and kind[6:].isdigit():
+        branches = attr["branches"].list.func
+        return (branches[int(kind[6:])].name if int(kind[6:]) < len(branches) else None), 1
+    return None, 0
+
+
+def log_blocks(lines: list[str]) -> tuple[list[dict[str, tuple[str, str]]], list[tuple]]:
+    """The placer's blocks (one per graph placed: raw name -> (type, device)) and the eager
+    runtime's ``(type, device)`` executions, from captured fd-2 lines."""
+    blocks: list[dict[str, tuple[str, str]]] = []
+    eager: list[tuple[str, str]] = []
+    current: dict[str, tuple[str, str]] | None = None
+    for line in lines:
+        placed = _PLACER_LINE.search(line)
+        if placed:
+            name, op_type, device = placed.groups()
+            if current is None or name in current:
+                current = {}
+                blocks.append(current)
+            current[name] = (op_type, device)
+            continue
+        current = None
+        executed = _EAGER_LINE.search(line)
+        if executed:
+            eager.append(executed.groups())
+    return blocks, eager
+
+
+def graph_truth(pre_graph: Any, partition_graphs: list, eager: bool = False) -> GraphTruth:
+    """A ``GraphTruth`` from a graph before optimisation and its placed partitions."""
+    truth = GraphTruth(eager=eager)
+    truth.top = Body({n.name: n for n in pre_graph.node}, {}, "")
+    truth.library = {f.signature.name: f for f in pre_graph.library.function}
+    recv_of: dict[str, str] = {}  # tensor_name -> the _Recv's display name
+    sends: dict[str, str] = {}  # tensor_name -> the sent tensor's producer
+    for partition in partition_graphs:
+        for node in partition.node:
+            display = display_name(node.name)
+            truth.placed[display] = node.device
+            truth.raw_placed[node.name] = node.device
+            truth.types[display] = node.op
+            if node.op in ("_Send", "_HostSend"):
+                sends[node.attr["tensor_name"].s.decode()] = display_name(
+                    node.input[0].split(":")[0]
+                )
+            elif node.op in ("_Recv", "_HostRecv"):
+                recv_of[node.attr["tensor_name"].s.decode()] = display
+    received = {recv: sends.get(tensor, "") for tensor, recv in recv_of.items()}
+    inputs = {
+        display_name(node.name): [display_name(i.split(":")[0]) for i in node.input if i[:1] != "^"]
+        for partition in partition_graphs
+        for node in partition.node
+    }
+    # What reaches a _Retval through copies and Identity nodes only is a result of the call.
+    todo = [n for n, t in truth.types.items() if t == "_Retval"]
+    while todo:
+        name = todo.pop()
+        for source in inputs.get(name, []):
+            source = received.get(source) or source
+            if source in truth.retval_fed:
+                continue
+            truth.retval_fed.add(source)
+            if truth.types.get(source) in _PASS_THROUGH:
+                todo.append(source)
+    return truth
+
+
+def attach_log(truths: list[GraphTruth], blocks: list[dict[str, tuple[str, str]]]) -> None:
+    """Give each graph the placer block that placed it (the one sharing most names)."""
+    for truth in truths:
+        if not truth.raw_placed:
+            continue
+        names = set(truth.raw_placed)
+        best = max(blocks, key=lambda b: len(names & set(b)), default=None)
+        if best is None or not names & set(best):
+            continue
+        truth.logged = {display_name(raw): device for raw, (_, device) in best.items()}
+
+
+def run_function(call: Callable[[], Any]) -> tuple[list[GraphTruth], list[tuple], list[str]]:
+    """Call TF2 code once as its user would, Grappler off: the graphs placed, the eager ops
+    executed ``(type, device)``, and the captured log lines."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    options = dict(ctx._optimizer_experimental_options)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    ctx.clear_kernel_cache()
+    ctx.enable_run_metadata()
+    try:
+        with stderr_at_fd_level() as lines:
+            call()
+        metadata = ctx.export_run_metadata()
+    finally:
+        ctx.disable_run_metadata()
+        ctx._optimizer_experimental_options = options
+        ctx._thread_local_data.function_call_options = None
+        ctx.clear_kernel_cache()
+    truths = []
+    for graph in metadata.function_graphs:
+        pre = graph.pre_optimization_graph
+        truths.append(graph_truth(pre, list(graph.partition_graphs), eager=_is_eager_op(pre)))
+    blocks, eager_ops = log_blocks(lines)
+    attach_log(truths, blocks)
+    return truths, eager_ops, lines
+
+
+def _is_eager_op(pre_graph: Any) -> bool:
+    """An op the eager runtime ran on its own: its graph's nodes are named after their types
+    (``MatMul``, ``_MklMatMul``), besides the arguments and results."""
+    users = [n for n in pre_graph.node if n.op not in ("_Arg", "_Retval", "_DeviceArg")]
+    return not pre_graph.library.function and all(n.name == n.op for n in users)
+
+
+def run_graph(builder: Callable[[], Any], cpus: int) -> tuple[list[GraphTruth], list, list[str]]:
+    """Build the graph and run one step in a Session with ``cpus`` CPUs and the placement log
+    on (``ConfigProto(log_device_placement=True)``), Grappler off."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        fetches = builder()
+        init = [v1.global_variables_initializer(), v1.local_variables_initializer()]
+    config = v1.ConfigProto(
+        log_device_placement=True, allow_soft_placement=True, device_count={"CPU": cpus}
+    )
+    # The graph as built: no Grappler, and none of the Session's own graph optimizer either.
+    config.graph_options.optimizer_options.opt_level = v1.OptimizerOptions.L0
+    config.graph_options.optimizer_options.do_constant_folding = False
+    config.graph_options.optimizer_options.do_function_inlining = False
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    config.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
+    metadata = v1.RunMetadata()
+    with stderr_at_fd_level() as lines, v1.Session(graph=graph, config=config) as session:
+        session.run(init)
+        session.run(
+            fetches,
+            options=v1.RunOptions(output_partition_graphs=True),
+            run_metadata=metadata,
+        )
+    truth = graph_truth(graph.as_graph_def(), list(metadata.partition_graphs))
+    blocks, _ = log_blocks(lines)
+    attach_log([truth], blocks)
+    return [truth], [], lines
+
+
+def produces_resource(raw_input: str, body: Body) -> bool:
+    """Whether a node def's input (GraphDef or FunctionDef spelling) carries a resource."""
+    from tensorflow.python.framework import op_def_registry
+
+    source, _, rest = raw_input.lstrip("^").partition(":")
+    if source in body.arg_types:
+        return body.arg_types[source] == DT_RESOURCE
+    producer = body.nodes.get(source)
+    if producer is None:
+        return False
+    if producer.op in ("_Arg", "Placeholder", "VarHandleOp"):
+        attr = producer.attr
+        return producer.op == "VarHandleOp" or any(
+            key in attr and attr[key].type == DT_RESOURCE for key in ("T", "dtype")
+        )
+    try:
+        op_def = op_def_registry.get(producer.op)
+    except Exception:
+        return False
+    if op_def is None:
+        return False
+    wanted = rest.split(":")[0] if rest and not rest.split(":")[0].isdigit() else None
+    for arg in op_def.output_arg:
+        if wanted is not None and arg.name != wanted:
+            continue
+        attr = producer.attr
+        if arg.type == DT_RESOURCE:
+            return True
+        if arg.type_attr in attr and attr[arg.type_attr].type == DT_RESOURCE:
+            return True
+        if arg.type_list_attr in attr and DT_RESOURCE in attr[arg.type_list_attr].list.type:
+            return True
+    return False

@@ -1,0 +1,108 @@
+"""Run corpus programs and compare the tool with TensorFlow itself, in a process of its own.
+
+Two logical CPUs are configured and TensorFlow's placement log turned on before the runtime
+starts (neither can change later). Per program: its set-up code runs, then its traced call
+runs once as its user runs it, with TensorFlow's placement log and partition graphs recorded
+(``ground_truth``), then the tool traces the same call (``trace_placement``, default options),
+predicts one GPU (``predict_placement(trace, gpus=1)``) and lists findings; ``checks`` and
+``claims`` compare them. The results (plain data) go to a JSON file.
+
+Usage: ``python tests/real_code/oracle.py OUT.json PROGRAM [PROGRAM ...]``
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE / "corpus")]
+
+import tensorflow as tf  # noqa: E402
+
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2
+)
+tf.debugging.set_log_device_placement(True)
+
+import checks  # noqa: E402
+import claims  # noqa: E402
+import ground_truth  # noqa: E402
+
+from tfplace_widget import TraceError, predict_placement, trace_placement  # noqa: E402
+
+KERAS_STEPS = ("train_on_batch", "test_on_batch", "predict_on_batch", "fit")
+
+
+def run_program(name: str) -> dict[str, Any]:
+    """Everything the test asserts on for one corpus program."""
+    module = importlib.import_module(name)
+    started = time.perf_counter()
+    spec = module.program()
+    try:
+        return _compare(name, module, spec, started)
+    finally:
+        if "teardown" in spec:
+            spec["teardown"]()
+
+
+def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, Any]:
+    options = dict(spec.get("options", {}))
+    if "builder" in spec:
+        fn, args = spec["builder"], ()
+        truths, eager_ops, _ = ground_truth.run_graph(fn, options["device_count"]["CPU"])
+        expected_mode = "graph"
+    else:
+        fn, args = spec["fn"], tuple(spec.get("args", ()))
+        kwargs = spec.get("kwargs", {})
+        truths, eager_ops, _ = ground_truth.run_function(lambda: fn(*args, **kwargs))
+        expected_mode = "function"
+        if kwargs:
+            options["fn_kwargs"] = kwargs
+    try:
+        trace = trace_placement(fn, *args, **options)
+    except TraceError as exc:  # TF ran it (above); the tool could not trace it
+        return {"program": name, "tool_error": f"{type(exc).__name__}: {exc}"[:2000]}
+    predicted = predict_placement(trace, gpus=1)
+    framework_only = getattr(fn, "__name__", "") in KERAS_STEPS
+    return {
+        "program": name,
+        "source": source_of(module),
+        "mode": trace.mode,
+        "expected_mode": expected_mode,
+        "ops": len(trace.ops),
+        "devices": checks.device_check(trace, truths, eager_ops),
+        "how": checks.how_check(trace, truths),
+        "prediction": claims.prediction_check(predicted, trace, truths, spec.get("cpu_only", [])),
+        "findings": claims.findings_check(trace, truths, framework_only),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+_SOURCE = re.compile(r"(?:Reproduces|Follows) (\S+) (\S+) \(commit ([0-9a-f]{40})")
+
+
+def source_of(module: Any) -> str:
+    """``repo path @ commit`` of the public program a corpus module reproduces."""
+    match = _SOURCE.search(" ".join(module.__doc__.split()))
+    return f"{match.group(1)} {match.group(2)} @ {match.group(3)[:10]}" if match else "?"
+
+
+def main(out: str, names: list[str]) -> None:
+    results = {}
+    for name in names:
+        try:
+            results[name] = run_program(name)
+        except Exception:  # the test shows it, named
+            results[name] = {"program": name, "error": traceback.format_exc()}
+    Path(out).write_text(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])
