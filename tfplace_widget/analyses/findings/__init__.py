@@ -22,7 +22,7 @@ What can be known depends on the trace:
   the parameter servers' idleness is expected, not an ``idle_device``.
 
 The rules live by family: ``fallbacks`` (cpu_fallback), ``placement`` (soft_move,
-host_memory_on_gpu, xla_hidden, merged_runs), ``transfers`` (costly_transfer, ping_pong, cross_task_transfer) and
+host_memory_on_gpu, xla_hidden, merged_runs), ``costly`` (costly_transfer), ``transfers`` (ping_pong, cross_task_transfer) and
 ``timing`` (idle_device), over what ``context`` reads off the trace; here they are run, each
 kind capped at ``MAX_PER_KIND`` and the frame built.
 """
@@ -41,6 +41,7 @@ from .context import (
     _Finding,
     _names,
 )
+from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, _costly_transfers
 from .fallbacks import _cpu_fallbacks
 from .placement import (
     _host_memory_on_gpu,
@@ -50,12 +51,8 @@ from .placement import (
 )
 from .timing import BUSY_SHARE, IDLE_SHARE, _idle_devices
 from .transfers import (
-    COSTLY_BYTES,
-    COSTLY_US,
     NETWORK_HIGH_BYTES,
     NETWORK_MEDIUM_BYTES,
-    TOP_TRANSFERS,
-    _costly_transfers,
     _cross_task_transfers,
     _ping_pongs,
 )

@@ -47,6 +47,8 @@ _RUNTIME_TYPES = {
 _ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
 _CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (_copy_key)
+# Name scopes of the ops TensorFlow's gradient code makes (graph mode, GradientTape).
+_GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 # Generators and host constants that follow their consumers: never findings of their own.
 _FOLLOWERS = {"Const", "HostConst"}
 

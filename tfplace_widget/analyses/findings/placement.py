@@ -11,6 +11,7 @@ import pandas as pd
 from ...devices import parse_device, short_device
 from .context import (
     _FOLLOWERS,
+    _GRADIENT_PREFIXES,
     _NO_GPU,
     _all_on_one_gpu,
     _Context,
@@ -22,7 +23,6 @@ from .context import (
     _names,
 )
 
-_GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _INTEGERS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}

@@ -1,6 +1,7 @@
-"""Findings about copies: ``costly_transfer`` (copies between devices, by time and bytes),
-``ping_pong`` (GPU -> CPU -> GPU chains, two copies a step) and ``cross_task_transfer`` (tensors
-sent over the network between tasks of a cluster): copies are what a misplaced op costs."""
+"""Findings about copies: ``ping_pong`` (GPU -> CPU -> GPU chains, two copies a step) and
+``cross_task_transfer`` (tensors sent over the network between tasks of a cluster): copies are
+what a misplaced op costs. ``costly_transfer`` (copies between devices of one task) is
+``costly``'s."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ...devices import crosses_tasks, short_device, task_of
+from ...devices import crosses_tasks, task_of
 from ...summary import format_bytes, format_us
 from .context import (
     _FOLLOWERS,
-    _all_on_one_gpu,
     _Context,
     _copied_op,
     _copy_key,
@@ -22,10 +22,6 @@ from .context import (
     _names,
 )
 
-# A costly copy: this many bytes, or this much time, per traced run.
-COSTLY_BYTES = 1_000_000
-COSTLY_US = 1_000.0
-TOP_TRANSFERS = 3  # directions reported under costly_transfer
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
 # by bytes per step: a 10 Gb/s link moves about 1 GB/s at best, so 10 MB a step is 10 ms or
 # more on the wire (100 ms on 1 Gb/s), as long as a whole step of a mid-sized model: high;
@@ -51,95 +47,6 @@ _UPDATE_PREFIXES = (
 )
 # tf.py_function: a DEFAULT kernel places it on the GPU, but its Python body runs on the host.
 _PY_FUNCTION_TYPES = {"EagerPyFunc"}
-
-
-def _costly_transfers(context: _Context) -> list[_Finding]:
-    """The top copy directions by time, bytes and count; feeds and fetches apart (they are
-    the step's own inputs and results, so only ``info``)."""
-    transfers = context.trace.transfers
-    if transfers is None or transfers.empty:
-        return []
-    events = context.trace.events
-    # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
-    copy_time = events.groupby("op")["duration_us"].sum().to_dict() if len(events) else {}
-    steps = max(1, _steps(context))
-    directions: dict[tuple[str, str, str], list[tuple]] = {}
-    columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
-    crossing = _crosses_tasks(transfers)
-    for (tensor, src, dst, size), network in zip(
-        columns.itertuples(index=False), crossing, strict=True
-    ):
-        if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
-            continue
-        if network:  # between tasks of a cluster: cross_task_transfer's
-            continue
-        producer = _copied_op(context, tensor)
-        consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
-        io = "feed" if _is_feed(context, tensor, producer) else "" if consumers else "fetch"
-        row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
-        directions.setdefault((src, dst, io), []).append(row)
-    findings = []
-    for (src, dst, io), group in directions.items():
-        count = len(group)
-        sizes = [r[2] for r in group if r[2] is not None]
-        moved = sum(sizes)
-        seconds = float(sum(r[3] for r in group))
-        producers = sorted({r[1] for r in group if r[1] in context.type_of})
-        consumers = sorted(
-            {c for p in producers for c in context.consumers.get(p, []) if c in context.type_of}
-        )
-        ops = [o for p in producers for o in (p, *_copy_nodes(context, p))] + consumers
-        ops += [r[0] for r in group if r[0] in context.type_of]  # memcpy records
-        biggest = max(group, key=lambda r: (r[2] or 0, r[3]))
-        heavy = moved / steps >= COSTLY_BYTES or seconds / steps >= COSTLY_US
-        some = moved / steps >= COSTLY_BYTES / 100 or count >= 10
-        severity = "info" if io else ("high" if heavy else "medium" if some else "info")
-        unknown = "sizes unknown" if context.predicted_view else "sizes not recorded"
-        size_text = format_bytes(moved) if sizes else unknown
-        if len(sizes) < count and sizes:
-            size_text += f", {len(sizes)} of {count} sizes known"
-        time_text = f", {format_us(seconds)} copying" if seconds else ""
-        s_src, s_dst = short_device(src) or src, short_device(dst) or dst
-        if io == "feed":
-            fix = (
-                "the step's inputs, copied in every step: feed them from a tf.data pipeline "
-                "that prefetches, so the copy overlaps the previous step"
-            )
-        elif io == "fetch":
-            fix = "the step's results, going back to the caller: fetch only what you need"
-        elif producers and consumers and _all_on_one_gpu(context, producers + consumers):
-            fix = (
-                f"{_names(producers)} and {_names(consumers)} all run on "
-                f"{context.short(producers[0])}, yet the tensors cross to host memory: GPU "
-                "kernels that compute in host memory (int32 shape arithmetic) sit among them; "
-                "cast to float32, or keep that arithmetic away from the GPU's tensors"
-            )
-        elif producers and consumers:
-            fix = (
-                f"put {_names(producers)} on {s_dst} with {_names(consumers)}, or those on "
-                f"{s_src}, so the tensors stay on one device"
-            )
-        else:
-            fix = "keep the producers and consumers of these tensors on one device"
-        plural = "copies" if count > 1 else "copy"
-        message = (
-            f"{count} {plural} from {s_src} to {s_dst} ({size_text}{time_text}; largest "
-            f"{biggest[0]}): {fix}."
-        )
-        evidence = {"copies": count, "bytes": moved if sizes else -1, "time_us": seconds}
-        evidence["steps"] = steps
-        findings.append(
-            _Finding(
-                "costly_transfer",
-                severity,
-                ops or [r[0] for r in group],
-                message,
-                evidence,
-                (seconds, float(moved), float(count)),
-            )
-        )
-    findings.sort(key=lambda f: (f.severity != "info", *f.cost), reverse=True)
-    return findings[:TOP_TRANSFERS]
 
 
 def _is_feed(context: _Context, tensor: str, producer: str) -> bool:
@@ -372,7 +279,9 @@ def _cross_task_finding(
 
 
 def _ping_pongs(context: _Context) -> list[_Finding]:
-    """Chains GPU -> CPU -> GPU: each CPU stretch between GPU ops costs two copies a step."""
+    """Chains GPU -> CPU -> GPU: each CPU stretch between GPU ops costs two copies a step,
+    counted only where the tensor leaves device memory (a GPU kernel that keeps it in host
+    memory, such as a string or int32 Identity, hands it over without a copy)."""
     view = context.view
     if not view or not any(kind == "GPU" for kind in view.values()):
         return []
@@ -387,36 +296,53 @@ def _ping_pongs(context: _Context) -> list[_Finding]:
         if not inside:
             continue
         before = sorted(
-            {p for n in stretch for p in context.inputs.get(n, []) if view.get(p) == "GPU"}
+            {
+                p
+                for n in stretch
+                for p in context.inputs.get(n, [])
+                if view.get(p) == "GPU" and context.crosses_memory(p, n)
+            }
         )
         after = sorted(
-            {c for n in stretch for c in context.consumers.get(n, []) if view.get(c) == "GPU"}
+            {
+                c
+                for n in stretch
+                for c in context.consumers.get(n, [])
+                if view.get(c) == "GPU" and context.crosses_memory(n, c)
+            }
         )
         if before and after:
             findings.append(_ping_pong_finding(context, sorted(inside), before, after))
     for name, kind in view.items():  # tf.py_function: on the GPU, its Python on the host
         if kind == "GPU" and context.type_of.get(name) in _PY_FUNCTION_TYPES:
-            before = context.inputs.get(name, [])
-            after = context.consumers.get(name, [])
-            verb = "would copy" if context.predicted_view else "copies"
-            message = (
-                f"{name} (tf.py_function) sits on {context.gpu_name()} but its Python body runs "
-                f"on the host: it {verb} its inputs GPU -> host and its result back every "
-                "step. Write the body with TensorFlow ops, or move it into the input "
-                "pipeline (tf.data)."
-            )
-            duration = _duration(context, [name])
-            findings.append(
-                _Finding(
-                    "ping_pong",
-                    "high",
-                    [*before, name, *after],
-                    message,
-                    {"copies": len(before) + max(1, len(after)), "duration_us": duration},
-                    (duration, 0.0, float(len(before) + len(after))),
-                )
-            )
+            findings.append(_py_function_finding(context, name))
     return findings
+
+
+def _py_function_finding(context: _Context, name: str) -> _Finding:
+    before = context.inputs.get(name, [])
+    after = context.consumers.get(name, [])
+    gpu = context.gpu_name()
+    if context.predicted_view:
+        what = (
+            f"{context.on_a_gpu_machine()}{name} (tf.py_function) would sit on {gpu} (its kernel "
+            "serves every device) but its Python body runs on the host: it would copy its "
+            "inputs GPU -> host and its result back every step."
+        )
+    else:
+        what = (
+            f"{name} (tf.py_function) sits on {gpu} but its Python body runs on the host: it "
+            "copies its inputs GPU -> host and its result back every step."
+        )
+    duration = _duration(context, [name])
+    return _Finding(
+        "ping_pong",
+        "high",
+        [*before, name, *after],
+        f"{what} Write the body with TensorFlow ops, or move it into the input pipeline (tf.data).",
+        {"copies": len(before) + max(1, len(after)), "duration_us": duration},
+        (duration, 0.0, float(len(before) + len(after))),
+    )
 
 
 def _ping_pong_finding(
@@ -425,11 +351,22 @@ def _ping_pong_finding(
     chain = f"{_names(before, 2)} -> {_names(inside, 2)} -> {_names(after, 2)}"
     gpu = context.gpu_name()
     causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
-    fix = (
-        "make the CPU part run on the GPU (its fallback finding says how)"
-        if causes & {"no", "dtype", "colocated"}
-        else "move the CPU part onto the GPU, or the whole chain onto one device"
-    )
+    one = len(inside) == 1
+    if causes & {"no", "dtype", "colocated"}:
+        fix = (
+            f"its cpu_fallback finding says why {'it' if one else 'they'} would run on the CPU "
+            "and what to do"
+        )
+    elif "requested" in causes:
+        fix = (
+            "the CPU part is asked for (a tf.device, or tied to an op that is): drop that "
+            "request, or put the whole chain on one device"
+        )
+    else:
+        fix = (
+            "move the CPU part onto the GPU, or the whole chain onto one device (its reason "
+            "column says why it is on the CPU)"
+        )
     verb = "would go" if context.predicted_view else "goes"
     copies = len(before) + len(after)
     duration = _duration(context, inside)
@@ -437,7 +374,8 @@ def _ping_pong_finding(
         "ping_pong",
         "high" if copies >= 2 and causes & {"no", "dtype", "colocated"} else "medium",
         [*before, *inside, *after],
-        f"{chain} {verb} {gpu} -> CPU -> {gpu}, {copies} copies a step: {fix}.",
+        f"{context.on_a_gpu_machine()}{chain} {verb} {gpu} -> CPU -> {gpu}, {copies} copies a "
+        f"step: {fix}.",
         {"copies": copies, "cpu_ops": len(inside), "duration_us": duration},
         (duration, 0.0, float(copies)),
     )

@@ -1,0 +1,221 @@
+"""``costly_transfer``: the copies between devices of one task, by direction, worst first.
+
+Each finding says what crosses, as the trace shows it: the step's own feeds and fetches (only
+``info``), reads of variables that live on another device than the ops that use them, updates
+computed on another device than their variables, or tensors computed on one device and read on
+another. Copies that never leave host memory (a CPU op and a GPU kernel that keeps that tensor
+in host memory, such as a string Identity) cost no device copy and are left out; control
+signals (0-byte tensors that carry a control edge) are counted, not named.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from ...devices import short_device
+from ...summary import format_bytes, format_us
+from .context import (
+    _GRADIENT_PREFIXES,
+    _all_on_one_gpu,
+    _Context,
+    _copied_op,
+    _device_type,
+    _Finding,
+    _names,
+)
+from .transfers import _UPDATE_PREFIXES, _copy_nodes, _crosses_tasks, _is_feed, _steps
+
+# A costly copy: this many bytes, or this much time, per traced run.
+COSTLY_BYTES = 1_000_000
+COSTLY_US = 1_000.0
+TOP_TRANSFERS = 3  # directions reported under costly_transfer
+# Ops that read only their input's shape; the placer puts them with their first input.
+_METADATA_TYPES = {"Shape", "ShapeN", "Size", "Rank"}
+# A control edge between devices: the partitioner sends a dummy "<op>/ctrl/_N" tensor.
+_CONTROL = re.compile(r"^(?P<op>.+)/ctrl/_\d+(?::\d+)?$")
+
+
+def _costly_transfers(context: _Context) -> list[_Finding]:
+    """The top copy directions by time, bytes and count; feeds and fetches apart (they are
+    the step's own inputs and results, so only ``info``)."""
+    transfers = context.trace.transfers
+    if transfers is None or transfers.empty:
+        return []
+    events = context.trace.events
+    # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
+    copy_time = events.groupby("op")["duration_us"].sum().to_dict() if len(events) else {}
+    steps = max(1, _steps(context))
+    directions: dict[tuple[str, str, str], list[tuple]] = {}
+    signals: dict[tuple[str, str], int] = {}
+    columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
+    crossing = _crosses_tasks(transfers)
+    for (tensor, src, dst, size), network in zip(
+        columns.itertuples(index=False), crossing, strict=True
+    ):
+        if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
+            continue
+        if network:  # between tasks of a cluster: cross_task_transfer's
+            continue
+        if _CONTROL.match(tensor):
+            signals[(src, dst)] = signals.get((src, dst), 0) + 1
+            continue
+        producer = _copied_op(context, tensor)
+        if _stays_in_host_memory(context, producer, src, dst):
+            continue
+        consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
+        io = "feed" if _is_feed(context, tensor, producer) else "" if consumers else "fetch"
+        row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
+        directions.setdefault((src, dst, io), []).append(row)
+    findings = [
+        _direction_finding(
+            context, src, dst, io, group, steps, signals.get((src, dst), 0) if not io else 0
+        )
+        for (src, dst, io), group in directions.items()
+    ]
+    findings.sort(key=lambda f: (f.severity != "info", *f.cost), reverse=True)
+    return findings[:TOP_TRANSFERS]
+
+
+def _stays_in_host_memory(context: _Context, producer: str, src: str, dst: str) -> bool:
+    """A copy between a CPU and a GPU whose every reader on ``dst`` takes the tensor in the
+    memory it already is in (host memory on both ends): TensorFlow hands the buffer over."""
+    if "GPU" not in (_device_type(src), _device_type(dst)) or producer not in context.view:
+        return False
+    readers = [c for c in context.consumers.get(producer, []) if context.device_of.get(c) == dst]
+    return bool(readers) and not any(context.crosses_memory(producer, c) for c in readers)
+
+
+def _direction_finding(
+    context: _Context,
+    src: str,
+    dst: str,
+    io: str,
+    group: list[tuple],
+    steps: int,
+    signals: int,
+) -> _Finding:
+    count = len(group)
+    sizes = [r[2] for r in group if r[2] is not None]
+    moved = sum(sizes)
+    seconds = float(sum(r[3] for r in group))
+    producers = sorted({r[1] for r in group if r[1] in context.type_of})
+    consumers = sorted(
+        {
+            c
+            for p in producers
+            for c in context.consumers.get(p, [])
+            if c in context.type_of and context.device_of.get(c) == dst
+        }
+    )
+    ops = [o for p in producers for o in (p, *_copy_nodes(context, p))] + consumers
+    ops += [r[0] for r in group if r[0] in context.type_of]  # memcpy records
+    biggest = max(group, key=lambda r: (r[2] or 0, r[3]))
+    heavy = moved / steps >= COSTLY_BYTES or seconds / steps >= COSTLY_US
+    some = moved / steps >= COSTLY_BYTES / 100 or count >= 10
+    severity = "info" if io else ("high" if heavy else "medium" if some else "info")
+    unknown = "sizes unknown" if context.predicted_view else "sizes not recorded"
+    size_text = format_bytes(moved) if sizes else unknown
+    if len(sizes) < count and sizes:
+        size_text += f", {len(sizes)} of {count} sizes known"
+    time_text = f", {format_us(seconds)} copying" if seconds else ""
+    signal_text = f", and {signals} control signal{'s' * (signals != 1)}" if signals else ""
+    numbers = f"({size_text}{time_text}; largest {biggest[0]}{signal_text})"
+    s_src, s_dst = short_device(src) or src, short_device(dst) or dst
+    plural = "copies" if count > 1 else "copy"
+    variables = _variables_read(context, producers)
+    updated = _variables_updated(context, consumers)
+    if io == "feed":
+        message = (
+            f"{count} {plural} from {s_src} to {s_dst} {numbers}: the step's inputs, copied in "
+            "every step: feed them from a tf.data pipeline that prefetches, so the copy overlaps "
+            "the previous step."
+        )
+    elif io == "fetch":
+        message = (
+            f"{count} {plural} from {s_src} to {s_dst} {numbers}: the step's results, going "
+            "back to the caller: fetch only what you need."
+        )
+    elif consumers and all(context.type_of.get(c) in _METADATA_TYPES for c in consumers):
+        one = len(consumers) == 1
+        made = (
+            f" TensorFlow's gradient code made {'it' if one else 'them'}: nothing in your code "
+            "asks for this copy."
+            if all(c.startswith(_GRADIENT_PREFIXES) for c in consumers)
+            else ""
+        )
+        message = (
+            f"{count} {plural} from {s_src} to {s_dst} {numbers}: "
+            f"{_names([f'{c} ({context.type_of.get(c)})' for c in consumers])} on {s_dst} "
+            f"read{'s' * one} only the shape of {_names(producers)}, yet the whole tensor is "
+            "copied: the placer puts an op that reads only shapes on the device of its first "
+            f"input.{made}"
+        )
+    elif variables:
+        message = (
+            f"{count} read{'s' * (count != 1)} of variables that live on {s_src} "
+            f"({_names(variables)}), copied every step to {s_dst}, where the ops that use them "
+            f"run {numbers}: the variables are on one device and the step's compute on "
+            f"another: create the variables on the device that computes with them ({s_dst}), "
+            f"or run that compute where they live ({s_src})."
+        )
+    elif updated:
+        message = (
+            f"{count} update{'s' * (count != 1)} of variables that live on {s_dst} "
+            f"({_names(updated)}), computed on {s_src} and copied there every step {numbers}: "
+            "the variables are on one device and the step's compute on another: create the "
+            f"variables on the device that computes with them ({s_src}), or run that compute "
+            f"where they live ({s_dst})."
+        )
+    elif producers and consumers and _all_on_one_gpu(context, producers + consumers):
+        message = (
+            f"{count} {plural} from {s_src} to {s_dst} {numbers}: {_names(producers)} and "
+            f"{_names(consumers)} all run on {context.short(producers[0])}, yet the tensors "
+            "cross to host memory: GPU kernels that keep int32 or shape values in host memory "
+            "sit among them. Traced with its graph, the findings tell which ops and whether "
+            "those values are yours to change."
+        )
+    elif producers and consumers:
+        message = (
+            f"{count} {plural} from {s_src} to {s_dst} {numbers}: put {_names(producers)} on "
+            f"{s_dst} with {_names(consumers)}, or those on {s_src}, so the tensors stay on one "
+            "device."
+        )
+    else:
+        message = (
+            f"{count} {plural} from {s_src} to {s_dst} {numbers}: keep the producers and "
+            "consumers of these tensors on one device."
+        )
+    evidence = {"copies": count, "bytes": moved if sizes else -1, "time_us": seconds}
+    evidence["steps"] = steps
+    if signals:
+        evidence["control_signals"] = signals
+    return _Finding(
+        "costly_transfer",
+        severity,
+        ops or [r[0] for r in group],
+        message,
+        evidence,
+        (seconds, float(moved), float(count)),
+    )
+
+
+def _variables_read(context: _Context, producers: list[str]) -> list[str]:
+    """The variables ``producers`` read, when every one of them is a variable read."""
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    if not producers or not all(resource_inputs.get(p) for p in producers):
+        return []
+    return sorted({v for p in producers for v in resource_inputs[p]})
+
+
+def _variables_updated(context: _Context, consumers: list[str]) -> list[str]:
+    """The variables ``consumers`` write, when every one of them is a variable update."""
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    if not consumers or not all(
+        context.type_of.get(c, "").startswith(_UPDATE_PREFIXES) for c in consumers
+    ):
+        return []
+    return sorted({v for c in consumers for v in resource_inputs.get(c, ())}) or consumers
