@@ -43,15 +43,17 @@ _MESSAGE_COLORS = {"error": "#d32f2f", "warning": "#ed6c02", "info": "#0288d1"}
 
 
 def header_html(trace: PlacementTrace, notes: Sequence[str] = ()) -> str:
-    """What ran, on how many devices, how the ops got there, the copies, then ``notes`` (the
-    timeline's own) and the trace's notes, one line each."""
+    """What ran, on how many devices, how the ops got there, the copies, then which mode ran
+    and why, ``notes`` (the timeline's own) and the trace's notes, one line each."""
     counts = how_counts(trace.ops)
     how_text = " · ".join(
         f"<b>{counts.get(h, 0)}</b> {h}"
         for h in HOW_VALUES
         if counts.get(h, 0) or h in COUNTED_HOWS
     )
-    lines = [*notes, *trace.notes]
+    lines = (
+        [trace.mode_reason, *notes, *trace.notes] if trace.mode_reason else [*notes, *trace.notes]
+    )
     if trace.truncated:
         lines.append(
             "TensorFlow stopped recording at 2^20 nodes per step: the trace is incomplete."

@@ -55,6 +55,9 @@ class PlacementTrace:
     # ``save`` keeps them so that a later version can re-derive columns; empty for traces
     # loaded from a Chrome trace and for predictions.
     raw: dict[str, bytes] = field(default_factory=dict, repr=False)
+    # Which mode ran and why, one sentence ("auto: graph mode because ..."), from
+    # trace_placement; "" for a trace read from TensorFlow's files or protos.
+    mode_reason: str = ""
 
     @property
     def findings(self) -> pd.DataFrame:

@@ -9,8 +9,8 @@ member                    what it holds
 ========================  =====================================================================
 ``tfplace.json``          the manifest: ``format`` ("tfplace_widget trace"), ``version``, the
                           writer's version, and the trace's small fields (``devices``,
-                          ``source``, ``mode``, ``truncated``, ``predicted``, ``notes``) and the
-                          list of ``raw`` members with their proto type
+                          ``source``, ``mode``, ``mode_reason``, ``truncated``, ``predicted``,
+                          ``notes``) and the list of ``raw`` members with their proto type
 ``frames/ops.json``       ``trace.ops``, column-wise, with each column's dtype (``frame_json``)
 ``frames/events.json``    ``trace.events``
 ``frames/transfers.json`` ``trace.transfers``
@@ -103,6 +103,7 @@ def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = Tr
             "devices": list(trace.devices),
             "source": trace.source,
             "mode": trace.mode,
+            "mode_reason": trace.mode_reason,
             "truncated": bool(trace.truncated),
             "predicted": bool(trace.predicted),
             "notes": list(trace.notes),
@@ -176,6 +177,7 @@ def load(path: str | os.PathLike) -> PlacementTrace:
                 source=_string(info["source"], "source"),
                 truncated=_flag(info["truncated"], "truncated"),
                 mode=_string(info["mode"], "mode"),
+                mode_reason=_string(info.get("mode_reason", ""), "mode_reason"),
                 notes=_strings(info["notes"], "notes"),
                 predicted=_flag(info["predicted"], "predicted"),
             )
