@@ -4,13 +4,17 @@ real in the eager runtime.
 Scenarios that need two logical CPUs run once, in a process of their own
 (``tests/tf2_scenarios.py``: logical devices must be set before the runtime starts); the
 tests here assert on the traces it saved. Scenarios that one CPU can show run in this process.
+Zero-argument TF2 code is compared with TensorFlow's own placement log of the same code, called
+as a user calls it (the ``placement_log`` scenarios, in another process of their own).
 """
 
 from __future__ import annotations
 
 import pickle
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +28,29 @@ CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
 SCRIPT = Path(__file__).with_name("tf2_scenarios.py")
 
 
-@pytest.fixture(scope="session")
-def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every scenario of ``tf2_scenarios.py``, run once on two logical CPUs."""
+def _run_scenarios(tmp_path_factory: pytest.TempPathFactory, *group: str) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("tf2") / "scenarios.pickle"
     run = subprocess.run(
-        [sys.executable, str(SCRIPT), str(out)], capture_output=True, text=True, timeout=600
+        [sys.executable, str(SCRIPT), str(out), *group],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stderr[-4000:]
     with open(out, "rb") as handle:
         return pickle.load(handle)
+
+
+@pytest.fixture(scope="session")
+def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every scenario of ``tf2_scenarios.py``, run once on two logical CPUs."""
+    return _run_scenarios(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def logged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The ``placement_log`` scenarios: each with TensorFlow's own placement log of the call."""
+    return _run_scenarios(tmp_path_factory, "placement_log")
 
 
 def result(scenarios: dict[str, Any], name: str) -> Any:
@@ -432,6 +449,90 @@ def test_a_failed_call_before_leaves_no_ops_in_the_next_trace():
     assert not {"step_0", "PrintV2"} & ops, sorted(ops)
 
 
+# -- zero-argument TF2 code: the mode that gives the devices TensorFlow gives (issue 20) -------
+_EXECUTED = re.compile(r"Executing op (\S+) in device (\S+)")
+_PLACED = re.compile(r"placer\.cc:\d+\] (\S+): \((\w+)\): (\S+)$", re.MULTILINE)
+_NOT_COMPARED = {"_Arg", "_Retval", "_DeviceArg", "_EagerConst"}
+
+
+def _kernel_free(op_type: str) -> str:
+    """The op type without oneDNN's rewrite (``_MklMatMul`` is TF's ``MatMul``)."""
+    return op_type.removeprefix("_Mkl")
+
+
+def assert_placed_as_tensorflow_places(trace: Any, log: str) -> int:
+    """Every op TensorFlow's placement log names (``log``: the user's own call of the code) is
+    on the same device in ``trace``, and its ``how`` is a placer rule, not ``soft``/``runtime``
+    (every request here can be met). Ops run eagerly are named by type only: per type, the
+    devices TF ran them on equal the trace's ops of that type outside any tf.function the code
+    calls. Nodes of a tf.function are named: the trace's op of that name
+    (``PartitionedCall/<name>`` when inlined) is on TF's device. ``_EagerConst`` (an eager
+    constant's copy, a ``Const`` in a graph), ``_Arg`` and ``_Retval`` are left out. Returns
+    how many ops were compared."""
+    ops = trace.ops.assign(kernel=trace.ops["type"].map(_kernel_free))
+    outside = ops[ops["function"].isin(["", trace.source])]  # the code's own ops
+    executed = Counter(
+        (_kernel_free(op_type), device)
+        for op_type, device in _EXECUTED.findall(log)
+        if op_type not in _NOT_COMPARED and not op_type.startswith("__inference_")
+    )
+    assert executed, "TensorFlow logged no eager op"
+    for op_type in {op_type for op_type, _ in executed}:
+        ours = outside[outside["kernel"] == op_type]
+        assert Counter(zip(ours["kernel"], ours["device"], strict=True)) == Counter(
+            {key: n for key, n in executed.items() if key[0] == op_type}
+        ), (op_type, ours[["op", "device"]])
+        assert not ours["how"].isin(["soft", "runtime"]).any(), ours[["op", "how", "reason"]]
+    compared = sum(executed.values())
+    for name, op_type, device in _PLACED.findall(log):
+        if name == op_type or op_type in _NOT_COMPARED:
+            continue  # an eager op's own one-node function (its node named as its type)
+        rows = ops[(ops["op"] == name) | ops["op"].str.endswith(f"/{name}")]
+        assert len(rows) == 1, f"{name} ({op_type}): {sorted(ops['op'])}"
+        assert rows["device"].iloc[0] == device, (name, rows[["op", "device", "how"]])
+        assert rows["how"].iloc[0] not in ("soft", "runtime"), rows[["op", "how", "reason"]]
+        compared += 1
+    print(f"{trace.source}: {compared} ops placed as TensorFlow placed them")
+    return compared
+
+
+def test_guide_manual_placement_reports_the_devices_tensorflow_uses(logged):
+    """The guide's replication over logical devices: the matmul TF runs on CPU:1 is on CPU:1,
+    as requested (was: soft on CPU:0, with a finding to drop the tf.device)."""
+    outcome = result(logged, "guide_manual_placement")
+    trace = outcome["trace"]
+    assert assert_placed_as_tensorflow_places(trace, outcome["log"]) >= 3
+    assert trace.devices == [CPU0, CPU1]
+    assert "soft_move" not in set(trace.findings["kind"])
+    assert trace.mode_reason.startswith("auto: graph mode because")
+    assert f"tfplace: {trace.mode_reason}" in trace.log
+    assert "2 CPUs" in trace.log  # the Session got the eager runtime's logical devices
+
+
+def test_zero_arg_code_calling_tf_functions_runs_as_tf2(logged):
+    """Body ops of a tf.function the code calls are placed and explained as TF places them
+    (were: ``runtime``, "created by Grappler", all on CPU:0)."""
+    outcome = result(logged, "zero_arg_calls_tf_functions")
+    trace = outcome["trace"]
+    assert assert_placed_as_tensorflow_places(trace, outcome["log"]) >= 5
+    assert trace.mode == "function"
+    assert trace.mode_reason.startswith("auto: function mode because step calls the tf.function")
+    assert f"tfplace: {trace.mode_reason}" in trace.log
+    assert row(trace, "PartitionedCall/scaled")["how"] == "explicit"  # tf.device around the call
+    assert row(trace, "PartitionedCall_1/up")["how"] == "explicit"
+    assert row(trace, "PartitionedCall_1/down")["how"] == "implicit"
+
+
+def test_seed_builder_with_no_device_count_gets_the_processes_devices(logged):
+    """A graph builder of the seed's kind stays graph mode; with no device_count its Session
+    has the devices of the eager runtime, as ``tf.compat.v1.Session()`` would."""
+    outcome = result(logged, "seed_builder_without_device_count")
+    trace = outcome["trace"]
+    assert trace.mode == "graph"
+    assert assert_placed_as_tensorflow_places(trace, outcome["log"]) >= 1
+    assert (row(trace, "C")["device"], row(trace, "C")["how"]) == (CPU1, "explicit")
+
+
 # -- one naming rule for a loop body and its plumbing (issue 20, item 5) ------------------------
 _INSTANCE_NUMBER = r"/(?:body|cond|then|else|branch\d+)/_\d+(?:/|$)"
 
@@ -467,3 +568,85 @@ def test_a_loop_body_and_its_plumbing_are_named_by_one_rule(tf):
     assert any(
         name.startswith("Func/while/body/input/") for name in trace.inputs["while/body/while/add"]
     )
+
+
+# -- which mode auto picks, and why, in this process (one CPU) -----------------------------------
+def test_a_tf_function_making_its_variables_is_traced_once_and_stays_usable(tf):
+    """A zero-argument function calling a tf.function that makes its variable on its first call
+    runs as TF2 code: the builder is stopped before the tf.function traces in a scratch graph
+    (which would leave the module holding a variable of a dead graph)."""
+
+    class Scale(tf.Module):
+        def __init__(self) -> None:
+            self.weight = None
+
+        @tf.function
+        def __call__(self, v):
+            if self.weight is None:
+                self.weight = tf.Variable(tf.fill(v.shape, 2.0), name="weight")
+            return tf.multiply(v, self.weight, name="scaled")
+
+    scale = Scale()
+
+    def step():
+        return scale(tf.constant([1.0, 3.0]))
+
+    trace = trace_placement(step)
+    assert trace.mode == "function"
+    assert "step calls the tf.function __call__" in trace.mode_reason
+    scaled = trace.ops[trace.ops["op"].str.endswith("/scaled")]
+    assert len(scaled) == 1 and scaled["how"].iloc[0] == "implicit"
+    assert scale(tf.constant([1.0, 3.0])).numpy().tolist() == [2.0, 6.0]  # still the user's
+
+
+def test_a_builder_that_swallows_the_stop_or_calls_a_concrete_function_is_tf2(tf, double):
+    concrete = double.get_concrete_function(tf.TensorSpec([2], tf.float32))
+
+    def swallows():
+        try:
+            return double(tf.constant([1.0, 2.0]))
+        except Exception:  # the user's own broad except: the stop is still seen
+            return tf.constant(0.0)
+
+    def calls_concrete():
+        return concrete(tf.constant([1.0, 2.0]))
+
+    for fn in (swallows, calls_concrete):
+        trace = trace_placement(fn)
+        assert trace.mode == "function", fn.__name__
+        assert trace.mode_reason.endswith("traced it as TF2 code."), trace.mode_reason
+        assert "calls the tf.function double" in trace.mode_reason
+        assert row(trace, "PartitionedCall/twice")["how"] == "implicit"
+
+
+def test_graph_options_keep_a_builder_calling_a_tf_function_in_graph_mode(tf, double):
+    def fed():
+        x = tf.compat.v1.placeholder(tf.float32, [2], name="x")
+        return double(x)
+
+    trace = trace_placement(fed, feed_dict={"x": [1.0, 2.0]})
+    assert trace.mode == "graph"
+    assert trace.mode_reason.startswith("auto: graph mode because feed_dict only apply")
+
+
+def test_the_panel_header_and_the_log_say_which_mode_ran_and_why(tf, double, tmp_path):
+    def build():
+        return tf.add(tf.ones((3,), name="A"), 1.0, name="B")
+
+    graph = show_placement(build)
+    reason = graph.trace.mode_reason
+    assert reason.startswith("auto: graph mode because build takes no arguments")
+    assert f"tfplace: {reason}" in graph.trace.log
+    assert "mode=&#x27;function&#x27; traces it as TF2 code" in graph.header.value
+    graph.close()
+    function = show_placement(double, tf.ones((2,)))
+    assert function.trace.mode_reason == "auto: function mode because double is a tf.function."
+    assert function.trace.mode_reason in function.header.value
+    function.close()
+    explicit = trace_placement(build, mode="graph")
+    assert (
+        explicit.mode_reason == "mode='graph', as passed: run as a TF1 graph builder in a Session."
+    )
+    saved = tmp_path / "t.tfplace"
+    explicit.save(saved)
+    assert type(explicit).load(saved).mode_reason == explicit.mode_reason

@@ -5,7 +5,11 @@ process (whose runtime already runs) cannot host these: ``tests/test_function_mo
 this script once and asserts on what it saves. Each scenario's result is a
 ``PlacementTrace`` (or the error it raised) plus facts about the user's state around the call.
 
-Usage: ``python tests/tf2_scenarios.py OUT.pickle``
+The ``placement_log`` group runs in a process of its own, with TensorFlow's placement log
+(``tf.debugging.set_log_device_placement``) on from the start, as it must be for TF to print it:
+its scenarios call the user's code as the user would, keep what TF printed, then trace it.
+
+Usage: ``python tests/tf2_scenarios.py OUT.pickle [placement_log]``
 """
 
 from __future__ import annotations
@@ -19,21 +23,29 @@ from typing import Any
 
 import tensorflow as tf
 
+GROUP = sys.argv[2] if len(sys.argv) > 2 else "default"
+
 # Before anything starts the runtime: CPU:1 stands in for a GPU.
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2
 )
+if GROUP == "placement_log":  # TF prints placements only if this comes before the runtime starts
+    tf.debugging.set_log_device_placement(True)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tfplace_widget import TraceError, trace_placement  # noqa: E402
+from tfplace_widget.capture import capture_native_output  # noqa: E402
 
 RESULTS: dict[str, Any] = {}
 
 
-def scenario(function: Callable[[], Any]) -> Callable[[], Any]:
-    """Run a scenario now; keep its result, or the error it raised, under its name."""
+def scenario(function: Callable[[], Any], group: str = "default") -> Callable[[], Any]:
+    """Run a scenario of this process's group now; keep its result, or the error it raised,
+    under its name."""
+    if group != GROUP:
+        return function
     try:
         RESULTS[function.__name__] = {"result": function()}
     except Exception as exc:  # kept for the test to assert on
@@ -344,6 +356,85 @@ def override_nested_by_glob():
 @scenario
 def override_matching_nothing():
     return trace_placement(inner, x, overrides={"dubble": "/cpu:1"})
+
+
+# -- zero-argument TF2 code, against TensorFlow's own placement log (issue 20) -----------------
+def logged_scenario(function: Callable[[], Any]) -> Callable[[], Any]:
+    """A scenario of the ``placement_log`` group."""
+    return scenario(function, group="placement_log")
+
+
+def as_the_user_calls_it(fn: Callable[[], Any]) -> str:
+    """What TensorFlow's placement log printed while ``fn()`` ran, called as the user would
+    (eagerly, outside any trace): the ground truth the trace is compared with."""
+    with capture_native_output() as captured:
+        fn()
+    return captured.text
+
+
+def logged_trace(fn: Callable[[], Any], **options: Any) -> dict:
+    """TF's own placement log of a call of ``fn``, then ``trace_placement(fn)``."""
+    log = as_the_user_calls_it(fn)
+    return {"log": log, "trace": trace_placement(fn, **options)}
+
+
+@logged_scenario
+def guide_manual_placement():
+    """The "Manual placement" pattern of TensorFlow's "Use a GPU" guide (tensorflow/docs,
+    site/en/guide/gpu.ipynb): one matmul per logical device under ``tf.device(device.name)``,
+    their sum on the CPU; here the two logical CPUs stand in for the guide's GPUs."""
+
+    def replicated():
+        parts = []
+        for device in tf.config.list_logical_devices("CPU"):
+            with tf.device(device.name):
+                left = tf.constant([[1.0, 0.5], [2.0, 1.5], [3.0, 2.5]])
+                right = tf.constant([[2.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
+                parts.append(tf.matmul(left, right))
+        with tf.device("/CPU:0"):
+            return tf.add_n(parts)
+
+    return logged_trace(replicated)
+
+
+@logged_scenario
+def zero_arg_calls_tf_functions():
+    """Plain TF2 code: eager ops under tf.device, a tf.function called under tf.device and one
+    with a tf.device inside."""
+
+    @tf.function
+    def scaled(v):
+        return tf.multiply(v, 3.0, name="scaled")
+
+    @tf.function
+    def shifted(v):
+        with tf.device("/cpu:1"):
+            up = tf.add(v, 1.0, name="up")
+        return tf.subtract(up, 0.5, name="down")
+
+    def step():
+        with tf.device("/cpu:1"):
+            a = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+            product = tf.matmul(a, a)
+            near = scaled(product)
+        far = shifted(product)
+        return tf.add(near, far)
+
+    return logged_trace(step)
+
+
+@logged_scenario
+def seed_builder_without_device_count():
+    """The seed question's builder (inputs with no device, the add on the "GPU" CPU:1) with
+    no device_count: the process has two logical CPUs, and so does the Session."""
+
+    def inputs_none():
+        a = tf.ones((1000,), name="A")
+        b = tf.ones((1000,), name="B")
+        with tf.device("/cpu:1"):
+            return tf.add(a, b, name="C")
+
+    return logged_trace(inputs_none)
 
 
 def main(out: str) -> None:

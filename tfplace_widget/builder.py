@@ -3,7 +3,10 @@ made and returned, before anything runs in a Session.
 
 It refuses writes into graphs made outside the builder (so they are left as they were), tells
 eager objects (which belong to no graph built here) from graph ones, and turns the returned
-value into fetches, explaining any that a Session cannot fetch.
+value into fetches, explaining any that a Session cannot fetch. Asked to (``mode="auto"``), it
+stops the builder at its first call of a ``tf.function``, before that function traces anything:
+such code is TF2 code, traced in function mode, and the function's first trace (which may make
+its variables) happens there, not in a scratch graph.
 """
 
 from __future__ import annotations
@@ -27,10 +30,27 @@ class UsesEagerObjects(TraceError):
         self.detail = detail
 
 
-def build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
+class CallsTfFunction(TraceError):
+    """The graph builder calls a ``tf.function`` (``function``: its name): TF2 code."""
+
+    def __init__(self, function: str) -> None:
+        super().__init__(f"The graph builder calls the tf.function {function}: it is TF2 code.")
+        self.function = function
+
+
+_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+
+
+def build(
+    fn: Callable[[], Any], graph: Any, device_scope: str | None, stop_at_tf_functions: bool = False
+) -> Any:
+    """Run ``fn`` in ``graph`` and return the fetches. With ``stop_at_tf_functions``, a call of
+    a ``tf.function`` (stopped before it traces) or a function-call op in the graph raises
+    :class:`CallsTfFunction`."""
     import tensorflow as tf
 
-    with graph.as_default(), _outer_graphs_guarded(graph) as refused:
+    with graph.as_default(), _outer_graphs_guarded(graph, stop_at_tf_functions) as guard:
+        refused = guard.refused
         try:
             if device_scope:
                 with tf.device(device_scope):
@@ -38,6 +58,8 @@ def build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
             else:
                 result = fn()
         except Exception as exc:
+            if guard.called:  # stopped at a tf.function (whatever the builder made of it)
+                raise CallsTfFunction(guard.called[0]) from None
             if refused:  # the builder failed because a write into an outer graph was refused
                 raise _outer_graph_error(refused) from exc
             eager = _eager_detail(exc)
@@ -52,8 +74,13 @@ def build(fn: Callable[[], Any], graph: Any, device_scope: str | None) -> Any:
                 f"Your graph builder raised {type(exc).__name__}: {str(exc).rstrip('.')}.{hint} "
                 "Fix the builder and run again (its traceback is chained above)."
             ) from exc
+        if guard.called:  # the builder caught the stop and went on
+            raise CallsTfFunction(guard.called[0])
         if refused:  # the builder caught the refusal and went on
             raise _outer_graph_error(refused)
+    called = _function_called(graph) if stop_at_tf_functions else ""
+    if called:  # e.g. a concrete function, called without going through tf.function
+        raise CallsTfFunction(called)
     eager_result = _eager_tensor_in(result)
     if eager_result is not None:
         raise UsesEagerObjects(
@@ -94,14 +121,43 @@ _guard_state = threading.local()  # .build: _BuildGuard of this thread's running
 
 
 class _BuildGuard:
-    def __init__(self, graph: Any) -> None:
+    def __init__(self, graph: Any, stop_at_tf_functions: bool = False) -> None:
         self.graph = graph
         self.made: weakref.WeakSet = weakref.WeakSet()  # graphs made while the builder ran
         self.refused: list[tuple[Any, str]] = []  # (outer graph, what the builder tried)
+        self.stop_at_tf_functions = stop_at_tf_functions
+        self.called: list[str] = []  # the tf.functions the builder was stopped at
 
 
 class _WritesOuterGraph(TraceError):
     """Raised inside the builder, from tf.Graph's mutators, at a write into an outer graph."""
+
+
+def _stopped_at(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``tf.function.__call__`` that, from a builder asked to stop at tf.functions, records
+    the function and raises before it traces (no scratch-graph trace, no variables made)."""
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        build = getattr(_guard_state, "build", None)
+        if build is None or not build.stop_at_tf_functions:
+            return original(self, *args, **kwargs)
+        name = getattr(self, "__name__", "") or "tf.function"
+        build.called.append(name)
+        raise CallsTfFunction(name)
+
+    return call
+
+
+def _function_called(graph: Any) -> str:
+    """The tf.function the first function-call op of ``graph`` calls ("" if none calls one)."""
+    from .sources.functions import function_display_name
+
+    if not graph._functions:  # no function library: no call op can name a function
+        return ""
+    for op in graph.get_operations():
+        if op.type in _CALL_OPS:
+            return function_display_name(op.get_attr("f").name)
+    return ""
 
 
 def _guarded(name: str) -> Callable[..., Any]:
@@ -173,10 +229,12 @@ def _attempted_write(method: str, args: tuple, caller: Any) -> str:
 
 
 @contextlib.contextmanager
-def _outer_graphs_guarded(graph: Any) -> Iterator[list[tuple[Any, str]]]:
+def _outer_graphs_guarded(graph: Any, stop_at_tf_functions: bool = False) -> Iterator[_BuildGuard]:
     """While the block runs, this thread cannot write into plain graphs made before it (but
-    ``graph``); yields the list of refused writes, ``(graph, what)``."""
+    ``graph``), and with ``stop_at_tf_functions`` cannot call a tf.function; yields the guard
+    (``refused``: the refused writes, ``(graph, what)``; ``called``: the functions stopped)."""
     global _guard_users
+    from tensorflow.python.eager.polymorphic_function.polymorphic_function import Function
     from tensorflow.python.framework import ops
 
     with _guard_lock:
@@ -185,16 +243,19 @@ def _outer_graphs_guarded(graph: Any) -> Iterator[list[tuple[Any, str]]]:
                 _guard_originals[name] = ops.Graph.__dict__[name]
             for name in ("__init__", *_GUARDED_METHODS):
                 setattr(ops.Graph, name, _guarded(name))
+            _guard_originals["Function.__call__"] = Function.__dict__["__call__"]
+            Function.__call__ = _stopped_at(Function.__dict__["__call__"])
         _guard_users += 1
     previous = getattr(_guard_state, "build", None)
-    build = _guard_state.build = _BuildGuard(graph)
+    build = _guard_state.build = _BuildGuard(graph, stop_at_tf_functions)
     try:
-        yield build.refused
+        yield build
     finally:
         _guard_state.build = previous
         with _guard_lock:
             _guard_users -= 1
             if _guard_users == 0:
+                Function.__call__ = _guard_originals.pop("Function.__call__")
                 for name, original in _guard_originals.items():
                     setattr(ops.Graph, name, original)
                 _guard_originals.clear()

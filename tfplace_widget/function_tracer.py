@@ -39,7 +39,17 @@ _RUNTIME_STARTED_FIX = (
 
 def is_tf2_callable(fn: Any) -> bool:
     """A ``tf.function``, a Keras model or layer, or a bound method: TF2 code, not a builder."""
-    return _is_tf_function(fn) or _is_keras_layer(fn) or inspect.ismethod(fn)
+    return bool(tf2_kind(fn))
+
+
+def tf2_kind(fn: Any) -> str:
+    """What makes ``fn`` TF2 code (``"a tf.function"``, ``"a Keras model or layer"``,
+    ``"a bound method"``), or ``""`` when nothing does before it runs."""
+    if _is_tf_function(fn):
+        return "a tf.function"
+    if _is_keras_layer(fn):
+        return "a Keras model or layer"
+    return "a bound method" if inspect.ismethod(fn) else ""
 
 
 def trace_function(

@@ -16,14 +16,15 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .builder import UsesEagerObjects, build, describe, fed_fetches
+from . import mode_choice
+from .builder import CallsTfFunction, UsesEagerObjects, build, describe, fed_fetches
 from .capture import CapturedText, capture_native_output, import_tensorflow
 from .cluster import ClusterError, cluster_target, parse_cluster
 from .devices import parse_device
 from .errors import TraceError, attach_log
 from .export.raw import raw_protos
 from .frames import build_trace
-from .function_tracer import is_tf2_callable, trace_function
+from .function_tracer import trace_function
 from .graphfacts import facts_from_graph
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
@@ -79,10 +80,12 @@ def trace_placement(
     TF2 code (``mode="function"``): ``fn(*args, **fn_kwargs)`` runs in the eager runtime, a
     ``tf.function``, Keras model or layer, a Keras training method, or any callable (run as
     ``tf.function(fn)``). A TF1 graph builder (``mode="graph"``): ``fn()`` builds ops in a
-    fresh graph and returns the fetches (or ``None`` to run every sink op), run in a Session.
-    ``mode="auto"`` picks ``function`` for a tf.function, a Keras model or layer, a bound
-    method, or when arguments are given, and falls back to it when ``fn`` uses eager objects
-    made outside it. ``warmup`` untraced calls come first, then ``steps`` traced ones: a call
+    fresh graph and returns the fetches (or ``None`` to run every sink op), run in a Session
+    with this process's devices (as ``tf.compat.v1.Session()``) unless ``device_count`` or
+    ``config`` says otherwise. ``mode="auto"`` picks ``function`` for a tf.function, a Keras
+    model or layer, a bound method, or when arguments are given, and when a zero-argument
+    ``fn`` calls a tf.function or uses eager objects made outside it (``trace.mode_reason``
+    says which ran and why). ``warmup`` untraced calls, then ``steps`` traced ones: a call
     with side effects (a training step) runs ``warmup + steps`` times. See the README for the
     other options. ``overrides={"C": "/cpu:0", "tower_1/*": "/gpu:1"}`` sets the requested
     device of the ops named (or matched by the glob) before placement, as ``tf.device`` would;
@@ -130,19 +133,24 @@ def trace_placement(
         "cluster": cluster,
         "target": target,
     }
-    if mode == "function" or (mode == "auto" and (args or fn_kwargs or is_tf2_callable(fn))):
+    reason = mode_choice.tf2_before_building(fn, mode, args, fn_kwargs)
+    if reason:
         _no_graph_options(graph_only, "auto-picked function" if mode == "auto" else "function")
-        trace = trace_function(fn, args, fn_kwargs, **function_options, note=startup_log)
-        return trace
+        return _as_tf2(fn, args, fn_kwargs, function_options, startup_log, reason)
     if args or fn_kwargs:
         raise ValueError(
             "mode='graph' calls the graph builder with no arguments; pass arguments only to TF2 "
             "code (mode='function' or 'auto')."
         )
     graph = tf.Graph()
-    try:
-        fetches = build(fn, graph, device_scope)
+    graph_options = [name for name, value in graph_only.items() if value is not None]
+    try:  # auto mode with no graph-only option: a tf.function call makes it TF2 code
+        stop = mode == "auto" and not graph_options
+        fetches = build(fn, graph, device_scope, stop_at_tf_functions=stop)
         apply_to_graph(graph, overrides)
+    except CallsTfFunction as exc:
+        reason = mode_choice.calls_tf_function(fn, exc.function)
+        return _as_tf2(fn, (), None, function_options, startup_log, reason)
     except UsesEagerObjects as exc:
         if mode == "graph":  # the builder's own exception (if any) stays chained
             raise TraceError(
@@ -153,13 +161,13 @@ def trace_placement(
                 "with mode='function' (mode='auto' does that by itself)."
             ) from exc.__cause__
         _no_graph_options(graph_only, "function (picked because the builder uses eager objects)")
-        note = (
-            f"tfplace: building {getattr(fn, '__name__', 'fn')} in a fresh graph failed because "
-            f"it uses eager objects made outside it ({exc.detail}); traced it as TF2 code "
-            "(mode='function') instead."
-        )
-        return trace_function(fn, (), None, **function_options, note=startup_log + note)
+        reason = mode_choice.uses_eager_objects(fn, exc.detail)
+        return _as_tf2(fn, (), None, function_options, startup_log, reason)
+    reason = mode_choice.graph_mode(fn, mode, graph_options)
     session_config = _session_config(config, device_count, soft_placement, optimize)
+    mode_lines = [reason]
+    if config is None and device_count is None and plan is None:
+        mode_lines.append(mode_choice.runtime_devices(session_config))
     feeds = _resolve_feeds(graph, feed_dict)
     notes = fed_fetches(fetches, feeds, graph)
     captured = None
@@ -189,7 +197,10 @@ def trace_placement(
     facts = facts_from_graph(graph, graph_def=graph_def)
     name = getattr(fn, "__name__", type(fn).__name__)
     log = (
-        startup_log + captured.text + servers_log + "".join(f"tfplace: {note}\n" for note in notes)
+        startup_log
+        + captured.text
+        + servers_log
+        + "".join(f"tfplace: {note}\n" for note in [*mode_lines, *notes] if note)
     )
     metadatas = [step.message for step in kept]
     trace = build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
@@ -197,7 +208,23 @@ def trace_placement(
     trace.raw, dropped = raw_protos(kept, graph_def)
     trace.log += dropped
     trace.mode = "graph"
+    trace.mode_reason = reason
     trace.notes = notes
+    return trace
+
+
+def _as_tf2(
+    fn: Callable[..., Any],
+    args: tuple,
+    kwargs: Mapping[str, Any] | None,
+    options: dict[str, Any],
+    startup_log: str,
+    reason: str,
+) -> PlacementTrace:
+    """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log."""
+    note = f"{startup_log}tfplace: {reason}"
+    trace = trace_function(fn, args, kwargs, **options, note=note)
+    trace.mode_reason = reason
     return trace
 
 
