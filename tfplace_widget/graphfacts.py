@@ -70,13 +70,41 @@ class NodeTable:
 
 
 _REF_OR_RESOURCE = ("resource",)
+# Op types the placer does not colocate with the producers of their resource inputs: they
+# forward a resource instead of using it (colocation_graph.cc, IsExemptFromResourceInputColocation
+# and the ops registered with REGISTER_INPUT_COLOCATION_EXEMPTION).
+RESOURCE_COLOCATION_EXEMPT = frozenset(
+    {
+        "IdentityN",
+        "PartitionedCall",
+        "StatefulPartitionedCall",
+        "If",
+        "StatelessIf",
+        "While",
+        "StatelessWhile",
+        "Case",
+        "StatelessCase",
+        "FlatMapDataset",
+        "InterleaveDataset",
+        "MapAndBatchDataset",
+        "ExperimentalMapAndBatchDataset",
+        "GroupByWindowDataset",
+        "ExperimentalGroupByWindowDataset",
+        "ScanDataset",
+        "ExperimentalScanDataset",
+    }
+)
 
 
-def linked_groups(facts: GraphFacts, keep: Callable[[str], bool]) -> list[set[str]]:
+def linked_groups(
+    facts: GraphFacts, keep: Callable[[str], bool], exempt: frozenset = frozenset()
+) -> list[set[str]]:
     """Ops the placer keeps on one device, joined by resource/ref edges and ``_class:
     loc:@X`` colocation (union-find over the edges whose two ends ``keep`` accepts); groups
-    of two or more ops."""
+    of two or more ops. A consumer whose type is in ``exempt`` (e.g.
+    :data:`RESOURCE_COLOCATION_EXEMPT`) joins no group through its resource inputs."""
     parent: dict[str, str] = {}
+    types = facts.types
 
     def find(x: str) -> str:
         while parent.get(x, x) != x:
@@ -86,6 +114,8 @@ def linked_groups(facts: GraphFacts, keep: Callable[[str], bool]) -> list[set[st
 
     for edges in (facts.resource_inputs, facts.colocated_with):
         for consumer, sources in edges.items():
+            if exempt and edges is facts.resource_inputs and types.get(consumer) in exempt:
+                continue
             for producer in sources:
                 if keep(consumer) and keep(producer):
                     a, b = find(consumer), find(producer)
