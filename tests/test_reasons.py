@@ -173,15 +173,48 @@ def test_resource_read_on_the_default_device_is_still_colocated(tf, trace_placem
     assert "with v," in read.reason
 
 
-def test_resource_group_nobody_asked_for_is_implicit(tf, trace_placement):
+def test_a_read_of_a_variable_nobody_placed_is_colocated_with_it(tf, trace_placement):
+    """The variable goes where its kernels put it; the placer puts its read with it."""
+
     def build():
         v = tf.Variable([1.0], name="v")
         return tf.identity(v.value(), name="r")
 
     trace = trace_placement(build, device_count=TWO_CPUS)
-    for name in ("v", "ReadVariableOp"):
-        row = op_row(trace, name)
-        assert (row.device, row.requested_device, row.how) == (CPU0, "", "implicit")
+    handle = op_row(trace, "v")
+    assert (handle.device, handle.requested_device, handle.how) == (CPU0, "", "implicit")
+    read = op_row(trace, "ReadVariableOp")
+    assert (read.device, read.requested_device, read.how) == (CPU0, "", "colocated")
+    assert "shares a resource/ref edge with v," in read.reason
+
+
+def test_a_keras_layer_in_a_tf_function_reads_its_weights_where_they_are(tf, trace_placement):
+    """Function mode: a Dense layer's ReadVariableOps use the weights' handles, which come in
+    as the function's arguments; the trace and the prediction both say colocated."""
+    import keras
+
+    from tfplace_widget import predict_placement
+
+    layer = keras.layers.Dense(2)
+    layer.build((None, 3))
+
+    @tf.function
+    def forward(x):
+        return layer(x)
+
+    trace = trace_placement(forward, tf.ones((4, 3)))
+    assert trace.mode == "function"
+    prediction = predict_placement(trace, gpus=1).ops.set_index("op")
+    reads = trace.ops[trace.ops["type"] == "ReadVariableOp"].drop_duplicates("op")
+    assert len(reads) == 2
+    for read in reads.itertuples():
+        (handle,) = trace.facts.resource_inputs[read.op]
+        assert trace.facts.types[handle] == "_Arg"
+        predicted = prediction.loc[read.op]
+        assert read.how == predicted["how"] == "colocated", read.reason
+        for reason in (read.reason, predicted["reason"]):
+            assert f"shares a resource/ref edge with {handle} (the resource's handle" in reason
+        assert read.device == CPU0 and predicted["device"] == GPU0  # made with no device
 
 
 # -- soft -------------------------------------------------------------------------------------

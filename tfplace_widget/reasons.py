@@ -13,7 +13,7 @@ from typing import Any
 
 from .analyses.kernels import SYMBOLIC_DEVICE_TYPES
 from .devices import DeviceSpec, device_sort_key, parse_device, short_device, task_of
-from .graphfacts import GraphFacts, linked_groups
+from .graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts, linked_groups
 
 HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
 _HOW_CODES = {how: code for code, how in enumerate(HOW_VALUES)}
@@ -265,7 +265,9 @@ class Explainer:
         facts = self.facts
         assert facts is not None
         targets = facts.colocated_with.get(name)
-        if targets:
+        # tf.data and Keras colocate an op with the resource it uses (IteratorGetNext with its
+        # iterator): the resource edge, which soft placement cannot drop, is the reason then.
+        if targets and not self._resource_source(name):
             target = targets[0]
             target_device = self.placed.get(target, "")
             where = self._short(target_device) or short
@@ -303,20 +305,18 @@ class Explainer:
             # not exist is soft placement's to move (a resource pins its reader regardless).
             reads_partner = partner in self.facts.resource_inputs.get(name, ())
             if partner and (exists or reads_partner):
-                return "colocated", (
-                    f"Asked for {requested}, but it {self._link(name, partner)}; TF's placer "
-                    f"keeps them together and ignored the request, so it runs on {short}."
-                )
+                return "colocated", colocated_reason(requested, self._link(name, partner), short)
             return "soft", self._soft(name, op_type, requested, request, short)
-        partner = self._constraining_partner(name)
+        # An op that uses a resource runs where the resource is (the placer colocates a
+        # resource's producer and its consumers), whoever decided that device.
+        source = self._resource_source(name)
+        partner = source or self._constraining_partner(name)
         pinned_by_request = bool(partner) and bool(self.facts.requested.get(partner))
-        if partner and (device != self.default or pinned_by_request):
+        if partner and (source or device != self.default or pinned_by_request):
             # A group member that asked for this device pins the whole group there, even when
-            # that is the default device; a group nobody asked for was placed implicitly.
-            return "colocated", (
-                f"No device requested, but it {self._link(name, partner)}, which pins both to "
-                f"one device: {short}."
-            )
+            # that is the default device; the producer of a resource nobody asked for was
+            # placed implicitly (its consumers were placed with it).
+            return "colocated", colocated_reason("", self._link(name, partner), short)
         return "implicit", self._implicit(name, op_type, device, short)
 
     def _explicit(self, name: str, requested: str, request: DeviceSpec, short: str) -> str:
@@ -486,27 +486,17 @@ class Explainer:
         )
 
     # -- helpers ------------------------------------------------------------------------------
-    def _resource_linked(self, name: str, partner: str) -> bool:
-        facts = self.facts
-        assert facts is not None
-        return partner in facts.resource_inputs.get(name, ()) or name in facts.resource_inputs.get(
-            partner, ()
-        )
-
     def _link(self, name: str, partner: str) -> str:
         """How ``name`` is tied to ``partner``, in words (after "it")."""
-        facts = self.facts
-        assert facts is not None
-        if self._resource_linked(name, partner):
-            return f"shares a resource/ref edge with {partner}"
-        if partner in facts.colocated_with.get(name, ()) or name in facts.colocated_with.get(
-            partner, ()
-        ):
-            return f"is colocated with {partner} (tf.compat.v1.colocate_with)"
-        return (
-            f"is in one colocation group with {partner} (joined by resource/ref edges and "
-            "tf.compat.v1.colocate_with)"
-        )
+        assert self.facts is not None
+        return link_words(self.facts, name, partner)
+
+    def _resource_source(self, name: str) -> str:
+        """The producer of a resource or ref this op uses, when the placer colocates them (a
+        consumer exempt from resource colocation, e.g. a function call, has none)."""
+        assert self.facts is not None
+        group = self._groups.get(name, ())
+        return next((p for p in self.facts.resource_inputs.get(name, ()) if p in group), "")
 
     def _constraining_partner(self, name: str) -> str:
         """The member of this op's colocation group that decides its device.
@@ -550,6 +540,36 @@ class Explainer:
                     consumers.setdefault(i, []).append(op)
             self._consumers = consumers
         return self._consumers.get(name, [])
+
+
+def link_words(facts: GraphFacts, name: str, partner: str) -> str:
+    """How op ``name`` is tied to ``partner`` in the placer's colocation groups, in words
+    (after "it"); the trace's reasons and the prediction's say it the same way."""
+    resource = facts.resource_inputs
+    if partner in resource.get(name, ()) or name in resource.get(partner, ()):
+        if facts.types.get(partner) == "_Arg":
+            return (
+                f"shares a resource/ref edge with {partner} (the resource's handle, passed in "
+                "as a function argument)"
+            )
+        return f"shares a resource/ref edge with {partner}"
+    colocated = facts.colocated_with
+    if partner in colocated.get(name, ()) or name in colocated.get(partner, ()):
+        return f"is colocated with {partner} (tf.compat.v1.colocate_with)"
+    return (
+        f"is in one colocation group with {partner} (joined by resource/ref edges and "
+        "tf.compat.v1.colocate_with)"
+    )
+
+
+def colocated_reason(requested: str, link: str, short: str) -> str:
+    """The reason of an op placed by its colocation group (``link``: :func:`link_words`)."""
+    if requested:
+        return (
+            f"Asked for {requested}, but it {link}; TF's placer keeps them together and "
+            f"ignored the request, so it runs on {short}."
+        )
+    return f"No device requested, but it {link}, which pins both to one device: {short}."
 
 
 def _client_copy(name: str, op_type: str) -> str:
@@ -596,7 +616,9 @@ def _colocation_groups(facts: GraphFacts) -> dict[str, frozenset]:
     the device of a variable one of them reads). Ops alone are left out; a ``loc:@`` name that
     is not in the graph joins nothing."""
     groups: dict[str, frozenset] = {}
-    for group in linked_groups(facts, keep=lambda name: name in facts):
+    for group in linked_groups(
+        facts, keep=lambda name: name in facts, exempt=RESOURCE_COLOCATION_EXEMPT
+    ):
         frozen = frozenset(group)
         for node in frozen:
             groups[node] = frozen
