@@ -25,6 +25,7 @@ from .context import (
     _Finding,
     _names,
 )
+from .fallbacks import _is_pipeline
 from .transfers import _UPDATE_PREFIXES, _copy_nodes, _crosses_tasks, _is_feed, _steps
 
 # A costly copy: this many bytes, or this much time, per traced run.
@@ -176,11 +177,32 @@ def _direction_finding(
             "sit among them. Traced with its graph, the findings tell which ops and whether "
             "those values are yours to change."
         )
+    elif stuck := _fallbacks_among(context, producers, consumers, src, dst):
+        other = [o for o in (producers if stuck[0] in consumers else consumers) if o not in stuck]
+        where = "would run" if context.predicted_view else "run"
+        one = len(stuck) == 1
+        message = (
+            f"{count} {plural} from {s_src} to {s_dst} {numbers}, the cost of CPU fallbacks: "
+            f"{_names(stuck)} {where} on the CPU ({'its' if one else 'their'} cpu_fallback "
+            f"finding{'' if one else 's'} {'says' if one else 'say'} why and what to do), and "
+            f"{_names(other)} on the GPU {'read' if stuck[0] in producers else 'feed'} "
+            f"{'it' if one else 'them'}."
+        )
     elif producers and consumers:
         message = (
             f"{count} {plural} from {s_src} to {s_dst} {numbers}: put {_names(producers)} on "
             f"{s_dst} with {_names(consumers)}, or those on {s_src}, so the tensors stay on one "
             "device."
+        )
+    elif getattr(context.trace, "facts", None) is None:
+        made = (
+            f"; TensorFlow's gradient code made {_names(producers)}"
+            if producers and all(p.startswith(_GRADIENT_PREFIXES) for p in producers)
+            else ""
+        )
+        message = (
+            f"{count} {plural} from {s_src} to {s_dst} {numbers}: loaded without its graph, "
+            f"the trace does not say which ops read them{made}."
         )
     else:
         message = (
@@ -199,6 +221,22 @@ def _direction_finding(
         evidence,
         (seconds, float(moved), float(count)),
     )
+
+
+def _fallbacks_among(
+    context: _Context, producers: list[str], consumers: list[str], src: str, dst: str
+) -> list[str]:
+    """The CPU side of a CPU <-> GPU copy when it is on the CPU for a cause of its own (no GPU
+    kernel, none for its dtype, a CPU-only resource, the input pipeline): those cannot be put
+    on the GPU, so "put them together" is no fix."""
+    kinds = (_device_type(src), _device_type(dst))
+    side = producers if kinds == ("CPU", "GPU") else consumers if kinds == ("GPU", "CPU") else []
+    return [
+        n
+        for n in side
+        if context.why_cpu.get(n, ("", ""))[0] in ("no", "dtype", "colocated")
+        or _is_pipeline(context.type_of.get(n, ""))
+    ]
 
 
 def _variables_read(context: _Context, producers: list[str]) -> list[str]:

@@ -219,17 +219,24 @@ def _host_memory_seen(context: _Context) -> list[_Finding]:
         return []
     copies = sum(host.values())
     typed = _names([f"{n} ({context.type_of.get(n, '?')})" for n in names])
+    generated = all(n.startswith(_GRADIENT_PREFIXES) for n in names)
+    whose = (
+        "TensorFlow's gradient code made them: nothing in your code asks for these copies."
+        if generated
+        else "Loaded without its graph, the trace cannot tell whether those values are yours "
+        "(integer arithmetic that could stay float32) or shapes TensorFlow keeps on the host; "
+        "traced with its graph, the findings say which."
+    )
     return [
         _Finding(
             "host_memory_on_gpu",
-            "medium" if copies >= 4 else "info",
+            "medium" if copies >= 4 and not generated else "info",
             names,
             (
-                f"{typed} sit on "
-                f"{context.short(names[0])} but compute in host memory: {copies} copies "
-                "between device and host memory feed them, though both ends are on the GPU. "
-                "Usually int32 shape arithmetic: cast to float32, or compute it once outside "
-                "the step."
+                f"{typed} sit on {context.short(names[0])} but compute in host memory: "
+                f"{copies} copies between device and host memory feed them, though both ends "
+                "are on the GPU: their GPU kernels keep int32 or shape values in host memory. "
+                f"{whose}"
             ),
             {"ops": len(names), "copies": copies},
             (0.0, 0.0, float(copies)),
