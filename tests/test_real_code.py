@@ -132,9 +132,10 @@ def test_every_device_is_the_one_tensorflow_used(oracle, name):
     devices = result(oracle, name)["devices"]
     assert devices["partition"][1] > 0 and devices["log"][1] > 0
     assert devices["disagreements"] == []
-    # Every op of the user's graph is found in TF's (names as the README says they are).
-    lost = devices["unmapped_examples"].get("user op not found in TF's graph of the call")
-    assert not lost, lost[:10]
+    # Every op the tool shows is one TF ran (aside from constants, which eager code runs as
+    # no op, and the Identity/NoOp plumbing of a tf.function the tool wraps a callable in).
+    lost = {k: n for k, n in devices["unmapped"].items() if k.startswith("no eager")}
+    assert not {k.split()[2] for k in lost} - {"Const", "Identity", "NoOp"}, lost
 
 
 @pytest.mark.parametrize("name", _cases("how"))

@@ -12,11 +12,8 @@ from collections import Counter
 from typing import Any
 
 from ground_truth import GraphTruth, NodeFact, produces_resource
+from mapping import RUNTIME_TYPES, Mapping
 
-RUNTIME_TYPES = {
-    "_Arg", "_Retval", "_DeviceArg", "_DeviceRetval", "_Send", "_Recv", "_HostSend",
-    "_HostRecv", "_SOURCE", "_SINK",
-}  # fmt: skip
 # Ops TensorFlow does not colocate with their resource inputs (input_colocation_exemption
 # registrations: calls and dataset ops that take functions).
 COLOCATION_EXEMPT = {
@@ -41,76 +38,34 @@ def norm_type(op_type: str) -> str:
     return _TYPE_ALIASES.sub("", op_type)
 
 
-def match_groups(ops: Any, truths: list[GraphTruth]) -> dict[str, GraphTruth | None]:
-    """For each ``function`` of the trace, the TF graph sharing most of its op names."""
-    graphs = [t for t in truths if not t.eager]
-    chosen: dict[str, GraphTruth | None] = {}
-    for function, group in ops.groupby("function", sort=False):
-        names = set(group["op"])
-        scored = [(len(names & (set(t.placed) | set(t.raw_placed))), t) for t in graphs]
-        best = max(scored, key=lambda s: s[0], default=(0, None))
-        chosen[function] = best[1] if best[0] else None
-    return chosen
-
-
-def lookup(truth: GraphTruth, name: str, function: str) -> str | None:
-    """The display name under which ``truth`` knows the tool's op ``name`` (or ``None``)."""
-    for candidate in (name, name.removeprefix(f"{function}/")):
-        if candidate in truth.placed:
-            return candidate
-        if candidate in truth.raw_placed:
-            return candidate
-    return None
-
-
-def device_check(trace: Any, truths: list[GraphTruth], eager_ops: list[tuple]) -> dict:
+def device_check(trace: Any, mapping: Mapping, eager_ops: list[tuple], truths: list) -> dict:
     """Per op: the trace's device against the placement log and the partition graphs."""
+    mapped, eager_rows, unmapped = mapping.mapped, mapping.eager_rows, mapping.unmapped
     result = {
-        "log": [0, 0], "partition": [0, 0], "unmapped": Counter(), "disagreements": [],
-        "unmapped_examples": {},
+        "log": [0, 0], "partition": [0, 0], "unmapped": Counter(unmapped),
+        "disagreements": [], "ambiguous": 0,
     }  # fmt: skip
-    groups = match_groups(trace.ops, truths)
-    eager_rows = []
     for row in trace.ops.itertuples(index=False):
-        truth = groups.get(row.function)
-        if row.function == "eager" or truth is None:
-            if row.how == "runtime" or row.type in RUNTIME_TYPES:
-                result["unmapped"]["runtime op outside any TF graph of the call"] += 1
-            else:
-                eager_rows.append(row)
+        if row.op not in mapped:
             continue
-        name = lookup(truth, row.op, row.function)
-        if name is None:
-            why = _why_unmapped(row)
-            result["unmapped"][why] += 1
-            result["unmapped_examples"].setdefault(why, []).append(row.op)
-            continue
-        placed = truth.placed.get(name) or truth.raw_placed.get(name)
+        places = mapped[row.op].places
+        placed = {p[0].placed.get(p[1]) or p[0].raw_placed.get(p[1]) for p in places}
+        logged = {p[0].logged[p[1]] for p in places if p[1] in p[0].logged}
+        result["ambiguous"] += len({_short(d) for d in placed}) > 1
         _tally(result, "partition", row, placed)
-        if name in truth.logged:
-            _tally(result, "log", row, truth.logged[name])
+        if logged:
+            _tally(result, "log", row, logged)
         elif row.type not in ("_Send", "_Recv"):
-            why = "no placer line for it (made after placement)"
-            result["unmapped"][why] += 1
-            result["unmapped_examples"].setdefault(why, []).append(row.op)
+            result["unmapped"]["no placer line for it (made after placement)"] += 1
     _eager_tally(result, eager_rows, eager_ops, truths)
     result["unmapped"] = dict(result["unmapped"])
     return result
 
 
-def _why_unmapped(row: Any) -> str:
-    if row.type in ("_SOURCE", "_SINK"):
-        return "_SOURCE/_SINK (in step stats, not in partition graphs)"
-    if row.type in ("_Send", "_Recv"):
-        return "copy op the tool's run numbered differently"
-    if row.how == "runtime":
-        return "runtime plumbing (Func/..., loop frames) numbered differently"
-    return "user op not found in TF's graph of the call"
-
-
-def _tally(result: dict, source: str, row: Any, tf_device: str) -> None:
+def _tally(result: dict, source: str, row: Any, tf_devices: set[str]) -> None:
+    """One comparison; where TF ran the same body on several devices, any of them agrees."""
     result[source][1] += 1
-    if _same_device(row.device, tf_device):
+    if any(_same_device(row.device, d) for d in tf_devices):
         result[source][0] += 1
     else:
         result["disagreements"].append(
@@ -118,7 +73,7 @@ def _tally(result: dict, source: str, row: Any, tf_device: str) -> None:
                 "op": row.op,
                 "type": row.type,
                 "tool": row.device,
-                "tf": tf_device,
+                "tf": ", ".join(sorted(tf_devices)),
                 "source": source,
                 "how": row.how,
             }  # fmt: skip
@@ -192,19 +147,19 @@ def _same_device(a: str, b: str) -> bool:
 
 
 # -- how -------------------------------------------------------------------------------------
-def how_check(trace: Any, truths: list[GraphTruth]) -> dict:
+def how_check(trace: Any, mapping: Mapping) -> dict:
     """Every ``how`` against the placer rule the node def shows (request, _class, resource)."""
+    mapped = mapping.mapped
     result = {"checked": 0, "agree": 0, "unchecked": Counter(), "disagreements": []}
-    groups = match_groups(trace.ops, truths)
-    members = {id(t): _group_members(t) for t in truths if t.top}
+    members: dict[int, set[str]] = {}
     for row in trace.ops.itertuples(index=False):
-        truth = groups.get(row.function)
-        if truth is None or row.function == "eager":
-            result["unchecked"]["eager op (the eager runtime sets its device)"] += 1
+        if row.op not in mapped:
+            result["unchecked"]["no graph of it in the user's run (eager there, or unmapped)"] += 1
             continue
-        name = lookup(truth, row.op, row.function)
-        fact = truth.fact(name) if name else None
-        expected, rule = _expected_how(row, fact, members.get(id(truth), set()), name)
+        truth, name = mapped[row.op].places[0]
+        if id(truth) not in members:
+            members[id(truth)] = _group_members(truth)
+        expected, rule = _expected_how(row, mapped[row.op].fact, members[id(truth)], name)
         if expected is None:
             result["unchecked"][rule] += 1
             continue
@@ -225,12 +180,10 @@ def how_check(trace: Any, truths: list[GraphTruth]) -> dict:
     return result
 
 
-def _expected_how(row: Any, fact: NodeFact | None, members: set, name: str | None) -> tuple:
+def _expected_how(row: Any, fact: NodeFact | None, members: set, name: str) -> tuple:
     if row.type in RUNTIME_TYPES:
         return {"runtime"}, "inserted by the runtime (feeds, fetches, copies)"
     if fact is None:
-        if name is None:
-            return None, "op not in TF's graph of the call"
         return {"runtime"}, "no node def in the graph as built (runtime-made)"
     node = fact.node
     requested = fact.requested

@@ -11,13 +11,9 @@ import re
 from collections import Counter
 from typing import Any
 
-from checks import (
-    CPU_ONLY_CONSUMERS,
-    VARIABLE_CONSUMERS,
-    lookup,
-    match_groups,
-)
-from ground_truth import DT_RESOURCE, GraphTruth, NodeFact, produces_resource
+from checks import CPU_ONLY_CONSUMERS, VARIABLE_CONSUMERS
+from ground_truth import DT_RESOURCE, NodeFact, produces_resource
+from mapping import Mapping
 
 DT_STRING = 7
 # Names TensorFlow and Keras give the ops they make (layers, optimizers, losses, metrics,
@@ -32,20 +28,7 @@ FRAMEWORK = re.compile(
 )
 
 
-def facts_by_tool_name(trace: Any, truths: list[GraphTruth]) -> dict[str, tuple]:
-    """Tool op name -> (NodeFact, GraphTruth, the name's prefix in the tool's naming)."""
-    groups = match_groups(trace.ops, truths)
-    found = {}
-    for op, function in zip(trace.ops["op"], trace.ops["function"], strict=True):
-        truth = groups.get(function)
-        name = lookup(truth, op, function) if truth is not None else None
-        fact = truth.fact(name) if name else None
-        if fact is not None:
-            found[op] = (fact, truth, op[: len(op) - len(name)])
-    return found
-
-
-def prediction_check(predicted: Any, trace: Any, truths: list, cpu_only: list[str]) -> dict:
+def prediction_check(predicted: Any, mapping: Mapping, cpu_only: list[str]) -> dict:
     """No ``how == "error"`` on code that runs on GPUs; CPU-only resources stay on the CPU."""
     errors = [
         {"op": r.op, "type": r.type, "reason": r.reason}
@@ -54,15 +37,18 @@ def prediction_check(predicted: Any, trace: Any, truths: list, cpu_only: list[st
     ]
     device = dict(zip(predicted.ops["op"], predicted.ops["device"], strict=False))
     checked, wrong = 0, []
-    for op, (fact, _, prefix) in facts_by_tool_name(trace, truths).items():
+    for op, found in mapping.mapped.items():
+        fact = found.tool_fact
+        if fact is None:
+            continue
         node = fact.node
         kind = "iterator or lookup table" if CPU_ONLY_CONSUMERS.match(node.op) else ""
         if not kind and "variables" in cpu_only and VARIABLE_CONSUMERS.match(node.op):
             kind = "variable the user keeps on a CPU"
         if not kind:
             continue
-        resources = [
-            prefix + fact.prefix + raw.split(":")[0]
+        resources = [  # the resource's producer, in the tool's naming
+            found.tool_prefix + fact.prefix + raw.split(":")[0]
             for raw in node.input
             if not raw.startswith("^") and produces_resource(raw, fact.body)
         ]
@@ -109,24 +95,29 @@ def _dtypes(node: Any) -> set[int]:
     return found
 
 
-def findings_check(trace: Any, truths: list, framework_only: bool) -> dict:
+def findings_check(trace: Any, mapping: Mapping, framework_only: bool) -> dict:
     """Each finding's causes against TF's facts, and its fix against what the user can do."""
     findings = trace.findings
-    facts = facts_by_tool_name(trace, truths)
+    facts = {op: found.fact for op, found in mapping.mapped.items() if found.fact is not None}
     has_gpu = any("GPU" in d.upper() for d in trace.devices)
-    results = _results(trace, truths)
+    results = {  # ops whose output the traced run's partition graphs hand back to the caller
+        op for op, (tool, name) in mapping.located.items() if name in tool.retval_fed
+    }
     flagged = []
     for finding in findings.itertuples(index=False):
         problems = _finding_problems(finding, facts, results, has_gpu, framework_only)
-        for check, detail in problems:
-            flagged.append(
-                {
-                    "kind": finding.kind,
-                    "check": check,
-                    "detail": detail,
-                    "message": finding.message,
-                }  # fmt: skip
-            )
+        if not problems:
+            continue
+        details = [detail for _, detail in problems]
+        more = f" (+{len(details) - 3} more)" if len(details) > 3 else ""
+        flagged.append(  # one entry per finding, with its problems
+            {
+                "kind": finding.kind,
+                "check": ", ".join(sorted({check for check, _ in problems})),
+                "detail": "; ".join(details[:3]) + more,
+                "message": finding.message,
+            }
+        )
     return {"by_kind": dict(Counter(findings["kind"])), "flagged": flagged}
 
 
@@ -142,7 +133,7 @@ def _finding_problems(
     problems = []
 
     def fact_of(op: str) -> NodeFact | None:
-        return facts[op][0] if op in facts else None
+        return facts.get(op)
 
     if re.search(r"\b(has|have) no GPU kernel", message):
         for op in ops:
@@ -184,18 +175,6 @@ def _finding_problems(
 
 def _reads_resource(fact: NodeFact) -> bool:
     return any(produces_resource(i, fact.body) for i in fact.node.input if i[:1] != "^")
-
-
-def _results(trace: Any, truths: list[GraphTruth]) -> set[str]:
-    """The tool's op names whose outputs TF's partition graphs hand back to the caller."""
-    groups = match_groups(trace.ops, truths)
-    found = set()
-    for op, function in zip(trace.ops["op"], trace.ops["function"], strict=True):
-        truth = groups.get(function)
-        name = lookup(truth, op, function) if truth is not None else None
-        if name is not None and name in truth.retval_fed:
-            found.add(op)
-    return found
 
 
 __all__ = ["DT_RESOURCE", "findings_check", "prediction_check"]

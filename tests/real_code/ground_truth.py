@@ -24,6 +24,7 @@ from typing import Any
 
 _PLACER_LINE = re.compile(r"placer\.cc:\d+\] (\S+): \((\S+)\): (\S+)$")
 _EAGER_LINE = re.compile(r"Executing op (\S+) in device (\S+)$")
+_FUNCTION = re.compile(r"^__(?:inference|forward|backward)_(.+?)_\d+$")
 _BODY_COUNTER = re.compile(r"(^|/)(body|cond|then|else|branch\d+)/_\d+(?=/)")
 _CALLS = {"PartitionedCall", "StatefulPartitionedCall"}
 _WHILES = {"While", "StatelessWhile"}
@@ -61,6 +62,7 @@ class Body:
     nodes: dict[str, Any]
     arg_types: dict[str, int]
     scope_device: str  # a tf.device on the call (or loop) that leads here
+    chain: tuple[str, ...] = ()  # the functions from the graph's top down to this body
 
 
 @dataclass
@@ -75,6 +77,12 @@ class NodeFact:
     def requested(self) -> str:
         return self.node.device or self.body.scope_device
 
+    @property
+    def key(self) -> tuple[str, ...]:
+        """Where the node def sits, independent of how a run named it: the functions down to
+        its body, then its name there (``("dense_layer", "add", "add")``)."""
+        return (*self.body.chain, self.node.name)
+
 
 @dataclass
 class GraphTruth:
@@ -88,6 +96,7 @@ class GraphTruth:
     top: Body | None = None
     library: dict[str, Any] = field(default_factory=dict)
     eager: bool = False
+    function: str = ""  # the instantiated function's display name ("" for a Session graph)
 
     def fact(self, display: str) -> NodeFact | None:
         """The node def behind ``display``, or ``None`` (made by the runtime)."""
@@ -112,6 +121,7 @@ def _resolve(parts: list[str], body: Body, library: dict, prefix: str) -> NodeFa
             {n.name: n for n in fdef.node_def},
             {a.name: a.type for a in fdef.signature.input_arg},
             call.device or body.scope_device,
+            (*body.chain, function_name(function)),
         )
         inner_prefix = f"{prefix}{call_name}/{'/'.join(rest[:label])}{'/' if label else ''}"
         return _resolve(rest[label:], inner, library, inner_prefix)
@@ -157,10 +167,18 @@ def log_blocks(lines: list[str]) -> tuple[list[dict[str, tuple[str, str]]], list
     return blocks, eager
 
 
-def graph_truth(pre_graph: Any, partition_graphs: list, eager: bool = False) -> GraphTruth:
+def function_name(name: str) -> str:
+    """``__inference_dense_layer_123`` -> ``dense_layer``; ``while_body_45`` -> ``while_body``."""
+    match = _FUNCTION.match(name)
+    return re.sub(r"_\d+$", "", match.group(1) if match else name)
+
+
+def graph_truth(
+    pre_graph: Any, partition_graphs: list, eager: bool = False, function: str = ""
+) -> GraphTruth:
     """A ``GraphTruth`` from a graph before optimisation and its placed partitions."""
-    truth = GraphTruth(eager=eager)
-    truth.top = Body({n.name: n for n in pre_graph.node}, {}, "")
+    truth = GraphTruth(eager=eager, function=function)
+    truth.top = Body({n.name: n for n in pre_graph.node}, {}, "", (function,))
     truth.library = {f.signature.name: f for f in pre_graph.library.function}
     recv_of: dict[str, str] = {}  # tensor_name -> the _Recv's display name
     sends: dict[str, str] = {}  # tensor_name -> the sent tensor's producer
@@ -229,12 +247,52 @@ def run_function(call: Callable[[], Any]) -> tuple[list[GraphTruth], list[tuple]
         ctx._thread_local_data.function_call_options = None
         ctx.clear_kernel_cache()
     truths = []
-    for graph in metadata.function_graphs:
+    names = instantiated_functions(list(metadata.function_graphs))
+    for graph, name in zip(metadata.function_graphs, names, strict=True):
         pre = graph.pre_optimization_graph
-        truths.append(graph_truth(pre, list(graph.partition_graphs), eager=_is_eager_op(pre)))
+        eager = _is_eager_op(pre)
+        truths.append(graph_truth(pre, list(graph.partition_graphs), eager, name))
     blocks, eager_ops = log_blocks(lines)
     attach_log(truths, blocks)
+    _call_scopes(truths, eager_ops)
     return truths, eager_ops, lines
+
+
+def _call_scopes(truths: list[GraphTruth], eager_ops: list[tuple]) -> None:
+    """A tf.function the user called eagerly under ``tf.device``: the runtime instantiates its
+    body for that device (the log's ``Executing op __inference_f_N in device D``), which then
+    stands for a request of every op without one, as a ``tf.device`` around a nested call.
+    The eager default device (CPU:0 here) is no sign of a request and sets none."""
+    called: dict[str, set[str]] = {}
+    for op_type, device in eager_ops:
+        if op_type.startswith("__inference_"):
+            called.setdefault(function_name(op_type), set()).add(device)
+    for truth in truths:
+        devices = {d for d in truth.placed.values()}
+        if truth.top is None or len(devices) != 1:
+            continue
+        (device,) = devices
+        if device in called.get(truth.function, set()) and not device.endswith("CPU:0"):
+            truth.top.scope_device = device
+
+
+def instantiated_functions(function_graphs: list) -> list[str]:
+    """The display name of the function each recorded graph instantiated (the eager
+    context's FunctionDef with the same node names), ``""`` when none matches."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    known: dict[frozenset, str] = {}
+    for fname in ctx.list_function_names():
+        with contextlib.suppress(Exception):
+            body = frozenset(n.name for n in ctx.get_function_def(fname).node_def)
+            known.setdefault(body, function_name(fname))
+    names = []
+    for graph in function_graphs:
+        nodes = graph.pre_optimization_graph.node
+        body = frozenset(n.name for n in nodes if n.op not in ("_Arg", "_Retval", "_DeviceArg"))
+        names.append(known.get(body, ""))
+    return names
 
 
 def _is_eager_op(pre_graph: Any) -> bool:

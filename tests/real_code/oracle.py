@@ -34,6 +34,7 @@ tf.debugging.set_log_device_placement(True)
 import checks  # noqa: E402
 import claims  # noqa: E402
 import ground_truth  # noqa: E402
+from mapping import map_rows  # noqa: E402
 
 from tfplace_widget import TraceError, predict_placement, trace_placement  # noqa: E402
 
@@ -70,6 +71,7 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
     except TraceError as exc:  # TF ran it (above); the tool could not trace it
         return {"program": name, "tool_error": f"{type(exc).__name__}: {exc}"[:2000]}
     predicted = predict_placement(trace, gpus=1)
+    mapping = map_rows(trace, truths)
     framework_only = getattr(fn, "__name__", "") in KERAS_STEPS
     return {
         "program": name,
@@ -77,10 +79,10 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
         "mode": trace.mode,
         "expected_mode": expected_mode,
         "ops": len(trace.ops),
-        "devices": checks.device_check(trace, truths, eager_ops),
-        "how": checks.how_check(trace, truths),
-        "prediction": claims.prediction_check(predicted, trace, truths, spec.get("cpu_only", [])),
-        "findings": claims.findings_check(trace, truths, framework_only),
+        "devices": checks.device_check(trace, mapping, eager_ops, truths),
+        "how": checks.how_check(trace, mapping),
+        "prediction": claims.prediction_check(predicted, mapping, spec.get("cpu_only", [])),
+        "findings": claims.findings_check(trace, mapping, framework_only),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
