@@ -30,7 +30,7 @@ from tfplace_widget.analyses.predict import (
     predict_devices,
     predict_transfers,
 )
-from tfplace_widget.graphfacts import facts_from_graph
+from tfplace_widget.graphfacts import RESOURCE_COLOCATION_EXEMPT, facts_from_graph
 
 CPUS = {"CPU": 3}
 CPU = [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(3)]
@@ -378,3 +378,219 @@ def test_tf2_variables_go_to_the_gpu_with_their_reads(tf2_results: dict) -> None
     assert devices["Read/ReadVariableOp"] == GPU0 and devices["AssignAddVariableOp"] == GPU0
     assert devices["x"] == CPU[0]  # the argument stays where the caller made it: the host
     assert devices["J"] == CPU[0]  # StringJoin
+
+
+# ---------------------------------------------------------------------------------------------
+# Real Keras and tf.data code: where resources live with a GPU (issue 20)
+# ---------------------------------------------------------------------------------------------
+REAL_CODE = [
+    "text_fit",
+    "text_end_to_end",
+    "train_step_on_iterator",
+    "variables_on_cpus",
+    "mirrored_on_cpus",
+]
+
+
+@pytest.fixture(scope="module")
+def real_code(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("predict_real") / "results.pickle"
+    script = Path(__file__).with_name("predict_tf2_scenarios.py")
+    done = subprocess.run(
+        [sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return pickle.loads(out.read_bytes())
+
+
+def real(real_code: dict, name: str) -> dict:
+    result = real_code[name]
+    assert "error" not in result, result.get("traceback")
+    return result
+
+
+def resource_uses(trace: PlacementTrace) -> list[tuple[str, str]]:
+    """(op, argument) for every op that uses a function's resource argument, where the placer
+    colocates them (function calls forward resources and are left out)."""
+    facts = trace.facts
+    return [
+        (user, arg)
+        for user, producers in facts.resource_inputs.items()
+        if facts.types.get(user) not in RESOURCE_COLOCATION_EXEMPT
+        for arg in producers
+        if facts.types.get(arg) == "_Arg"
+    ]
+
+
+def variable_argument(trace: PlacementTrace, op: str) -> tuple[str, str]:
+    """(the read, the variable's _Arg) behind the value ``op`` takes (through Identity ops)."""
+    facts = trace.facts
+    pending = list(facts.inputs[op])
+    while pending:
+        source = pending.pop(0)
+        for producer in facts.resource_inputs.get(source, ()):
+            if facts.types.get(producer) == "_Arg":
+                return source, producer
+        if facts.types.get(source) == "Identity":
+            pending.extend(facts.inputs[source])
+    raise AssertionError(f"no variable read feeds {op}")
+
+
+@pytest.mark.parametrize("name", REAL_CODE)
+def test_real_code_without_gpus_is_predicted_as_placed(real_code: dict, name: str) -> None:
+    result = real(real_code, name)
+    assert result["compared"] > 10
+    assert result["disagreements"] == [], result["disagreements"]
+
+
+@pytest.mark.parametrize("name", REAL_CODE)
+def test_real_code_that_runs_on_gpus_is_not_refused(real_code: dict, name: str) -> None:
+    prediction = real(real_code, name)["gpu"]
+    refused = prediction.ops[prediction.ops["how"] == "error"]
+    assert refused.empty, refused[["op", "type", "reason"]].to_string()
+    assert len(prediction.notes) == 1, prediction.notes  # no "TensorFlow would refuse"
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [
+        ("text_fit", {"IteratorGetNext"}),
+        ("text_end_to_end", {"LookupTableFindV2"}),
+        ("train_step_on_iterator", {"IteratorGetNext", "LookupTableFindV2"}),
+    ],
+)
+def test_lookup_tables_and_iterators_stay_on_the_cpu(real_code: dict, name: str, kinds) -> None:
+    prediction = real(real_code, name)["gpu"]
+    rows = prediction.ops.set_index("op")
+    seen = set()
+    for user, arg in resource_uses(prediction):
+        kind = rows.loc[user, "type"]
+        if kind not in kinds:
+            continue
+        seen.add(kind)
+        assert rows.loc[user, "device"] == CPU[0] and rows.loc[arg, "device"] == CPU[0]
+        what = "a lookup table" if kind == "LookupTableFindV2" else "a tf.data iterator"
+        assert what in rows.loc[arg, "reason"] and "with a GPU too" in rows.loc[arg, "reason"]
+        if not rows.loc[user, "requested_device"]:  # Keras asks for the CPU for its lookups
+            assert rows.loc[user, "how"] == "colocated"
+            assert f"with {arg} (" in rows.loc[user, "reason"], rows.loc[user, "reason"]
+    assert seen == kinds
+
+
+def test_variables_stay_where_their_code_put_them(real_code: dict) -> None:
+    prediction = real(real_code, "variables_on_cpus")["gpu"]
+    rows = prediction.ops.set_index("op")
+    # made under tf.device("/cpu:1"): only a request puts a variable there
+    read, arg = variable_argument(prediction, "b")
+    assert rows.loc[arg, "device"] == rows.loc[read, "device"] == CPU[1]
+    assert "a tf.device or a distribution strategy made it there" in rows.loc[arg, "reason"]
+    # made under tf.device("/cpu:0") and used under it: assumed made there, says so
+    read, arg = variable_argument(prediction, "a")
+    assert rows.loc[arg, "device"] == rows.loc[read, "device"] == CPU[0]
+    assert "assumed made under the same device" in rows.loc[arg, "reason"]
+    assert "a: /device:CPU:0" in rows.loc[arg, "reason"]
+    # made with no device: on GPU:0 with a GPU, an assumption the reason states
+    read, arg = variable_argument(prediction, "c")
+    assert rows.loc[arg, "device"] == rows.loc[read, "device"] == GPU0
+    assert "Assumed made that way" in rows.loc[arg, "reason"]
+    assert "tf.device('/cpu:0')" in rows.loc[arg, "reason"]
+
+
+def test_a_mirrored_strategy_on_cpus_keeps_each_replica_on_its_cpu(real_code: dict) -> None:
+    result = real(real_code, "mirrored_on_cpus")
+    prediction, traced = result["gpu"], result["trace"]
+    rows = prediction.ops.set_index("op")
+    ran = traced.ops.drop_duplicates("op").set_index("op")
+    uses = resource_uses(prediction)
+    assert {ran.loc[arg, "device"] for _, arg in uses} == {CPU[0], CPU[1]}
+    for user, arg in uses:
+        assert rows.loc[arg, "device"] == rows.loc[user, "device"] == ran.loc[arg, "device"]
+    compute = prediction.ops[prediction.ops["type"].isin(["MatMul", "BiasAdd"])]
+    assert len(compute) == 4 and not compute["device"].str.contains("GPU").any()
+
+
+@pytest.mark.parametrize("name", REAL_CODE)
+def test_trace_and_prediction_explain_resource_users_alike(real_code: dict, name: str) -> None:
+    """An op using a resource is colocated with it, in the trace and in the prediction."""
+    result = real(real_code, name)
+    traced = result["trace"].ops.drop_duplicates("op").set_index("op")
+    predicted = result["gpu"].ops.set_index("op")
+    uses = resource_uses(result["trace"])
+    assert uses
+    for user, arg in uses:
+        if user not in traced.index:
+            continue  # built, not run (e.g. Grappler removed it)
+        trace_row, predicted_row = traced.loc[user], predicted.loc[user]
+        assert trace_row["how"] == predicted_row["how"], (user, trace_row["reason"])
+        if not trace_row["requested_device"]:
+            assert trace_row["how"] == "colocated", (user, trace_row["reason"])
+            for reason in (trace_row["reason"], predicted_row["reason"]):
+                assert f"shares a resource/ref edge with {arg} (" in reason, reason
+
+
+@pytest.mark.parametrize("name", REAL_CODE)
+def test_predicted_results_are_explained_as_results(real_code: dict, name: str) -> None:
+    ops = real(real_code, name)["gpu"].ops
+    results = ops[ops["type"] == "_Retval"]
+    assert len(results)
+    for reason in results["reason"]:
+        assert reason.startswith("A function's result"), reason
+        assert "function argument:" not in reason
+
+
+def test_a_result_is_pinned_where_its_op_asked(real_code: dict) -> None:
+    prediction = real(real_code, "variables_on_cpus")["gpu"]
+    rows = prediction.ops.set_index("op")
+    facts = prediction.facts
+    pinned = [r for r in rows.index if rows.loc[r, "type"] == "_Retval"]
+    by_request = [r for r in pinned if "asked for /device:CPU:1" in rows.loc[r, "reason"]]
+    assert len(by_request) == 1 and rows.loc[by_request[0], "device"] == CPU[1]
+    assert "pinned, which makes its value" in rows.loc[by_request[0], "reason"]
+    assert facts.types["pinned"] == "Mul"
+
+
+def table_iterator_and_variables() -> Any:
+    """TF1: a lookup table fed by a one-shot iterator, embeddings from a variable."""
+    keys = tf.constant(["a", "b", "c"], name="keys")
+    values = tf.constant([1, 2, 3], tf.int64, name="values")
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1)
+    words = tf.compat.v1.data.make_one_shot_iterator(
+        tf.data.Dataset.from_tensor_slices(["a", "c", "d", "b"]).batch(2)
+    ).get_next()
+    ids = table.lookup(words)
+    v = tf.Variable(tf.ones((4, 2)), name="v")
+    embedded = tf.nn.embedding_lookup(v, ids % 4)
+    w = tf.Variable(tf.ones((2, 3)), name="w")
+    return tf.matmul(embedded, w, name="MM")
+
+
+def test_graph_tables_iterators_and_variables_with_a_gpu() -> None:
+    prediction = predict_placement(table_iterator_and_variables, gpus=1, device_count=CPUS)
+    rows = prediction.ops.set_index("op")
+    assert len(prediction.notes) == 1 and not (rows["how"] == "error").any()
+    for name in ("hash_table", "hash_table_Lookup/LookupTableFindV2", "IteratorGetNext"):
+        assert rows.loc[name, "device"] == CPU[0], name
+    table = rows.loc["hash_table"]
+    assert table["how"] == "implicit" and "placed with its consumers" in table["reason"]
+    lookup = rows.loc["hash_table_Lookup/LookupTableFindV2"]
+    assert lookup["how"] == "colocated"
+    assert "shares a resource/ref edge with hash_table," in lookup["reason"]
+    assert "no GPU kernel" in lookup["reason"]  # why the group stays on the CPU
+    # a variable nobody placed: where its kernels put it alone, its reads with it
+    variable = rows.loc["w"]
+    assert variable["device"] == GPU0 and variable["how"] == "implicit", variable["reason"]
+    read = rows.loc["MM/ReadVariableOp"]
+    assert read["device"] == GPU0 and read["how"] == "colocated"
+    assert "shares a resource/ref edge with w," in read["reason"]
+
+
+def test_graph_resource_users_are_colocated_in_the_trace_and_the_prediction() -> None:
+    traced = trace_placement(table_iterator_and_variables, device_count=CPUS)
+    same = predict_placement(traced, gpus=0)
+    ran = traced.ops.drop_duplicates("op").set_index("op")
+    rows = same.ops.set_index("op")
+    for user in ("hash_table_Lookup/LookupTableFindV2", "MM/ReadVariableOp"):
+        assert ran.loc[user, "how"] == rows.loc[user, "how"] == "colocated", ran.loc[user, "reason"]
+        assert ran.loc[user, "reason"] == rows.loc[user, "reason"]
+    for producer in ("hash_table", "w"):
+        assert ran.loc[producer, "how"] == rows.loc[producer, "how"] == "implicit"

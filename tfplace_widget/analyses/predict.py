@@ -20,9 +20,10 @@ core/common_runtime/placer.cc and colocation_graph.cc (TF 2.21) step by step:
    device when it is a candidate; placing a node pins its whole group to that device;
 5. generators (no inputs, one non-ref output) come last and join their consumers when these
    all share one candidate device;
-6. in a function graph, an ``_Arg`` is already where the caller's value is, a ``_Retval`` takes
-   the device its value asked for (``PinArgsAndRets``), and a ``tf.device`` around the call is
-   the function's default device (tried first), not a request.
+6. in a function graph, an ``_Arg`` is already where the caller's value is (a resource's: where
+   the resource would be made with the GPUs, see :mod:`.resources`), a ``_Retval`` takes the
+   device its value asked for (``PinArgsAndRets``), and a ``tf.device`` around the call is the
+   function's default device (tried first), not a request.
 
 Nodes outside any group and outside the heuristics depend only on their op type, kernels and
 request, so they are decided once per distinct combination; the others go through the steps
@@ -56,7 +57,9 @@ from ..devices import (
     short_device,
     task_of,
 )
-from ..graphfacts import GraphFacts
+from ..graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts
+from ..reasons import colocated_reason, link_words
+from .resources import Pinned, pinned_arguments
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import PlacementTrace
@@ -66,28 +69,6 @@ _DEVICE_TYPE_PRIORITY = {"GPU": 210, "CPU": 70, "TPU": 60}
 _METADATA_TYPES = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 _IDENTITY_TYPES = frozenset({"Identity", "RefIdentity"})
 _HOST_RUNTIME_TYPES = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
-# Consumers that forward a resource input instead of reading it (InputColocationExemption).
-_EXEMPT_FROM_RESOURCE_COLOCATION = frozenset(
-    {
-        "IdentityN",
-        "PartitionedCall",
-        "StatefulPartitionedCall",
-        "If",
-        "StatelessIf",
-        "While",
-        "StatelessWhile",
-        "Case",
-        "StatelessCase",
-        "FlatMapDataset",
-        "InterleaveDataset",
-        "MapAndBatchDataset",
-        "ExperimentalMapAndBatchDataset",
-        "GroupByWindowDataset",
-        "ExperimentalGroupByWindowDataset",
-        "ScanDataset",
-        "ExperimentalScanDataset",
-    }
-)
 PREDICTED_COLUMNS = ["op", "predicted_device", "how", "reason"]
 _SINK_ONLY = np.array([-1], dtype=np.int64)  # a node nothing consumes feeds the _SINK node
 HOST = "/job:localhost/replica:0/task:0/device:CPU:0"
@@ -419,6 +400,7 @@ class _Placer:
         details: Mapping[str, Any] | None,
         pinned: Mapping[str, str] | None = None,
         local_task: str = "",
+        pinned_reasons: Mapping[str, str] | None = None,
     ) -> None:
         self.facts = facts
         self.soft = soft
@@ -443,6 +425,11 @@ class _Placer:
             for name, device in (pinned or {}).items()
             if name in index and canonical_device(device) in device_index
         }
+        # Why each pinned argument is where it is (a function's _Arg: analyses/resources.py).
+        self.pinned_reasons = {
+            index[name]: reason for name, reason in (pinned_reasons or {}).items() if name in index
+        }
+        self.result_sources: dict[int, int] = {}  # a pinned _Retval -> the node it follows
         # TF2: a tf.device around the eager call is the function's default device, not a
         # request: it goes first among a node's candidates (FilterSupportedDevices).
         self.default: dict[int, int] = {}
@@ -569,20 +556,12 @@ class _Placer:
             node = nodes[i]
             if i in self.pinned or not node.inputs:
                 continue
-            source = node.inputs[0]
-            while (
-                source >= 0
-                and nodes[source].op_type in _IDENTITY_TYPES
-                and not nodes[source].request
-                and source not in self.pinned
-                and not colocated.get(nodes[source].name)
-                and nodes[source].inputs
-            ):
-                source = nodes[source].inputs[0]
+            source = self.result_source(i)
             if source < 0 or colocated.get(nodes[source].name):
                 continue  # with a colocation TF colocates it with that group: the placer's
             if source in self.pinned:
                 self.pinned[i] = self.pinned[source]
+                self.result_sources[i] = source
             elif nodes[source].request:
                 try:
                     matching = self._matching(_parse(nodes[source].request))
@@ -590,6 +569,23 @@ class _Placer:
                     continue
                 if len(matching) == 1:
                     self.pinned[i] = matching[0]
+                    self.result_sources[i] = source
+
+    def result_source(self, i: int) -> int:
+        """The node whose device a ``_Retval`` takes: its input, through Identity ops with no
+        device, pin or colocation of their own (-1: not a node)."""
+        nodes, colocated = self.nodes, self.facts.colocated_with
+        source = nodes[i].inputs[0] if nodes[i].inputs else -1
+        while (
+            source >= 0
+            and nodes[source].op_type in _IDENTITY_TYPES
+            and not nodes[source].request
+            and source not in self.pinned
+            and not colocated.get(nodes[source].name)
+            and nodes[source].inputs
+        ):
+            source = nodes[source].inputs[0]
+        return source
 
     def consumers_of(self, i: int) -> np.ndarray:
         """Out-edges of ``i`` (data and control); ``[-1]`` (the ``_SINK``) when none."""
@@ -746,7 +742,7 @@ class _Placer:
         for i in sorted(consumers):
             node = nodes[i]
             pinned = facts.resource_inputs.get(node.name)
-            if pinned and node.op_type not in _EXEMPT_FROM_RESOURCE_COLOCATION:
+            if pinned and node.op_type not in RESOURCE_COLOCATION_EXEMPT:
                 for producer in pinned:
                     j = index.get(producer, -1)
                     if j >= 0:
@@ -1183,6 +1179,7 @@ def predict_devices(
     details: Mapping[str, NodeDetail] | None = None,
     pinned: Mapping[str, str] | None = None,
     local_task: str = "",
+    pinned_reasons: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Where TensorFlow's placer would put each node of ``facts`` given ``devices``.
 
@@ -1197,9 +1194,12 @@ def predict_devices(
     which lives where the caller's tensor or variable is) to their device. ``local_task``
     (e.g. ``/job:worker/task:0``) is, in a cluster, the task the session runs on (its master):
     its devices go before the other tasks' among equally good ones (:func:`master_task`);
-    ``""`` when every device is local (one process).
+    ``""`` when every device is local (one process). ``pinned_reasons``: the reason of each
+    pinned node (by default, that it is a function argument where the caller's value is).
     """
-    columns, placer = _predict(facts, devices, soft_placement, details, pinned, local_task)
+    columns, placer = _predict(
+        facts, devices, soft_placement, details, pinned, local_task, pinned_reasons
+    )
     frame = pd.DataFrame(columns, columns=PREDICTED_COLUMNS)
     frame.attrs["errors"] = [message for _, message in placer.errors]
     return frame
@@ -1212,13 +1212,14 @@ def _predict(
     details: Mapping[str, NodeDetail] | None,
     pinned: Mapping[str, str] | None,
     local_task: str = "",
+    pinned_reasons: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], _Placer]:
     """:func:`predict_devices`'s columns (arrays), and the placer (its errors, codes and edge
     table, which the predicted trace reuses)."""
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
     import_tensorflow()  # the registries below: TF's start-up lines go to no cell
-    placer = _Placer(facts, devices, soft_placement, details, pinned, local_task)
+    placer = _Placer(facts, devices, soft_placement, details, pinned, local_task, pinned_reasons)
     placer.run()
     explain = _Reasons(placer)
     codes = placer.code_array
@@ -1283,18 +1284,61 @@ class _Reasons:
         node = p.nodes[i]
         if i in p.failed:
             return "error", f"TensorFlow would refuse to place it: {p.failed[i]}."
-        device = p.devices[p.assigned[i]]
-        short = short_device(device)
+        short = short_device(p.devices[p.assigned[i]])
         if p.how_chosen.get(i) == "pinned":
-            return "runtime", (
-                f"A function argument: it lives where the caller's tensor or variable is, "
-                f"{short}, before the placer runs."
-            )
+            return "runtime", self._pinned(i, node, short)
         if node.op_type in _HOST_RUNTIME_TYPES:
-            return "runtime", (
-                f"Inserted by the runtime to return a function's result; it goes with the value "
-                f"it returns, on {short}."
+            return "runtime", self._unpinned(i, node) + self._placed(i, node, short)[1]
+        return self._placed(i, node, short)
+
+    def _pinned(self, i: int, node: _Node, short: str) -> str:
+        """A node the runtime placed before the placer ran (``PinArgsAndRets``)."""
+        p = self.p
+        if node.op_type not in ("_Retval", "_DeviceRetval"):
+            return p.pinned_reasons.get(i) or (
+                f"A function argument: it lives where the caller's value is, {short}, before "
+                "the placer runs."
             )
+        source = p.result_sources.get(i, -1)
+        result = "A function's result (a _Retval the runtime adds)"
+        if source < 0:
+            return f"{result}, placed by the runtime before the placer runs: {short}."
+        name = p.names[source]
+        if source in p.pinned:
+            return (
+                f"{result}: it returns the function argument {name}, so the runtime pins it "
+                f"where {name} is before the placer runs: {short}."
+            )
+        return (
+            f"{result}: {name}, which makes its value, asked for {p.nodes[source].request}, so "
+            f"the runtime pins the result on that device before the placer runs: {short}."
+        )
+
+    def _unpinned(self, i: int, node: _Node) -> str:
+        """Why the runtime left a function's argument or result to the placer."""
+        p = self.p
+        if node.op_type not in ("_Retval", "_DeviceRetval") or not node.inputs:
+            return (
+                f"Inserted by the runtime ({node.op_type}) and not pinned before the placer runs. "
+            )
+        source = p.result_source(i)
+        if source < 0:
+            return "A function's result (a _Retval the runtime adds), left to the placer. "
+        name, request = p.names[source], p.nodes[source].request
+        if p.facts.colocated_with.get(name):
+            why = "is in a colocation group"
+        elif request:
+            why = f"asks for {request}, which names more than one device"
+        else:
+            why = "asks for no device"
+        return (
+            f"A function's result (a _Retval the runtime adds): {name}, which makes its value, "
+            f"{why}, so the runtime leaves the result to the placer. "
+        )
+
+    def _placed(self, i: int, node: _Node, short: str) -> tuple[str, str]:
+        """``how`` and ``reason`` of a node the placer placed."""
+        p = self.p
         root = p.find(i)
         member = p.members.get(root)
         pinner = member.assigned_by if member is not None else -1
@@ -1307,18 +1351,19 @@ class _Reasons:
             else ""
         )
         demanded = p.demanded.get(i, _EMPTY)
-        grouped = self._group_sizes.get(root, 1) > 1
-        if grouped and (
-            (pinner >= 0 and pinner != i) or (demanded != _EMPTY and demanded != request)
-        ):
-            if node.request and _matches(request, p.device_names[p.assigned[i]]):
-                return "explicit", self._explicit(node, short) + dropped_text
-            partner = self._partner(i, root, pinner)
-            asked = f"Asked for {node.request}, but it" if node.request else "It"
-            return "colocated", (
-                f"{asked} {self._link(i, partner)}; the placer keeps them on one device, so it "
-                f"runs where the group goes: {short}.{dropped_text}"
+        if self._group_sizes.get(root, 1) > 1:
+            # An op that uses a resource runs where the resource is; another member of a group
+            # is placed by the group unless it lands where it would alone.
+            source = self._resource_source(i, root)
+            restricted = (pinner >= 0 and pinner != i) or (
+                demanded != _EMPTY and demanded != request
             )
+            if source >= 0 or (restricted and not self._as_if_alone(i, node, pinner)):
+                if node.request and _matches(request, p.device_names[p.assigned[i]]):
+                    return "explicit", self._explicit(node, short) + dropped_text
+                partner = source if source >= 0 else self._partner(i, root, pinner)
+                reason = colocated_reason(node.request, self._link(i, partner), short)
+                return "colocated", reason + self._no_gpu(root, short) + dropped_text
         if node.request:
             if _matches(request, p.device_names[p.assigned[i]]):
                 return "explicit", self._explicit(node, short) + dropped_text
@@ -1330,6 +1375,47 @@ class _Reasons:
                 f"{short} the function's default device, which the placer tries first."
             ) + dropped_text
         return "implicit", self._implicit(i, node, short) + dropped_text
+
+    def _resource_source(self, i: int, root: int) -> int:
+        """The producer of a resource or ref node ``i`` uses, in its group (-1: none)."""
+        p = self.p
+        for producer in p.facts.resource_inputs.get(p.names[i], ()):
+            j = p.index.get(producer, -1)
+            if j >= 0 and j != i and p.find(j) == root:
+                return j
+        return -1
+
+    def _as_if_alone(self, i: int, node: _Node, pinner: int) -> bool:
+        """Whether the group, which nobody asked for a device for and no argument pinned, put
+        ``i`` (asking for none either) where it would go alone: then its own kernels decided."""
+        p = self.p
+        if node.request or pinner < 0 or i in p.default or p.demanded.get(pinner, _EMPTY) != _EMPTY:
+            return False
+        if node.dataset or p.facts.colocated_with.get(node.name):
+            return False  # joined by tf.data or tf.compat.v1.colocate_with, not by its users
+        alone = p._filter(range(len(p.devices)), list(node.kernel_types))
+        return bool(alone) and alone[0] == p.assigned[i]
+
+    def _no_gpu(self, root: int, short: str) -> str:
+        """Why a group is on a CPU beside a GPU, when some member has no GPU kernel."""
+        p = self.p
+        member = p.members.get(root)
+        if not self.has_gpu or member is None or "GPU" in dict(member.supported):
+            return ""
+        if not short.startswith("CPU"):
+            return ""
+        without = [
+            p.names[j] for j in self._members(root) if "GPU" not in dict(p.nodes[j].kernel_types)
+        ]
+        if not without:
+            return ""
+        shown = ", ".join(without[:2]) + (
+            f" and {len(without) - 2} more" if len(without) > 2 else ""
+        )
+        return (
+            f" The group stays on the CPU: {shown} {'has' if len(without) == 1 else 'have'} no "
+            "GPU kernel, and the placer puts a group where every member has one."
+        )
 
     def _partner(self, i: int, root: int, pinner: int) -> int:
         """The group member to name: the variable it reads, a reader of it, the op it is
@@ -1372,21 +1458,13 @@ class _Reasons:
     def _link(self, i: int, partner: int) -> str:
         p = self.p
         name, other = p.nodes[i].name, p.nodes[partner].name
-        resource = p.facts.resource_inputs
-        if other in resource.get(name, ()) or name in resource.get(other, ()):
-            return f"shares a resource/ref edge with {other}"
-        colocated = p.facts.colocated_with
-        if other in colocated.get(name, ()) or name in colocated.get(other, ()):
-            return f"is colocated with {other} (tf.compat.v1.colocate_with)"
-        if p.nodes[i].dataset and p.nodes[partner].dataset:
-            if other in p.facts.inputs.get(name, ()):
+        words = link_words(p.facts, name, other)
+        if words.startswith("is in one colocation group") and p.nodes[i].dataset:
+            if p.nodes[partner].dataset and other in p.facts.inputs.get(name, ()):
                 return f"is a tf.data dataset made from {other} (datasets stay with their input)"
-            if name in p.facts.inputs.get(other, ()):
+            if p.nodes[partner].dataset and name in p.facts.inputs.get(other, ()):
                 return f"feeds the tf.data dataset {other} (datasets stay with their input)"
-        return (
-            f"is in one colocation group with {other} (joined by resource/ref edges and "
-            "tf.compat.v1.colocate_with)"
-        )
+        return words
 
     def _explicit(self, node: _Node, short: str) -> str:
         request = _parse(node.request)
@@ -1798,34 +1876,21 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
             "This trace is already a prediction; pass the traced trace or the function."
         )
     devices = predicted_devices(trace.devices, gpus)
-    pinned = _pinned_arguments(trace, facts, gpus)
-    columns, placer = _predict(facts, devices, soft, details, pinned, master_task(trace))
+    arguments = _pinned_arguments(trace, facts, gpus)
+    pinned = {name: argument.device for name, argument in arguments.items()}
+    reasons = {name: argument.reason for name, argument in arguments.items()}
+    columns, placer = _predict(facts, devices, soft, details, pinned, master_task(trace), reasons)
     return _predicted_trace(trace, facts, columns, devices, gpus, soft, details, placer)
 
 
-def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, str]:
-    """Where a function's ``_Arg`` nodes live before the placer runs: the caller's tensor on
-    the host, where it was here; a variable's handle on its variable's device. A variable that
-    was on the first CPU here (made with no tf.device, most likely) is on GPU:0 on a machine
-    with a GPU, where its reads then follow it."""
+def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, Pinned]:
+    """Where a function's ``_Arg`` nodes live before the placer runs, and why: the caller's
+    value where it was here; a resource where it would be made with ``gpus`` GPUs
+    (:func:`~tfplace_widget.analyses.resources.pinned_arguments`)."""
     cache = _facts_cache(facts)
     if cache.args is None:
         cache.args = [name for name, op_type in facts.types.items() if op_type == "_Arg"]
-    args = cache.args
-    if not args:
-        return {}
-    ran = trace.ops.drop_duplicates("op")
-    traced = dict(zip(ran["op"], ran["device"], strict=True))
-    resources = {p for ps in facts.resource_inputs.values() for p in ps}
-    cpus = sorted((d for d in trace.devices if "device:CPU:" in d), key=device_sort_key)
-    first_cpu = cpus[0] if cpus else HOST
-    pinned = {}
-    for name in args:
-        device = traced.get(name) or first_cpu
-        if name in resources and gpus and device == first_cpu:
-            device = gpu_devices(1)[0]
-        pinned[name] = device
-    return pinned
+    return pinned_arguments(trace, facts, cache.args, gpus, gpu_devices(1)[0])
 
 
 def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:
