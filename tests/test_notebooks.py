@@ -266,8 +266,10 @@ FACTS = {
         "predicted on one GPU: mlp_1/dense_1/MatMul -> GPU:0",
         "cpu_fallback (high): Cast to float32 before the MatMul (int_matmul): int32 MatMul has "
         "no GPU kernel",
-        "cpu_fallback (high): report (StringFormat) would run on the CPU: string ops have no GPU",
-        "ping_pong (high): median (tf.py_function) sits on GPU:0",
+        # made without a GPU, what the findings say about a GPU machine reads as a prediction
+        "cpu_fallback (high): On a machine with a GPU, report (StringFormat) would run on the "
+        "CPU: string ops have no GPU",
+        "ping_pong (high): On a machine with a GPU, median (tf.py_function) would sit on GPU:0",
         "The tf.data input pipeline is inside the step (IteratorGetNext)",
         "bins -> int_matmul -> to_float would go GPU:0 -> CPU -> GPU:0",
         "after the fixes, traced: {'cpu_fallback': 0, 'ping_pong': 0, 'host_memory_on_gpu': 0}",
