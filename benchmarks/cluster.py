@@ -44,13 +44,13 @@ def on_tasks(graph_def: Any) -> Any:
 
 def idle_cluster_seconds() -> float:
     """Start the local cluster's servers and stop them again, nothing traced."""
-    from tfplace_widget.cluster import cluster_target, parse_cluster
+    from tfplace_widget.cluster import parse_cluster
+    from tfplace_widget.local_cluster import run_on_local_cluster
 
     plan = parse_cluster(CLUSTER, None)
     assert plan is not None
     start = time.perf_counter()
-    with cluster_target(plan, None):
-        pass
+    run_on_local_cluster(plan, None, None)
     return time.perf_counter() - start
 
 

@@ -3,30 +3,21 @@
 Two kinds of cluster:
 
 - ``cluster="local:worker=2,ps=1"`` (or ``{"worker": 2, "ps": 1}``): tfplace starts that many
-  ``tf.distribute.Server``s on free loopback ports, the trace runs against the chief (the
-  ``chief`` job's task 0, else worker 0), and the servers are stopped afterwards.
+  ``tf.distribute.Server``s, the trace runs against the chief (the ``chief`` job's task 0, else
+  worker 0), and the servers are stopped afterwards: all in a child process in a network
+  namespace of its own (``local_cluster``, ``cluster_child``).
 - ``cluster=tf.train.ClusterSpec(...)`` (or a dict of address lists) and ``target=
   "grpc://host:port"``: servers the user already runs. Nothing is started or stopped.
 
-Why a child process: TensorFlow 2 cannot stop an in-process server (``Server.join`` blocks
-forever, there is no ``stop``, and ``__del__`` leaves the gRPC server, its port and its
-threads alive until the process exits). So every server of a local cluster runs in one child
-Python process that imports only TensorFlow; stopping the cluster ends that process, which
-closes its ports and threads for certain. The child also exits by itself when its stdin
-closes, so a parent that dies (a killed kernel) leaves no server behind.
+This module checks the two spellings and probes the user's servers; ``local_cluster`` runs
+a local one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import re
 import socket
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,8 +26,6 @@ from .errors import TraceError
 
 LOCAL_PREFIX = "local:"
 MAX_TASKS = 16  # per job of a local cluster: more is a typo, not a trace on one machine
-START_TIMEOUT_S = 120.0  # importing TensorFlow in the child and starting its servers
-STOP_WAIT_S = 5.0  # for the child to exit after its stdin closes, before it is killed
 PROBE_TIMEOUT_S = 3.0  # a user's server must accept a TCP connection within this
 _JOB = re.compile(r"[a-z][a-z0-9_]*")
 _EXAMPLE = "cluster='local:worker=2,ps=1' or cluster={'worker': 2, 'ps': 1}"
@@ -191,33 +180,19 @@ def _check_target(target: Any, addresses: dict[str, list[str]], chief: tuple[str
 
 @dataclass
 class RunningCluster:
-    """The target to give the Session and what the local servers printed (their log)."""
+    """The target to give the Session: one of the user's servers."""
 
     target: str
     addresses: dict[str, list[str]]
-    log_path: str = ""
-
-    def log(self) -> str:
-        """What the child's servers printed (the master's placement log among it)."""
-        if not self.log_path:
-            return ""
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as handle:
-                return handle.read()
-        except OSError:
-            return ""
 
 
 @contextlib.contextmanager
-def cluster_target(plan: ClusterPlan, device_count: Mapping[str, int] | None) -> Iterator[Any]:
-    """Yield a :class:`RunningCluster`: the local servers started (and stopped on exit,
-    whatever happens in the block), or the user's servers checked to answer."""
-    if not plan.local:
-        _probe(plan.addresses)
-        yield RunningCluster(plan.target, plan.addresses)
-        return
-    with _local_servers(plan, device_count) as running:
-        yield running
+def cluster_target(plan: ClusterPlan) -> Iterator[RunningCluster]:
+    """Yield the user's servers once each answers (a local cluster runs in ``local_cluster``:
+    its servers cannot be reached from here)."""
+    assert not plan.local, "a local cluster runs with local_cluster.run_on_local_cluster"
+    _probe(plan.addresses)
+    yield RunningCluster(plan.target, plan.addresses)
 
 
 def _probe(addresses: dict[str, list[str]]) -> None:
@@ -250,132 +225,3 @@ def free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
-
-
-@contextlib.contextmanager
-def _local_servers(plan: ClusterPlan, device_count: Mapping[str, int] | None) -> Iterator[Any]:
-    ports = iter(free_ports(sum(plan.jobs.values())))
-    addresses = {
-        job: [f"localhost:{next(ports)}" for _ in range(count)] for job, count in plan.jobs.items()
-    }
-    job, task = plan.chief()
-    request = {"cluster": addresses, "device_count": dict(device_count or {})}
-    log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed and removed below
-        "w+b", prefix="tfplace-cluster-", suffix=".log", delete=False
-    )
-    child = None
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, json.dumps(request)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        _wait_ready(child, log.name, addresses)
-        yield RunningCluster(f"grpc://{addresses[job][task]}", addresses, log.name)
-    finally:
-        if child is not None:
-            stop(child)
-        log.close()
-        with contextlib.suppress(OSError):
-            os.unlink(log.name)
-
-
-def _wait_ready(child: subprocess.Popen, log_path: str, addresses: dict[str, list[str]]) -> None:
-    """Block until the child says its servers run; a ``TraceError`` with its words if not."""
-    import selectors
-
-    assert child.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(child.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        line = b""
-        while time.monotonic() < deadline:
-            if selector.select(timeout=0.2):
-                line = child.stdout.readline()
-                break
-            if child.poll() is not None:
-                break
-    try:
-        answer = json.loads(line) if line.strip() else {}
-    except ValueError:
-        answer = {}
-    if answer.get("ready"):
-        return
-    where = ", ".join(f"{job}: {', '.join(tasks)}" for job, tasks in addresses.items())
-    error = answer.get("error")
-    if error is None:
-        stop(child)
-        tail = _tail(log_path)
-        error = (
-            f"it exited with code {child.returncode}"
-            if child.returncode is not None and child.returncode >= 0
-            else f"it gave no answer in {START_TIMEOUT_S:.0f} s"
-        ) + (f"; it printed:\n{tail}" if tail else "")
-    hint = (
-        " A port was taken in the meantime (another program listens on it): run again."
-        if "Could not start gRPC server" in error
-        else ""
-    )
-    raise TraceError(
-        f"The local cluster ({where}) did not start: {error}.{hint} Nothing was left running."
-    )
-
-
-def _tail(path: str, lines: int = 12) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(handle.readlines()[-lines:]).rstrip()
-    except OSError:
-        return ""
-
-
-def stop(child: subprocess.Popen) -> None:
-    """End the child: close its stdin (it exits by itself), then terminate, then kill."""
-    if child.poll() is None and child.stdin is not None:
-        with contextlib.suppress(OSError):
-            child.stdin.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(STOP_WAIT_S)
-    if child.poll() is None:
-        child.terminate()
-        try:
-            child.wait(STOP_WAIT_S)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-    for stream in (child.stdin, child.stdout):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-
-
-# The child: imports only TensorFlow, starts one server per task, says so on stdout, and
-# exits (os._exit: no server teardown to wait for) when its stdin closes.
-_CHILD = r"""
-import json, os, sys
-request = json.loads(sys.argv[1])
-# Answers go to the parent through the original stdout; everything else written to fd 1
-# (the master's placement log, a line per op) goes to the log file on fd 2, so a full pipe
-# the parent does not read can never block a server thread.
-answer = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
-try:
-    import tensorflow as tf
-    spec = tf.train.ClusterSpec(request["cluster"])
-    config = tf.compat.v1.ConfigProto()
-    for kind, count in request["device_count"].items():
-        config.device_count[kind] = count
-    servers = [
-        tf.distribute.Server(spec, job_name=job, task_index=task, config=config, start=True)
-        for job, tasks in request["cluster"].items()
-        for task in range(len(tasks))
-    ]
-except BaseException as exc:
-    print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), file=answer, flush=True)
-    os._exit(1)
-print(json.dumps({"ready": True}), file=answer, flush=True)
-sys.stdin.buffer.read()
-os._exit(0)
-"""

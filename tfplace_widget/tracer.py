@@ -26,6 +26,7 @@ from .export.raw import raw_protos
 from .frames import build_trace
 from .function_tracer import trace_function
 from .graphfacts import facts_from_graph
+from .local_cluster import GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
 from .run_errors import Phase, explain_run_error
@@ -174,24 +175,37 @@ def trace_placement(
     servers_log = ""
     try:
         with contextlib.ExitStack() as stack:
-            running = stack.enter_context(cluster_target(plan, device_count)) if plan else None
+            local = plan is not None and plan.local
+            running = stack.enter_context(cluster_target(plan)) if plan and not local else None
             with capture_native_output() as captured:
-                kept, devices = _run(
-                    graph,
-                    fetches,
-                    session_config,
-                    feeds,
-                    steps,
-                    warmup,
-                    timeout_s,
-                    captured,
-                    target=running.target if running else "",
-                )
-            if running is not None and running.log_path:
-                servers_log = f"tfplace: the local cluster's servers printed:\n{running.log()}"
+                if local:
+                    kept, devices, servers_log = _run_on_local_cluster(
+                        plan,
+                        device_count,
+                        graph,
+                        fetches,
+                        session_config,
+                        feeds,
+                        steps,
+                        warmup,
+                        timeout_s,
+                    )
+                else:
+                    kept, devices = _run(
+                        graph,
+                        fetches,
+                        session_config,
+                        feeds,
+                        steps,
+                        warmup,
+                        timeout_s,
+                        captured,
+                        target=running.target if running else "",
+                    )
     except (TraceError, KeyboardInterrupt) as exc:
         if captured is not None:  # what TensorFlow printed before it failed is not lost
-            attach_log(exc, startup_log + captured.text, recent=captured.text)
+            printed = startup_log + captured.text + getattr(exc, "cluster_log", "")
+            attach_log(exc, printed, recent=captured.text)
         raise
     graph_def = graph.as_graph_def()  # once, for the facts and for trace.raw
     facts = facts_from_graph(graph, graph_def=graph_def)
@@ -358,17 +372,12 @@ def _run(
     import tensorflow as tf
 
     v1 = tf.compat.v1
-    options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE, output_partition_graphs=True)
-    plain = v1.RunOptions()
-    if timeout_s is not None:
-        options.timeout_in_ms = plain.timeout_in_ms = max(1, int(timeout_s * 1000))
+    options, plain = _run_options(timeout_s)
     metadatas: list[_Kept] = []
     session = v1.Session(target, graph=graph, config=config)
     try:
         devices = [d.name for d in session.list_devices()]
-        with graph.as_default():
-            init = [v1.global_variables_initializer(), v1.local_variables_initializer()]
-            init.append(v1.tables_initializer())
+        init = _init_ops(graph)
 
         # Which run failed, for the message: ("init", 0), ("warmup", i) or ("step", i).
         phase = Phase()
@@ -388,20 +397,95 @@ def _run(
         try:
             _run_interruptibly(runs, session, captured)
         except Exception as exc:
-            raise explain_run_error(
-                exc,
-                devices,
-                timeout_s,
-                soft=config.allow_soft_placement,
-                fed=bool(feeds),
-                operation_timeout_ms=config.operation_timeout_in_ms,
-                phase=phase,
-                warmup=warmup,
-                steps=steps,
-            ) from exc
+            raise _explained(exc, devices, config, feeds, timeout_s, phase, warmup, steps) from exc
     finally:
         session.close()
     return metadatas, devices
+
+
+def _run_options(timeout_s: float | None) -> tuple[Any, Any]:
+    """RunOptions of the traced steps (full trace, partition graphs) and of the others."""
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE, output_partition_graphs=True)
+    plain = v1.RunOptions()
+    if timeout_s is not None:
+        options.timeout_in_ms = plain.timeout_in_ms = max(1, int(timeout_s * 1000))
+    return options, plain
+
+
+def _init_ops(graph: Any) -> list:
+    """The ops that initialise the graph's variables and tables (run once, untraced)."""
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    with graph.as_default():
+        return [
+            v1.global_variables_initializer(),
+            v1.local_variables_initializer(),
+            v1.tables_initializer(),
+        ]
+
+
+def _explained(
+    exc: Exception,
+    devices: list[str],
+    config: Any,
+    feeds: dict,
+    timeout_s: float | None,
+    phase: Phase,
+    warmup: int,
+    steps: int,
+) -> TraceError:
+    """A failed run's exception as the ``TraceError`` that names the cause and the fix."""
+    return explain_run_error(
+        exc,
+        devices,
+        timeout_s,
+        soft=config.allow_soft_placement,
+        fed=bool(feeds),
+        operation_timeout_ms=config.operation_timeout_in_ms,
+        phase=phase,
+        warmup=warmup,
+        steps=steps,
+    )
+
+
+def _run_on_local_cluster(
+    plan: Any,
+    device_count: Mapping[str, int] | None,
+    graph: Any,
+    fetches: Any,
+    config: Any,
+    feeds: dict,
+    steps: int,
+    warmup: int,
+    timeout_s: float | None,
+) -> tuple[list, list[str], str]:
+    """``_run`` on a local cluster: the same runs, made by the Session in the cluster's own
+    process (``local_cluster``). Returns the steps' RunMetadata, the devices and its log."""
+    import tensorflow as tf
+
+    options, plain = _run_options(timeout_s)
+    init, phase = _init_ops(graph), Phase()
+    try:
+        protos = {"config": config, "traced": options, "plain": plain}
+        job = GraphJob.of(graph, fetches, feeds, init, steps, warmup, **protos)
+        run = run_on_local_cluster(plan, device_count, job)
+    except RemoteRunError as failed:
+        phase.name, phase.index = failed.phase
+        exc = failed.exception(graph)
+        error = _explained(exc, failed.devices, config, feeds, timeout_s, phase, warmup, steps)
+        error.cluster_log = failed.log  # type: ignore[attr-defined]
+        raise error from exc
+    except (ValueError, TypeError) as exc:  # a fetch or feed Session.run would refuse
+        raise _explained(exc, [], config, feeds, timeout_s, phase, warmup, steps) from exc
+    kept = []
+    for data in run.steps:
+        kept.append(_Kept(tf.compat.v1.RunMetadata()))
+        kept[-1].ParseFromString(data)
+    return kept, run.devices, f"{run.note}tfplace: the local cluster's servers printed:\n{run.log}"
 
 
 class _Kept:
