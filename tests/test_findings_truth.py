@@ -82,9 +82,7 @@ def test_keras_variables_made_on_cpu1_are_no_fallbacks(scenarios):
 def test_variable_reads_from_cpu1_are_reads_not_results(scenarios):
     trace = scenarios["variables_on_cpu1"]["trace"]
     findings = trace.findings
-    assert not findings["message"].str.contains("going back to the caller").any(), _table(
-        findings
-    )
+    assert not findings["message"].str.contains("going back to the caller").any(), _table(findings)
     costly = _kind(findings, "costly_transfer")
     reads = costly[costly["message"].str.startswith("47 reads of variables that live on CPU:1")]
     assert len(reads) == 1, _table(findings)

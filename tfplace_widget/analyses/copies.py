@@ -85,8 +85,9 @@ def _cause(
             return "host_memory_output", (
                 f"{producer} ({op_type}) sits on the GPU, but its GPU kernel keeps the output "
                 f"in host memory (as for int32 or shape values); an op computing on the GPU "
-                f"needs it in device memory ({where}). Cast such values to float32 on the "
-                "GPU, or keep the whole chain on one side, to avoid the round trips."
+                f"needs it in device memory ({where}). Where such values come from your own "
+                "integer arithmetic, keeping them float32 avoids these round trips; shapes and "
+                "counters that TensorFlow makes live in host memory by design."
             )
         return "producer_on_host", (
             f"{producer}{f' ({op_type})' if op_type else ''} ran on {short_device(src)} and an "

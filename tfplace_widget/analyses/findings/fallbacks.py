@@ -133,7 +133,7 @@ def _fallback_message(context: _Context, names: list[str], causes: set[str]) -> 
     one = len(names) == 1
     where = "would run" if context.predicted_view else ("runs" if one else "run")
     prefix = context.on_a_gpu_machine()
-    types = sorted({context.type_of.get(n, "") or "?" for n in names})
+    types = list(dict.fromkeys(context.type_of.get(n, "") or "?" for n in names))
     scope = _common_scope(names) if len(names) > 1 else ""
     if scope:
         ops = f"{len(names)} ops under {scope}/ ({_names(types)})"
