@@ -650,3 +650,19 @@ def test_the_panel_header_and_the_log_say_which_mode_ran_and_why(tf, double, tmp
     saved = tmp_path / "t.tfplace"
     explicit.save(saved)
     assert type(explicit).load(saved).mode_reason == explicit.mode_reason
+
+
+def test_a_graph_builders_session_gets_the_runtimes_devices_and_keeps_allow_growth(tf):
+    """The device part of the Session's config is what ``tf.compat.v1.Session()`` would get
+    here (the eager context's), and the trace's own GPU setting (grow, not grab) stays."""
+    from tfplace_widget import mode_choice
+    from tfplace_widget.tracer import _session_config
+
+    config = _session_config(None, None, soft_placement=True, optimize=False)
+    assert config.gpu_options.allow_growth
+    assert mode_choice.runtime_devices(config) == ""  # one device per physical one: no note
+    logical = tf.config.list_logical_devices()
+    assert dict(config.device_count) == {
+        kind: sum(d.device_type == kind for d in logical) for kind in ("CPU", "GPU")
+    }
+    assert config.gpu_options.allow_growth and config.log_device_placement
