@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import cluster as cluster_module
-from .builder import describe
 from .cluster_child import (
     NETWORK_EXPOSED,
     NETWORK_HOST,
@@ -91,7 +90,7 @@ class GraphJob:
             config=config.SerializeToString(),
             traced=traced.SerializeToString(),
             plain=plain.SerializeToString(),
-            feeds=feeds_by_name(feeds),
+            feeds={key.name: value for key, value in feeds.items()},  # placeholders of graph
             fetches=[t.name for t in handler.fetches()] + [op.name for op in handler.targets()],
             init=[op.name for op in init],
             steps=steps,
@@ -113,26 +112,6 @@ class GraphJob:
             "warmup": self.warmup,
         }
         return header, [self.graph_def, self.config, self.traced, self.plain, feeds]
-
-
-def feeds_by_name(feeds: Mapping[Any, Any]) -> dict[str, Any]:
-    """``feeds`` keyed by tensor name; a composite key (a SparseTensor) by its parts' names,
-    as ``Session.run`` splits it."""
-    import tensorflow as tf
-
-    named = {}
-    for key, value in feeds.items():
-        if isinstance(key, tf.Tensor):
-            named[key.name] = value
-            continue
-        parts = tf.nest.flatten(key, expand_composites=True)
-        if not isinstance(value, (tuple, list)) or len(value) != len(parts):
-            raise TypeError(
-                f"The feed_dict value for {describe(key)} must have its {len(parts)} parts "
-                f"(e.g. a tf.compat.v1.SparseTensorValue), not {describe(value)}."
-            )
-        named.update(zip((part.name for part in parts), value, strict=True))
-    return named
 
 
 @dataclass
@@ -158,15 +137,15 @@ class RemoteRunError(Exception):
     def exception(self, graph: Any) -> Exception:
         """The child's exception, rebuilt: a ``tf.errors.OpError`` of the same class (its node
         from ``graph``), a built-in one, or one of the same name."""
-        import tensorflow as tf
         from tensorflow.core.framework import node_def_pb2
+        from tensorflow.python.framework import errors_impl
 
         error, message = self.error, self.error.get("message", "")
         if error.get("code") is not None:
             node = node_def_pb2.NodeDef(name=error.get("node", ""), op=error.get("op", ""))
             with contextlib.suppress(KeyError, ValueError):
                 node = graph.get_operation_by_name(node.name).node_def
-            kind = tf.errors.exception_type_from_error_code(error["code"])
+            kind = errors_impl.exception_type_from_error_code(error["code"])
             return kind(node, None, message)
         found = getattr(builtins, error.get("type", ""), None) if error.get("builtin") else None
         if isinstance(found, type) and issubclass(found, Exception):

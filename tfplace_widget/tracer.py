@@ -469,9 +469,12 @@ def _run_on_local_cluster(
 
     options, plain = _run_options(timeout_s)
     init, phase = _init_ops(graph), Phase()
+    protos = {"config": config, "traced": options, "plain": plain}
     try:
-        protos = {"config": config, "traced": options, "plain": plain}
         job = GraphJob.of(graph, fetches, feeds, init, steps, warmup, **protos)
+    except (ValueError, TypeError) as exc:  # a fetch Session.run would refuse
+        raise _explained(exc, [], config, feeds, timeout_s, phase, warmup, steps) from exc
+    try:
         run = run_on_local_cluster(plan, device_count, job)
     except RemoteRunError as failed:
         phase.name, phase.index = failed.phase
@@ -479,8 +482,6 @@ def _run_on_local_cluster(
         error = _explained(exc, failed.devices, config, feeds, timeout_s, phase, warmup, steps)
         error.cluster_log = failed.log  # type: ignore[attr-defined]
         raise error from exc
-    except (ValueError, TypeError) as exc:  # a fetch or feed Session.run would refuse
-        raise _explained(exc, [], config, feeds, timeout_s, phase, warmup, steps) from exc
     kept = []
     for data in run.steps:
         kept.append(_Kept(tf.compat.v1.RunMetadata()))
