@@ -30,7 +30,9 @@ HERE = Path(__file__).resolve().parent / "real_code"
 ORACLE = HERE / "oracle.py"
 ARTIFACT = HERE.parents[1] / "artifacts" / "real-code-agreement.md"
 CORPUS = sorted(p.stem for p in (HERE / "corpus").glob("*.py"))
-DEFAULT = ["gpu_guide", "mnist_convnet", "tf_data", "text_classification", "tf1_graph"]
+DEFAULT = [
+    "gpu_guide", "function_calls", "mnist_convnet", "tf_data", "text_classification", "tf1_graph"
+]
 EVERYTHING = os.environ.get("TFPLACE_REAL_CODE", "").lower() == "all"
 SELECTED = CORPUS if EVERYTHING else DEFAULT
 CHECKS = ("runs", "devices", "how", "prediction", "cpu_resources", "findings")

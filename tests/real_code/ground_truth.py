@@ -357,15 +357,23 @@ def produces_resource(raw_input: str, body: Body) -> bool:
         return False
     if op_def is None:
         return False
-    wanted = rest.split(":")[0] if rest and not rest.split(":")[0].isdigit() else None
+    # GraphDef spelling: "op:3", the 4th output overall; FunctionDef: "op:out_arg:3".
+    parts = rest.split(":") if rest else ["0"]
+    named = None if parts[0].isdigit() else parts[0]
+    index = int(parts[-1]) if parts[-1].isdigit() else 0
+    outputs: list[int] = []
     for arg in op_def.output_arg:
-        if wanted is not None and arg.name != wanted:
-            continue
-        attr = producer.attr
-        if arg.type == DT_RESOURCE:
-            return True
-        if arg.type_attr in attr and attr[arg.type_attr].type == DT_RESOURCE:
-            return True
-        if arg.type_list_attr in attr and DT_RESOURCE in attr[arg.type_list_attr].list.type:
-            return True
-    return False
+        types = _output_types(arg, producer.attr)
+        if named is not None and arg.name == named:
+            return index < len(types) and types[index] == DT_RESOURCE
+        outputs += types
+    return named is None and index < len(outputs) and outputs[index] == DT_RESOURCE
+
+
+def _output_types(arg: Any, attr: Any) -> list[int]:
+    """The dtypes an OpDef output arg stands for in this node (a list arg: several)."""
+    if arg.type_list_attr:
+        return list(attr[arg.type_list_attr].list.type) if arg.type_list_attr in attr else []
+    dtype = arg.type or (attr[arg.type_attr].type if arg.type_attr in attr else 0)
+    count = attr[arg.number_attr].i if arg.number_attr and arg.number_attr in attr else 1
+    return [dtype] * count
