@@ -374,3 +374,42 @@ def blocked_dequeue() -> Any:
     with tf.device("/job:worker/task:1"):
         queue = tf.queue.FIFOQueue(1, tf.float32, shapes=[], name="empty")
         return queue.dequeue(name="wait")
+
+
+def fed_on_worker_1() -> Any:
+    """Graph builder: a placeholder ``x`` of three floats, added to on worker 1."""
+    import tensorflow as tf
+
+    x = tf.compat.v1.placeholder(tf.float32, (3,), name="x")
+    with tf.device("/job:worker/task:1"):
+        return tf.add(x, 1.0, name="y")
+
+
+def test_a_local_cluster_takes_feeds_and_steps_as_one_machine_does(trace_placement):
+    """The Session runs in the cluster's process: the feeds and every traced step get there
+    and back (each step's RunMetadata as TensorFlow serialized it)."""
+    import numpy as np
+    import tensorflow as tf
+
+    trace = trace_placement(
+        fed_on_worker_1,
+        mode="graph",
+        cluster="local:worker=2",
+        feed_dict={"x": np.ones(3, np.float32)},
+        steps=2,
+    )
+    assert op_row(trace, "y").device == WORKER1
+    steps = [tf.compat.v1.RunMetadata.FromString(trace.raw[f"run_metadata_{i}.pb"]) for i in (0, 1)]
+    assert all(WORKER1 in {d.device for d in s.step_stats.dev_stats} for s in steps)
+    assert "tfplace: the local cluster's servers printed:" in trace.log
+
+
+def test_a_failed_run_on_a_local_cluster_is_explained_as_on_one_machine(trace_placement, spy):
+    """The child's exception comes back as TensorFlow's own class: the same explanation."""
+    threads = threading.active_count()
+    with pytest.raises(TraceError, match=r"Placeholder 'x' needs a value") as caught:
+        trace_placement(fed_on_worker_1, mode="graph", cluster="local:worker=2")
+    cause = caught.value.__cause__
+    assert type(cause).__name__ == "InvalidArgumentError" and cause.node_def.name == "x"
+    assert "You must feed a value for placeholder tensor 'x'" in caught.value.log
+    assert_nothing_left(spy, threads)
