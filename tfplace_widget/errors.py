@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 LOG_LINES_IN_MESSAGE = 12
@@ -68,15 +69,22 @@ class TraceFileNotFound(TraceError, FileNotFoundError):
         return str(self.args[0]) if self.args else ""
 
 
-def read_file(path: str, what: str, error: type[Exception] = TraceError) -> bytes:
-    """The bytes of ``path``; ``error`` saying "Cannot read <what> <path>: <reason>." if not.
+def read_file(
+    path: str, what: str, error: type[Exception] = TraceError, limit: int | None = None
+) -> bytes:
+    """The bytes of ``path`` (with ``limit``, at most ``limit + 1`` of them: the caller refuses
+    a longer file); ``error`` saying "Cannot read <what> <path>: <reason>." if not.
 
     A missing file with the default ``error`` raises :class:`TraceFileNotFound`, which is also
     a ``FileNotFoundError``.
     """
     try:
         with open(path, "rb") as handle:
-            return handle.read()
+            if limit is None:
+                return handle.read()
+            # Allocated as large as the file says it is (0 for a pipe or a device: the limit).
+            size = os.fstat(handle.fileno()).st_size
+            return handle.read(min(size, limit) + 1 if size else limit + 1)
     except OSError as exc:
         message = f"Cannot read {what} {path!r}: {exc.strerror}."
         if isinstance(exc, FileNotFoundError) and issubclass(TraceFileNotFound, error):
@@ -87,8 +95,6 @@ def read_file(path: str, what: str, error: type[Exception] = TraceError) -> byte
 
 
 def _where_relative_paths_start(path: object) -> str:
-    import os
-
     if os.path.isabs(os.fspath(path)):  # type: ignore[arg-type]
         return " Check the path."
     return f" Check the path: a relative path starts in the working directory, {os.getcwd()!r}."

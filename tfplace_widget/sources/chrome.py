@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from ..errors import TraceError
+from . import limits
 from .files import read_trace_bytes
 from .records import Records
 
@@ -27,7 +28,7 @@ def records_from_chrome(path: str | os.PathLike) -> Records:
     if not raw.strip():
         raise TraceError(f"{where!r} is empty, not a Chrome trace. Write one with timeline.py.")
     try:
-        document = json.loads(raw)
+        document = limits.parse_json(raw, where, "the Chrome trace")
     except ValueError as exc:
         raise TraceError(
             f"{where!r} is not a Chrome-trace JSON (it may be truncated): {exc}. Write one with "
@@ -46,8 +47,8 @@ def records_from_chrome(path: str | os.PathLike) -> Records:
             and event.get("ph") == "M"
             and event.get("name") == "process_name"
         ):
-            name = str(_args(event, index, where).get("name", ""))
-            if name.endswith(" Compute"):
+            name = _args(event, index, where).get("name", "")
+            if isinstance(name, str) and name.endswith(" Compute"):
                 lanes[_process_id(event, index, where)] = name[: -len(" Compute")]
     records = Records()
     for index, event in enumerate(events):
@@ -63,9 +64,11 @@ def records_from_chrome(path: str | os.PathLike) -> Records:
             lane = args["lane"]
             if not isinstance(lane, str):
                 raise _bad(where, index, "args.lane", lane, "a string (the device lane)")
-        node = str(args.get("name", event.get("name", "")))
-        op_type = str(args.get("op", event.get("name", "")))
-        inputs = [str(args[k]) for k in sorted(args) if k.startswith("input")]
+        node = _text(args, "name", event, index, where)
+        op_type = _text(args, "op", event, index, where)
+        inputs = [
+            _text(args, k, event, index, where) for k in sorted(args) if k.startswith("input")
+        ]
         records.op.append(node)
         records.type.append(op_type)
         records.lane.append(lane)
@@ -89,11 +92,25 @@ def records_from_chrome(path: str | os.PathLike) -> Records:
 
 
 def _bad(where: str, index: int, field: str, value: Any, expected: str) -> TraceError:
+    try:
+        written = json.dumps(value)[:40]
+    except (RecursionError, ValueError):  # nested thousands deep
+        written = limits.shown(value)
     return TraceError(
-        f"{where!r}: record {index} of traceEvents has {field}={json.dumps(value)[:40]}, but "
+        f"{where!r}: record {index} of traceEvents has {field}={written}, but "
         f"{field} must be {expected}. Fix or drop that record (TensorFlow's timeline.py never "
         "writes such a value)."
     )
+
+
+def _text(args: dict, key: str, event: dict, index: int, where: str) -> str:
+    """An op's name, type or input from ``args`` (the event's ``name`` when missing): text, or
+    a number written as text; a list or an object there is refused (it names no op)."""
+    value = args.get(key, event.get("name", "")) if key in ("name", "op") else args[key]
+    if isinstance(value, (list, dict)):
+        field = f"args.{key}" if key in args else "name"
+        raise _bad(where, index, field, value, "a string (an op's name, type or input)")
+    return str(value)
 
 
 def _whole(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import io
 import os
+import zlib
 from typing import Any
 
 from ..errors import TraceError, read_file
+from . import limits
 
 
 def trace_format(path: str | os.PathLike) -> str:
@@ -26,18 +29,26 @@ def read_trace_bytes(where: str) -> bytes:
     """The bytes of a trace file, gunzipped when it is gzip (``.gz``, or by its magic bytes).
 
     A missing file raises :class:`~tfplace_widget.errors.TraceFileNotFound` (a ``TraceError``
-    and a ``FileNotFoundError``); another unreadable one a ``TraceError``.
+    and a ``FileNotFoundError``); another unreadable one a ``TraceError``, and so does a file
+    that is, or unpacks to, more than ``limits.MAX_MEMBER_BYTES`` (counted as it is read).
     """
-    raw = read_file(where, "trace file")
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise TraceError(
-                f"{where!r} is a gzip file that cannot be decompressed (it may be truncated): "
-                f"{exc}. Write it again with gzip.open(path, 'wb')."
-            ) from exc
-    return raw
+    raw = read_file(where, "trace file", limit=limits.MAX_MEMBER_BYTES)
+    if len(raw) > limits.MAX_MEMBER_BYTES:
+        raise limits.too_large(where, "the file", "MAX_MEMBER_BYTES", "is")
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    # The trailer's length (modulo 2**32) is a floor for the last gzip member's: a claim above
+    # the limit refuses the file at once; a lower one is checked against the bytes unpacked.
+    if len(raw) >= 18 and int.from_bytes(raw[-4:], "little") > limits.MAX_MEMBER_BYTES:
+        raise limits.too_large(where, "the gzip file", "MAX_MEMBER_BYTES")
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unpacked:
+            return limits.read_bounded(unpacked, where, "the gzip file")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TraceError(
+            f"{where!r} is a gzip file that cannot be decompressed (it may be truncated): "
+            f"{exc}. Write it again with gzip.open(path, 'wb')."
+        ) from exc
 
 
 def parse_text_proto(

@@ -1,0 +1,169 @@
+"""Bounds on what a trace file from someone else can make the readers hold (issue 21).
+
+Sizes are counted from the bytes really read while unpacking, never from what a zip or gzip
+header claims (a claim above a limit only refuses the file sooner). Each limit leaves several
+times the room a real trace of 100,000 ops needs (measured on a generated 100k-op graph on four
+CPUs, one traced step): its largest ``.tfplace`` member is 56 MB (``raw/run_metadata_0.pb``), all
+members 162 MB, 4.3 million JSON values; TensorFlow's ``timeline.py`` writes its Chrome trace as
+65 MB of JSON with 2.0 million values. The limits are read when a file is opened: a user who
+trusts a larger file can raise them (``tfplace_widget.sources.limits.MAX_MEMBER_BYTES = ...``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import reprlib
+import struct
+from typing import IO, Any
+
+from ..errors import TraceError
+
+# One unpacked .tfplace member, or one trace file (plain or gunzipped).
+MAX_MEMBER_BYTES = 256 << 20
+# All members of one .tfplace read together (and the .tfplace file itself).
+MAX_ARCHIVE_BYTES = 1 << 30
+# Members of one .tfplace (a trace writes about ten, plus one per RunMetadata step kept).
+MAX_MEMBERS = 10_000
+# JSON values in the documents of one file (each costs up to ~70 bytes once parsed, so this
+# bounds what parsing can take, about 1 GB, however the values are packed).
+MAX_JSON_VALUES = 16_000_000
+_CHUNK = 1 << 20
+# The zip's central directory: 46 bytes per member plus its name and extra fields.
+_DIRECTORY_BYTES_PER_MEMBER = 46 + 2 * 256
+
+
+def size_text(limit: int) -> str:
+    """A limit as people say it: "256 MiB", "1 GiB"."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if limit >= 1 << shift:
+            return f"{limit / (1 << shift):g} {unit}"
+    return f"{limit} bytes"
+
+
+def shown(value: Any) -> str:
+    """A value read from a file, for a message: bounded in depth and length (``repr`` of a
+    value nested thousands deep would raise ``RecursionError``)."""
+    return reprlib.repr(value)
+
+
+def too_large(where: str, what: str, name: str, verb: str = "unpacks to") -> TraceError:
+    """The refusal of ``what`` in ``where`` for passing the limit ``name`` (a constant here)."""
+    return TraceError(
+        f"{where!r}: {what} {verb} more than {size_text(globals()[name])}, the limit for one file "
+        f"opened (tfplace_widget.sources.limits.{name}); a trace of 100,000 ops needs a fraction "
+        "of it, so this is not a trace tfplace_widget wrote (it may be a decompression bomb). If "
+        "you trust the file and it really is that large, raise the limit."
+    )
+
+
+class Budget:
+    """What the members of one file have taken so far, against the per-file limits."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.bytes = 0
+        self.values = 0
+
+    def take_bytes(self, count: int, what: str) -> None:
+        self.bytes += count
+        if self.bytes > MAX_ARCHIVE_BYTES:
+            raise too_large(self.where, f"with {what}, the members", "MAX_ARCHIVE_BYTES")
+
+    def take_values(self, count: int, what: str) -> None:
+        self.values += count
+        if self.values > MAX_JSON_VALUES:
+            raise TraceError(
+                f"{self.where!r}: with {what}, the JSON holds more than {MAX_JSON_VALUES:,} "
+                "values, the limit for one file opened "
+                "(tfplace_widget.sources.limits.MAX_JSON_VALUES); a trace of 100,000 ops has "
+                "about 4 million, so this is not a trace tfplace_widget wrote. If you trust "
+                "the file and it really is that large, raise the limit."
+            )
+
+
+def read_bounded(stream: IO[bytes], where: str, what: str, budget: Budget | None = None) -> bytes:
+    """All of ``stream`` (a zip member or a gzip file being unpacked), read in chunks and
+    refused as soon as it passes ``MAX_MEMBER_BYTES`` (or ``budget``'s total)."""
+    out = io.BytesIO()  # getvalue() hands its buffer over: no second copy of a large member
+    while chunk := stream.read(_CHUNK):
+        out.write(chunk)
+        if out.tell() > MAX_MEMBER_BYTES:
+            raise too_large(where, what, "MAX_MEMBER_BYTES")
+        if budget is not None:
+            budget.take_bytes(len(chunk), what)
+    return out.getvalue()
+
+
+def parse_json(data: bytes, where: str, what: str, budget: Budget | None = None) -> Any:
+    """``data`` parsed as JSON; a ``TraceError`` naming ``what`` for more values than
+    ``MAX_JSON_VALUES`` (counted before parsing: one per comma) or nesting deeper than Python
+    can parse (a ``RecursionError`` otherwise). ``ValueError`` for JSON that is malformed."""
+    budget = budget or Budget(where)
+    budget.take_values(data.count(b",") + 1, what)
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise TraceError(
+            f"{where!r}: {what} nests lists or objects deeper than Python can parse, which no "
+            "trace does; the file is damaged or was made to crash its reader."
+        ) from None
+
+
+def zip_directory_size(data: bytes) -> int | None:
+    """The size the zip in ``data`` gives its central directory (which ``zipfile`` reads and
+    parses whole before any member), found as ``zipfile`` finds it; ``None`` if not found."""
+    end = data.rfind(b"PK\x05\x06", max(0, len(data) - (1 << 16) - 22))
+    if len(data) >= 22 and data[-22:-18] == b"PK\x05\x06" and data[-2:] == b"\0\0":
+        end = len(data) - 22  # no comment: where zipfile looks first
+    if end < 0 or end + 22 > len(data):
+        return None
+    size = struct.unpack_from("<L", data, end + 12)[0]
+    locator = end - 20
+    if locator >= 56 and data[locator : locator + 4] == b"PK\x06\x07":  # ZIP64: its size wins
+        record = locator - 56
+        if data[record : record + 4] == b"PK\x06\x06":
+            size = struct.unpack_from("<Q", data, record + 40)[0]
+    return size
+
+
+def check_zip_directory(data: bytes, where: str) -> None:
+    """Refuse a zip whose central directory is larger than ``MAX_MEMBERS`` members need."""
+    size = zip_directory_size(data)
+    if size is not None and size > MAX_MEMBERS * _DIRECTORY_BYTES_PER_MEMBER:
+        raise TraceError(
+            f"{where!r}: its zip directory takes {size:,} bytes, more than {MAX_MEMBERS:,} "
+            "members (tfplace_widget.sources.limits.MAX_MEMBERS) would; a trace has about ten, "
+            "so this is not a .tfplace file tfplace_widget wrote."
+        )
+
+
+def check_member_count(count: int, where: str) -> None:
+    if count > MAX_MEMBERS:
+        raise TraceError(
+            f"{where!r} holds {count:,} members, more than {MAX_MEMBERS:,} "
+            "(tfplace_widget.sources.limits.MAX_MEMBERS); a trace has about ten, so this is "
+            "not a .tfplace file tfplace_widget wrote."
+        )
+
+
+def check_savable(members: dict[str, bytes], where: str) -> None:
+    """Refuse to write a ``.tfplace`` file that these limits would refuse to open (a
+    ``ValueError`` saying which limit to raise), so that a saved trace can be opened again."""
+    largest = max(members, key=lambda name: len(members[name]))
+    total = sum(len(data) for data in members.values())
+    values = sum(d.count(b",") + 1 for name, d in members.items() if name.endswith(".json"))
+    for past, what, name in (
+        (len(members[largest]) > MAX_MEMBER_BYTES, f"{largest} would take", "MAX_MEMBER_BYTES"),
+        (total > MAX_ARCHIVE_BYTES, "its members would take", "MAX_ARCHIVE_BYTES"),
+        (values > MAX_JSON_VALUES, f"its JSON would hold {values:,} values,", "MAX_JSON_VALUES"),
+        (len(members) > MAX_MEMBERS, f"it would have {len(members):,} members,", "MAX_MEMBERS"),
+    ):
+        if past:
+            limit = globals()[name]
+            more = size_text(limit) if name.endswith("_BYTES") else f"{limit:,}"
+            raise ValueError(
+                f"Cannot save the trace to {where!r}: {what} more than {more}, the limit a "
+                f".tfplace file is opened with (tfplace_widget.sources.limits.{name}). Trace "
+                "fewer steps, or raise the limit, here and wherever the file will be opened."
+            )
