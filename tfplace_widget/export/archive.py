@@ -34,15 +34,20 @@ readable by older readers.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import zipfile
+import zlib
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import TraceError, read_file
-from .facts_json import facts_from_json, facts_to_json
+from ..sources import limits
+from ..sources.limits import shown
+from .facts_json import facts_from_json, facts_to_json, names_map
 from .frame_json import FrameFormatError, frame_from_json, frame_to_json
+from .frame_schema import check_frame
 from .output import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,8 +66,10 @@ RAW_TYPES = {
     "functions.json": "JSON: display name of each function graph, device_scope",
 }
 _RAW_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-# A member larger than this when unpacked is refused (a zip bomb, not a trace).
-MAX_MEMBER_BYTES = 4 << 30
+_MISSING: Any = object()
+# A device as TensorFlow names it in full (device_name_utils.cc: job names and types are a
+# letter, then letters, digits and underscores).
+_DEVICE = re.compile(r"/job:[A-Za-z]\w*/replica:\d+/task:\d+/device:[A-Za-z]\w*:\d+", re.ASCII)
 _SAVE_FIX = "Save the trace again with trace.save(path)."
 
 
@@ -95,6 +102,7 @@ def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = Tr
         members["facts.json"] = _json(facts_to_json(trace.facts))
     for name, data in trace.raw.items():
         members[f"raw/{name}"] = bytes(data)
+    limits.check_savable(members, where)  # a trace saved is a trace that opens again
     manifest = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -142,63 +150,189 @@ def load(path: str | os.PathLike) -> PlacementTrace:
     """The trace :func:`save` wrote to ``path``.
 
     A missing file is a ``TraceFileNotFound``; a file that is not a ``.tfplace`` archive, a
-    damaged one, or one written by a newer version (``version`` above ``FORMAT_VERSION``) is a
-    :class:`TraceError` naming the file and what to do.
+    damaged one, one written by a newer version (``version`` above ``FORMAT_VERSION``), one
+    past the size limits of ``sources.limits`` or one whose frames lack a column or hold the
+    wrong kind of values in one (``frame_schema``) is a :class:`TraceError` naming the file,
+    the member and what to do.
     """
-    import io
-
     from ..trace import PlacementTrace
 
-    where = os.fspath(path)
-    data = read_file(where, "trace file")
-    if data[:4] != b"PK\x03\x04":
-        raise TraceError(
-            f"{where!r} is not a .tfplace file (not a zip archive). {_what_it_is(data)}"
+    reader = _Reader(os.fspath(path))
+    with reader.archive:
+        manifest = reader.json(MANIFEST)
+        _check_manifest(manifest, reader.where)
+        info = reader.field(manifest, "trace", dict, "an object")
+        frames = {name: reader.frame(name) for name in FRAMES}
+        _add_cross_task(frames["transfers"])
+        trace = PlacementTrace(
+            **frames,
+            devices=reader.devices(info),
+            inputs=reader.inputs(),
+            log=reader.read("log.txt").decode("utf-8", "surrogateescape"),
+            source=reader.field(info, "source", str, "a string"),
+            truncated=reader.field(info, "truncated", bool, "true or false"),
+            mode=reader.field(info, "mode", str, "a string"),
+            mode_reason=reader.field(info, "mode_reason", str, "a string", default=""),
+            notes=reader.field(info, "notes", list, "a list of strings", str),
+            predicted=reader.field(info, "predicted", bool, "true or false"),
         )
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise TraceError(f"{where!r} is a damaged .tfplace file ({exc}). {_SAVE_FIX}") from exc
-    with archive:
-        manifest = _read_json(archive, MANIFEST, where, hint="it is a zip, but not a .tfplace file")
-        _check_manifest(manifest, where)
-        try:
-            info = manifest["trace"]
-            frames = {
-                name: frame_from_json(_read_json(archive, f"frames/{name}.json", where))
-                for name in FRAMES
-            }
-            _add_cross_task(frames["transfers"])
-            trace = PlacementTrace(
-                **frames,
-                devices=_strings(info["devices"], "devices"),
-                inputs=_inputs(_read_json(archive, "inputs.json", where)),
-                log=_read(archive, "log.txt", where).decode("utf-8", "surrogateescape"),
-                source=_string(info["source"], "source"),
-                truncated=_flag(info["truncated"], "truncated"),
-                mode=_string(info["mode"], "mode"),
-                mode_reason=_string(info.get("mode_reason", ""), "mode_reason"),
-                notes=_strings(info["notes"], "notes"),
-                predicted=_flag(info["predicted"], "predicted"),
+        if "facts.json" in reader.names:
+            trace.facts = reader.facts()
+        if "frames/findings.json" in reader.names and _written_here(manifest):
+            # Another version's findings are found again (from facts.json, on first use):
+            # the analyses change between versions, the placement they read does not.
+            trace.__dict__["_findings_cache"] = reader.frame("findings")
+        trace.raw = {name[len("raw/") :]: reader.read(name) for name in _raw_members(reader.names)}
+    return trace
+
+
+# The members load reads (those present), besides raw/.
+_MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, "findings")))
+_MEMBERS += ("inputs.json", "log.txt", "facts.json")
+
+
+def _raw_members(names: Any) -> list[str]:
+    """The ``raw/<name>`` members read back: plain file names only (never a path)."""
+    return [n for n in names if n.startswith("raw/") and _RAW_NAME.match(n[len("raw/") :])]
+
+
+class _Reader:
+    """One ``.tfplace`` file opened for :func:`load`: its members read by name into memory
+    (never extracted), within the limits of ``sources.limits``, each error naming the member."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        data = read_file(where, "trace file", limit=limits.MAX_ARCHIVE_BYTES)
+        if len(data) > limits.MAX_ARCHIVE_BYTES:
+            raise limits.too_large(where, "the file", "MAX_ARCHIVE_BYTES", "is")
+        if data[:4] != b"PK\x03\x04":
+            raise TraceError(
+                f"{where!r} is not a .tfplace file (not a zip archive). {_what_it_is(data)}"
             )
-            names = set(archive.namelist())
-            if "facts.json" in names:
-                trace.facts = facts_from_json(_read_json(archive, "facts.json", where))
-            if "frames/findings.json" in names and _written_here(manifest):
-                # Another version's findings are found again (from facts.json, on first use):
-                # the analyses change between versions, the placement they read does not.
-                findings = frame_from_json(_read_json(archive, "frames/findings.json", where))
-                trace.__dict__["_findings_cache"] = findings
-            trace.raw = {
-                name[len("raw/") :]: _read(archive, name, where)
-                for name in archive.namelist()
-                if name.startswith("raw/") and _RAW_NAME.match(name[len("raw/") :])
-            }
+        limits.check_zip_directory(data, where)  # before zipfile parses the whole directory
+        try:
+            self.archive = zipfile.ZipFile(io.BytesIO(data))
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            raise TraceError(f"{where!r} is a damaged .tfplace file ({exc}). {_SAVE_FIX}") from exc
+        limits.check_member_count(len(self.archive.infolist()), where)
+        self.names = self.archive.namelist()
+        self.budget = limits.Budget(where)
+        if MANIFEST not in self.names:
+            raise TraceError(
+                f"{where!r}: it is a zip, but not a .tfplace file (it has no {MANIFEST}). "
+                f"{_SAVE_FIX}"
+            )
+        self._check_claimed_sizes()
+
+    def _check_claimed_sizes(self) -> None:
+        """Refuse at once a member, or all of them, whose size as the zip claims it is past the
+        limits (a claim may be low: ``read`` counts the bytes really unpacked)."""
+        total = 0
+        for name in [*_MEMBERS, *_raw_members(self.names)]:
+            if name not in self.names:
+                continue
+            claimed = self.archive.getinfo(name).file_size
+            total += claimed
+            if claimed > limits.MAX_MEMBER_BYTES:
+                raise limits.too_large(self.where, name, "MAX_MEMBER_BYTES", "would unpack to")
+            if total > limits.MAX_ARCHIVE_BYTES:
+                what = f"with {name}, the members"
+                raise limits.too_large(self.where, what, "MAX_ARCHIVE_BYTES", "would unpack to")
+
+    def damaged(self, name: str, problem: Any) -> TraceError:
+        return TraceError(
+            f"{self.where!r} is a damaged .tfplace file ({name}: {problem}). {_SAVE_FIX}"
+        )
+
+    def read(self, name: str) -> bytes:
+        if name not in self.names:
+            raise TraceError(
+                f"{self.where!r} is a damaged .tfplace file: it has no {name}. {_SAVE_FIX}"
+            )
+        try:
+            with self.archive.open(name) as member:
+                return limits.read_bounded(member, self.where, name, self.budget)
         except TraceError:
             raise
-        except (FrameFormatError, KeyError, TypeError, ValueError, IndexError) as exc:
-            raise TraceError(f"{where!r} is a damaged .tfplace file: {exc}. {_SAVE_FIX}") from exc
-    return trace
+        # CRC, truncation, a bad deflate stream, encryption, an unknown compression method
+        except (
+            zipfile.BadZipFile,
+            OSError,
+            EOFError,
+            ValueError,
+            zlib.error,
+            RuntimeError,
+            NotImplementedError,
+        ) as exc:
+            raise self.damaged(name, exc) from exc
+
+    def json(self, name: str) -> Any:
+        try:
+            return limits.parse_json(self.read(name), self.where, name, self.budget)
+        except ValueError as exc:
+            raise self.damaged(name, exc) from exc
+
+    def frame(self, name: str) -> Any:
+        """``trace.<name>`` from ``frames/<name>.json``, checked against the frame schema."""
+        member = f"frames/{name}.json"
+        try:
+            frame = frame_from_json(self.json(member))
+        except FrameFormatError as exc:
+            raise self.damaged(member, exc) from exc
+        problem = check_frame(frame, name)
+        if problem:
+            raise TraceError(
+                f"{self.where!r}: {member} cannot be trace.{name}: {problem}. The file was "
+                f"changed after it was saved, or not written by tfplace_widget. {_SAVE_FIX}"
+            )
+        return frame
+
+    def inputs(self) -> dict[str, list[str]]:
+        value = self.json("inputs.json")
+        try:
+            if not isinstance(value, dict):
+                raise ValueError("it is not an object")
+            return names_map(value, "the inputs")
+        except ValueError as exc:
+            raise self.damaged("inputs.json", exc) from exc
+
+    def facts(self) -> Any:
+        document = self.json("facts.json")
+        try:
+            return facts_from_json(document)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self.damaged("facts.json", exc) from exc
+
+    def devices(self, info: dict) -> list[str]:
+        """The trace's devices: full TensorFlow device names, as tracing writes them."""
+        devices = self.field(info, "devices", list, "a list of strings", str)
+        odd = next((d for d in devices if not _DEVICE.fullmatch(d)), None)
+        if odd is not None:
+            raise self.damaged(
+                MANIFEST,
+                f"devices has {odd[:80]!r}, not a full device name such as "
+                "'/job:localhost/replica:0/task:0/device:CPU:0'",
+            )
+        return devices
+
+    def field(
+        self,
+        holder: dict,
+        key: str,
+        kind: type,
+        expected: str,
+        item: type | None = None,
+        default: Any = _MISSING,
+    ) -> Any:
+        """``holder[key]`` from the manifest, when it is a ``kind`` (of ``item`` values)."""
+        value = holder.get(key, default)
+        if value is _MISSING:
+            raise self.damaged(MANIFEST, f"it has no {key!r}")
+        if type(value) is not kind or (
+            item is not None and not all(type(v) is item for v in value)
+        ):
+            raise self.damaged(MANIFEST, f"{key} is {shown(value)}, not {expected}")
+        return value
 
 
 def _written_here(manifest: dict) -> bool:
@@ -210,10 +344,10 @@ def _written_here(manifest: dict) -> bool:
 
 def _add_cross_task(transfers: Any) -> None:
     """Files saved before issue 15 have no ``cross_task`` column: compute it (in place), so
-    every loaded trace has the columns of a fresh one (a prediction's own columns stay)."""
-    from ..frames import TRANSFERS_COLUMNS, cross_task
+    every loaded trace has the columns of a fresh one (a prediction's as well)."""
+    from ..frames import cross_task
 
-    if list(transfers.columns) == TRANSFERS_COLUMNS[:-1]:  # a measured trace's, from before
+    if "cross_task" not in transfers.columns:
         transfers["cross_task"] = cross_task(transfers)
 
 
@@ -234,72 +368,17 @@ def _check_manifest(manifest: Any, where: str) -> None:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise TraceError(
             f"{where!r} is a zip with a {MANIFEST}, but not a tfplace_widget trace (its format "
-            f"is {manifest.get('format') if isinstance(manifest, dict) else None!r}). {_SAVE_FIX}"
+            f"is {shown(manifest.get('format') if isinstance(manifest, dict) else None)}). "
+            f"{_SAVE_FIX}"
         )
     version = manifest.get("version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise TraceError(f"{where!r} has an invalid format version {version!r}. {_SAVE_FIX}")
+        raise TraceError(f"{where!r} has an invalid format version {shown(version)}. {_SAVE_FIX}")
     if version > FORMAT_VERSION:
         from .. import __version__
 
         raise TraceError(
-            f"{where!r} was written by a newer tfplace_widget ({manifest.get('written_by', '?')}, "
+            f"{where!r} was written by a newer tfplace_widget ({shown(manifest.get('written_by'))}, "
             f"trace format {version}); this one (tfplace_widget {__version__}) reads formats up "
             f"to {FORMAT_VERSION}. Upgrade: pip install -U tfplace_widget."
         )
-
-
-def _read(archive: zipfile.ZipFile, name: str, where: str) -> bytes:
-    try:
-        info = archive.getinfo(name)
-    except KeyError:
-        raise TraceError(
-            f"{where!r} is a damaged .tfplace file: it has no {name}. {_SAVE_FIX}"
-        ) from None
-    if info.file_size > MAX_MEMBER_BYTES:
-        raise TraceError(
-            f"{where!r}: {name} unpacks to {info.file_size} bytes, more than a trace holds; "
-            "the file is not a trace this version wrote."
-        )
-    try:
-        return archive.read(info)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:  # CRC, truncation
-        raise TraceError(
-            f"{where!r} is a damaged .tfplace file ({name}: {exc}). {_SAVE_FIX}"
-        ) from exc
-
-
-def _read_json(archive: zipfile.ZipFile, name: str, where: str, hint: str = "") -> Any:
-    if hint and name not in archive.namelist():
-        raise TraceError(f"{where!r}: {hint} (it has no {name}). {_SAVE_FIX}")
-    data = _read(archive, name, where)
-    try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise TraceError(
-            f"{where!r} is a damaged .tfplace file ({name}: {exc}). {_SAVE_FIX}"
-        ) from exc
-
-
-def _string(value: Any, name: str) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{name} is not a string")
-    return value
-
-
-def _strings(value: Any, name: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{name} is not a list of strings")
-    return value
-
-
-def _flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} is not true or false")
-    return value
-
-
-def _inputs(value: Any) -> dict[str, list[str]]:
-    if not isinstance(value, dict):
-        raise ValueError("inputs.json is not an object")
-    return {str(op): _strings(producers, f"inputs of {op!r}") for op, producers in value.items()}

@@ -13,10 +13,12 @@ version that wants to re-derive more. ``KernelFacts`` are stored once per distin
 from __future__ import annotations
 
 from dataclasses import fields
+from itertools import chain
 from typing import Any
 
-from ..analyses.kernels import KernelFacts
+from ..analyses.kernels import GPU_KERNEL_VALUES, KernelFacts
 from ..graphfacts import GraphFacts
+from ..sources.limits import shown
 
 _STRING_MAPS = ("types", "requested", "overridden", "function")
 _LIST_MAPS = ("colocated_with", "resource_inputs", "inputs")
@@ -59,15 +61,17 @@ def facts_to_json(facts: GraphFacts) -> dict[str, Any]:
 
 
 def facts_from_json(document: Any) -> GraphFacts:
-    """The facts :func:`facts_to_json` wrote; ``ValueError`` naming what is malformed."""
+    """The facts :func:`facts_to_json` wrote; ``ValueError`` naming the field that is malformed
+    (every value is type-checked: the analyses read them as they would fresh facts)."""
     from ..sources.functions import CallScope, FunctionFacts
 
     if not isinstance(document, dict):
         raise ValueError("the graph facts are not a JSON object")
     kind = document.get("class")
-    cls = {"GraphFacts": GraphFacts, "FunctionFacts": FunctionFacts}.get(kind)
+    classes = {"GraphFacts": GraphFacts, "FunctionFacts": FunctionFacts}
+    cls = classes.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise ValueError(f"the graph facts have an unknown class {kind!r}")
+        raise ValueError(f"the graph facts have an unknown class {shown(kind)}")
     facts = cls()
     for spec in fields(facts):
         name = spec.name
@@ -76,22 +80,94 @@ def facts_from_json(document: Any) -> GraphFacts:
         value = document[name]
         if not isinstance(value, dict):
             raise ValueError(f"graph facts field {name!r} is not an object")
+        what = f"graph facts field {name!r}"
         if name in _STRING_MAPS:
-            setattr(facts, name, {str(k): str(v) for k, v in value.items()})
+            setattr(facts, name, _text_map(value, what))
         elif name in _LIST_MAPS:
-            setattr(facts, name, {str(k): [str(x) for x in v] for k, v in value.items()})
+            setattr(facts, name, names_map(value, what))
         elif name == "kernels":
-            names = value["fields"]
-            table = [
-                KernelFacts(
-                    **{
-                        f: tuple(v) if isinstance(v, list) else v
-                        for f, v in zip(names, row, strict=True)
-                    }
-                )
-                for row in value["table"]
-            ]
-            facts.kernels = {str(op): table[i] for op, i in value["of"].items()}
+            facts.kernels = _kernels(value)
         elif name == "scope":
-            facts.scope = {str(op): CallScope(*map(str, s)) for op, s in value.items()}
+            scopes = _checked(value, what, _is_scope, "a [device, call, function] triple")
+            facts.scope = {op: CallScope(*s) for op, s in scopes.items()}
     return facts
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_scope(value: Any) -> bool:
+    return _is_names(value) and len(value) == 3
+
+
+def _is_indices(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+    )
+
+
+def _text_map(value: dict, what: str) -> dict[str, str]:
+    """``value`` when each of its values is text (checked at C speed: 100k ops have 100k)."""
+    if set(map(type, value.values())) <= {str}:
+        return value
+    return _checked(value, what, _is_text, "text")
+
+
+def names_map(value: dict, what: str) -> dict[str, list[str]]:
+    """``value`` (a JSON object: op -> names) when each of its values is a list of names;
+    ``ValueError`` naming ``what`` and the first entry that is not."""
+    lists = value.values()
+    if set(map(type, lists)) <= {list} and set(map(type, chain.from_iterable(lists))) <= {str}:
+        return value
+    return _checked(value, what, _is_names, "a list of names")
+
+
+def _checked(value: dict, what: str, valid: Any, expected: str) -> dict:
+    """``value`` (a JSON object), when each of its values is ``valid``; ``ValueError`` naming
+    ``what`` and the first entry that is not."""
+    for key, item in value.items():
+        if not valid(item):
+            raise ValueError(f"{what}: the entry of {key[:80]!r} is {shown(item)}, not {expected}")
+    return value
+
+
+_KERNEL_CHECKS = {
+    "kernels": (_is_text, "text"),
+    "gpu_kernel": (lambda v: isinstance(v, str) and v in GPU_KERNEL_VALUES, "a gpu_kernel value"),
+    "gpu_host_inputs": (_is_indices, "a list of argument indices"),
+    "gpu_host_outputs": (_is_indices, "a list of argument indices"),
+    # "T=int32 Tidx=int64": KernelFacts.dtypes reads the value after each "="
+    "attrs": (lambda v: _is_text(v) and all("=" in p for p in v.split()), "name=value pairs"),
+}
+
+
+def _kernels(value: dict) -> dict[str, KernelFacts]:
+    """The ``kernels`` field: a table of distinct ``KernelFacts`` and each op's row in it."""
+    names, rows, of = value["fields"], value["table"], value["of"]
+    known = _is_names(names) and set(names) <= set(_KERNEL_CHECKS)
+    if not known or not {"kernels", "gpu_kernel"} <= set(names) or not isinstance(rows, list):
+        raise ValueError(f"graph facts field 'kernels' has the fields {shown(names)}")
+    table = []
+    for row in rows:
+        if not isinstance(row, list) or len(row) != len(names):
+            raise ValueError(f"graph facts field 'kernels' has a row {shown(row)}")
+        kernel = dict(zip(names, row, strict=True))
+        for field, item in kernel.items():
+            valid, expected = _KERNEL_CHECKS[field]
+            if not valid(item):
+                raise ValueError(
+                    f"graph facts field 'kernels': {field} is {shown(item)}, not {expected}"
+                )
+        table.append(
+            KernelFacts(**{f: tuple(v) if isinstance(v, list) else v for f, v in kernel.items()})
+        )
+    in_table = range(len(table)).__contains__
+    rows_of = _checked(
+        of, "graph facts field 'kernels'", lambda i: type(i) is int and in_table(i), "a row"
+    )
+    return {op: table[i] for op, i in rows_of.items()}

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..sources.limits import shown
+
 _INFINITY = {"Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -146,9 +148,13 @@ def frame_from_json(document: Any) -> pd.DataFrame:
     """The DataFrame :func:`frame_to_json` wrote; :class:`FrameFormatError` if malformed."""
     try:
         rows = document["rows"]
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise FrameFormatError(f"its number of rows is {shown(rows)}, not a whole number")
         columns = {}
         index = _index_from_json(document["index"], rows)
         for spec in document["columns"]:
+            if not isinstance(spec.get("name"), str):
+                raise FrameFormatError(f"a column's name is {shown(spec.get('name'))}, not text")
             column = _column_from_json(spec, rows)
             # As a Series of its own dtype: pandas would infer ``str`` for an object array.
             dtype = object if spec["dtype"] == "object" else None
@@ -159,8 +165,10 @@ def frame_from_json(document: Any) -> pd.DataFrame:
         return frame
     except FrameFormatError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
         raise FrameFormatError(f"a table is malformed ({type(exc).__name__}: {exc})") from exc
+    except RecursionError:  # a value nested too deep to be turned into text
+        raise FrameFormatError("a table holds values nested too deep to read") from None
 
 
 def _index_from_json(spec: dict, rows: int) -> pd.Index:
@@ -183,6 +191,8 @@ def _column_from_json(spec: dict, rows: int) -> Any:
         raise FrameFormatError(f"column {spec.get('name')!r} does not have {rows} values")
     if dtype == "category":
         categories = spec["categories"]
+        if categories["dtype"] == "category":
+            raise FrameFormatError(f"column {spec.get('name')!r} has categories of categories")
         kind = pd.Index(_column_from_json(categories, len(categories["values"])))
         return pd.Categorical.from_codes(
             np.asarray(values, dtype=np.int64),
@@ -214,6 +224,8 @@ def _column_from_json(spec: dict, rows: int) -> Any:
         return pd.array(
             [_INFINITY.get(v, v) if isinstance(v, str) else v for v in values], dtype=dtype
         )
+    if dtype not in _NUMPY:
+        raise FrameFormatError(f"column {spec.get('name')!r} has an unknown dtype {shown(dtype)}")
     numpy = np.dtype(dtype)
     if numpy.kind == "f":
         return np.array(
@@ -223,6 +235,9 @@ def _column_from_json(spec: dict, rows: int) -> Any:
             ],
             dtype=numpy,
         )
-    if numpy.kind in "iub":
-        return np.array(values, dtype=numpy)
-    raise FrameFormatError(f"column {spec.get('name')!r} has an unknown dtype {dtype!r}")
+    return np.array(values, dtype=numpy)
+
+
+# The numpy dtypes a frame document may name (no others are ever parsed).
+_NUMPY = {f"{kind}{bits}" for kind in ("int", "uint") for bits in (8, 16, 32, 64)}
+_NUMPY |= {"float16", "float32", "float64", "bool"}

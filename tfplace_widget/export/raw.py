@@ -12,6 +12,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from ..sources import limits
+
 # What trace.raw may hold of RunMetadata steps: one step of a 100k-op graph serializes to
 # about 56 MB (its GraphDef to 6 MB), so a long multi-step trace would otherwise double its
 # memory. Steps past the budget are left out, and the trace's log says so.
@@ -23,7 +25,8 @@ def raw_protos(
 ) -> tuple[dict[str, bytes], str]:
     """Graph mode: ``graph_def.pb`` (when the graph is known: a ``tf.Graph``, a ``GraphDef``,
     its bytes or a ``.pb``/``.pbtxt`` path) and ``run_metadata_<step>.pb`` for each step, in
-    order, while they fit in ``budget`` bytes (the first step always). Returns the dict and a
+    order, while they fit in ``budget`` bytes (the first step always, unless it alone is more
+    than a ``.tfplace`` member may hold: ``limits.MAX_MEMBER_BYTES``). Returns the dict and a
     line for the log when steps were left out ("" otherwise)."""
     raw: dict[str, bytes] = {}
     graph_bytes = _graph_bytes(graph)
@@ -32,6 +35,13 @@ def raw_protos(
     total = 0
     for step, metadata in enumerate(metadatas):
         data = metadata.SerializeToString()  # its length is the size: no ByteSize() pass first
+        if len(data) > limits.MAX_MEMBER_BYTES:  # a file member opened again could not hold it
+            return raw, (
+                f"tfplace: trace.raw keeps the RunMetadata of the first {step} of "
+                f"{len(metadatas)} steps: step {step}'s takes {len(data) / 1e6:.0f} MB, more "
+                f"than a .tfplace member may (limits.MAX_MEMBER_BYTES). The frames have every "
+                "step.\n"
+            )
         if step and total + len(data) > budget:
             return raw, (
                 f"tfplace: trace.raw keeps the RunMetadata of the first {step} of "
