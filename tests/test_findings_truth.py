@@ -158,6 +158,25 @@ def test_a_string_equal_is_never_told_to_cast(tf, trace_placement):
     assert not findings["message"].str.contains("Cast to").any()
 
 
+def test_a_string_op_asked_onto_the_gpu_is_not_told_to_cast(tf, trace_placement):
+    from tfplace_widget import predict_placement
+
+    def on_gpu():
+        x = tf.ones((4,), name="x")
+        with tf.device("/gpu:0"):
+            text = tf.strings.as_string(x, name="text")
+            ints = tf.matmul(tf.ones((2, 2), tf.int32), tf.ones((2, 2), tf.int32), name="imm")
+        return [text, ints]
+
+    predicted = predict_placement(trace_placement(on_gpu, device_count=TWO_CPUS), gpus=1)
+    moves = _kind(predicted.findings, "soft_move")
+    assert len(moves) == 1, _table(predicted.findings)
+    message = moves.iloc[0]["message"]
+    assert "and would run on CPU:0" in message  # a prediction: nothing ran
+    assert "text has no GPU kernel: pin it to the CPU on purpose" in message
+    assert "imm has no GPU kernel for its dtype: cast its inputs to float32" in message
+
+
 # -- ping_pong: only copies that leave host memory ---------------------------------------------
 def string_chain(tf: Any) -> Any:
     """String ops between string Identity ops, whose GPU kernels keep strings in host memory

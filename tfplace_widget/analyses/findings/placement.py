@@ -22,6 +22,7 @@ from .context import (
     _in_order,
     _names,
 )
+from .fallbacks import _gpu_cast, _is_string_op
 
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _INTEGERS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
@@ -68,10 +69,7 @@ def _soft_moves(context: _Context) -> list[_Finding]:
             )
             severity = "medium" if asked != "GPU" else ("info" if not context.gpus else "high")
         elif asked == "GPU" and any(context.gpu_kernel.get(n) in _NO_GPU for n in names):
-            fix = (
-                "it has no GPU kernel for its dtype: cast to one that has (float32), or pin "
-                "it to the CPU on purpose so the move is explicit."
-            )
+            fix = _no_gpu_kernel_fix(context, names)
             severity = "high" if got == "CPU" else "medium"
         else:
             fix = (
@@ -80,8 +78,9 @@ def _soft_moves(context: _Context) -> list[_Finding]:
             )
             severity = "high" if asked == "GPU" and got == "CPU" else "medium"
         count = f"{len(names)} ops ask" if len(names) > 1 else f"{names[0]} asks"
+        ran = "would run" if getattr(context.trace, "predicted", False) else "ran"
         message = (
-            f"{count} for {requested} and ran on {short_device(device) or device} "
+            f"{count} for {requested} and {ran} on {short_device(device) or device} "
             f"({_names(names)}): {fix}"
         )
         duration = _duration(context, names)
@@ -96,6 +95,35 @@ def _soft_moves(context: _Context) -> list[_Finding]:
             )
         )
     return findings
+
+
+def _no_gpu_kernel_fix(context: _Context, names: Sequence[str]) -> str:
+    """What to do about ops asked onto a GPU that has no kernel for them: a cast only where
+    one dtype attr stands in the way (the registry's GPU kernels say which), else the CPU."""
+    missing = [n for n in names if context.gpu_kernel.get(n) == "no" or _is_string_op(context, n)]
+    casts = {
+        n: _gpu_cast(context.type_of.get(n, ""), context.attrs(n))
+        for n in names
+        if context.gpu_kernel.get(n) == "dtype" and n not in missing
+    }
+    parts = []
+    if missing:
+        one = len(missing) == 1
+        parts.append(
+            f"{_names(missing)} {'has' if one else 'have'} no GPU kernel: pin "
+            f"{'it' if one else 'them'} to the CPU on purpose (tf.device('/cpu:0')) so the move "
+            "is explicit, or do that work outside the step"
+        )
+    for cast in sorted(set(casts.values())):
+        cast_ops = [n for n, c in casts.items() if c == cast]
+        one = len(cast_ops) == 1
+        what = f"cast {'its' if one else 'their'} inputs to {cast}" if cast else "use other dtypes"
+        parts.append(
+            f"{_names(cast_ops)} {'has' if one else 'have'} no GPU kernel for "
+            f"{'its' if one else 'their'} dtype: {what}, or pin {'it' if one else 'them'} to the "
+            "CPU on purpose"
+        )
+    return "; ".join(parts) + "."
 
 
 def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
