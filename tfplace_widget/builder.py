@@ -38,15 +38,12 @@ class CallsTfFunction(TraceError):
         self.function = function
 
 
-_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
-
-
 def build(
     fn: Callable[[], Any], graph: Any, device_scope: str | None, stop_at_tf_functions: bool = False
 ) -> Any:
     """Run ``fn`` in ``graph`` and return the fetches. With ``stop_at_tf_functions``, a call of
-    a ``tf.function`` (stopped before it traces) or a function-call op in the graph raises
-    :class:`CallsTfFunction`."""
+    a ``tf.function`` or of a concrete function raises :class:`CallsTfFunction`, before the
+    function traces or adds anything."""
     import tensorflow as tf
 
     with graph.as_default(), _outer_graphs_guarded(graph, stop_at_tf_functions) as guard:
@@ -78,9 +75,6 @@ def build(
             raise CallsTfFunction(guard.called[0])
         if refused:  # the builder caught the refusal and went on
             raise _outer_graph_error(refused)
-    called = _function_called(graph) if stop_at_tf_functions else ""
-    if called:  # e.g. a concrete function, called without going through tf.function
-        raise CallsTfFunction(called)
     eager_result = _eager_tensor_in(result)
     if eager_result is not None:
         raise UsesEagerObjects(
@@ -116,7 +110,7 @@ def build(
 _GUARDED_METHODS = ("_check_not_finalized", "_mutation_lock", "unique_name")
 _guard_lock = threading.Lock()
 _guard_users = 0
-_guard_originals: dict[str, Any] = {}
+_guard_originals: dict[Any, Any] = {}  # method name (or class, for __call__) -> original
 _guard_state = threading.local()  # .build: _BuildGuard of this thread's running builder
 
 
@@ -133,31 +127,29 @@ class _WritesOuterGraph(TraceError):
     """Raised inside the builder, from tf.Graph's mutators, at a write into an outer graph."""
 
 
+def _function_classes() -> tuple[type, type]:
+    """``tf.function``'s class and a concrete function's: what a builder calls TF2 code by."""
+    from tensorflow.python.eager.polymorphic_function.concrete_function import ConcreteFunction
+    from tensorflow.python.eager.polymorphic_function.polymorphic_function import Function
+
+    return Function, ConcreteFunction
+
+
 def _stopped_at(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``tf.function.__call__`` that, from a builder asked to stop at tf.functions, records
+    """A function's ``__call__`` that, from a builder asked to stop at tf.functions, records
     the function and raises before it traces (no scratch-graph trace, no variables made)."""
+    from .sources.functions import function_display_name
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         build = getattr(_guard_state, "build", None)
         if build is None or not build.stop_at_tf_functions:
             return original(self, *args, **kwargs)
-        name = getattr(self, "__name__", "") or "tf.function"
+        name = getattr(self, "__name__", None) or getattr(self, "name", b"tf.function")
+        name = function_display_name(name.decode() if isinstance(name, bytes) else str(name))
         build.called.append(name)
         raise CallsTfFunction(name)
 
     return call
-
-
-def _function_called(graph: Any) -> str:
-    """The tf.function the first function-call op of ``graph`` calls ("" if none calls one)."""
-    from .sources.functions import function_display_name
-
-    if not graph._functions:  # no function library: no call op can name a function
-        return ""
-    for op in graph.get_operations():
-        if op.type in _CALL_OPS:
-            return function_display_name(op.get_attr("f").name)
-    return ""
 
 
 def _guarded(name: str) -> Callable[..., Any]:
@@ -234,17 +226,18 @@ def _outer_graphs_guarded(graph: Any, stop_at_tf_functions: bool = False) -> Ite
     ``graph``), and with ``stop_at_tf_functions`` cannot call a tf.function; yields the guard
     (``refused``: the refused writes, ``(graph, what)``; ``called``: the functions stopped)."""
     global _guard_users
-    from tensorflow.python.eager.polymorphic_function.polymorphic_function import Function
     from tensorflow.python.framework import ops
 
+    functions = _function_classes()
     with _guard_lock:
         if _guard_users == 0:
             for name in ("__init__", *_GUARDED_METHODS):
                 _guard_originals[name] = ops.Graph.__dict__[name]
             for name in ("__init__", *_GUARDED_METHODS):
                 setattr(ops.Graph, name, _guarded(name))
-            _guard_originals["Function.__call__"] = Function.__dict__["__call__"]
-            Function.__call__ = _stopped_at(Function.__dict__["__call__"])
+            for cls in functions:
+                _guard_originals[cls] = cls.__dict__["__call__"]
+                cls.__call__ = _stopped_at(cls.__dict__["__call__"])
         _guard_users += 1
     previous = getattr(_guard_state, "build", None)
     build = _guard_state.build = _BuildGuard(graph, stop_at_tf_functions)
@@ -255,7 +248,8 @@ def _outer_graphs_guarded(graph: Any, stop_at_tf_functions: bool = False) -> Ite
         with _guard_lock:
             _guard_users -= 1
             if _guard_users == 0:
-                Function.__call__ = _guard_originals.pop("Function.__call__")
+                for cls in functions:
+                    cls.__call__ = _guard_originals.pop(cls)
                 for name, original in _guard_originals.items():
                     setattr(ops.Graph, name, original)
                 _guard_originals.clear()
