@@ -626,7 +626,9 @@ def test_graph_options_keep_a_builder_calling_a_tf_function_in_graph_mode(tf, do
 
     trace = trace_placement(fed, feed_dict={"x": [1.0, 2.0]})
     assert trace.mode == "graph"
-    assert trace.mode_reason.startswith("auto: graph mode because feed_dict only apply")
+    assert trace.mode_reason.startswith(
+        "auto: graph mode because feed_dict is a graph-builder option"
+    )
 
 
 def test_the_panel_header_and_the_log_say_which_mode_ran_and_why(tf, double, tmp_path):

@@ -64,9 +64,12 @@ def graph_mode(fn: Any, mode: str, graph_options: Sequence[str]) -> str:
     if mode == "graph":
         return "mode='graph', as passed: run as a TF1 graph builder in a Session."
     if graph_options:
+        options = ", ".join(graph_options)
+        kind = "a graph-builder option" if len(graph_options) == 1 else "graph-builder options"
+        verb = "is" if len(graph_options) == 1 else "are"
         return (
-            f"auto: graph mode because {', '.join(graph_options)} only apply to a graph "
-            f"builder: {name_of(fn)} ran as one in a Session."
+            f"auto: graph mode because {options} {verb} {kind}: {name_of(fn)} ran as a TF1 graph "
+            "builder in a Session."
         )
     return (
         f"auto: graph mode because {name_of(fn)} takes no arguments, is no tf.function or Keras "
