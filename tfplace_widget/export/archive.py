@@ -2,7 +2,9 @@
 
 The format (version 1) is a zip archive (deflate) of plain documents, readable with any zip
 tool and a JSON parser, and safe to open: nothing in it is executed or unpickled, members are
-read by name into memory (never extracted to disk), and every field is type-checked on load.
+read by name into memory (never extracted to disk) within the size limits of
+``sources.limits``, and every field is type-checked on load (the frames against
+``frame_schema``).
 
 ========================  =====================================================================
 member                    what it holds
