@@ -125,17 +125,23 @@ def _direction_finding(
     numbers = f"({size_text}{time_text}; largest {biggest[0]}{signal_text})"
     s_src, s_dst = short_device(src) or src, short_device(dst) or dst
     plural = "copies" if count > 1 else "copy"
+    # predict_placement's copies between a CPU and a GPU: a prediction, and it reads as one
+    predicted = bool(getattr(context.trace, "predicted", False)) and "GPU" in (
+        _device_type(src),
+        _device_type(dst),
+    )
+    lead = "On a machine with a GPU, there would be " if predicted else ""
     variables = _variables_read(context, producers)
     updated = _variables_updated(context, consumers)
     if io == "feed":
         message = (
-            f"{count} {plural} from {s_src} to {s_dst} {numbers}: the step's inputs, copied in "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's inputs, copied in "
             "every step: feed them from a tf.data pipeline that prefetches, so the copy overlaps "
             "the previous step."
         )
     elif io == "fetch":
         message = (
-            f"{count} {plural} from {s_src} to {s_dst} {numbers}: the step's results, going "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's results, going "
             "back to the caller: fetch only what you need."
         )
     elif consumers and all(context.type_of.get(c) in _METADATA_TYPES for c in consumers):
@@ -147,7 +153,7 @@ def _direction_finding(
             else ""
         )
         message = (
-            f"{count} {plural} from {s_src} to {s_dst} {numbers}: "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: "
             f"{_names([f'{c} ({context.type_of.get(c)})' for c in consumers])} on {s_dst} "
             f"read{'s' * one} only the shape of {_names(producers)}, yet the whole tensor is "
             "copied: the placer puts an op that reads only shapes on the device of its first "
@@ -155,7 +161,7 @@ def _direction_finding(
         )
     elif variables:
         message = (
-            f"{count} read{'s' * (count != 1)} of variables that live on {s_src} "
+            f"{lead}{count} read{'s' * (count != 1)} of variables that live on {s_src} "
             f"({_names(variables)}), copied every step to {s_dst}, where the ops that use them "
             f"run {numbers}: the variables are on one device and the step's compute on "
             f"another: create the variables on the device that computes with them ({s_dst}), "
@@ -163,7 +169,7 @@ def _direction_finding(
         )
     elif updated:
         message = (
-            f"{count} update{'s' * (count != 1)} of variables that live on {s_dst} "
+            f"{lead}{count} update{'s' * (count != 1)} of variables that live on {s_dst} "
             f"({_names(updated)}), computed on {s_src} and copied there every step {numbers}: "
             "the variables are on one device and the step's compute on another: create the "
             f"variables on the device that computes with them ({s_src}), or run that compute "
@@ -171,7 +177,7 @@ def _direction_finding(
         )
     elif producers and consumers and _all_on_one_gpu(context, producers + consumers):
         message = (
-            f"{count} {plural} from {s_src} to {s_dst} {numbers}: {_names(producers)} and "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: {_names(producers)} and "
             f"{_names(consumers)} all run on {context.short(producers[0])}, yet the tensors "
             "cross to host memory: GPU kernels that keep int32 or shape values in host memory "
             "sit among them. Traced with its graph, the findings tell which ops and whether "
@@ -182,7 +188,7 @@ def _direction_finding(
         where = "would run" if context.predicted_view else "run"
         one = len(stuck) == 1
         message = (
-            f"{count} {plural} from {s_src} to {s_dst} {numbers}, the cost of CPU fallbacks: "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}, the cost of CPU fallbacks: "
             f"{_names(stuck)} {where} on the CPU ({'its' if one else 'their'} cpu_fallback "
             f"finding{'' if one else 's'} {'says' if one else 'say'} why and what to do), and "
             f"{_names(other)} on the GPU {'read' if stuck[0] in producers else 'feed'} "
@@ -190,7 +196,7 @@ def _direction_finding(
         )
     elif producers and consumers:
         message = (
-            f"{count} {plural} from {s_src} to {s_dst} {numbers}: put {_names(producers)} on "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: put {_names(producers)} on "
             f"{s_dst} with {_names(consumers)}, or those on {s_src}, so the tensors stay on one "
             "device."
         )
@@ -201,12 +207,12 @@ def _direction_finding(
             else ""
         )
         message = (
-            f"{count} {plural} from {s_src} to {s_dst} {numbers}: loaded without its graph, "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: loaded without its graph, "
             f"the trace does not say which ops read them{made}."
         )
     else:
         message = (
-            f"{count} {plural} from {s_src} to {s_dst} {numbers}: keep the producers and "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: keep the producers and "
             "consumers of these tensors on one device."
         )
     evidence = {"copies": count, "bytes": moved if sizes else -1, "time_us": seconds}
