@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from .analyses.kernels import SYMBOLIC_DEVICE_TYPES
+from .analyses.kernels import SYMBOLIC_DEVICE_TYPES, registered_device_types
 from .devices import DeviceSpec, device_sort_key, parse_device, short_device, task_of
 from .graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts, linked_groups
 
@@ -82,20 +82,6 @@ _CLIENT_SEND_TYPES = {"_Send", "_HostSend"}
 _CLIENT_RECV_TYPES = {"_Recv", "_HostRecv"}
 
 KernelLookup = Callable[[str], frozenset]
-
-
-@lru_cache(maxsize=1024)
-def registered_device_types(op_type: str) -> frozenset:
-    """Device types with a kernel registered for ``op_type`` (asks TensorFlow's registry)."""
-    try:
-        from tensorflow.python.framework import kernels
-    except ImportError:  # pragma: no cover - TensorFlow is a hard dependency
-        return frozenset()
-    try:
-        kernel_list = kernels.get_registered_kernels_for_op(op_type)
-    except Exception:  # unknown op type in a loaded trace
-        return frozenset()
-    return frozenset(k.device_type for k in kernel_list.kernel)
 
 
 def lacks_kernel(kernel_types: frozenset, device_type: str) -> bool:

@@ -185,6 +185,25 @@ def _describe(value: Any) -> str:
         return ""
 
 
+@lru_cache(maxsize=4096)
+def registered_device_types(op_type: str) -> frozenset:
+    """Device types with a kernel registered for ``op_type`` (``DEFAULT`` included, whatever
+    the attrs); empty when the op type is unknown here."""
+    op_kernels = _op_kernels(op_type)
+    return frozenset(k.device_type for k in op_kernels.kernels) if op_kernels else frozenset()
+
+
+@lru_cache(maxsize=4096)
+def device_type_priorities(op_type: str) -> dict[str, int]:
+    """The highest kernel priority per device type (``DEFAULT`` included) for ``op_type``, as
+    the placer sorts device types by it; empty when the op type is unknown. Read, not changed."""
+    op_kernels = _op_kernels(op_type)
+    best: dict[str, int] = {}
+    for kernel in op_kernels.kernels if op_kernels else ():
+        best[kernel.device_type] = max(best.get(kernel.device_type, 0), kernel.priority)
+    return best
+
+
 def op_type_has_kernel(op_type: str, device_type: str) -> bool | None:
     """Whether any kernel of ``op_type`` (whatever its attrs) serves ``device_type``; None when
     the op type is unknown here. For traces without node defs: a necessary condition only."""

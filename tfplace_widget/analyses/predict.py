@@ -59,6 +59,7 @@ from ..devices import (
 )
 from ..graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts
 from ..reasons import colocated_reason, link_words
+from .kernels import device_type_priorities
 from .resources import Pinned, pinned_arguments
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -174,21 +175,6 @@ def _merge_supported(target: list, other: list) -> list:
 # ---------------------------------------------------------------------------------------------
 # Registry facts by op type (cached)
 # ---------------------------------------------------------------------------------------------
-@lru_cache(maxsize=4096)
-def _type_priorities(op_type: str) -> dict[str, int]:
-    """Highest kernel priority per device type (DEFAULT kernels included) for ``op_type``."""
-    try:
-        from tensorflow.python.framework import kernels
-
-        registered = kernels.get_registered_kernels_for_op(op_type).kernel
-    except Exception:
-        return {}
-    best: dict[str, int] = {}
-    for kernel in registered:
-        best[kernel.device_type] = max(best.get(kernel.device_type, 0), kernel.priority)
-    return best
-
-
 @lru_cache(maxsize=4096)
 def _op_outputs(op_type: str) -> tuple[int | None, bool, bool]:
     """``(fixed output count or None, single output is ref/resource, is a dataset op)``."""
@@ -535,7 +521,7 @@ class _Placer:
     def _supported(self, op_type: str, kernels: Any) -> list:
         if kernels is None or kernels.gpu_kernel == "NA":  # unknown op: every type, priority 0
             return self._all_types()
-        priorities = _type_priorities(op_type)
+        priorities = device_type_priorities(op_type)
         served = kernels.kernels.split()
         out = [
             (dtype, priorities.get(dtype, priorities.get("DEFAULT", 0)))
