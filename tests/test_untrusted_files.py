@@ -310,6 +310,14 @@ def test_a_frame_the_trace_cannot_use_is_refused_naming_the_column(
         PlacementTrace.load(path)
 
 
+@pytest.mark.parametrize("columns", [["op"], [None], [{"name": ["op"], "dtype": "object"}]])
+def test_a_frame_document_of_the_wrong_shape_is_a_trace_error(saved, tmp_path, columns):
+    document = {**frame_document(saved, "ops"), "columns": columns}
+    path = with_members(saved, tmp_path / "shape.tfplace", {"frames/ops.json": document})
+    with pytest.raises(TraceError, match=r"shape.tfplace.*frames/ops.json"):
+        PlacementTrace.load(path)
+
+
 def test_findings_of_an_unknown_kind_are_refused(saved, tmp_path):
     document = frame_document(saved, "findings")
     column(document, "kind")["values"][0] = "format_disk"
@@ -351,6 +359,8 @@ def _facts(document: dict, where: str) -> None:
     elif where == "of":
         op = next(iter(kernels["of"]))
         kernels["of"][op] = len(kernels["table"]) + 3
+    elif where == "of as a list":
+        kernels["of"] = list(kernels["of"])
     elif where == "types":
         op = next(iter(document["types"]))
         document["types"][op] = ["Const"]
@@ -366,6 +376,7 @@ def _facts(document: dict, where: str) -> None:
         ("attrs", "attrs is 'T', not name=value pairs"),
         ("fields", "has the fields \\['__class__'"),
         ("of", "'kernels'.*not a row"),
+        ("of as a list", "'kernels' has no table of rows and ops"),
         ("types", "'types'.*is \\['Const'\\], not text"),
         ("inputs", "'inputs'.*not a list of names"),
     ],

@@ -150,8 +150,10 @@ def _kernels(value: dict) -> dict[str, KernelFacts]:
     """The ``kernels`` field: a table of distinct ``KernelFacts`` and each op's row in it."""
     names, rows, of = value["fields"], value["table"], value["of"]
     known = _is_names(names) and set(names) <= set(_KERNEL_CHECKS)
-    if not known or not {"kernels", "gpu_kernel"} <= set(names) or not isinstance(rows, list):
+    if not known or not {"kernels", "gpu_kernel"} <= set(names):
         raise ValueError(f"graph facts field 'kernels' has the fields {shown(names)}")
+    if not isinstance(rows, list) or not isinstance(of, dict):
+        raise ValueError("graph facts field 'kernels' has no table of rows and ops")
     table = []
     for row in rows:
         if not isinstance(row, list) or len(row) != len(names):

@@ -165,7 +165,7 @@ def frame_from_json(document: Any) -> pd.DataFrame:
         return frame
     except FrameFormatError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, ArithmeticError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as exc:
         raise FrameFormatError(f"a table is malformed ({type(exc).__name__}: {exc})") from exc
     except RecursionError:  # a value nested too deep to be turned into text
         raise FrameFormatError("a table holds values nested too deep to read") from None

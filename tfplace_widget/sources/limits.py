@@ -52,7 +52,7 @@ def too_large(where: str, what: str, name: str, verb: str = "unpacks to") -> Tra
     return TraceError(
         f"{where!r}: {what} {verb} more than {size_text(globals()[name])}, the limit for one file "
         f"opened (tfplace_widget.sources.limits.{name}); a trace of 100,000 ops needs a fraction "
-        "of it, so this is not a trace tfplace_widget wrote (it may be a decompression bomb). If "
+        "of it, so this is not a real trace (it may be a decompression bomb). If "
         "you trust the file and it really is that large, raise the limit."
     )
 
@@ -76,8 +76,8 @@ class Budget:
             raise TraceError(
                 f"{self.where!r}: with {what}, the JSON holds more than {MAX_JSON_VALUES:,} "
                 "values, the limit for one file opened "
-                "(tfplace_widget.sources.limits.MAX_JSON_VALUES); a trace of 100,000 ops has "
-                "about 4 million, so this is not a trace tfplace_widget wrote. If you trust "
+                "(tfplace_widget.sources.limits.MAX_JSON_VALUES); a trace of 100,000 ops has 2 to "
+                "4 million, so this is not a real trace. If you trust "
                 "the file and it really is that large, raise the limit."
             )
 
