@@ -31,7 +31,12 @@ ORACLE = HERE / "oracle.py"
 ARTIFACT = HERE.parents[1] / "artifacts" / "real-code-agreement.md"
 CORPUS = sorted(p.stem for p in (HERE / "corpus").glob("*.py"))
 DEFAULT = [
-    "gpu_guide", "function_calls", "mnist_convnet", "tf_data", "text_classification", "tf1_graph"
+    "gpu_guide",
+    "function_calls",
+    "mnist_convnet",
+    "tf_data",
+    "text_classification",
+    "tf1_graph",
 ]
 EVERYTHING = os.environ.get("TFPLACE_REAL_CODE", "").lower() == "all"
 SELECTED = CORPUS if EVERYTHING else DEFAULT
@@ -42,7 +47,21 @@ import report  # noqa: E402
 
 # What today's code gets wrong, by (program, check): issue 20's items. Temporary: the lead
 # removes a marker when its fix lands (strict, so a fixed check fails until then).
-KNOWN: dict[tuple[str, str], str] = {}
+_SUBCLASS = (
+    "issue 20 item 1: auto mode takes model.fit of a keras.Model subclass defined outside "
+    "keras (a user's module, a notebook's __main__) for a plain callable and fails in "
+    "tf.function(fit)"
+)
+_IN_BODIES = (
+    "issue 20 item 3: resource users inside while/cond bodies (a body's resource _Arg) are "
+    "'implicit', and readers of a While's variant outputs 'colocated' (any resource output "
+    "of the While taken for theirs)"
+)
+KNOWN: dict[tuple[str, str], str] = {
+    **{("custom_train_step", check): _SUBCLASS for check in CHECKS},
+    ("bidirectional_lstm", "how"): _IN_BODIES,
+    ("mixed_precision", "how"): _IN_BODIES.split(", and")[0],
+}
 
 
 def _cases(check: str) -> list[Any]:
