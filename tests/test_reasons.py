@@ -301,3 +301,33 @@ def test_gpu_machine_reasons_for_ops_without_a_gpu_kernel(tf):
     assert "has no GPU kernel" in reason and "soft placement" in reason
     _, how, reason = explainer.explain("nothing", "NoOp", CPU0)
     assert how == "implicit" and "no GPU kernel" not in reason
+
+
+def test_a_keras_lstm_reads_its_weights_in_the_loop_body_colocated(tf, trace_placement):
+    """Function mode, a Keras LSTM (a while loop): the body's ReadVariableOps use the weights
+    through the body's arguments, which the runtime lowers into Enter/Switch nodes that carry
+    the resource: colocated. The loop's TensorList (variant) output is no resource: its
+    reader is placed on its own."""
+    import keras
+
+    layer = keras.layers.LSTM(4, return_sequences=True)
+    layer.build((None, 5, 3))
+
+    @tf.function
+    def forward(x):
+        return layer(x)
+
+    trace = trace_placement(forward, tf.ones((2, 5, 3)))
+    facts = trace.facts
+    ops = trace.ops.drop_duplicates("op").set_index("op")
+    in_body = [op for op in ops.index if "/body/" in op and facts.types.get(op) == "ReadVariableOp"]
+    assert in_body
+    for op in in_body:
+        assert ops.loc[op, "how"] == "colocated", ops.loc[op, "reason"]
+        assert "the argument that carries the resource into the body of" in ops.loc[op, "reason"]
+        assert "(While)" in ops.loc[op, "reason"]
+    stacks = [op for op in ops.index if facts.types.get(op) == "TensorListStack"]
+    assert stacks
+    for op in stacks:
+        assert not facts.resource_inputs.get(op), facts.resource_inputs.get(op)
+        assert ops.loc[op, "how"] == "implicit", ops.loc[op, "reason"]

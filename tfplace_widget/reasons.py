@@ -204,6 +204,7 @@ class Explainer:
         named = set(_RUNTIME_NAMES)
         if facts is not None:
             named |= set(facts.colocated_with) | set(self._groups) | set(self._scopes)
+            named |= set(facts.resource_inputs)  # the resource they use is named
             requested_of, built_of = facts.requested, facts.types
         else:
             requested_of = built_of = {}
@@ -480,9 +481,16 @@ class Explainer:
     def _resource_source(self, name: str) -> str:
         """The producer of a resource or ref this op uses, when the placer colocates them (a
         consumer exempt from resource colocation, e.g. a function call, has none)."""
-        assert self.facts is not None
+        facts = self.facts
+        assert facts is not None
+        producers = facts.resource_inputs.get(name, ())
         group = self._groups.get(name, ())
-        return next((p for p in self.facts.resource_inputs.get(name, ()) if p in group), "")
+        found = next((p for p in producers if p in group), "")
+        if found or facts.types.get(name) in RESOURCE_COLOCATION_EXEMPT:
+            return found
+        # Inside a loop body or branch the resource comes in as the body's argument, which the
+        # runtime lowered away (Enter/Switch carry it from the resource, all on its device).
+        return next((p for p in producers if p not in facts), "")
 
     def _constraining_partner(self, name: str) -> str:
         """The member of this op's colocation group that decides its device.
@@ -537,6 +545,12 @@ def link_words(facts: GraphFacts, name: str, partner: str) -> str:
             return (
                 f"shares a resource/ref edge with {partner} (the resource's handle, passed in "
                 "as a function argument)"
+            )
+        owner = "" if partner in facts else _functional_owner(name, facts)
+        if owner:
+            return (
+                f"shares a resource/ref edge with {partner}, the argument that carries the "
+                f"resource into the body of {owner} ({facts.types[owner]})"
             )
         return f"shares a resource/ref edge with {partner}"
     colocated = facts.colocated_with

@@ -267,32 +267,39 @@ def _produces_resource(raw_input: str, body: _Body) -> bool:
     if producer_def.op in ("_Arg", "Placeholder"):
         attr = producer_def.attr
         return any(key in attr and attr[key].type == _DT_RESOURCE for key in ("T", "dtype"))
-    output = _output_arg_name(rest)
-    return _output_is_resource(producer_def, output)
+    return _output_is_resource(producer_def, rest)
 
 
-def _output_arg_name(rest: str) -> str | None:
-    """FunctionDef inputs say ``op:arg:index``; GraphDef ones ``op:index`` (no arg name)."""
-    head, _, _ = rest.partition(":")
-    return head if head and not head.isdigit() else None
-
-
-def _output_is_resource(node: Any, output: str | None) -> bool:
-    """Whether an output of ``node`` (the named arg, or any) is a resource, by its OpDef."""
+def _output_is_resource(node: Any, rest: str) -> bool:
+    """Whether the output ``rest`` of ``node`` is a resource, by its OpDef and attrs. FunctionDef
+    inputs say ``op:arg:index`` (the index within that arg); GraphDef ones ``op:index`` (over
+    all outputs); ``op`` alone is output 0. A While's variant output is not its resource one."""
     op_def = _op_def(node.op)
     if op_def is None:
         return False
+    head, _, tail = rest.partition(":")
+    named, digits = (head, tail) if head and not head.isdigit() else (None, head)
+    index = int(digits) if digits.isdigit() else 0
+    position = 0
     for arg in op_def.output_arg:
-        if output is not None and arg.name != output:
-            continue
-        if arg.type == _DT_RESOURCE:
-            return True
-        attr = node.attr
-        if arg.type_attr in attr and attr[arg.type_attr].type == _DT_RESOURCE:
-            return True
-        if arg.type_list_attr in attr and _DT_RESOURCE in attr[arg.type_list_attr].list.type:
-            return True
+        types = _arg_types(node, arg)
+        if named is not None:
+            if arg.name == named:
+                return index < len(types) and types[index] == _DT_RESOURCE
+        elif index < position + len(types):
+            return types[index - position] == _DT_RESOURCE
+        position += len(types)
     return False
+
+
+def _arg_types(node: Any, arg: Any) -> list[int]:
+    """The dtypes an output arg of ``node`` expands to (a type list, or N copies of one)."""
+    attr = node.attr
+    if arg.type_list_attr:
+        return list(attr[arg.type_list_attr].list.type) if arg.type_list_attr in attr else []
+    dtype = arg.type or (attr[arg.type_attr].type if arg.type_attr in attr else 0)
+    count = attr[arg.number_attr].i if arg.number_attr and arg.number_attr in attr else 1
+    return [dtype] * count
 
 
 @lru_cache(maxsize=4096)
