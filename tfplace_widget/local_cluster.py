@@ -40,6 +40,7 @@ from .cluster_child import (
     NETWORK_EXPOSED,
     NETWORK_HOST,
     NETWORK_ISOLATED,
+    NODE_IN_MESSAGE,
     read_frame,
     write_frame,
 )
@@ -135,22 +136,33 @@ class RemoteRunError(Exception):
         self.log = ""  # what the child printed
 
     def exception(self, graph: Any) -> Exception:
-        """The child's exception, rebuilt: a ``tf.errors.OpError`` of the same class (its node
-        from ``graph``), a built-in one, or one of the same name."""
-        from tensorflow.core.framework import node_def_pb2
-        from tensorflow.python.framework import errors_impl
-
+        """The child's exception, rebuilt: a ``tf.errors.OpError`` of the same class made as
+        ``Session.run`` makes it (its node and the message's node references from ``graph``),
+        a built-in one, or one of the same name."""
         error, message = self.error, self.error.get("message", "")
         if error.get("code") is not None:
-            node = node_def_pb2.NodeDef(name=error.get("node", ""), op=error.get("op", ""))
-            with contextlib.suppress(KeyError, ValueError):
-                node = graph.get_operation_by_name(node.name).node_def
-            kind = errors_impl.exception_type_from_error_code(error["code"])
-            return kind(node, None, message)
+            return _op_error(error["code"], message, graph)
         found = getattr(builtins, error.get("type", ""), None) if error.get("builtin") else None
         if isinstance(found, type) and issubclass(found, Exception):
             return found(message)
         return type(str(error.get("type") or "Error"), (Exception,), {})(message)
+
+
+def _op_error(code: int, message: str, graph: Any) -> Exception:
+    """What ``BaseSession._do_call`` raises for TensorFlow's error ``code`` and ``message``."""
+    from tensorflow.python.framework import errors_impl
+
+    node_def = op = None
+    named = NODE_IN_MESSAGE.search(message)
+    if named is not None:
+        with contextlib.suppress(KeyError, ValueError):
+            op = graph.get_operation_by_name(named.group(3))
+            node_def = op.node_def
+    with contextlib.suppress(ImportError, AttributeError):
+        from tensorflow.python.framework import error_interpolation
+
+        message = error_interpolation.interpolate_graph(message, graph)
+    return errors_impl.exception_type_from_error_code(code)(node_def, op, message)
 
 
 def refusal(why: str) -> TraceError:
