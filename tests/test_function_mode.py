@@ -668,3 +668,30 @@ def test_a_graph_builders_session_gets_the_runtimes_devices_and_keeps_allow_grow
         kind: sum(d.device_type == kind for d in logical) for kind in ("CPU", "GPU")
     }
     assert config.gpu_options.allow_growth and config.log_device_placement
+
+
+def test_a_users_keras_model_subclass_is_traced_as_a_keras_model(tf):
+    """A keras.Model subclass defined in the user's own module (a notebook's ``__main__``)
+    is a Keras model too: its training method runs as Keras runs it (not as tf.function(fit),
+    which fails), and a forward call is named after the model."""
+    import keras
+
+    class Regressor(keras.Model):
+        def train_step(self, data):
+            x, y = data[:2]  # train_on_batch hands (x, y, sample_weight)
+            with tf.GradientTape() as tape:
+                loss = self.compute_loss(y=y, y_pred=self(x, training=True))
+            variables = self.trainable_variables
+            self.optimizer.apply(tape.gradient(loss, variables), variables)
+            return {"loss": loss}
+
+    inputs = keras.Input(shape=(4,))
+    model = Regressor(inputs, keras.layers.Dense(1)(inputs), name="regressor")
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = tf.ones((8, 4)), tf.ones((8, 1))
+    trained = trace_placement(model.train_on_batch, x, y)
+    assert trained.mode == "function" and trained.source == "regressor.train_on_batch"
+    assert trained.ops["op"].str.startswith("gradient_tape/").any()
+    forward = trace_placement(model, x)
+    assert forward.mode_reason == "auto: function mode because regressor is a Keras model or layer."
+    assert set(forward.ops["function"]) == {"regressor"}

@@ -172,10 +172,15 @@ def _is_tf_function(fn: Any) -> bool:
 
 
 def _is_keras_layer(fn: Any) -> bool:
-    module = type(fn).__module__ or ""
-    if not module.startswith(("keras", "tf_keras", "tensorflow")):
-        return False
-    return any(cls.__name__ == "Layer" for cls in type(fn).__mro__)
+    """A Keras layer or model, the user's own subclasses (defined in ``__main__`` or any module)
+    included: Keras's ``Layer`` is among its classes."""
+    return any(
+        cls.__name__ == "Layer" and (cls.__module__ or "").startswith(_KERAS_MODULES)
+        for cls in type(fn).__mro__
+    )
+
+
+_KERAS_MODULES = ("keras", "tf_keras", "tensorflow")
 
 
 def _callable(fn: Any, args: tuple, kwargs: dict) -> tuple[Callable[[], Any], str, list[str]]:

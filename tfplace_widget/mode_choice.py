@@ -17,8 +17,9 @@ from .function_tracer import tf2_kind
 
 
 def name_of(fn: Any) -> str:
-    """The name the reasons call ``fn`` by."""
-    return getattr(fn, "__name__", None) or type(fn).__name__
+    """The name the reasons call ``fn`` by (a Keras model by its ``name``, as the trace)."""
+    name = getattr(fn, "__name__", None) or getattr(fn, "name", None)
+    return name if isinstance(name, str) and name else type(fn).__name__
 
 
 def tf2_before_building(
