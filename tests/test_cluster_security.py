@@ -228,6 +228,21 @@ def test_without_a_namespace_a_local_cluster_is_refused_naming_the_opt_in(
     assert spy.children == []  # refused before anything started
 
 
+def test_the_opt_in_runs_the_cluster_on_the_machines_network_and_says_so(
+    trace_placement, spy, monkeypatch
+):
+    monkeypatch.setenv(local_cluster.NO_NAMESPACE_ENV, "1")
+    monkeypatch.setenv(local_cluster.ALLOW_EXPOSED_ENV, "1")
+    trace = trace_placement(one_ps_model, mode="graph", cluster="local:worker=2,ps=1")
+    assert trace.device_of("w") == PS0
+    assert (
+        "the local cluster's servers ran on this machine's network, reachable from other hosts "
+        "for the length of the trace (TFPLACE_ALLOW_EXPOSED_CLUSTER=1; no network namespace: "
+        "TFPLACE_CLUSTER_NO_NAMESPACE=1 turns network namespaces off)"
+    ) in trace.log
+    assert len(spy.children) == 1 and not alive(spy.children[0])
+
+
 REFUSED = r"""
 import json, os, sys
 from test_cluster import one_ps_model

@@ -267,7 +267,7 @@ def main():
     # not read can never block a server thread.
     answer = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    why = isolate() if network != NETWORK_HOST else "not asked for"
+    why = isolate() if network != NETWORK_HOST else ""  # "": the parent knows why not
     if why is not None and network == NETWORK_ISOLATED:
         write_frame(answer, {"refused": why})
         os._exit(0)

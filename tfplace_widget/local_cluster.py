@@ -30,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -212,14 +212,7 @@ def run_on_local_cluster(
         "job": header if job is not None else None,
     }
     # No name in the file system: nothing to pile up in /tmp, even if this process is killed.
-    with tempfile.TemporaryFile("w+b") as log:
-        child = subprocess.Popen(
-            [sys.executable, "-c", CHILD_SOURCE, str(os.getpid()), mode],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+    with tempfile.TemporaryFile("w+b") as log, _child(log, mode) as child:
         sender = threading.Thread(
             target=_send, args=(child.stdin, request, blobs), name="tfplace-cluster-send"
         )
@@ -229,6 +222,24 @@ def run_on_local_cluster(
         finally:
             stop(child)
             sender.join()  # its write fails at once: the child is gone
+
+
+@contextlib.contextmanager
+def _child(log: IO[bytes], mode: str) -> Iterator[subprocess.Popen]:
+    """The cluster's process, killed and reaped when the block ends, however it ends."""
+    child = None
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD_SOURCE, str(os.getpid()), mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        yield child
+    finally:
+        if child is not None:
+            stop(child)
             for stream in (child.stdin, child.stdout):
                 with contextlib.suppress(OSError):
                     stream.close()
