@@ -91,7 +91,8 @@ def trace_placement(
     other options. ``overrides={"C": "/cpu:0", "tower_1/*": "/gpu:1"}`` sets the requested
     device of the ops named (or matched by the glob) before placement, as ``tf.device`` would;
     a pattern that matches no op raises ``ValueError``. ``cluster="local:worker=2,ps=1"`` runs
-    a graph builder on in-process servers tfplace starts and stops (``cluster.py``);
+    a graph builder on servers tfplace starts, in a process no other host can reach
+    (``local_cluster``);
     ``cluster=tf.train.ClusterSpec(...)`` with ``target="grpc://host:port"`` on servers you
     run. Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
     dict, a ``config`` that is not a ``ConfigProto``, an unknown keyword option, which names the
