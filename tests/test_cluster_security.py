@@ -295,6 +295,72 @@ def test_where_the_kernel_refuses_namespaces_the_cluster_is_refused_unless_opted
     assert results == {"refused": refused, "w": PS0, "exposed": True}  # the opt-in runs it
 
 
+UNPRIVILEGED = r"""
+import json, os, sys, threading, time
+import psutil
+from test_cluster import one_ps_model
+from test_cluster_security import cluster_child_of, interfaces, listening_sockets, netns
+from tfplace_widget import trace_placement
+
+seen = {}
+
+
+def watch():
+    me = psutil.Process()
+    while "w" not in seen:
+        child = cluster_child_of(me)
+        sockets = listening_sockets(child.pid) if child else []
+        if sockets:
+            with open(f"/proc/{child.pid}/uid_map") as handle:
+                seen["uid_map"] = handle.read().split()
+            seen["own_user_ns"] = os.readlink(f"/proc/{child.pid}/ns/user") != os.readlink(
+                "/proc/self/ns/user"
+            )
+            seen["own_net_ns"] = netns(child.pid) != netns(os.getpid())
+            seen["interfaces"] = interfaces(child.pid)
+            seen["reachable"] = [s.port for s in sockets if s.reachable]
+            return
+        time.sleep(0.05)
+
+
+threading.Thread(target=watch, daemon=True).start()
+seen["w"] = trace_placement(one_ps_model, mode="graph", cluster="local:worker=2,ps=1").device_of("w")
+print(json.dumps(seen), flush=True)
+"""
+
+
+def test_a_user_without_cap_sys_admin_gets_a_namespace_through_a_user_namespace(tmp_path):
+    """As a user without CAP_SYS_ADMIN: CLONE_NEWUSER | CLONE_NEWNET, the user mapped to
+    itself, and again only loopback."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("no setpriv(1) here")
+    drop = ["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin"]
+    if subprocess.run([*drop, "unshare", "--net", "true"], check=False).returncode == 0:
+        pytest.skip("CAP_SYS_ADMIN could not be dropped")
+    script = tmp_path / "unprivileged.py"
+    script.write_text(UNPRIVILEGED)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    run = subprocess.run(
+        [*drop, sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=2 * START_S,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    uid = str(os.getuid())
+    assert seen == {
+        "uid_map": [uid, uid, "1"],
+        "own_user_ns": True,
+        "own_net_ns": True,
+        "interfaces": ["lo"],
+        "reachable": [],
+        "w": PS0,
+    }
+
+
 TRACING = r"""
 import json, sys, time
 from test_cluster import blocked_dequeue
