@@ -22,8 +22,8 @@ import pandas as pd
 import pytest
 
 from tfplace_widget.cli import main, parse_expectations
+from tfplace_widget.examples import GPU_TRACES
 
-GPU_TRACES = Path(__file__).resolve().parents[1] / "tfplace_widget" / "examples" / "gpu_traces"
 GPU_01 = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_01.json"
 MERGED = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_03_merged_5_runs.json"
 RIPTIDE = GPU_TRACES / "riptide" / "timeline.ctf.json"
@@ -242,6 +242,31 @@ def test_help_is_instant_it_imports_neither_tensorflow_nor_pandas():
     assert "show" in done.stdout and "export" in done.stdout and "run" in done.stdout
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
     assert not {name for name in imported if name.split(".")[0] in ("tensorflow", "pandas")}
+
+
+def test_show_of_a_file_that_needs_no_prediction_does_not_import_tensorflow(
+    predicted_file, tmp_path
+):
+    """A predicted trace and a recorded GPU trace say everything ``show`` prints (findings
+    included): TensorFlow, seconds to import, is not loaded. Only a CPU trace's findings, a
+    prediction for a GPU machine, read TensorFlow's kernel registry."""
+    gpu = tmp_path / "gpu.tfplace"
+    from tfplace_widget import PlacementTrace
+
+    PlacementTrace.from_chrome_trace(GPU_01).save(gpu)
+    for path in (predicted_file, gpu):
+        code = (
+            "import sys\n"
+            "from tfplace_widget.cli import main\n"
+            f"assert main(['show', {str(path)!r}]) == 0\n"
+            "print('tensorflow' in sys.modules, file=sys.stderr)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "Findings:" in done.stdout, done.stdout
+        assert done.stderr.splitlines()[-1] == "False", (path, done.stderr[-2000:])
 
 
 def test_console_script_errors_are_one_line_and_debug_adds_the_traceback(tmp_path):
