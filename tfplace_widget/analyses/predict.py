@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..capture import import_tensorflow
+from ..capture import capture_native_output, import_tensorflow
 from ..devices import (
     DeviceSpec,
     canonical_device,
@@ -1096,7 +1096,8 @@ def identity_follows_its_input() -> bool:
     config.graph_options.rewrite_options.disable_meta_optimizer = True
     options = tf.compat.v1.RunOptions(output_partition_graphs=True)
     metadata = tf.compat.v1.RunMetadata()
-    with tf.compat.v1.Session(graph=graph, config=config) as session:
+    # What TensorFlow logs as it runs (MLIR pass notes) is the probe's, for no cell or terminal.
+    with capture_native_output(), tf.compat.v1.Session(graph=graph, config=config) as session:
         session.run(init)
         session.run(out, options=options, run_metadata=metadata)
     for partition in metadata.partition_graphs:
