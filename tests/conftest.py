@@ -16,13 +16,21 @@ from typing import Any
 import pandas as pd
 import pytest
 
+# The real GPU traces recorded by other people, found through the package (its data, with their
+# licences), so the suite also runs against an installed wheel from a copy of tests/.
+from tfplace_widget.examples import GPU_TRACES  # noqa: F401 (the tests import it from here)
+
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
 TWO_CPUS = {"CPU": 2}
 SEED_N = 1000  # the seed uses 10**6; from 1000 elements on, the placement does not depend on n
-# The real GPU traces recorded by other people, vendored in the package (with their licences).
-GPU_TRACES = Path(__file__).resolve().parents[1] / "tfplace_widget" / "examples" / "gpu_traces"
+# The checkout these tests came from; a copy of tests/ outside it has no pyproject.toml beside.
+REPO = Path(__file__).resolve().parents[1]
+needs_source_tree = pytest.mark.skipif(
+    not (REPO / "pyproject.toml").is_file(),
+    reason=f"needs the source tree (pyproject.toml, notebooks/, benchmarks/): {REPO} is not one",
+)
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import run_python
 
+from tfplace_widget import PlacementTrace
 from tfplace_widget.cli import main, parse_expectations
+from tfplace_widget.examples import GPU_TRACES
 
-GPU_TRACES = Path(__file__).resolve().parents[1] / "tfplace_widget" / "examples" / "gpu_traces"
 GPU_01 = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_01.json"
 MERGED = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_03_merged_5_runs.json"
 RIPTIDE = GPU_TRACES / "riptide" / "timeline.ctf.json"
@@ -184,6 +186,46 @@ def run_subprocess(builder: Path, tmp_path_factory: pytest.TempPathFactory):
     return done, out
 
 
+TF2_FUNCTION = textwrap.dedent(
+    """
+    import tensorflow as tf
+
+    @tf.function
+    def step():
+        with tf.device("/cpu:1"):
+            c = tf.multiply(tf.ones((10,)), 2.0, name="C")
+        return tf.add(c, 1.0, name="A")
+    """
+)
+# What TensorFlow prints when its runtime starts (after the import): CUDA probing, e.g.
+# "failed call to cuInit", where the wheel has CUDA support; each line's message after "] ".
+RUNTIME_START_LINES = (
+    "import os, sys\n"
+    "import tensorflow as tf\n"
+    "sys.stderr.flush()\n"
+    "os.write(2, b'-- runtime --\\n')\n"
+    "tf.config.list_physical_devices('CPU')\n"
+)
+
+
+def test_run_of_tf2_code_keeps_the_runtimes_start_up_lines_in_the_log_not_the_terminal(tmp_path):
+    (tmp_path / "tf2_step.py").write_text(TF2_FUNCTION)
+    out = tmp_path / "tf2.tfplace"
+    done = subprocess.run(
+        [console_script(), "run", "tf2_step.py:step", "--cpus", "2", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    printed = run_python(RUNTIME_START_LINES).stderr.split("-- runtime --\n", 1)[1]
+    log = PlacementTrace.load(out).log
+    for line in printed.splitlines():
+        assert line.split("] ", 1)[-1] in log, (line, log[-3000:])
+
+
 def test_console_script_is_registered():
     entries = [e for e in metadata.entry_points(group="console_scripts") if e.name == "tfplace"]
     assert [e.value for e in entries] == ["tfplace_widget.cli:main"], (
@@ -242,6 +284,29 @@ def test_help_is_instant_it_imports_neither_tensorflow_nor_pandas():
     assert "show" in done.stdout and "export" in done.stdout and "run" in done.stdout
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
     assert not {name for name in imported if name.split(".")[0] in ("tensorflow", "pandas")}
+
+
+def test_show_of_a_file_that_needs_no_prediction_does_not_import_tensorflow(
+    predicted_file, tmp_path
+):
+    """A predicted trace and a recorded GPU trace say everything ``show`` prints (findings
+    included): TensorFlow, seconds to import, is not loaded. Only a CPU trace's findings, a
+    prediction for a GPU machine, read TensorFlow's kernel registry."""
+    gpu = tmp_path / "gpu.tfplace"
+    PlacementTrace.from_chrome_trace(GPU_01).save(gpu)
+    for path in (predicted_file, gpu):
+        code = (
+            "import sys\n"
+            "from tfplace_widget.cli import main\n"
+            f"assert main(['show', {str(path)!r}]) == 0\n"
+            "print('tensorflow' in sys.modules, file=sys.stderr)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "Findings:" in done.stdout, done.stdout
+        assert done.stderr.splitlines()[-1] == "False", (path, done.stderr[-2000:])
 
 
 def test_console_script_errors_are_one_line_and_debug_adds_the_traceback(tmp_path):

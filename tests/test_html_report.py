@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import GPU_TRACES, run_python
+from conftest import GPU_TRACES, REPO, needs_source_tree, run_python
 
 from tfplace_widget import PlacementTrace, static
 from tfplace_widget.errors import TraceError
@@ -41,7 +41,6 @@ from tfplace_widget.export.html import (
 from tfplace_widget.summary import format_us
 from tfplace_widget.timeline import Timeline, TimelineFigure
 
-REPO = Path(__file__).resolve().parents[1]
 ALL_GPU_TRACES = sorted(GPU_TRACES.glob("*/*.json"))
 TYPED = {"f4": np.float32, "f8": np.float64, "i4": np.int32}
 MB = 1_000_000
@@ -258,6 +257,7 @@ def _graphs_module() -> Any:
     return module
 
 
+@needs_source_tree  # benchmarks/graphs.py builds the graphs
 def test_10k_ops_scale_to_a_100k_report_under_15_mb(trace_placement, tmp_path):
     """The data grows with the ops, plotly.js does not; at 10k ops the data is under a tenth of
     what 100k may use. (``benchmarks/html_report.py`` measures 100k itself, and the browser.)"""

@@ -15,14 +15,14 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import kernels_forward_native_output
+from conftest import REPO, kernels_forward_native_output, needs_source_tree
 from nbclient import NotebookClient
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+pytestmark = needs_source_tree  # the notebooks are in the checkout, not in the wheel
+NOTEBOOKS = REPO / "notebooks"
 NAMES = [
     "01_seed_experiment.ipynb",
     "02_explicit_and_implicit.ipynb",

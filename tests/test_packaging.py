@@ -9,11 +9,13 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from conftest import REPO, needs_source_tree
 
 import tfplace_widget
 from tfplace_widget.examples import GPU_TRACES, gpu_trace
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = needs_source_tree  # a clone, its git files and pyproject.toml
+ROOT = REPO
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 

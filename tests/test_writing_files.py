@@ -20,17 +20,11 @@ import pytest
 
 from tfplace_widget import PlacementTrace, TraceError, trace_placement
 from tfplace_widget.cli import main
+from tfplace_widget.examples import GPU_TRACES
 from tfplace_widget.export import TraceWriteError
 from tfplace_widget.export.output import write_atomically
 
-GPU_01 = (
-    Path(__file__).resolve().parents[1]
-    / "tfplace_widget"
-    / "examples"
-    / "gpu_traces"
-    / "ikhlestov-tensorflow-profiling"
-    / "GPU_timeline_01.json"
-)
+GPU_01 = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_01.json"
 OLD = b"someone's file: keep me"
 CPU_RULE = "a whole number from 1 to 64 (TensorFlow needs a CPU device)"
 

@@ -292,7 +292,8 @@ def test_non_utf8_strings_are_read() -> None:
     line = plane.lines.add(id=5, name=b"tf_Compute/\xc3(", timestamp_ns=10**18)
     line.events.add(metadata_id=1, offset_ps=0, duration_ps=7_000_000)
     data = space.SerializeToString()
-    with pytest.raises(Exception, match="UTF-8"):
+    # protobuf 5+ names the UTF-8 check; 4.25 (TensorFlow 2.16's) only says it cannot parse
+    with pytest.raises(Exception, match="UTF-8|Error parsing message"):
         xplane_pb2.XSpace().ParseFromString(data)
     assert rows(records_from_xspace(data)) == [
         (

@@ -332,12 +332,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.html:
         check_output("--html", args.html, HTML_REPORT, args.force)
     trace = load_trace(args.file)
-    if trace.facts is not None:
-        # Findings and predictions of a trace with its graph read TensorFlow's op registry:
-        # import it here, with its start-up lines captured, not printed on stderr.
-        from .capture import import_tensorflow
-
-        import_tensorflow()
     out = _Output(sys.stdout, args.color)
     print_summary(trace, out, search=args.search, limit=args.limit, findings=args.findings)
     if write_html is not None:

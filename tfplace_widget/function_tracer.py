@@ -77,7 +77,7 @@ def trace_function(
             "bodies to rewrite before the traced calls run them."
         )
     log = [note] if note else []
-    log += ensure_devices(device_count)
+    log += _starting_devices(device_count)
     call, name, notes = _callable(fn, args, dict(kwargs or {}))
     captured = None
     try:
@@ -158,6 +158,20 @@ def ensure_devices(device_count: Mapping[str, int] | None) -> list[str]:
             "keeps them for the rest of this process."
         )
     return lines
+
+
+def _starting_devices(device_count: Mapping[str, int] | None) -> list[str]:
+    """:func:`ensure_devices`, with what TensorFlow prints as its runtime starts (CUDA probing:
+    ``failed call to cuInit``) kept for the trace's log instead of the terminal or the cell."""
+    starting = None
+    try:
+        with capture_native_output() as starting:
+            lines = ensure_devices(device_count)
+    except TraceError as exc:
+        if starting is not None:
+            attach_log(exc, starting.text)
+        raise
+    return [line for line in (starting.text.rstrip("\n"), *lines) if line]
 
 
 def _runtime_started() -> bool:

@@ -93,13 +93,15 @@ def _as_trace(value: Any, trace: Callable[[Any], PlacementTrace] | None, name: s
     return trace(value)
 
 
-def _match_keys(ops: pd.DataFrame) -> list[str]:
+def _match_keys(ops: pd.DataFrame, codes: dict[Any, int]) -> list[int]:
     """A key per row that is the same for "the same op" in another run of the same code (an
-    op name, or for runtime-made and repeated names their parts joined by NUL characters)."""
+    op name, or for runtime-made and repeated names a tuple of their parts), as its number in
+    ``codes`` (shared by both sides): merged as integers, whatever characters names hold (pandas
+    3.0's string merge loses keys that differ after a NUL character)."""
     names = ops["op"].tolist()
     repeated = set(ops["op"][ops["op"].duplicated()])
     seen: dict[Any, int] = {}
-    keys: list[str] = []
+    keys: list[Any] = []
     for name, op_type, device in zip(names, ops["type"], ops["device"], strict=True):
         counted = _RUNTIME_COUNTER.match(name) if op_type in _COUNTED_TYPES else None
         if counted:
@@ -111,14 +113,15 @@ def _match_keys(ops: pd.DataFrame) -> list[str]:
             continue
         nth = seen.get(key, 0)
         seen[key] = nth + 1
-        keys.append("\0".join(map(str, (*key, nth))))
-    return keys
+        keys.append((*key, nth))
+    return [codes.setdefault(key, len(codes)) for key in keys]
 
 
 def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     columns = ["op", "type", "device", "how", "duration_us"]
-    left = a.ops[columns].assign(_key=_match_keys(a.ops))
-    right = b.ops[columns].assign(_key=_match_keys(b.ops))
+    codes: dict[Any, int] = {}
+    left = a.ops[columns].assign(_key=_match_keys(a.ops, codes))
+    right = b.ops[columns].assign(_key=_match_keys(b.ops, codes))
     merged = left.merge(right, on="_key", how="outer", suffixes=("_a", "_b"), sort=False)
     in_a, in_b = merged["op_a"].notna(), merged["op_b"].notna()
     type_a, type_b = (

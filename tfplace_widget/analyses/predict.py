@@ -17,7 +17,8 @@ core/common_runtime/placer.cc and colocation_graph.cc (TF 2.21) step by step:
    kernel priority, then device type priority (GPU before CPU), then the session's own task
    before the other tasks of a cluster, then name; the first is taken,
    except that metadata ops (Shape, Size, Rank, ShapeN) and a lone Identity take their input's
-   device when it is a candidate; placing a node pins its whole group to that device;
+   device when it is a candidate (the Identity only where this TensorFlow's placer does so: not
+   in 2.16, see :func:`identity_follows_its_input`); placing a node pins its whole group there;
 5. generators (no inputs, one non-ref output) come last and join their consumers when these
    all share one candidate device;
 6. in a function graph, an ``_Arg`` is already where the caller's value is (a resource's: where
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..capture import import_tensorflow
+from ..capture import capture_native_output, import_tensorflow
 from ..devices import (
     DeviceSpec,
     canonical_device,
@@ -1047,6 +1048,8 @@ class _Placer:
         whose input and output ask for the same device (the same string)."""
         if node.op_type not in _IDENTITY_TYPES or node.request:
             return False
+        if not identity_follows_its_input():
+            return False
         if len(node.inputs) + len(node.controls) != 1 or len(node.consumers) != 1:
             return False
         source, sink = node.inputs[0], int(node.consumers[0])
@@ -1054,6 +1057,36 @@ class _Placer:
         source_request = nodes[source].request if source >= 0 else ""
         sink_request = nodes[sink].request if sink >= 0 else ""  # _SINK asks for nothing
         return source_request == sink_request
+
+
+@lru_cache(maxsize=1)
+def identity_follows_its_input() -> bool:
+    """Whether this TensorFlow's placer puts a lone Identity with no request on its input's
+    device (``MatchIdentityOperation``; TensorFlow 2.16's placer has no such step). Asked of
+    TensorFlow itself, once: a variable's read on CPU:1 and an Identity of it, placed by a real
+    Session on two CPUs (its partition graphs say where the Identity went)."""
+    tf, _ = import_tensorflow()
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device("/cpu:1"):
+            handle = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name="probe")
+        init = tf.raw_ops.AssignVariableOp(resource=handle, value=tf.constant(1.0))
+        read = tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.float32)
+        probe = tf.identity(read, name="probe_identity")
+        out = tf.math.negative(probe)
+    config = tf.compat.v1.ConfigProto(device_count={"CPU": 2}, allow_soft_placement=True)
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    options = tf.compat.v1.RunOptions(output_partition_graphs=True)
+    metadata = tf.compat.v1.RunMetadata()
+    # What TensorFlow logs as it runs (MLIR pass notes) is the probe's, for no cell or terminal.
+    with capture_native_output(), tf.compat.v1.Session(graph=graph, config=config) as session:
+        session.run(init)
+        session.run(out, options=options, run_metadata=metadata)
+    for partition in metadata.partition_graphs:
+        for node in partition.node:
+            if node.name == "probe_identity":
+                return node.device.endswith("CPU:1")
+    raise RuntimeError("the placer probe's Identity is in no partition graph")
 
 
 def _in_order(table: Mapping[str, Any], names: list[str], missing: Any) -> list:

@@ -7,9 +7,12 @@ file of its folder.
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
-GPU_TRACES = Path(__file__).resolve().parent / "gpu_traces"
+# Through the package, not this file's path: the same folder in a checkout and in an installed
+# wheel (a package on disk, so a real path that readers and glob take).
+GPU_TRACES = Path(str(resources.files(__name__).joinpath("gpu_traces")))
 
 
 def gpu_trace(name: str) -> Path:
