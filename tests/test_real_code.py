@@ -45,24 +45,6 @@ CHECKS = ("runs", "devices", "how", "prediction", "cpu_resources", "findings")
 sys.path.insert(0, str(HERE))
 import report  # noqa: E402
 
-# What today's code gets wrong, by (program, check): issue 20's items. Temporary: the lead
-# removes a marker when its fix lands (strict, so a fixed check fails until then).
-_SUBCLASS = (
-    "issue 20 item 1: auto mode takes model.fit of a keras.Model subclass defined outside "
-    "keras (a user's module, a notebook's __main__) for a plain callable and fails in "
-    "tf.function(fit)"
-)
-_IN_BODIES = (
-    "issue 20 item 3: resource users inside while/cond bodies (a body's resource _Arg) are "
-    "'implicit', and readers of a While's variant outputs 'colocated' (any resource output "
-    "of the While taken for theirs)"
-)
-KNOWN: dict[tuple[str, str], str] = {
-    **{("custom_train_step", check): _SUBCLASS for check in CHECKS},
-    ("bidirectional_lstm", "how"): _IN_BODIES,
-    ("mixed_precision", "how"): _IN_BODIES.split(", and")[0],
-}
-
 
 def _cases(check: str) -> list[Any]:
     cases = []
@@ -72,8 +54,6 @@ def _cases(check: str) -> list[Any]:
             marks.append(
                 pytest.mark.skip(reason="not in the default subset: TFPLACE_REAL_CODE=all")
             )
-        if (name, check) in KNOWN:
-            marks.append(pytest.mark.xfail(strict=True, reason=KNOWN[(name, check)]))
         cases.append(pytest.param(name, marks=marks, id=name))
     return cases
 
