@@ -194,11 +194,18 @@ def test_no_server_of_a_running_local_cluster_is_reachable_from_another_host(tra
         try:
             child = wait_for(lambda: spy.children and spy.children[0], START_S, "the cluster")
             wait_for(lambda: running(child, 3), START_S, "its servers and session")
+            cluster_pids = {child.pid, *(p.pid for p in child.children(recursive=True))}
+
+            def servers_listening() -> list[Listening]:
+                found = [s for pid in cluster_pids for s in listening_sockets(pid)]
+                return found if {s.port for s in found} >= set(spy.ports) else []
+
+            wait_for(servers_listening, START_S, "every server listening")
             me = psutil.Process()
             processes = [me, *me.children(recursive=True)]
             sockets = [s for p in processes for s in listening_sockets(p.pid)]
             assert [s for s in sockets if s.reachable] == []
-            servers = [s for s in sockets if s.pid == child.pid]
+            servers = [s for s in sockets if s.pid in cluster_pids]
             # The check saw the servers: on every address of a namespace with only loopback.
             assert {s.port for s in servers} == set(spy.ports)
             assert {(s.netns == netns(me.pid), tuple(s.interfaces)) for s in servers} == {

@@ -252,11 +252,13 @@ class Explainer:
         facts = self.facts
         assert facts is not None
         targets = facts.colocated_with.get(name)
+        target = targets[0] if targets else ""
+        target_device = self.placed.get(target, "")
         # tf.data and Keras colocate an op with the resource it uses (IteratorGetNext with its
-        # iterator): the resource edge, which soft placement cannot drop, is the reason then.
-        if targets and not self._resource_source(name):
-            target = targets[0]
-            target_device = self.placed.get(target, "")
+        # iterator): the resource edge, which soft placement cannot drop, is the reason then,
+        # unless the colocation named another device and soft placement dropped it.
+        dropped = bool(target_device) and target_device != device
+        if targets and (dropped or not self._resource_source(name)):
             where = self._short(target_device) or short
             if not target_device:  # pruned from the run: its device is not in the trace
                 return "colocated", (

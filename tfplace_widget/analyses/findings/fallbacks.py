@@ -10,6 +10,7 @@ code (where that layer runs), not about the ops inside it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 from .context import (
@@ -215,9 +216,12 @@ def _dtype_message(context: _Context, names: list[str], where: str) -> str:
 def _gpu_cast(op_type: str, attrs: dict[str, str]) -> str:
     """The dtype to cast to so that ``op_type`` with ``attrs`` gets a GPU kernel: the GPU
     kernels that differ from the node in one type attr only, their dtypes for it, the most
-    common first; "" when no single cast does it (or the registry is not at hand)."""
+    common first; "" when no single cast does it, or the registry is not at hand: TensorFlow
+    not imported (``tfplace show`` of a saved trace does not import it, seconds, for this)."""
     from .. import kernels
 
+    if "tensorflow" not in sys.modules:
+        return ""
     registered = kernels._op_kernels(op_type)
     if registered is None or not attrs:
         return ""
