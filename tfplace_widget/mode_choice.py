@@ -93,7 +93,8 @@ def runtime_devices(config: Any) -> str:
     config.gpu_options.CopyFrom(runtime.gpu_options)  # visible and virtual (logical) GPUs
     if not config.gpu_options.experimental.virtual_devices:  # those have memory limits
         config.gpu_options.allow_growth = growth or runtime.gpu_options.allow_growth
-    config.pluggable_device_options.CopyFrom(runtime.pluggable_device_options)
+    if "pluggable_device_options" in config.DESCRIPTOR.fields_by_name:  # TF 2.17 and newer
+        config.pluggable_device_options.CopyFrom(runtime.pluggable_device_options)
     counts = dict(runtime.device_count)
     if all(len(tf.config.list_physical_devices(kind)) == n for kind, n in counts.items()):
         return ""
