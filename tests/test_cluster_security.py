@@ -274,6 +274,23 @@ NO_NAMESPACES = (
 )
 
 
+def run_reporting_json(prefix: list[str], script: Path, drop_env: str = "") -> Any:
+    """Run ``script`` under ``prefix`` (a jail, a dropped capability) with this checkout on its
+    path; what it printed last, as JSON."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
+    env.pop(drop_env, None)
+    run = subprocess.run(
+        [*prefix, sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=2 * START_S,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def test_where_the_kernel_refuses_namespaces_the_cluster_is_refused_unless_opted_in(tmp_path):
     if shutil.which("unshare") is None:
         pytest.skip("no unshare(1) here")
@@ -283,18 +300,11 @@ def test_where_the_kernel_refuses_namespaces_the_cluster_is_refused_unless_opted
         pytest.skip("cannot make a user namespace whose kernel limits refuse network ones")
     script = tmp_path / "refused.py"
     script.write_text(REFUSED)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    env.pop(local_cluster.ALLOW_EXPOSED_ENV, None)
-    run = subprocess.run(
-        [*jail, f'{NO_NAMESPACES} && exec "$0" "$1"', sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=2 * START_S,
-        check=False,
+    results = run_reporting_json(
+        [*jail, f'{NO_NAMESPACES} && exec "$0" "$1"'],
+        script,
+        drop_env=local_cluster.ALLOW_EXPOSED_ENV,
     )
-    assert run.returncode == 0, run.stderr[-3000:]
-    results = json.loads(run.stdout.strip().splitlines()[-1])
     refused = results["refused"]
     assert "cannot run safely here: the kernel refused a network namespace" in refused
     assert "unshare(CLONE_NEWNET): No space left on device" in refused
@@ -346,17 +356,7 @@ def test_a_user_without_cap_sys_admin_gets_a_namespace_through_a_user_namespace(
         pytest.skip("CAP_SYS_ADMIN could not be dropped")
     script = tmp_path / "unprivileged.py"
     script.write_text(UNPRIVILEGED)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)])}
-    run = subprocess.run(
-        [*drop, sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=2 * START_S,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    seen = run_reporting_json(drop, script)
     uid = str(os.getuid())
     assert seen == {
         "uid_map": [uid, uid, "1"],
