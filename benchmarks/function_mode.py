@@ -9,7 +9,7 @@ chain, every other tower under ``tf.device('/CPU:1')``, summed on CPU:0 (``--len
 19,000 ops). After it has been traced and instantiated once, each repeat times, in this order:
 
 - ``trace_placement(f, x)`` end to end (defaults: ``warmup=1``, ``steps=1``), with its phases
-  timed by wrappers put around ``tfplace_widget.function_tracer``'s helpers for this process only;
+  timed by wrappers put around ``tfplace_widget.tracing.function``'s helpers for this process only;
 - the user's next plain call after it (the trace clears the eager kernel cache on exit, so this
   call instantiates the function again);
 - a batch of plain calls of the instantiated function (the baseline);
@@ -346,7 +346,7 @@ def timing_phases(tf: Any) -> Iterator[PhaseTimer]:
     """Wrap ``function_tracer``'s helpers (and the profiler/export calls it makes) in timers."""
     from tensorflow.python.eager import context
 
-    from tfplace_widget import function_tracer as ft
+    from tfplace_widget.tracing import function as ft
 
     timer = PhaseTimer()
 
@@ -704,7 +704,7 @@ def render(results: dict, heading: str = "###") -> str:
     add("")
     add(
         "Where trace_placement's time goes (medians over the repeats; phases timed by "
-        "wrappers around `tfplace_widget.function_tracer`'s helpers, in the benchmark "
+        "wrappers around `tfplace_widget.tracing.function`'s helpers, in the benchmark "
         "process only):"
     )
     add("")

@@ -32,8 +32,8 @@ import psutil
 import pytest
 from test_cluster import PS0, Spy, assert_nothing_left, blocked_dequeue, one_ps_model, record
 
-from tfplace_widget import local_cluster
-from tfplace_widget.errors import TraceError
+from tfplace_widget.model.errors import TraceError
+from tfplace_widget.tracing import local_cluster
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

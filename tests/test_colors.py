@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import re
 
-from tfplace_widget.colors import _PALETTE, _UNKNOWN, chip_css, device_color, text_color_on
+from tfplace_widget.rendering.colors import (
+    _PALETTE,
+    _UNKNOWN,
+    chip_css,
+    device_color,
+    text_color_on,
+)
 
 LOCAL = "/job:localhost/replica:0/task:0/device:{}"
 

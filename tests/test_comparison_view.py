@@ -10,8 +10,8 @@ from conftest import CPU0, CPU1, GPU_TRACES, TWO_CPUS
 
 from tfplace_widget import show_comparison  # the package export
 from tfplace_widget.analyses.compare import compare
-from tfplace_widget.comparison_view import ComparisonView
-from tfplace_widget.search import SearchError
+from tfplace_widget.rendering.search import SearchError
+from tfplace_widget.widgets.comparison import ComparisonView
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +136,7 @@ def test_close_closes_every_widget_and_lets_go_of_the_traces(trace_placement, se
     a = trace_placement(seed_builders["inputs_cpu"], device_count=TWO_CPUS)
     b = trace_placement(seed_builders["inputs_none"], device_count=TWO_CPUS)
     view = show_comparison(a, b)
-    from tfplace_widget.widget_tree import widget_tree
+    from tfplace_widget.widgets.tree import widget_tree
 
     tree = widget_tree(view)
     refs = weakref.ref(a), weakref.ref(b)

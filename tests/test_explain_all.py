@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from conftest import CPU0, GPU0, TWO_CPUS
 
-from tfplace_widget.frames import PlacementTrace
-from tfplace_widget.graphfacts import facts_from_graph
-from tfplace_widget.reasons import Explainer
+from tfplace_widget.model.frames import PlacementTrace
+from tfplace_widget.model.graphfacts import facts_from_graph
+from tfplace_widget.model.reasons import Explainer
 
 
 def _mixed_builder(tf: Any) -> Any:

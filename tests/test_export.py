@@ -23,12 +23,12 @@ from conftest import CPU1, GPU_TRACES
 
 from tfplace_widget import PlacementTrace, TraceError, show_placement
 from tfplace_widget.analyses.findings import find_findings
-from tfplace_widget.dispatch import as_trace
-from tfplace_widget.errors import TraceFileNotFound
 from tfplace_widget.export import TraceWriteError
-from tfplace_widget.export.archive import FORMAT_VERSION, MANIFEST
-from tfplace_widget.export.chrome import chrome_trace
-from tfplace_widget.export.frame_json import frame_from_json, frame_to_json
+from tfplace_widget.export.chrome_trace import chrome_trace
+from tfplace_widget.model.errors import TraceFileNotFound
+from tfplace_widget.sources.frame_json import frame_from_json, frame_to_json
+from tfplace_widget.sources.tfplace import FORMAT_VERSION, MANIFEST
+from tfplace_widget.tracing.dispatch import as_trace
 
 FRAMES = ("ops", "events", "transfers")
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
@@ -567,7 +567,7 @@ def test_to_parquet_keeps_the_tables(seed_cpu, tmp_path):
 
 # -- raw protos -------------------------------------------------------------------------------
 def test_raw_keeps_every_step_within_the_budget(seed_cpu_steps3, tf):
-    from tfplace_widget.export.raw import raw_protos
+    from tfplace_widget.sources.raw import raw_protos
 
     steps = [f"run_metadata_{i}.pb" for i in range(3)]
     assert set(seed_cpu_steps3.raw) == {"graph_def.pb", *steps}

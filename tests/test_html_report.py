@@ -28,7 +28,7 @@ import pytest
 from conftest import GPU_TRACES, REPO, needs_source_tree, run_python
 
 from tfplace_widget import PlacementTrace, static
-from tfplace_widget.errors import TraceError
+from tfplace_widget.analyses.summary import format_us
 from tfplace_widget.export import TraceWriteError
 from tfplace_widget.export.html import (
     FORMAT_JS,
@@ -38,8 +38,9 @@ from tfplace_widget.export.html import (
     unpack_json,
     write_html,
 )
-from tfplace_widget.summary import format_us
-from tfplace_widget.timeline import Timeline, TimelineFigure
+from tfplace_widget.model.errors import TraceError
+from tfplace_widget.rendering.figure import TimelineFigure
+from tfplace_widget.widgets.timeline import Timeline
 
 ALL_GPU_TRACES = sorted(GPU_TRACES.glob("*/*.json"))
 TYPED = {"f4": np.float32, "f8": np.float64, "i4": np.int32}
@@ -238,7 +239,7 @@ def test_the_report_needs_no_tensorflow_no_widgets_and_no_network(tmp_path):
     trace = ALL_GPU_TRACES[0]
     code = (
         "import sys\n"
-        "from tfplace_widget.trace import PlacementTrace\n"
+        "from tfplace_widget.model.trace import PlacementTrace\n"
         "from tfplace_widget.export.html import write_html\n"
         f"write_html(PlacementTrace.from_chrome_trace({str(trace)!r}), {str(tmp_path)!r} + '/r.html')\n"
         "print(sorted(m for m in ('tensorflow', 'ipywidgets', 'anywidget', 'plotly', 'socket')"

@@ -1,7 +1,7 @@
 """Kernel facts per node def (issue 12): the same answer as TensorFlow's own kernel lookup.
 
 ``TryFindKernelClass`` (TF's ``FindKernelDef`` on a serialized NodeDef with its device set) is
-the reference; ``tfplace_widget.analyses.kernels`` reads the registered KernelDefs instead
+the reference; ``tfplace_widget.model.kernels`` reads the registered KernelDefs instead
 (silent, cached, and it also says which arguments a GPU kernel keeps in host memory).
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from conftest import GPU_TRACES
 
-from tfplace_widget.analyses.kernels import (
+from tfplace_widget.model.kernels import (
     KernelFacts,
     has_kernel,
     kernel_facts,
@@ -214,8 +214,8 @@ def test_a_placed_op_beside_a_gpu_without_a_kernel_for_its_dtype(tf):
     """On a GPU machine (devices as a GPU trace lists them), the reason names the dtype."""
     from conftest import CPU0, GPU0
 
-    from tfplace_widget.graphfacts import facts_from_graph
-    from tfplace_widget.reasons import Explainer
+    from tfplace_widget.model.graphfacts import facts_from_graph
+    from tfplace_widget.model.reasons import Explainer
 
     graph = tf.Graph()
     with graph.as_default():

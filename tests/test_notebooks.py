@@ -195,7 +195,8 @@ def test_executed_notebook_stays_within_its_size_budget(run: Executed) -> None:
     bundles = [
         model_id
         for model_id, model in state.items()
-        if model["state"].get("_anywidget_id") == "tfplace_widget.bundle_holder.PlotlyBundle"
+        if model["state"].get("_anywidget_id")
+        == "tfplace_widget.widgets.bundle_holder.PlotlyBundle"
     ]
     assert len(bundles) == 1, f"{run.name}: plotly's bundle is in {len(bundles)} widgets"
 

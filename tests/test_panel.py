@@ -11,8 +11,8 @@ import tensorflow as tf
 from conftest import GPU_TRACES
 
 from tfplace_widget import TraceError, show_placement
-from tfplace_widget.colors import color_class, device_color
-from tfplace_widget.panel import PAGE_SIZE, PlacementPanel
+from tfplace_widget.rendering.colors import color_class, device_color
+from tfplace_widget.widgets.panel import PAGE_SIZE, PlacementPanel
 
 SEED_N = 1000
 GPU_TRACE = str(GPU_TRACES / "riptide" / "timeline.ctf.json")
@@ -271,7 +271,7 @@ def test_conflicting_device_count_keys_are_an_error():
 
 
 def test_normalize_device_count():
-    from tfplace_widget.options import normalize_device_count
+    from tfplace_widget.tracing.options import normalize_device_count
 
     assert normalize_device_count({"cpu": 3, "gpu": 0}) == {"CPU": 3, "GPU": 0}
     assert normalize_device_count({"CPU": 2, "cpu": 2}) == {"CPU": 2}
@@ -330,9 +330,9 @@ def test_device_of_a_name_on_several_devices_raises_naming_them():
 
 # -- one definition of each helper (issue 11) ------------------------------------------------
 def test_shared_helpers_and_how_values_are_defined_once(panel):
-    from tfplace_widget import frames, function_tracer, gc_pause, graphfacts, reasons, trace
-    from tfplace_widget import panel as panel_module
-    from tfplace_widget.sources import records
+    from tfplace_widget.model import frames, gc_pause, graphfacts, reasons, records, trace
+    from tfplace_widget.tracing import function as function_tracer
+    from tfplace_widget.widgets import panel as panel_module
 
     assert not hasattr(reasons, "canonical_or_empty")  # unused
     assert frames.HOW_VALUES is reasons.HOW_VALUES is panel_module.HOW_VALUES
@@ -340,7 +340,7 @@ def test_shared_helpers_and_how_values_are_defined_once(panel):
     assert not hasattr(frames, "_HOW_CATEGORIES")
     assert not hasattr(graphfacts, "_producer")  # sources.records.producer(s) is the one
     assert graphfacts.producers is records.producers
-    assert gc_pause.paused_gc.__module__ == "tfplace_widget.gc_pause"
+    assert gc_pause.paused_gc.__module__ == "tfplace_widget.model.gc_pause"
     for module in (frames, trace, function_tracer, graphfacts):
         assert module.paused_gc is gc_pause.paused_gc, module.__name__
 
@@ -491,7 +491,7 @@ def test_a_large_trace_finds_its_findings_after_the_cell(classic_panel, monkeypa
     import asyncio
     import concurrent.futures
 
-    import tfplace_widget.panel as panel_module
+    import tfplace_widget.widgets.panel as panel_module
 
     monkeypatch.setattr(panel_module, "FINDINGS_LATER_OPS", 0)
     trace = dataclasses.replace(classic_panel.trace)  # nothing cached
@@ -595,7 +595,7 @@ def test_show_placement_compare_to(seed_trace):
     with pytest.raises(TypeError, match="not int"):
         show_placement(seed_trace, compare_to=42)
     with pytest.raises(TypeError, match="Unknown option 'compare_to' for trace_placement"):
-        from tfplace_widget.tracer import trace_placement
+        from tfplace_widget.tracing.tracer import trace_placement
 
         trace_placement(inputs_none, compare_to=seed_trace)
 

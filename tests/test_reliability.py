@@ -25,9 +25,9 @@ import tensorflow as tf
 from conftest import conflicting_colocation
 
 from tfplace_widget import PlacementTrace, TraceError, show_placement, trace_placement
-from tfplace_widget.errors import TraceFileNotFound
-from tfplace_widget.panel import PlacementPanel
-from tfplace_widget.table import OpTable
+from tfplace_widget.model.errors import TraceFileNotFound
+from tfplace_widget.widgets.panel import PlacementPanel
+from tfplace_widget.widgets.table import OpTable
 
 THREE_CPUS = {"CPU": 3}
 CPU = "/job:localhost/replica:0/task:0/device:CPU:{}"

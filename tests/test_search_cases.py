@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tfplace_widget.search import SearchError, match_names
+from tfplace_widget.rendering.search import SearchError, match_names
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = json.loads((REPO / "tests" / "search_cases.json").read_text(encoding="utf-8"))

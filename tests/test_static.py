@@ -15,10 +15,10 @@ import sys
 import weakref
 
 from tfplace_widget import static
-from tfplace_widget.bundle_holder import PlotlyBundle, _js, bundle
-from tfplace_widget.findings_view import FindingsList
-from tfplace_widget.table import OpTable
-from tfplace_widget.timeline_widget import TimelineWidget
+from tfplace_widget.widgets.bundle_holder import PlotlyBundle, _js, bundle
+from tfplace_widget.widgets.findings import FindingsList
+from tfplace_widget.widgets.table import OpTable
+from tfplace_widget.widgets.timeline import TimelineWidget
 
 
 def test_each_widget_sends_its_files():
@@ -54,9 +54,9 @@ def test_a_closed_widget_is_freed_without_hmr():
 CHECK_HMR = """
 import json, sys
 from anywidget._file_contents import FileContents
-from tfplace_widget.findings_view import FindingsList
-from tfplace_widget.table import OpTable
-from tfplace_widget.timeline_widget import TimelineWidget
+from tfplace_widget.widgets.findings import FindingsList
+from tfplace_widget.widgets.table import OpTable
+from tfplace_widget.widgets.timeline import TimelineWidget
 found = {}
 for name, value in [("table_esm", OpTable._esm), ("findings_esm", FindingsList._esm),
                     ("findings_css", FindingsList._css), ("timeline_css", TimelineWidget._css)]:

@@ -138,7 +138,7 @@ def test_show_placement_opens_a_gzipped_upper_case_chrome_trace(tmp_path):
 def test_transfer_sizes_in_words():
     import pandas as pd
 
-    from tfplace_widget.summary import transfer_bytes_text
+    from tfplace_widget.analyses.summary import transfer_bytes_text
 
     def frame(sizes: list) -> pd.DataFrame:
         return pd.DataFrame({"bytes": pd.array(sizes, dtype="Int64")})

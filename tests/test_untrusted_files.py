@@ -40,7 +40,7 @@ import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from tfplace_widget import PlacementTrace, TraceError
 if sys.argv[1] == "from_run_metadata":  # it imports TensorFlow first: not the load's memory
-    from tfplace_widget.capture import import_tensorflow
+    from tfplace_widget.model.capture import import_tensorflow
     import_tensorflow()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
@@ -464,7 +464,7 @@ def test_a_trace_past_the_limits_is_not_saved(monkeypatch, tmp_path):
 
 
 def test_raw_keeps_no_step_larger_than_a_member_may_be(seed_cpu_steps3, tf, monkeypatch):
-    from tfplace_widget.export.raw import raw_protos
+    from tfplace_widget.sources.raw import raw_protos
 
     metadata = tf.compat.v1.RunMetadata()
     metadata.ParseFromString(seed_cpu_steps3.raw["run_metadata_0.pb"])

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tfplace_widget.devices import canonical_device, lane_kind, lane_owner
-from tfplace_widget.errors import TraceError
+from tfplace_widget.model.devices import canonical_device, lane_kind, lane_owner
+from tfplace_widget.model.errors import TraceError
 from tfplace_widget.sources.xspace import (
     _xspace_class,
     parse_xspace,

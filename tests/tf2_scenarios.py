@@ -36,7 +36,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tfplace_widget import TraceError, trace_placement  # noqa: E402
-from tfplace_widget.capture import capture_native_output  # noqa: E402
+from tfplace_widget.model.capture import capture_native_output  # noqa: E402
 
 RESULTS: dict[str, Any] = {}
 

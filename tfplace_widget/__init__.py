@@ -10,13 +10,13 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
-from .errors import TraceError
+from .model.errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyses.compare import PlacementDiff
-    from .comparison_view import ComparisonView
-    from .panel import PlacementPanel
-    from .trace import PlacementTrace
+    from .model.trace import PlacementTrace
+    from .widgets.comparison import ComparisonView
+    from .widgets.panel import PlacementPanel
 
 __all__ = [
     "PlacementDiff",
@@ -38,8 +38,8 @@ except _metadata.PackageNotFoundError:  # imported from a source tree that is no
 
 _LAZY = {
     "PlacementDiff": ("analyses.compare", "PlacementDiff"),
-    "PlacementTrace": ("trace", "PlacementTrace"),
-    "PlacementPanel": ("panel", "PlacementPanel"),
+    "PlacementTrace": ("model.trace", "PlacementTrace"),
+    "PlacementPanel": ("widgets.panel", "PlacementPanel"),
 }
 
 
@@ -49,7 +49,7 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
     ``fn`` is TF2 code (a tf.function, a Keras model, ``model.train_on_batch``, any callable)
     or a TF1 graph builder; options are those of :func:`trace_placement`, keyword-only.
     """
-    from .panel import show_placement as show
+    from .widgets.panel import show_placement as show
 
     return show(fn_or_trace, *args, **options)
 
@@ -57,9 +57,9 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
 def trace_placement(fn: Any, *args: Any, **options: Any) -> PlacementTrace:
     """Run ``fn`` for real with a full trace and explain where each op was placed.
 
-    See :func:`tfplace_widget.tracer.trace_placement` for the options (keyword-only).
+    See :func:`tfplace_widget.tracing.tracer.trace_placement` for the options (keyword-only).
     """
-    from .tracer import trace_placement as trace
+    from .tracing.tracer import trace_placement as trace
 
     return trace(fn, *args, **options)
 
@@ -83,7 +83,7 @@ def compare(a: Any, b: Any) -> PlacementDiff:
     :func:`tfplace_widget.analyses.compare.compare`.
     """
     from .analyses.compare import compare as diff
-    from .dispatch import as_trace
+    from .tracing.dispatch import as_trace
 
     return diff(a, b, trace=as_trace)
 
@@ -91,9 +91,9 @@ def compare(a: Any, b: Any) -> PlacementDiff:
 def show_comparison(a: Any, b: Any, **kwargs: Any) -> ComparisonView:
     """Show ``compare(a, b)``: both timelines on the same lanes and time axis, the moved ops
     outlined in both, the diff table and its summary. ``a``/``b``: traces or anything
-    :func:`show_placement` takes. See :func:`tfplace_widget.comparison_view.show_comparison`.
+    :func:`show_placement` takes. See :func:`tfplace_widget.widgets.comparison.show_comparison`.
     """
-    from .comparison_view import show_comparison as show
+    from .widgets.comparison import show_comparison as show
 
     return show(a, b, **kwargs)
 

@@ -1,8 +1,8 @@
 """``tfplace``: the command line (``tfplace show``, ``tfplace export``, ``tfplace run``).
 
 One job: parse the arguments, call the library, print. Nothing here knows more about traces
-than the library does: loading is :func:`tfplace_widget.dispatch.as_trace`, tracing
-:func:`~tfplace_widget.tracer.trace_placement`, predicting
+than the library does: loading is :func:`tfplace_widget.tracing.dispatch.as_trace`, tracing
+:func:`~tfplace_widget.tracing.tracer.trace_placement`, predicting
 :func:`~tfplace_widget.analyses.predict.predict_placement`, writing the trace's own ``save`` /
 ``to_chrome_trace`` / ``to_csv`` / ``to_parquet`` and ``export.html.write_html``.
 
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from .devices import DeviceSpec
-    from .trace import PlacementTrace
+    from .model.devices import DeviceSpec
+    from .model.trace import PlacementTrace
 
 PROG = "tfplace"
 EXIT_OK, EXIT_EXPECTATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -64,7 +64,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``tfplace`` parser and its three sub-commands."""
     from . import __version__
-    from .options import cpu_count_argument
+    from .tracing.options import cpu_count_argument
 
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: `tfplace --debug show` and `tfplace show --debug` both work, neither resets it.
@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(_one_line(exc), debug)
         return EXIT_BAD_INPUT
     except Exception as exc:  # TraceError is a RuntimeError: kept apart from real bugs below
-        from .errors import TraceError
+        from .model.errors import TraceError
 
         if isinstance(exc, TraceError):
             _error(_one_line(exc), debug)
@@ -374,13 +374,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``tfplace run MODULE_OR_FILE:FUNCTION -o OUT``: trace, save, summarise, check."""
     expectations = parse_expectations(args.expect_device)
     check_output("-o", args.output, SAVED_TRACE, args.force)  # before a trace of minutes
-    from .capture import import_tensorflow
+    from .model.capture import import_tensorflow
 
     # TensorFlow's start-up lines go to the trace's log, not the terminal, even when the
     # builder's module imports TensorFlow itself.
     _, startup_log = import_tensorflow()
     builder = load_builder(args.target)
-    from .tracer import trace_placement
+    from .tracing.tracer import trace_placement
 
     options: dict[str, Any] = {
         "mode": args.mode,
@@ -412,8 +412,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 # -- inputs -------------------------------------------------------------------------------------
 def load_trace(path: str) -> PlacementTrace:
     """The trace in ``path`` (anything ``show_placement`` opens), or a one-line error naming it."""
-    from .dispatch import as_trace
-    from .errors import TraceError
+    from .model.errors import TraceError
+    from .tracing.dispatch import as_trace
 
     if os.path.isdir(path):
         raise CliError(f"{path!r} is a folder, not a trace file.")
@@ -625,7 +625,7 @@ class Expectation:
 
 def parse_expectations(values: Sequence[str]) -> list[Expectation]:
     """The ``--expect-device`` values, checked before anything runs."""
-    from .devices import parse_device
+    from .model.devices import parse_device
 
     found = []
     for text in values:
@@ -664,7 +664,7 @@ def check_expectations(
     placement on this machine plus N GPUs (N = 1, or more when ``GPU:1``... is named): one
     placement for all, since an op on the CPU here may go to the GPU there.
     """
-    from .devices import canonical_device, parse_device
+    from .model.devices import canonical_device, parse_device
 
     def device_type(name: str) -> str | None:
         try:
@@ -766,7 +766,7 @@ def check_expectations(
 
 
 def _on(spec: DeviceSpec, device: str) -> bool:
-    from .devices import canonical_device, parse_device
+    from .model.devices import canonical_device, parse_device
 
     try:
         return bool(device) and spec.matches(parse_device(canonical_device(device)))
@@ -842,7 +842,7 @@ def _severity_style(value: str) -> tuple[str, ...]:
 
 def _short_names(devices: Sequence[str]) -> dict[str, str]:
     """``GPU:0`` for each device, unless two devices share a short name (several tasks)."""
-    from .devices import short_device
+    from .model.devices import short_device
 
     short = {d: short_device(d) or d for d in devices}
     if len(set(short.values())) < len(short):
@@ -863,11 +863,11 @@ def print_summary(
     busy time), how the ops got there, transfers by direction, the worst findings, and the ops
     matching ``search`` (the panel's search: any case, ``*``/``?`` globs), ``limit`` rows
     (0: all); without a search, the first ops when ``list_ops``."""
-    from .panel_html import MODE_LABELS, PREDICTED_WORDS
-    from .reasons import HOW_VALUES
-    from .search import match_names
-    from .summary import device_summaries, format_bytes, format_us, how_counts
-    from .summary import transfer_bytes_text as bytes_text
+    from .analyses.summary import device_summaries, format_bytes, format_us, how_counts
+    from .analyses.summary import transfer_bytes_text as bytes_text
+    from .model.reasons import HOW_VALUES
+    from .rendering.html_parts import MODE_LABELS, PREDICTED_WORDS
+    from .rendering.search import match_names
 
     ops, transfers = trace.ops, trace.transfers
     mode = PREDICTED_WORDS if trace.predicted else MODE_LABELS.get(trace.mode, "loaded from a file")

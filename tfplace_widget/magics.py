@@ -16,7 +16,7 @@ from typing import Any
 
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from .options import cpu_count_argument
+from .tracing.options import cpu_count_argument
 
 _FETCH = "__tfplace_fetch__"
 _NAMES = ("show_placement", "trace_placement")
@@ -38,7 +38,7 @@ def tfplace(line: str, cell: str) -> Any:
     """Trace the cell's ops and show where TensorFlow placed them."""
     from IPython import get_ipython
 
-    from .panel import show_placement
+    from .widgets.panel import show_placement
 
     args = parse_argstring(tfplace, line)
     shell = get_ipython()
@@ -77,7 +77,7 @@ def load(ipython: Any) -> None:
     and import the panel (pandas, ipywidgets: about half a second) right after the cell.
     """
     from . import show_placement, trace_placement
-    from .bundle_holder import bundle_available, holder
+    from .widgets.bundle_holder import bundle_available, holder
 
     ipython.register_magic_function(tfplace, magic_kind="cell", magic_name="tfplace")
     ipython.push({"show_placement": show_placement, "trace_placement": trace_placement})
@@ -115,7 +115,7 @@ def warm_up() -> Any:
 
 def _import_panel() -> None:
     with contextlib.suppress(Exception):  # an import error shows when the panel is used
-        importlib.import_module("tfplace_widget.panel")
+        importlib.import_module("tfplace_widget.widgets.panel")
 
 
 def unload(ipython: Any) -> None:

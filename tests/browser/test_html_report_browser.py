@@ -20,7 +20,7 @@ import pytest
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget.export.html import SEARCH_JS, write_html
-from tfplace_widget.search import match_names
+from tfplace_widget.rendering.search import match_names
 
 from .conftest import SCREENSHOTS, VIEWPORT
 

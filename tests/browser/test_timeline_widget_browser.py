@@ -1,4 +1,4 @@
-"""The timeline widget draws with plotly.js sent once per kernel (``tfplace_widget.bundle_holder``).
+"""The timeline widget draws with plotly.js sent once per kernel (``tfplace_widget.widgets.bundle_holder``).
 
 - In a bare Chromium page: the holder's ES module and a timeline's module, in either order, draw
   the figure with plotly.js, leave ``window.Plotly`` as it was, apply overlays and send clicks;
@@ -18,8 +18,8 @@ import nbformat
 import pytest
 from nbformat.sign import NotebookNotary
 
-from tfplace_widget import timeline_widget
-from tfplace_widget.bundle_holder import REGISTRY, PlotlyBundle, _js, bundle, bundle_path
+from tfplace_widget.widgets import timeline as timeline_widget
+from tfplace_widget.widgets.bundle_holder import REGISTRY, PlotlyBundle, _js, bundle, bundle_path
 
 from .conftest import MAGIC_PANEL_CELL, write_notebook
 
@@ -256,7 +256,7 @@ def _execute(path) -> nbformat.NotebookNode:
 # state, which nbclient saves with the notebook.
 SAVED = [
     "import numpy as np\n"
-    "from tfplace_widget.timeline_widget import TimelineWidget\n\n\n"
+    "from tfplace_widget.widgets.timeline import TimelineWidget\n\n\n"
     "def shown(*traces):\n"
     "    widget = TimelineWidget()\n"
     "    widget.draw(list(traces), {'height': 250})\n"

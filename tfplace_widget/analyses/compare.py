@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..devices import short_device
-from ..summary import device_summaries, format_bytes, format_us
-from ..trace import PlacementTrace
+from ..model.devices import short_device
+from ..model.trace import PlacementTrace
+from .summary import device_summaries, format_bytes, format_us
 
 STATUS_VALUES = ("same", "moved", "replaced", "only_a", "only_b")
 OPS_COLUMNS = [

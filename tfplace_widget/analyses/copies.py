@@ -22,9 +22,9 @@ import re
 
 import pandas as pd
 
-from ..devices import parse_device, short_device
-from ..trace import PlacementTrace
-from .kernels import gpu_host_memory_outputs
+from ..model.devices import parse_device, short_device
+from ..model.kernels import gpu_host_memory_outputs
+from ..model.trace import PlacementTrace
 
 COPIES_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "producer", "cause", "reason"]
 CAUSES = ("input", "producer_on_host", "host_memory_output", "to_host", "cross_device")

@@ -31,7 +31,7 @@ request, so they are decided once per distinct combination; the others go throug
 above one by one (see :class:`_Placer`).
 
 :func:`predict_devices` is the pure core (no session, no trace); :func:`predict_placement`
-wraps it into a :class:`~tfplace_widget.trace.PlacementTrace` marked ``predicted``. With
+wraps it into a :class:`~tfplace_widget.model.trace.PlacementTrace` marked ``predicted``. With
 ``gpus=0`` on this machine the prediction must equal what TensorFlow did (tests/test_predict.py).
 """
 
@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..capture import capture_native_output, import_tensorflow
-from ..devices import (
+from ..model.capture import capture_native_output, import_tensorflow
+from ..model.devices import (
     DeviceSpec,
     canonical_device,
     crosses_tasks,
@@ -58,13 +58,13 @@ from ..devices import (
     short_device,
     task_of,
 )
-from ..graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts
-from ..reasons import colocated_reason, link_words
-from .kernels import device_type_priorities
+from ..model.graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts
+from ..model.kernels import device_type_priorities
+from ..model.reasons import colocated_reason, link_words
 from .resources import Pinned, pinned_arguments
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..trace import PlacementTrace
+    from ..model.trace import PlacementTrace
 
 # DeviceFactory priorities (GPU 210, CPU 70): GPU before CPU; other types after them.
 _DEVICE_TYPE_PRIORITY = {"GPU": 210, "CPU": 70, "TPU": 60}
@@ -1867,7 +1867,7 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     is traced with soft placement on (a GPU request cannot be met here), and
     ``soft_placement`` only sets the prediction's.
     """
-    from ..trace import PlacementTrace
+    from ..model.trace import PlacementTrace
 
     gpus = _check_gpus(gpus)
     details = None
@@ -1914,7 +1914,7 @@ def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, Pin
 
 def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:
     """Trace ``fn`` for real (this machine, the user's options) and read its graph's details."""
-    from .. import tracer
+    from ..tracing import tracer
 
     options = dict(options)
     args = tuple(options.pop("args", ()) or ())
@@ -1948,7 +1948,7 @@ def _check_soft(soft: Any) -> bool:
 
 
 def _tf2(fn: Any) -> bool:
-    from ..function_tracer import is_tf2_callable
+    from ..tracing.function import is_tf2_callable
 
     return is_tf2_callable(fn)
 
@@ -1976,8 +1976,8 @@ def _predicted_trace(
     placer: _Placer,
 ) -> Any:
     """The predicted :class:`PlacementTrace` from :func:`_predict`'s columns."""
-    from ..frames import OPS_COLUMNS
-    from ..trace import PlacementTrace
+    from ..model.frames import OPS_COLUMNS
+    from ..model.trace import PlacementTrace
 
     from_trace = _from_trace(trace, placer.cache)
     shared = _facts_columns(placer, facts)
@@ -2124,7 +2124,7 @@ def _from_trace(trace: Any, cache: _FactsCache) -> _TraceColumns:
 def _facts_columns(placer: _Placer, facts: GraphFacts) -> dict[str, Any]:
     """The predicted ops frame's columns that do not depend on the devices (the same Series
     for every prediction of these facts; pandas copies one on write)."""
-    from ..analyses.kernels import GPU_KERNEL_VALUES, UNKNOWN
+    from ..model.kernels import GPU_KERNEL_VALUES, UNKNOWN
 
     cache = placer.cache
     shared = placer.classified is cache.classified
@@ -2164,7 +2164,7 @@ def _facts_columns(placer: _Placer, facts: GraphFacts) -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def _how_categories() -> list[str]:
     """The predicted ops frame's ``how`` categories."""
-    from ..reasons import HOW_VALUES
+    from ..model.reasons import HOW_VALUES
 
     return [*HOW_VALUES, "error"]
 
@@ -2175,7 +2175,7 @@ _EMPTY_EVENTS: list[pd.DataFrame] = []
 def _no_events() -> pd.DataFrame:
     """A new empty events frame (a copy of one made once)."""
     if not _EMPTY_EVENTS:
-        from ..frames import EVENTS_COLUMNS
+        from ..model.frames import EVENTS_COLUMNS
 
         _EMPTY_EVENTS.append(pd.DataFrame({c: [] for c in EVENTS_COLUMNS}))
     return _EMPTY_EVENTS[0].copy()

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..devices import device_sort_key, parse_device, short_device
-from ..graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts
+from ..model.devices import device_sort_key, parse_device, short_device
+from ..model.graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts
 
 HOST = "/job:localhost/replica:0/task:0/device:CPU:0"
 _DT_RESOURCE = 20

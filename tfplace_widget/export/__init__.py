@@ -1,4 +1,4 @@
-"""Writing a :class:`~tfplace_widget.trace.PlacementTrace` out, and reading it back.
+"""Writing a :class:`~tfplace_widget.model.trace.PlacementTrace` out, and reading it back.
 
 Pure data code, no widget import:
 

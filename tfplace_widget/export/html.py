@@ -9,7 +9,7 @@ ops, a click on a row rings the op in the timeline and a click on a bar picks it
 
 How it is built, so that it stays the panel's picture:
 
-- the timeline is :class:`~tfplace_widget.timeline.TimelineFigure`, the very trace dicts and
+- the timeline is :class:`~tfplace_widget.rendering.figure.TimelineFigure`, the very trace dicts and
   layout the panel's widget draws (lanes, device colours, WebGL above 3,000 bars, the 10,000
   longest events); a search changes the same overlays the widget's does (the dimmed bars and
   the "matches" traces, at most ``MAX_MATCH_BARS`` outlined), computed in the page from the
@@ -48,21 +48,21 @@ import numpy as np
 import pandas as pd
 
 from .. import static
-from ..colors import device_color, text_color_on
-from ..devices import name_in_task, short_device, task_of, tasks_of
-from ..panel_html import PAGE_SIZE, TABLE_COLUMNS, header_html
-from ..plotly_js import plotly_js_path
-from ..summary import device_summaries, format_us
-from ..timeline import (
+from ..analyses.summary import device_summaries, format_us
+from ..model.devices import name_in_task, short_device, task_of, tasks_of
+from ..rendering.colors import device_color, text_color_on
+from ..rendering.figure import (
     DIM_OPACITY,
     MAX_MATCH_BARS,
     SELECTED_COLOR,
     TimelineFigure,
 )
+from ..rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, header_html
+from ..rendering.plotly_js import plotly_js_path
 from .output import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..trace import PlacementTrace
+    from ..model.trace import PlacementTrace
 
 COLUMNS = TABLE_COLUMNS  # the panel's table: the same columns and headings
 _CODED = ("type", "device", "requested_device", "how", "reason")
@@ -72,7 +72,7 @@ GZIP_LEVEL = 6
 FORMAT_VERSION = 1  # of the JSON document in the page (data-version), for tools that read it
 
 # The page's script and style sheet, in static/: the panel's search rules
-# (``tfplace_widget.search``) and ``summary.format_us`` ported to JavaScript, free of the DOM
+# (``tfplace_widget.rendering.search``) and ``summary.format_us`` ported to JavaScript, free of the DOM
 # (tests/js/ runs them under node), then the page itself.
 SEARCH_JS = static.text("search.js")
 FORMAT_JS = static.text("format.js")

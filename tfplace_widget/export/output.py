@@ -9,11 +9,11 @@ import tempfile
 from collections.abc import Callable
 from typing import IO
 
-from ..errors import TraceError
+from ..model.errors import TraceError
 
 
 class TraceWriteError(TraceError, OSError):
-    """A trace could not be written: a :class:`~tfplace_widget.errors.TraceError` and, as
+    """A trace could not be written: a :class:`~tfplace_widget.model.errors.TraceError` and, as
     Python's ``open`` would raise, an ``OSError`` (with ``errno``, ``strerror`` and
     ``filename`` set)."""
 

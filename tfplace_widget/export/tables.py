@@ -27,7 +27,7 @@ import pandas as pd
 from .output import exists_error, make_folder, write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..trace import PlacementTrace
+    from ..model.trace import PlacementTrace
 
 TABLES = ("ops", "events", "transfers")
 PARQUET_FIX = (

@@ -8,6 +8,6 @@ executions) and an :class:`Executed` graph (where each node ran), the common for
 - ``functions``: the placed graphs of instantiated ``tf.function``s (function mode).
 """
 
-from .records import Executed, Records
+from ..model.records import Executed, Records
 
 __all__ = ["Executed", "Records"]

@@ -7,13 +7,25 @@ import math
 import os
 from typing import Any
 
-from ..errors import TraceError
+from ..model.errors import TraceError
+from ..model.frames import frames_from_records
+from ..model.gc_pause import paused_gc
+from ..model.records import Executed, Records
+from ..model.trace import PlacementTrace
 from . import limits
 from .files import read_trace_bytes
-from .records import Records
 
 # Microseconds: 10^17 us is over 3,000 years; anything beyond is a broken field, not a time.
 MAX_ABS_US = 10**17
+
+
+def trace_from_chrome(path: str | os.PathLike) -> PlacementTrace:
+    """:meth:`PlacementTrace.from_chrome_trace`: a trace of the ops in a Chrome-trace JSON."""
+    with paused_gc():
+        records = records_from_chrome(path)
+        return frames_from_records(
+            records, step_starts=[], executed=Executed(), facts=None, source=os.fspath(path)
+        )
 
 
 def records_from_chrome(path: str | os.PathLike) -> Records:

@@ -8,7 +8,7 @@ import os
 import zlib
 from typing import Any
 
-from ..errors import TraceError, read_file
+from ..model.errors import TraceError, read_file
 from . import limits
 
 
@@ -28,7 +28,7 @@ def trace_format(path: str | os.PathLike) -> str:
 def read_trace_bytes(where: str) -> bytes:
     """The bytes of a trace file, gunzipped when it is gzip (``.gz``, or by its magic bytes).
 
-    A missing file raises :class:`~tfplace_widget.errors.TraceFileNotFound` (a ``TraceError``
+    A missing file raises :class:`~tfplace_widget.model.errors.TraceFileNotFound` (a ``TraceError``
     and a ``FileNotFoundError``); another unreadable one a ``TraceError``, and so does a file
     that is, or unpacks to, more than ``limits.MAX_MEMBER_BYTES`` (counted as it is read).
     """
@@ -63,3 +63,14 @@ def parse_text_proto(
     except Exception as exc:
         raise error(f"{path!r} is not a text {type(message).__name__} ({exc}). {fix}") from exc
     return message
+
+
+def read_graph_file(path: str) -> Any:
+    """A GraphDef (text files) or its bytes (binary files) from ``path``."""
+    data = read_file(path, "the graph file", error=ValueError)
+    if trace_format(path) != "text":
+        return data
+    import tensorflow as tf
+
+    fix = "Write one with tf.io.write_graph(graph, folder, name, as_text=True)."
+    return parse_text_proto(data, tf.compat.v1.GraphDef(), path, fix, error=ValueError)

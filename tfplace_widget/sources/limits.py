@@ -17,7 +17,7 @@ import reprlib
 import struct
 from typing import IO, Any
 
-from ..errors import TraceError
+from ..model.errors import TraceError
 
 # One unpacked .tfplace member, or one trace file (plain or gunzipped).
 MAX_MEMBER_BYTES = 256 << 20

@@ -3,13 +3,70 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..devices import canonical_device
-from ..errors import TraceError
-from .files import parse_text_proto, read_trace_bytes, trace_format
-from .records import SEND_TYPES, Executed, Records, producers
+from ..model import frames
+from ..model.capture import import_tensorflow
+from ..model.devices import canonical_device
+from ..model.errors import TraceError
+from ..model.gc_pause import paused_gc
+from ..model.graphfacts import GraphFacts, facts_from_graph
+from ..model.records import SEND_TYPES, Executed, Records, producers
+from ..model.trace import PlacementTrace
+from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
+
+
+def trace_from_run_metadata(
+    run_metadata: Any, graph: Any = None, *, devices: Sequence[str] = ()
+) -> PlacementTrace:
+    """:meth:`PlacementTrace.from_run_metadata`: RunMetadata (proto, bytes, path or a list of
+    them) and the graph (a ``tf.Graph``, GraphDef, bytes or a ``.pb``/``.pbtxt`` path)."""
+    from .raw import raw_protos
+
+    _, startup_log = import_tensorflow()  # its start-up lines go to the trace's log
+    metadatas = [load_run_metadata(m) for m in as_list(run_metadata)]
+    if isinstance(graph, (str, os.PathLike)):
+        graph = read_graph_file(os.fspath(graph))  # bytes (binary) or a GraphDef (text)
+    # A tf.Graph's GraphDef, made once for the facts and for trace.raw.
+    graph_def = graph.as_graph_def() if hasattr(graph, "as_graph_def") else None
+    facts = facts_from_graph(graph, graph_def=graph_def) if graph is not None else None
+    trace = build_trace(metadatas, facts, available_devices=devices, log=startup_log)
+    trace.raw, dropped = raw_protos(metadatas, graph_def if graph_def is not None else graph)
+    trace.log += dropped
+    return trace
+
+
+def build_trace(
+    metadatas: list,
+    facts: GraphFacts | None,
+    available_devices: Sequence[str] = (),
+    log: str = "",
+    source: str = "",
+) -> PlacementTrace:
+    """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`."""
+    with paused_gc():
+        records = Records()
+        step_starts: list[int] = []
+        capped = False  # each step has its own collector, capped at 2^20 nodes
+        for metadata in metadatas:
+            before = len(records.op)
+            step_starts.append(records_from_step_stats(metadata.step_stats, records))
+            capped = (
+                capped or len(records.op) - before >= frames.STEP_STATS_CAP
+            )  # one cap, read when called
+        executed = executed_graph(metadatas[0].partition_graphs) if metadatas else Executed()
+        trace = frames.frames_from_records(
+            records,
+            step_starts,
+            executed,
+            facts,
+            available_devices=available_devices,
+            source=source,
+        )
+    trace.log = log
+    trace.truncated = trace.truncated or capped
+    return trace
 
 
 def as_list(value: Any) -> list:

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from ..errors import TraceError
-from .records import Records
+from ..model.errors import TraceError
+from ..model.records import Records
 
 HOST_PLANE = "/host:CPU"
 # Launch events of the CUDA driver API; merged into /host:CPU before a profile is written, but a

@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...model.columns import FINDINGS_COLUMNS
 from .context import (
     KINDS,
     MAX_NAMED,
@@ -73,12 +74,12 @@ __all__ = [
     "find_findings",
 ]
 
-COLUMNS = ["kind", "severity", "ops", "message", "evidence"]
+COLUMNS = FINDINGS_COLUMNS
 MAX_PER_KIND = 8  # findings of one kind; the rest become one line
 
 
 def find_findings(trace: Any) -> pd.DataFrame:
-    """Every finding of ``trace`` (a :class:`~tfplace_widget.trace.PlacementTrace`), sorted by
+    """Every finding of ``trace`` (a :class:`~tfplace_widget.model.trace.PlacementTrace`), sorted by
     severity, then cost (time, then bytes, then op count), as a DataFrame with ``COLUMNS``.
 
     Empty (with those columns) when nothing is worth changing. Raises ``TypeError`` for an

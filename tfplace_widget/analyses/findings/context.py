@@ -11,22 +11,12 @@ from typing import Any
 
 import pandas as pd
 
-from ...devices import parse_device, short_device
-from ...graphfacts import linked_groups
+from ...model.columns import FINDING_KINDS as KINDS
+from ...model.columns import SEVERITIES
+from ...model.devices import parse_device, short_device
+from ...model.graphfacts import linked_groups
 
 # What a finding can be (``_Finding`` checks it); the package exports them with ``COLUMNS``.
-SEVERITIES = ("high", "medium", "info")
-KINDS = (
-    "cpu_fallback",
-    "soft_move",
-    "costly_transfer",
-    "cross_task_transfer",
-    "ping_pong",
-    "host_memory_on_gpu",
-    "idle_device",
-    "xla_hidden",
-    "merged_runs",
-)
 # gpu_kernel values (analyses/kernels.py): a GPU kernel, one computing in host memory, GPU
 # kernels but none for this op's dtype, no GPU kernel at all, unknown (no node def).
 _NO_GPU = ("no", "dtype")

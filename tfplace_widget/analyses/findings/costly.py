@@ -14,8 +14,8 @@ import re
 
 import pandas as pd
 
-from ...devices import short_device
-from ...summary import format_bytes, format_us
+from ...model.devices import short_device
+from ..summary import format_bytes, format_us
 from .context import (
     _GRADIENT_PREFIXES,
     _all_on_one_gpu,

@@ -218,7 +218,7 @@ def _gpu_cast(op_type: str, attrs: dict[str, str]) -> str:
     kernels that differ from the node in one type attr only, their dtypes for it, the most
     common first; "" when no single cast does it, or the registry is not at hand: TensorFlow
     not imported (``tfplace show`` of a saved trace does not import it, seconds, for this)."""
-    from .. import kernels
+    from ...model import kernels
 
     if "tensorflow" not in sys.modules:
         return ""

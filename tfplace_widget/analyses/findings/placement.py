@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ...devices import parse_device, short_device
+from ...model.devices import parse_device, short_device
 from .context import (
     _FOLLOWERS,
     _GRADIENT_PREFIXES,

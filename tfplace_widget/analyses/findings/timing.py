@@ -3,8 +3,8 @@ busy (a GPU waiting for its input, work that could spread over the devices)."""
 
 from __future__ import annotations
 
-from ...devices import parse_device, short_device
-from ...summary import busy_time_us
+from ...model.devices import parse_device, short_device
+from ..summary import busy_time_us
 from .context import _Context, _device_type, _Finding, _names
 
 # A device is idle when busy for less than this share of the step while another device is

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ...devices import crosses_tasks, task_of
-from ...summary import format_bytes, format_us
+from ...model.devices import crosses_tasks, task_of
+from ..summary import format_bytes, format_us
 from .context import (
     _FOLLOWERS,
     _Context,

@@ -1,0 +1,35 @@
+"""The columns of a trace's frames (``ops``, ``events``, ``transfers``, ``findings``) and the
+values a finding's ``kind`` and ``severity`` take: one definition for the tracers, the readers
+that check a file's frames, and the analyses."""
+
+OPS_COLUMNS = [
+    "op",
+    "type",
+    "device",
+    "requested_device",
+    "how",
+    "reason",
+    "start_us",
+    "duration_us",
+    "runs",
+    "output_bytes",
+    "function",
+    "kernels",
+    "gpu_kernel",
+]
+EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
+# cross_task: source and destination are on different tasks (job/replica/task) of a cluster
+TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "cross_task"]
+FINDINGS_COLUMNS = ["kind", "severity", "ops", "message", "evidence"]
+SEVERITIES = ("high", "medium", "info")
+FINDING_KINDS = (
+    "cpu_fallback",
+    "soft_move",
+    "costly_transfer",
+    "cross_task_transfer",
+    "ping_pong",
+    "host_memory_on_gpu",
+    "idle_device",
+    "xla_hidden",
+    "merged_runs",
+)

@@ -1,0 +1,305 @@
+"""Which device types have a kernel for a node def, decided the way TensorFlow decides it.
+
+TensorFlow's pip wheel registers its GPU kernels even on a machine without a GPU, so "would this
+op run on a GPU?" has an exact answer here. The op type alone is not enough: about a third of
+node defs whose type has a GPU kernel have none for their dtypes (int32 ``MatMul``). This module
+reads the registered ``KernelDef``s of an op type and matches them against the node's attrs
+(defaults filled from its ``OpDef``) as ``FindKernelRegistration`` does
+(core/framework/op_kernel.cc, kernel_def_util.cc):
+
+- a kernel matches when every constraint holds: a type attr (or each type of a type list) in the
+  allowed types, a string/int/bool attr among the allowed values; its label must equal the node's
+  ``_kernel`` attr ("" when absent);
+- among the matches of one device type the highest ``priority`` wins;
+- when no kernel of that device type matches, a ``DEFAULT`` kernel serves it, unless the type is
+  one of XLA's JIT compilation types (TF's "symbolic execution devices").
+
+Facts are cached per (op type, constrained attr values, label): a trace of 100k nodes has a few
+hundred distinct keys. ``tests/test_kernels.py`` compares the result with TensorFlow's own lookup
+(``TryFindKernelClass``) for node defs of every registered op type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from .capture import import_tensorflow
+
+# Device types the ``kernels`` column reports (the ones a user's machine places ops on).
+KERNEL_DEVICE_TYPES = ("CPU", "GPU")
+GPU_KERNEL_VALUES = ("yes", "host", "dtype", "no", "NA")
+# Device types DEFAULT kernels do not serve: XLA registers these as symbolic (op_kernel.cc).
+SYMBOLIC_DEVICE_TYPES = frozenset({"XLA_CPU_JIT", "XLA_GPU_JIT", "TPU_XLA_JIT"})
+_LABEL_ATTR = "_kernel"
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What the kernel registry says about one node def."""
+
+    kernels: str  # device types with a kernel for these attrs, sorted: "CPU GPU", "CPU", ""
+    # "yes"; "host" (the GPU kernel keeps every input and output in host memory: it sits on
+    # the GPU but computes on the host); "dtype" (the op type has GPU kernels, none for these
+    # attrs); "no" (no GPU kernel for the op type at all); "NA" (node def unknown).
+    gpu_kernel: str
+    gpu_host_inputs: tuple[int, ...] = ()  # inputs the matched GPU kernel keeps in host memory
+    gpu_host_outputs: tuple[int, ...] = ()  # outputs likewise
+    attrs: str = ""  # the attrs kernels are chosen by, as text: "T=int32"
+
+    @property
+    def dtypes(self) -> str:
+        """The type attrs' values, for a message: "int32", "int32, float32" or ""."""
+        return ", ".join(dict.fromkeys(part.split("=", 1)[1] for part in self.attrs.split()))
+
+    def has(self, device_type: str) -> bool:
+        """Whether a kernel of ``device_type`` serves this node def."""
+        return device_type in self.kernels.split()
+
+
+UNKNOWN = KernelFacts(kernels="", gpu_kernel="NA")
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    device_type: str
+    label: str
+    priority: int
+    constraints: tuple[tuple[str, str, frozenset], ...]  # (attr, kind, allowed values)
+    host_memory_args: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _OpKernels:
+    kernels: tuple[_Kernel, ...]
+    constrained: tuple[str, ...]  # attr names any kernel constrains
+    op_def: Any  # the registered OpDef, or None
+    # The attrs a node's facts depend on: the constrained ones, the number/type-list attrs that
+    # set how many inputs and outputs an arg expands to (host-memory indices), the label.
+    key_attrs: tuple[str, ...] = ()
+
+
+@lru_cache(maxsize=4096)
+def _op_kernels(op_type: str) -> _OpKernels | None:
+    """The op type's kernels and OpDef; None when TensorFlow does not know the op type."""
+    import_tensorflow()  # a first import's start-up lines go to no cell (capture.py)
+    from tensorflow.python.framework import kernels, op_def_registry
+
+    try:
+        op_def = op_def_registry.get(op_type)
+        registered = kernels.get_registered_kernels_for_op(op_type).kernel
+    except Exception:  # an op of a library or a custom op this process never loaded
+        return None
+    if op_def is None and not registered:
+        return None
+    parsed = []
+    for kernel in registered:
+        constraints = []
+        for constraint in kernel.constraint:
+            allowed = constraint.allowed_values.list
+            for kind in ("type", "s", "i", "b"):
+                values = getattr(allowed, kind)
+                if len(values):
+                    constraints.append((constraint.name, kind, frozenset(values)))
+                    break
+        parsed.append(
+            _Kernel(
+                device_type=kernel.device_type,
+                label=kernel.label,
+                priority=kernel.priority,
+                constraints=tuple(constraints),
+                host_memory_args=frozenset(kernel.host_memory_arg),
+            )
+        )
+    constrained = tuple(sorted({name for k in parsed for name, _, _ in k.constraints}))
+    lists = []
+    if op_def is not None:
+        for arg in (*op_def.input_arg, *op_def.output_arg):
+            if arg.number_attr or arg.type_list_attr:
+                lists.append(arg.number_attr or arg.type_list_attr)
+    key_attrs = tuple(dict.fromkeys((*constrained, *lists, _LABEL_ATTR)))
+    return _OpKernels(tuple(parsed), constrained, op_def, key_attrs)
+
+
+def kernel_facts(node_def: Any) -> KernelFacts:
+    """The :class:`KernelFacts` of a TensorFlow ``NodeDef`` (cached per op type and the attrs
+    any of its kernels constrains)."""
+    op = node_def.op
+    op_kernels = _op_kernels(op)
+    if op_kernels is None:
+        return UNKNOWN
+    attrs = node_def.attr  # ("in" then [] : a protobuf map's .get is ten times slower here)
+    key = [op]
+    for name in op_kernels.key_attrs:
+        if name in attrs:
+            # A set type is its own key (an int: the AttrValue holds that and nothing else, as
+            # its serialization would say); other values by their serialization.
+            value = attrs[name]
+            key.append(value.type or value.SerializeToString())
+        else:
+            key.append(None)
+    key = tuple(key)
+    facts = _cache.get(key)
+    if facts is None:
+        facts = _cache[key] = _facts(node_def, op_kernels)
+    return facts
+
+
+_cache: dict[tuple, KernelFacts] = {}
+
+
+def _facts(node_def: Any, op_kernels: _OpKernels) -> KernelFacts:
+    attrs = _attrs_with_defaults(node_def, op_kernels.op_def)
+    label = attrs[_LABEL_ATTR].s.decode() if _LABEL_ATTR in attrs else ""
+    served = [t for t in KERNEL_DEVICE_TYPES if _match(op_kernels, t, attrs, label) is not None]
+    gpu = _match(op_kernels, "GPU", attrs, label)
+    host_inputs = host_outputs = ()
+    if gpu is not None:
+        inputs, outputs = _arg_names(op_kernels.op_def, attrs)
+        host_inputs = tuple(i for i, arg in enumerate(inputs) if arg in gpu.host_memory_args)
+        host_outputs = tuple(i for i, arg in enumerate(outputs) if arg in gpu.host_memory_args)
+        args = len(inputs) + len(outputs)
+        gpu_kernel = "host" if args and len(host_inputs) + len(host_outputs) == args else "yes"
+    elif any(k.device_type in ("GPU", "DEFAULT") for k in op_kernels.kernels):
+        gpu_kernel = "dtype"
+    else:
+        gpu_kernel = "no"
+    described = " ".join(
+        f"{name}={_describe(attrs[name])}"
+        for name in op_kernels.constrained
+        if name in attrs and _describe(attrs[name])
+    )
+    return KernelFacts(" ".join(sorted(served)), gpu_kernel, host_inputs, host_outputs, described)
+
+
+def _describe(value: Any) -> str:
+    """A type attr's value as dtype names ("int32", "float32,int64"); "" for other attrs."""
+    from tensorflow.python.framework import dtypes
+
+    which = value.WhichOneof("value")
+    types = [value.type] if which == "type" else list(value.list.type) if which == "list" else []
+    try:
+        return ",".join(dtypes.as_dtype(t).name for t in types)
+    except TypeError:  # an invalid enum value
+        return ""
+
+
+@lru_cache(maxsize=4096)
+def registered_device_types(op_type: str) -> frozenset:
+    """Device types with a kernel registered for ``op_type`` (``DEFAULT`` included, whatever
+    the attrs); empty when the op type is unknown here."""
+    op_kernels = _op_kernels(op_type)
+    return frozenset(k.device_type for k in op_kernels.kernels) if op_kernels else frozenset()
+
+
+@lru_cache(maxsize=4096)
+def device_type_priorities(op_type: str) -> dict[str, int]:
+    """The highest kernel priority per device type (``DEFAULT`` included) for ``op_type``, as
+    the placer sorts device types by it; empty when the op type is unknown. Read, not changed."""
+    op_kernels = _op_kernels(op_type)
+    best: dict[str, int] = {}
+    for kernel in op_kernels.kernels if op_kernels else ():
+        best[kernel.device_type] = max(best.get(kernel.device_type, 0), kernel.priority)
+    return best
+
+
+def op_type_has_kernel(op_type: str, device_type: str) -> bool | None:
+    """Whether any kernel of ``op_type`` (whatever its attrs) serves ``device_type``; None when
+    the op type is unknown here. For traces without node defs: a necessary condition only."""
+    op_kernels = _op_kernels(op_type)
+    if op_kernels is None:
+        return None
+    types = {k.device_type for k in op_kernels.kernels}
+    return device_type in types or ("DEFAULT" in types and device_type not in SYMBOLIC_DEVICE_TYPES)
+
+
+def gpu_host_memory_outputs(op_type: str) -> bool | None:
+    """Whether some GPU kernel of ``op_type`` keeps an output in host memory (int32 ``Add``,
+    ``Shape``, int32 ``Const``...); None when the op type is unknown here. Per op type: for
+    traces without node defs, where the dtype is not known."""
+    op_kernels = _op_kernels(op_type)
+    if op_kernels is None or op_kernels.op_def is None:
+        return None
+    outputs = {arg.name for arg in op_kernels.op_def.output_arg}
+    return any(
+        k.device_type in ("GPU", "DEFAULT") and k.host_memory_args & outputs
+        for k in op_kernels.kernels
+    )
+
+
+def has_kernel(node_def: Any, device_type: str) -> bool:
+    """Whether a kernel of any ``device_type`` (``XLA_CPU``, ``TPU``...) serves this node def."""
+    op_kernels = _op_kernels(node_def.op)
+    if op_kernels is None:
+        return False
+    attrs = _attrs_with_defaults(node_def, op_kernels.op_def)
+    label = attrs[_LABEL_ATTR].s.decode() if _LABEL_ATTR in attrs else ""
+    return _match(op_kernels, device_type, attrs, label) is not None
+
+
+def _match(op_kernels: _OpKernels, device_type: str, attrs: Any, label: str) -> _Kernel | None:
+    """The kernel TensorFlow would pick for ``device_type``: the highest-priority match of that
+    type, else (for a non-symbolic type) the highest-priority matching ``DEFAULT`` kernel."""
+    for wanted in (device_type, "DEFAULT"):
+        if wanted == "DEFAULT" and device_type in SYMBOLIC_DEVICE_TYPES:
+            return None
+        best = None
+        for kernel in op_kernels.kernels:
+            if kernel.device_type != wanted or kernel.label != label:
+                continue
+            if _attrs_match(kernel, attrs) and (best is None or kernel.priority > best.priority):
+                best = kernel
+        if best is not None:
+            return best
+    return None
+
+
+def _attrs_match(kernel: _Kernel, attrs: Any) -> bool:
+    for name, kind, allowed in kernel.constraints:
+        if name not in attrs:
+            return False  # TensorFlow reports an error; no kernel of this def serves the node
+        value = attrs[name]
+        if kind == "type":
+            which = value.WhichOneof("value")
+            values = [value.type] if which == "type" else list(value.list.type)
+        elif kind == "s":
+            values = [value.s]
+        elif kind == "i":
+            values = [value.i]
+        else:
+            values = [value.b]
+        if not all(v in allowed for v in values):
+            return False
+    return True
+
+
+def _attrs_with_defaults(node_def: Any, op_def: Any) -> dict[str, Any]:
+    """The node's attrs, with the OpDef's defaults for those it leaves out (as TF fills them)."""
+    attrs = dict(node_def.attr)
+    if op_def is not None:
+        for attr in op_def.attr:
+            if attr.name not in attrs and attr.HasField("default_value"):
+                attrs[attr.name] = attr.default_value
+    return attrs
+
+
+def _arg_names(op_def: Any, attrs: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The arg name of each input and each output index (list args expanded)."""
+    if op_def is None:
+        return [], []
+
+    def expand(args: Any) -> list[str]:
+        names = []
+        for arg in args:
+            if arg.number_attr:
+                count = attrs[arg.number_attr].i if arg.number_attr in attrs else 1
+            elif arg.type_list_attr:
+                value = attrs.get(arg.type_list_attr)
+                count = len(value.list.type) if value is not None else 1
+            else:
+                count = 1
+            names.extend([arg.name] * count)
+        return names
+
+    return expand(op_def.input_arg), expand(op_def.output_arg)

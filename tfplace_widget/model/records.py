@@ -1,0 +1,90 @@
+"""The common form every trace source is reduced to before frames are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .devices import canonical_device
+
+
+@dataclass
+class Records:
+    """Flat, column-wise execution records, the common form of every trace source."""
+
+    op: list = field(default_factory=list)
+    type: list = field(default_factory=list)
+    lane: list = field(default_factory=list)
+    thread: list = field(default_factory=list)
+    start: list = field(default_factory=list)
+    duration: list = field(default_factory=list)
+    label: list = field(default_factory=list)
+    output_bytes: list = field(default_factory=list)
+
+    def append(
+        self, op: str, op_type: str, lane: str, thread: int, start: int, duration: int, label: str
+    ) -> None:
+        """Add one execution record (no output sizes)."""
+        self.op.append(op)
+        self.type.append(op_type)
+        self.lane.append(lane)
+        self.thread.append(thread)
+        self.start.append(start)
+        self.duration.append(duration)
+        self.label.append(label)
+        self.output_bytes.append(())
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only the records at ``rows``, in that order."""
+        for column in fields(self):
+            values = getattr(self, column.name)
+            setattr(self, column.name, [values[i] for i in rows])
+
+
+@dataclass
+class Executed:
+    """The executed graph (from partition graphs): node -> device, type, inputs; transfers.
+
+    ``function`` names the tf.function (or Keras call) each node belongs to, in function mode.
+    ``fused`` names what a fused kernel (``_FusedMatMul``...) replaced, when TF recorded it.
+    """
+
+    device: dict[str, str] = field(default_factory=dict)
+    type: dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, list[str]] = field(default_factory=dict)
+    transfers: list[tuple[str, str, str]] = field(default_factory=list)
+    function: dict[str, str] = field(default_factory=dict)
+    # node -> the ops Grappler's remapper fused into it (its ``fused_ops`` attr)
+    fused: dict[str, list[str]] = field(default_factory=dict)
+    # the client's device (where a cluster's fetches and feeds end), "" when not recorded
+    client: str = ""
+
+
+SEND_TYPES = ("_Send", "_HostSend")
+
+
+def send_transfer(node: Any) -> tuple[str, str, str]:
+    """``(tensor, src_device, dst_device)`` of a ``_Send`` node of a partition graph; the
+    tensor as ``name:slot``, the devices canonical."""
+    attr = node.attr
+    tensor = node.input[0] if node.input else attr["_src"].s.decode()
+    return (
+        tensor if ":" in tensor else f"{tensor}:0",
+        canonical_device(attr["send_device"].s.decode()),
+        canonical_device(attr["recv_device"].s.decode()),
+    )
+
+
+def producer(tensor_name: str) -> str:
+    """``"a/b:1"`` -> ``"a/b"``."""
+    head, sep, tail = tensor_name.rpartition(":")
+    return head if sep and tail.isdigit() else tensor_name
+
+
+def producers(inputs: list[str]) -> list[str]:
+    """Data inputs (``"^ctrl"`` dropped) as producer op names; ``inputs`` is a fresh list."""
+    if inputs:
+        joined = "".join(inputs)  # one C-level scan; most nodes need no per-input work
+        if ":" in joined or "^" in joined:
+            return [i if ":" not in i else producer(i) for i in inputs if i[:1] != "^"]
+    return inputs

@@ -1,0 +1,202 @@
+"""``PlacementTrace``: the public result, three DataFrames and the devices of one traced run."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from .graphfacts import GraphFacts
+
+
+@dataclass(eq=False)
+class PlacementTrace:
+    """Where every op of one traced run was placed, why, and when it ran.
+
+    Build one with :func:`tfplace_widget.trace_placement`, :meth:`from_run_metadata` or
+    :meth:`from_chrome_trace`; read ``ops``, ``events``, ``transfers`` and ``devices``.
+
+    Time columns share one axis: microseconds since the start of the first traced step (the
+    earliest record), so several steps follow each other on the timeline. ``ops.start_us`` is
+    an op's first start on that axis; ``ops.duration_us`` is the *sum* over its ``runs``
+    (mean per run = ``duration_us / runs``); ``runs`` counts its op-level records in all traced
+    steps (a GPU op is counted by its launches, not by its kernels). ``_Send``/``_Recv`` are
+    never in step_stats, so their time columns and ``runs`` are missing (``<NA>``), not 0.
+    """
+
+    ops: pd.DataFrame
+    events: pd.DataFrame
+    transfers: pd.DataFrame
+    devices: list[str]
+    inputs: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    log: str = field(default="", repr=False)
+    source: str = ""
+    truncated: bool = False
+    # "graph": a graph builder run in a Session; "function": TF2 code run in the eager
+    # runtime; "loaded": read from a file or proto.
+    mode: str = "loaded"
+    # Things the panel header says about the whole trace (e.g. XLA hid the ops).
+    notes: list[str] = field(default_factory=list, repr=False)
+    # What the graph as built said about each op (requests, colocation, kernels); None for a
+    # trace loaded without its graph. Analyses (predictions, findings) read it.
+    facts: GraphFacts | None = field(default=None, repr=False)
+    # True for predict_placement's result: placed by the predictor, not run.
+    predicted: bool = False
+    # The protos the trace was made from, serialized, by file name: graph mode
+    # ``run_metadata_<step>.pb`` and ``graph_def.pb``; TF2 code ``xspace.pb``,
+    # ``function_graphs.pb`` and ``functions.json``; ``from_run_metadata`` what it was given.
+    # ``save`` keeps them so that a later version can re-derive columns; empty for traces
+    # loaded from a Chrome trace and for predictions.
+    raw: dict[str, bytes] = field(default_factory=dict, repr=False)
+    # Which mode ran and why, one sentence ("auto: graph mode because ..."), from
+    # trace_placement; "" for a trace read from TensorFlow's files or protos.
+    mode_reason: str = ""
+
+    @property
+    def findings(self) -> pd.DataFrame:
+        """What to look at first: CPU fallbacks, costly transfers, soft moves... one row each,
+        most severe first (see :func:`tfplace_widget.analyses.findings.find_findings`)."""
+        cached = self.__dict__.get("_findings_cache")
+        if cached is None:
+            from ..analyses.findings import find_findings
+
+            cached = self.__dict__["_findings_cache"] = find_findings(self)
+        return cached
+
+    # -- lookups ------------------------------------------------------------------------------
+    def device_of(self, op_name: str) -> str:
+        """The device of one op; ``KeyError`` naming close matches if there is no such op.
+
+        A name with rows on several devices (``_SOURCE`` in every partition, an op of a
+        tf.function called under two ``tf.device`` scopes, merged runs) has no one answer:
+        ``ValueError`` naming them all (``trace.ops[trace.ops["op"] == name]`` lists each).
+        """
+        index = self._device_index()
+        if op_name in index:
+            several = self.__dict__.get("_devices_of_repeated_names")
+            if several is None:  # once per trace: names with rows on more than one device
+                ops = self.ops
+                repeated = ops[ops["op"].duplicated(keep=False)]
+                several = {
+                    name: list(dict.fromkeys(group))
+                    for name, group in repeated.groupby("op", sort=False)["device"]
+                }
+                several = {name: found for name, found in several.items() if len(found) > 1}
+                self.__dict__["_devices_of_repeated_names"] = several
+            if op_name in several:
+                found = several[op_name]
+                raise ValueError(
+                    f"Op {op_name!r} is on {len(found)} devices ({', '.join(found)}), so "
+                    f"device_of has no single answer. trace.ops[trace.ops['op'] == "
+                    f"{op_name!r}] lists each of its rows."
+                )
+            return index[op_name]
+        close = difflib.get_close_matches(op_name, list(index), n=5, cutoff=0.6)
+        contains = [n for n in index if op_name.lower() in n.lower()][:5]
+        suggestions = list(dict.fromkeys(close + contains))[:5]
+        hint = f" Close matches: {', '.join(suggestions)}." if suggestions else ""
+        raise KeyError(f"No op named {op_name!r} in this trace.{hint}")
+
+    def _device_index(self) -> dict[str, str]:
+        cached = self.__dict__.get("_device_index_cache")
+        if cached is None:
+            cached = dict(zip(self.ops["op"], self.ops["device"], strict=True))
+            self.__dict__["_device_index_cache"] = cached
+        return cached
+
+    def consumers_of(self, op_name: str) -> list[str]:
+        """Ops of the executed graph that read an output of ``op_name``."""
+        return [op for op, inputs in self.inputs.items() if op_name in inputs]
+
+    def __repr__(self) -> str:
+        return (
+            f"PlacementTrace({len(self.ops)} ops on {len(self.devices)} devices, "
+            f"{len(self.events)} events, {len(self.transfers)} transfers)"
+        )
+
+    # -- save, load, export (tfplace_widget.export) ----------------------------------------------
+    def save(self, path: str | os.PathLike, *, overwrite: bool = True) -> str:
+        """Write everything the panel shows to one ``.tfplace`` file (a zip of JSON tables and
+        the raw protos, see :mod:`tfplace_widget.export.archive`); return the path.
+
+        ``PlacementTrace.load(path)`` or ``show_placement(path)`` opens it again with the same
+        frames (dtypes included), ``device_of``, findings and panel. An existing file is
+        replaced once the new one is complete; ``overwrite=False`` keeps it (a
+        ``FileExistsError``), even one another process makes while this one writes.
+        """
+        from ..export.archive import save
+
+        return save(self, path, overwrite=overwrite)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> PlacementTrace:
+        """The trace :meth:`save` wrote to ``path``; a ``TraceError`` naming the file and the
+        fix when it is missing, not a ``.tfplace`` file, damaged, or from a newer version."""
+        from ..sources.tfplace import load
+
+        return load(path)
+
+    def to_chrome_trace(self, path: str | os.PathLike, *, overwrite: bool = True) -> str:
+        """Write the timeline as Chrome trace-event JSON (gzipped when ``path`` ends in
+        ``.gz``) for Perfetto UI and chrome://tracing; return the path; ``overwrite`` as in
+        :meth:`save`. See :mod:`tfplace_widget.export.chrome_trace`."""
+        from ..export.chrome_trace import write_chrome_trace
+
+        return write_chrome_trace(self, path, overwrite=overwrite)
+
+    def to_html(self, path: str | os.PathLike, *, search: str = "", overwrite: bool = True) -> str:
+        """Write one self-contained HTML report (header, device chips, the searchable table
+        and the timeline, plotly.js embedded: opens offline, no kernel); return the path.
+        ``search`` opens it narrowed; ``overwrite`` as in :meth:`save`. See
+        :mod:`tfplace_widget.export.html`."""
+        from ..export.html import write_html
+
+        return str(write_html(self, path, search=search, overwrite=overwrite))
+
+    def to_frames(self) -> dict[str, pd.DataFrame]:
+        """Copies of ``ops``, ``events`` and ``transfers`` (in that order, by name), to change
+        or join without changing the trace."""
+        from ..export.tables import to_frames
+
+        return to_frames(self)
+
+    def to_csv(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
+        """Write ``ops.csv``, ``events.csv`` and ``transfers.csv`` into ``folder`` (made if
+        missing); return their paths by frame name. ``overwrite=False``: none is written when
+        one exists. See :func:`tfplace_widget.export.tables.to_csv`."""
+        from ..export.tables import to_csv
+
+        return to_csv(self, folder, overwrite=overwrite)
+
+    def to_parquet(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
+        """Write ``ops.parquet``, ``events.parquet`` and ``transfers.parquet`` into ``folder``;
+        needs pyarrow (``pip install 'tfplace_widget[parquet]'``): an ``ImportError`` saying so
+        without it. ``overwrite`` as in :meth:`to_csv`."""
+        from ..export.tables import to_parquet
+
+        return to_parquet(self, folder, overwrite=overwrite)
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def from_run_metadata(
+        cls, run_metadata: Any, graph: Any = None, *, devices: Sequence[str] = ()
+    ) -> PlacementTrace:
+        """Build a trace from a RunMetadata (proto, serialized bytes, or a .pb/.pbtxt path).
+
+        ``run_metadata`` may also be a list of them (several traced steps of one graph).
+        Without ``graph`` the requested devices are unknown and ``how`` says ``unknown``.
+        """
+        from ..sources.run_metadata import trace_from_run_metadata
+
+        return trace_from_run_metadata(run_metadata, graph, devices=devices)
+
+    @classmethod
+    def from_chrome_trace(cls, path: str | os.PathLike) -> PlacementTrace:
+        """Build a trace from a Chrome-trace JSON written by TF's ``timeline.py``."""
+        from ..sources.chrome import trace_from_chrome
+
+        return trace_from_chrome(path)

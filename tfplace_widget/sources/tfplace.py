@@ -1,0 +1,323 @@
+"""The ``.tfplace`` format, and its reader: ``PlacementTrace.load(path)`` (``trace.save`` writes it, ``export.archive``).
+
+The format (version 1) is a zip archive (deflate) of plain documents, readable with any zip
+tool and a JSON parser, and safe to open: nothing in it is executed or unpickled, members are
+read by name into memory (never extracted to disk) within the size limits of
+``sources.limits``, and every field is type-checked on load (the frames against
+``frame_schema``).
+
+========================  =====================================================================
+member                    what it holds
+========================  =====================================================================
+``tfplace.json``          the manifest: ``format`` ("tfplace_widget trace"), ``version``, the
+                          writer's version, and the trace's small fields (``devices``,
+                          ``source``, ``mode``, ``mode_reason``, ``truncated``, ``predicted``,
+                          ``notes``) and the list of ``raw`` members with their proto type
+``frames/ops.json``       ``trace.ops``, column-wise, with each column's dtype (``frame_json``)
+``frames/events.json``    ``trace.events``
+``frames/transfers.json`` ``trace.transfers``
+``frames/findings.json``  ``trace.findings``, when it had been computed (the panel computes it);
+                          read back only by the version that wrote it (others find them again)
+``inputs.json``           ``trace.inputs`` (op -> producers)
+``log.txt``               ``trace.log`` (UTF-8)
+``facts.json``            ``trace.facts`` field by field (``facts_json``), when present
+``raw/<name>``            ``trace.raw``: the protos the trace was made from (graph mode:
+                          ``run_metadata_<step>.pb`` and ``graph_def.pb``; TF2 code:
+                          ``xspace.pb``, ``function_graphs.pb`` and ``functions.json``), kept
+                          as they were for a later version to re-derive columns from
+========================  =====================================================================
+
+JSON and not Parquet: a shared file must open wherever tfplace_widget is installed, and
+pyarrow is optional. Column-wise JSON of a 100k-op trace deflates to a few MB and round-trips
+every dtype exactly. A reader refuses a newer ``version`` (with the upgrade to install), and
+ignores members and manifest keys it does not know, so additions within a version stay
+readable by older readers.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import zipfile
+import zlib
+from typing import TYPE_CHECKING, Any
+
+from ..model.errors import TraceError, read_file
+from . import limits
+from .facts_json import facts_from_json, names_map
+from .frame_json import FrameFormatError, frame_from_json
+from .frame_schema import check_frame
+from .limits import shown
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..model.trace import PlacementTrace
+
+FORMAT = "tfplace_widget trace"
+FORMAT_VERSION = 1
+SUFFIX = ".tfplace"
+MANIFEST = "tfplace.json"
+FRAMES = ("ops", "events", "transfers")
+# Proto type of each raw member a tracer writes, for a reader that wants to parse it.
+RAW_TYPES = {
+    "graph_def.pb": "tensorflow.GraphDef",
+    "xspace.pb": "tensorflow.profiler.XSpace",
+    "function_graphs.pb": "tensorflow.RunMetadata (function_graphs only)",
+    "functions.json": "JSON: display name of each function graph, device_scope",
+}
+RAW_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+_MISSING: Any = object()
+# A device as TensorFlow names it in full (device_name_utils.cc: job names and types are a
+# letter, then letters, digits and underscores).
+_DEVICE = re.compile(r"/job:[A-Za-z]\w*/replica:\d+/task:\d+/device:[A-Za-z]\w*:\d+", re.ASCII)
+_SAVE_FIX = "Save the trace again with trace.save(path)."
+
+
+def is_archive(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names a ``.tfplace`` file (by suffix, any case) or starts like a zip."""
+    where = os.fspath(path)
+    if where.lower().endswith(SUFFIX):
+        return True
+    try:
+        with open(where, "rb") as handle:
+            return handle.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def load(path: str | os.PathLike) -> PlacementTrace:
+    """The trace :func:`save` wrote to ``path``.
+
+    A missing file is a ``TraceFileNotFound``; a file that is not a ``.tfplace`` archive, a
+    damaged one, one written by a newer version (``version`` above ``FORMAT_VERSION``), one
+    past the size limits of ``sources.limits`` or one whose frames lack a column or hold the
+    wrong kind of values in one (``frame_schema``) is a :class:`TraceError` naming the file,
+    the member and what to do.
+    """
+    from ..model.trace import PlacementTrace
+
+    reader = _Reader(os.fspath(path))
+    with reader.archive:
+        manifest = reader.json(MANIFEST)
+        _check_manifest(manifest, reader.where)
+        info = reader.field(manifest, "trace", dict, "an object")
+        frames = {name: reader.frame(name) for name in FRAMES}
+        _add_cross_task(frames["transfers"])
+        trace = PlacementTrace(
+            **frames,
+            devices=reader.devices(info),
+            inputs=reader.inputs(),
+            log=reader.read("log.txt").decode("utf-8", "surrogateescape"),
+            source=reader.field(info, "source", str, "a string"),
+            truncated=reader.field(info, "truncated", bool, "true or false"),
+            mode=reader.field(info, "mode", str, "a string"),
+            mode_reason=reader.field(info, "mode_reason", str, "a string", default=""),
+            notes=reader.field(info, "notes", list, "a list of strings", str),
+            predicted=reader.field(info, "predicted", bool, "true or false"),
+        )
+        if "facts.json" in reader.names:
+            trace.facts = reader.facts()
+        if "frames/findings.json" in reader.names and _written_here(manifest):
+            # Another version's findings are found again (from facts.json, on first use):
+            # the analyses change between versions, the placement they read does not.
+            trace.__dict__["_findings_cache"] = reader.frame("findings")
+        trace.raw = {name[len("raw/") :]: reader.read(name) for name in _raw_members(reader.names)}
+    return trace
+
+
+# The members load reads (those present), besides raw/.
+_MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, "findings")))
+_MEMBERS += ("inputs.json", "log.txt", "facts.json")
+
+
+def _raw_members(names: Any) -> list[str]:
+    """The ``raw/<name>`` members read back: plain file names only (never a path)."""
+    return [n for n in names if n.startswith("raw/") and RAW_NAME.match(n[len("raw/") :])]
+
+
+class _Reader:
+    """One ``.tfplace`` file opened for :func:`load`: its members read by name into memory
+    (never extracted), within the limits of ``sources.limits``, each error naming the member."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        data = read_file(where, "trace file", limit=limits.MAX_ARCHIVE_BYTES)
+        if len(data) > limits.MAX_ARCHIVE_BYTES:
+            raise limits.too_large(where, "the file", "MAX_ARCHIVE_BYTES", "is")
+        if data[:4] != b"PK\x03\x04":
+            raise TraceError(
+                f"{where!r} is not a .tfplace file (not a zip archive). {_what_it_is(data)}"
+            )
+        limits.check_zip_directory(data, where)  # before zipfile parses the whole directory
+        try:
+            self.archive = zipfile.ZipFile(io.BytesIO(data))
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            raise TraceError(f"{where!r} is a damaged .tfplace file ({exc}). {_SAVE_FIX}") from exc
+        limits.check_member_count(len(self.archive.infolist()), where)
+        self.names = self.archive.namelist()
+        self.budget = limits.Budget(where)
+        if MANIFEST not in self.names:
+            raise TraceError(
+                f"{where!r}: it is a zip, but not a .tfplace file (it has no {MANIFEST}). "
+                f"{_SAVE_FIX}"
+            )
+        self._check_claimed_sizes()
+
+    def _check_claimed_sizes(self) -> None:
+        """Refuse at once a member, or all of them, whose size as the zip claims it is past the
+        limits (a claim may be low: ``read`` counts the bytes really unpacked)."""
+        total = 0
+        for name in [*_MEMBERS, *_raw_members(self.names)]:
+            if name not in self.names:
+                continue
+            claimed = self.archive.getinfo(name).file_size
+            total += claimed
+            if claimed > limits.MAX_MEMBER_BYTES:
+                raise limits.too_large(self.where, name, "MAX_MEMBER_BYTES", "would unpack to")
+            if total > limits.MAX_ARCHIVE_BYTES:
+                what = f"with {name}, the members"
+                raise limits.too_large(self.where, what, "MAX_ARCHIVE_BYTES", "would unpack to")
+
+    def damaged(self, name: str, problem: Any) -> TraceError:
+        return TraceError(
+            f"{self.where!r} is a damaged .tfplace file ({name}: {problem}). {_SAVE_FIX}"
+        )
+
+    def read(self, name: str) -> bytes:
+        if name not in self.names:
+            raise TraceError(
+                f"{self.where!r} is a damaged .tfplace file: it has no {name}. {_SAVE_FIX}"
+            )
+        try:
+            with self.archive.open(name) as member:
+                return limits.read_bounded(member, self.where, name, self.budget)
+        except TraceError:
+            raise
+        # CRC, truncation, a bad deflate stream, encryption, an unknown compression method
+        except (
+            zipfile.BadZipFile,
+            OSError,
+            EOFError,
+            ValueError,
+            zlib.error,
+            RuntimeError,
+            NotImplementedError,
+        ) as exc:
+            raise self.damaged(name, exc) from exc
+
+    def json(self, name: str) -> Any:
+        try:
+            return limits.parse_json(self.read(name), self.where, name, self.budget)
+        except ValueError as exc:
+            raise self.damaged(name, exc) from exc
+
+    def frame(self, name: str) -> Any:
+        """``trace.<name>`` from ``frames/<name>.json``, checked against the frame schema."""
+        member = f"frames/{name}.json"
+        try:
+            frame = frame_from_json(self.json(member))
+        except FrameFormatError as exc:
+            raise self.damaged(member, exc) from exc
+        problem = check_frame(frame, name)
+        if problem:
+            raise TraceError(
+                f"{self.where!r}: {member} cannot be trace.{name}: {problem}. The file was "
+                f"changed after it was saved, or not written by tfplace_widget. {_SAVE_FIX}"
+            )
+        return frame
+
+    def inputs(self) -> dict[str, list[str]]:
+        value = self.json("inputs.json")
+        try:
+            if not isinstance(value, dict):
+                raise ValueError("it is not an object")
+            return names_map(value, "the inputs")
+        except ValueError as exc:
+            raise self.damaged("inputs.json", exc) from exc
+
+    def facts(self) -> Any:
+        document = self.json("facts.json")
+        try:
+            return facts_from_json(document)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self.damaged("facts.json", exc) from exc
+
+    def devices(self, info: dict) -> list[str]:
+        """The trace's devices: full TensorFlow device names, as tracing writes them."""
+        devices = self.field(info, "devices", list, "a list of strings", str)
+        odd = next((d for d in devices if not _DEVICE.fullmatch(d)), None)
+        if odd is not None:
+            raise self.damaged(
+                MANIFEST,
+                f"devices has {odd[:80]!r}, not a full device name such as "
+                "'/job:localhost/replica:0/task:0/device:CPU:0'",
+            )
+        return devices
+
+    def field(
+        self,
+        holder: dict,
+        key: str,
+        kind: type,
+        expected: str,
+        item: type | None = None,
+        default: Any = _MISSING,
+    ) -> Any:
+        """``holder[key]`` from the manifest, when it is a ``kind`` (of ``item`` values)."""
+        value = holder.get(key, default)
+        if value is _MISSING:
+            raise self.damaged(MANIFEST, f"it has no {key!r}")
+        if type(value) is not kind or (
+            item is not None and not all(type(v) is item for v in value)
+        ):
+            raise self.damaged(MANIFEST, f"{key} is {shown(value)}, not {expected}")
+        return value
+
+
+def _written_here(manifest: dict) -> bool:
+    """Was the file written by this version of tfplace_widget?"""
+    from .. import __version__
+
+    return manifest.get("written_by") == f"tfplace_widget {__version__}"
+
+
+def _add_cross_task(transfers: Any) -> None:
+    """Files saved before issue 15 have no ``cross_task`` column: compute it (in place), so
+    every loaded trace has the columns of a fresh one (a prediction's as well)."""
+    from ..model.frames import cross_task
+
+    if "cross_task" not in transfers.columns:
+        transfers["cross_task"] = cross_task(transfers)
+
+
+def _what_it_is(data: bytes) -> str:
+    """A hint for a file that is not an archive: which reader it needs."""
+    head = data[:64].lstrip()
+    if data[:2] == b"\x1f\x8b" or head[:1] in (b"{", b"["):
+        return "It looks like a Chrome trace: open it with PlacementTrace.from_chrome_trace(path)."
+    if not data:
+        return "It is empty: " + _SAVE_FIX
+    return (
+        "A RunMetadata file opens with PlacementTrace.from_run_metadata(path); a .tfplace file "
+        "is written by trace.save(path)."
+    )
+
+
+def _check_manifest(manifest: Any, where: str) -> None:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise TraceError(
+            f"{where!r} is a zip with a {MANIFEST}, but not a tfplace_widget trace (its format "
+            f"is {shown(manifest.get('format') if isinstance(manifest, dict) else None)}). "
+            f"{_SAVE_FIX}"
+        )
+    version = manifest.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise TraceError(f"{where!r} has an invalid format version {shown(version)}. {_SAVE_FIX}")
+    if version > FORMAT_VERSION:
+        from .. import __version__
+
+        raise TraceError(
+            f"{where!r} was written by a newer tfplace_widget ({shown(manifest.get('written_by'))}, "
+            f"trace format {version}); this one (tfplace_widget {__version__}) reads formats up "
+            f"to {FORMAT_VERSION}. Upgrade: pip install -U tfplace_widget."
+        )

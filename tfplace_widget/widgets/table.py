@@ -1,0 +1,42 @@
+"""The op table: a small anywidget that shows one page of rows and reports clicks.
+
+The kernel keeps the whole DataFrame; the browser only ever receives the rows of the current
+page (``rows``), like ipydatagrid's streaming grid. Header clicks set ``sort_by`` /
+``sort_ascending``, row clicks set ``selected_op``, the pager sets ``page``: the panel observes
+these traits and answers with a new page. The browser's side: ``static/table.js`` and
+``table.css``.
+"""
+
+from __future__ import annotations
+
+import anywidget
+import traitlets
+
+from .. import static
+from ..rendering.colors import chip_css, color_class
+
+_CSS = static.text("table.css")  # and chip_css(): one sheet, see cover_colors
+
+
+class OpTable(anywidget.AnyWidget):
+    """One page of the op table; the panel fills ``rows`` and listens to the user's clicks."""
+
+    _esm = static.widget_source("table.js")
+    _css = _CSS + chip_css()
+    columns = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    rows = traitlets.List(traitlets.List()).tag(sync=True)
+    row_colors = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    total = traitlets.Int(0).tag(sync=True)
+    page = traitlets.Int(0).tag(sync=True)
+    page_size = traitlets.Int(50).tag(sync=True)
+    sort_by = traitlets.Unicode("start_us").tag(sync=True)
+    sort_ascending = traitlets.Bool(True).tag(sync=True)
+    selected_op = traitlets.Unicode("").tag(sync=True)
+
+    def cover_colors(self, colors: list[str]) -> None:
+        """Make sure the style sheet paints chips of ``colors`` (device colours past the first
+        ``CSS_COLORS``): the sheet is shared by every table of the page, so the new one has a
+        rule for every colour the kernel has given out."""
+        if any(f".{color_class(color)}." not in self._css for color in colors):
+            self._css = _CSS + chip_css()
