@@ -7,10 +7,10 @@ implementation on first call.
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from .model.errors import TraceError
+from .model.version import __version__ as __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyses.compare import PlacementDiff
@@ -31,10 +31,6 @@ __all__ = [
     "trace_placement",
     "unload_ipython_extension",
 ]
-try:  # one source of truth: the installed package's metadata (pyproject.toml)
-    __version__ = _metadata.version("tfplace_widget")
-except _metadata.PackageNotFoundError:  # imported from a source tree that is not installed
-    __version__ = "0+unknown"
 
 _LAZY = {
     "PlacementDiff": ("analyses.compare", "PlacementDiff"),

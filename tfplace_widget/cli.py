@@ -63,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``tfplace`` parser and its three sub-commands."""
-    from . import __version__
+    from .model.version import __version__
     from .tracing.options import cpu_count_argument
 
     common = argparse.ArgumentParser(add_help=False)

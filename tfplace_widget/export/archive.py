@@ -28,7 +28,7 @@ def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = Tr
     """Write ``trace`` to ``path`` (a ``.tfplace`` file; see the module docstring); return the
     path. The file appears complete or not at all; a :class:`TraceWriteError` names the path
     when it cannot be written (a ``FileExistsError`` too when it exists and not ``overwrite``)."""
-    from .. import __version__
+    from ..model.version import __version__
 
     where = os.fspath(path)
     bad = [name for name in trace.raw if not RAW_NAME.match(name)]

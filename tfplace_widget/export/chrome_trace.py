@@ -66,7 +66,7 @@ def write_chrome_trace(
 
 def chrome_trace(trace: PlacementTrace) -> dict[str, Any]:
     """The trace-event JSON document of ``trace`` (see the module docstring)."""
-    from .. import __version__
+    from ..model.version import __version__
 
     events = trace.events
     if events.empty:

@@ -112,7 +112,7 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
     data = report_data(trace, figure, search=search)
     header = header_html(trace, figure.notes(len(trace.transfers)))
     title = "TensorFlow placement" + (f" · {trace.source}" if trace.source else "")
-    from .. import __version__
+    from ..model.version import __version__
 
     return "".join(
         [

@@ -276,7 +276,7 @@ class _Reader:
 
 def _written_here(manifest: dict) -> bool:
     """Was the file written by this version of tfplace_widget?"""
-    from .. import __version__
+    from ..model.version import __version__
 
     return manifest.get("written_by") == f"tfplace_widget {__version__}"
 
@@ -314,7 +314,7 @@ def _check_manifest(manifest: Any, where: str) -> None:
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise TraceError(f"{where!r} has an invalid format version {shown(version)}. {_SAVE_FIX}")
     if version > FORMAT_VERSION:
-        from .. import __version__
+        from ..model.version import __version__
 
         raise TraceError(
             f"{where!r} was written by a newer tfplace_widget ({shown(manifest.get('written_by'))}, "

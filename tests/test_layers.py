@@ -1,0 +1,144 @@
+"""The package's house rules (issue 22): imports go only downward through the layers (the
+import-linter contract in pyproject.toml), no cycle among module-level imports, small modules,
+and a short top level. A violation fails here, in CI's ``./dev test``."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tfplace_widget
+
+PACKAGE = Path(tfplace_widget.__file__).parent
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
+MAX_MODULE_LINES = 800
+MAX_TOP_LEVEL_MODULES = 12
+
+needs_source_tree = pytest.mark.skipif(
+    not PYPROJECT.is_file(), reason="the contract lives in the source tree's pyproject.toml"
+)
+
+
+def lint_imports(parent: Path, config: Path) -> subprocess.CompletedProcess:
+    """import-linter on the ``tfplace_widget`` found under ``parent``, with ``config``."""
+    code = (
+        "import sys\nfrom importlinter.cli import lint_imports\n"
+        "sys.exit(lint_imports(config_filename=sys.argv[1], no_cache=True, no_logo=True))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(parent)}
+    return subprocess.run(
+        [sys.executable, "-c", code, str(config)],
+        cwd=parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@needs_source_tree
+def test_the_layer_contract_is_kept():
+    result = lint_imports(PACKAGE.parent, PYPROJECT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+@needs_source_tree
+def test_an_upward_import_breaks_the_contract(tmp_path):
+    """The contract is not vacuous: the model layer importing a widget, even lazily inside a
+    function, is reported with the chain that does it."""
+    copy = tmp_path / "tfplace_widget"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    devices = copy / "model" / "devices.py"
+    devices.write_text(
+        devices.read_text() + "\n\ndef _upward():\n    from ..widgets import table  # noqa\n"
+    )
+    shutil.copy(PYPROJECT, tmp_path / "pyproject.toml")
+    result = lint_imports(tmp_path, tmp_path / "pyproject.toml")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "tfplace_widget.model is not allowed to import tfplace_widget.widgets" in result.stdout
+    assert "tfplace_widget.model.devices -> tfplace_widget.widgets.table" in result.stdout
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(name: str) -> bool:
+    relative = Path(*name.split("."))
+    return (PACKAGE.parent / relative).is_dir() or (PACKAGE.parent / relative).with_suffix(
+        ".py"
+    ).is_file()
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """The package modules ``path`` imports when it is imported: its top-level statements (and
+    ``try``/``if`` blocks), not ``if TYPE_CHECKING:`` blocks, not imports inside functions."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if not target.startswith("tfplace_widget"):
+                    continue
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    found.add(sub if is_module(sub) else target)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("tfplace_widget"))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    found.discard(name)
+    return found
+
+
+def test_no_cycle_among_module_level_imports():
+    graph = {module_name(p): module_level_imports(p) for p in PACKAGE.rglob("*.py")}
+    done: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def walk(node: str, stack: list[str]) -> None:
+        if node in stack:
+            cycles.append([*stack[stack.index(node) :], node])
+            return
+        if node in done:
+            return
+        for target in sorted(graph.get(node, ())):
+            walk(target, [*stack, node])
+        done.add(node)
+
+    for module in sorted(graph):
+        walk(module, [])
+    assert not cycles, "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def test_modules_stay_small_and_the_top_level_short():
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
