@@ -15,7 +15,7 @@ import sys
 import weakref
 
 from tfplace_widget import static
-from tfplace_widget.widgets.bundle_holder import PlotlyBundle, _js, bundle
+from tfplace_widget.widgets.bundle_holder import PlotlyBundle, bundle, fill_js
 from tfplace_widget.widgets.findings import FindingsList
 from tfplace_widget.widgets.table import OpTable
 from tfplace_widget.widgets.timeline import TimelineWidget
@@ -33,8 +33,8 @@ def test_each_widget_sends_its_files():
         table.close()
         findings.close()
     entry = static.text("bundle_entry.js")
-    assert PlotlyBundle._esm == _js(entry + "\n" + static.text("holder.js"))
-    timeline = _js(
+    assert PlotlyBundle._esm == fill_js(entry + "\n" + static.text("holder.js"))
+    timeline = fill_js(
         entry + "\n" + static.text("timeline.js"), digest=bundle().digest, wait_ms=60_000
     )
     assert TimelineWidget._esm == timeline

@@ -41,7 +41,6 @@ import html
 import json
 import os
 import pathlib
-import sys
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,6 +49,7 @@ import pandas as pd
 from .. import static
 from ..analyses.summary import device_summaries, format_us
 from ..model.devices import name_in_task, short_device, task_of, tasks_of
+from ..rendering.arrays import as_base64, encode
 from ..rendering.colors import device_color, text_color_on
 from ..rendering.figure import (
     DIM_OPACITY,
@@ -67,7 +67,6 @@ if TYPE_CHECKING:  # pragma: no cover
 COLUMNS = TABLE_COLUMNS  # the panel's table: the same columns and headings
 _CODED = ("type", "device", "requested_device", "how", "reason")
 _NUMBERS = ("start_us", "duration_us", "runs")
-_DTYPES = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8", np.dtype(np.int32): "i4"}
 GZIP_LEVEL = 6
 FORMAT_VERSION = 1  # of the JSON document in the page (data-version), for tools that read it
 
@@ -178,7 +177,7 @@ def report_data(
     for name in _NUMBERS:
         values = ops[name] if name in ops else pd.Series(np.nan, index=ops.index)
         numbers = pd.to_numeric(values, errors="coerce").astype("float64")
-        columns[name] = _typed(numbers.to_numpy(dtype=np.float64, na_value=np.nan))
+        columns[name] = as_base64(numbers.to_numpy(dtype=np.float64, na_value=np.nan))
     device_code = {device: i for i, device in enumerate(full_devices)}
     grouped = len(tasks_of(trace.devices)) > 1  # across a cluster: chips per task, as the panel
     chips = [
@@ -206,7 +205,10 @@ def report_data(
         "device_colors": [device_color(d) for d in full_devices],
         "chips": chips,
         "types": sorted(t for t in columns["type"]["values"] if t),
-        "figure": {"data": _encode(figure.data), "layout": _encode(figure.layout)},
+        "figure": {
+            "data": encode(figure.data, as_base64),
+            "layout": encode(figure.layout, as_base64),
+        },
         "timeline": _timeline_map(trace, figure),
     }
 
@@ -231,38 +233,11 @@ def _timeline_map(trace: PlacementTrace, figure: TimelineFigure) -> dict[str, An
                 "color": device_color(t.device),
                 "base": t.base_index,
                 "match": t.match_index,
-                "ops": _typed(event_row[t.rows].astype(np.int32)),
+                "ops": as_base64(event_row[t.rows].astype(np.int32)),
             }
             for t in figure.device_traces
         ],
     }
-
-
-def _typed(values: np.ndarray) -> dict[str, str]:
-    """A numeric array as ``{"dtype", "b64"}``: its little-endian bytes in base64."""
-    kind = _DTYPES[values.dtype]
-    data = np.ascontiguousarray(values)
-    if sys.byteorder != "little":  # pragma: no cover
-        data = data.byteswap()
-    return {"dtype": kind, "b64": base64.b64encode(data.tobytes()).decode("ascii")}
-
-
-def _encode(value: Any) -> Any:
-    """``value`` as JSON: numpy arrays of numbers as :func:`_typed`, other arrays as lists
-    (NaN and None as null), numpy scalars as numbers (like ``timeline_widget.encode``)."""
-    if isinstance(value, dict):
-        return {key: _encode(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_encode(item) for item in value]
-    if isinstance(value, np.ndarray):
-        if value.dtype in _DTYPES:
-            return _typed(value)
-        return [None if item is None or item != item else item for item in value.tolist()]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and value != value:
-        return None
-    return value
 
 
 def packed_json(data: dict[str, Any]) -> str:

@@ -3,7 +3,7 @@
 - ``table.js``/``table.css``, ``findings.js``/``findings.css``: the op table and the findings
   list (anywidget ``_esm``/``_css``); ``chips.css``: the device chips' shared rules;
 - ``bundle_entry.js``, ``holder.js``, ``timeline.js``/``timeline.css``: the plotly.js holder and
-  the timeline (``$NAME`` placeholders filled by ``bundle_holder._js``);
+  the timeline (``$NAME`` placeholders filled by ``bundle_holder.fill_js``);
 - ``search.js``, ``format.js``, ``report.js``/``report.css``: the HTML report's script (the
   panel's search rules and ``format_us`` ported by hand, then the page) and its style sheet.
 

@@ -40,15 +40,15 @@ WAIT_S = 60
 REGISTRY = "__tfplace_widget_plotly_bundles__"
 
 # The JavaScript (static/bundle_entry.js, holder.js and timeline.js) names the registry, the
-# digest and the wait as "$REGISTRY", "$DIGEST" and "$WAIT_MS"; _js() puts the JSON values in.
-_ENTRY_JS = static.text("bundle_entry.js")  # bundleEntry(digest): the registry's entry
+# digest and the wait as "$REGISTRY", "$DIGEST" and "$WAIT_MS"; fill_js() puts the JSON values in.
+ENTRY_JS = static.text("bundle_entry.js")  # bundleEntry(digest): the registry's entry
 
 # The holder: no view, only ``initialize``, which starts the load and returns at once (anywidget
 # gives a model 2 s to initialize; the timelines wait on the registry instead).
-_HOLDER_ESM = _ENTRY_JS + "\n" + static.text("holder.js")
+_HOLDER_ESM = ENTRY_JS + "\n" + static.text("holder.js")
 
 
-def _js(template: str, **values: object) -> str:
+def fill_js(template: str, **values: object) -> str:
     """``template`` with each ``$NAME`` replaced by the JSON of ``values[name.lower()]``."""
     values = {"registry": REGISTRY, **values}
     for name, value in values.items():
@@ -91,7 +91,7 @@ class PlotlyBundle(anywidget.AnyWidget):
     e.g. ``Widget.close_all()``).
     """
 
-    _esm = _js(_HOLDER_ESM)
+    _esm = fill_js(_HOLDER_ESM)
     bundle_gz = traitlets.Bytes(b"").tag(sync=True)  # bytes: sent as a binary buffer
     digest = traitlets.Unicode("").tag(sync=True)
 

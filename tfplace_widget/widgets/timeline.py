@@ -30,33 +30,17 @@ import traitlets
 from ipywidgets import widget_serialization
 
 from .. import static
+from ..rendering.arrays import encode
 from ..rendering.figure import DIM_OPACITY, MAX_MATCH_BARS, SELECTED_COLOR, TimelineFigure
-from .bundle_holder import _ENTRY_JS, WAIT_S, PlotlyBundle, _js, bundle, holder
+from .bundle_holder import ENTRY_JS, WAIT_S, PlotlyBundle, bundle, fill_js, holder
 
-_DTYPES = {np.dtype(np.float32): "f4", np.dtype(np.float64): "f8", np.dtype(np.int32): "i4"}
-
-_ESM = _ENTRY_JS + "\n" + static.text("timeline.js")  # $DIGEST and $WAIT_MS: see _js
-
-
-def encode(value: Any) -> Any:
-    """``value`` with numpy arrays (nested in dicts and lists) as plotly.js data: numbers as
-    ``{"dtype", "bdata"}`` binary buffers, anything else as a list (NaN and None as null)."""
-    if isinstance(value, dict):
-        return {key: encode(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [encode(item) for item in value]
-    if isinstance(value, np.ndarray):
-        kind = _DTYPES.get(value.dtype)
-        if kind is not None:
-            return {"dtype": kind, "bdata": np.ascontiguousarray(value).tobytes()}
-        return [None if item is None or item != item else item for item in value.tolist()]
-    return value
+_ESM = ENTRY_JS + "\n" + static.text("timeline.js")  # $DIGEST and $WAIT_MS: see fill_js
 
 
 class TimelineWidget(anywidget.AnyWidget):
     """The plotly.js figure of a timeline, and the clicks on it (see the module's docstring)."""
 
-    _esm = _js(_ESM, digest=bundle().digest, wait_ms=WAIT_S * 1000)
+    _esm = fill_js(_ESM, digest=bundle().digest, wait_ms=WAIT_S * 1000)
     _css = static.widget_source("timeline.css")
     figure = traitlets.Dict().tag(sync=True)
     overlays = traitlets.Dict().tag(sync=True)
