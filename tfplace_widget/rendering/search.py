@@ -5,7 +5,10 @@ plain text is a case-insensitive substring test; a ``*`` or ``?`` makes it a she
 matches the whole name as :func:`fnmatch.fnmatch` does (``A*`` is the names that start with an
 a; ``[`` and ``]`` stay literal); the regex toggle passes the text to ``re``. Without ``match
 case`` text and glob compare the lower-cased names (:func:`searchable`). A bad regex raises
-:class:`SearchError` with a readable message.
+:class:`SearchError` with a readable message. The globs of ``overrides=``
+(``tracing/overrides.py``) and ``tfplace --expect-device`` (``cli.py``) match the whole name too,
+with :mod:`fnmatch`, but case-sensitively and with ``[...]`` classes: they name the ops to move or
+check (``A*`` must not move ``add``), where a search looks for ops as typed.
 The HTML report runs these rules ported by hand (``static/search.js``): a change here goes
 there too, with its case in ``tests/search_cases.json``, which both are tested on.
 """
