@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tfplace_widget.rendering.search import SearchError, match_names
+from tfplace_widget.rendering.search import SearchError, match_names, searchable
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = json.loads((REPO / "tests" / "search_cases.json").read_text(encoding="utf-8"))
@@ -89,3 +89,15 @@ def test_the_reports_search_answers_as_the_table_says_under_node():
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     passed = re.search(r"^# pass (\d+)$", done.stdout, re.M)
     assert passed and int(passed.group(1)) > len(CASES), done.stdout[-2000:]  # every case ran
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.get("error")], ids=case_id)
+def test_search_py_answers_the_same_on_the_names_lowered_once(case):
+    """The panel passes ``searchable(names)`` (a fixed-width numpy array, or a Series for long
+    names): a glob or a substring without ``match case`` searches it, with the same answer."""
+    names = pd.Series(NAMES)
+    for lowered in (searchable(names), names.str.lower()):
+        mask = match_names(
+            names, case["pattern"], regex=case["regex"], case=case["case"], lowered=lowered
+        )
+        assert [name for name, hit in zip(NAMES, mask, strict=True) if hit] == case["matches"]

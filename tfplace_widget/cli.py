@@ -184,7 +184,8 @@ def _add_listing_options(parser: argparse.ArgumentParser, without_search: str) -
         "--search",
         metavar="TEXT",
         default="",
-        help="list the ops whose name contains TEXT (any case; * and ? are globs)",
+        help="list the ops whose name contains TEXT (any case; with * or ?, a glob over the whole "
+        "name: 'A*' starts with A)",
     )
     parser.add_argument(
         "--limit",
@@ -861,7 +862,7 @@ def print_summary(
 ) -> None:
     """What the panel's header, findings and table say, as plain text: what ran, devices (ops,
     busy time), how the ops got there, transfers by direction, the worst findings, and the ops
-    matching ``search`` (the panel's search: any case, ``*``/``?`` globs), ``limit`` rows
+    matching ``search`` (the panel's search: any case, ``*``/``?`` whole-name globs), ``limit`` rows
     (0: all); without a search, the first ops when ``list_ops``."""
     from .analyses.summary import device_summaries, format_bytes, format_us, how_counts
     from .analyses.summary import transfer_bytes_text as bytes_text

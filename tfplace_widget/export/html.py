@@ -59,6 +59,7 @@ from ..rendering.figure import (
 )
 from ..rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, header_html
 from ..rendering.plotly_js import plotly_js_path
+from ..rendering.search import SEARCH_HELP, SEARCH_PLACEHOLDER
 from .output import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,7 +125,8 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             "<div id='tfplace-chips'></div>\n",
             "<div class='tfplace-controls'>",
             "<input id='tfplace-search' type='search' aria-label='search op names' ",
-            "placeholder='search op names: text, * and ? globs, or a regex' autocomplete='off'>",
+            f"placeholder='{html.escape(SEARCH_PLACEHOLDER)}' title='{html.escape(SEARCH_HELP)}' ",
+            "autocomplete='off'>",
             "<label><input id='tfplace-regex' type='checkbox'> regex</label>",
             "<label><input id='tfplace-case' type='checkbox'> match case</label>",
             "<select id='tfplace-type' aria-label='op type'>",

@@ -1,8 +1,14 @@
 """Search and filters over ``trace.ops``: vectorised pandas, no widget code.
 
 The panel calls :func:`match_names` on every keystroke, so it must stay cheap on 100,000 ops:
-plain text is a case-insensitive substring test; ``*`` makes it a glob; the regex toggle
-passes the text to ``re``. A bad regex raises :class:`SearchError` with a readable message.
+plain text is a case-insensitive substring test; a ``*`` or ``?`` makes it a shell glob, which
+matches the whole name as :func:`fnmatch.fnmatch` does (``A*`` is the names that start with an
+a; ``[`` and ``]`` stay literal); the regex toggle passes the text to ``re``. Without ``match
+case`` text and glob compare the lower-cased names (:func:`searchable`). A bad regex raises
+:class:`SearchError` with a readable message. The globs of ``overrides=``
+(``tracing/overrides.py``) and ``tfplace --expect-device`` (``cli.py``) match the whole name too,
+with :mod:`fnmatch`, but case-sensitively and with ``[...]`` classes: they name the ops to move or
+check (``A*`` must not move ``add``), where a search looks for ops as typed.
 The HTML report runs these rules ported by hand (``static/search.js``): a change here goes
 there too, with its case in ``tests/search_cases.json``, which both are tested on.
 """
@@ -16,13 +22,22 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+# What the search box says, in the panel and in the HTML report: a placeholder and its tooltip.
+SEARCH_PLACEHOLDER = "search op names: text, glob (A*), or regex"
+SEARCH_HELP = (
+    "Plain text: any part of an op name. With * or ?: a shell glob over the whole name "
+    "(A* starts with A, */add_1 ends with /add_1; * crosses /). Any case unless 'match case'. "
+    "Tick 'regex' for a regular expression (it matches anywhere unless anchored: ^ and $)."
+)
+
 
 class SearchError(ValueError):
     """The search text cannot be used (an invalid regular expression)."""
 
 
 def compile_query(text: str, *, regex: bool = False, case: bool = False) -> re.Pattern | None:
-    """A compiled pattern for ``text``, or ``None`` when a plain substring test will do."""
+    """A compiled pattern for ``text``, or ``None`` when a plain substring test will do (a
+    glob's, without ``case``, is for the lower-cased names: :func:`compile_glob`)."""
     if regex:
         try:
             return re.compile(text, 0 if case else re.IGNORECASE)
@@ -31,11 +46,26 @@ def compile_query(text: str, *, regex: bool = False, case: bool = False) -> re.P
                 f"Invalid regular expression {text!r}: {exc}. Fix it, or untick 'regex' to "
                 "search for the text as typed."
             ) from exc
-    if "*" in text or "?" in text:
-        parts = (re.escape(p) for p in re.split(r"([*?])", text))
-        body = "".join(".*" if p == r"\*" else "." if p == r"\?" else p for p in parts)
-        return re.compile(body, 0 if case else re.IGNORECASE)
+    if is_glob(text):
+        return compile_glob(text if case else text.lower())
     return None
+
+
+def is_glob(text: str) -> bool:
+    """Whether the search text (regex off) is a glob: it has a ``*`` or a ``?``."""
+    return "*" in text or "?" in text
+
+
+def compile_glob(text: str) -> re.Pattern:
+    """The glob ``text`` as a pattern that matches a whole name (``search`` it, or ``match``):
+    ``*`` any run of characters, ``?`` one character (a newline too, as in :mod:`fnmatch`),
+    everything else itself, ``[`` and ``]`` included. Case-sensitive: without ``match case``
+    the caller lower-cases the text and the names, as for a substring."""
+    body = "".join(
+        ".*" if part == "*" else "." if part == "?" else re.escape(part)
+        for part in re.split(r"([*?])", text)
+    )
+    return re.compile(rf"\A(?:{body})\Z", re.DOTALL)
 
 
 def match_names(
@@ -54,6 +84,10 @@ def match_names(
     if not text:
         return np.ones(len(names), dtype=bool)
     pattern = compile_query(text, regex=regex, case=case)
+    if pattern is not None and not regex:  # a glob: the whole name, lower-cased without case
+        haystack = names if case else (lowered if lowered is not None else names.str.lower())
+        values = haystack.tolist()
+        return np.fromiter(map(bool, map(pattern.match, values)), dtype=bool, count=len(values))
     if pattern is None:
         if case:
             return names.str.contains(text, regex=False).to_numpy(dtype=bool)

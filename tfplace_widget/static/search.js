@@ -75,7 +75,17 @@ function translatePattern(text) {
   return { source: out, flags };
 }
 
-// search.compile_query: a RegExp, or null when a plain substring test will do.
+// search.compile_glob: the glob as a RegExp over a whole name: * any run of characters, ? one
+// character (a code point, the u flag; a newline too, the s flag), the rest itself ([ and ]
+// included). Case-sensitive: without "match case" the text and the names are lower-cased.
+function compileGlob(text) {
+  const body = text.split(/([*?])/).map(
+    (part) => (part === "*" ? ".*" : part === "?" ? "." : escapeRegExp(part))).join("");
+  return new RegExp(`^(?:${body})$`, "su");
+}
+
+// search.compile_query: a RegExp, or null when a plain substring test will do (a glob's,
+// without caseSensitive, is for the lower-cased names).
 function compileQuery(text, regex, caseSensitive) {
   if (regex) {
     try {
@@ -90,9 +100,7 @@ function compileQuery(text, regex, caseSensitive) {
     }
   }
   if (text.includes("*") || text.includes("?")) {
-    const body = text.split(/([*?])/).map(
-      (part) => (part === "*" ? ".*" : part === "?" ? "." : escapeRegExp(part))).join("");
-    return new RegExp(body, caseSensitive ? "" : "i");
+    return compileGlob(caseSensitive ? text : text.toLowerCase());
   }
   return null;
 }
@@ -112,6 +120,8 @@ function matchNames(names, lowered, text, regex, caseSensitive) {
     }
     return mask;
   }
-  for (let i = 0; i < names.length; i++) mask[i] = pattern.test(names[i]) ? 1 : 0;
+  // A glob without caseSensitive matches the lower-cased names, as the substring test does.
+  const haystack = regex || caseSensitive ? names : lowered;
+  for (let i = 0; i < names.length; i++) mask[i] = pattern.test(haystack[i]) ? 1 : 0;
   return mask;
 }

@@ -169,9 +169,9 @@ class ComparisonView(widgets.VBox):
     def filter(
         self, text: str = "", *, regex: bool = False, case: bool = False, types: tuple = ()
     ) -> None:
-        """Keep the ops whose name matches ``text`` (as the panel's search box: substring, glob
-        or regex) and whose type is one of ``types`` (any, when empty). ``SearchError`` for a
-        bad regex, with the rows on screen kept."""
+        """Keep the ops whose name matches ``text`` (as the panel's search box: substring,
+        whole-name glob or regex) and whose type is one of ``types`` (any, when empty).
+        ``SearchError`` for a bad regex, with the rows on screen kept."""
         kept = (self._text, self._regex, self._case, self._types)
         self._text, self._regex, self._case, self._types = text, regex, case, tuple(types)
         try:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
+from ..rendering.search import SEARCH_HELP, SEARCH_PLACEHOLDER
+
 
 def search_controls() -> tuple[widgets.Text, widgets.Checkbox, widgets.Checkbox]:
     """``(search box, regex toggle, match-case toggle)``, as the panel and the comparison
-    view show them (substring by default, ``*``/``?`` globs, a regex when ticked)."""
+    view show them (substring by default, ``*``/``?`` globs over the whole name, a regex when
+    ticked), the rules in the box's tooltip."""
     search = widgets.Text(
-        placeholder="search op names: substring, * glob, or regex",
+        placeholder=SEARCH_PLACEHOLDER,
+        tooltip=SEARCH_HELP,
         continuous_update=True,
         layout=widgets.Layout(width="320px"),
     )
