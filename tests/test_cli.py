@@ -631,7 +631,7 @@ def test_usage_errors_are_one_line(capsys):
     ],
 )
 def test_a_bug_or_ctrl_c_is_still_one_line(capsys, monkeypatch, raised, code, words):
-    import tfplace_widget.cli as cli_module
+    import tfplace_widget.cli.commands as cli_module
 
     def fail(*args, **kwargs):
         raise raised
