@@ -11,6 +11,7 @@ does: loading is :func:`tfplace_widget.tracing.dispatch.as_trace`, tracing
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -104,6 +105,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     trace = trace_placement(builder, **options)
     if startup_log:
         trace.log = startup_log + trace.log
+    # The findings, found now that TensorFlow is loaded (a CPU trace's read its registries), go
+    # into the file: `tfplace show` prints them without importing it. A failure is reported by
+    # print_summary, after the trace is saved.
+    with contextlib.suppress(Exception):
+        trace.findings  # noqa: B018
     saved = save_run(trace, args.output, args.force)
     out = TextOutput(sys.stdout, args.color)
     print_summary(
