@@ -309,6 +309,45 @@ def test_show_of_a_file_that_needs_no_prediction_does_not_import_tensorflow(
         assert done.stderr.splitlines()[-1] == "False", (path, done.stderr[-2000:])
 
 
+def show_without_tensorflow(path: Path) -> str:
+    """``tfplace show path`` in a fresh process: its stdout, after asserting that TensorFlow
+    was not imported."""
+    code = (
+        "import sys\n"
+        "from tfplace_widget.cli import main\n"
+        f"assert main(['show', {str(path)!r}]) == 0\n"
+        "print('tensorflow' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == "False", (path, done.stderr[-2000:])
+    return done.stdout
+
+
+def test_show_of_a_cpu_trace_does_not_import_tensorflow(capsys, saved, tmp_path):
+    """A CPU trace's findings are about a GPU machine: their prediction reads TensorFlow's
+    registries. ``tfplace run`` saves the findings it found with TensorFlow loaded, so ``show``
+    prints the same ones; a file saved without them gets the findings its kernel columns
+    support, and no claim that needs the registry (the cast to make: not said)."""
+    code, with_tf, _ = cli(capsys, "show", saved)  # in this process, TensorFlow is loaded
+    assert code == 0
+    findings = section(with_tf, "Findings:")
+    assert any("Cast to float32 before the MatMul (tower_1/n)" in line for line in findings)
+    assert section(show_without_tensorflow(saved), "Findings:") == findings
+
+    bare = tmp_path / "no_findings.tfplace"
+    trace = PlacementTrace.load(saved)
+    trace.__dict__.pop("_findings_cache", None)
+    trace.save(bare)
+    without = section(show_without_tensorflow(bare), "Findings:")
+    fallback = [line for line in without if "cpu_fallback" in line]
+    assert len(fallback) == 1
+    assert "tower_1/n (MatMul): int32 MatMul has no GPU kernel" in fallback[0]
+    assert "Cast to" not in "\n".join(without)
+    kinds = [line.split()[1] for line in without[1:]]
+    assert kinds == [line.split()[1] for line in findings[1:]]
+
+
 def test_console_script_errors_are_one_line_and_debug_adds_the_traceback(tmp_path):
     missing = tmp_path / "missing.json"
     done = subprocess.run(
@@ -631,7 +670,7 @@ def test_usage_errors_are_one_line(capsys):
     ],
 )
 def test_a_bug_or_ctrl_c_is_still_one_line(capsys, monkeypatch, raised, code, words):
-    import tfplace_widget.cli as cli_module
+    import tfplace_widget.cli.commands as cli_module
 
     def fail(*args, **kwargs):
         raise raised

@@ -5,12 +5,13 @@ Pure pandas/numpy, testable without a kernel.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..model.devices import lane_kinds, task_of
+from ..model.devices import lane_kinds, short_device, task_of
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,11 @@ def format_bytes(count: float) -> str:
         if count >= size:
             return f"{count / size:.1f} {unit}"
     return f"{int(count)} B"
+
+
+def short_names(devices: Sequence[str]) -> dict[str, str]:
+    """``GPU:0`` for each device, unless two devices share a short name (several tasks)."""
+    short = {d: short_device(d) or d for d in devices}
+    if len(set(short.values())) < len(short):
+        return {d: d for d in devices}
+    return short

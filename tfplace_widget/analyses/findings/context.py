@@ -5,6 +5,7 @@ families share (device types, copy names, op durations, name lists)."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -333,9 +334,11 @@ class _Context:
 
 def _predict_with_module(context: _Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
     """``predict_devices`` (one GPU, soft placement): every placer rule replayed, about 0.1 s
-    per 100k nodes. None without facts, or when the prediction fails (then the kernel columns
-    and resource groups alone decide: ``_predict_here``)."""
-    if facts is None:
+    per 100k nodes. None without facts, without TensorFlow imported (the placer reads its op
+    and kernel registries; ``tfplace show`` of a saved trace does not import it, seconds, for
+    this), or when the prediction fails: then the kernel columns and resource groups the trace
+    holds alone decide (``_predict_here``)."""
+    if facts is None or "tensorflow" not in sys.modules:
         return None
     from ..predict import master_task, predict_devices, predicted_devices
 
