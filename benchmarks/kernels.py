@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from tfplace_widget import PlacementTrace
-    from tfplace_widget.model import kernels
+    from tfplace_widget.model import kernels, registry
 
     graph_def = graphs.make_graph_def(args.ops, devices=4)
     run = graphs.bare_traced_run(graph_def, graphs.session_config(4))
@@ -41,7 +41,8 @@ def main() -> None:
     def all_facts(cold: bool) -> None:
         if cold:
             kernels._cache.clear()
-            kernels._op_kernels.cache_clear()
+            registry.registered_kernels.cache_clear()
+            registry.registered_op_def.cache_clear()
         for node in nodes:
             kernels.kernel_facts(node)
 

@@ -453,7 +453,7 @@ def test_as_on_a_machine_with_n_gpus_shows_the_prediction(classic_panel):
 
 
 def test_a_failed_prediction_keeps_the_previous_result(classic_panel, monkeypatch):
-    import tfplace_widget.analyses.predict as predict_module
+    import tfplace_widget.tracing.predict as predict_module
 
     panel = PlacementPanel(classic_panel.trace)
     before = panel.trace

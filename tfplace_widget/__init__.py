@@ -65,9 +65,9 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
 
     Traces ``fn`` here first (the options of :func:`trace_placement`; positional arguments in
     ``args=``) or takes a trace made with its graph. See
-    :func:`tfplace_widget.analyses.predict.predict_placement`.
+    :func:`tfplace_widget.tracing.predict.predict_placement`.
     """
-    from .analyses.predict import predict_placement as predict
+    from .tracing.predict import predict_placement as predict
 
     return predict(fn_or_trace, gpus, **trace_options)
 

@@ -57,7 +57,7 @@ def check_expectations(
                 f"--expect-device: this trace has no {' or '.join(missing)} device, and only "
                 "GPUs can be predicted (predict_placement); record the trace on such a machine."
             )
-        from ..analyses.predict import predict_placement
+        from ..tracing.predict import predict_placement
 
         gpus = gpus_named(expectations)
         checked = predict_placement(trace, gpus, soft_placement=soft_placement)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import compress
 from typing import Any, ClassVar
 
@@ -17,6 +16,7 @@ from .capture import import_tensorflow
 from .gc_pause import paused_gc
 from .kernels import KernelFacts, kernel_facts
 from .records import producers
+from .registry import may_output_resource_or_ref
 
 # The node attribute trace_placement(overrides=...) marks an overridden request with: the pattern.
 OVERRIDE_ATTR = "_tfplace_override"
@@ -193,7 +193,7 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
     # Resource/ref dtypes are not in NodeDefs: ask the Graph, but only about ops whose type can
     # make a resource or ref output at all (by its OpDef), then only about their consumers.
     # (Per distinct type, then the nodes picked at C speed: no Python call per node.)
-    may = {t for t in set(types.values()) if _may_output_resource_or_ref(t)}
+    may = {t for t in set(types.values()) if may_output_resource_or_ref(t)}
     special = set()
     for name in compress(types, map(may.__contains__, types.values())):
         op = graph.get_operation_by_name(name)
@@ -213,34 +213,3 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
 
 def _is_resource_or_ref(dtype: Any) -> bool:
     return dtype.name in _REF_OR_RESOURCE or dtype._is_ref_dtype
-
-
-@lru_cache(maxsize=4096)
-def _may_output_resource_or_ref(op_type: str) -> bool:
-    """False only when ``op_type``'s registered OpDef rules out resource and ref outputs.
-
-    Ref outputs come only from ``is_ref`` output args (type attrs cannot hold ref types);
-    a type attr can hold ``resource`` unless its ``allowed_values`` leave it out. Unknown
-    types (functions in the graph's library, custom ops) are checked on the graph.
-    """
-    from tensorflow.core.framework import types_pb2
-    from tensorflow.python.framework import op_def_registry
-
-    try:
-        op_def = op_def_registry.get(op_type)
-    except Exception:
-        return True
-    if op_def is None:
-        return True
-    attrs = {a.name: a for a in op_def.attr}
-    for arg in op_def.output_arg:
-        if arg.is_ref or arg.type == types_pb2.DT_RESOURCE:
-            return True
-        for attr_name in (arg.type_attr, arg.type_list_attr):
-            if not attr_name:
-                continue
-            attr = attrs.get(attr_name)
-            allowed = attr.allowed_values.list.type if attr is not None else ()
-            if not allowed or types_pb2.DT_RESOURCE in allowed:
-                return True
-    return False

@@ -15,24 +15,32 @@ reads the registered ``KernelDef``s of an op type and matches them against the n
   one of XLA's JIT compilation types (TF's "symbolic execution devices").
 
 Facts are cached per (op type, constrained attr values, label): a trace of 100k nodes has a few
-hundred distinct keys. ``tests/test_kernels.py`` compares the result with TensorFlow's own lookup
-(``TryFindKernelClass``) for node defs of every registered op type.
+hundred distinct keys. The registered kernels themselves, and the facts by op type alone (kernel
+priorities, host-memory outputs), are read by :mod:`.registry`. ``tests/test_kernels.py``
+compares the result with TensorFlow's own lookup (``TryFindKernelClass``) for node defs of every
+registered op type.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from .capture import import_tensorflow
+from . import registry
+from .registry import LABEL_ATTR as _LABEL_ATTR
+from .registry import (  # noqa: F401  (facts by op type: the registry's, importable from here too)
+    SYMBOLIC_DEVICE_TYPES,
+    Kernel,
+    OpKernels,
+    device_type_priorities,
+    gpu_host_memory_outputs,
+    op_type_has_kernel,
+    registered_device_types,
+)
 
 # Device types the ``kernels`` column reports (the ones a user's machine places ops on).
 KERNEL_DEVICE_TYPES = ("CPU", "GPU")
 GPU_KERNEL_VALUES = ("yes", "host", "dtype", "no", "NA")
-# Device types DEFAULT kernels do not serve: XLA registers these as symbolic (op_kernel.cc).
-SYMBOLIC_DEVICE_TYPES = frozenset({"XLA_CPU_JIT", "XLA_GPU_JIT", "TPU_XLA_JIT"})
-_LABEL_ATTR = "_kernel"
 
 
 @dataclass(frozen=True)
@@ -61,72 +69,11 @@ class KernelFacts:
 UNKNOWN = KernelFacts(kernels="", gpu_kernel="NA")
 
 
-@dataclass(frozen=True)
-class _Kernel:
-    device_type: str
-    label: str
-    priority: int
-    constraints: tuple[tuple[str, str, frozenset], ...]  # (attr, kind, allowed values)
-    host_memory_args: frozenset[str]
-
-
-@dataclass(frozen=True)
-class _OpKernels:
-    kernels: tuple[_Kernel, ...]
-    constrained: tuple[str, ...]  # attr names any kernel constrains
-    op_def: Any  # the registered OpDef, or None
-    # The attrs a node's facts depend on: the constrained ones, the number/type-list attrs that
-    # set how many inputs and outputs an arg expands to (host-memory indices), the label.
-    key_attrs: tuple[str, ...] = ()
-
-
-@lru_cache(maxsize=4096)
-def _op_kernels(op_type: str) -> _OpKernels | None:
-    """The op type's kernels and OpDef; None when TensorFlow does not know the op type."""
-    import_tensorflow()  # a first import's start-up lines go to no cell (capture.py)
-    from tensorflow.python.framework import kernels, op_def_registry
-
-    try:
-        op_def = op_def_registry.get(op_type)
-        registered = kernels.get_registered_kernels_for_op(op_type).kernel
-    except Exception:  # an op of a library or a custom op this process never loaded
-        return None
-    if op_def is None and not registered:
-        return None
-    parsed = []
-    for kernel in registered:
-        constraints = []
-        for constraint in kernel.constraint:
-            allowed = constraint.allowed_values.list
-            for kind in ("type", "s", "i", "b"):
-                values = getattr(allowed, kind)
-                if len(values):
-                    constraints.append((constraint.name, kind, frozenset(values)))
-                    break
-        parsed.append(
-            _Kernel(
-                device_type=kernel.device_type,
-                label=kernel.label,
-                priority=kernel.priority,
-                constraints=tuple(constraints),
-                host_memory_args=frozenset(kernel.host_memory_arg),
-            )
-        )
-    constrained = tuple(sorted({name for k in parsed for name, _, _ in k.constraints}))
-    lists = []
-    if op_def is not None:
-        for arg in (*op_def.input_arg, *op_def.output_arg):
-            if arg.number_attr or arg.type_list_attr:
-                lists.append(arg.number_attr or arg.type_list_attr)
-    key_attrs = tuple(dict.fromkeys((*constrained, *lists, _LABEL_ATTR)))
-    return _OpKernels(tuple(parsed), constrained, op_def, key_attrs)
-
-
 def kernel_facts(node_def: Any) -> KernelFacts:
     """The :class:`KernelFacts` of a TensorFlow ``NodeDef`` (cached per op type and the attrs
     any of its kernels constrains)."""
     op = node_def.op
-    op_kernels = _op_kernels(op)
+    op_kernels = registry.registered_kernels(op)
     if op_kernels is None:
         return UNKNOWN
     attrs = node_def.attr  # ("in" then [] : a protobuf map's .get is ten times slower here)
@@ -149,7 +96,7 @@ def kernel_facts(node_def: Any) -> KernelFacts:
 _cache: dict[tuple, KernelFacts] = {}
 
 
-def _facts(node_def: Any, op_kernels: _OpKernels) -> KernelFacts:
+def _facts(node_def: Any, op_kernels: OpKernels) -> KernelFacts:
     attrs = _attrs_with_defaults(node_def, op_kernels.op_def)
     label = attrs[_LABEL_ATTR].s.decode() if _LABEL_ATTR in attrs else ""
     served = [t for t in KERNEL_DEVICE_TYPES if _match(op_kernels, t, attrs, label) is not None]
@@ -185,52 +132,9 @@ def _describe(value: Any) -> str:
         return ""
 
 
-@lru_cache(maxsize=4096)
-def registered_device_types(op_type: str) -> frozenset:
-    """Device types with a kernel registered for ``op_type`` (``DEFAULT`` included, whatever
-    the attrs); empty when the op type is unknown here."""
-    op_kernels = _op_kernels(op_type)
-    return frozenset(k.device_type for k in op_kernels.kernels) if op_kernels else frozenset()
-
-
-@lru_cache(maxsize=4096)
-def device_type_priorities(op_type: str) -> dict[str, int]:
-    """The highest kernel priority per device type (``DEFAULT`` included) for ``op_type``, as
-    the placer sorts device types by it; empty when the op type is unknown. Read, not changed."""
-    op_kernels = _op_kernels(op_type)
-    best: dict[str, int] = {}
-    for kernel in op_kernels.kernels if op_kernels else ():
-        best[kernel.device_type] = max(best.get(kernel.device_type, 0), kernel.priority)
-    return best
-
-
-def op_type_has_kernel(op_type: str, device_type: str) -> bool | None:
-    """Whether any kernel of ``op_type`` (whatever its attrs) serves ``device_type``; None when
-    the op type is unknown here. For traces without node defs: a necessary condition only."""
-    op_kernels = _op_kernels(op_type)
-    if op_kernels is None:
-        return None
-    types = {k.device_type for k in op_kernels.kernels}
-    return device_type in types or ("DEFAULT" in types and device_type not in SYMBOLIC_DEVICE_TYPES)
-
-
-def gpu_host_memory_outputs(op_type: str) -> bool | None:
-    """Whether some GPU kernel of ``op_type`` keeps an output in host memory (int32 ``Add``,
-    ``Shape``, int32 ``Const``...); None when the op type is unknown here. Per op type: for
-    traces without node defs, where the dtype is not known."""
-    op_kernels = _op_kernels(op_type)
-    if op_kernels is None or op_kernels.op_def is None:
-        return None
-    outputs = {arg.name for arg in op_kernels.op_def.output_arg}
-    return any(
-        k.device_type in ("GPU", "DEFAULT") and k.host_memory_args & outputs
-        for k in op_kernels.kernels
-    )
-
-
 def has_kernel(node_def: Any, device_type: str) -> bool:
     """Whether a kernel of any ``device_type`` (``XLA_CPU``, ``TPU``...) serves this node def."""
-    op_kernels = _op_kernels(node_def.op)
+    op_kernels = registry.registered_kernels(node_def.op)
     if op_kernels is None:
         return False
     attrs = _attrs_with_defaults(node_def, op_kernels.op_def)
@@ -238,7 +142,7 @@ def has_kernel(node_def: Any, device_type: str) -> bool:
     return _match(op_kernels, device_type, attrs, label) is not None
 
 
-def _match(op_kernels: _OpKernels, device_type: str, attrs: Any, label: str) -> _Kernel | None:
+def _match(op_kernels: OpKernels, device_type: str, attrs: Any, label: str) -> Kernel | None:
     """The kernel TensorFlow would pick for ``device_type``: the highest-priority match of that
     type, else (for a non-symbolic type) the highest-priority matching ``DEFAULT`` kernel."""
     for wanted in (device_type, "DEFAULT"):
@@ -255,7 +159,7 @@ def _match(op_kernels: _OpKernels, device_type: str, attrs: Any, label: str) -> 
     return None
 
 
-def _attrs_match(kernel: _Kernel, attrs: Any) -> bool:
+def _attrs_match(kernel: Kernel, attrs: Any) -> bool:
     for name, kind, allowed in kernel.constraints:
         if name not in attrs:
             return False  # TensorFlow reports an error; no kernel of this def serves the node

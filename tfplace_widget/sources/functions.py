@@ -20,13 +20,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from ..model.devices import canonical_device
 from ..model.graphfacts import OVERRIDE_ATTR, GraphFacts
 from ..model.kernels import kernel_facts
 from ..model.records import SEND_TYPES, Executed, producer, send_transfer
+from ..model.registry import registered_op_def
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
 _WHILE_TYPES = {"While", "StatelessWhile"}
@@ -273,7 +273,7 @@ def _output_is_resource(node: Any, rest: str) -> bool:
     """Whether the output ``rest`` of ``node`` is a resource, by its OpDef and attrs. FunctionDef
     inputs say ``op:arg:index`` (the index within that arg); GraphDef ones ``op:index`` (over
     all outputs); ``op`` alone is output 0. A While's variant output is not its resource one."""
-    op_def = _op_def(node.op)
+    op_def = registered_op_def(node.op)
     if op_def is None:
         return False
     head, _, tail = rest.partition(":")
@@ -299,13 +299,3 @@ def _arg_types(node: Any, arg: Any) -> list[int]:
     dtype = arg.type or (attr[arg.type_attr].type if arg.type_attr in attr else 0)
     count = attr[arg.number_attr].i if arg.number_attr and arg.number_attr in attr else 1
     return [dtype] * count
-
-
-@lru_cache(maxsize=4096)
-def _op_def(op_type: str) -> Any:
-    from tensorflow.python.framework import op_def_registry
-
-    try:
-        return op_def_registry.get(op_type)
-    except Exception:
-        return None

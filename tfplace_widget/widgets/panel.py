@@ -488,7 +488,7 @@ class PlacementPanel(widgets.VBox):
 
     # -- as on a machine with N GPUs ----------------------------------------------------------
     def _predicted(self, trace: PlacementTrace) -> PlacementTrace:
-        from ..analyses.predict import predict_placement
+        from ..tracing.predict import predict_placement
 
         soft = bool(self.options.get("soft_placement", True))
         return predict_placement(trace, gpus=int(self.gpus.value), soft_placement=soft)

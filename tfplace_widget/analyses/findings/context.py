@@ -340,7 +340,8 @@ def _predict_with_module(context: _Context, facts: Any) -> dict[str, tuple[str, 
     holds alone decide (``_predict_here``)."""
     if facts is None or "tensorflow" not in sys.modules:
         return None
-    from ..predict import master_task, predict_devices, predicted_devices
+    from ..predict.devices import master_task, predicted_devices
+    from ..predict.result import predict_devices
 
     # predict_placement's device set: a GPU on every task (each task of a cluster is a machine
     # of its own), and the session's own task first among equals.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from ...model.registry import gpu_cast_options
 from .context import (
     _ON_GPU,
     _Context,
@@ -218,34 +219,9 @@ def _gpu_cast(op_type: str, attrs: dict[str, str]) -> str:
     kernels that differ from the node in one type attr only, their dtypes for it, the most
     common first; "" when no single cast does it, or the registry is not at hand: TensorFlow
     not imported (``tfplace show`` of a saved trace does not import it, seconds, for this)."""
-    from ...model import kernels
-
     if "tensorflow" not in sys.modules:
         return ""
-    registered = kernels._op_kernels(op_type)
-    if registered is None or not attrs:
-        return ""
-    from tensorflow.python.framework import dtypes
-
-    def name(enum: int) -> str:
-        try:
-            return dtypes.as_dtype(enum).name
-        except TypeError:
-            return ""
-
-    options: set[str] = set()
-    for kernel in registered.kernels:
-        if kernel.device_type != "GPU" or kernel.label:
-            continue
-        if any(kind != "type" for _, kind, _ in kernel.constraints):
-            continue  # an attr the facts do not hold: cannot tell whether it matches
-        wrong = [
-            {name(v) for v in allowed}
-            for attr, _, allowed in kernel.constraints
-            if attr in attrs and not set(attrs[attr].split(",")) <= {name(v) for v in allowed}
-        ]
-        if len(wrong) == 1:
-            options |= wrong[0]
+    options = gpu_cast_options(op_type, attrs)
     ranked = [d for d in _CAST_ORDER if d in options]
     return ranked[0] if ranked else ""
 

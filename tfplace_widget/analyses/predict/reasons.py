@@ -1,0 +1,307 @@
+"""The ``how`` and ``reason`` of each predicted node, from what the simulation did.
+
+:class:`_Reasons` reads the placer's state after :meth:`~.placer._Placer.run` (who pinned a
+group, which heuristic chose, what soft placement dropped), not guessed afterwards. Moved out
+of the former ``analyses/predict.py`` unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...model.devices import short_device, task_of
+from ...model.reasons import colocated_reason, link_words
+from .devices import _EMPTY, Name, _matches, _parse
+from .nodes import _Node
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .placer import _Placer
+
+_HOST_RUNTIME_TYPES = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
+
+
+class _Reasons:
+    """``how`` and ``reason`` from what the simulation did (not guessed afterwards)."""
+
+    def __init__(self, placer: _Placer) -> None:
+        self.p = placer
+        self.has_gpu = "GPU" in placer.types_present
+        self.available = ", ".join(short_device(d) for d in placer.devices)
+        self._group_sizes: dict[int, int] = {}
+        for i in list(placer.parent):
+            root = placer.find(i)
+            self._group_sizes[root] = self._group_sizes.get(root, 0) + 1
+
+    def __call__(self, i: int) -> tuple[str, str]:
+        p = self.p
+        node = p.nodes[i]
+        if i in p.failed:
+            return "error", f"TensorFlow would refuse to place it: {p.failed[i]}."
+        short = short_device(p.devices[p.assigned[i]])
+        if p.how_chosen.get(i) == "pinned":
+            return "runtime", self._pinned(i, node, short)
+        if node.op_type in _HOST_RUNTIME_TYPES:
+            return "runtime", self._unpinned(i, node) + self._placed(i, node, short)[1]
+        return self._placed(i, node, short)
+
+    def _pinned(self, i: int, node: _Node, short: str) -> str:
+        """A node the runtime placed before the placer ran (``PinArgsAndRets``)."""
+        p = self.p
+        if node.op_type not in ("_Retval", "_DeviceRetval"):
+            return p.pinned_reasons.get(i) or (
+                f"A function argument: it lives where the caller's value is, {short}, before "
+                "the placer runs."
+            )
+        source = p.result_sources.get(i, -1)
+        result = "A function's result (a _Retval the runtime adds)"
+        if source < 0:
+            return f"{result}, placed by the runtime before the placer runs: {short}."
+        name = p.names[source]
+        if source in p.pinned:
+            return (
+                f"{result}: it returns the function argument {name}, so the runtime pins it "
+                f"where {name} is before the placer runs: {short}."
+            )
+        return (
+            f"{result}: {name}, which makes its value, asked for {p.nodes[source].request}, so "
+            f"the runtime pins the result on that device before the placer runs: {short}."
+        )
+
+    def _unpinned(self, i: int, node: _Node) -> str:
+        """Why the runtime left a function's argument or result to the placer."""
+        p = self.p
+        if node.op_type not in ("_Retval", "_DeviceRetval") or not node.inputs:
+            return (
+                f"Inserted by the runtime ({node.op_type}) and not pinned before the placer runs. "
+            )
+        source = p.result_source(i)
+        if source < 0:
+            return "A function's result (a _Retval the runtime adds), left to the placer. "
+        name, request = p.names[source], p.nodes[source].request
+        if p.facts.colocated_with.get(name):
+            why = "is in a colocation group"
+        elif request:
+            why = f"asks for {request}, which names more than one device"
+        else:
+            why = "asks for no device"
+        return (
+            f"A function's result (a _Retval the runtime adds): {name}, which makes its value, "
+            f"{why}, so the runtime leaves the result to the placer. "
+        )
+
+    def _placed(self, i: int, node: _Node, short: str) -> tuple[str, str]:
+        """``how`` and ``reason`` of a node the placer placed."""
+        p = self.p
+        root = p.find(i)
+        member = p.members.get(root)
+        pinner = member.assigned_by if member is not None else -1
+        request = _parse(node.request) if node.request else _EMPTY
+        dropped = p.colocation_dropped.get(i)
+        dropped_text = (
+            f" It was also colocated with {dropped} (tf.compat.v1.colocate_with), which soft "
+            "placement dropped because the two could not share a device."
+            if dropped
+            else ""
+        )
+        demanded = p.demanded.get(i, _EMPTY)
+        if self._group_sizes.get(root, 1) > 1:
+            # An op that uses a resource runs where the resource is; another member of a group
+            # is placed by the group unless it lands where it would alone.
+            source = self._resource_source(i, root)
+            restricted = (pinner >= 0 and pinner != i) or (
+                demanded != _EMPTY and demanded != request
+            )
+            if source >= 0 or (restricted and not self._as_if_alone(i, node, pinner)):
+                if node.request and _matches(request, p.device_names[p.assigned[i]]):
+                    return "explicit", self._explicit(node, short) + dropped_text
+                partner = source if source >= 0 else self._partner(i, root, pinner)
+                reason = colocated_reason(node.request, self._link(i, partner), short)
+                return "colocated", reason + self._no_gpu(root, short) + dropped_text
+        if node.request:
+            if _matches(request, p.device_names[p.assigned[i]]):
+                return "explicit", self._explicit(node, short) + dropped_text
+            return "soft", self._soft(i, node, request, short) + dropped_text
+        if p.default.get(i, -1) == p.assigned[i] and not p.how_chosen.get(i):
+            scope = p.facts.scope[node.name].device
+            return "explicit", (
+                f"It has no tf.device of its own: the tf.device({scope}) around the call makes "
+                f"{short} the function's default device, which the placer tries first."
+            ) + dropped_text
+        return "implicit", self._implicit(i, node, short) + dropped_text
+
+    def _resource_source(self, i: int, root: int) -> int:
+        """The producer of a resource or ref node ``i`` uses, in its group (-1: none)."""
+        p = self.p
+        for producer in p.facts.resource_inputs.get(p.names[i], ()):
+            j = p.index.get(producer, -1)
+            if j >= 0 and j != i and p.find(j) == root:
+                return j
+        return -1
+
+    def _as_if_alone(self, i: int, node: _Node, pinner: int) -> bool:
+        """Whether the group, which nobody asked for a device for and no argument pinned, put
+        ``i`` (asking for none either) where it would go alone: then its own kernels decided."""
+        p = self.p
+        if node.request or pinner < 0 or i in p.default or p.demanded.get(pinner, _EMPTY) != _EMPTY:
+            return False
+        if node.dataset or p.facts.colocated_with.get(node.name):
+            return False  # joined by tf.data or tf.compat.v1.colocate_with, not by its users
+        alone = p._filter(range(len(p.devices)), list(node.kernel_types))
+        return bool(alone) and alone[0] == p.assigned[i]
+
+    def _no_gpu(self, root: int, short: str) -> str:
+        """Why a group is on a CPU beside a GPU, when some member has no GPU kernel."""
+        p = self.p
+        member = p.members.get(root)
+        if not self.has_gpu or member is None or "GPU" in dict(member.supported):
+            return ""
+        if not short.startswith("CPU"):
+            return ""
+        without = [
+            p.names[j] for j in self._members(root) if "GPU" not in dict(p.nodes[j].kernel_types)
+        ]
+        if not without:
+            return ""
+        shown = ", ".join(without[:2]) + (
+            f" and {len(without) - 2} more" if len(without) > 2 else ""
+        )
+        return (
+            f" The group stays on the CPU: {shown} {'has' if len(without) == 1 else 'have'} no "
+            "GPU kernel, and the placer puts a group where every member has one."
+        )
+
+    def _partner(self, i: int, root: int, pinner: int) -> int:
+        """The group member to name: the variable it reads, a reader of it, the op it is
+        colocated with, a member with a request, then whichever member was placed first."""
+        p = self.p
+        name = p.nodes[i].name
+        index = p.index
+        same = [
+            j
+            for j in (index.get(x, -1) for x in p.facts.resource_inputs.get(name, ()))
+            if j >= 0 and j != i and p.find(j) == root
+        ]
+        same += [
+            j
+            for j in (index.get(x, -1) for x in p.facts.colocated_with.get(name, ()))
+            if j >= 0 and j != i and p.find(j) == root
+        ]
+        if p.nodes[i].dataset:
+            same += [j for j in p.nodes[i].inputs if j >= 0 and p.nodes[j].dataset]
+        if same:
+            return same[0]
+        members = [j for j in self._members(root) if j != i]
+        for j in members:
+            if name in p.facts.resource_inputs.get(p.nodes[j].name, ()):
+                return j
+        for j in members:
+            if p.nodes[j].request:
+                return j
+        return pinner if pinner >= 0 and pinner != i else (members[0] if members else i)
+
+    def _members(self, root: int) -> list[int]:
+        cached = self.__dict__.get("_by_root")
+        if cached is None:
+            cached = {}
+            for j in list(self.p.parent):
+                cached.setdefault(self.p.find(j), []).append(j)
+            self.__dict__["_by_root"] = cached
+        return cached.get(root, [])
+
+    def _link(self, i: int, partner: int) -> str:
+        p = self.p
+        name, other = p.nodes[i].name, p.nodes[partner].name
+        words = link_words(p.facts, name, other)
+        if words.startswith("is in one colocation group") and p.nodes[i].dataset:
+            if p.nodes[partner].dataset and other in p.facts.inputs.get(name, ()):
+                return f"is a tf.data dataset made from {other} (datasets stay with their input)"
+            if p.nodes[partner].dataset and name in p.facts.inputs.get(other, ()):
+                return f"feeds the tf.data dataset {other} (datasets stay with their input)"
+        return words
+
+    def _explicit(self, node: _Node, short: str) -> str:
+        request = _parse(node.request)
+        if request[3] is not None and request[4] is not None:
+            return f"Requested {node.request} with tf.device; placed exactly there ({short})."
+        return (
+            f"Requested {node.request} (a partial device spec); the placer would choose "
+            f"{short}, the first matching device with a kernel."
+        )
+
+    def _soft(self, i: int, node: _Node, request: Name, short: str) -> str:
+        p = self.p
+        if not p._matching(request):
+            return (
+                f"Requested {node.request}, which does not exist there (devices: "
+                f"{self.available}); soft placement moved it to {short}."
+            )
+        wanted = request[3]
+        if wanted is not None and wanted not in dict(node.kernel_types):
+            return (
+                f"Requested {node.request}, but {node.op_type} has no {wanted} kernel"
+                f"{self._for_dtypes(i, wanted)}; soft placement moved it to {short}."
+            )
+        return (
+            f"Requested {node.request}; its colocation group could not go there, so soft "
+            f"placement moved it to {short}."
+        )
+
+    def _for_dtypes(self, i: int, device_type: str) -> str:
+        p = self.p
+        kernels = getattr(p.facts, "kernels", {}).get(p.nodes[i].name)
+        detail = p.details.get(p.nodes[i].name)
+        if device_type == "GPU" and kernels is not None and kernels.gpu_kernel == "dtype":
+            dtypes = detail.dtypes if detail is not None and detail.dtypes else "these attrs"
+            return f" for {dtypes}"
+        return ""
+
+    def _implicit(self, i: int, node: _Node, short: str) -> str:
+        p = self.p
+        chosen = p.how_chosen.get(i, "")
+        if chosen == "input":
+            source = p.nodes[node.inputs[0]].name
+            return (
+                f"No device requested: the placer puts a {node.op_type} with its input "
+                f"({source}) to avoid a copy, so it runs on {short}."
+            )
+        if chosen == "consumers":
+            distinct = list(dict.fromkeys(c for c in node.consumers.tolist() if c >= 0))
+            shown = ", ".join(p.names[c] for c in distinct[:3])
+            if len(distinct) > 3:
+                shown += f" and {len(distinct) - 3:,} more"
+            return (
+                f"No device requested: an op with no inputs is placed with its consumers "
+                f"({shown}), so it runs on {short}."
+            )
+        supported = dict(node.kernel_types)
+        if self.has_gpu and "GPU" not in supported:
+            return (
+                f"No device requested and {node.op_type} has no GPU kernel"
+                f"{self._for_dtypes(i, 'GPU')}, so the placer chose the CPU: {short}."
+            )
+        kernels = getattr(p.facts, "kernels", {}).get(node.name)
+        host = ""
+        if kernels is not None and kernels.gpu_kernel == "host" and short.startswith("GPU"):
+            host = (
+                " Its GPU kernel keeps every input and output in host memory, so it computes "
+                "on the host."
+            )
+        local = p.local_task
+        if local and task_of(p.devices[p.assigned[i]]) == local:
+            return (
+                f"No device requested: the placer takes the highest-priority device type with "
+                f"a kernel for {node.op_type} (GPU before CPU) and, among those, a device of "
+                f"the task the session runs on ({local}, its master) before other tasks': "
+                f"{short}.{host}"
+            )
+        if local:
+            return (
+                f"No device requested: the placer takes the highest-priority device type with "
+                f"a kernel for {node.op_type} (GPU before CPU) first, the session's own task "
+                f"({local}) only among equals, and that task has none of that type: "
+                f"{short}.{host}"
+            )
+        return (
+            f"No device requested: the placer takes the highest-priority device type with a "
+            f"kernel for {node.op_type} (GPU before CPU), lowest index first: {short}.{host}"
+        )
