@@ -34,28 +34,28 @@ from typing import Any
 import pandas as pd
 
 from ...model.columns import FINDINGS_COLUMNS
-from .context import (
+from .base import (
     KINDS,
     MAX_NAMED,
     SEVERITIES,
-    _Context,
-    _Finding,
-    _names,
+    Context,
+    Finding,
+    listed_names,
 )
-from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, _costly_transfers
-from .fallbacks import _cpu_fallbacks
+from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, find_costly_transfers
+from .fallbacks import find_cpu_fallbacks
 from .placement import (
-    _host_memory_on_gpu,
-    _merged_runs,
-    _soft_moves,
-    _xla_hidden,
+    find_host_memory_on_gpu,
+    find_merged_runs,
+    find_soft_moves,
+    find_xla_hidden,
 )
-from .timing import BUSY_SHARE, IDLE_SHARE, _idle_devices
+from .timing import BUSY_SHARE, IDLE_SHARE, find_idle_devices
 from .transfers import (
     NETWORK_HIGH_BYTES,
     NETWORK_MEDIUM_BYTES,
-    _cross_task_transfers,
-    _ping_pongs,
+    find_cross_task_transfers,
+    find_ping_pongs,
 )
 
 __all__ = [
@@ -91,29 +91,29 @@ def find_findings(trace: Any) -> pd.DataFrame:
                 f"find_findings takes a PlacementTrace, not {type(trace).__name__} (it has no "
                 f"{name!r}). Make one with trace_placement(...) or PlacementTrace.from_*()."
             )
-    context = _Context.of(trace)
-    found: list[_Finding] = []
-    found += _merged_runs(context)
-    found += _cpu_fallbacks(context)
-    found += _soft_moves(context)
-    found += _costly_transfers(context)
+    context = Context.of(trace)
+    found: list[Finding] = []
+    found += find_merged_runs(context)
+    found += find_cpu_fallbacks(context)
+    found += find_soft_moves(context)
+    found += find_costly_transfers(context)
     # the package's thresholds, so that setting findings.NETWORK_*_BYTES takes effect
-    found += _cross_task_transfers(context, NETWORK_HIGH_BYTES, NETWORK_MEDIUM_BYTES)
-    found += _ping_pongs(context)
-    found += _host_memory_on_gpu(context)
-    found += _idle_devices(context)
-    found += _xla_hidden(context)
+    found += find_cross_task_transfers(context, NETWORK_HIGH_BYTES, NETWORK_MEDIUM_BYTES)
+    found += find_ping_pongs(context)
+    found += find_host_memory_on_gpu(context)
+    found += find_idle_devices(context)
+    found += find_xla_hidden(context)
     return _frame(_capped(found))
 
 
-def _capped(found: list[_Finding]) -> list[_Finding]:
+def _capped(found: list[Finding]) -> list[Finding]:
     """At most ``MAX_PER_KIND`` findings of one kind: the worst ones, then one line for the
     rest (a graph with thousands of pinned chains would bury everything else)."""
     rank = {s: i for i, s in enumerate(SEVERITIES)}
-    by_kind: dict[str, list[_Finding]] = {}
+    by_kind: dict[str, list[Finding]] = {}
     for finding in found:
         by_kind.setdefault(finding.kind, []).append(finding)
-    kept: list[_Finding] = []
+    kept: list[Finding] = []
     for kind, group in by_kind.items():
         if len(group) <= MAX_PER_KIND:
             kept += group
@@ -124,13 +124,13 @@ def _capped(found: list[_Finding]) -> list[_Finding]:
         cost = tuple(sum(f.cost[i] for f in rest) for i in range(3))  # for the evidence
         kept += head
         kept.append(
-            _Finding(
+            Finding(
                 kind,
                 min((f.severity for f in rest), key=rank.__getitem__),
                 ops,
                 (
                     f"{len(rest)} more {kind} findings over {len(set(ops)):,} ops "
-                    f"({_names(list(dict.fromkeys(ops)))}): their causes and fixes are those "
+                    f"({listed_names(list(dict.fromkeys(ops)))}): their causes and fixes are those "
                     "of the findings above; click to see their ops."
                 ),
                 {"findings": len(rest), "ops": len(set(ops)), "duration_us": cost[0]},
@@ -140,7 +140,7 @@ def _capped(found: list[_Finding]) -> list[_Finding]:
     return kept
 
 
-def _frame(found: list[_Finding]) -> pd.DataFrame:
+def _frame(found: list[Finding]) -> pd.DataFrame:
     rank = {s: i for i, s in enumerate(SEVERITIES)}
     found = sorted(found, key=lambda f: (rank[f.severity], *(-c for c in f.cost), f.kind))
     frame = pd.DataFrame(

@@ -16,17 +16,17 @@ import pandas as pd
 
 from ...model.devices import short_device
 from ..summary import format_bytes, format_us
-from .context import (
-    _GRADIENT_PREFIXES,
-    _all_on_one_gpu,
-    _Context,
-    _copied_op,
-    _device_type,
-    _Finding,
-    _names,
+from .base import (
+    GRADIENT_PREFIXES,
+    Context,
+    Finding,
+    all_on_one_gpu,
+    copied_op,
+    device_type,
+    listed_names,
 )
-from .fallbacks import _is_pipeline
-from .transfers import _UPDATE_PREFIXES, _copy_nodes, _crosses_tasks, _is_feed, _steps
+from .fallbacks import is_pipeline
+from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
 
 # A costly copy: this many bytes, or this much time, per traced run.
 COSTLY_BYTES = 1_000_000
@@ -38,7 +38,7 @@ _METADATA_TYPES = {"Shape", "ShapeN", "Size", "Rank"}
 _CONTROL = re.compile(r"^(?P<op>.+)/ctrl/_\d+(?::\d+)?$")
 
 
-def _costly_transfers(context: _Context) -> list[_Finding]:
+def find_costly_transfers(context: Context) -> list[Finding]:
     """The top copy directions by time, bytes and count; feeds and fetches apart (they are
     the step's own inputs and results, so only ``info``)."""
     transfers = context.trace.transfers
@@ -47,11 +47,11 @@ def _costly_transfers(context: _Context) -> list[_Finding]:
     events = context.trace.events
     # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
     copy_time = events.groupby("op")["duration_us"].sum().to_dict() if len(events) else {}
-    steps = max(1, _steps(context))
+    steps = max(1, step_count(context))
     directions: dict[tuple[str, str, str], list[tuple]] = {}
     signals: dict[tuple[str, str], int] = {}
     columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
-    crossing = _crosses_tasks(transfers)
+    crossing = cross_task_flags(transfers)
     for (tensor, src, dst, size), network in zip(
         columns.itertuples(index=False), crossing, strict=True
     ):
@@ -62,11 +62,11 @@ def _costly_transfers(context: _Context) -> list[_Finding]:
         if _CONTROL.match(tensor):
             signals[(src, dst)] = signals.get((src, dst), 0) + 1
             continue
-        producer = _copied_op(context, tensor)
+        producer = copied_op(context, tensor)
         if _stays_in_host_memory(context, producer, src, dst):
             continue
         consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
-        io = "feed" if _is_feed(context, tensor, producer) else "" if consumers else "fetch"
+        io = "feed" if is_feed(context, tensor, producer) else "" if consumers else "fetch"
         row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
         directions.setdefault((src, dst, io), []).append(row)
     findings = [
@@ -79,24 +79,24 @@ def _costly_transfers(context: _Context) -> list[_Finding]:
     return findings[:TOP_TRANSFERS]
 
 
-def _stays_in_host_memory(context: _Context, producer: str, src: str, dst: str) -> bool:
+def _stays_in_host_memory(context: Context, producer: str, src: str, dst: str) -> bool:
     """A copy between a CPU and a GPU whose every reader on ``dst`` takes the tensor in the
     memory it already is in (host memory on both ends): TensorFlow hands the buffer over."""
-    if "GPU" not in (_device_type(src), _device_type(dst)) or producer not in context.view:
+    if "GPU" not in (device_type(src), device_type(dst)) or producer not in context.view:
         return False
     readers = [c for c in context.consumers.get(producer, []) if context.device_of.get(c) == dst]
     return bool(readers) and not any(context.crosses_memory(producer, c) for c in readers)
 
 
 def _direction_finding(
-    context: _Context,
+    context: Context,
     src: str,
     dst: str,
     io: str,
     group: list[tuple],
     steps: int,
     signals: int,
-) -> _Finding:
+) -> Finding:
     count = len(group)
     sizes = [r[2] for r in group if r[2] is not None]
     moved = sum(sizes)
@@ -110,7 +110,7 @@ def _direction_finding(
             if c in context.type_of and context.device_of.get(c) == dst
         }
     )
-    ops = [o for p in producers for o in (p, *_copy_nodes(context, p))] + consumers
+    ops = [o for p in producers for o in (p, *copy_nodes(context, p))] + consumers
     ops += [r[0] for r in group if r[0] in context.type_of]  # memcpy records
     biggest = max(group, key=lambda r: (r[2] or 0, r[3]))
     heavy = moved / steps >= COSTLY_BYTES or seconds / steps >= COSTLY_US
@@ -127,8 +127,8 @@ def _direction_finding(
     plural = "copies" if count > 1 else "copy"
     # predict_placement's copies between a CPU and a GPU: a prediction, and it reads as one
     predicted = bool(getattr(context.trace, "predicted", False)) and "GPU" in (
-        _device_type(src),
-        _device_type(dst),
+        device_type(src),
+        device_type(dst),
     )
     lead = "On a machine with a GPU, there would be " if predicted else ""
     variables = _variables_read(context, producers)
@@ -149,20 +149,20 @@ def _direction_finding(
         made = (
             f" TensorFlow's gradient code made {'it' if one else 'them'}: nothing in your code "
             "asks for this copy."
-            if all(c.startswith(_GRADIENT_PREFIXES) for c in consumers)
+            if all(c.startswith(GRADIENT_PREFIXES) for c in consumers)
             else ""
         )
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: "
-            f"{_names([f'{c} ({context.type_of.get(c)})' for c in consumers])} on {s_dst} "
-            f"read{'s' * one} only the shape of {_names(producers)}, yet the whole tensor is "
+            f"{listed_names([f'{c} ({context.type_of.get(c)})' for c in consumers])} on {s_dst} "
+            f"read{'s' * one} only the shape of {listed_names(producers)}, yet the whole tensor is "
             "copied: the placer puts an op that reads only shapes on the device of its first "
             f"input.{made}"
         )
     elif variables:
         message = (
             f"{lead}{count} read{'s' * (count != 1)} of variables that live on {s_src} "
-            f"({_names(variables)}), copied every step to {s_dst}, where the ops that use them "
+            f"({listed_names(variables)}), copied every step to {s_dst}, where the ops that use them "
             f"run {numbers}: the variables are on one device and the step's compute on "
             f"another: create the variables on the device that computes with them ({s_dst}), "
             f"or run that compute where they live ({s_src})."
@@ -170,15 +170,15 @@ def _direction_finding(
     elif updated:
         message = (
             f"{lead}{count} update{'s' * (count != 1)} of variables that live on {s_dst} "
-            f"({_names(updated)}), computed on {s_src} and copied there every step {numbers}: "
+            f"({listed_names(updated)}), computed on {s_src} and copied there every step {numbers}: "
             "the variables are on one device and the step's compute on another: create the "
             f"variables on the device that computes with them ({s_src}), or run that compute "
             f"where they live ({s_dst})."
         )
-    elif producers and consumers and _all_on_one_gpu(context, producers + consumers):
+    elif producers and consumers and all_on_one_gpu(context, producers + consumers):
         message = (
-            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: {_names(producers)} and "
-            f"{_names(consumers)} all run on {context.short(producers[0])}, yet the tensors "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: {listed_names(producers)} and "
+            f"{listed_names(consumers)} all run on {context.short(producers[0])}, yet the tensors "
             "cross to host memory: GPU kernels that keep int32 or shape values in host memory "
             "sit among them. Traced with its graph, the findings tell which ops and whether "
             "those values are yours to change."
@@ -189,21 +189,21 @@ def _direction_finding(
         one = len(stuck) == 1
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}, the cost of CPU fallbacks: "
-            f"{_names(stuck)} {where} on the CPU ({'its' if one else 'their'} cpu_fallback "
+            f"{listed_names(stuck)} {where} on the CPU ({'its' if one else 'their'} cpu_fallback "
             f"finding{'' if one else 's'} {'says' if one else 'say'} why and what to do), and "
-            f"{_names(other)} on the GPU {'read' if stuck[0] in producers else 'feed'} "
+            f"{listed_names(other)} on the GPU {'read' if stuck[0] in producers else 'feed'} "
             f"{'it' if one else 'them'}."
         )
     elif producers and consumers:
         message = (
-            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: put {_names(producers)} on "
-            f"{s_dst} with {_names(consumers)}, or those on {s_src}, so the tensors stay on one "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: put {listed_names(producers)} on "
+            f"{s_dst} with {listed_names(consumers)}, or those on {s_src}, so the tensors stay on one "
             "device."
         )
     elif getattr(context.trace, "facts", None) is None:
         made = (
-            f"; TensorFlow's gradient code made {_names(producers)}"
-            if producers and all(p.startswith(_GRADIENT_PREFIXES) for p in producers)
+            f"; TensorFlow's gradient code made {listed_names(producers)}"
+            if producers and all(p.startswith(GRADIENT_PREFIXES) for p in producers)
             else ""
         )
         message = (
@@ -219,7 +219,7 @@ def _direction_finding(
     evidence["steps"] = steps
     if signals:
         evidence["control_signals"] = signals
-    return _Finding(
+    return Finding(
         "costly_transfer",
         severity,
         ops or [r[0] for r in group],
@@ -230,22 +230,22 @@ def _direction_finding(
 
 
 def _fallbacks_among(
-    context: _Context, producers: list[str], consumers: list[str], src: str, dst: str
+    context: Context, producers: list[str], consumers: list[str], src: str, dst: str
 ) -> list[str]:
     """The CPU side of a CPU <-> GPU copy when it is on the CPU for a cause of its own (no GPU
     kernel, none for its dtype, a CPU-only resource, the input pipeline): those cannot be put
     on the GPU, so "put them together" is no fix."""
-    kinds = (_device_type(src), _device_type(dst))
+    kinds = (device_type(src), device_type(dst))
     side = producers if kinds == ("CPU", "GPU") else consumers if kinds == ("GPU", "CPU") else []
     return [
         n
         for n in side
         if context.why_cpu.get(n, ("", ""))[0] in ("no", "dtype", "colocated")
-        or _is_pipeline(context.type_of.get(n, ""))
+        or is_pipeline(context.type_of.get(n, ""))
     ]
 
 
-def _variables_read(context: _Context, producers: list[str]) -> list[str]:
+def _variables_read(context: Context, producers: list[str]) -> list[str]:
     """The variables ``producers`` read, when every one of them is a variable read."""
     facts = getattr(context.trace, "facts", None)
     resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
@@ -254,12 +254,12 @@ def _variables_read(context: _Context, producers: list[str]) -> list[str]:
     return sorted({v for p in producers for v in resource_inputs[p]})
 
 
-def _variables_updated(context: _Context, consumers: list[str]) -> list[str]:
+def _variables_updated(context: Context, consumers: list[str]) -> list[str]:
     """The variables ``consumers`` write, when every one of them is a variable update."""
     facts = getattr(context.trace, "facts", None)
     resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
     if not consumers or not all(
-        context.type_of.get(c, "").startswith(_UPDATE_PREFIXES) for c in consumers
+        context.type_of.get(c, "").startswith(UPDATE_PREFIXES) for c in consumers
     ):
         return []
     return sorted({v for c in consumers for v in resource_inputs.get(c, ())}) or consumers

@@ -14,14 +14,14 @@ import sys
 from collections.abc import Sequence
 
 from ...model.registry import gpu_cast_options
-from .context import (
-    _ON_GPU,
-    _Context,
-    _duration,
-    _Finding,
-    _follower,
-    _in_order,
-    _names,
+from .base import (
+    ON_GPU,
+    Context,
+    Finding,
+    follower,
+    in_order,
+    listed_names,
+    summed_duration,
 )
 
 _STRING_PREFIXES = (
@@ -39,7 +39,7 @@ _PY_FUNC_TYPES = {"PyFunc", "PyFuncStateless"}
 _CAST_ORDER = ("float32", "int32", "float16", "bfloat16", "int64", "float64")
 
 
-def _cpu_fallbacks(context: _Context) -> list[_Finding]:
+def find_cpu_fallbacks(context: Context) -> list[Finding]:
     """Ops on the CPU of a GPU machine: the input pipeline as one finding, then one per
     stretch of host-side ops (joined by data edges) that has fallbacks in it."""
 
@@ -49,16 +49,16 @@ def _cpu_fallbacks(context: _Context) -> list[_Finding]:
             return False
         # With kernel facts, an op with a GPU kernel on the CPU for no reason of its own
         # follows its input or consumer there (Shape, Identity): that op's finding covers it.
-        return bool(cause) or context.gpu_kernel.get(name, "NA") not in _ON_GPU
+        return bool(cause) or context.gpu_kernel.get(name, "NA") not in ON_GPU
 
     # A dataset or iterator op in the step runs on the host with its iterator, wherever a
     # prediction puts it (iterators have no GPU kernel: the resource lives on the CPU).
     pipeline = [
         n
         for n, t in context.type_of.items()
-        if _is_pipeline(t) and n in context.view and n not in context.duplicated
+        if is_pipeline(t) and n in context.view and n not in context.duplicated
     ]
-    findings: list[_Finding] = []
+    findings: list[Finding] = []
     if pipeline:
         findings.append(_pipeline_finding(context, pipeline))
     in_pipeline = set(pipeline)
@@ -68,21 +68,21 @@ def _cpu_fallbacks(context: _Context) -> list[_Finding]:
         if kind == "CPU"
         and name not in context.duplicated
         and name not in in_pipeline
-        and not _follower(context, name)
+        and not follower(context, name)
         and falls_back(name)
     }
     grouped: set[str] = set()
-    for name in _in_order(context, fallbacks):
+    for name in in_order(context, fallbacks):
         if name in grouped:
             continue
         stretch = _host_stretch(context, name)
-        members = _in_order(context, stretch & fallbacks)
+        members = in_order(context, stretch & fallbacks)
         grouped |= set(members)
         findings.append(_fallback_finding(context, members, stretch))
     return findings
 
 
-def _host_stretch(context: _Context, start: str) -> set[str]:
+def _host_stretch(context: Context, start: str) -> set[str]:
     """``start`` and the ops joined to it by data edges through host-side ops: on the CPU, or
     on the GPU with a kernel that computes in host memory (a string Identity)."""
 
@@ -100,7 +100,7 @@ def _host_stretch(context: _Context, start: str) -> set[str]:
     return stretch
 
 
-def _fallback_finding(context: _Context, names: list[str], stretch: set[str]) -> _Finding:
+def _fallback_finding(context: Context, names: list[str], stretch: set[str]) -> Finding:
     causes = {context.why_cpu.get(n, ("", ""))[0] for n in names}
     message = _fallback_message(context, names, causes)
     # The copies this stretch costs: GPU neighbours whose tensors change memory to reach it.
@@ -116,12 +116,12 @@ def _fallback_finding(context: _Context, names: list[str], stretch: set[str]) ->
     severity = "high" if known and copies else ("medium" if known or copies else "info")
     ops = list(names)
     for name in names:  # the constants that feed it go with it, and the anchors it follows
-        ops += [n for n in context.inputs.get(name, []) if _follower(context, n)]
+        ops += [n for n in context.inputs.get(name, []) if follower(context, n)]
         anchor = context.why_cpu.get(name, ("", ""))[1]
         if anchor:
             ops.append(anchor)
-    duration = _duration(context, names)
-    return _Finding(
+    duration = summed_duration(context, names)
+    return Finding(
         "cpu_fallback",
         severity,
         ops,
@@ -131,16 +131,16 @@ def _fallback_finding(context: _Context, names: list[str], stretch: set[str]) ->
     )
 
 
-def _fallback_message(context: _Context, names: list[str], causes: set[str]) -> str:
+def _fallback_message(context: Context, names: list[str], causes: set[str]) -> str:
     one = len(names) == 1
     where = "would run" if context.predicted_view else ("runs" if one else "run")
     prefix = context.on_a_gpu_machine()
     types = list(dict.fromkeys(context.type_of.get(n, "") or "?" for n in names))
     scope = _common_scope(names) if len(names) > 1 else ""
     if scope:
-        ops = f"{len(names)} ops under {scope}/ ({_names(types)})"
+        ops = f"{len(names)} ops under {scope}/ ({listed_names(types)})"
     else:
-        ops = _names([f"{n} ({context.type_of.get(n, '') or '?'})" for n in names])
+        ops = listed_names([f"{n} ({context.type_of.get(n, '') or '?'})" for n in names])
     subject = f"{ops} {where}"
     if "" in causes:  # seen on the CPU of a GPU trace, why unknown (no graph)
         return (
@@ -148,7 +148,7 @@ def _fallback_message(context: _Context, names: list[str], causes: set[str]) -> 
             "graph was not given, so whether a GPU kernel exists is unknown. Load the trace "
             "with its graph (PlacementTrace.from_run_metadata(..., graph=)) to see why."
         )
-    if any(_is_string_op(context, n) for n in names):
+    if any(is_string_op(context, n) for n in names):
         where_to = (
             f"Do the work of {scope.rsplit('/', 1)[-1]} in the input pipeline (dataset.map), "
             "before the step, so that the step gets numbers."
@@ -168,7 +168,7 @@ def _fallback_message(context: _Context, names: list[str], causes: set[str]) -> 
         return (
             f"{prefix}{subject} on the CPU although {'it has' if one else 'they have'} a GPU "
             f"kernel: {'it shares' if one else 'they share'} a resource with "
-            f"{_names(anchors) or 'a CPU-only op'}, which has no GPU kernel. Move that resource "
+            f"{listed_names(anchors) or 'a CPU-only op'}, which has no GPU kernel. Move that resource "
             "(and its readers) out of the step, or use a resource type with a GPU kernel."
         )
     missing = sorted({context.type_of.get(n, "") for n in names if context.why_cpu[n][0] == "no"})
@@ -179,19 +179,21 @@ def _fallback_message(context: _Context, names: list[str], causes: set[str]) -> 
             if context.why_cpu[n][0] == "dtype"
         }
     )
-    because = [f"{_names(missing)} {'has' if len(missing) == 1 else 'have'} no GPU kernel"] * bool(
-        missing
-    ) + [f"{_names(typed)} {'has' if len(typed) == 1 else 'have'} none for its dtype"] * bool(typed)
+    because = [
+        f"{listed_names(missing)} {'has' if len(missing) == 1 else 'have'} no GPU kernel"
+    ] * bool(missing) + [
+        f"{listed_names(typed)} {'has' if len(typed) == 1 else 'have'} none for its dtype"
+    ] * bool(typed)
     if "colocated" in causes:
         anchors = sorted({context.why_cpu[n][1] for n in names if context.why_cpu[n][1]})
-        because.append(f"the rest share a resource with {_names(anchors)}, which has none")
+        because.append(f"the rest share a resource with {listed_names(anchors)}, which has none")
     return (
         f"{prefix}{subject} on the CPU: {'; '.join(because)}. Do it outside the step (in the "
         "input pipeline, or once before), or use ops that have one."
     )
 
 
-def _dtype_message(context: _Context, names: list[str], where: str) -> str:
+def _dtype_message(context: Context, names: list[str], where: str) -> str:
     """One op type without a GPU kernel for its dtypes: the cast that gives it one, when a
     single type attr stands in the way (the kernel registry says which dtypes its GPU kernels
     take); else what is known."""
@@ -205,16 +207,16 @@ def _dtype_message(context: _Context, names: list[str], where: str) -> str:
         if context.predicted_view
         else f"so {subject} {where} on the CPU"
     )
-    cast = _gpu_cast(op_type, context.attrs(first))
+    cast = gpu_cast(op_type, context.attrs(first))
     if cast:
-        return f"Cast to {cast} before the {op_type} ({_names(names)}): {what} has no GPU kernel, {tail}."
+        return f"Cast to {cast} before the {op_type} ({listed_names(names)}): {what} has no GPU kernel, {tail}."
     return (
-        f"{_names(names)} ({op_type}): {what} has no GPU kernel, {tail}. Compute it in dtypes "
+        f"{listed_names(names)} ({op_type}): {what} has no GPU kernel, {tail}. Compute it in dtypes "
         "its GPU kernels take, or outside the step."
     )
 
 
-def _gpu_cast(op_type: str, attrs: dict[str, str]) -> str:
+def gpu_cast(op_type: str, attrs: dict[str, str]) -> str:
     """The dtype to cast to so that ``op_type`` with ``attrs`` gets a GPU kernel: the GPU
     kernels that differ from the node in one type attr only, their dtypes for it, the most
     common first; "" when no single cast does it, or the registry is not at hand: TensorFlow
@@ -226,14 +228,14 @@ def _gpu_cast(op_type: str, attrs: dict[str, str]) -> str:
     return ranked[0] if ranked else ""
 
 
-def _pipeline_finding(context: _Context, pipeline: list[str]) -> _Finding:
+def _pipeline_finding(context: Context, pipeline: list[str]) -> Finding:
     readers = [
         n
         for n in pipeline
         if context.why_cpu.get(n, ("", ""))[0] == "colocated"
         or context.type_of.get(n, "").startswith("IteratorGetNext")
     ]
-    names = _names(pipeline)
+    names = listed_names(pipeline)
     where = (
         "would run on the CPU on a machine with a GPU"
         if context.predicted_view
@@ -245,10 +247,10 @@ def _pipeline_finding(context: _Context, pipeline: list[str]) -> _Finding:
         "outside the step and pass batches in, with dataset.prefetch(tf.data.AUTOTUNE) so the "
         "copy to the GPU overlaps the step."
     )
-    duration = _duration(context, pipeline)
+    duration = summed_duration(context, pipeline)
     consumers = {c for n in pipeline for c in context.consumers.get(n, [])} - set(pipeline)
     copies = sum(context.view.get(c) == "GPU" for c in consumers)
-    return _Finding(
+    return Finding(
         "cpu_fallback",
         "high" if copies else "medium",
         pipeline,
@@ -258,7 +260,7 @@ def _pipeline_finding(context: _Context, pipeline: list[str]) -> _Finding:
     )
 
 
-def _is_string_op(context: _Context, name: str) -> bool:
+def is_string_op(context: Context, name: str) -> bool:
     op_type = context.type_of.get(name, "")
     if "String" in op_type or op_type.startswith(_STRING_PREFIXES):
         return True
@@ -275,7 +277,7 @@ def _common_scope(names: Sequence[str]) -> str:
     return "/".join(common)
 
 
-def _is_pipeline(op_type: str) -> bool:
+def is_pipeline(op_type: str) -> bool:
     return (
         op_type.endswith(("Dataset", "DatasetV2", "DatasetV3"))
         or op_type.startswith(("Iterator", "OneShotIterator", "AnonymousIterator"))

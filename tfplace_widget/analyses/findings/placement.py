@@ -9,39 +9,39 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ...model.devices import parse_device, short_device
-from .context import (
-    _FOLLOWERS,
-    _GRADIENT_PREFIXES,
-    _NO_GPU,
-    _all_on_one_gpu,
-    _Context,
-    _copied_op,
-    _device_type,
-    _duration,
-    _Finding,
-    _in_order,
-    _names,
+from .base import (
+    FOLLOWERS,
+    GRADIENT_PREFIXES,
+    NO_GPU,
+    Context,
+    Finding,
+    all_on_one_gpu,
+    copied_op,
+    device_type,
+    in_order,
+    listed_names,
+    summed_duration,
 )
-from .fallbacks import _gpu_cast, _is_string_op
+from .fallbacks import gpu_cast, is_string_op
 
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _INTEGERS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 
 
-def _merged_runs(context: _Context) -> list[_Finding]:
+def find_merged_runs(context: Context) -> list[Finding]:
     duplicated = sorted(context.duplicated)
     if not duplicated:
         return []
     runs = _runs_of(context.ops, duplicated)
     return [
-        _Finding(
+        Finding(
             "merged_runs",
             "info",
             duplicated,
             (
                 f"{len(duplicated)} ops are listed on the CPU and on {context.gpu_name()} "
-                f"({_names(duplicated)}): this trace merges several runs whose device lanes "
+                f"({listed_names(duplicated)}): this trace merges several runs whose device lanes "
                 "were mixed up, so they are not CPU fallbacks; trace one run to see one "
                 "placement."
             ),
@@ -51,7 +51,7 @@ def _merged_runs(context: _Context) -> list[_Finding]:
     ]
 
 
-def _soft_moves(context: _Context) -> list[_Finding]:
+def find_soft_moves(context: Context) -> list[Finding]:
     ops = context.ops
     soft = ops[ops["how"].astype(str) == "soft"]
     if soft.empty:
@@ -59,8 +59,8 @@ def _soft_moves(context: _Context) -> list[_Finding]:
     findings = []
     for (requested, device), group in soft.groupby(["requested_device", "device"], sort=True):
         names = group["op"].tolist()
-        asked = _device_type(requested)
-        got = _device_type(device)
+        asked = device_type(requested)
+        got = device_type(device)
         exists = any(_matches(requested, d) for d in context.trace.devices)
         if not exists:
             fix = (
@@ -68,7 +68,7 @@ def _soft_moves(context: _Context) -> list[_Finding]:
                 f"that exists ({', '.join(short_device(d) for d in context.trace.devices)})."
             )
             severity = "medium" if asked != "GPU" else ("info" if not context.gpus else "high")
-        elif asked == "GPU" and any(context.gpu_kernel.get(n) in _NO_GPU for n in names):
+        elif asked == "GPU" and any(context.gpu_kernel.get(n) in NO_GPU for n in names):
             fix = _no_gpu_kernel_fix(context, names)
             severity = "high" if got == "CPU" else "medium"
         else:
@@ -81,11 +81,11 @@ def _soft_moves(context: _Context) -> list[_Finding]:
         ran = "would run" if getattr(context.trace, "predicted", False) else "ran"
         message = (
             f"{count} for {requested} and {ran} on {short_device(device) or device} "
-            f"({_names(names)}): {fix}"
+            f"({listed_names(names)}): {fix}"
         )
-        duration = _duration(context, names)
+        duration = summed_duration(context, names)
         findings.append(
-            _Finding(
+            Finding(
                 "soft_move",
                 severity,
                 names,
@@ -97,12 +97,12 @@ def _soft_moves(context: _Context) -> list[_Finding]:
     return findings
 
 
-def _no_gpu_kernel_fix(context: _Context, names: Sequence[str]) -> str:
+def _no_gpu_kernel_fix(context: Context, names: Sequence[str]) -> str:
     """What to do about ops asked onto a GPU that has no kernel for them: a cast only where
     one dtype attr stands in the way (the registry's GPU kernels say which), else the CPU."""
-    missing = [n for n in names if context.gpu_kernel.get(n) == "no" or _is_string_op(context, n)]
+    missing = [n for n in names if context.gpu_kernel.get(n) == "no" or is_string_op(context, n)]
     casts = {
-        n: _gpu_cast(context.type_of.get(n, ""), context.attrs(n))
+        n: gpu_cast(context.type_of.get(n, ""), context.attrs(n))
         for n in names
         if context.gpu_kernel.get(n) == "dtype" and n not in missing
     }
@@ -110,7 +110,7 @@ def _no_gpu_kernel_fix(context: _Context, names: Sequence[str]) -> str:
     if missing:
         one = len(missing) == 1
         parts.append(
-            f"{_names(missing)} {'has' if one else 'have'} no GPU kernel: pin "
+            f"{listed_names(missing)} {'has' if one else 'have'} no GPU kernel: pin "
             f"{'it' if one else 'them'} to the CPU on purpose (tf.device('/cpu:0')) so the move "
             "is explicit, or do that work outside the step"
         )
@@ -119,14 +119,14 @@ def _no_gpu_kernel_fix(context: _Context, names: Sequence[str]) -> str:
         one = len(cast_ops) == 1
         what = f"cast {'its' if one else 'their'} inputs to {cast}" if cast else "use other dtypes"
         parts.append(
-            f"{_names(cast_ops)} {'has' if one else 'have'} no GPU kernel for "
+            f"{listed_names(cast_ops)} {'has' if one else 'have'} no GPU kernel for "
             f"{'its' if one else 'their'} dtype: {what}, or pin {'it' if one else 'them'} to the "
             "CPU on purpose"
         )
     return "; ".join(parts) + "."
 
 
-def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
+def find_host_memory_on_gpu(context: Context) -> list[Finding]:
     """GPU ops that compute in host memory on integers the user's code made from float data
     (a tf.cast to int32 in the step): each crossing between them and device memory is a copy.
     Integers that come from elsewhere (shapes, constants, loop and step counters, random
@@ -140,9 +140,9 @@ def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
         if (
             kernel != "host"
             or context.view.get(name) != "GPU"
-            or context.type_of.get(name) in _FOLLOWERS
+            or context.type_of.get(name) in FOLLOWERS
             or context.is_runtime(name)
-            or name.startswith(_GRADIENT_PREFIXES)
+            or name.startswith(GRADIENT_PREFIXES)
         ):
             continue
         cast = _float_cast_source(context, name)
@@ -154,8 +154,8 @@ def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
         copies = _memory_crossings(context, names)
         if not copies:  # host ops among host ops copy nothing: harmless
             continue
-        names = _in_order(context, names)
-        sources = _in_order(context, {casts[n] for n in names})
+        names = in_order(context, names)
+        sources = in_order(context, {casts[n] for n in names})
         one = len(names) == 1
         verb = (
             f"would sit on {context.gpu_name()} but compute"
@@ -166,20 +166,20 @@ def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
         dtype = context.dtypes(names[0])
         dtype = f"{dtype} " if dtype else ""
         made = context.attrs(sources[0])
-        typed = _names([f"{n} ({op_type})" for n in names])
+        typed = listed_names([f"{n} ({op_type})" for n in names])
         message = (
             f"{context.on_a_gpu_machine()}{typed} {verb} in host memory: the GPU kernel of "
             f"{dtype}{op_type} keeps its inputs and outputs on the host, and "
-            f"{'its' if one else 'their'} values come from {_names(sources)}, which "
+            f"{'its' if one else 'their'} values come from {listed_names(sources)}, which "
             f"{'casts' if len(sources) == 1 else 'cast'} {made.get('SrcT', 'float')} values to "
             f"{made.get('DstT', 'integers')}; so {copies} tensor"
             f"{'s cross' if copies > 1 else ' crosses'} between device and host memory every "
             "step. Where the values need not be integers, keep them float32 through this "
             "arithmetic (cast after it, or not at all)."
         )
-        duration = _duration(context, names)
+        duration = summed_duration(context, names)
         findings.append(
-            _Finding(
+            Finding(
                 "host_memory_on_gpu",
                 "medium",
                 [*sources, *names],
@@ -191,7 +191,7 @@ def _host_memory_on_gpu(context: _Context) -> list[_Finding]:
     return findings
 
 
-def _float_cast_source(context: _Context, name: str, hops: int = 8) -> str:
+def _float_cast_source(context: Context, name: str, hops: int = 8) -> str:
     """The cast of float values to integers that ``name``'s integers come from (through at
     most ``hops`` integer ops), or ""."""
     seen, frontier = {name}, [name]
@@ -207,7 +207,7 @@ def _float_cast_source(context: _Context, name: str, hops: int = 8) -> str:
                     if (
                         attrs.get("SrcT") in _FLOATS
                         and attrs.get("DstT") not in _FLOATS
-                        and not producer.startswith(_GRADIENT_PREFIXES)
+                        and not producer.startswith(GRADIENT_PREFIXES)
                     ):
                         return producer
                 elif attrs and all(v in _INTEGERS for v in attrs.values()):
@@ -216,7 +216,7 @@ def _float_cast_source(context: _Context, name: str, hops: int = 8) -> str:
     return ""
 
 
-def _memory_crossings(context: _Context, names: Sequence[str]) -> int:
+def _memory_crossings(context: Context, names: Sequence[str]) -> int:
     """Edges between ``names`` and other ops where the tensor changes memory (host <-> device):
     each is a copy. An input the consumer's GPU kernel takes in host memory anyway (a Sum's
     axes) is no crossing."""
@@ -226,7 +226,7 @@ def _memory_crossings(context: _Context, names: Sequence[str]) -> int:
     return sum(context.crosses_memory(producer, consumer) for producer, consumer in edges)
 
 
-def _host_memory_seen(context: _Context) -> list[_Finding]:
+def _host_memory_seen(context: Context) -> list[Finding]:
     """Without kernel facts, a GPU trace still shows it: a copy to the host between two ops
     that both sit on the GPU means the reader computes in host memory (or the writer, for a
     copy to the device)."""
@@ -235,19 +235,19 @@ def _host_memory_seen(context: _Context) -> list[_Finding]:
         return []
     host: dict[str, int] = {}
     for tensor, dst in transfers[["tensor", "dst_device"]].itertuples(index=False):
-        producer = _copied_op(context, tensor)
+        producer = copied_op(context, tensor)
         consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
-        if not consumers or not _all_on_one_gpu(context, [producer, *consumers]):
+        if not consumers or not all_on_one_gpu(context, [producer, *consumers]):
             continue
-        to_host = _device_type(dst) == "CPU"
+        to_host = device_type(dst) == "CPU"
         for name in consumers if to_host else [producer]:
             host[name] = host.get(name, 0) + 1
-    names = _in_order(context, host)
+    names = in_order(context, host)
     if not names:
         return []
     copies = sum(host.values())
-    typed = _names([f"{n} ({context.type_of.get(n, '?')})" for n in names])
-    generated = all(n.startswith(_GRADIENT_PREFIXES) for n in names)
+    typed = listed_names([f"{n} ({context.type_of.get(n, '?')})" for n in names])
+    generated = all(n.startswith(GRADIENT_PREFIXES) for n in names)
     whose = (
         "TensorFlow's gradient code made them: nothing in your code asks for these copies."
         if generated
@@ -256,7 +256,7 @@ def _host_memory_seen(context: _Context) -> list[_Finding]:
         "traced with its graph, the findings say which."
     )
     return [
-        _Finding(
+        Finding(
             "host_memory_on_gpu",
             "medium" if copies >= 4 and not generated else "info",
             names,
@@ -272,7 +272,7 @@ def _host_memory_seen(context: _Context) -> list[_Finding]:
     ]
 
 
-def _xla_hidden(context: _Context) -> list[_Finding]:
+def find_xla_hidden(context: Context) -> list[Finding]:
     trace = context.trace
     clusters = [n for n, t in context.type_of.items() if t in _XLA_TYPES]
     notes = [n for n in getattr(trace, "notes", []) if "XLA" in n]
@@ -284,13 +284,13 @@ def _xla_hidden(context: _Context) -> list[_Finding]:
         "model.compile(..., jit_compile=False)) to see them."
     )
     return [
-        _Finding(
+        Finding(
             "xla_hidden",
             "info",
             clusters,
             message,
             {"clusters": len(clusters)},
-            (_duration(context, clusters), 0.0, float(len(clusters))),
+            (summed_duration(context, clusters), 0.0, float(len(clusters))),
         )
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...model.devices import parse_device, short_device
 from ..summary import busy_time_us
-from .context import _Context, _device_type, _Finding, _names
+from .base import Context, Finding, device_type, listed_names
 
 # A device is idle when busy for less than this share of the step while another device is
 # busy for at least BUSY_SHARE of it.
@@ -13,7 +13,7 @@ IDLE_SHARE = 0.25
 BUSY_SHARE = 0.5
 
 
-def _idle_devices(context: _Context) -> list[_Finding]:
+def find_idle_devices(context: Context) -> list[Finding]:
     events = context.trace.events
     if events is None or events.empty:
         return []
@@ -45,7 +45,7 @@ def _idle_devices(context: _Context) -> list[_Finding]:
             # for most of the step is its normal state, and what it costs shows as
             # cross_task_transfer findings.
             continue
-        kind, other = _device_type(device), _device_type(busiest)
+        kind, other = device_type(device), device_type(busiest)
         if not time and kind != "GPU":  # an unused CPU (a stand-in for the GPU)
             continue
         if kind != "GPU" and kind == "CPU" and other == "GPU":  # the host waiting: as it should
@@ -58,7 +58,7 @@ def _idle_devices(context: _Context) -> list[_Finding]:
             .tolist()
         )
         idle = 1 - time / span
-        gpu_idle = _device_type(device) == "GPU"
+        gpu_idle = device_type(device) == "GPU"
         fix = (
             "feed it: prefetch the input (dataset.prefetch) and move the CPU work it waits on "
             "to the GPU"
@@ -66,14 +66,14 @@ def _idle_devices(context: _Context) -> list[_Finding]:
             else f"move some of {short_device(busiest)}'s work there or run it in parallel"
         )
         findings.append(
-            _Finding(
+            Finding(
                 "idle_device",
                 "medium" if gpu_idle else "info",
                 top,
                 (
                     f"{short_device(device)} is idle for {idle:.0%} of the step while "
                     f"{short_device(busiest)} is busy {busy[busiest] / span:.0%} of it (longest: "
-                    f"{_names(top, 3)}): {fix}."
+                    f"{listed_names(top, 3)}): {fix}."
                 ),
                 {
                     "idle_share": round(idle, 3),

@@ -12,14 +12,14 @@ import pandas as pd
 
 from ...model.devices import crosses_tasks, task_of
 from ..summary import format_bytes, format_us
-from .context import (
-    _FOLLOWERS,
-    _Context,
-    _copied_op,
-    _copy_key,
-    _duration,
-    _Finding,
-    _names,
+from .base import (
+    FOLLOWERS,
+    Context,
+    Finding,
+    copied_op,
+    copy_key,
+    listed_names,
+    summed_duration,
 )
 
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
@@ -33,7 +33,7 @@ NETWORK_MEDIUM_BYTES = 1_000_000
 # find_findings passes the package's values (``findings.NETWORK_HIGH_BYTES``...): set them there.
 _RECV_TENSOR_EDGE = re.compile(r" from (\S+) to (\S+)$")  # RecvTensor labels
 # Ops that write a variable (a parameter server's updates), by type prefix.
-_UPDATE_PREFIXES = (
+UPDATE_PREFIXES = (
     "Assign",
     "ResourceApply",
     "ApplyGradient",
@@ -49,7 +49,7 @@ _UPDATE_PREFIXES = (
 _PY_FUNCTION_TYPES = {"EagerPyFunc"}
 
 
-def _is_feed(context: _Context, tensor: str, producer: str) -> bool:
+def is_feed(context: Context, tensor: str, producer: str) -> bool:
     op_type = context.type_of.get(producer, "")
     return (
         op_type in ("_Arg", "Placeholder", "_Recv", "_HostRecv")
@@ -58,7 +58,7 @@ def _is_feed(context: _Context, tensor: str, producer: str) -> bool:
     )
 
 
-def _crosses_tasks(transfers: pd.DataFrame) -> list[bool]:
+def cross_task_flags(transfers: pd.DataFrame) -> list[bool]:
     """Per transfer row: between two tasks of a cluster (the ``cross_task`` column; computed
     for frames without it, such as those of files saved before it)."""
     if "cross_task" in transfers:
@@ -68,21 +68,21 @@ def _crosses_tasks(transfers: pd.DataFrame) -> list[bool]:
     ).tolist()
 
 
-def _cross_task_transfers(
-    context: _Context,
+def find_cross_task_transfers(
+    context: Context,
     high_bytes: int = NETWORK_HIGH_BYTES,
     medium_bytes: int = NETWORK_MEDIUM_BYTES,
-) -> list[_Finding]:
+) -> list[Finding]:
     """Tensors sent between tasks of a cluster, over the network: one finding per (source
     task, destination task), with its transfers a step, bytes and largest tensors, and the
     fix that fits what crosses (variable reads, variable updates, or computed tensors)."""
     transfers = context.trace.transfers
     if transfers is None or transfers.empty:
         return []
-    crossing = _crosses_tasks(transfers)
+    crossing = cross_task_flags(transfers)
     if not any(crossing):
         return []
-    steps = max(1, _steps(context))
+    steps = max(1, step_count(context))
     pairs: dict[tuple[str, str], list[tuple]] = {}
     columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
     for (tensor, src, dst, size), network in zip(
@@ -110,7 +110,7 @@ def _cross_task_transfers(
 
 
 def _relayed_updates(
-    context: _Context, starts: Sequence[str], task: str, hops: int = 4
+    context: Context, starts: Sequence[str], task: str, hops: int = 4
 ) -> list[str]:
     """The variable updates on other tasks than ``task`` that ``starts`` (on ``task``) feed,
     through at most ``hops`` ops on ``task``; none when they feed anything else off ``task``.
@@ -127,14 +127,14 @@ def _relayed_updates(
                 if where == task:
                     following.append(consumer)
                 elif where:
-                    if not context.type_of.get(consumer, "").startswith(_UPDATE_PREFIXES):
+                    if not context.type_of.get(consumer, "").startswith(UPDATE_PREFIXES):
                         return []
                     found.append(consumer)
         frontier = following
     return found
 
 
-def _receive_time(context: _Context) -> dict[tuple[str, str], float]:
+def _receive_time(context: Context) -> dict[tuple[str, str], float]:
     """Time the workers spent in ``RecvTensor`` per (source task, destination task), over all
     traced steps, from the records' labels (``... from <device> to <device>``)."""
     events = context.trace.events
@@ -151,7 +151,7 @@ def _receive_time(context: _Context) -> dict[tuple[str, str], float]:
 
 
 def _cross_task_finding(
-    context: _Context,
+    context: Context,
     src_task: str,
     dst_task: str,
     group: list[tuple],
@@ -159,7 +159,7 @@ def _cross_task_finding(
     steps: int,
     high_bytes: int,
     medium_bytes: int,
-) -> _Finding:
+) -> Finding:
     count = len(group)
     sizes = [r[3] for r in group if r[3] is not None]
     moved = sum(sizes)
@@ -173,7 +173,7 @@ def _cross_task_finding(
     if len(named) < count:
         signals = count - len(named)
         shown += f"{', ' if shown else ''}{signals} control signal{'s' * (signals != 1)} (0 B)"
-    producers = list(dict.fromkeys(_copied_op(context, r[0]) for r in group))
+    producers = list(dict.fromkeys(copied_op(context, r[0]) for r in group))
     user_producers = [p for p in producers if p in context.type_of and not context.is_runtime(p)]
     dst_devices = {r[2] for r in group}
     consumers = list(
@@ -188,12 +188,12 @@ def _cross_task_finding(
     resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
     reads = [p for p in user_producers if resource_inputs.get(p)]
     variables = sorted({v for p in reads for v in resource_inputs.get(p, ())})
-    updates = [c for c in consumers if context.type_of.get(c, "").startswith(_UPDATE_PREFIXES)]
-    feeds = [p for p in producers if _is_feed(context, f"{p}:0", p)]
+    updates = [c for c in consumers if context.type_of.get(c, "").startswith(UPDATE_PREFIXES)]
+    feeds = [p for p in producers if is_feed(context, f"{p}:0", p)]
     computed = [p for p in user_producers if p not in reads]
     if reads:
         fix = (
-            f"reads of the variables on {src_task} ({_names(variables)}), sent every step. "
+            f"reads of the variables on {src_task} ({listed_names(variables)}), sent every step. "
             "Partition large variables over the ps tasks (partitioner= in "
             "tf.compat.v1.variable_scope / get_variable) so no one task ships them all; read "
             "each variable once a step on the worker and reuse that read; or colocate the "
@@ -202,19 +202,22 @@ def _cross_task_finding(
         )
         if computed:
             fix += (
-                f". Also crossing: {_names(computed)}, computed on {src_task} and read on "
+                f". Also crossing: {listed_names(computed)}, computed on {src_task} and read on "
                 f"{dst_task}: put {'it' if len(computed) == 1 else 'them'} on one task with "
                 "its readers"
             )
     elif updates:
         updated = {v for u in updates for v in resource_inputs.get(u, ())}
         once = bool(updated) and len(updated) == len(updates)
-        fix = f"updates of the variables on {dst_task} ({_names(updates)}), sent every step. " + (
-            "Each variable already gets one update a step, so what crosses is its size: "
-            "partition large variables so the updates spread over the ps tasks"
-            if once
-            else "Aggregate the gradients on the worker so each variable gets one update a "
-            "step, and partition large variables so the updates spread over the ps tasks"
+        fix = (
+            f"updates of the variables on {dst_task} ({listed_names(updates)}), sent every step. "
+            + (
+                "Each variable already gets one update a step, so what crosses is its size: "
+                "partition large variables so the updates spread over the ps tasks"
+                if once
+                else "Aggregate the gradients on the worker so each variable gets one update a "
+                "step, and partition large variables so the updates spread over the ps tasks"
+            )
         )
     elif feeds and len(feeds) == len(producers):
         fix = (
@@ -226,17 +229,17 @@ def _cross_task_finding(
     ):
         targets = sorted({task_of(context.device_of.get(op, "")) for op in updated})
         fix = (
-            f"{dst_task} passes them on: {_names(consumers)} there combine "
+            f"{dst_task} passes them on: {listed_names(consumers)} there combine "
             f"{'them' if len(user_producers) > 1 else 'it'} and send the result on to "
-            f"{', '.join(targets)}, to update variables ({_names(updated)}). Compute each "
+            f"{', '.join(targets)}, to update variables ({listed_names(updated)}). Compute each "
             "gradient's mean (or sum) on its variable's ps task (tf.device(var.device) around "
             "it): every worker then sends straight there"
         )
     elif user_producers and consumers:
         fix = (
-            f"{_names(consumers)} on {dst_task} read{'s' if len(consumers) == 1 else ''} "
-            f"{_names(user_producers)} computed on {src_task}: put them on one task "
-            f"(tf.device('{src_task}') around {_names(consumers)}, or the other way round), "
+            f"{listed_names(consumers)} on {dst_task} read{'s' if len(consumers) == 1 else ''} "
+            f"{listed_names(user_producers)} computed on {src_task}: put them on one task "
+            f"(tf.device('{src_task}') around {listed_names(consumers)}, or the other way round), "
             "so only what must cross does"
         )
     else:
@@ -261,14 +264,14 @@ def _cross_task_finding(
         severity = "medium"
     else:
         severity = "info"
-    ops = [o for p in user_producers for o in (p, *_copy_nodes(context, p))] + consumers
+    ops = [o for p in user_producers for o in (p, *copy_nodes(context, p))] + consumers
     evidence = {
         "copies": count,
         "bytes": moved if sizes else -1,
         "steps": steps,
         "time_us": seconds,
     }
-    return _Finding(
+    return Finding(
         "cross_task_transfer",
         severity,
         ops or [r[0] for r in group],
@@ -278,21 +281,21 @@ def _cross_task_finding(
     )
 
 
-def _ping_pongs(context: _Context) -> list[_Finding]:
+def find_ping_pongs(context: Context) -> list[Finding]:
     """Chains GPU -> CPU -> GPU: each CPU stretch between GPU ops costs two copies a step,
     counted only where the tensor leaves device memory (a GPU kernel that keeps it in host
     memory, such as a string or int32 Identity, hands it over without a copy)."""
     view = context.view
     if not view or not any(kind == "GPU" for kind in view.values()):
         return []
-    findings: list[_Finding] = []
+    findings: list[Finding] = []
     seen: set[str] = set()
     for start, kind in view.items():
         if kind != "CPU" or start in seen or start in context.duplicated:
             continue
         stretch = _cpu_stretch(context, start)
         seen |= stretch
-        inside = [n for n in stretch if context.type_of.get(n) not in _FOLLOWERS]
+        inside = [n for n in stretch if context.type_of.get(n) not in FOLLOWERS]
         if not inside:
             continue
         before = sorted(
@@ -319,7 +322,7 @@ def _ping_pongs(context: _Context) -> list[_Finding]:
     return findings
 
 
-def _py_function_finding(context: _Context, name: str) -> _Finding:
+def _py_function_finding(context: Context, name: str) -> Finding:
     before = context.inputs.get(name, [])
     after = context.consumers.get(name, [])
     gpu = context.gpu_name()
@@ -334,8 +337,8 @@ def _py_function_finding(context: _Context, name: str) -> _Finding:
             f"{name} (tf.py_function) sits on {gpu} but its Python body runs on the host: it "
             "copies its inputs GPU -> host and its result back every step."
         )
-    duration = _duration(context, [name])
-    return _Finding(
+    duration = summed_duration(context, [name])
+    return Finding(
         "ping_pong",
         "high",
         [*before, name, *after],
@@ -346,9 +349,9 @@ def _py_function_finding(context: _Context, name: str) -> _Finding:
 
 
 def _ping_pong_finding(
-    context: _Context, inside: list[str], before: list[str], after: list[str]
-) -> _Finding:
-    chain = f"{_names(before, 2)} -> {_names(inside, 2)} -> {_names(after, 2)}"
+    context: Context, inside: list[str], before: list[str], after: list[str]
+) -> Finding:
+    chain = f"{listed_names(before, 2)} -> {listed_names(inside, 2)} -> {listed_names(after, 2)}"
     gpu = context.gpu_name()
     causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
     one = len(inside) == 1
@@ -369,8 +372,8 @@ def _ping_pong_finding(
         )
     verb = "would go" if context.predicted_view else "goes"
     copies = len(before) + len(after)
-    duration = _duration(context, inside)
-    return _Finding(
+    duration = summed_duration(context, inside)
+    return Finding(
         "ping_pong",
         "high" if copies >= 2 and causes & {"no", "dtype", "colocated"} else "medium",
         [*before, *inside, *after],
@@ -381,7 +384,7 @@ def _ping_pong_finding(
     )
 
 
-def _cpu_stretch(context: _Context, start: str) -> set[str]:
+def _cpu_stretch(context: Context, start: str) -> set[str]:
     """``start`` and the CPU ops joined to it by data edges that stay on the CPU."""
     stretch = {start}
     todo = [start]
@@ -394,17 +397,17 @@ def _cpu_stretch(context: _Context, start: str) -> set[str]:
     return stretch
 
 
-def _copy_nodes(context: _Context, producer: str) -> list[str]:
+def copy_nodes(context: Context, producer: str) -> list[str]:
     """The ``_Send``/``_Recv`` nodes that carry ``producer``'s output to another device."""
     if context.copies_by_producer is None:
         context.copies_by_producer = {}
         for name, op_type in context.type_of.items():
             if op_type in ("_Send", "_Recv", "_HostSend", "_HostRecv"):
-                context.copies_by_producer.setdefault(_copy_key(name), []).append(name)
+                context.copies_by_producer.setdefault(copy_key(name), []).append(name)
     return context.copies_by_producer.get(producer, [])
 
 
-def _steps(context: _Context) -> int:
+def step_count(context: Context) -> int:
     """How many times the step ran, read off the op runs (the most common count)."""
     runs = context.ops["runs"].dropna()
     return int(runs.mode().iloc[0]) if len(runs) else 1

@@ -1,5 +1,5 @@
-"""What every findings rule reads: ``_Context`` (the trace's frames reduced to lookups, and
-where each op would run on a GPU machine), ``_Finding`` (one row) and the small helpers the rule
+"""What every findings rule reads: ``Context`` (the trace's frames reduced to lookups, and
+where each op would run on a GPU machine), ``Finding`` (one row) and the small helpers the rule
 families share (device types, copy names, op durations, name lists)."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from ...model.columns import SEVERITIES
 from ...model.devices import parse_device, short_device
 from ...model.graphfacts import linked_groups
 
-# What a finding can be (``_Finding`` checks it); the package exports them with ``COLUMNS``.
+# What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
 # gpu_kernel values (analyses/kernels.py): a GPU kernel, one computing in host memory, GPU
 # kernels but none for this op's dtype, no GPU kernel at all, unknown (no node def).
-_NO_GPU = ("no", "dtype")
-_ON_GPU = ("yes", "host")
+NO_GPU = ("no", "dtype")
+ON_GPU = ("yes", "host")
 
 MAX_NAMED = 4  # op names spelled out in one message
 _RUNTIME_TYPES = {
@@ -37,15 +37,15 @@ _RUNTIME_TYPES = {
 # A function's arguments: a resource argument lives where the caller's variable or table is.
 _ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
-_CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (_copy_key)
+_CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (copy_key)
 # Name scopes of the ops TensorFlow's gradient code makes (graph mode, GradientTape).
-_GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
+GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 # Generators and host constants that follow their consumers: never findings of their own.
-_FOLLOWERS = {"Const", "HostConst"}
+FOLLOWERS = {"Const", "HostConst"}
 
 
 @dataclass
-class _Finding:
+class Finding:
     kind: str
     severity: str
     ops: list[str]
@@ -60,7 +60,7 @@ class _Finding:
 
 
 @dataclass
-class _Context:
+class Context:
     """The trace's frames reduced to plain lookups, built once per ``find_findings``."""
 
     trace: Any
@@ -85,7 +85,7 @@ class _Context:
     position: dict[str, int] | None = None
 
     @classmethod
-    def of(cls, trace: Any) -> _Context:
+    def of(cls, trace: Any) -> Context:
         ops = trace.ops
         names = ops["op"].tolist()
         devices = ops["device"].tolist()
@@ -116,7 +116,7 @@ class _Context:
             requested=requested,
             how=how,
             inputs={},
-            gpus=[d for d in trace.devices if _device_type(d) == "GPU"],
+            gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
         context.inputs = context._through_copies(raw_inputs)
         for op, producers in context.inputs.items():
@@ -138,7 +138,7 @@ class _Context:
             if producers and type_of.get(name) in ("_Send", "_HostSend"):
                 # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
                 # producer wins, so that X's readers on the other device stay X's consumers.
-                key = _copy_key(name)
+                key = copy_key(name)
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
         receives = ("_Recv", "_HostRecv")
@@ -152,9 +152,9 @@ class _Context:
             resolved = []
             for producer in producers:
                 if type_of.get(producer) in receives:
-                    producer = sent_by.get(_copy_key(producer), _copy_key(producer))
+                    producer = sent_by.get(copy_key(producer), copy_key(producer))
                 elif producer not in type_of:  # a recv the trace did not record: X/_5
-                    producer = _copy_key(producer)
+                    producer = copy_key(producer)
                 if producer in user:
                     resolved.append(producer)
             edges[name] = resolved
@@ -178,7 +178,7 @@ class _Context:
         device lanes a merge mixed up (process ids differ per run), not a fallback."""
         if not self.gpus:
             return set()
-        types = self.ops["device"].map(_device_type)
+        types = self.ops["device"].map(device_type)
         on_gpu = set(self.ops.loc[types == "GPU", "op"])
         on_cpu = self.ops.loc[types == "CPU", "op"]
         return {n for n in on_cpu if n in on_gpu and not self.is_runtime(n)}
@@ -188,7 +188,7 @@ class _Context:
         self.predicted_view = bool(getattr(self.trace, "predicted", False))
         if self.gpus:  # recorded (or predicted) with a GPU: the trace says it
             for name, device in self.device_of.items():
-                kind = _device_type(device)
+                kind = device_type(device)
                 if kind in ("GPU", "CPU") and not self.is_runtime(name):
                     self.view[name] = "GPU" if name in self.duplicated else kind
             reasons = dict(zip(self.ops["op"], self.ops["reason"].astype(str), strict=True))
@@ -205,7 +205,7 @@ class _Context:
             for name, (device, how, _) in predicted.items():
                 if name not in self.type_of or self.is_runtime(name):
                     continue
-                self.view[name] = _device_type(device)
+                self.view[name] = device_type(device)
                 if self.view[name] == "CPU":
                     self.why_cpu[name] = self._cpu_cause(name, how, reasons)
             return
@@ -231,9 +231,9 @@ class _Context:
         function's resource argument, which lives where its variable or table was made (a
         ``host`` kernel, such as a VarHandleOp's, is a GPU kernel: no cause of its own)."""
         kernel = self.gpu_kernel.get(anchor, "")
-        if kernel in _NO_GPU:
+        if kernel in NO_GPU:
             return ("colocated", anchor)
-        if _device_type(self.requested.get(anchor, "")) == "CPU":
+        if device_type(self.requested.get(anchor, "")) == "CPU":
             return ("requested", anchor)
         if self.type_of.get(anchor) in _ARGUMENT_TYPES:
             return ("requested", anchor)
@@ -241,9 +241,9 @@ class _Context:
 
     def _kernel_cause(self, name: str) -> tuple[str, str]:
         kernel = self.gpu_kernel.get(name, "")
-        if kernel in _NO_GPU:
+        if kernel in NO_GPU:
             return (kernel, "")
-        if _device_type(self.requested.get(name, "")) == "CPU":
+        if device_type(self.requested.get(name, "")) == "CPU":
             return ("requested", "")
         return ("", "")
 
@@ -254,13 +254,13 @@ class _Context:
         for name, kernel in self.gpu_kernel.items():
             if self.is_runtime(name):
                 continue
-            asked_cpu = _device_type(self.requested.get(name, "")) == "CPU"
-            self.view[name] = "GPU" if kernel in _ON_GPU and not asked_cpu else "CPU"
+            asked_cpu = device_type(self.requested.get(name, "")) == "CPU"
+            self.view[name] = "GPU" if kernel in ON_GPU and not asked_cpu else "CPU"
             if self.view[name] == "CPU":
                 self.why_cpu[name] = self._kernel_cause(name)
         if facts is not None:
             for members in _resource_groups(facts, self.view):
-                anchors = sorted(m for m in members if self.gpu_kernel.get(m) in _NO_GPU)
+                anchors = sorted(m for m in members if self.gpu_kernel.get(m) in NO_GPU)
                 for member in members if anchors else ():
                     if self.view.get(member) == "GPU":
                         self.view[member] = "CPU"
@@ -270,7 +270,7 @@ class _Context:
     def _generators_follow_consumers(self) -> None:
         """A constant goes where all its consumers go (placement-rules.md 10)."""
         for name in list(self.view):
-            if self.type_of.get(name) not in _FOLLOWERS or self.inputs.get(name):
+            if self.type_of.get(name) not in FOLLOWERS or self.inputs.get(name):
                 continue
             kinds = {self.view.get(c) for c in self.consumers.get(name, [])} - {None}
             if len(kinds) == 1:
@@ -332,7 +332,7 @@ class _Context:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
 
 
-def _predict_with_module(context: _Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
+def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
     """``predict_devices`` (one GPU, soft placement): every placer rule replayed, about 0.1 s
     per 100k nodes. None without facts, without TensorFlow imported (the placer reads its op
     and kernel registries; ``tfplace show`` of a saved trace does not import it, seconds, for
@@ -360,7 +360,7 @@ def _predict_with_module(context: _Context, facts: Any) -> dict[str, tuple[str, 
     }
 
 
-def _partner_from_reason(reason: str, context: _Context, skip: set[str] | None = None) -> str:
+def _partner_from_reason(reason: str, context: Context, skip: set[str] | None = None) -> str:
     """The op a colocation reason names (its first word that is an op of the trace, other than
     those in ``skip``)."""
     for word in reason.replace(",", " ").replace(";", " ").split():
@@ -375,7 +375,7 @@ def _resource_groups(facts: Any, view: Mapping[str, str]) -> list[set[str]]:
     return linked_groups(facts, keep=view.__contains__)
 
 
-def _device_type(name: str) -> str:
+def device_type(name: str) -> str:
     if not name:
         return ""
     try:
@@ -384,7 +384,7 @@ def _device_type(name: str) -> str:
         return ""
 
 
-def _copy_key(name: str) -> str:
+def copy_key(name: str) -> str:
     """``A/_1`` -> ``A``: the runtime names a copy's send and recv after the tensor's op. In a
     cluster the master session names the copies between tasks ``A_S12``/``A_S13`` and each
     worker the copies between its own devices ``A_G1``/``A_G2`` (``PartitionOptions::new_name``
@@ -397,7 +397,7 @@ def _copy_key(name: str) -> str:
     return match.group(1) if match else name
 
 
-def _copied_op(context: _Context, tensor: str) -> str:
+def copied_op(context: Context, tensor: str) -> str:
     """The op whose output a transfer copies: ``A:0`` -> ``A``; ``edge_22_MatMul`` (a TF 1.x
     memcpy record) -> ``MatMul``."""
     name = tensor.rpartition(":")[0] if ":" in tensor else tensor
@@ -407,12 +407,12 @@ def _copied_op(context: _Context, tensor: str) -> str:
     return name
 
 
-def _all_on_one_gpu(context: _Context, names: Sequence[str]) -> bool:
+def all_on_one_gpu(context: Context, names: Sequence[str]) -> bool:
     devices = {context.device_of.get(n, "") for n in names}
-    return len(devices) == 1 and _device_type(devices.pop()) == "GPU"
+    return len(devices) == 1 and device_type(devices.pop()) == "GPU"
 
 
-def _duration(context: _Context, names: Iterable[str]) -> float:
+def summed_duration(context: Context, names: Iterable[str]) -> float:
     """Summed ``duration_us`` of ``names`` (untimed ops count 0)."""
     if context.duration_of is None:
         timed = context.ops[["op", "duration_us"]].dropna()
@@ -421,7 +421,7 @@ def _duration(context: _Context, names: Iterable[str]) -> float:
     return float(sum(of.get(name, 0.0) for name in set(names)))
 
 
-def _in_order(context: _Context, names: Iterable[str]) -> list[str]:
+def in_order(context: Context, names: Iterable[str]) -> list[str]:
     """``names`` in the trace's row order (first start first)."""
     if context.position is None:
         context.position = {name: i for i, name in enumerate(context.device_of)}
@@ -429,11 +429,11 @@ def _in_order(context: _Context, names: Iterable[str]) -> list[str]:
     return sorted(set(names), key=lambda n: position.get(n, len(position)))
 
 
-def _follower(context: _Context, name: str) -> bool:
-    return context.type_of.get(name) in _FOLLOWERS
+def follower(context: Context, name: str) -> bool:
+    return context.type_of.get(name) in FOLLOWERS
 
 
-def _names(names: Sequence[str], limit: int = MAX_NAMED) -> str:
+def listed_names(names: Sequence[str], limit: int = MAX_NAMED) -> str:
     names = list(names)
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
