@@ -50,15 +50,6 @@ MAX_LOG_LINES = 400
 FINDINGS_LATER_OPS = 20_000  # larger traces find their findings after the cell
 MAX_GPUS = 8  # the "as on a machine with N GPUs" control
 
-__all__ = [
-    "FINDINGS_LATER_OPS",
-    "MAX_CPUS",
-    "MAX_GPUS",
-    "MAX_LOG_LINES",
-    "PlacementPanel",
-    "show_placement",
-]
-
 
 class PlacementPanel(PanelActions, widgets.VBox):
     """Everything one traced run shows; re-run it with other placement settings in place."""
