@@ -828,7 +828,7 @@ def test_two_panels_do_not_interfere():
     first.table.selected_op = "good"
     first.chips.children[0].value = True  # a device filter on the first panel
     assert panel_snapshot(second) == second_before
-    assert second._device_filter == set()
+    assert second.view_state.device_filter == set()
 
     second.search.value = "link_3"
     second.table.selected_op = "link_3"

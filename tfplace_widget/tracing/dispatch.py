@@ -2,7 +2,7 @@
 
 A trace as it is, a trace file (a saved ``.tfplace`` trace, by its suffix or zip content; a
 Chrome trace JSON; or a RunMetadata), a RunMetadata proto, or a function traced with
-``trace_placement`` and the given options. Used by ``compare``; no widgets here.
+``trace_placement`` and the given options. Used by ``compare`` and ``show_placement``; no widgets here.
 """
 
 from __future__ import annotations
@@ -38,6 +38,14 @@ def as_trace(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementTrace:
     raise TypeError(
         "Expected a function to trace (a tf.function, a Keras model, or a graph builder), a "
         f"PlacementTrace, a RunMetadata or a trace file path, not {type(fn_or_trace).__name__}."
+    )
+
+
+def is_traced(value: Any) -> bool:
+    """Whether ``as_trace`` takes ``value`` as already traced (a trace, a trace file or a
+    RunMetadata proto), rather than as a function to trace."""
+    return isinstance(value, (PlacementTrace, str, os.PathLike)) or (
+        type(value).__name__ == "RunMetadata"
     )
 
 

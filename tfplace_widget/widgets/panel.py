@@ -1,38 +1,31 @@
-"""The placement panel: its layout, its filter state and the controls that change them.
+"""The placement panel: its layout, and the wiring of its controls to its state and actions.
 
-``show_placement`` is the one entry point; it dispatches on what it is given (a graph builder,
-a :class:`PlacementTrace`, a RunMetadata or a trace file). The panel filters in the kernel
-with vectorised pandas and sends the browser only the rows on screen. What it draws lives in
-views of their own: ``panel_html`` (header, details, messages, log), ``findings_view`` (the
-findings above the table), ``table`` (the op table), ``timeline`` (the timeline) and
-``comparison_view`` (this run against the previous one, or against ``compare_to``).
+``show_placement`` is the one entry point; it takes what ``tracing.dispatch.as_trace`` takes
+(a graph builder or TF2 function, a :class:`PlacementTrace`, a RunMetadata or a trace file).
+The panel filters in the kernel with vectorised pandas and sends the browser only the rows on
+screen. Its parts live in modules of their own: ``panel_state`` (the table's search, filter,
+sort and page state, plain Python), ``panel_actions`` (re-run, predict, compare, save, close),
+``rendering.html_parts`` (header, details, messages, log), ``findings`` (the findings above
+the table), ``table`` (the op table), ``timeline`` (the timeline) and ``comparison`` (this run
+against the previous one, or against ``compare_to``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import sys
-import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
-import numpy as np
 import pandas as pd
 
-from ..analyses.compare import compare
-from ..analyses.summary import device_summaries, format_us, task_summaries
-from ..export.output import write_new_file
-from ..model.devices import short_device, task_of, tasks_of
-from ..model.errors import TraceError
+from ..analyses.summary import device_summaries, task_summaries
+from ..model.devices import tasks_of
 from ..model.reasons import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
 from ..model.trace import PlacementTrace
 from ..rendering.colors import device_color
 from ..rendering.html_parts import (
-    PAGE_SIZE,
+    PAGE_SIZE,  # noqa: F401  (re-exported for callers)
     TABLE_COLUMNS,
     details_html,
     header_html,
@@ -40,24 +33,25 @@ from ..rendering.html_parts import (
     message_html,
     status_html,
 )
-from ..rendering.search import SearchError, filter_ops, matching_lines, searchable
+from ..rendering.search import SearchError, matching_lines
+from ..tracing.dispatch import as_trace, is_traced
 from ..tracing.options import normalize_device_count
-from ..tracing.tracer import MAX_DEVICES_PER_TYPE, check_option_names, trace_placement
+from ..tracing.tracer import check_option_names
 from .chips import DeviceChips
 from .comparison import ComparisonView
 from .controls import search_controls
 from .findings import FindingsList
+from .panel_actions import MAX_CPUS, PanelActions
+from .panel_state import TableState
 from .table import OpTable
 from .timeline import Timeline
-from .tree import widget_tree as _widget_tree
 
 MAX_LOG_LINES = 400
 FINDINGS_LATER_OPS = 20_000  # larger traces find their findings after the cell
 MAX_GPUS = 8  # the "as on a machine with N GPUs" control
-MAX_CPUS = MAX_DEVICES_PER_TYPE  # what trace_placement accepts; a larger given count widens it
 
 
-class PlacementPanel(widgets.VBox):
+class PlacementPanel(PanelActions, widgets.VBox):
     """Everything one traced run shows; re-run it with other placement settings in place."""
 
     _closed = False
@@ -74,9 +68,7 @@ class PlacementPanel(widgets.VBox):
         self.builder = builder
         self.args = tuple(args)
         self.error: str = ""
-        self._device_filter: set[str] = set()
-        self._event_mask: np.ndarray | None = None  # the timeline's outlined events, or none
-        self._finding_ops: set[str] | None = None  # the clicked finding's ops, or no filter
+        self.view_state = TableState()  # the table's filters, sort and visible rows
         self._findings_frame: pd.DataFrame | None = None  # trace.findings, as on screen
         self._findings_error = ""  # why there are none on screen, when finding them failed
         self._syncing = False
@@ -249,61 +241,7 @@ class PlacementPanel(widgets.VBox):
     @property
     def visible_ops(self) -> pd.DataFrame:
         """The rows of ``trace.ops`` that the current search and filters keep, in table order."""
-        return self._visible
-
-    def close(self) -> None:
-        """Close every widget of the panel and let go of them, of the trace, the function and
-        its arguments: the kernel keeps nothing of a closed panel but this empty shell (which
-        IPython's output history may still hold), whose ``trace``, ``timeline``, ``search``...
-        are ``None``. Take ``panel.trace`` first to keep it."""
-        if self._closed:
-            return
-        self._closed = True
-        # __init__ failed part-way: there is no panel to take apart; or the interpreter is
-        # exiting (ipywidgets closes widgets from __del__), when there is nothing to free.
-        if not self._built or sys.is_finalizing():
-            super().close()
-            return
-        tree = _widget_tree(self)
-        for widget in reversed(tree):  # children first, the panel's own box last
-            if widget is not self:
-                widget.close()
-        super().close()
-        # No cycles left through the panel's observers and click handler, and no data in the
-        # closed widgets: what the panel held is freed at once, not at the next full collection.
-        for widget in tree:
-            widget.unobserve_all()
-        self.rerun.on_click(self._on_rerun_click, remove=True)
-        self.move_rerun.on_click(self._on_move_click, remove=True)
-        self.save_button.on_click(self._on_save_click, remove=True)
-        self.html_button.on_click(self._on_html_click, remove=True)
-        if self._comparison is not None:
-            self._comparison.release()
-        self._comparison = self._previous = None
-        if self._timeline is not None:
-            widget = self._timeline.widget
-            self._timeline.release()
-            widget.clear()  # closed: nothing is sent, the kernel lets go of the traces
-        self._timeline = None
-        for box in tree:
-            if isinstance(box, widgets.Box):
-                box.children = ()
-        self.table.rows, self.table.row_colors = [], []
-        for view in (self.header, self.status, self.message, self.details, self.log_view):
-            view.value = ""
-        self.findings_view.items, self._finding_ops, self._findings_frame = [], None, None
-        self.type_filter.options = ()
-        self.trace = self.traced = None
-        self.builder = None
-        self.args = ()
-        self.options = {}
-        self._visible = pd.DataFrame(columns=list(self._visible.columns))
-        self._lowered = self._event_row = self._event_mask = None
-        self._sort_orders = {}
-        self._log_lines = []
-        for name, value in list(vars(self).items()):  # the closed controls, table, views...
-            if isinstance(value, widgets.Widget):
-                setattr(self, name, None)
+        return self.view_state.visible
 
     def show_trace(self, trace: PlacementTrace) -> None:
         """Put ``trace`` on screen (header, chips, table, timeline, log), keeping the search;
@@ -325,16 +263,8 @@ class PlacementPanel(widgets.VBox):
         """Draw ``trace`` (the one that ran, or its prediction) in every view."""
         self.trace = trace
         ops = trace.ops
-        self._lowered = searchable(ops["op"])
-        self._sort_orders: dict[tuple[str, bool], np.ndarray] = {}
-        # Each event's row in trace.ops (by op and device): a keystroke's mask over the ops
-        # becomes the timeline's mask over the events with one numpy take.
-        keys = ops[["op", "device"]].assign(_row=np.arange(len(ops)))
-        keys = keys.drop_duplicates(["op", "device"])
-        located = trace.events[["op", "device"]].merge(keys, how="left", on=["op", "device"])
-        self._event_row = located["_row"].fillna(-1).to_numpy(dtype=np.int64)
+        self.view_state.show(trace)
         self._log_lines = trace.log.splitlines()
-        self._device_filter &= set(trace.devices)
         for device in trace.devices:  # a device new to the kernel gets its colour in this order
             device_color(device)
         self._render_chips()  # first: a re-run keeps the tasks folded that it still has
@@ -356,221 +286,6 @@ class PlacementPanel(widgets.VBox):
             self._show_comparison()
         self._apply_filters()
 
-    def run(
-        self, overrides: dict[str, str] | None = None, *, compare: bool = False
-    ) -> PlacementTrace | None:
-        """Trace the builder again with the panel's settings; on failure keep the last result.
-
-        ``overrides`` (``{op: device}``) are merged into the panel's ``overrides`` option, and
-        kept for the re-runs after. What was on screen before becomes "the previous run";
-        ``compare=True`` shows the comparison with it at once."""
-        if self.builder is None:
-            self._show_message(
-                "This panel shows a loaded trace; there is no graph builder to "
-                "re-run. Call show_placement(fn) with a function to explore."
-            )
-            return None
-        options = self._options_from_controls()
-        if overrides:
-            options["overrides"] = {**(options.get("overrides") or {}), **overrides}
-        previous = self.trace
-        self.rerun.disabled = True
-        self.rerun.description = "Running..."
-        try:
-            trace = trace_placement(self.builder, *self.args, **options)
-        except (TraceError, ValueError) as exc:
-            self._show_error(exc)
-            return None
-        except Exception as exc:  # unexpected: show it rather than lose it in the log
-            self._show_error(exc)
-            return None
-        finally:
-            self.rerun.disabled = False
-            self.rerun.description = "Re-run"
-        self.options = options
-        self.error = ""
-        self._show_message("")
-        self._previous = previous
-        self._compare_labels = ("previous run", "this run")
-        self.compare_toggle.disabled = False
-        self.show_trace(trace)
-        if compare and not self.compare_toggle.value:
-            self.compare_toggle.value = True  # the observer draws the comparison
-        return trace
-
-    def compare_with(self, trace: PlacementTrace, label: str = "compare_to") -> None:
-        """Show the comparison of ``trace`` (as ``a``, named ``label``) with the trace on
-        screen (``b``), as after a re-run (the compare toggle then leads back to the single
-        view); the next re-run compares with the run before it again."""
-        if not isinstance(trace, PlacementTrace):
-            raise TypeError(f"compare_with takes a PlacementTrace, not {type(trace).__name__}.")
-        self._previous = trace
-        self._compare_labels = (label, "this run")
-        self.compare_toggle.disabled = False
-        if self.compare_toggle.value:
-            self._show_comparison()
-            self._apply_filters()
-        else:
-            self.compare_toggle.value = True
-
-    @property
-    def comparison(self) -> ComparisonView | None:
-        """The comparison view on screen, or ``None`` in the single view."""
-        toggle = self.compare_toggle
-        return self._comparison if toggle is not None and toggle.value else None
-
-    # -- compare with the previous run ---------------------------------------------------------
-    def _show_comparison(self) -> None:
-        """Draw ``compare(previous, on screen)`` in the comparison view and show it in place of
-        the single view's chips, findings, timeline and table."""
-        if self._previous is None:
-            raise ValueError(
-                "There is no previous run to compare with yet: re-run first, or open the panel "
-                "with show_placement(..., compare_to=...)."
-            )
-        diff = compare(self._previous, self.trace)
-        if self._comparison is None:
-            self._comparison = ComparisonView(diff, self._compare_labels, search=False)
-            self._comparison_box.children = [self._comparison]
-        else:
-            self._comparison.show(diff, self._compare_labels)
-        self._set_comparing(True)
-
-    def _set_comparing(self, comparing: bool) -> None:
-        single = "none" if comparing else None
-        for view in (self.chips, self.findings_view, self._figure_box, self.table, self.details):
-            view.layout.display = single
-        self.status.layout.display = single
-        if comparing:
-            self.move_box.layout.display = "none"
-        self._comparison_box.layout.display = "flex" if comparing else "none"
-        self.compare_toggle.description = (
-            "back to the single view" if comparing else "compare with the previous run"
-        )
-
-    def _on_compare_toggle(self, change: dict) -> None:
-        if self._closed or self._syncing:
-            return
-        if not change["new"]:
-            self._set_comparing(False)
-            self._guard(lambda: self._render_move(self.table.selected_op))
-            return
-        try:
-            self._show_comparison()
-            self._apply_filters()
-        except Exception as exc:  # keep the single view on screen
-            self._syncing = True
-            try:
-                self.compare_toggle.value = False
-            finally:
-                self._syncing = False
-            self._set_comparing(False)
-            self._show_error(exc, kept="The single view stays on screen.")
-
-    # -- move the picked op and re-run -----------------------------------------------------------
-    def _render_move(self, op: str) -> None:
-        """Offer "move to [device]" and "Re-run" for a picked op the builder can override."""
-        devices = _move_targets(self.trace, op, self.traced.devices) if self.builder else []
-        comparing = self.compare_toggle.value
-        self.move_box.layout.display = "none" if comparing or not devices else None
-        if devices:
-            self.move_to.options = [(short_device(d) or d, d) for d in devices]
-            self.move_rerun.tooltip = (
-                f"Trace again with overrides={{{op!r}: <device>}} and compare with this run"
-            )
-
-    def _on_move_click(self, _button: widgets.Button) -> None:
-        op, device = self.table.selected_op, self.move_to.value
-        if not op or not device:
-            self._show_message("Pick an op in the table or timeline first.", kind="warning")
-            return
-        self.run(overrides={op: device}, compare=True)
-
-    # -- as on a machine with N GPUs ----------------------------------------------------------
-    def _predicted(self, trace: PlacementTrace) -> PlacementTrace:
-        from ..tracing.predict import predict_placement
-
-        soft = bool(self.options.get("soft_placement", True))
-        return predict_placement(trace, gpus=int(self.gpus.value), soft_placement=soft)
-
-    def _can_predict(self) -> None:
-        """The GPU control works for a trace made with its graph that is not a prediction."""
-        trace = self.traced
-        able = getattr(trace, "facts", None) is not None and not getattr(trace, "predicted", False)
-        self.as_gpus.disabled = self.gpus.disabled = not able
-        if not able:
-            self.as_gpus.tooltip = (
-                "Needs a trace made with its graph (not loaded from a Chrome trace or a "
-                "RunMetadata without graph=, and not already a prediction)"
-            )
-
-    def _untick_gpus(self) -> None:
-        self._syncing = True
-        try:
-            self.as_gpus.value = False
-        finally:
-            self._syncing = False
-
-    def _on_gpus_change(self, change: dict) -> None:
-        if self._syncing or self._closed:
-            return
-        if change["owner"] is self.gpus and not self.as_gpus.value:
-            return  # the count alone changes nothing on screen
-        if not self.as_gpus.value:
-            self._guard(lambda: self._display(self.traced))
-            return
-        try:
-            predicted = self._predicted(self.traced)
-        except Exception as exc:  # keep the previous result on screen
-            if change["owner"] is self.as_gpus:
-                self._untick_gpus()
-            self._show_error(exc)
-            return
-        self.error = ""
-        self._show_message("")
-        self._guard(lambda: self._display(predicted))
-
-    # -- controls <-> options -----------------------------------------------------------------
-    def _set_controls_from_options(self) -> None:
-        options = self.options
-        self.soft_placement.value = bool(options.get("soft_placement", True))
-        self.optimize.value = bool(options.get("optimize", False))
-        self.device_scope.value = options.get("device_scope") or ""
-        # The count the options ask for, as given (keys are upper-case here); without one, the
-        # trace's own count (a TF2 trace runs on the runtime's CPUs); across a cluster, per task
-        # (device_count applies to each task).
-        devices = self.trace.devices if self._has_trace() else []
-        per_task = Counter(task_of(d) for d in devices if "CPU:" in d)
-        cpus_in_trace = max(per_task.values(), default=1)
-        self.cpus.description = "CPUs per task" if len(per_task) > 1 else "CPUs"
-        count = max(1, int((options.get("device_count") or {}).get("CPU", cpus_in_trace or 1)))
-        self.cpus.max = max(MAX_CPUS, count)  # before the value: the control clamps to max
-        self.cpus.value = self._shown_cpus = count
-        runnable = self.builder is not None
-        for control in (
-            self.soft_placement,
-            self.optimize,
-            self.device_scope,
-            self.cpus,
-            self.rerun,
-        ):
-            control.disabled = not runnable
-
-    def _options_from_controls(self) -> dict[str, Any]:
-        options = dict(self.options)
-        options["soft_placement"] = self.soft_placement.value
-        options["optimize"] = self.optimize.value
-        options["device_scope"] = self.device_scope.value.strip() or None
-        counts = options.get("device_count")
-        asked = (counts or {}).get("CPU")
-        cpus = int(self.cpus.value)
-        if cpus != (self._shown_cpus if asked is None else asked):
-            # Only when the user changed it: an untouched control re-runs with the options the
-            # panel was made with, and TF2 code cannot change its CPU count once the runtime
-            # runs, so a TF2 trace's count is not passed back unasked.
-            options["device_count"] = {**(counts or {}), "CPU": cpus}
-        return options
-
     def _draw_timeline(self) -> None:
         """(Re)draw the timeline of the trace on screen, with the tasks folded that the chips
         say. A re-run draws into the same widget (one comm for the panel's life, and the page
@@ -591,9 +306,6 @@ class PlacementPanel(widgets.VBox):
         self._timeline.on_select = self._select_from_timeline
         self._figure_box.children = [self._timeline.widget]
 
-    def _has_trace(self) -> bool:
-        return getattr(self, "trace", None) is not None
-
     # -- rendering ----------------------------------------------------------------------------
     def _render_header(self) -> None:
         notes = self._timeline.notes(len(self.trace.transfers))
@@ -603,7 +315,7 @@ class PlacementPanel(widgets.VBox):
         """The trace's findings above the table. A large trace's are found right after the
         cell, on the kernel's event loop (about 2 s per 100k ops), so the panel shows first;
         elsewhere (scripts, tests), or for a smaller trace, at once."""
-        self._finding_ops = None
+        self.view_state.finding_ops = None
         self._findings_error = ""
         if len(self.trace.ops) > FINDINGS_LATER_OPS and "_findings_cache" not in vars(self.trace):
             try:
@@ -642,44 +354,30 @@ class PlacementPanel(widgets.VBox):
         colors = self.chips.show(
             device_summaries(trace.ops, trace.events, trace.devices),
             task_summaries(trace.ops, trace.events, trace.devices) if across_tasks else [],
-            self._device_filter,
+            self.view_state.device_filter,
         )
         self.table.cover_colors(colors)
 
     def _apply_filters(self) -> None:
         """Recompute ``visible_ops`` and refresh table, status, timeline and log view."""
-        ops = self.trace.ops
+        state = self.view_state
         try:
-            mask = filter_ops(
-                ops,
+            kept = state.apply(
                 self.search.value,
                 regex=self.regex.value,
                 case=self.case_sensitive.value,
-                devices=self._device_filter,
-                types=[self.type_filter.value] if self.type_filter.value else (),
-                lowered=self._lowered,
+                op_type=self.type_filter.value,
+                sort_by=self.table.sort_by,
+                ascending=self.table.sort_ascending,
             )
         except SearchError as exc:
             self._show_message(str(exc), kind="warning")
             return
-        if self._finding_ops is not None:
-            mask &= ops["op"].isin(self._finding_ops).to_numpy(dtype=bool)
         if self.message.value and not self.error:  # a fixed search: back to the standing note
             self._show_message(self._findings_error, kind="warning")
-        order = self._sort_order()
-        kept = order[mask[order]]
-        self._visible = ops.iloc[kept]
-        filtering = (
-            bool(self.search.value)
-            or bool(self._device_filter)
-            or bool(self.type_filter.value)
-            or self._finding_ops is not None
-        )
         self.table.page = 0
         self._render_page()
-        keep = np.append(mask, False)  # row -1: an event without an ops row
-        self._event_mask = keep[self._event_row] if filtering else None
-        self._timeline.highlight(self._event_mask)
+        self._timeline.highlight(state.event_mask)
         timeline = self._timeline
         outlined = (
             f" · timeline outlines {timeline.matches_shown:,} of {timeline.matches_total:,} "
@@ -690,10 +388,10 @@ class PlacementPanel(widgets.VBox):
         selected = self.findings_view.selected
         finding = (
             self.findings_view.items[selected]["kind"]
-            if self._finding_ops is not None and 0 <= selected < len(self.findings_view.items)
+            if state.finding_ops is not None and 0 <= selected < len(self.findings_view.items)
             else ""
         )
-        self.status.value = status_html(len(kept), len(ops), outlined, finding)
+        self.status.value = status_html(len(kept), len(state.ops), outlined, finding)
         if self._comparison is not None and self.compare_toggle.value:
             self._comparison.filter(
                 self.search.value,
@@ -704,44 +402,12 @@ class PlacementPanel(widgets.VBox):
         if self.log_section.selected_index == 0:
             self._render_log()
 
-    def _sort_order(self) -> np.ndarray:
-        key = (self.table.sort_by, self.table.sort_ascending)
-        order = self._sort_orders.get(key)
-        if order is None:
-            column = self.trace.ops[key[0]] if key[0] in self.trace.ops else self.trace.ops["op"]
-            if isinstance(column.dtype, pd.CategoricalDtype):
-                column = column.astype(str)
-            order = np.asarray(
-                column.reset_index(drop=True)
-                .sort_values(ascending=key[1], na_position="last", kind="stable")
-                .index
-            )
-            self._sort_orders[key] = order
-        return order
-
     def _render_page(self) -> None:
-        page = self.table.page
-        rows = self._visible.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
-        formatted = []
-        for record in rows[[c for c, _ in TABLE_COLUMNS]].itertuples(index=False):
-            op, typ, device, requested, how, reason, start, duration, runs = record
-            formatted.append(
-                [
-                    op,
-                    typ,
-                    short_device(device) or device,
-                    requested,
-                    str(how),
-                    reason,
-                    format_us(start),
-                    format_us(duration),
-                    "" if pd.isna(runs) else str(int(runs)),
-                ]
-            )
+        rows, colors = self.view_state.page_rows(self.table.page)
         with self.table.hold_sync():
-            self.table.total = len(self._visible)
-            self.table.rows = formatted
-            self.table.row_colors = [device_color(d) for d in rows["device"]]
+            self.table.total = len(self.view_state.visible)
+            self.table.rows = rows
+            self.table.row_colors = colors
 
     def _render_log(self) -> None:
         lines = (
@@ -755,39 +421,6 @@ class PlacementPanel(widgets.VBox):
 
     def _render_details(self, op: str) -> None:
         self.details.value = details_html(self.trace, op)
-
-    def save(self, folder: str | os.PathLike = ".") -> str:
-        """Write the trace on screen to a new ``.tfplace`` file in ``folder`` (the notebook's
-        folder by default: a kernel runs there); return its path. The Save button calls it."""
-        trace = self.trace
-        return write_new_file(
-            _new_file_base(folder, trace), ".tfplace", lambda p: trace.save(p, overwrite=False)
-        )
-
-    def export_html(self, folder: str | os.PathLike = ".") -> str:
-        """Write the trace on screen as a self-contained HTML report in ``folder`` (with the
-        current search); return its path. The Export HTML button calls it."""
-        trace, search = self.trace, self.search.value
-        return write_new_file(
-            _new_file_base(folder, trace),
-            ".html",
-            lambda p: trace.to_html(p, search=search, overwrite=False),
-        )
-
-    def _on_save_click(self, _button: widgets.Button) -> None:
-        self._write_file(self.save, "Saved the trace to")
-
-    def _on_html_click(self, _button: widgets.Button) -> None:
-        self._write_file(self.export_html, "Wrote the HTML report to")
-
-    def _write_file(self, write: Callable[[], str], done: str) -> None:
-        """Run a file writer; say where it wrote, or why it could not (the panel stays)."""
-        try:
-            path = write()
-        except Exception as exc:
-            self._show_error(exc, kept="Nothing was written; the panel stays as it was.")
-            return
-        self._show_message(f"{done} {os.path.abspath(path)}")
 
     def _show_message(self, text: str, kind: str = "info") -> None:
         self.message.value = message_html(text, kind)
@@ -804,18 +437,15 @@ class PlacementPanel(widgets.VBox):
             self._guard(self._apply_filters)
 
     def _on_chips_filter(self, devices: tuple[str, ...], pressed: bool) -> None:
-        if pressed:
-            self._device_filter.update(devices)
-        else:
-            self._device_filter.difference_update(devices)
-        self.chips.sync(self._device_filter)
+        self.view_state.filter_devices(devices, pressed)
+        self.chips.sync(self.view_state.device_filter)
         self._guard(self._apply_filters)
 
     def _on_fold(self, _folded: frozenset[str]) -> None:
         def redraw() -> None:  # the search's outlines and the picked op stay as they were
             self._draw_timeline()
             self._render_header()
-            self._timeline.highlight(self._event_mask)
+            self._timeline.highlight(self.view_state.event_mask)
             self._timeline.select(self.table.selected_op)
 
         self._guard(redraw)
@@ -839,16 +469,13 @@ class PlacementPanel(widgets.VBox):
         index = change["new"]
         frame = self._findings_frame
         if frame is not None and 0 <= index < len(frame):
-            self._finding_ops = set(frame["ops"].iloc[index])
+            self.view_state.finding_ops = set(frame["ops"].iloc[index])
         else:
-            self._finding_ops = None
+            self.view_state.finding_ops = None
         self._guard(self._apply_filters)
 
     def _select_from_timeline(self, op: str) -> None:
         self.table.selected_op = op
-
-    def _on_rerun_click(self, _button: widgets.Button) -> None:
-        self.run()
 
     def _on_log_toggle(self, change: dict) -> None:
         if change["new"] == 0:
@@ -879,8 +506,6 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
     compare_to = options.pop("compare_to", None)
     check_option_names(options, "show_placement")
     if compare_to is not None:
-        from ..tracing.dispatch import as_trace
-
         before = (
             as_trace(compare_to, *args, **options)
             if callable(compare_to) and not isinstance(compare_to, PlacementTrace)
@@ -895,31 +520,16 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
             "Arguments after the first are passed to the function to trace; "
             f"{type(fn_or_trace).__name__} is not callable."
         )
-    if isinstance(fn_or_trace, (PlacementTrace, str, os.PathLike)) or (
-        type(fn_or_trace).__name__ == "RunMetadata"
-    ):  # already traced: a trace, a trace file (.tfplace, Chrome JSON, RunMetadata) or proto
-        from ..tracing.dispatch import as_trace
-
-        return PlacementPanel(as_trace(fn_or_trace, **options))
-    if callable(fn_or_trace):
-        trace = trace_placement(fn_or_trace, *args, **options)
-        return PlacementPanel(trace, builder=fn_or_trace, options=options, args=args)
-    raise TypeError(
-        f"show_placement takes a function to trace (a tf.function, a Keras model, or a graph "
-        f"builder), a PlacementTrace, a RunMetadata or a trace file path, not "
-        f"{type(fn_or_trace).__name__}."
-    )
-
-
-def _move_targets(trace: PlacementTrace, op: str, devices: list[str]) -> list[str]:
-    """The devices ``op`` can be asked to move to: those of the run other than its own; none
-    for an op TensorFlow's runtime added (``_Send``, ``_Recv``...: not in the built graph, so
-    ``overrides`` cannot ask for them) or an op not in ``trace``."""
-    rows = trace.ops[trace.ops["op"] == op] if op else trace.ops.iloc[0:0]
-    if rows.empty or (rows["how"] == "runtime").all():
-        return []
-    placed = set(rows["device"])
-    return [d for d in devices if d not in placed]
+    if not is_traced(fn_or_trace) and not callable(fn_or_trace):
+        raise TypeError(
+            f"show_placement takes a function to trace (a tf.function, a Keras model, or a graph "
+            f"builder), a PlacementTrace, a RunMetadata or a trace file path, not "
+            f"{type(fn_or_trace).__name__}."
+        )
+    trace = as_trace(fn_or_trace, *args, **options)
+    if is_traced(fn_or_trace):  # a trace, a trace file or a RunMetadata: nothing to re-run
+        return PlacementPanel(trace)
+    return PlacementPanel(trace, builder=fn_or_trace, options=options, args=args)
 
 
 def _normalized(options: dict[str, Any]) -> dict[str, Any]:
@@ -929,10 +539,3 @@ def _normalized(options: dict[str, Any]) -> dict[str, Any]:
     if options.get("device_count") is not None:
         options["device_count"] = normalize_device_count(options["device_count"])
     return options
-
-
-def _new_file_base(folder: str | os.PathLike, trace: PlacementTrace) -> str:
-    """A file name in ``folder`` from the trace's source and the time, without its suffix;
-    ``write_new_file`` adds ``-2``... when it is taken, and never overwrites."""
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", os.path.basename(trace.source or "trace")).strip("._")
-    return os.path.join(os.fspath(folder), f"{stem or 'trace'}-{time.strftime('%Y%m%d-%H%M%S')}")
