@@ -2,10 +2,13 @@
 the eager runtime and trace where each op ran: the function-mode twin of ``tracer``.
 
 Placement comes from the placed graphs of every function the call instantiates
-(``context.enable_run_metadata()``), timing from the TF2 profiler (XSpace). What the trace
-changes in TensorFlow's process-wide state (soft placement, Grappler options, the eager kernel
-cache, run-metadata collection) is restored before it returns; the user's own state (weights,
-optimizer slots, iterators, RNG) changes only as the ``warmup + steps`` calls change it.
+(``context.enable_run_metadata()``), timing from the TF2 profiler (XSpace). The calls run copies
+of the user's FunctionDefs under other names (``function_copies``), so TensorFlow instantiates
+and records them afresh while the user's own instantiations stay in its kernel cache: the user's
+next call costs what it would have without the trace. What the trace changes in TensorFlow's
+process-wide state (soft placement, Grappler options, run-metadata collection) is restored
+before it returns; the user's own state (weights, optimizer slots, iterators, RNG) changes only
+as the ``warmup + steps`` calls change it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from ..model.trace import PlacementTrace
 from ..sources.functions import function_display_name, read_function_graphs
 from ..sources.raw import function_protos
 from ..sources.xspace import HOST_PLANE, records_from_xspace
-from .overrides import functions_overridden
+from .function_copies import calls_run_copies, is_copy, reachable_functions
+from .overrides import override_function_defs
 
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 _RUNTIME_STARTED_FIX = (
@@ -300,10 +304,11 @@ _TF_ERROR_NOISE = re.compile(
 def _tf_settings(soft_placement: bool, optimize: bool) -> Iterator[None]:
     """Soft placement and Grappler as asked for the traced calls; restored exactly after.
 
-    The eager kernel cache is cleared on entry (so functions instantiated earlier with other
-    settings are instantiated again, and their placed graphs recorded) and, when the trace ran
-    with settings other than the user's, on exit (so the user's next calls instantiate with the
-    user's own settings again; that costs one instantiation, about 0.25 s at 2,000 ops).
+    The eager kernel cache is left alone: the traced calls run copies of the user's functions,
+    which TensorFlow instantiates with these settings (``function_copies``). Only the kernels of
+    ops run eagerly on their own (TensorFlow's one-op ``__wrapped__<Op>`` functions) are
+    dropped on entry, so that the calls instantiate, and record, them again; that costs a
+    millisecond or two per op type, and the user's next eager ops reuse the new kernels.
     """
     import tensorflow as tf
     from tensorflow.python.eager import context
@@ -312,21 +317,25 @@ def _tf_settings(soft_placement: bool, optimize: bool) -> Iterator[None]:
     soft = tf.config.get_soft_device_placement()
     # set_experimental_options only merges keys into this dict: keep a copy to put back.
     optimizer = dict(ctx._optimizer_experimental_options)
-    changed = bool(soft_placement) != soft or (
-        not optimize and not optimizer.get("disable_meta_optimizer")
-    )
     try:
         tf.config.set_soft_device_placement(bool(soft_placement))
         if not optimize:
             tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-        ctx.clear_kernel_cache()
+        _drop_eager_op_kernels(ctx)
         yield
     finally:
         tf.config.set_soft_device_placement(soft)
         ctx._optimizer_experimental_options = optimizer
         ctx._thread_local_data.function_call_options = None  # rebuilt from the options
-        if changed:
-            ctx.clear_kernel_cache()
+
+
+def _drop_eager_op_kernels(ctx: Any) -> None:
+    """Unregister TensorFlow's one-op functions of eager ops (re-made on their next use), and
+    with them their cached kernels (``remove_function`` drops a function's kernels only)."""
+    for fname in ctx.list_function_names():
+        if fname.startswith("__wrapped__"):
+            with contextlib.suppress(Exception):
+                ctx.remove_function(fname)
 
 
 def _run(
@@ -347,13 +356,15 @@ def _run(
     ctx.enable_run_metadata()
     ctx.export_run_metadata()  # drop what an earlier, failed trace left collected
     try:
-        with scope, contextlib.ExitStack() as overridden:
+        with scope, calls_run_copies() as copies:
             for index in range(warmup):
                 _user_call(call, ("warmup", index, warmup, steps))
             if overrides:  # the warm-up's instantiations name the bodies to rewrite
                 warm = list(ctx.export_run_metadata().function_graphs)
-                overridden.enter_context(
-                    functions_overridden(_reachable_functions(warm), overrides)
+                copies.new_round()  # rewritten copies under new names, never instantiated
+                copies.add(
+                    _reachable_functions(warm),
+                    lambda fdefs: override_function_defs(fdefs, overrides),
                 )
             try:
                 tf.profiler.experimental.start(logdir)
@@ -369,6 +380,7 @@ def _run(
             finally:
                 tf.profiler.experimental.stop()
         metadata = ctx.export_run_metadata()
+        copies.restore_names(metadata.function_graphs)
     finally:
         ctx.export_run_metadata()  # on failure too: nothing collected here outlives the trace
         ctx.disable_run_metadata()
@@ -576,7 +588,7 @@ def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:
         if known is None:
             known = {}
             for fname in ctx.list_function_names():
-                if fname.startswith("__inference_"):
+                if fname.startswith("__inference_") and not is_copy(fname):
                     with contextlib.suppress(Exception):
                         fdef = ctx.get_function_def(fname)
                         body = frozenset(n.name for n in fdef.node_def)
@@ -597,33 +609,13 @@ def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:
     return names
 
 
-_FUNCTION_ATTRS = ("f", "body", "cond", "then_branch", "else_branch", "branches")
-
-
 def _reachable_functions(graphs: list) -> list[str]:
     """The FunctionDefs the recorded calls instantiated, and every function those call
     (``PartitionedCall``'s ``f``, loop bodies, branches...), by name."""
     from tensorflow.python.eager import context
 
-    ctx = context.context()
-    pending = [name for name in _function_def_names(graphs) if name]
-    found: list[str] = []
-    while pending:
-        fname = pending.pop()
-        if fname in found:
-            continue
-        found.append(fname)
-        try:
-            fdef = ctx.get_function_def(fname)
-        except Exception:  # a function of another library: nothing to rewrite here
-            continue
-        for node in fdef.node_def:
-            for attr in _FUNCTION_ATTRS:
-                if attr in node.attr:
-                    value = node.attr[attr]
-                    pending += [value.func.name] if value.func.name else []
-                    pending += [f.name for f in value.list.func]
-    return found
+    names = [name for name in _function_def_names(graphs) if name]
+    return reachable_functions(context.context(), names)
 
 
 def _keep_only(graph_def: Any, body: frozenset) -> None:

@@ -2,19 +2,18 @@
 
 ``{"C": "/cpu:0", "tower_1/*": "/gpu:1"}`` sets the requested device of every op whose name is
 ``C`` or matches the glob ``tower_1/*``, before the placer runs: in graph mode on the built
-graph, in function mode on the FunctionDefs the call instantiates (rewritten in the eager
-context for the traced calls, and put back afterwards). Each overridden node def also gets the
-attr ``_tfplace_override`` (the pattern), so the graph facts, and the ``reason`` column, can say
-where its request came from. A request for a device that does not exist follows soft placement
+graph, in function mode on the FunctionDefs the call instantiates (on the copies of them that
+the traced calls run, ``function_copies``; the user's own stay as they are). Each overridden
+node def also gets the attr ``_tfplace_override`` (the pattern), so the graph facts, and the
+``reason`` column, can say where its request came from. A request for a device that does not exist follows soft placement
 like any other.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import fnmatch
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..model.devices import parse_device
@@ -108,42 +107,19 @@ def apply_to_graph(graph: Any, overrides: Mapping[str, str]) -> None:
         raise unmatched_error(missing, names, "in the built graph")
 
 
-@contextlib.contextmanager
-def functions_overridden(function_names: list[str], overrides: Mapping[str, str]) -> Iterator[None]:
-    """Rewrite the named FunctionDefs of the eager context for the duration (every function the
-    call instantiates, nested ones included), then put the originals back. The kernel cache is
-    cleared both ways, so the next call instantiates from the FunctionDefs then in place."""
-    if not overrides:
-        yield
-        return
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    originals = {}
+def override_function_defs(fdefs: list[Any], overrides: Mapping[str, str]) -> None:
+    """Set the requested device of the matching nodes of these FunctionDefs (every function the
+    call instantiates, nested ones included: function mode's copies of them, which the traced
+    calls run), or ``ValueError`` when a pattern matches none of their nodes."""
     used = set()
     names = []
-    for fname in function_names:
-        fdef = ctx.get_function_def(fname)
-        changed = False
+    for fdef in fdefs:
         for node in fdef.node_def:
             names.append(node.name)
             found = override_for(node.name, overrides)
             if found is not None:
                 used.add(found[0])
                 _mark(node, *found)
-                changed = True
-        if changed:
-            originals[fname] = ctx.get_function_def(fname)
-            ctx.remove_function(fname)
-            ctx.add_function_def(fdef)
     missing = [p for p in overrides if p not in used]
-    try:
-        if missing:
-            raise unmatched_error(missing, sorted(set(names)), "in the functions the call ran")
-        ctx.clear_kernel_cache()
-        yield
-    finally:
-        for fname, fdef in originals.items():
-            ctx.remove_function(fname)
-            ctx.add_function_def(fdef)
-        ctx.clear_kernel_cache()
+    if missing:
+        raise unmatched_error(missing, sorted(set(names)), "in the functions the call ran")
