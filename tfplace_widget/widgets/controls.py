@@ -9,10 +9,15 @@ def search_controls() -> tuple[widgets.Text, widgets.Checkbox, widgets.Checkbox]
     """``(search box, regex toggle, match-case toggle)``, as the panel and the comparison
     view show them (substring by default, ``*``/``?`` globs, a regex when ticked)."""
     search = widgets.Text(
-        placeholder="search op names: substring, * glob, or regex",
+        # The description is the box's <label> (ipywidgets ties it to the input): what a screen
+        # reader announces, and what a click on the word focuses; the placeholder says how.
+        description="search",
+        placeholder="op names: substring, * glob, or regex",
         continuous_update=True,
-        layout=widgets.Layout(width="320px"),
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width="360px"),
     )
+    search.add_class("tfplace-search")
     regex = widgets.Checkbox(description="regex", indent=False, layout=widgets.Layout(width="auto"))
     case_sensitive = widgets.Checkbox(
         description="match case", indent=False, layout=widgets.Layout(width="auto")
