@@ -33,19 +33,20 @@ TABLE_COLUMNS = [
 ]
 PAGE_SIZE = 50
 # How the table's columns share its width, so that it fits the output (800 px shows every
-# column): a column of short values has a fixed width in em (its heading and values fit; a
+# column): a column of short values has a fixed width in em (its heading with the sort arrow
+# and its values fit; a
 # longer value is cut with an ellipsis, whole on hover); the names and reasons share what is
 # left, each at least ``min_em``. ``static/table.js`` and ``report.js`` apply it.
 TABLE_WIDTHS: dict[str, dict[str, float]] = {
     "op": {"share": 0.42, "min_em": 9},
     "type": {"share": 0.22, "min_em": 5.5},
     "device": {"em": 6},
-    "requested_device": {"em": 6.5},
+    "requested_device": {"em": 7},
     "how": {"em": 5.8},
     "reason": {"share": 0.36, "min_em": 6},
     "start_us": {"em": 5.5},
-    "duration_us": {"em": 6.2},
-    "runs": {"em": 3.6},
+    "duration_us": {"em": 6.8},
+    "runs": {"em": 4.6},
 }
 
 MODE_LABELS = {
