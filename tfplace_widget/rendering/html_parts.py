@@ -42,7 +42,7 @@ TABLE_WIDTHS: dict[str, dict[str, float]] = {
     "type": {"share": 0.22, "min_em": 5.5},
     "device": {"em": 6},
     "requested_device": {"em": 7},
-    "how": {"em": 5.8},
+    "how": {"em": 6.4},
     "reason": {"share": 0.36, "min_em": 6},
     "start_us": {"em": 5.5},
     "duration_us": {"em": 6.8},
