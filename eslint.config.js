@@ -23,7 +23,8 @@ const recommended = Object.fromEntries(
 
 const readonly = (names) => Object.fromEntries(names.split(/\s+/).map((name) => [name, "readonly"]));
 const BROWSER = readonly(`document console setTimeout clearTimeout requestAnimationFrame
-  cancelAnimationFrame performance ResizeObserver Blob URL Response DecompressionStream atob`);
+  cancelAnimationFrame performance ResizeObserver Blob URL Response DecompressionStream atob
+  CSS getComputedStyle queueMicrotask`);
 
 module.exports = [
   {

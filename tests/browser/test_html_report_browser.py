@@ -295,3 +295,88 @@ def test_cluster_report_groups_chips_per_task(trace_placement, open_report, tmp_
         " (td) => td.textContent)"
     )
     assert set(devices) == {"/job:ps/task:0/CPU:0"}
+
+
+FOCUSED_JS = """() => {
+    const e = document.activeElement;
+    return {tag: e.tagName, id: e.id, op: e.dataset.op ?? null, column: e.dataset.column ?? null,
+            device: e.dataset.device ?? null, modebar: e.classList.contains('modebar-btn')};
+}"""
+
+
+def test_report_from_the_keyboard_and_at_800_px(open_report, tmp_path):
+    trace = PlacementTrace.from_chrome_trace(GPU_TRACES_DIR / "riptide" / "timeline.ctf.json")
+    report = open_report(write_html(trace, tmp_path / "riptide.html"))
+    page = report.page
+    # The table at 800 px (the page's 16 px padding each side): every heading inside its box,
+    # nothing to scroll sideways, the pager above the rows.
+    page.set_viewport_size({"width": 832, "height": 1000})
+    page.wait_for_timeout(300)
+    fit = page.evaluate(
+        """() => {
+            const box = document.querySelector('#tfplace-table .tfplace-table-scroll');
+            const outer = box.getBoundingClientRect();
+            const heads = Array.from(box.querySelectorAll('th'), (th) => {
+                const r = th.getBoundingClientRect();
+                return {column: th.dataset.column, inside: r.left >= outer.left - 1
+                        && r.right <= outer.right + 1, cut: th.scrollWidth > th.clientWidth};
+            });
+            const pager = document.querySelector('#tfplace-table .tfplace-pager');
+            const row = box.querySelector('tbody tr').getBoundingClientRect();
+            return {width: outer.width, heads, sideways: box.scrollWidth > box.clientWidth + 1,
+                    pagerAbove: pager.getBoundingClientRect().bottom <= row.top + 1};
+        }"""
+    )
+    assert abs(fit["width"] - 800) < 2, fit["width"]
+    assert len(fit["heads"]) == 9 and all(h["inside"] and not h["cut"] for h in fit["heads"]), fit
+    assert not fit["sideways"] and fit["pagerAbove"], fit
+    page.screenshot(path=str(SCREENSHOTS / "html-report-800px.png"), full_page=True)
+
+    # From the keyboard: Tab to the search box, type, Tab on to the rows (past the timeline's
+    # mode bar, which is out of the tab order), Enter picks the op.
+    seen = []
+
+    def tab_until(wanted):
+        for _ in range(60):
+            page.keyboard.press("Tab")
+            seen.append(page.evaluate(FOCUSED_JS))
+            if wanted(seen[-1]):
+                return seen[-1]
+        raise AssertionError(seen)
+
+    chip = tab_until(lambda f: f["device"] is not None)
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        '(d) => document.querySelector(`#tfplace-chips button[data-device="${d}"]`)'
+        ".getAttribute('aria-pressed') === 'true'",
+        arg=chip["device"],
+    )
+    page.keyboard.press("Space")  # and off again
+    tab_until(lambda f: f["id"] == "tfplace-search")
+    before = report.status()
+    page.keyboard.type("grad", delay=30)
+    page.wait_for_function(
+        "(b) => document.getElementById('tfplace-status').innerText !== b", arg=before
+    )
+    header = tab_until(lambda f: f["tag"] == "TH")
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        '(c) => document.querySelector(`#tfplace-table th[data-column="${c}"]`)'
+        ".getAttribute('aria-sort') === 'ascending' && document.activeElement.tagName === 'TH'",
+        arg=header["column"],
+    )
+    row = tab_until(lambda f: f["tag"] == "TR")
+    assert "grad" in row["op"].lower(), row
+    page.keyboard.press("ArrowDown")
+    second = page.evaluate(FOCUSED_JS)
+    assert second["tag"] == "TR" and second["op"] != row["op"], second
+    page.keyboard.press("Enter")
+    selected = page.locator("#tfplace-table tr.tfplace-selected")
+    selected.wait_for(timeout=5_000)
+    assert selected.get_attribute("data-op") == second["op"]
+    assert page.evaluate(FOCUSED_JS)["op"] == second["op"]  # the focus stays on the row
+    assert second["op"] in page.inner_text("#tfplace-details")
+    assert not [f for f in seen if f["modebar"]], seen
+    tabindexes = page.locator(".modebar-btn").evaluate_all("(b) => b.map((x) => x.tabIndex)")
+    assert tabindexes and all(t == -1 for t in tabindexes), tabindexes
+    page.screenshot(path=str(SCREENSHOTS / "html-report-keyboard.png"), full_page=True)

@@ -107,7 +107,7 @@ def transfer_bytes_text(transfers: pd.DataFrame) -> str:
     _, moved = transfer_totals(transfers)
     text = format_bytes(moved)
     if known < len(transfers):
-        text += f" ({known} of {len(transfers)} sizes known)"
+        text += f" ({known:,} of {len(transfers):,} sizes known)"
     return text
 
 

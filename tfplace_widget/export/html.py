@@ -50,14 +50,14 @@ from .. import static
 from ..analyses.summary import device_summaries, format_us
 from ..model.devices import name_in_task, short_device, task_of, tasks_of
 from ..rendering.arrays import as_base64, encode
-from ..rendering.colors import device_color, text_color_on
+from ..rendering.colors import device_color, ink_colors, text_color_on
 from ..rendering.figure import (
     DIM_OPACITY,
     MAX_MATCH_BARS,
     SELECTED_COLOR,
     TimelineFigure,
 )
-from ..rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, header_html
+from ..rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, TABLE_WIDTHS, header_html
 from ..rendering.plotly_js import plotly_js_path
 from ..rendering.search import SEARCH_HELP, SEARCH_PLACEHOLDER
 from .output import write_atomically
@@ -170,6 +170,8 @@ def report_data(
         values = ops[name] if name in ops else pd.Series([""] * len(ops))
         codes, uniques = pd.factorize(values.astype(object).fillna("").astype(str))
         columns[name] = {"values": list(uniques), "codes": codes.tolist()}
+    requested = columns["requested_device"]
+    requested["short"] = [short_device(v) or v for v in requested["values"]]  # CPU:0
     full_devices = columns["device"]["values"]
     columns["device_full"] = full_devices
     columns["device"] = {
@@ -189,7 +191,7 @@ def report_data(
             "task": task_of(s.device) if grouped else "",
             "label": (
                 f"{name_in_task(s.device) if grouped else short_device(s.device)}"
-                f" · {s.ops} ops · {format_us(s.busy_us)} busy"
+                f" · {s.ops:,} ops · {format_us(s.busy_us)} busy"
             ),
             "color": device_color(s.device),
             "text_color": text_color_on(device_color(s.device)),
@@ -202,9 +204,11 @@ def report_data(
         "search": search,
         "page_size": PAGE_SIZE,
         "column_labels": COLUMNS,
+        "column_widths": TABLE_WIDTHS,
         "numbers": list(_NUMBERS),
         "columns": columns,
         "device_colors": [device_color(d) for d in full_devices],
+        "device_inks": [ink_colors(device_color(d)) for d in full_devices],
         "chips": chips,
         "types": sorted(t for t in columns["type"]["values"] if t),
         "figure": {

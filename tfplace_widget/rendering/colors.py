@@ -4,10 +4,17 @@ Every device gets a colour of its own, never handed to another device in the sam
 devices that share a panel never share a colour. The devices of one machine that panels show
 most (``CPU:0``-``CPU:3``, ``GPU:0``-``GPU:7``, ``TPU:0``-``TPU:3`` of the local task) have fixed
 colours, the same in every panel, session and notebook: the colour-blind-safe Okabe-Ito palette
-(minus black) for the first seven, then Paul Tol's "muted" palette. Any other device (more
-CPUs or GPUs, other tasks or jobs, other device types) gets the next colour of a fixed sequence
-the first time the kernel sees it, and keeps it for the kernel's life. Colours read on
-JupyterLab's light and dark themes; text on a colour is black or white by WCAG contrast.
+(minus black) for the first seven, then nine picked to stay apart from them and from each other
+under simulated protanopia, deuteranopia and tritanopia (Machado et al. 2009): the twelve of a
+4-CPU, 8-GPU machine, and the eight of a 4-CPU, 4-TPU one, are at least 10 CIEDE2000 apart in
+normal vision and in each simulation (``tests/test_colors.py`` checks it). Any other device
+(more CPUs or GPUs, other tasks or jobs, other device types) gets the next colour of a fixed
+sequence the first time the kernel sees it, and keeps it for the kernel's life.
+
+Text on a colour (a chip) is black or white by WCAG contrast, which is then at least 4.5:1.
+Text *in* a device's colour (the table's device column, the picked op's device) is drawn in its
+ink (:func:`ink_colors`): the colour darkened for light themes and lightened for dark ones until
+it is at WCAG AA contrast (4.5:1) on the backgrounds it sits on.
 """
 
 from __future__ import annotations
@@ -29,15 +36,15 @@ _FIXED = [
     ("#56B4E9", "GPU:2"),  # sky blue
     ("#D55E00", "GPU:3"),  # vermillion
     ("#F0E442", "GPU:4"),  # yellow
-    ("#CC6677", "CPU:2"),  # Tol muted rose
-    ("#44AA99", "CPU:3"),  # teal
-    ("#882255", "GPU:5"),  # wine
-    ("#999933", "GPU:6"),  # olive
-    ("#332288", "GPU:7"),  # indigo
-    ("#DDCC77", "TPU:0"),  # sand
-    ("#88CCEE", "TPU:1"),  # cyan
-    ("#117733", "TPU:2"),  # green
-    ("#AA4499", "TPU:3"),  # purple
+    ("#A5694B", "CPU:2"),  # brown      (these nine: picked apart from the ones above and from
+    ("#A5C387", "CPU:3"),  # sage        each other under simulated colour blindness, see
+    ("#8778FF", "GPU:5"),  # periwinkle  the module docstring)
+    ("#B42D00", "GPU:6"),  # brick
+    ("#B41E87", "GPU:7"),  # magenta
+    ("#5A96D2", "TPU:0"),  # steel blue
+    ("#C31E69", "TPU:1"),  # crimson
+    ("#F05A87", "TPU:2"),  # pink
+    ("#00D2E1", "TPU:3"),  # cyan
 ]
 _PALETTE = [color for color, _ in _FIXED]
 _UNKNOWN = "#999999"  # not a device (unparseable, or no device type): grey
@@ -158,3 +165,43 @@ def chip_css() -> str:
     """Style rules for device chips, one class per colour (ToggleButtons have no
     background-colour style trait in ipywidgets 8)."""
     return chip_rules(css_colors()) + "\n" + _CHIP_CSS
+
+
+# The backgrounds device-colour text sits on: JupyterLab's light and dark themes'
+# --jp-layout-color1 and --jp-layout-color2 (a hovered row), and the HTML report's own.
+LIGHT_BACKGROUNDS = ("#ffffff", "#eeeeee", "#f3f3f3")
+DARK_BACKGROUNDS = ("#111111", "#212121", "#222222", "#2a2a2a", "#424242")
+AA_TEXT = 4.5  # WCAG 2 AA, normal-size text
+
+
+@functools.lru_cache(maxsize=4096)
+def ink_colors(color: str) -> tuple[str, str]:
+    """``(light, dark)``: ``color`` as text on light themes and on dark ones, at WCAG AA
+    contrast on each of their backgrounds (``LIGHT_BACKGROUNDS``, ``DARK_BACKGROUNDS``): the
+    colour as it is when it reads, else mixed with as little black (or white) as it takes."""
+    return _mixed_until_readable(color, "#000000", LIGHT_BACKGROUNDS), _mixed_until_readable(
+        color, "#ffffff", DARK_BACKGROUNDS
+    )
+
+
+def _mixed_until_readable(color: str, toward: str, backgrounds: Iterable[str]) -> str:
+    backgrounds = tuple(backgrounds)
+    start = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
+    end = [int(toward[i : i + 2], 16) for i in (1, 3, 5)]
+    for step in range(101):
+        t = step / 100
+        mixed = "#{:02X}{:02X}{:02X}".format(
+            *(round(a + (b - a) * t) for a, b in zip(start, end, strict=True))
+        )
+        if all(contrast_ratio(mixed, bg) >= AA_TEXT for bg in backgrounds):
+            return mixed
+    return toward.upper()  # pragma: no cover - black and white pass on every background
+
+
+def ink_style(color: str) -> str:
+    """The inline style of an element whose text is in a device's ``color``: its inks as the
+    ``--tfplace-ink-light``/``--tfplace-ink-dark`` variables that the ``tfplace-ink`` class
+    (``table.css``) picks from by theme, and the light one as plain ``color`` for a page
+    without that sheet."""
+    light, dark = ink_colors(color)
+    return f"color:{light};--tfplace-ink-light:{light};--tfplace-ink-dark:{dark}"

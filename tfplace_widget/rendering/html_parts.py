@@ -16,7 +16,7 @@ from ..analyses.summary import format_bytes, how_counts, transfer_bytes_text
 from ..model.devices import short_device, tasks_of
 from ..model.reasons import HOW_VALUES
 from ..model.trace import PlacementTrace
-from .colors import device_color
+from .colors import device_color, ink_style
 
 # The op table's columns (as in ``trace.ops``) and headings, and its rows per page: the panel
 # and the HTML report show the same table.
@@ -32,6 +32,22 @@ TABLE_COLUMNS = [
     ("runs", "runs"),
 ]
 PAGE_SIZE = 50
+# How the table's columns share its width, so that it fits the output (800 px shows every
+# column): a column of short values has a fixed width in em (its heading with the sort arrow
+# and its values fit; a
+# longer value is cut with an ellipsis, whole on hover); the names and reasons share what is
+# left, each at least ``min_em``. ``static/table.js`` and ``report.js`` apply it.
+TABLE_WIDTHS: dict[str, dict[str, float]] = {
+    "op": {"share": 0.42, "min_em": 9},
+    "type": {"share": 0.22, "min_em": 5.5},
+    "device": {"em": 6},
+    "requested_device": {"em": 7},
+    "how": {"em": 6.4},
+    "reason": {"share": 0.36, "min_em": 6},
+    "start_us": {"em": 5.5},
+    "duration_us": {"em": 6.8},
+    "runs": {"em": 4.6},
+}
 
 MODE_LABELS = {
     "function": "TF2 code, run in the eager runtime",
@@ -47,7 +63,7 @@ def header_html(trace: PlacementTrace, notes: Sequence[str] = ()) -> str:
     and why, ``notes`` (the timeline's own) and the trace's notes, one line each."""
     counts = how_counts(trace.ops)
     how_text = " · ".join(
-        f"<b>{counts.get(h, 0)}</b> {h}"
+        f"<b>{counts.get(h, 0):,}</b> {h}"
         for h in HOW_VALUES
         if counts.get(h, 0) or h in COUNTED_HOWS
     )
@@ -74,8 +90,8 @@ def header_html(trace: PlacementTrace, notes: Sequence[str] = ()) -> str:
     return (
         f"<div style='color:var(--jp-ui-font-color1)'>"
         f"<b>TensorFlow placement</b>{source}{mode_tag}: {len(trace.ops):,} ops on "
-        f"{len(trace.devices)} devices{_tasks_text(trace)} · {how_text} · "
-        f"<b>{len(trace.transfers)}</b> {transfers} ({html.escape(moved)})"
+        f"{len(trace.devices):,} devices{_tasks_text(trace)} · {how_text} · "
+        f"<b>{len(trace.transfers):,}</b> {transfers} ({html.escape(moved)})"
         f"{_cross_task_text(trace.transfers)}"
         + "".join(f"<div style='opacity:.8'>{html.escape(n)}</div>" for n in lines)
         + "</div>"
@@ -94,7 +110,7 @@ def _cross_task_text(transfers: pd.DataFrame) -> str:
         return ""
     crossing = transfers[transfers["cross_task"].to_numpy(dtype=bool)]
     return (
-        f" · <b class='tfplace-cross-task'>{len(crossing)}</b> between tasks "
+        f" · <b class='tfplace-cross-task'>{len(crossing):,}</b> between tasks "
         f"({html.escape(transfer_bytes_text(crossing))} over the network)"
     )
 
@@ -129,7 +145,8 @@ def details_html(trace: PlacementTrace, op: str) -> str:
         f"<div style='border-left:6px solid {color};padding:4px 10px;"
         f"color:var(--jp-ui-font-color1)'>"
         f"<b><code>{html.escape(op)}</code></b> ({html.escape(row['type'])}) on "
-        f"<b style='color:{color}'>{html.escape(row['device'])}</b> · how: "
+        f"<b class='tfplace-ink' style='{ink_style(color)}'>{html.escape(row['device'])}</b>"
+        " · how: "
         f"<b>{html.escape(str(row['how']))}</b><br>{html.escape(row['reason'])}<br>"
         f"inputs: {names(inputs)}<br>outputs: {names(outputs)}<br>"
         f"transfers:<ul style='margin:0'>{moves}</ul></div>"

@@ -1,12 +1,35 @@
+// The findings list (widgets/findings.py). From the keyboard: Tab reaches the title (Enter or
+// Space opens or collapses the list) and each finding (Enter or Space shows only its ops, again
+// shows every op); each is a toggle button to screen readers, with the finding as its name.
+// A list taller than its box says how many findings are below, and the hint scrolls to them.
+const count = (n) => n.toLocaleString("en-US");
+
+function onActivate(node, action) {
+  node.addEventListener("click", action);
+  node.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();  // Space would scroll the page
+      action();
+    }
+  });
+}
+
 function render({ model, el }) {
   el.classList.add("tfplace-findings");
   const root = document.createElement("div");
   el.appendChild(root);
 
+  let sized = null;  // the observer of the list on screen
+
   function draw() {
+    sized?.disconnect();
     const items = model.get("items");
     const selected = model.get("selected");
     const open = model.get("expanded") && items.length > 0;
+    const active = document.activeElement;
+    const refocus = active && root.contains(active)
+      ? (active.dataset.index !== undefined ? `[data-index="${active.dataset.index}"]` : ".tfplace-findings-title")
+      : null;
     root.replaceChildren();
     const title = document.createElement("div");
     title.className = "tfplace-findings-title";
@@ -16,10 +39,16 @@ function render({ model, el }) {
       + (note || (items.length ? items.length + (counts ? " (" + counts + ")" : "") : "none"));
     if (items.length) {
       title.title = open ? "Collapse the findings" : "Show the findings";
-      title.addEventListener("click", () => { model.set("expanded", !open); model.save_changes(); });
+      title.tabIndex = 0;
+      title.setAttribute("role", "button");
+      title.setAttribute("aria-expanded", String(open));
+      onActivate(title, () => { model.set("expanded", !open); model.save_changes(); });
     }
     root.appendChild(title);
-    if (!open) return;
+    if (!open) {
+      if (refocus) root.querySelector(refocus)?.focus({ preventScroll: true });
+      return;
+    }
     const list = document.createElement("ol");
     list.className = "tfplace-findings-list";
     items.forEach((item, i) => {
@@ -40,15 +69,39 @@ function render({ model, el }) {
       text.textContent = item.message;  // textContent: op names are never parsed as HTML
       const ops = document.createElement("span");
       ops.className = "tfplace-finding-ops";
-      ops.textContent = item.count + (item.count === 1 ? " op" : " ops");
+      ops.textContent = count(item.count) + (item.count === 1 ? " op" : " ops");
       li.append(badge, kind, text, ops);
-      li.addEventListener("click", () => {
+      li.tabIndex = 0;
+      li.setAttribute("role", "button");
+      li.setAttribute("aria-pressed", String(i === selected));
+      li.setAttribute("aria-label", `${item.severity} finding ${item.kind}: ${item.message} `
+        + `(${ops.textContent}). ${li.title}`);
+      onActivate(li, () => {
         model.set("selected", model.get("selected") === i ? -1 : i);
         model.save_changes();
       });
       list.appendChild(li);
     });
     root.appendChild(list);
+    const more = document.createElement("div");
+    more.className = "tfplace-findings-more";
+    more.hidden = true;
+    more.title = "Scroll the findings to show the next ones";
+    more.addEventListener("click", () => list.scrollBy({ top: list.clientHeight * 0.8, behavior: "smooth" }));
+    root.appendChild(more);
+    // "3 more below": the findings under the list's bottom edge, kept up to date as it scrolls.
+    const hint = () => {
+      if (!list.clientHeight) return;  // not laid out yet: the observer calls again
+      const bottom = list.scrollTop + list.clientHeight;
+      let below = 0;
+      for (const li of list.children) if (li.offsetTop + li.offsetHeight / 2 > bottom) below++;
+      more.hidden = below === 0;
+      more.textContent = `\u25BE ${count(below)} more ${below === 1 ? "finding" : "findings"} below`;
+    };
+    list.addEventListener("scroll", hint, { passive: true });
+    sized = new ResizeObserver(hint);  // once laid out (heights known), and on every resize
+    sized.observe(list);
+    if (refocus) root.querySelector(refocus)?.focus({ preventScroll: true });
   }
 
   ["items", "selected", "expanded", "counts", "note"].forEach((name) => model.on("change:" + name, draw));

@@ -69,69 +69,186 @@ function sortOrder() {
 function cell(row, name) {
   const column = columns[name];
   if (name === "op") return names[row];
-  if (name === "runs") { const v = column[row]; return v === v ? String(v) : ""; }
+  if (name === "runs") { const v = column[row]; return v === v ? count(v) : ""; }
   if (DATA.numbers.includes(name)) return formatUs(column[row]);
   return column.values[column.codes[row]];
 }
 
-function deviceColor(row) { return DATA.device_colors[columns.device.codes[row]]; }
+// What a cell shows: the requested device in its short form (CPU:0), the rest as they are.
+function shown(row, name) {
+  if (name === "requested_device") return columns[name].short[columns[name].codes[row]];
+  return cell(row, name);
+}
 
+function deviceColor(row) { return DATA.device_colors[columns.device.codes[row]]; }
+function deviceInk(row) { return DATA.device_inks[columns.device.codes[row]]; }
+
+// Column widths in px for a box `width` px wide (DATA.column_widths: html_parts.TABLE_WIDTHS),
+// as the panel's table.js sizes them: fixed columns in em, the others share what is left.
+function fitColumns(widths, width, em) {
+  let fixed = 0, shares = 0;
+  for (const [name] of DATA.column_labels) {
+    const w = widths[name] ?? { share: 1, min_em: 5 };
+    if (w.em) fixed += w.em * em; else shares += w.share;
+  }
+  const rest = Math.max(0, width - fixed);
+  return DATA.column_labels.map(([name]) => {
+    const w = widths[name] ?? { share: 1, min_em: 5 };
+    return Math.floor(w.em ? w.em * em : Math.max(w.min_em * em, rest * w.share / shares));
+  });
+}
+
+function fitTable() {
+  const scroller = el("tfplace-table").querySelector(".tfplace-table-scroll");
+  const table = scroller?.querySelector("table");
+  if (!table || !scroller.clientWidth) return;
+  const em = parseFloat(getComputedStyle(table).fontSize) || 13;
+  const px = fitColumns(DATA.column_widths, scroller.clientWidth, em);
+  Array.from(table.querySelectorAll("col")).forEach((col, i) => { col.style.width = px[i] + "px"; });
+  table.style.width = px.reduce((a, b) => a + b, 0) + "px";
+}
+
+const NUMBER_COLUMNS = new Set(DATA.numbers);
+let focusRow = 0;  // the row that holds the rows' tab stop
+
+function activate(event, action) {
+  if (event.key === "Enter" || event.key === " ") {
+    event.preventDefault();  // Space would scroll the page
+    action();
+  }
+}
+
+// What had the focus in the table, to give it back after a redraw.
+function focusedInTable(root) {
+  const active = document.activeElement;
+  if (!active || !root.contains(active)) return null;
+  if (active.dataset.op !== undefined) return `tr[data-op="${CSS.escape(active.dataset.op)}"]`;
+  if (active.tagName === "TH") return `th[data-column="${CSS.escape(active.dataset.column)}"]`;
+  if (active.dataset.pager) return `button[data-pager="${active.dataset.pager}"]`;
+  return null;
+}
+
+// The pager above a scrolling table; from the keyboard, as the panel's (static/table.js): Tab
+// to the pager, the headers (Enter/Space sorts) and the rows (one tab stop, Up/Down/Home/End
+// move, Enter/Space picks the op and rings its bar in the timeline).
 function renderTable() {
   const root = el("tfplace-table");
+  const refocus = focusedInTable(root);
   const pages = Math.max(1, Math.ceil(visible.length / PAGE_SIZE));
   state.page = Math.min(state.page, pages - 1);
+  const pager = document.createElement("div");
+  pager.className = "tfplace-pager";
+  const prev = document.createElement("button");
+  prev.textContent = "\u2039 prev";
+  prev.dataset.pager = "prev";
+  prev.setAttribute("aria-label", "previous page");
+  prev.disabled = state.page <= 0;
+  prev.addEventListener("click", () => { state.page -= 1; renderTable(); });
+  const next = document.createElement("button");
+  next.textContent = "next \u203A";
+  next.dataset.pager = "next";
+  next.setAttribute("aria-label", "next page");
+  next.disabled = state.page >= pages - 1;
+  next.addEventListener("click", () => { state.page += 1; renderTable(); });
+  const where = document.createElement("span");
+  where.textContent = `page ${state.page + 1} of ${pages}`;
+  pager.append(prev, where, next);
+
   const table = document.createElement("table");
+  table.setAttribute("aria-label", `ops, page ${state.page + 1} of ${pages}: Enter on a row `
+    + "picks its op and rings its bar in the timeline");
+  const group = document.createElement("colgroup");
+  for (const [name] of DATA.column_labels) {
+    const col = document.createElement("col");
+    col.className = "tfplace-col-" + name;
+    group.appendChild(col);
+  }
+  table.appendChild(group);
   const head = table.createTHead().insertRow();
   for (const [name, label] of DATA.column_labels) {
     const th = document.createElement("th");
     th.textContent = label + (name === state.sortBy ? (state.ascending ? " \u25B2" : " \u25BC") : "");
     th.title = "Sort by " + label;
     th.dataset.column = name;
-    th.addEventListener("click", () => {
+    th.tabIndex = 0;
+    th.setAttribute("aria-sort", name === state.sortBy ? (state.ascending ? "ascending" : "descending") : "none");
+    if (NUMBER_COLUMNS.has(name)) th.classList.add("tfplace-number");
+    const sort = () => {
       if (state.sortBy === name) state.ascending = !state.ascending;
       else { state.sortBy = name; state.ascending = true; }
       update(false);
-    });
+    };
+    th.addEventListener("click", sort);
+    th.addEventListener("keydown", (event) => activate(event, sort));
     head.appendChild(th);
   }
   const body = table.createTBody();
   const start = state.page * PAGE_SIZE;
-  for (let k = start; k < Math.min(start + PAGE_SIZE, visible.length); k++) {
+  const end = Math.min(start + PAGE_SIZE, visible.length);
+  const at = visible.subarray(start, end).indexOf(state.selected);
+  focusRow = at >= 0 ? at : Math.min(focusRow, Math.max(0, end - start - 1));
+  for (let k = start; k < end; k++) {
     const row = visible[k];
+    const r = k - start;
     const tr = body.insertRow();
     tr.dataset.op = names[row];
+    tr.tabIndex = r === focusRow ? 0 : -1;
     tr.style.setProperty("--tfplace-device", deviceColor(row));
+    const [light, dark] = deviceInk(row);
+    tr.style.setProperty("--tfplace-ink-light", light);
+    tr.style.setProperty("--tfplace-ink-dark", dark);
     if (row === state.selected) tr.classList.add("tfplace-selected");
+    tr.setAttribute("aria-selected", String(row === state.selected));
     for (const [name] of DATA.column_labels) {
       const td = tr.insertCell();
-      const text = cell(row, name);
-      td.textContent = text;  // never parsed as HTML
-      td.title = text;
+      td.textContent = shown(row, name);  // never parsed as HTML
+      td.title = cell(row, name);          // the whole text on hover
       td.dataset.column = name;
+      if (NUMBER_COLUMNS.has(name)) td.classList.add("tfplace-number");
     }
-    tr.addEventListener("click", () => select(row, false));
+    const pick = () => { focusRow = r; select(row, false); };
+    tr.addEventListener("click", pick);
+    tr.addEventListener("keydown", (event) => {
+      const moves = { ArrowDown: r + 1, ArrowUp: r - 1, Home: 0, End: end - start - 1 };
+      if (event.key in moves) {
+        event.preventDefault();
+        const target = body.rows[Math.max(0, Math.min(end - start - 1, moves[event.key]))];
+        tr.tabIndex = -1;
+        target.tabIndex = 0;
+        focusRow = target.sectionRowIndex;
+        target.focus();
+        return;
+      }
+      activate(event, pick);
+    });
   }
-  const pager = document.createElement("div");
-  pager.className = "tfplace-pager";
-  const prev = document.createElement("button");
-  prev.textContent = "\u2039 prev";
-  prev.disabled = state.page <= 0;
-  prev.addEventListener("click", () => { state.page -= 1; renderTable(); });
-  const next = document.createElement("button");
-  next.textContent = "next \u203A";
-  next.disabled = state.page >= pages - 1;
-  next.addEventListener("click", () => { state.page += 1; renderTable(); });
-  const where = document.createElement("span");
-  where.textContent = `page ${state.page + 1} of ${pages}`;
-  pager.append(prev, where, next);
-  root.replaceChildren(table, pager);
+  const scroller = document.createElement("div");
+  scroller.className = "tfplace-table-scroll";
+  scroller.appendChild(table);
+  root.replaceChildren(pager, scroller);
+  fitTable();
+  if (refocus) {
+    const again = root.querySelector(refocus);
+    const target = again && !again.disabled ? again
+      : root.querySelector("button[data-pager]:not(:disabled)");
+    target?.focus({ preventScroll: true });
+  }
 }
+new ResizeObserver(() => fitTable()).observe(el("tfplace-table"));
 
 // -- timeline ------------------------------------------------------------------------------
 const T = DATA.timeline;
 const figure = decode(DATA.figure);
 const plot = el("tfplace-timeline");
 const CONFIG = { displaylogo: false, responsive: true };
+// The mode-bar buttons stay for the mouse, out of the tab order (the op table is the
+// keyboard's way to the bars, as in the panel's timeline.js); plotly remakes them on redraws.
+function untab() {
+  for (const button of plot.querySelectorAll(".modebar-btn")) button.tabIndex = -1;
+}
+plot.setAttribute("role", "figure");
+plot.setAttribute("aria-label", "Timeline of the ops on each device. From the keyboard, pick "
+  + "an op in the op table (Tab to its rows, Up and Down, Enter): its bar is ringed here.");
 const pointOps = T.devices.map((d) => decode(d.ops));  // per device trace: op row of each bar
 let overlays = {};
 let matchPoints = T.devices.map(() => new Int32Array(0));
@@ -214,7 +331,7 @@ const plotlyReady = new Promise((resolve) => {
 function drawTimeline() {
   if (!plotlyLoaded) return Promise.resolve();
   const traces = figure.data.map((trace, i) => (i in overlays ? { ...trace, ...overlays[i] } : trace));
-  drawn = Plotly.react(plot, traces, figure.layout, CONFIG);
+  drawn = Plotly.react(plot, traces, figure.layout, CONFIG).then((gd) => { untab(); return gd; });
   return drawn;
 }
 
@@ -348,6 +465,7 @@ async function start() {
   } else {
     plotlyLoaded = true;
     drawTimeline();
+    plot.on("plotly_afterplot", untab);
     plot.on("plotly_click", (event) => {
       const point = event && event.points && event.points[0];
       if (!point) return;

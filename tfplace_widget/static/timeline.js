@@ -2,6 +2,15 @@ const DIGEST = $DIGEST;
 const WAIT_MS = $WAIT_MS;
 const TYPED = { f4: Float32Array, f8: Float64Array, i4: Int32Array };
 const CONFIG = { displaylogo: false, responsive: false };
+// What the timeline is to a screen reader and the keyboard: the op table is its keyboard path.
+const TIMELINE_LABEL = "Timeline of the ops on each device. From the keyboard, pick an op in the "
+  + "op table (Tab to its rows, Up and Down, Enter): its bar is ringed here.";
+
+// Plotly's mode-bar buttons (zoom, pan, ...) stay for the mouse but leave the tab order: ten
+// unlabelled stops before the table. Plotly remakes them on redraws: called after each one.
+function untab(plot) {
+  for (const button of plot.querySelectorAll(".modebar-btn")) button.tabIndex = -1;
+}
 
 function plotlyJs() {
   let timer;
@@ -30,6 +39,9 @@ function decode(value) {
 
 async function render({ model, el }) {
   el.classList.add("tfplace-timeline");
+  el.setAttribute("role", "figure");
+  el.setAttribute("aria-label", TIMELINE_LABEL);
+  el.title = "Pick an op: click its bar, or Enter on its row in the op table";
   const plot = document.createElement("div");
   el.appendChild(plot);
   let Plotly;
@@ -52,11 +64,12 @@ async function render({ model, el }) {
   function draw() {
     const overlays = decode(model.get("overlays") ?? {});
     const drawn = data.map((trace, i) => (i in overlays ? { ...trace, ...overlays[i] } : trace));
-    return Plotly.react(plot, drawn, layout, CONFIG);
+    return Plotly.react(plot, drawn, layout, CONFIG).then(() => untab(plot));
   }
   const redraw = () => { takeFigure(); draw(); };
   takeFigure();
   await draw();
+  plot.on("plotly_afterplot", () => untab(plot));
   plot.on("plotly_click", (event) => {
     const point = event?.points?.[0];
     if (point) model.send({ event: "click", curve: point.curveNumber, point: point.pointNumber });

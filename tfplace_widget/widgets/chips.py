@@ -4,6 +4,10 @@ On one machine they are one row. Across a cluster they are grouped per task
 (``/job:ps/task:0``): a task chip filters on all of the task's devices, and a fold button
 collapses the group (its chips hidden, its timeline lanes folded into one). The chips hold no
 filter state of their own: the panel owns it and tells them what to show pressed.
+
+A chip is a button: Tab reaches it, Enter or Space presses it, ``chips.css`` rings it when
+focused. ipywidgets' toggle buttons set no ``aria-pressed``, so a chip's tooltip (its title,
+which screen readers read as its description) says whether it is pressed.
 """
 
 from __future__ import annotations
@@ -84,8 +88,10 @@ class DeviceChips(widgets.Box):
         try:
             for device, chip in self.chip_of.items():
                 chip.value = device in pressed
+                chip.tooltip = _chip_tooltip(device, "its ops", chip.value)
             for task, chip in self.task_chip_of.items():
                 chip.value = all(d in pressed for d in self._members[task])
+                chip.tooltip = _chip_tooltip(task, "the ops of its devices", chip.value)
         finally:
             self._syncing = False
 
@@ -98,7 +104,7 @@ class DeviceChips(widgets.Box):
     # -- construction -------------------------------------------------------------------------
     def _chip(self, summary: DeviceSummary, name: str) -> widgets.ToggleButton:
         chip = widgets.ToggleButton(
-            description=f"{name} · {summary.ops} ops · {format_us(summary.busy_us)} busy",
+            description=f"{name} · {summary.ops:,} ops · {format_us(summary.busy_us)} busy",
             tooltip=f"{summary.device}: click to show only its ops",
             layout=widgets.Layout(width="auto"),
         )
@@ -123,7 +129,7 @@ class DeviceChips(widgets.Box):
         count = len(task.devices)
         chip = widgets.ToggleButton(
             description=(
-                f"{task.task} · {count} device{'s' if count != 1 else ''} · {task.ops} ops · "
+                f"{task.task} · {count:,} device{'s' if count != 1 else ''} · {task.ops:,} ops · "
                 f"{format_us(task.busy_us)} busy"
             ),
             tooltip=f"{task.task}: click to show only the ops of its devices",
@@ -150,10 +156,14 @@ class DeviceChips(widgets.Box):
 
     # -- clicks -------------------------------------------------------------------------------
     def _on_chip(self, change: dict) -> None:
+        chip = change["owner"]
+        chip.tooltip = _chip_tooltip(chip.device, "its ops", change["new"])
         if not self._syncing:
             self._on_filter((change["owner"].device,), change["new"])
 
     def _on_task_chip(self, change: dict) -> None:
+        chip = change["owner"]
+        chip.tooltip = _chip_tooltip(chip.task, "the ops of its devices", change["new"])
         if not self._syncing:
             self._on_filter(self._members[change["owner"].task], change["new"])
 
@@ -163,3 +173,10 @@ class DeviceChips(widgets.Box):
         self._groups[task].children[2].layout.display = "none" if change["new"] else ""
         self.folded = (self.folded | {task}) if change["new"] else (self.folded - {task})
         self._on_fold(self.folded)
+
+
+def _chip_tooltip(name: str, ops: str, pressed: bool) -> str:
+    """What a chip's title says: the whole name, and what a press does (or did)."""
+    if pressed:
+        return f"{name}: pressed, showing {ops}; press again to show every op"
+    return f"{name}: click to show only {ops}"

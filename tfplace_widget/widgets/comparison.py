@@ -23,7 +23,7 @@ from ..analyses.compare import STATUS_VALUES, PlacementDiff, compare, step_time_
 from ..analyses.summary import format_us
 from ..model.devices import short_device
 from ..model.trace import PlacementTrace
-from ..rendering.colors import device_color
+from ..rendering.colors import device_color, ink_style
 from ..rendering.figure import shared_lanes
 from ..rendering.html_parts import PAGE_SIZE
 from ..rendering.search import SearchError, filter_ops, searchable
@@ -291,7 +291,8 @@ class ComparisonView(widgets.VBox):
         for side in "ab":
             device = row[f"device_{side}"]
             where = (
-                f"<b style='color:{device_color(device)}'>{html.escape(device)}</b> "
+                f"<b class='tfplace-ink' style='{ink_style(device_color(device))}'>"
+                f"{html.escape(device)}</b> "
                 f"({html.escape(str(row[f'how_{side}']))})"
                 if device
                 else "not in this trace"

@@ -12,11 +12,16 @@ def search_controls() -> tuple[widgets.Text, widgets.Checkbox, widgets.Checkbox]
     view show them (substring by default, ``*``/``?`` globs over the whole name, a regex when
     ticked), the rules in the box's tooltip."""
     search = widgets.Text(
+        # The description is the box's <label> (ipywidgets ties it to the input): what a screen
+        # reader announces, and what a click on the word focuses; the placeholder says how.
+        description="search",
         placeholder=SEARCH_PLACEHOLDER,
         tooltip=SEARCH_HELP,
         continuous_update=True,
-        layout=widgets.Layout(width="320px"),
+        style={"description_width": "initial"},
+        layout=widgets.Layout(width="360px"),
     )
+    search.add_class("tfplace-search")
     regex = widgets.Checkbox(description="regex", indent=False, layout=widgets.Layout(width="auto"))
     case_sensitive = widgets.Checkbox(
         description="match case", indent=False, layout=widgets.Layout(width="auto")

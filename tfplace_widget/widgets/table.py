@@ -5,6 +5,12 @@ page (``rows``), like ipydatagrid's streaming grid. Header clicks set ``sort_by`
 ``sort_ascending``, row clicks set ``selected_op``, the pager sets ``page``: the panel observes
 these traits and answers with a new page. The browser's side: ``static/table.js`` and
 ``table.css``.
+
+What the table draws beside the rows it is given: each row's device-colour ink for light and
+dark themes (``row_inks``, from ``row_colors``: WCAG AA text, see ``colors.ink_colors``), the
+short form of each requested device (``requested_short``: ``CPU:0``, the whole name on hover)
+and how the columns share the width (``widths``, ``html_parts.TABLE_WIDTHS``). Keyboard use:
+see ``static/table.js``.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import anywidget
 import traitlets
 
 from .. import static
-from ..rendering.colors import chip_css, color_class
+from ..model.devices import short_device
+from ..rendering.colors import chip_css, color_class, ink_colors
+from ..rendering.html_parts import TABLE_WIDTHS
 
 _CSS = static.text("table.css")  # and chip_css(): one sheet, see cover_colors
 
@@ -33,6 +41,23 @@ class OpTable(anywidget.AnyWidget):
     sort_by = traitlets.Unicode("start_us").tag(sync=True)
     sort_ascending = traitlets.Bool(True).tag(sync=True)
     selected_op = traitlets.Unicode("").tag(sync=True)
+    row_inks = traitlets.List(traitlets.List(traitlets.Unicode())).tag(sync=True)
+    requested_short = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    widths = traitlets.Dict(TABLE_WIDTHS).tag(sync=True)
+
+    @traitlets.observe("row_colors")
+    def _inks(self, change: dict) -> None:
+        self.row_inks = [list(ink_colors(color)) for color in change["new"]]
+
+    @traitlets.observe("rows", "columns")
+    def _requested(self, change: dict) -> None:
+        if "requested_device" not in self.columns:
+            self.requested_short = []
+            return
+        at = self.columns.index("requested_device")
+        self.requested_short = [
+            short_device(str(row[at])) or str(row[at]) if len(row) > at else "" for row in self.rows
+        ]
 
     def cover_colors(self, colors: list[str]) -> None:
         """Make sure the style sheet paints chips of ``colors`` (device colours past the first
