@@ -2,35 +2,16 @@
 
 Every trace here is a real ``tf.compat.v1.Session`` run with FULL_TRACE on two real CPU
 devices (``device_count={"CPU": 2}``); ``/cpu:1`` stands in for the GPU of the seed question.
+What tests share besides fixtures is in ``helpers.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pandas as pd
 import pytest
-
-# The real GPU traces recorded by other people, found through the package (its data, with their
-# licences), so the suite also runs against an installed wheel from a copy of tests/.
-from tfplace_widget.examples import GPU_TRACES  # noqa: F401 (the tests import it from here)
-
-CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
-CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
-GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
-TWO_CPUS = {"CPU": 2}
-SEED_N = 1000  # the seed uses 10**6; from 1000 elements on, the placement does not depend on n
-# The checkout these tests came from; a copy of tests/ outside it has no pyproject.toml beside.
-REPO = Path(__file__).resolve().parents[1]
-needs_source_tree = pytest.mark.skipif(
-    not (REPO / "pyproject.toml").is_file(),
-    reason=f"needs the source tree (pyproject.toml, notebooks/, benchmarks/): {REPO} is not one",
-)
+from helpers import SEED_N, TWO_CPUS
 
 
 @pytest.fixture(scope="session")
@@ -91,86 +72,3 @@ def seed_none(trace_placement: Any, seed_builders: dict) -> Any:
 def seed_cpu_steps3(trace_placement: Any, seed_builders: dict) -> Any:
     """``inputs_cpu`` traced for three steps."""
     return trace_placement(seed_builders["inputs_cpu"], device_count=TWO_CPUS, steps=3)
-
-
-def conflicting_colocation() -> Any:
-    """Graph builder: a read colocated with an anchor on CPU:1, but pinned by its variable's
-    resource edge to CPU:2 (soft placement drops the colocation; without it TF refuses)."""
-    import tensorflow as tf
-
-    with tf.device("/cpu:1"):
-        anchor = tf.constant(1.0, name="anchor")
-    with tf.device("/cpu:2"):
-        weights = tf.Variable(1.0, name="weights")
-    with tf.compat.v1.colocate_with(anchor.op):
-        return tf.add(weights.read_value(), anchor, name="mixed")
-
-
-def op_row(trace: Any, name: str) -> pd.Series:
-    """The single ``ops`` row of ``name`` (fails if there is none or several)."""
-    rows = trace.ops[trace.ops["op"] == name]
-    assert len(rows) == 1, f"{name!r}: {len(rows)} rows in {sorted(trace.ops['op'])}"
-    return rows.iloc[0]
-
-
-def raw_chrome_events(path: Path) -> list[dict]:
-    """The ``X`` events of a Chrome trace, each with its lane (``<device>`` of ``<device> Compute``)."""
-    document = json.loads(path.read_text())
-    events = document["traceEvents"]
-    lanes = {
-        e["pid"]: e["args"]["name"][: -len(" Compute")]
-        for e in events
-        if e.get("ph") == "M"
-        and e.get("name") == "process_name"
-        and e["args"]["name"].endswith(" Compute")
-    }
-    return [dict(e, lane=lanes[e["pid"]]) for e in events if e.get("ph") == "X"]
-
-
-@contextlib.contextmanager
-def kernels_forward_native_output() -> Iterator[None]:
-    """Kernels started in the block forward native output (fds 1 and 2) into their cells, as
-    under JupyterLab: ipykernel stops doing so when it inherits pytest's PYTEST_CURRENT_TEST,
-    so that variable is left out of their environment."""
-    current = os.environ.pop("PYTEST_CURRENT_TEST", None)
-    try:
-        yield
-    finally:
-        if current is not None:
-            os.environ["PYTEST_CURRENT_TEST"] = current
-
-
-def execute_in_kernel(*cells: str, timeout: int = 180) -> list[list[dict]]:
-    """Run ``cells`` in a fresh python3 kernel, as JupyterLab would; each cell's outputs
-    (native output included, see ``kernels_forward_native_output``)."""
-    import nbclient
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
-    with kernels_forward_native_output():
-        nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3").execute()
-    return [cell.outputs for cell in nb.cells]
-
-
-def stream_texts(outputs: list[dict]) -> list[str]:
-    """The text of a cell's stdout/stderr outputs."""
-    return [o["text"] for o in outputs if o["output_type"] == "stream"]
-
-
-def run_python(code: str, timeout: float = 180) -> Any:
-    """Run ``code`` in a fresh interpreter (nothing imported yet) and return the finished
-    process; a failure shows the end of its stderr."""
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done

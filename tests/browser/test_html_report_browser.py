@@ -227,7 +227,7 @@ def test_10k_ops_webgl_report(trace_placement, open_report, tmp_path):
 
 def test_chromium_runs_the_search_as_the_table_says(chromium):
     """The page's search in Chromium's own regex engine, on the table of cases that
-    ``tests/test_search_cases.py`` checks ``search.py`` and node on."""
+    ``tests/rendering/test_search_cases.py`` checks ``search.py`` and node on."""
     from test_search_cases import CASES, NAMES
 
     queries = [[case["pattern"], case["regex"], case["case"]] for case in CASES]

@@ -19,7 +19,13 @@ import pytest
 from nbformat.sign import NotebookNotary
 
 from tfplace_widget.widgets import timeline as timeline_widget
-from tfplace_widget.widgets.bundle_holder import REGISTRY, PlotlyBundle, _js, bundle, bundle_path
+from tfplace_widget.widgets.bundle_holder import (
+    REGISTRY,
+    PlotlyBundle,
+    bundle,
+    bundle_path,
+    fill_js,
+)
 
 from .conftest import MAGIC_PANEL_CELL, write_notebook
 
@@ -147,7 +153,7 @@ def blank_page(chromium):
 
 
 def _timeline_esm(digest: str, wait_ms: int) -> str:
-    return _js(timeline_widget._ESM, digest=digest, wait_ms=wait_ms)
+    return fill_js(timeline_widget._ESM, digest=digest, wait_ms=wait_ms)
 
 
 @pytest.mark.parametrize("holder_first", [True, False], ids=["holder-first", "timeline-first"])

@@ -16,7 +16,7 @@ reads the registered ``KernelDef``s of an op type and matches them against the n
 
 Facts are cached per (op type, constrained attr values, label): a trace of 100k nodes has a few
 hundred distinct keys. The registered kernels themselves, and the facts by op type alone (kernel
-priorities, host-memory outputs), are read by :mod:`.registry`. ``tests/test_kernels.py``
+priorities, host-memory outputs), are read by :mod:`.registry`. ``tests/model/test_kernels.py``
 compares the result with TensorFlow's own lookup (``TryFindKernelClass``) for node defs of every
 registered op type.
 """

@@ -190,7 +190,7 @@ class Explainer:
         resource group, an honoured or refused request, or no request and the default device)
         is explained once per (type, device, requested device, built type). Every other op
         goes through ``explain``. A new rule in ``explain`` that reads the op's name must keep
-        such ops out of the shared path below (tests/test_explain_all.py checks both agree).
+        such ops out of the shared path below (tests/model/test_explain_all.py checks both agree).
         """
         requested, how, reason = self.explain_columns(names, types, devices)
         return requested, [HOW_VALUES[code] for code in how], reason

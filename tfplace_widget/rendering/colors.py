@@ -7,7 +7,7 @@ colours, the same in every panel, session and notebook: the colour-blind-safe Ok
 (minus black) for the first seven, then nine picked to stay apart from them and from each other
 under simulated protanopia, deuteranopia and tritanopia (Machado et al. 2009): the twelve of a
 4-CPU, 8-GPU machine, and the eight of a 4-CPU, 4-TPU one, are at least 10 CIEDE2000 apart in
-normal vision and in each simulation (``tests/test_colors.py`` checks it). Any other device
+normal vision and in each simulation (``tests/rendering/test_colors.py`` checks it). Any other device
 (more CPUs or GPUs, other tasks or jobs, other device types) gets the next colour of a fixed
 sequence the first time the kernel sees it, and keeps it for the kernel's life.
 

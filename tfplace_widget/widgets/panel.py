@@ -81,7 +81,10 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.findings_view = FindingsList()
         self.search, self.regex, self.case_sensitive = search_controls()
         self.type_filter = widgets.Dropdown(
-            layout=widgets.Layout(width="200px"), tooltip="show only ops of one type"
+            description="type",  # its <label>, for screen readers
+            layout=widgets.Layout(width="auto"),
+            style={"description_width": "initial"},
+            tooltip="show only ops of one type",
         )
         self.status = widgets.HTML()
         self.message = widgets.HTML()
@@ -139,6 +142,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
             description="Re-run and compare",
             icon="refresh",
             tooltip="Trace again with the picked op on this device (overrides=), then compare",
+            layout=widgets.Layout(width="auto"),  # the default 148 px cut it to "Re-run and co..."
         )
         self.move_rerun.add_class("tfplace-move-rerun")
         self.move_box = widgets.HBox(

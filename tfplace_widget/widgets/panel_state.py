@@ -121,7 +121,7 @@ class TableState:
                     reason,
                     format_us(start),
                     format_us(duration),
-                    "" if pd.isna(runs) else str(int(runs)),
+                    "" if pd.isna(runs) else f"{int(runs):,}",
                 ]
             )
         return formatted, [device_color(d) for d in rows["device"]]

@@ -35,7 +35,7 @@ wraps it into a :class:`~tfplace_widget.model.trace.PlacementTrace` marked ``pre
 :func:`~tfplace_widget.tracing.predict.predict_placement` (a function or a trace) traces a
 function first: it is the tracing layer's, and ``predict_placement`` here imports it lazily
 (analyses do not import tracing at import time). With ``gpus=0`` on this machine the
-prediction must equal what TensorFlow did (tests/test_predict.py).
+prediction must equal what TensorFlow did (tests/analyses/test_predict.py).
 
 The parts, one job each: :mod:`.devices` (device-name maths, the prediction's device set),
 :mod:`.cache` (what every prediction of one GraphFacts shares), :mod:`.nodes` (the placer's

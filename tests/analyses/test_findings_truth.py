@@ -1,0 +1,228 @@
+"""Findings on real code name only causes the trace shows, and fixes the user can apply.
+
+The Keras programs (keras-io's examples, shrunk) run once in a process of their own with two
+logical CPUs (``tests/analyses/findings_tf2_scenarios.py``); graph builders run here, in a Session with two
+CPUs. Each is checked as traced (a CPU-only machine: what a GPU machine would do is a
+prediction) and as ``predict_placement(trace, gpus=1)`` predicts it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from helpers import TWO_CPUS
+
+SCRIPT = Path(__file__).with_name("findings_tf2_scenarios.py")
+KERAS = ["mnist_convnet", "text_end_to_end", "lstm", "gru", "mixed_precision"]
+# What a finding may tell a user to do only where the user wrote the op it is about.
+CAST = "Cast to float32"
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every program of ``findings_tf2_scenarios.py``: its trace and its prediction."""
+    out = tmp_path_factory.mktemp("findings") / "scenarios.pickle"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), str(out)], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    with open(out, "rb") as handle:
+        results = pickle.load(handle)
+    for name, entry in results.items():
+        assert "trace" in entry, f"{name}: {entry.get('traceback')}"
+    return results
+
+
+def findings_of(scenarios: dict[str, Any], name: str, which: str) -> pd.DataFrame:
+    return scenarios[name][which].findings
+
+
+def _kind(findings: pd.DataFrame, kind: str) -> pd.DataFrame:
+    return findings[findings["kind"] == kind]
+
+
+def _table(findings: pd.DataFrame) -> str:
+    return "\n".join(f"{r.kind}/{r.severity}: {r.message}" for r in findings.itertuples())
+
+
+# -- cpu_fallback: a resource's anchor is named for its true cause -----------------------------
+def variable_on_cpu1(tf: Any) -> Any:
+    """Graph mode: a variable the user put on CPU:1, read by a MatMul that asks for nothing."""
+    with tf.device("/cpu:1"):
+        weights = tf.Variable(tf.ones((4, 4)), name="weights")
+    x = tf.ones((2, 4), name="x")
+    return tf.reduce_sum(tf.matmul(x, weights, name="dense"), name="loss")
+
+
+def test_a_read_of_a_variable_the_user_put_on_the_cpu_is_no_fallback(tf, trace_placement):
+    from tfplace_widget import predict_placement
+
+    trace = trace_placement(lambda: variable_on_cpu1(tf), device_count=TWO_CPUS)
+    ops = trace.ops.set_index("op")
+    assert ops.loc["weights", "gpu_kernel"] == "host"  # VarHandleOp has a GPU kernel
+    for findings in (trace.findings, predict_placement(trace, gpus=1).findings):
+        assert not findings["message"].str.contains("which has none").any(), _table(findings)
+        fallbacks = _kind(findings, "cpu_fallback")
+        assert not {"weights", "dense/ReadVariableOp"} & {o for f in fallbacks["ops"] for o in f}
+
+
+def test_keras_variables_made_on_cpu1_are_no_fallbacks(scenarios):
+    for which in ("trace", "predicted"):
+        findings = findings_of(scenarios, "variables_on_cpu1", which)
+        assert _kind(findings, "cpu_fallback").empty, _table(findings)
+
+
+# -- costly_transfer: variable reads across devices are what they are --------------------------
+def test_variable_reads_from_cpu1_are_reads_not_results(scenarios):
+    trace = scenarios["variables_on_cpu1"]["trace"]
+    findings = trace.findings
+    assert not findings["message"].str.contains("going back to the caller").any(), _table(findings)
+    costly = _kind(findings, "costly_transfer")
+    reads = costly[costly["message"].str.startswith("47 reads of variables that live on CPU:1")]
+    assert len(reads) == 1, _table(findings)
+    read = reads.iloc[0]
+    assert read["severity"] in ("high", "medium")
+    assert "copied every step to CPU:0, where the ops that use them run" in read["message"]
+    assert "68 control signals" in read["message"]
+    assert read["evidence"]["copies"] == 47 and read["evidence"]["control_signals"] == 68
+    assert "create the variables on the device that computes with them" in read["message"]
+    # the updates back: computed on CPU:0, written into the variables on CPU:1
+    updates = costly[costly["message"].str.startswith("21 updates of variables that live on CPU:1")]
+    assert len(updates) == 1, _table(findings)
+    assert "computed on CPU:0 and copied there every step" in updates.iloc[0]["message"]
+
+
+def test_predicted_variable_reads_say_where_the_variables_live(scenarios):
+    findings = findings_of(scenarios, "variables_on_cpu1", "predicted")
+    costly = _kind(findings, "costly_transfer")
+    reads = costly[costly["message"].str.contains("reads of variables that live on CPU:1")]
+    assert len(reads) == 1, _table(findings)
+    assert "copied every step to GPU:0" in reads.iloc[0]["message"]
+    assert reads.iloc[0]["severity"] in ("high", "medium")
+
+
+# -- host memory and int32: no cast advice for what the framework made -------------------------
+@pytest.mark.parametrize("name", KERAS)
+def test_keras_programs_get_no_cast_advice_for_keras_internals(scenarios, name):
+    for which in ("trace", "predicted"):
+        findings = findings_of(scenarios, name, which)
+        assert not findings["message"].str.contains(CAST).any(), f"{which}:\n{_table(findings)}"
+        assert _kind(findings, "host_memory_on_gpu").empty, f"{which}:\n{_table(findings)}"
+
+
+def test_user_int32_arithmetic_still_gets_the_cast(tf, trace_placement):
+    def int_arithmetic():
+        x = tf.matmul(tf.ones((4, 4), name="a"), tf.ones((4, 4), name="b"), name="mm")
+        i = tf.cast(x, tf.int32, name="to_int")
+        j = tf.add(i, i, name="int_add")
+        return tf.reduce_sum(tf.cast(j, tf.float32, name="to_float"), name="out")
+
+    findings = trace_placement(int_arithmetic, device_count=TWO_CPUS).findings
+    found = _kind(findings, "host_memory_on_gpu")
+    assert len(found) == 1 and found.iloc[0]["ops"] == ["to_int", "int_add"], _table(findings)
+    assert "come from to_int, which casts float32 values to int32" in found.iloc[0]["message"]
+
+
+def test_string_ops_get_no_cast_and_one_finding_per_layer(scenarios):
+    for which in ("trace", "predicted"):
+        findings = findings_of(scenarios, "text_end_to_end", which)
+        fallbacks = _kind(findings, "cpu_fallback")
+        layer = fallbacks[fallbacks["message"].str.contains("text_vectorization")]
+        assert len(layer) == 1, f"{which}:\n{_table(findings)}"
+        message = layer.iloc[0]["message"]
+        assert "functional_1_1/text_vectorization_1/" in message
+        assert "string ops have no GPU kernel" in message
+        assert "input pipeline" in message
+        ops = set(layer.iloc[0]["ops"])
+        prefix = "functional_1_1/text_vectorization_1/"
+        for op in ("StringLower", "Equal", "Squeeze", "RaggedToTensor/RaggedTensorToTensor"):
+            assert prefix + op in ops, op
+
+
+def test_a_string_equal_is_never_told_to_cast(tf, trace_placement):
+    def strings():
+        words = tf.constant(["a", "b", "a"], name="words")
+        same = tf.equal(words, tf.constant("a", name="a"), name="same")
+        return tf.reduce_sum(tf.cast(same, tf.float32, name="as_float"), name="count")
+
+    findings = trace_placement(strings, device_count=TWO_CPUS).findings
+    found = _kind(findings, "cpu_fallback")
+    assert len(found) == 1 and "same" in found.iloc[0]["ops"], _table(findings)
+    assert "string ops have no GPU kernel" in found.iloc[0]["message"]
+    assert not findings["message"].str.contains("Cast to").any()
+
+
+def test_a_string_op_asked_onto_the_gpu_is_not_told_to_cast(tf, trace_placement):
+    from tfplace_widget import predict_placement
+
+    def on_gpu():
+        x = tf.ones((4,), name="x")
+        with tf.device("/gpu:0"):
+            text = tf.strings.as_string(x, name="text")
+            ints = tf.matmul(tf.ones((2, 2), tf.int32), tf.ones((2, 2), tf.int32), name="imm")
+        return [text, ints]
+
+    predicted = predict_placement(trace_placement(on_gpu, device_count=TWO_CPUS), gpus=1)
+    moves = _kind(predicted.findings, "soft_move")
+    assert len(moves) == 1, _table(predicted.findings)
+    message = moves.iloc[0]["message"]
+    assert "and would run on CPU:0" in message  # a prediction: nothing ran
+    assert "text has no GPU kernel: pin it to the CPU on purpose" in message
+    assert "imm has no GPU kernel for its dtype: cast its inputs to float32" in message
+
+
+# -- ping_pong: only copies that leave host memory ---------------------------------------------
+def string_chain(tf: Any) -> Any:
+    """String ops between string Identity ops, whose GPU kernels keep strings in host memory
+    (``kept`` has two readers, so the placer does not put it with its input)."""
+    given = tf.identity(tf.constant(["A b", "c D"], name="text"), name="given")
+    lower = tf.strings.lower(given, name="lower")
+    kept = tf.identity(lower, name="kept")
+    upper = tf.strings.upper(kept, name="upper")
+    return [tf.strings.length(upper, name="length"), tf.strings.length(kept, name="size")]
+
+
+def test_string_identities_make_no_ping_pong(tf, trace_placement):
+    from tfplace_widget import predict_placement
+
+    trace = trace_placement(lambda: string_chain(tf), device_count=TWO_CPUS)
+    assert trace.ops.set_index("op").loc["kept", "gpu_kernel"] == "host"
+    predicted = predict_placement(trace, gpus=1)
+    assert predicted.device_of("kept").endswith("GPU:0")  # in host memory there
+    for findings in (trace.findings, predicted.findings):
+        assert _kind(findings, "ping_pong").empty, _table(findings)
+        assert not findings["message"].str.contains("run on the GPU").any(), _table(findings)
+        # the strings never leave host memory: no copy is worth a finding
+        assert _kind(findings, "costly_transfer").empty, _table(findings)
+
+
+def test_host_memory_inputs_make_no_ping_pong(scenarios):
+    # ReadVariableOp -> ShapeN -> Conv2DBackpropInput: the sizes go to a host-memory input
+    for which in ("trace", "predicted"):
+        findings = findings_of(scenarios, "mnist_convnet", which)
+        assert _kind(findings, "ping_pong").empty, f"{which}:\n{_table(findings)}"
+
+
+# -- what is about a GPU machine reads as a prediction -----------------------------------------
+def test_a_cpu_only_run_says_where_a_py_function_would_sit(scenarios):
+    trace = scenarios["py_function"]["trace"]
+    assert not any("GPU" in d for d in trace.devices)
+    found = _kind(trace.findings, "ping_pong")
+    assert len(found) == 1, _table(trace.findings)
+    message = found.iloc[0]["message"]
+    assert "sits on" not in message
+    assert message.startswith("On a machine with a GPU, py (tf.py_function) would sit on GPU:0")
+
+
+@pytest.mark.parametrize("name", ["mnist_convnet", "text_end_to_end", "py_function"])
+def test_every_gpu_finding_of_a_cpu_only_run_reads_as_a_prediction(scenarios, name):
+    findings = findings_of(scenarios, name, "trace")
+    gpu_kinds = findings[findings["kind"].isin(["cpu_fallback", "ping_pong"])]
+    for message in gpu_kinds["message"]:
+        assert "on a machine with a gpu" in message.lower(), message

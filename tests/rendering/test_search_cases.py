@@ -1,0 +1,103 @@
+"""The panel's search and the HTML report's port of it, on one table of cases.
+
+``tests/search_cases.json`` holds names and cases (pattern, regex, case, the names matched or an
+error). ``search.match_names`` is checked here; ``static/search.js``, which the report embeds, by
+``tests/js/search.test.mjs`` under node, run from here (skipped without node; the browser test
+runs the same cases in Chromium). A case the port answers otherwise today says why
+(``known_difference``) and what the port answers (``js_matches``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tfplace_widget.rendering.search import SearchError, match_names, searchable
+
+REPO = Path(__file__).resolve().parents[2]
+TABLE = json.loads((REPO / "tests" / "search_cases.json").read_text(encoding="utf-8"))
+NAMES: list[str] = TABLE["names"]
+CASES: list[dict] = TABLE["cases"]
+NODE_TESTS = sorted((REPO / "tests" / "js").glob("*.test.mjs"))
+
+
+def case_id(case: dict) -> str:
+    return f"{case['pattern']!r}-{'regex' if case['regex'] else 'text'}-{'case' if case['case'] else 'any'}"
+
+
+def case_kind(case: dict) -> str:
+    if case["regex"]:
+        return "regex"
+    return "glob" if ("*" in case["pattern"] or "?" in case["pattern"]) else "plain"
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_search_py_answers_as_the_table_says(case):
+    def search():
+        return match_names(
+            pd.Series(NAMES), case["pattern"], regex=case["regex"], case=case["case"]
+        )
+
+    if case.get("error"):
+        with pytest.raises(SearchError) as raised:
+            search()
+        message = str(raised.value)
+        assert message.startswith(f"Invalid regular expression {case['pattern']!r}: ")
+        assert message.endswith("untick 'regex' to search for the text as typed.")
+        return
+    got = [name for name, hit in zip(NAMES, search(), strict=True) if hit]
+    assert got == case["matches"]
+
+
+def test_the_table_covers_every_rule_and_says_why_the_port_differs():
+    """Each kind of case matches several different numbers of names, so agreeing means
+    something; the bad patterns are there; a known difference names the port's answer."""
+    counts: dict[str, set[int]] = {"plain": set(), "glob": set(), "regex": set()}
+    for case in CASES:
+        if not case.get("error"):
+            counts[case_kind(case)].add(len(case["matches"]))
+    assert all(len(seen) >= 4 for seen in counts.values()), counts
+    assert sum(bool(case.get("error")) for case in CASES) == 6
+    for case in CASES:
+        if "known_difference" in case:
+            assert case["known_difference"] and case["js_matches"] != case["matches"], case
+        else:
+            assert "js_matches" not in case, case
+    assert len({(c["pattern"], c["regex"], c["case"]) for c in CASES}) == len(CASES)
+
+
+def test_the_reports_search_answers_as_the_table_says_under_node():
+    """``node --test tests/js/``: the port, loaded from the file the report embeds."""
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node is not installed: the browser test runs the same cases in Chromium")
+    assert NODE_TESTS, "no tests/js/*.test.mjs"
+    done = subprocess.run(
+        [node, "--test", *map(str, NODE_TESTS)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+    passed = re.search(r"^# pass (\d+)$", done.stdout, re.M)
+    assert passed and int(passed.group(1)) > len(CASES), done.stdout[-2000:]  # every case ran
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.get("error")], ids=case_id)
+def test_search_py_answers_the_same_on_the_names_lowered_once(case):
+    """The panel passes ``searchable(names)`` (a fixed-width numpy array, or a Series for long
+    names): a glob or a substring without ``match case`` searches it, with the same answer."""
+    names = pd.Series(NAMES)
+    for lowered in (searchable(names), names.str.lower()):
+        mask = match_names(
+            names, case["pattern"], regex=case["regex"], case=case["case"], lowered=lowered
+        )
+        assert [name for name, hit in zip(NAMES, mask, strict=True) if hit] == case["matches"]

@@ -1,0 +1,473 @@
+"""Opening a file from someone else (issue 21): bounded sizes, clear errors, nothing run.
+
+Every file starts from a real trace: the vendored GPU trace KittiBox recorded with TensorFlow's
+``timeline.py`` (saved as a ``.tfplace`` here, with its findings), or the seed experiment traced
+in a Session (for the graph facts). Bombs (``bombs.py``) are a few MB on disk and valid all the
+way down, so a reader without bounds would unpack them whole. Each bomb is opened in a child
+process, which reports the outcome, the load's seconds and its peak RSS (``ru_maxrss``); its
+address space is capped at 3 GiB, so that a reader without bounds fails there (MemoryError)
+instead of taking the memory of the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bombs import GIB, MIB, Member, deflated, write_gzip, write_zip, zeros
+from helpers import GPU_TRACES
+
+from tfplace_widget import PlacementTrace, TraceError, show_placement
+from tfplace_widget.sources import limits
+
+KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
+# Generous for a loaded 2-core CI machine: the refusals take well under a second here.
+SECONDS = 20
+# What a refusal may take: one member up to the limit (a bomb whose size is only found by
+# unpacking it), and room for the reader's own work; an unbounded reader takes gigabytes.
+PEAK_MB = limits.MAX_MEMBER_BYTES / MIB + 200
+
+CHILD = r"""
+import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from tfplace_widget import PlacementTrace, TraceError
+if sys.argv[1] == "from_run_metadata":  # it imports TensorFlow first: not the load's memory
+    from tfplace_widget.model.capture import import_tensorflow
+    import_tensorflow()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+try:
+    getattr(PlacementTrace, sys.argv[1])(sys.argv[2])
+    outcome, message = "loaded", ""
+except TraceError as exc:
+    outcome, message = "TraceError", str(exc)
+except BaseException as exc:
+    outcome, message = type(exc).__name__, str(exc)[:300]
+seconds = time.perf_counter() - start
+peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+print(json.dumps(dict(outcome=outcome, message=message, seconds=seconds, peak_mb=peak_mb)))
+"""
+
+
+def open_in_child(reader: str, path: Path | str) -> dict[str, Any]:
+    """``PlacementTrace.<reader>(path)`` in a fresh interpreter: what it reports."""
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, reader, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(path).parent,  # not the checkout: the package imported as installed
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def assert_refused(report: dict[str, Any], *named: str) -> None:
+    """Refused with a TraceError naming each of ``named``, quickly and without the memory."""
+    assert report["outcome"] == "TraceError", report
+    for text in named:
+        assert text in report["message"], (text, report["message"])
+    assert report["seconds"] < SECONDS, report
+    assert report["peak_mb"] < PEAK_MB, report
+
+
+# -- a real trace to start from -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """KittiBox (a real GPU trace) saved as a .tfplace, with its findings."""
+    trace = PlacementTrace.from_chrome_trace(KITTIBOX)
+    assert len(trace.findings)  # computed, so saved too
+    return Path(trace.save(tmp_path_factory.mktemp("saved") / "kittibox.tfplace"))
+
+
+def members_of(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def with_members(saved: Path, target: Path, change: dict[str, Any]) -> Path:
+    """``saved`` written again with ``change`` (name -> bytes, a JSON value, or None to drop)."""
+    members = members_of(saved)
+    for name, value in change.items():
+        if value is None:
+            members.pop(name, None)
+        else:
+            members[name] = value if isinstance(value, bytes) else json.dumps(value).encode()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return target
+
+
+def bomb_archive(saved: Path, target: Path, bombs: list[Member]) -> Path:
+    """``saved``'s members, those named by ``bombs`` replaced and the others added."""
+    bombed = {member.name for member in bombs}
+    kept = [Member(n, deflated((d, 1))) for n, d in members_of(saved).items() if n not in bombed]
+    return write_zip(target, kept + bombs)
+
+
+# -- 2. decompression bombs -------------------------------------------------------------------
+def test_a_tfplace_whose_log_inflates_to_3_gib_is_refused(saved, tmp_path):
+    path = bomb_archive(saved, tmp_path / "log.tfplace", [Member("log.txt", zeros(3 * GIB))])
+    assert path.stat().st_size < 4 * MIB
+    assert_refused(open_in_child("load", path), "log.txt", "256 MiB", "MAX_MEMBER_BYTES")
+
+
+def test_eight_raw_members_of_1_gib_are_refused(saved, tmp_path):
+    bombs = [Member(f"raw/run_metadata_{k}.pb", zeros(GIB)) for k in range(8)]
+    path = bomb_archive(saved, tmp_path / "raw.tfplace", bombs)
+    assert path.stat().st_size < 10 * MIB
+    assert_refused(open_in_child("load", path), "raw/run_metadata_0.pb", "256 MiB")
+
+
+def test_members_within_the_limit_one_by_one_but_not_together(saved, tmp_path):
+    size = limits.MAX_MEMBER_BYTES - MIB
+    count = limits.MAX_ARCHIVE_BYTES // size + 1
+    bombs = [Member(f"raw/step_{k}.pb", zeros(size)) for k in range(count)]
+    path = bomb_archive(saved, tmp_path / "total.tfplace", bombs)
+    assert_refused(open_in_child("load", path), f"raw/step_{count - 1}.pb", "1 GiB")
+
+
+def test_a_member_that_claims_less_than_it_holds_is_read_no_further(saved, tmp_path):
+    """The headers say 1 MiB, the stream holds 3 GiB: only the bytes really unpacked count."""
+    bomb = Member("log.txt", zeros(3 * GIB), claimed_size=MIB)
+    path = bomb_archive(saved, tmp_path / "lies.tfplace", [bomb])
+    assert_refused(open_in_child("load", path), "log.txt")
+
+
+@pytest.mark.parametrize(
+    ("size", "blank"),
+    [(4_000_000_000, 1_000_000), (4 * GIB, MIB)],  # the trailer says 4 GB; 0 (modulo 2**32)
+    ids=["length-in-trailer", "length-wrapped-to-0"],
+)
+def test_a_gzipped_chrome_trace_inflating_to_4_gb_is_refused(tmp_path, size, blank):
+    packed = deflated((b'{"traceEvents": [', 1), (b" " * blank, size // blank), (b"]}", 1))
+    path = write_gzip(tmp_path / "timeline.json.gz", packed)
+    assert path.stat().st_size < 5 * MIB
+    assert_refused(open_in_child("from_chrome_trace", path), "timeline.json.gz", "256 MiB")
+
+
+def test_a_gzipped_run_metadata_bomb_is_refused(tmp_path):
+    """4 GiB of empty partition graphs (field 3, length 0): a valid RunMetadata."""
+    path = write_gzip(tmp_path / "step.pb.gz", deflated((b"\x1a\x00" * (MIB // 2), 4096)))
+    assert_refused(open_in_child("from_run_metadata", path), "step.pb.gz", "256 MiB")
+
+
+@pytest.mark.parametrize("where", ["sparse file", "/dev/zero"])
+def test_a_file_past_the_limit_is_refused_unread(tmp_path, where):
+    if where == "sparse file":
+        path = tmp_path / "huge.pb"
+        with open(path, "wb") as handle:
+            handle.truncate(limits.MAX_MEMBER_BYTES + MIB)  # on disk: a few blocks
+    else:
+        path = Path(where)
+        if not path.exists():
+            pytest.skip("no /dev/zero here")
+    assert_refused(open_in_child("from_run_metadata", path), str(path), "256 MiB")
+
+
+@pytest.mark.parametrize("count", [limits.MAX_MEMBERS + 1, 120_000])
+def test_an_archive_with_too_many_members_is_refused(saved, tmp_path, count):
+    """Past MAX_MEMBERS, refused after the directory is read, or (past a directory that many
+    members would fill) before zipfile parses it."""
+    extra = [Member(f"x{k}") for k in range(count)]
+    path = bomb_archive(saved, tmp_path / "many.tfplace", extra)
+    assert_refused(open_in_child("load", path), "MAX_MEMBERS")
+
+
+def test_the_limits_are_read_when_a_file_is_opened(saved, monkeypatch):
+    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", 1000)
+    with pytest.raises(TraceError, match=r"frames/ops.json would unpack to more than 1000 bytes"):
+        PlacementTrace.load(saved)
+    monkeypatch.undo()
+    assert len(PlacementTrace.load(saved).ops)
+
+
+# -- 5. deeply nested JSON --------------------------------------------------------------------
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "member",
+    ["tfplace.json", "frames/ops.json", "frames/findings.json", "inputs.json", "facts.json"],
+)
+def test_deeply_nested_json_in_a_member_is_a_trace_error_naming_it(saved, tmp_path, member):
+    document = DEEP
+    if member == "tfplace.json":  # nested under a key a reader ignores
+        manifest = json.loads(members_of(saved)[member])
+        document = json.dumps(manifest)[:-1].encode() + b', "later": ' + DEEP + b"}"
+    path = with_members(saved, tmp_path / "deep.tfplace", {member: document})
+    with pytest.raises(TraceError, match=rf"deep.tfplace.*{member}.*nests .* deeper"):
+        PlacementTrace.load(path)
+
+
+@pytest.mark.parametrize("name", ["deep.json", "deep.json.gz"])
+def test_a_deeply_nested_chrome_trace_is_a_trace_error(tmp_path, name):
+    import gzip
+
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(DEEP) if name.endswith(".gz") else DEEP)
+    with pytest.raises(TraceError, match=rf"{name}.*nests .* deeper"):
+        PlacementTrace.from_chrome_trace(path)
+
+
+def test_a_nested_value_where_a_chrome_record_names_its_op_is_refused(tmp_path):
+    document = json.loads(KITTIBOX.read_text())
+    events = document["traceEvents"] if isinstance(document, dict) else document
+    index = next(i for i, e in enumerate(events) if e.get("ph") == "X")
+    events[index]["args"]["name"] = json.loads(b"[" * 500 + b"]" * 500)
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(TraceError, match=rf"record {index} of traceEvents has args.name=\[\["):
+        PlacementTrace.from_chrome_trace(path)
+
+
+# -- 7. frames that would load but break later ------------------------------------------------
+def frame_document(saved: Path, name: str) -> dict:
+    return json.loads(members_of(saved)[f"frames/{name}.json"])
+
+
+def column(document: dict, name: str) -> dict:
+    return next(c for c in document["columns"] if c["name"] == name)
+
+
+def _without(document: dict, name: str) -> None:
+    document["columns"].remove(column(document, name))
+
+
+def _dicts(document: dict, name: str) -> None:
+    spec = column(document, name)
+    spec.update(dtype="object", values=[{"op": v} for v in spec["values"]])
+    spec.pop("storage", None), spec.pop("na", None)
+
+
+def _strings(document: dict, name: str) -> None:
+    spec = column(document, name)
+    spec.update(dtype="object", values=[str(v) for v in spec["values"]])
+
+
+def _floats(document: dict, name: str) -> None:
+    spec = column(document, name)
+    spec.update(dtype="float64", values=[None] + spec["values"][1:])
+
+
+def _categories(document: dict, name: str) -> None:
+    column(document, name)["categories"]["values"][0] = "forced"
+
+
+def _missing_text(document: dict, name: str) -> None:
+    spec = column(document, name)
+    spec["values"][0] = None
+
+
+def _dtype(document: dict, name: str) -> None:
+    column(document, name)["dtype"] = "complex128"
+
+
+def _extra_column_of_dicts(document: dict, name: str) -> None:
+    rows = document["rows"]
+    document["columns"].append({"name": name, "dtype": "object", "values": [{}] * rows})
+
+
+def _index(document: dict, name: str) -> None:
+    start, stop, step = document["index"]["range"]
+    document["index"]["range"] = [start + 5, stop + 5, step]
+
+
+@pytest.mark.parametrize(
+    ("frame", "name", "change", "said"),
+    [
+        ("ops", "device", _without, "it has no 'device' column"),
+        ("ops", "op", _dicts, "column 'op' must hold text (strings), not a dict"),
+        ("ops", "start_us", _strings, "column 'start_us' must hold numbers, not strings"),
+        ("ops", "device", _missing_text, "column 'device' must hold text"),
+        ("ops", "how", _categories, "column 'how' must be a category of explicit"),
+        ("ops", "runs", _dtype, "column 'runs' has an unknown dtype 'complex128'"),
+        ("events", "thread", _floats, "column 'thread' must hold whole numbers"),
+        ("events", "label", _dicts, "column 'label' must hold text (strings), not a dict"),
+        ("events", "lane", _index, "rows are not numbered 0, 1, 2"),
+        ("transfers", "bytes", _strings, "column 'bytes' must hold whole numbers"),
+        ("transfers", "notes", _extra_column_of_dicts, "column 'notes' holds a dict"),
+        ("findings", "evidence", _strings, "column 'evidence' must hold objects of named"),
+    ],
+)
+def test_a_frame_the_trace_cannot_use_is_refused_naming_the_column(
+    saved, tmp_path, frame, name, change, said
+):
+    document = frame_document(saved, frame)
+    change(document, name)
+    path = with_members(saved, tmp_path / "bad.tfplace", {f"frames/{frame}.json": document})
+    with pytest.raises(TraceError, match=rf"bad.tfplace.*frames/{frame}.json.*{re.escape(said)}"):
+        PlacementTrace.load(path)
+
+
+@pytest.mark.parametrize("columns", [["op"], [None], [{"name": ["op"], "dtype": "object"}]])
+def test_a_frame_document_of_the_wrong_shape_is_a_trace_error(saved, tmp_path, columns):
+    document = {**frame_document(saved, "ops"), "columns": columns}
+    path = with_members(saved, tmp_path / "shape.tfplace", {"frames/ops.json": document})
+    with pytest.raises(TraceError, match=r"shape.tfplace.*frames/ops.json"):
+        PlacementTrace.load(path)
+
+
+def test_findings_of_an_unknown_kind_are_refused(saved, tmp_path):
+    document = frame_document(saved, "findings")
+    column(document, "kind")["values"][0] = "format_disk"
+    path = with_members(saved, tmp_path / "kind.tfplace", {"frames/findings.json": document})
+    with pytest.raises(TraceError, match=r"findings.json.*'kind' holds 'format_disk'"):
+        PlacementTrace.load(path)
+
+
+@pytest.mark.parametrize("change", [_without, _dicts])
+def test_tfplace_show_and_show_placement_give_the_clear_error(saved, tmp_path, capsys, change):
+    from tfplace_widget.cli import main
+
+    document = frame_document(saved, "ops")
+    change(document, "device")
+    path = with_members(saved, tmp_path / "bad.tfplace", {"frames/ops.json": document})
+    assert main(["show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tfplace: error: ") and "frames/ops.json" in err and "'device'" in err
+    with pytest.raises(TraceError, match=r"frames/ops.json.*'device'"):
+        show_placement(path)
+
+
+# -- 7. the graph facts and the manifest ------------------------------------------------------
+@pytest.fixture(scope="module")
+def saved_with_facts(seed_cpu: PlacementTrace, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(seed_cpu.save(tmp_path_factory.mktemp("facts") / "seed.tfplace"))
+
+
+def _facts(document: dict, where: str) -> None:
+    kernels = document["kernels"]
+    if where == "gpu_host_inputs":
+        row = kernels["fields"].index("gpu_host_inputs")
+        kernels["table"][0][row] = [{"a": 1}]
+    elif where == "attrs":
+        row = kernels["fields"].index("attrs")
+        kernels["table"][0][row] = "T"  # no "=": KernelFacts.dtypes would fail on it
+    elif where == "fields":
+        kernels["fields"][0] = "__class__"
+    elif where == "of":
+        op = next(iter(kernels["of"]))
+        kernels["of"][op] = len(kernels["table"]) + 3
+    elif where == "of as a list":
+        kernels["of"] = list(kernels["of"])
+    elif where == "types":
+        op = next(iter(document["types"]))
+        document["types"][op] = ["Const"]
+    elif where == "inputs":
+        op = next(iter(document["inputs"]))
+        document["inputs"][op] = [["deep"]]
+
+
+@pytest.mark.parametrize(
+    ("where", "said"),
+    [
+        ("gpu_host_inputs", "gpu_host_inputs is \\[\\{'a': 1\\}\\], not a list of argument"),
+        ("attrs", "attrs is 'T', not name=value pairs"),
+        ("fields", "has the fields \\['__class__'"),
+        ("of", "'kernels'.*not a row"),
+        ("of as a list", "'kernels' has no table of rows and ops"),
+        ("types", "'types'.*is \\['Const'\\], not text"),
+        ("inputs", "'inputs'.*not a list of names"),
+    ],
+)
+def test_graph_facts_of_the_wrong_kind_are_refused(saved_with_facts, tmp_path, where, said):
+    document = json.loads(members_of(saved_with_facts)["facts.json"])
+    _facts(document, where)
+    path = with_members(saved_with_facts, tmp_path / "facts.tfplace", {"facts.json": document})
+    with pytest.raises(TraceError, match=rf"facts.tfplace.*facts.json.*{said}"):
+        PlacementTrace.load(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("notes", [["nested"]]),
+        ("devices", [{"name": "CPU:0"}]),
+        ("mode", None),
+        ("devices", ["garbage"]),  # predict_placement would fail on it
+        ("devices", ["/job:<img src=x onerror=alert(1)>/replica:0/task:0/device:CPU:0"]),
+    ],
+)
+def test_a_manifest_field_of_the_wrong_kind_is_refused(saved, tmp_path, key, value):
+    manifest = json.loads(members_of(saved)["tfplace.json"])
+    manifest["trace"][key] = value
+    path = with_members(saved, tmp_path / "manifest.tfplace", {"tfplace.json": manifest})
+    with pytest.raises(TraceError, match=rf"manifest.tfplace.*tfplace.json: {key} (is|has)"):
+        PlacementTrace.load(path)
+
+
+# -- other risks: paths, links, pickles -------------------------------------------------------
+class _Marker:
+    """Unpickled, it would create a file: proof that something was unpickled."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple:
+        return (open, (str(self.path), "w"))
+
+
+def test_member_names_are_never_paths_and_nothing_is_extracted(saved, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    outside = tmp_path / "outside.txt"
+    path = tmp_path / "paths.tfplace"
+    with_members(saved, path, {})
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("../outside.txt", b"escaped")
+        archive.writestr(str(outside), b"absolute")
+        archive.writestr("raw/../../outside.txt", b"escaped")
+        archive.writestr("raw/.hidden", b"hidden")
+        link = zipfile.ZipInfo("raw/link")
+        link.create_system = 3  # unix
+        link.external_attr = 0o120777 << 16  # a symbolic link to /etc/passwd
+        archive.writestr(link, b"/etc/passwd")
+    before = sorted(tmp_path.rglob("*"))
+    trace = PlacementTrace.load(path)
+    assert sorted(tmp_path.rglob("*")) == before and not outside.exists()
+    assert trace.raw == {"link": b"/etc/passwd"}  # the link's text, never what it points to
+
+
+def test_a_pickle_in_a_member_is_never_unpickled(saved, tmp_path):
+    marker = tmp_path / "unpickled"
+    payload = pickle.dumps(_Marker(marker))
+    path = with_members(saved, tmp_path / "pickle.tfplace", {"raw/payload.pkl": payload})
+    assert PlacementTrace.load(path).raw["payload.pkl"] == payload
+    for member in ("frames/ops.json", "facts.json", "inputs.json"):
+        path = with_members(saved, tmp_path / "pickle.tfplace", {member: payload})
+        with pytest.raises(TraceError, match=member):
+            PlacementTrace.load(path)
+    assert not marker.exists()
+    assert os.listdir(tmp_path) == ["pickle.tfplace"]
+
+
+# -- what is saved opens again ----------------------------------------------------------------
+def test_a_trace_past_the_limits_is_not_saved(monkeypatch, tmp_path):
+    trace = PlacementTrace.from_chrome_trace(KITTIBOX)
+    monkeypatch.setattr(limits, "MAX_JSON_VALUES", 1000)
+    path = tmp_path / "big.tfplace"
+    with pytest.raises(ValueError, match=r"Cannot save .*big.tfplace.*MAX_JSON_VALUES"):
+        trace.save(path)
+    assert not path.exists()
+
+
+def test_raw_keeps_no_step_larger_than_a_member_may_be(seed_cpu_steps3, tf, monkeypatch):
+    from tfplace_widget.sources.raw import raw_protos
+
+    metadata = tf.compat.v1.RunMetadata()
+    metadata.ParseFromString(seed_cpu_steps3.raw["run_metadata_0.pb"])
+    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", metadata.ByteSize() - 1)
+    raw, line = raw_protos([metadata])
+    assert raw == {} and "first 0 of 1 steps" in line and "MAX_MEMBER_BYTES" in line

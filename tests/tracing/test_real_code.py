@@ -1,0 +1,165 @@
+"""The real-code oracle: the tool against TensorFlow itself, on programs users know.
+
+``tests/real_code/corpus/`` holds TF code reproducing keras-io examples and tensorflow/docs
+guides (``tests/real_code/NOTICE.md`` says which). ``tests/real_code/oracle.py`` runs each in a
+process of its own with two logical CPUs: once as its user runs it, with TensorFlow's
+placement log (fd 2, captured at C level) and partition graphs recorded, then through
+``trace_placement``, ``predict_placement(trace, gpus=1)`` and ``trace.findings``. The tests
+here assert that every device the trace reports is TensorFlow's, every ``how`` follows the
+placer rule the graph shows, the prediction refuses nothing that runs and keeps CPU-only
+resources on the CPU, and no finding states a false cause or an impossible fix.
+
+By default a subset runs (one process, about 15 s); ``TFPLACE_REAL_CODE=all`` runs the whole
+corpus, one process per program (a few minutes). The tables go to the test output and to
+``artifacts/real-code-agreement.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parents[1] / "real_code"
+ORACLE = HERE / "oracle.py"
+ARTIFACT = HERE.parents[1] / "artifacts" / "real-code-agreement.md"
+CORPUS = sorted(p.stem for p in (HERE / "corpus").glob("*.py"))
+DEFAULT = [
+    "gpu_guide",
+    "function_calls",
+    "mnist_convnet",
+    "tf_data",
+    "text_classification",
+    "tf1_graph",
+]
+EVERYTHING = os.environ.get("TFPLACE_REAL_CODE", "").lower() == "all"
+SELECTED = CORPUS if EVERYTHING else DEFAULT
+CHECKS = ("runs", "devices", "how", "prediction", "cpu_resources", "findings")
+
+sys.path.insert(0, str(HERE))
+import report  # noqa: E402
+
+
+def _cases(check: str) -> list[Any]:
+    cases = []
+    for name in CORPUS:
+        marks = []
+        if name not in SELECTED:
+            marks.append(
+                pytest.mark.skip(reason="not in the default subset: TFPLACE_REAL_CODE=all")
+            )
+        cases.append(pytest.param(name, marks=marks, id=name))
+    return cases
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The oracle's results for the selected programs (subprocesses; see the module doc)."""
+    folder = tmp_path_factory.mktemp("real_code")
+    groups = [[name] for name in SELECTED] if EVERYTHING else [SELECTED]
+    results: dict[str, dict[str, Any]] = {}
+    for index, names in enumerate(groups):
+        out = folder / f"oracle-{index}.json"
+        run = subprocess.run(
+            [sys.executable, str(ORACLE), str(out), *names],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert run.returncode == 0, run.stderr[-4000:]
+        results.update(json.loads(out.read_text()))
+    return results
+
+
+def result(oracle: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    entry = oracle[name]
+    assert "error" not in entry, entry["error"]
+    assert "tool_error" not in entry, (
+        f"TensorFlow ran {name}; the tool raised {entry['tool_error']}"
+    )
+    return entry
+
+
+# -- the corpus --------------------------------------------------------------------------------
+def test_corpus_is_real_code_with_its_sources_named():
+    notice = (HERE / "NOTICE.md").read_text()
+    assert len(CORPUS) >= 10
+    for name in CORPUS:
+        text = (HERE / "corpus" / f"{name}.py").read_text()
+        doc = " ".join(text.split('"""')[1].split())
+        source = re.search(r"(?:Reproduces|Follows) (\S+) (\S+) \(commit ([0-9a-f]{40})", doc)
+        assert source, f"{name}: its docstring names no repository, path and commit"
+        repo, path, commit = source.groups()
+        assert f"`{name}.py` | {repo} | {path}" in notice and commit in notice, name
+        # Nothing is downloaded when the corpus runs.
+        code = text.split('"""', 2)[2]
+        assert not re.search(r"keras\.datasets|get_file\(|weights=\"imagenet\"", code), name
+
+
+# -- the oracle ----------------------------------------------------------------------------
+def test_agreement_table(oracle, capsys):
+    """Prints the agreement and findings tables and saves them for the README."""
+    assert set(oracle) == set(SELECTED)
+    text = (
+        "## Agreement with TensorFlow, per corpus program\n\n"
+        + report.agreement_table(oracle)
+        + "\n\n## Findings per kind (columns: corpus programs)\n\n"
+        + report.findings_table(oracle)
+        + "\n\n## Disagreements\n\n"
+        + (report.disagreements(oracle) or "none")
+        + "\n"
+    )
+    ARTIFACT.parent.mkdir(exist_ok=True)
+    ARTIFACT.write_text(text)
+    with capsys.disabled():
+        print("\n" + text)
+
+
+@pytest.mark.parametrize("name", _cases("runs"))
+def test_the_tool_traces_what_tensorflow_runs(oracle, name):
+    result(oracle, name)
+
+
+@pytest.mark.parametrize("name", _cases("devices"))
+def test_every_device_is_the_one_tensorflow_used(oracle, name):
+    """Per op: ``trace.ops.device`` = the placement log's device = the partition graph's."""
+    devices = result(oracle, name)["devices"]
+    assert devices["partition"][1] > 0 and devices["log"][1] > 0
+    assert devices["disagreements"] == []
+    # Every op the tool shows is one TF ran (aside from constants, which eager code runs as
+    # no op, and the Identity/NoOp plumbing of a tf.function the tool wraps a callable in).
+    lost = {k: n for k, n in devices["unmapped"].items() if k.startswith("no eager")}
+    assert not {k.split()[2] for k in lost} - {"Const", "Identity", "NoOp"}, lost
+
+
+@pytest.mark.parametrize("name", _cases("how"))
+def test_every_how_follows_the_rule_the_graph_shows(oracle, name):
+    """``explicit`` only with a request, ``colocated`` for ``_class`` and resource readers..."""
+    how = result(oracle, name)["how"]
+    assert how["disagreements"] == [], how["disagreements"][:10]
+
+
+@pytest.mark.parametrize("name", _cases("prediction"))
+def test_the_prediction_refuses_nothing_that_runs_on_gpus(oracle, name):
+    errors = result(oracle, name)["prediction"]["errors"]
+    assert errors == [], errors[:5]
+
+
+@pytest.mark.parametrize("name", _cases("cpu_resources"))
+def test_cpu_only_resources_stay_on_the_cpu(oracle, name):
+    """Iterators, lookup tables, and variables the user keeps on a CPU, with their readers."""
+    wrong = result(oracle, name)["prediction"]["cpu_wrong"]
+    assert wrong == [], wrong[:10]
+
+
+@pytest.mark.parametrize("name", _cases("findings"))
+def test_findings_state_true_causes_and_applicable_fixes(oracle, name):
+    flagged = result(oracle, name)["findings"]["flagged"]
+    assert flagged == [], flagged[:5]

@@ -1,0 +1,447 @@
+"""Real TF2 code traced in function mode, on two logical CPUs, in a process of its own.
+
+Logical devices can only be configured before TensorFlow's runtime starts, so the pytest
+process (whose runtime already runs) cannot host these: ``tests/tracing/test_function_mode.py`` runs
+this script once and asserts on what it saves. Each scenario's result is a
+``PlacementTrace`` (or the error it raised) plus facts about the user's state around the call.
+
+The ``placement_log`` group runs in a process of its own, with TensorFlow's placement log
+(``tf.debugging.set_log_device_placement``) on from the start, as it must be for TF to print it:
+its scenarios call the user's code as the user would, keep what TF printed, then trace it.
+
+Usage: ``python tests/tracing/tf2_scenarios.py OUT.pickle [placement_log]``
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+GROUP = sys.argv[2] if len(sys.argv) > 2 else "default"
+
+# Before anything starts the runtime: CPU:1 stands in for a GPU.
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2
+)
+if GROUP == "placement_log":  # TF prints placements only if this comes before the runtime starts
+    tf.debugging.set_log_device_placement(True)
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from tfplace_widget import TraceError, trace_placement  # noqa: E402
+from tfplace_widget.model.capture import capture_native_output  # noqa: E402
+
+RESULTS: dict[str, Any] = {}
+
+
+def scenario(function: Callable[[], Any], group: str = "default") -> Callable[[], Any]:
+    """Run a scenario of this process's group now; keep its result, or the error it raised,
+    under its name."""
+    if group != GROUP:
+        return function
+    try:
+        RESULTS[function.__name__] = {"result": function()}
+    except Exception as exc:  # kept for the test to assert on
+        RESULTS[function.__name__] = {
+            "error": type(exc).__name__,
+            "message": str(exc),
+            "traceback": traceback.format_exc(),
+        }
+    return function
+
+
+x = tf.ones((1000,))
+y = tf.ones((1000,))
+
+
+@scenario
+def device_inside():
+    @tf.function
+    def f(x):
+        a = tf.add(x, 1.0, name="A")
+        with tf.device("/cpu:1"):
+            c = tf.multiply(a, a, name="C")
+        return c
+
+    return trace_placement(f, x, device_count={"CPU": 2})
+
+
+@scenario
+def arguments():
+    @tf.function
+    def f(x, y, scale=1.0):
+        return tf.add(x * scale, y, name="Sum")
+
+    return trace_placement(f, x, y, fn_kwargs={"scale": 2.0})
+
+
+@tf.function
+def inner(v):
+    return tf.multiply(v, 2.0, name="double")
+
+
+@scenario
+def nested():
+    @tf.function
+    def outer(v):
+        return inner(tf.add(v, 1.0, name="before")) + 1.0
+
+    return trace_placement(outer, x)
+
+
+@scenario
+def call_under_device():
+    @tf.function
+    def outer(v):
+        with tf.device("/cpu:1"):
+            return inner(v)
+
+    return trace_placement(outer, x)
+
+
+@scenario
+def device_scope_option():
+    @tf.function
+    def f(v):
+        return tf.multiply(v, 3.0, name="H")
+
+    return trace_placement(f, x, device_scope="/cpu:1")
+
+
+@scenario
+def while_loop():
+    @tf.function
+    def f(v):
+        _, out = tf.while_loop(
+            lambda i, w: i < 5, lambda i, w: (i + 1, tf.add(w, 1.0, name="step")), [0, v]
+        )
+        return out
+
+    return trace_placement(f, x)
+
+
+@scenario
+def gpu_request_soft():
+    @tf.function
+    def f(v):
+        with tf.device("/gpu:0"):
+            return tf.add(v, 1.0, name="G")
+
+    return trace_placement(f, x)
+
+
+@scenario
+def gpu_request_no_soft():
+    @tf.function
+    def f(v):
+        with tf.device("/gpu:0"):
+            return tf.add(v, 1.0, name="G")
+
+    return trace_placement(f, x, soft_placement=False)
+
+
+def make_model() -> Any:
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((8,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+features = tf.ones((16, 8))
+labels = tf.ones((16, 1))
+
+
+@scenario
+def after_a_failed_trace():
+    """TF leaves a failed instantiation's nodes in the next recorded graph: not in our frames."""
+
+    @tf.function
+    def failing(v):
+        with tf.device("/gpu:0"):
+            return tf.add(v, 1.0, name="G")
+
+    @tf.function
+    def outer(v):
+        return inner(tf.add(v, 1.0, name="before")) + 1.0
+
+    with contextlib.suppress(TraceError):
+        trace_placement(failing, x, soft_placement=False)
+    return trace_placement(outer, x)
+
+
+@scenario
+def keras_forward():
+    model = make_model()
+    before = [w.numpy().copy() for w in model.weights]
+    trace = trace_placement(model, features)
+    same = all(np.array_equal(a, w.numpy()) for a, w in zip(before, model.weights, strict=True))
+    return {"trace": trace, "weights_unchanged": same}
+
+
+@scenario
+def keras_train_on_batch():
+    model = make_model()
+    model.train_on_batch(features, labels)  # the user trained once before
+    before = int(model.optimizer.iterations.numpy())
+    trace = trace_placement(model.train_on_batch, features, labels)
+    after = int(model.optimizer.iterations.numpy())
+    return {"trace": trace, "iterations": after - before}
+
+
+@scenario
+def keras_train_warmup_zero():
+    model = make_model()
+    before = int(model.optimizer.iterations.numpy())
+    trace = trace_placement(model.train_on_batch, features, labels, warmup=0)
+    return {"trace": trace, "iterations": int(model.optimizer.iterations.numpy()) - before}
+
+
+@scenario
+def gradient_tape_step():
+    model = make_model()
+    optimizer = keras.optimizers.SGD(0.1)
+
+    @tf.function
+    def step(a, b):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(a) - b))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return trace_placement(step, features, labels)
+
+
+@scenario
+def lambda_using_eager_model():
+    model = make_model()
+    return trace_placement(lambda: model(features) + 1.0)
+
+
+@scenario
+def builder_returning_eager_tensor():
+    return trace_placement(lambda: x)
+
+
+@scenario
+def mirrored_strategy():
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        weights = tf.Variable(tf.ones((4,)), name="w")
+
+    @tf.function
+    def step():
+        return strategy.run(lambda: tf.reduce_sum(weights * 2.0, name="S"))
+
+    return trace_placement(step)
+
+
+@scenario
+def numpy_inside():
+    def plain(v):
+        return (v + 1.0).numpy()
+
+    return trace_placement(plain, x)
+
+
+@scenario
+def wrong_cpu_count():
+    @tf.function
+    def f(v):
+        return v + 1.0
+
+    return trace_placement(f, x, device_count={"CPU": 3})
+
+
+@scenario
+def optimize_on_and_off():
+    @tf.function
+    def f(v):
+        folded = tf.add(tf.ones((4,), name="ones"), 1.0, name="folded")
+        return tf.add(v[:4], folded, name="out")
+
+    return {
+        "off": trace_placement(f, x, optimize=False),
+        "on": trace_placement(f, x, optimize=True),
+    }
+
+
+@scenario
+def optimize_off_after_the_user_called_it():
+    @tf.function
+    def folds(v):
+        folded = tf.add(tf.ones((4,), name="ones"), 1.0, name="folded")
+        return tf.multiply(v[:4], folded, name="out")
+
+    folds(x)  # instantiated with TF's defaults (Grappler on) before the trace
+    return [trace_placement(folds, x) for _ in range(3)]
+
+
+@scenario
+def jit_compiled():
+    @tf.function(jit_compile=True)
+    def f(v):
+        return tf.add(v, 1.0, name="J") * 2.0
+
+    return trace_placement(f, x)
+
+
+@scenario
+def state_restored():
+    """TF's settings before and after traces that change them while they run."""
+
+    def settings() -> dict:
+        return {
+            "soft": tf.config.get_soft_device_placement(),
+            "optimizer": tf.config.optimizer.get_experimental_options(),
+        }
+
+    tf.config.set_soft_device_placement(True)
+    tf.config.optimizer.set_experimental_options({"constant_folding": True})
+    before = settings()
+
+    @tf.function
+    def f(v):
+        return v * 2.0
+
+    trace_placement(f, x, soft_placement=False, optimize=False)
+    after = settings()
+    # The profiler is free again: a user's own profile can start.
+    tf.profiler.experimental.start("/tmp/tfplace-user-profile")
+    tf.profiler.experimental.stop(save=False)
+    return {"before": before, "after": after}
+
+
+@scenario
+def profiler_busy():
+    tf.profiler.experimental.start("/tmp/tfplace-user-profile")
+    try:
+        return trace_placement(inner, x)
+    finally:
+        tf.profiler.experimental.stop(save=False)
+
+
+# -- overrides= (issue 13): the function's requests rewritten for the traced calls only --------
+@scenario
+def override_in_function():
+    @tf.function
+    def f(v):
+        a = tf.add(v, 1.0, name="A")
+        return tf.multiply(a, 3.0, name="scale")
+
+    plain = trace_placement(f, x)
+    moved = trace_placement(f, x, overrides={"scale": "/cpu:1"})
+    after = trace_placement(f, x)  # the user's function is as it was
+    return {"plain": plain, "moved": moved, "after": after}
+
+
+@scenario
+def override_nested_by_glob():
+    @tf.function
+    def outer(v):
+        return inner(tf.add(v, 1.0, name="before")) + 1.0
+
+    return trace_placement(outer, x, overrides={"doub*": "/cpu:1"})
+
+
+@scenario
+def override_matching_nothing():
+    return trace_placement(inner, x, overrides={"dubble": "/cpu:1"})
+
+
+# -- zero-argument TF2 code, against TensorFlow's own placement log (issue 20) -----------------
+def logged_scenario(function: Callable[[], Any]) -> Callable[[], Any]:
+    """A scenario of the ``placement_log`` group."""
+    return scenario(function, group="placement_log")
+
+
+def as_the_user_calls_it(fn: Callable[[], Any]) -> str:
+    """What TensorFlow's placement log printed while ``fn()`` ran, called as the user would
+    (eagerly, outside any trace): the ground truth the trace is compared with."""
+    with capture_native_output() as captured:
+        fn()
+    return captured.text
+
+
+def logged_trace(fn: Callable[[], Any], **options: Any) -> dict:
+    """TF's own placement log of a call of ``fn``, then ``trace_placement(fn)``."""
+    log = as_the_user_calls_it(fn)
+    return {"log": log, "trace": trace_placement(fn, **options)}
+
+
+@logged_scenario
+def guide_manual_placement():
+    """The "Manual placement" pattern of TensorFlow's "Use a GPU" guide (tensorflow/docs,
+    site/en/guide/gpu.ipynb): one matmul per logical device under ``tf.device(device.name)``,
+    their sum on the CPU; here the two logical CPUs stand in for the guide's GPUs."""
+
+    def replicated():
+        parts = []
+        for device in tf.config.list_logical_devices("CPU"):
+            with tf.device(device.name):
+                left = tf.constant([[1.0, 0.5], [2.0, 1.5], [3.0, 2.5]])
+                right = tf.constant([[2.0, 1.0, 0.0], [1.0, 0.0, 1.0]])
+                parts.append(tf.matmul(left, right))
+        with tf.device("/CPU:0"):
+            return tf.add_n(parts)
+
+    return logged_trace(replicated)
+
+
+@logged_scenario
+def zero_arg_calls_tf_functions():
+    """Plain TF2 code: eager ops under tf.device, a tf.function called under tf.device and one
+    with a tf.device inside."""
+
+    @tf.function
+    def scaled(v):
+        return tf.multiply(v, 3.0, name="scaled")
+
+    @tf.function
+    def shifted(v):
+        with tf.device("/cpu:1"):
+            up = tf.add(v, 1.0, name="up")
+        return tf.subtract(up, 0.5, name="down")
+
+    def step():
+        with tf.device("/cpu:1"):
+            a = tf.constant([[1.0, 2.0], [3.0, 4.0]])
+            product = tf.matmul(a, a)
+            near = scaled(product)
+        far = shifted(product)
+        return tf.add(near, far)
+
+    return logged_trace(step)
+
+
+@logged_scenario
+def seed_builder_without_device_count():
+    """The seed question's builder (inputs with no device, the add on the "GPU" CPU:1) with
+    no device_count: the process has two logical CPUs, and so does the Session."""
+
+    def inputs_none():
+        a = tf.ones((1000,), name="A")
+        b = tf.ones((1000,), name="B")
+        with tf.device("/cpu:1"):
+            return tf.add(a, b, name="C")
+
+    return logged_trace(inputs_none)
+
+
+def main(out: str) -> None:
+    with open(out, "wb") as handle:
+        pickle.dump(RESULTS, handle)
+    assert TraceError  # the error type the scenarios expect is importable
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
