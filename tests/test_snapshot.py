@@ -252,12 +252,15 @@ def test_a_100k_op_panel_snapshot_stays_small(big_trace):
     assert "draws a sample" in html  # the header says what the live timeline draws
 
 
+FOUR_CPUS = [CPU0.replace("CPU:0", f"CPU:{i}") for i in range(4)]
+
+
 def scattered_events(count: int) -> pd.DataFrame:
-    """``count`` 1 µs events on two CPUs at 600 scattered times over one second: more
-    separate bars than MAX_RECTS at the snapshot's 1 px resolution."""
+    """``count`` 1 µs events on four CPUs at 500 scattered times over one second: about half
+    of each lane's pixels covered, more separate bars than ``MAX_RECTS`` at 1 px."""
     rng = np.random.default_rng(24)
-    slots = np.sort(rng.choice(1_000_000, size=600, replace=False))
-    device = np.where(np.arange(count) % 2 == 0, CPU0, CPU1)
+    slots = np.sort(rng.choice(1_000_000, size=500, replace=False))
+    device = np.array(FOUR_CPUS, dtype=object)[np.arange(count) % 4]
     return pd.DataFrame(
         {
             "op": [f"op_{i}" for i in range(count)],
@@ -273,15 +276,14 @@ def scattered_events(count: int) -> pd.DataFrame:
 
 def test_bars_are_merged_to_a_bounded_number_of_rects():
     events = scattered_events(BIG_OPS)
-    figure = TimelineFigure(events, [CPU0, CPU1], pd.DataFrame(columns=["tensor"]), {})
+    figure = TimelineFigure(events, FOUR_CPUS, pd.DataFrame(columns=["tensor"]), {})
+    assert len(bars(timeline_svg(figure, max_rects=10**6))) > MAX_RECTS  # at 1 px: too many
     drawn = bars(timeline_svg(figure))
     print(f"\n{BIG_OPS:,} scattered events: {len(drawn)} rects")
     assert MAX_RECTS // 4 < len(drawn) <= MAX_RECTS  # coarsened until they fit, not to nothing
     assert {re.search(r"fill='([^']+)'", r).group(1) for r in drawn} == {
-        device_color(CPU0),
-        device_color(CPU1),
+        device_color(d) for d in FOUR_CPUS
     }
-    assert len(bars(timeline_svg(figure, max_rects=10**6))) > MAX_RECTS  # at 1 px: too many
     for limit in (1, 10, 50):
         assert 1 <= len(bars(timeline_svg(figure, max_rects=limit))) <= limit
     assert len(timeline_svg(figure)) < 30_000
