@@ -215,6 +215,24 @@ def test_nbconvert_shows_the_static_panel_of_a_notebook_saved_without_widget_sta
     assert WIDGET_VIEW not in page and "html-manager" not in page  # no widget renderer
 
 
+def test_nbconvert_shows_the_widget_view_of_a_notebook_with_widget_state_unless_cleared(executed):
+    """nbconvert prefers a widget view whose model is in the saved state (drawn by a renderer
+    from a CDN); ``--ClearMetadataPreprocessor.enabled=True`` drops the state, and the snapshot
+    is shown instead (the README says so)."""
+    from nbconvert import HTMLExporter
+    from traitlets.config import Config
+
+    with_state, _ = HTMLExporter().from_notebook_node(executed)
+    assert f'type="{WIDGET_VIEW}"' in with_state
+    assert "static snapshot of the live panel" not in with_state
+    config = Config()
+    config.ClearMetadataPreprocessor.enabled = True
+    cleared, _ = HTMLExporter(config=config).from_notebook_node(
+        nbformat.from_dict(json.loads(json.dumps(executed)))
+    )
+    assert "static snapshot of the live panel" in cleared and WIDGET_VIEW not in cleared
+
+
 def test_the_executed_notebook_keeps_the_live_view_and_the_snapshot(executed):
     """The file keeps both: the widget view for JupyterLab (which draws it and ignores the
     text/html when its widget manager is there) and the snapshot for everything else."""
