@@ -315,3 +315,11 @@ def test_a_trace_without_events_has_a_snapshot_without_bars(seed_cpu):
     html = panel_snapshot_html(predicted, figure)
     assert "<svg" in html and not bars(html)
     assert "predicted, not run" in html
+
+
+def test_findings_still_being_found_are_said_to_be_left_out(seed_cpu):
+    """A large trace's findings are found after the cell, once its output is drawn."""
+    figure = TimelineFigure(seed_cpu.events, seed_cpu.devices, seed_cpu.transfers, {})
+    html = panel_snapshot_html(seed_cpu, figure, findings_note="finding them in 30,000 ops...")
+    assert "Findings:</b> not in this snapshot (finding them in 30,000 ops...)" in html
+    assert "costly_transfer" in panel_snapshot_html(seed_cpu, figure, findings=seed_cpu.findings)

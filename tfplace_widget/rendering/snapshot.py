@@ -147,7 +147,8 @@ def chips_html(trace: PlacementTrace) -> str:
 def findings_html(findings: pd.DataFrame | None, note: str = "") -> str:
     """The first ``MAX_FINDINGS`` findings, worst first as found, with how many are left out."""
     if findings is None:
-        return f"<div><b>Findings:</b> {html.escape(note or 'not found yet')}</div>"
+        why = f" ({html.escape(note)})" if note else ""
+        return f"<div><b>Findings:</b> not in this snapshot{why}</div>"
     if not len(findings):
         return "<div><b>Findings:</b> none</div>"
     items = []
