@@ -112,6 +112,15 @@ class TimelineFigure:
         """The index of the selected op's trace in ``data``."""
         return self._selected_index
 
+    @property
+    def span_us(self) -> float:
+        """The time the x axis spans (µs): the last event's end, or the ``x_span`` given."""
+        return self._span
+
+    def lane_labels(self) -> list[str]:
+        """Each lane's label (``CPU:0``, ``GPU:0 stream:7``...), in ``lanes`` order, unescaped."""
+        return [self._lane_label(device, lane) for device, lane in self.lanes]
+
     def notes(self, transfers: int) -> list[str]:
         """What the header says about this figure: that it draws a sample, and that the
         ``transfers`` cross-device transfers are listed but not drawn."""

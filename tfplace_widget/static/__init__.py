@@ -5,7 +5,9 @@
 - ``bundle_entry.js``, ``holder.js``, ``timeline.js``/``timeline.css``: the plotly.js holder and
   the timeline (``$NAME`` placeholders filled by ``bundle_holder.fill_js``);
 - ``search.js``, ``format.js``, ``report.js``/``report.css``: the HTML report's script (the
-  panel's search rules and ``format_us`` ported by hand, then the page) and its style sheet.
+  panel's search rules and ``format_us`` ported by hand, then the page) and its style sheet;
+- ``snapshot.css``: the style sheet of the panel's static snapshot (``rendering.snapshot``, the
+  ``text/html`` that nbconvert and GitHub show where no widget is drawn; no script).
 
 Every file is read as UTF-8 text; ``tests/js/`` runs the ones that hold logic under node.
 """

@@ -27,6 +27,7 @@ from ..rendering.colors import device_color, ink_style
 from ..rendering.figure import shared_lanes
 from ..rendering.html_parts import PAGE_SIZE
 from ..rendering.search import SearchError, filter_ops, searchable
+from ..rendering.snapshot import SNAPSHOT_ROWS, comparison_snapshot_html, guarded
 from .controls import search_controls
 from .table import OpTable
 from .timeline import Timeline
@@ -239,6 +240,27 @@ class ComparisonView(widgets.VBox):
         if self.table is not None:
             self.table.rows, self.table.row_colors = [], []
 
+    def snapshot_html(self) -> str:
+        """The view as static HTML, as on screen now (see ``rendering.snapshot``)."""
+        rows = self._rows.head(SNAPSHOT_ROWS)
+        return comparison_snapshot_html(
+            self.summary.value,
+            [title.value for title in self.titles],
+            self._timelines,
+            [label for _, label in DIFF_COLUMNS],
+            _formatted_rows(rows),
+            _row_colors(rows),
+            len(self.diff.ops),
+        )
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        """The widget view, and beside it the static snapshot (``text/html``) that nbconvert,
+        GitHub and nbviewer show where no widget can be drawn."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if self.diff is not None:
+            bundle["text/html"] = guarded(self.snapshot_html)
+        return bundle
+
     def close(self) -> None:
         """Close the view and every widget in it (twice is harmless)."""
         if getattr(self, "_closed", True) or sys.is_finalizing():  # at exit: nothing to free
@@ -255,31 +277,10 @@ class ComparisonView(widgets.VBox):
     def _render_page(self) -> None:
         page = self.table.page
         rows = self._rows.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
-        formatted = []
-        records = rows[[c for c, _ in DIFF_COLUMNS]].itertuples(index=False)
-        for record, type_a in zip(records, rows["type_a"], strict=True):
-            op, typ, status, dev_a, dev_b, how_a, how_b, dur_a, dur_b, delta = record
-            formatted.append(
-                [
-                    op,
-                    f"{type_a} → {typ}" if status == "replaced" else typ,
-                    STATUS_LABELS.get(str(status), str(status)),
-                    short_device(dev_a) or dev_a,
-                    short_device(dev_b) or dev_b,
-                    str(how_a),
-                    str(how_b),
-                    _us(dur_a),
-                    _us(dur_b),
-                    "" if pd.isna(delta) else ("+" if delta > 0 else "") + _us(delta),
-                ]
-            )
         with self.table.hold_sync():
             self.table.total = len(self._rows)
-            self.table.rows = formatted
-            self.table.row_colors = [
-                device_color(b or a)
-                for a, b in zip(rows["device_a"], rows["device_b"], strict=True)
-            ]
+            self.table.rows = _formatted_rows(rows)
+            self.table.row_colors = _row_colors(rows)
 
     def _render_details(self, op: str) -> None:
         rows = self.diff.ops[self.diff.ops["op"] == op] if op else self.diff.ops.iloc[0:0]
@@ -358,6 +359,34 @@ def show_comparison(
     ):
         raise TypeError(f"labels must be a tuple of two strings, not {labels!r}.")
     return ComparisonView(compare(a, b, trace=trace or as_trace), labels)
+
+
+def _formatted_rows(rows: pd.DataFrame) -> list[list[str]]:
+    """The diff table's cells for ``rows`` of ``diff.ops``, as the view's table shows them."""
+    formatted = []
+    records = rows[[c for c, _ in DIFF_COLUMNS]].itertuples(index=False)
+    for record, type_a in zip(records, rows["type_a"], strict=True):
+        op, typ, status, dev_a, dev_b, how_a, how_b, dur_a, dur_b, delta = record
+        formatted.append(
+            [
+                op,
+                f"{type_a} → {typ}" if status == "replaced" else typ,
+                STATUS_LABELS.get(str(status), str(status)),
+                short_device(dev_a) or dev_a,
+                short_device(dev_b) or dev_b,
+                str(how_a),
+                str(how_b),
+                _us(dur_a),
+                _us(dur_b),
+                "" if pd.isna(delta) else ("+" if delta > 0 else "") + _us(delta),
+            ]
+        )
+    return formatted
+
+
+def _row_colors(rows: pd.DataFrame) -> list[str]:
+    """Each row's colour: its device in ``b``, or in ``a`` for an op only in ``a``."""
+    return [device_color(b or a) for a, b in zip(rows["device_a"], rows["device_b"], strict=True)]
 
 
 def _event_mask(events: pd.MultiIndex, rows: pd.DataFrame, side: int) -> np.ndarray:

@@ -34,6 +34,7 @@ from ..rendering.html_parts import (
     status_html,
 )
 from ..rendering.search import SearchError, matching_lines
+from ..rendering.snapshot import guarded, panel_snapshot_html
 from ..tracing.dispatch import as_trace, is_traced
 from ..tracing.options import normalize_device_count
 from ..tracing.tracer import check_option_names
@@ -246,6 +247,28 @@ class PlacementPanel(PanelActions, widgets.VBox):
     def visible_ops(self) -> pd.DataFrame:
         """The rows of ``trace.ops`` that the current search and filters keep, in table order."""
         return self.view_state.visible
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        """The widget view, and beside it a static snapshot (``text/html``, see
+        ``rendering.snapshot``) that nbconvert, GitHub and nbviewer show where no widget can be
+        drawn; the comparison's while the panel shows one."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if self._closed or not self._has_trace():
+            return bundle
+        bundle["text/html"] = guarded(
+            lambda: (
+                self.comparison.snapshot_html()
+                if self.comparison is not None
+                else panel_snapshot_html(
+                    self.trace,
+                    self._timeline,
+                    rows=self.view_state.visible,
+                    findings=self._findings_frame,
+                    findings_note=self._findings_error or self.findings_view.note,
+                )
+            )
+        )
+        return bundle
 
     def show_trace(self, trace: PlacementTrace) -> None:
         """Put ``trace`` on screen (header, chips, table, timeline, log), keeping the search;
