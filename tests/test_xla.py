@@ -1,0 +1,133 @@
+"""XLA clusters traced for real on XLA:CPU (issue 23): a ``jit_compile=True`` function's TF ops
+in ``trace.ops`` (``how="xla"``, the HLO instruction each went into in ``xla_op``), the
+instructions XLA ran in ``trace.xla`` and on the device's lane of ``trace.events``, search,
+and the ``.tfplace`` round trip. Each test runs in the shared test process."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pandas.testing as pdt
+import pytest
+
+from tfplace_widget import PlacementTrace
+from tfplace_widget.model.columns import OPS_COLUMNS, XLA_COLUMNS
+from tfplace_widget.rendering.search import match_names
+
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+@pytest.fixture(scope="module")
+def compiled(tf, trace_placement):
+    """A jit_compile=True function with a matmul, an add and a reduction, traced."""
+
+    @tf.function(jit_compile=True)
+    def step(x, w):
+        product = tf.matmul(x, w, name="product")
+        shifted = tf.add(product, 1.0, name="shifted")  # the line of the add
+        return tf.reduce_sum(shifted, name="total")
+
+    x = tf.random.normal((64, 64))
+    return trace_placement(step, x, x, steps=2)
+
+
+def row(trace: PlacementTrace, name: str) -> pd.Series:
+    found = trace.ops[trace.ops["op"] == name]
+    assert len(found) == 1, (name, trace.ops["op"].tolist())
+    return found.iloc[0]
+
+
+def test_each_op_of_the_cluster_is_listed_with_its_instruction(compiled):
+    assert list(compiled.ops.columns) == OPS_COLUMNS
+    executed = set(compiled.xla["instruction"])
+    for name, op_type in (("product", "MatMul"), ("shifted", "AddV2"), ("total", "Sum")):
+        op = row(compiled, name)
+        assert op["type"] == op_type
+        assert op["how"] == "xla" and op["device"] == CPU0
+        assert op["function"] == "step"
+        assert op["xla_op"] in executed, (name, op["xla_op"], executed)
+        assert "cluster step" in op["reason"] and "jit_compile=True" in op["reason"]
+        assert "CPU:0" in op["reason"] and op["xla_op"] in op["reason"]
+    assert set(compiled.ops["how"]) == {"xla"}
+    assert compiled.findings.empty or "xla_hidden" not in set(compiled.findings["kind"])
+
+
+def test_trace_xla_has_the_instructions_with_their_times(compiled):
+    xla = compiled.xla
+    assert list(xla.columns) == XLA_COLUMNS and len(xla)
+    assert set(xla["cluster"]) == {"step"} and set(xla["device"]) == {CPU0}
+    assert (xla["duration_us"] >= 0).all() and (xla["start_us"] >= 0).all()
+    assert xla["start_us"].is_monotonic_increasing
+    # two traced steps: every instruction ran twice
+    assert xla["instruction"].value_counts().min() == 2
+    matmul = xla[xla["tf_ops"].map(lambda ops: "product" in ops)]
+    assert len(matmul) == 2 and set(matmul["kind"]) == {"dot"}
+    assert matmul["source"].iloc[0].startswith(__file__)
+    total = xla[xla["tf_ops"].map(lambda ops: "total" in ops)]
+    assert len(total) and set(total["instruction"]) >= {row(compiled, "total")["xla_op"]}
+
+
+def test_instructions_are_events_on_the_device_lane(compiled):
+    events = compiled.events
+    xla = compiled.xla
+    on_lane = events[events["op"].isin(set(xla["instruction"]))]
+    assert len(on_lane) == len(xla)
+    assert set(on_lane["lane"]) == {CPU0} and set(on_lane["device"]) == {CPU0}
+    assert sorted(on_lane["start_us"]) == sorted(xla["start_us"])
+    assert on_lane["label"].str.contains("XLA step").all()
+
+
+def test_search_finds_the_op_and_its_instruction(compiled):
+    found = compiled.ops[match_names(compiled.ops["op"], "shifted")]
+    assert "shifted" in found["op"].tolist()  # (its constant, shifted/y, matches too)
+    instruction = row(compiled, "shifted")["xla_op"]
+    events = compiled.events
+    assert match_names(events["op"], instruction).any()
+    assert events[match_names(events["label"], "shifted")]["op"].eq(instruction).any()
+
+
+def test_save_and_load_keep_xla(compiled, tmp_path):
+    path = compiled.save(tmp_path / "xla.tfplace")
+    loaded = PlacementTrace.load(path)
+    pdt.assert_frame_equal(loaded.ops, compiled.ops)
+    pdt.assert_frame_equal(loaded.xla, compiled.xla)
+    pdt.assert_frame_equal(loaded.events, compiled.events)
+
+
+def test_files_without_xla_still_load(compiled, tmp_path):
+    """A file as written before issue 23: no frames/xla.json, no xla_op column."""
+    old = PlacementTrace(
+        ops=compiled.ops.drop(columns="xla_op"),
+        events=compiled.events,
+        transfers=compiled.transfers,
+        devices=list(compiled.devices),
+        mode="function",
+    )
+    old.xla = old.xla.iloc[:0]
+    loaded = PlacementTrace.load(old.save(tmp_path / "old.tfplace"))
+    assert loaded.xla.empty and list(loaded.xla.columns) == XLA_COLUMNS
+    assert "xla_op" in loaded.ops.columns and loaded.ops["xla_op"].isna().all()
+
+
+def test_ops_outside_xla_have_no_instruction(tf, trace_placement):
+    @tf.function
+    def plain(x):
+        return tf.reduce_sum(x * 2.0)
+
+    trace = trace_placement(plain, tf.ones((4, 4)))
+    assert len(trace.ops) and trace.ops["xla_op"].isna().all()
+    assert "xla" not in set(trace.ops["how"]) and trace.xla.empty
+
+
+def test_keras_train_on_batch_compiled_with_xla(tf, trace_placement):
+    import keras
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="dense")])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    trace = trace_placement(model.train_on_batch, tf.ones((8, 4)), tf.ones((8, 3)))
+    xla_ops = trace.ops[trace.ops["how"] == "xla"]
+    matmuls = xla_ops[xla_ops["type"] == "MatMul"]
+    assert len(matmuls) >= 2  # forward and gradient
+    assert matmuls["xla_op"].notna().all()
+    assert xla_ops["reason"].str.contains("Keras").all()
+    assert set(trace.xla["kind"]) >= {"dot"}
+    assert trace.xla["tf_ops"].map(len).sum() > 0
