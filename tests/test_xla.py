@@ -131,3 +131,15 @@ def test_keras_train_on_batch_compiled_with_xla(tf, trace_placement):
     assert xla_ops["reason"].str.contains("Keras").all()
     assert set(trace.xla["kind"]) >= {"dot"}
     assert trace.xla["tf_ops"].map(len).sum() > 0
+
+
+def test_xla_time_says_where_the_cluster_time_went(compiled):
+    found = compiled.findings[compiled.findings["kind"] == "xla_time"]
+    assert len(found) == 1
+    finding = found.iloc[0]
+    assert finding["severity"] == "info"
+    assert "cluster step" in finding["message"] and "CPU:0" in finding["message"]
+    longest = compiled.xla.groupby("instruction")["duration_us"].sum().idxmax()
+    assert longest in finding["message"]
+    assert finding["evidence"]["steps"] == 2
+    assert set(finding["ops"]) <= set(compiled.ops["op"])

@@ -44,5 +44,6 @@ FINDING_KINDS = (
     "host_memory_on_gpu",
     "idle_device",
     "xla_hidden",
+    "xla_time",
     "merged_runs",
 )
