@@ -143,3 +143,35 @@ def test_xla_time_says_where_the_cluster_time_went(compiled):
     assert longest in finding["message"]
     assert finding["evidence"]["steps"] == 2
     assert set(finding["ops"]) <= set(compiled.ops["op"])
+
+
+def test_a_jit_function_called_from_a_plain_one_shows_both(tf, trace_placement):
+    @tf.function(jit_compile=True)
+    def inner(x):
+        return tf.matmul(x, x, name="inner_product")
+
+    @tf.function
+    def outer(x):
+        return inner(x) + tf.reduce_sum(x)
+
+    trace = trace_placement(outer, tf.ones((8, 8)))
+    product = row(trace, "inner_product")
+    assert product["how"] == "xla" and product["function"] == "inner"
+    assert product["xla_op"] in set(trace.xla["instruction"])
+    outside = trace.ops[trace.ops["function"] == "outer"]
+    assert len(outside) and "xla" not in set(outside["how"])  # not compiled: usual how
+    assert any("trace.xla" in note for note in trace.notes)
+
+
+def test_an_op_xla_cannot_compile_is_a_clear_error(tf, trace_placement):
+    from tfplace_widget import TraceError
+
+    @tf.function(jit_compile=True)
+    def stringy(x):
+        return tf.strings.length(tf.strings.as_string(x))
+
+    with pytest.raises(TraceError) as raised:
+        trace_placement(stringy, tf.ones((4,)))
+    message = str(raised.value).splitlines()[0]
+    assert "XLA cannot compile stringy: AsString has no XLA kernel" in message
+    assert "test_xla.py" in message and "jit_compile=False" in message

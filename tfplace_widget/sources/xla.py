@@ -35,8 +35,9 @@ _METADATA_PLANE = "/host:metadata"
 _NOT_OPS = {"XLA_Args", "XLA_Retvals"}  # what XLA names its parameters and results
 _HLO_PROTO_STAT = "Hlo Proto"
 # TF names a jit_compile function's module after its FunctionDef: "__inference_f_23" ->
-# "a_inference_f_23__XlaMustCompile_true_config_proto_..._.2" (a leading "_" becomes "a").
-_MODULE_OF_FUNCTION = re.compile(r"^a(_(?:inference|forward|backward)_.+?_\d+)__XlaMustCompile")
+# "a_inference_f_23__XlaMustCompile_true_config_proto_..._.2" (a leading "_" becomes "a"), or
+# "a_inference_f_23__.1" when a tf.function without XLA calls it.
+_MODULE_OF_FUNCTION = re.compile(r"^a(_(?:inference|forward|backward)_.+?_\d+)__")
 _LIBRARY_FILE = re.compile(r"[/\\](site|dist)-packages[/\\]|[/\\]tensorflow[/\\]python[/\\]")
 
 

@@ -29,7 +29,7 @@ from ..sources.raw import function_protos
 from ..sources.xla import xla_from_xspace
 from ..sources.xspace import HOST_PLANE, records_from_xspace
 from .overrides import functions_overridden
-from .xla import add_xla_clusters, xla_origin
+from .xla import add_xla_clusters, xla_compile_error, xla_origin
 
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 _RUNTIME_STARTED_FIX = (
@@ -112,7 +112,7 @@ def trace_function(
             add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
         trace.raw = function_protos(space, graphs, names, device_scope)  # kept by trace.save
     if not notes:
-        notes += _xla_notes(graphs, executed.type)
+        notes += _xla_notes(graphs, executed.type, shown=not trace.xla.empty)
     trace.mode = "function"
     trace.notes = notes
     trace.log = "\n".join(line for line in log + notes if line)
@@ -428,7 +428,7 @@ def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:
     except Exception as exc:
         if interrupted is not None and interrupted.is_set():
             raise KeyboardInterrupt from exc  # Ctrl-C cancelled the call
-        placement = _placement_error(exc)
+        placement = _placement_error(exc) or xla_compile_error(exc)
         if placement:
             raise TraceError(placement) from exc
         if isinstance(exc, (tf.errors.OutOfRangeError, StopIteration)):
@@ -719,7 +719,7 @@ def _place_records(records: Any, display_of: dict[str, str], device_of: dict[str
         records.keep(keep)
 
 
-def _xla_notes(graphs: list, types: Mapping[str, str]) -> list[str]:
+def _xla_notes(graphs: list, types: Mapping[str, str], shown: bool = False) -> list[str]:
     if not any(t in _XLA_TYPES for t in types.values()):
         for graph in graphs:
             for node in graph.pre_optimization_graph.node:
@@ -731,6 +731,12 @@ def _xla_notes(graphs: list, types: Mapping[str, str]) -> list[str]:
             break
         else:
             return []
+    if shown:  # the profile named the instructions: tracing.xla listed the clusters' ops
+        return [
+            "XLA compiled part of this call (a tf.function with jit_compile=True): XLA places "
+            "each cluster on one device. trace.ops lists its ops (how 'xla', the HLO "
+            "instruction each went into in xla_op); trace.xla the instructions that ran."
+        ]
     return [
         "XLA compiled part of this call (an XLA cluster op ran): ops inside a cluster are "
         "not placed one by one, so the trace shows the cluster, not them. For a Keras model "

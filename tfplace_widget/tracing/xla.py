@@ -11,6 +11,7 @@ function's debug info (the stack that built the node). Nothing is compiled again
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -236,3 +237,30 @@ def add_xla_clusters(
         device = canonical_device(cpus[0].name) if cpus else ""
     ops, xla, threads = xla_parts(profile, origin[0], device, why, trace.ops["op"].tolist())
     add_xla(trace, ops, xla, threads)
+
+
+_UNSUPPORTED = re.compile(
+    r"Detected unsupported operations when trying to compile graph (?P<graph>[^\[\s]+)"
+    r"(?:\[[^\]]*\])? on (?P<device>\w+): (?P<ops>.*?)(?: \(No registered|$)",
+    re.M,
+)
+_CREATED_AT = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)', re.M)
+
+
+def xla_compile_error(exc: BaseException) -> str:
+    """What to do when XLA cannot compile an op of a jit_compile function (``""`` if ``exc``
+    says something else): the op types, the function, the user's line that made them."""
+    text = str(exc)
+    match = _UNSUPPORTED.search(text)
+    if match is None:
+        return ""
+    function = function_display_name(match.group("graph"))
+    ops = match.group("ops").strip().rstrip(",")
+    frames = [m for m in _CREATED_AT.finditer(text) if not _LIBRARY_FILE.search(m["file"])]
+    where = f" (made at {frames[-1]['file']}:{frames[-1]['line']})" if frames else ""
+    return (
+        f"XLA cannot compile {function}: {ops} has no XLA kernel for {match.group('device')}"
+        f"{where}, and jit_compile=True makes XLA compile the whole function. Move that op "
+        f"out of {function} (into a tf.function without jit_compile around the compiled "
+        "part), or trace it with jit_compile=False."
+    )
