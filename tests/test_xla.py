@@ -175,3 +175,76 @@ def test_an_op_xla_cannot_compile_is_a_clear_error(tf, trace_placement):
     message = str(raised.value).splitlines()[0]
     assert "XLA cannot compile stringy: AsString has no XLA kernel" in message
     assert "test_xla.py" in message and "jit_compile=False" in message
+
+
+def constructed_gpu_xla_xspace() -> bytes:
+    """A GPU profile of one XLA cluster, CONSTRUCTED here (this machine has no GPU), as bytes.
+
+    It follows XProf's XPlane schema (xplane_schema.cc): the optimized HLO as an ``HloProto``
+    in the ``Hlo Proto`` stat of an event metadata of the ``/host:metadata`` plane; on a
+    ``/device:GPU:0`` stream line, one XLA kernel per executed instruction with ``hlo_op`` and
+    ``hlo_module`` stats (``hlo_module`` once as a ``ref_value``, as collectors write it).
+    """
+    from tensorflow.compiler.xla.service import hlo_pb2
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    module_name = "a_inference_gpu_step_7__XlaMustCompile_true_config_proto_1_.3"
+    hlo = hlo_pb2.HloProto()
+    module = hlo.hlo_module
+    module.name = module_name
+    fused = module.computations.add(name="fused_computation", id=1)
+    inside = fused.instructions.add(name="add.1", opcode="add")
+    inside.metadata.op_type, inside.metadata.op_name = "AddV2", "model/add"
+    entry = module.computations.add(name=module_name, id=2)
+    module.entry_computation_id = 2
+    dot = entry.instructions.add(name="dot.3", opcode="dot")
+    dot.metadata.op_type, dot.metadata.op_name = "MatMul", "model/MatMul"
+    dot.metadata.source_file, dot.metadata.source_line = "/home/me/train.py", 12
+    fusion = entry.instructions.add(name="loop_add_fusion", opcode="fusion", fusion_kind="kLoop")
+    fusion.called_computation_ids.append(1)
+
+    space = xplane_pb2.XSpace()
+    metadata = space.planes.add(id=0, name="/host:metadata")
+    metadata.stat_metadata[1].id = 1
+    metadata.stat_metadata[1].name = "Hlo Proto"
+    metadata.event_metadata[1].id = 1
+    metadata.event_metadata[1].name = module_name
+    metadata.event_metadata[1].stats.add(metadata_id=1, bytes_value=hlo.SerializeToString())
+    gpu = space.planes.add(id=1, name="/device:GPU:0")
+    for key, name in enumerate(("hlo_op", "hlo_module", "kernel_details", module_name), 1):
+        gpu.stat_metadata[key].id = key
+        gpu.stat_metadata[key].name = name
+    for key, name in enumerate(("dot.3", "loop_add_fusion"), 1):
+        gpu.event_metadata[key].id = key
+        gpu.event_metadata[key].name = name
+    line = gpu.lines.add(id=7, name="Stream #7(Kernel)", timestamp_ns=1_000_000_000)
+    for key, (offset, duration) in enumerate(((0, 5_000_000), (6_000_000, 2_000_000)), 1):
+        event = line.events.add(metadata_id=key, offset_ps=offset, duration_ps=duration)
+        event.stats.add(metadata_id=1, str_value=gpu.event_metadata[key].name)
+        event.stats.add(metadata_id=2, ref_value=4)  # hlo_module, by reference
+        event.stats.add(metadata_id=3, str_value="regs:32")
+    return space.SerializeToString()
+
+
+def test_constructed_gpu_xla_kernels_become_instructions(tf):
+    from tfplace_widget.sources.xla import function_of_module, xla_from_xspace
+    from tfplace_widget.tracing.xla import xla_parts
+
+    profile = xla_from_xspace(constructed_gpu_xla_xspace())
+    [module] = profile.modules
+    assert function_of_module(module) == "__inference_gpu_step_7"
+    assert profile.modules[module]["loop_add_fusion"].tf_ops == ["model/add"]
+    assert [run[1:3] for run in profile.runs] == [
+        ("dot.3", "/device:GPU:0"),
+        ("loop_add_fusion", "/device:GPU:0"),
+    ]
+    origin = min(run[4] for run in profile.runs)
+    _, xla, threads = xla_parts(profile, origin, CPU0, "tf.function(jit_compile=True)")
+    gpu0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+    assert xla["instruction"].tolist() == ["dot.3", "loop_add_fusion"]
+    assert set(xla["device"]) == {gpu0} and set(xla["cluster"]) == {"gpu_step"}
+    assert xla["kind"].tolist() == ["dot", "kLoop"]
+    assert xla["start_us"].tolist() == [0, 6] and xla["duration_us"].tolist() == [5, 2]
+    assert xla["tf_ops"].tolist() == [["model/MatMul"], ["model/add"]]
+    assert xla["source"].tolist() == ["/home/me/train.py:12", ""]
+    assert threads == [7, 7]
