@@ -268,15 +268,14 @@ def test_findings_of_an_empty_trace_and_bad_input(seed_none):
         find_findings(42)
 
 
-def test_xla_cluster_is_reported(tf, trace_placement):
+def test_xla_cluster_of_tf2_code_is_not_hidden(tf, trace_placement):
     @tf.function(jit_compile=True)
     def compiled(x):
         return tf.matmul(x, x) + 1.0
 
     trace = trace_placement(compiled, tf.ones((4, 4)))
-    found = trace.findings[trace.findings["kind"] == "xla_hidden"]
-    assert len(found) == 1, trace.notes
-    assert "jit_compile=False" in found.iloc[0]["message"]
+    assert "xla_hidden" not in set(trace.findings["kind"])  # its ops are in trace.ops
+    assert set(trace.ops["how"]) == {"xla"}
 
 
 def test_many_findings_of_a_kind_end_in_one_line_for_the_rest(tf, trace_placement):

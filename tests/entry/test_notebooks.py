@@ -256,8 +256,9 @@ FACTS = {
         "warmup=0: optimizer steps taken: 1",
         "function: ['train_step']",  # the GradientTape step
         "weight updates (AssignSubVariableOp): 4",  # SGD on 2 kernels + 2 biases
-        "MatMul ops placed one by one: jit_compile=True: 0,",  # XLA hides the ops
-        "XLA runs the whole step as one cluster, so per-op placement is hidden",
+        "how='xla' for every op of the step: True",  # XLA's ops listed (issue 23)
+        "the whole step runs as one XLA cluster",
+        "gradient_tape/mlp_xla_1/dense_",  # a gradient MatMul and the instruction it went into
     ],
     "06_will_it_run_on_the_gpu.ipynb": [
         "int_matmul: MatMul, kernels=CPU, gpu_kernel=dtype",  # the kernel columns
@@ -334,7 +335,7 @@ FACTS_WITHOUT_GPU = {
         "G: how=soft, asked for /device:GPU:0, ran on /job:localhost/replica:0/task:0/device:CPU:0",
         "soft placement is off, and the devices here are CPU:0, CPU:1",  # soft_placement=False
         "jit_compile='auto' picks False here",  # Keras 3: XLA only with a GPU
-        "jit_compile=False: 5",  # 2 forward + 3 gradient MatMuls
+        "gradient_tape/mlp_xla_1/dense_2_1/MatMul/MatMul",  # an XLA-compiled gradient MatMul
     ],
 }
 

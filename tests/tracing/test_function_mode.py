@@ -229,11 +229,12 @@ def test_wrong_cpu_count_shows_the_line_to_put_first(scenarios):
     assert "[tf.config.LogicalDeviceConfiguration()] * 3" in message
 
 
-def test_jit_compiled_function_says_xla_hides_the_ops(scenarios):
+def test_jit_compiled_function_shows_the_ops_of_its_cluster(scenarios):
     trace = result(scenarios, "jit_compiled")
     [note] = trace.notes
-    assert "XLA" in note and "jit_compile=False" in note and note in trace.log
-    assert "J" not in set(trace.ops["op"])  # XLA ran it as one cluster
+    assert "XLA" in note and "xla_op" in note and note in trace.log
+    op = trace.ops[trace.ops["op"] == "J"].iloc[0]  # XLA ran it inside the cluster
+    assert op["how"] == "xla" and op["xla_op"] in set(trace.xla["instruction"])
 
 
 def test_tf_settings_are_restored_and_the_profiler_is_free(scenarios):
@@ -308,17 +309,18 @@ def test_optimize_true_names_the_ops_a_fused_kernel_replaced(tf):
     assert row(plain, "act")["type"] == "Relu" and "MatMul" in set(plain.ops["op"])
 
 
-def test_keras_with_xla_says_how_to_see_the_ops(tf):
+def test_keras_with_xla_shows_the_ops_of_the_step(tf):
     import keras
 
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse", jit_compile=True)
     trace = trace_placement(model.train_on_batch, tf.ones((8, 4)), tf.ones((8, 2)))
     [note] = trace.notes
-    assert "XLA" in note and "jit_compile=False" in note and note in trace.log
-    assert not trace.ops["type"].str.contains("MatMul").any()  # hidden inside the cluster
+    assert "XLA" in note and "xla_op" in note and note in trace.log
+    matmuls = trace.ops[trace.ops["type"] == "MatMul"]  # inside the cluster, shown
+    assert len(matmuls) and set(matmuls["how"]) == {"xla"}
     panel = show_placement(trace)
-    assert "jit_compile=False" in panel.header.value  # the panel header says it too
+    assert "XLA cluster" in panel.header.value  # the panel header says it too
     panel.close()
 
 

@@ -37,6 +37,9 @@ def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = Tr
     members: dict[str, bytes] = {}
     for name in FRAMES:
         members[f"frames/{name}.json"] = _json(frame_to_json(getattr(trace, name), f"trace.{name}"))
+    xla = getattr(trace, "xla", None)
+    if xla is not None and len(xla):
+        members["frames/xla.json"] = _json(frame_to_json(xla, "trace.xla"))
     findings = trace.__dict__.get("_findings_cache")
     if findings is not None:
         members["frames/findings.json"] = _json(frame_to_json(findings, "trace.findings"))

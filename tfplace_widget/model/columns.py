@@ -16,9 +16,22 @@ OPS_COLUMNS = [
     "function",
     "kernels",
     "gpu_kernel",
+    # the HLO instruction (fusion) an op of an XLA cluster went into; <NA> outside XLA
+    "xla_op",
 ]
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 # cross_task: source and destination are on different tasks (job/replica/task) of a cluster
+# trace.xla: one row per executed HLO instruction of an XLA cluster
+XLA_COLUMNS = [
+    "cluster",
+    "instruction",
+    "kind",
+    "device",
+    "start_us",
+    "duration_us",
+    "tf_ops",
+    "source",
+]
 TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "cross_task"]
 FINDINGS_COLUMNS = ["kind", "severity", "ops", "message", "evidence"]
 SEVERITIES = ("high", "medium", "info")
@@ -31,5 +44,6 @@ FINDING_KINDS = (
     "host_memory_on_gpu",
     "idle_device",
     "xla_hidden",
+    "xla_time",
     "merged_runs",
 )

@@ -74,6 +74,7 @@ def frames_from_records(
     else:
         columns["function"] = [""] * len(names)
     columns["kernels"], columns["gpu_kernel"] = _kernel_columns(names, facts)
+    columns["xla_op"] = pd.array([pd.NA] * len(names), dtype="string")  # set by tracing.xla
     ops = pd.DataFrame({name: columns[name] for name in OPS_COLUMNS}, index=ops.index)
     if ops.empty:  # e.g. XLA ran the whole call: text columns stay text, for .str and filters
         text = ["op", "type", "device", "requested_device", "reason", "function", "kernels"]

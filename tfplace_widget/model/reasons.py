@@ -15,7 +15,7 @@ from .devices import DeviceSpec, device_sort_key, parse_device, short_device, ta
 from .graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts, linked_groups
 from .kernels import SYMBOLIC_DEVICE_TYPES, registered_device_types
 
-HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown")
+HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown", "xla")
 _HOW_CODES = {how: code for code, how in enumerate(HOW_VALUES)}
 _UNDECIDED: Any = object()
 

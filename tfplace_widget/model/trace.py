@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .graphfacts import GraphFacts
+from .xla import empty_xla
 
 
 @dataclass(eq=False)
@@ -55,6 +56,10 @@ class PlacementTrace:
     # Which mode ran and why, one sentence ("auto: graph mode because ..."), from
     # trace_placement; "" for a trace read from TensorFlow's files or protos.
     mode_reason: str = ""
+    # One row per executed HLO instruction of an XLA cluster (model/columns.py XLA_COLUMNS:
+    # cluster, instruction, kind, device, start_us, duration_us, tf_ops, source); empty
+    # without XLA. The cluster's TF ops are in ``ops`` (how "xla", their instruction in xla_op).
+    xla: pd.DataFrame = field(default_factory=empty_xla, repr=False)
 
     @property
     def findings(self) -> pd.DataFrame:

@@ -33,6 +33,18 @@ def _text(column: pd.Series) -> str | None:
     return f"must hold text (strings), not {_what_it_holds(column)}"
 
 
+def _text_or_missing(column: pd.Series) -> str | None:
+    """Text where there is some, missing elsewhere (``xla_op`` outside XLA)."""
+    if isinstance(column.dtype, pd.StringDtype):
+        return None
+    present = column[column.notna()]
+    if _objects(column) and (
+        not len(present) or pd.api.types.infer_dtype(present, skipna=False) == "string"
+    ):
+        return None
+    return f"must hold text (strings) or missing values, not {_what_it_holds(column)}"
+
+
 def _number(column: pd.Series) -> str | None:
     dtype = column.dtype
     if not pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
@@ -146,6 +158,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         OPS_COLUMNS,
         SEVERITIES,
         TRANSFERS_COLUMNS,
+        XLA_COLUMNS,
     )
     from ..model.kernels import GPU_KERNEL_VALUES
     from ..model.reasons import HOW_VALUES
@@ -158,6 +171,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         duration_us=_number,
         runs=_integer(nullable=True),
         output_bytes=_integer(nullable=True),
+        xla_op=_text_or_missing,
     )
     events = dict.fromkeys(EVENTS_COLUMNS, _text)
     events.update(thread=_integer(False), start_us=_integer(False), duration_us=_integer(False))
@@ -171,11 +185,20 @@ def schemas() -> dict[str, dict[str, Check]]:
         "evidence": _evidence,
     }
     assert list(findings) == FINDINGS_COLUMNS
-    return {"ops": ops, "events": events, "transfers": transfers, "findings": findings}
+    xla = dict.fromkeys(XLA_COLUMNS, _text)
+    xla.update(start_us=_integer(False), duration_us=_integer(False), tf_ops=_op_lists)
+    return {
+        "ops": ops,
+        "events": events,
+        "transfers": transfers,
+        "findings": findings,
+        "xla": xla,
+    }
 
 
 OPTIONAL = {
-    "ops": {"predicted_device": _text, "traced_device": _text},
+    # xla_op: added on load to files written before it (and absent from predictions)
+    "ops": {"predicted_device": _text, "traced_device": _text, "xla_op": _text_or_missing},
     "transfers": {"cross_task": _flag, "predicted": _flag, "copy": _text},
 }
 

@@ -16,6 +16,8 @@ member                    what it holds
 ``frames/ops.json``       ``trace.ops``, column-wise, with each column's dtype (``frame_json``)
 ``frames/events.json``    ``trace.events``
 ``frames/transfers.json`` ``trace.transfers``
+``frames/xla.json``       ``trace.xla`` (the HLO instructions XLA ran); files written before it
+                          have none, and load with an empty ``xla`` and ``xla_op`` missing
 ``frames/findings.json``  ``trace.findings``, when it had been computed (the panel computes it);
                           read back only by the version that wrote it (others find them again)
 ``inputs.json``           ``trace.inputs`` (op -> producers)
@@ -103,6 +105,10 @@ def load(path: str | os.PathLike) -> PlacementTrace:
         info = reader.field(manifest, "trace", dict, "an object")
         frames = {name: reader.frame(name) for name in FRAMES}
         _add_cross_task(frames["transfers"])
+        predicted = reader.field(info, "predicted", bool, "true or false")
+        _add_xla_op(frames["ops"], predicted)
+        if "frames/xla.json" in reader.names:
+            frames["xla"] = reader.frame("xla")
         trace = PlacementTrace(
             **frames,
             devices=reader.devices(info),
@@ -113,7 +119,7 @@ def load(path: str | os.PathLike) -> PlacementTrace:
             mode=reader.field(info, "mode", str, "a string"),
             mode_reason=reader.field(info, "mode_reason", str, "a string", default=""),
             notes=reader.field(info, "notes", list, "a list of strings", str),
-            predicted=reader.field(info, "predicted", bool, "true or false"),
+            predicted=predicted,
         )
         if "facts.json" in reader.names:
             trace.facts = reader.facts()
@@ -126,7 +132,7 @@ def load(path: str | os.PathLike) -> PlacementTrace:
 
 
 # The members load reads (those present), besides raw/.
-_MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, "findings")))
+_MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, "xla", "findings")))
 _MEMBERS += ("inputs.json", "log.txt", "facts.json")
 
 
@@ -288,6 +294,15 @@ def _add_cross_task(transfers: Any) -> None:
 
     if "cross_task" not in transfers.columns:
         transfers["cross_task"] = cross_task(transfers)
+
+
+def _add_xla_op(ops: Any, predicted: bool) -> None:
+    """Files saved before issue 23 have no ``xla_op`` column: add it, missing (in place), so a
+    loaded trace has the columns of a fresh one (a prediction has none)."""
+    import pandas as pd
+
+    if "xla_op" not in ops.columns and not predicted:
+        ops["xla_op"] = pd.array([pd.NA] * len(ops), dtype="string")
 
 
 def _what_it_is(data: bytes) -> str:

@@ -29,9 +29,11 @@ from ..model.gc_pause import paused_gc
 from ..model.trace import PlacementTrace
 from ..sources.functions import function_display_name, read_function_graphs
 from ..sources.raw import function_protos
+from ..sources.xla import xla_from_xspace
 from ..sources.xspace import HOST_PLANE, records_from_xspace
 from .function_copies import calls_run_copies, is_copy, reachable_functions
 from .overrides import override_function_defs
+from .xla import add_xla_clusters, xla_compile_error, xla_origin
 
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 _RUNTIME_STARTED_FIX = (
@@ -100,17 +102,21 @@ def trace_function(
     devices = [d.name for d in tf.config.list_logical_devices()]
     with paused_gc():
         records = records_from_xspace(space)
+        xla = xla_from_xspace(space) if b"hlo_module" in space else None
         timed = set(records.op)
         graphs = _graphs_that_ran(_unique_graphs(graphs, timed, optimize), timed, notes)
         names = _function_names(graphs, preferred=name)
         executed, facts, display_of = read_function_graphs(graphs, names, device_scope or "")
         _place_records(records, display_of, executed.device)
+        origin = xla_origin(records, xla)
         trace = frames_from_records(
-            records, [], executed, facts, available_devices=devices, source=name
+            records, origin, executed, facts, available_devices=devices, source=name
         )
+        if xla is not None:
+            add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
         trace.raw = function_protos(space, graphs, names, device_scope)  # kept by trace.save
     if not notes:
-        notes += _xla_notes(graphs, executed.type)
+        notes += _xla_notes(graphs, executed.type, shown=not trace.xla.empty)
     trace.mode = "function"
     trace.notes = notes
     trace.log = "\n".join(line for line in log + notes if line)
@@ -266,17 +272,33 @@ def _tracing_error(exc: BaseException) -> bool:
 
 
 def _jit_note(name: str, keras: bool = True) -> str:
+    shown = (
+        "XLA places the whole cluster on one device. trace.ops lists its ops (how 'xla', "
+        "the HLO instruction each went into in xla_op); trace.xla the instructions that ran, "
+        "with their times."
+    )
     if not keras:
         return (
-            f"{name} is compiled with XLA (tf.function(jit_compile=True)): XLA runs it as one "
-            "cluster, so per-op placement is hidden. To see the ops, trace it with "
-            "jit_compile=False."
+            f"{name} is compiled with XLA (tf.function(jit_compile=True)): it runs as one XLA "
+            f"cluster. {shown}"
         )
     return (
         f"{name} is compiled with XLA (jit_compile=True; Keras 3 picks it whenever a GPU is "
-        "visible): XLA runs the whole step as one cluster, so per-op placement is hidden. To "
-        "see the ops, compile with model.compile(..., jit_compile=False)."
+        f"visible): the whole step runs as one XLA cluster. {shown}"
     )
+
+
+def _xla_why(fn: Any) -> str:
+    """Why the call's XLA clusters are XLA, for the ops' reasons."""
+    owner = getattr(fn, "__self__", None)
+    if inspect.ismethod(fn) and _is_keras_layer(owner):
+        return (
+            "Keras compiled the step with jit_compile=True; Keras 3's default, "
+            "jit_compile='auto', does so whenever a GPU is visible"
+        )
+    if _is_tf_function(fn) and getattr(fn, "_jit_compile", None) is True:
+        return "tf.function(jit_compile=True)"
+    return "a tf.function with jit_compile=True"
 
 
 def _error_line(exc: BaseException) -> str:
@@ -418,7 +440,7 @@ def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:
     except Exception as exc:
         if interrupted is not None and interrupted.is_set():
             raise KeyboardInterrupt from exc  # Ctrl-C cancelled the call
-        placement = _placement_error(exc)
+        placement = _placement_error(exc) or xla_compile_error(exc)
         if placement:
             raise TraceError(placement) from exc
         if isinstance(exc, (tf.errors.OutOfRangeError, StopIteration)):
@@ -689,7 +711,7 @@ def _place_records(records: Any, display_of: dict[str, str], device_of: dict[str
         records.keep(keep)
 
 
-def _xla_notes(graphs: list, types: Mapping[str, str]) -> list[str]:
+def _xla_notes(graphs: list, types: Mapping[str, str], shown: bool = False) -> list[str]:
     if not any(t in _XLA_TYPES for t in types.values()):
         for graph in graphs:
             for node in graph.pre_optimization_graph.node:
@@ -701,6 +723,12 @@ def _xla_notes(graphs: list, types: Mapping[str, str]) -> list[str]:
             break
         else:
             return []
+    if shown:  # the profile named the instructions: tracing.xla listed the clusters' ops
+        return [
+            "XLA compiled part of this call (a tf.function with jit_compile=True): XLA places "
+            "each cluster on one device. trace.ops lists its ops (how 'xla', the HLO "
+            "instruction each went into in xla_op); trace.xla the instructions that ran."
+        ]
     return [
         "XLA compiled part of this call (an XLA cluster op ran): ops inside a cluster are "
         "not placed one by one, so the trace shows the cluster, not them. For a Keras model "

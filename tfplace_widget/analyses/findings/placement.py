@@ -273,10 +273,11 @@ def _host_memory_seen(context: Context) -> list[Finding]:
 
 
 def find_xla_hidden(context: Context) -> list[Finding]:
-    trace = context.trace
+    """Graph-mode XLA clusters (``_XlaCompile``/``_XlaRun``, ``XlaLaunch``): their ops are not
+    in the trace. Clusters a TF2 trace ran are not hidden: their ops are in ``trace.ops``
+    (``how="xla"``) and their instructions in ``trace.xla``."""
     clusters = [n for n, t in context.type_of.items() if t in _XLA_TYPES]
-    notes = [n for n in getattr(trace, "notes", []) if "XLA" in n]
-    if not clusters and not notes:
+    if not clusters:
         return []
     message = (
         "XLA compiled this step into clusters, so the ops inside are not placed one by one "

@@ -13,7 +13,7 @@ to 100 characters: 8 KB), 400 SVG rects (~60 B each: 24 KB), 40 lane labels (~4 
 about 45 KB, and the widget view and text/plain beside it are under 1 KB. A seed panel's
 output is ~10 KB (``SEED_BUDGET`` 20 KB); a snapshot that grew with the trace (every row,
 every bar) would be megabytes at 100,000 ops. The executed notebooks' own budget
-(``tests/test_notebooks.py``, 1 MB without the widget state) keeps room for three panels.
+(``tests/entry/test_notebooks.py``, 1 MB without the widget state) keeps room for three panels.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import nbformat
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import CPU0, CPU1, SEED_N, kernels_forward_native_output
+from helpers import CPU0, CPU1, SEED_N, kernels_forward_native_output
 from test_html_report import HOSTILE
 
 from tfplace_widget import PlacementTrace, show_comparison, show_placement

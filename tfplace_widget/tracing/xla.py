@@ -1,0 +1,266 @@
+"""The ops of the XLA clusters a TF2 call ran, and the HLO instructions they became.
+
+A ``tf.function(jit_compile=True)`` (a Keras step compiled with ``jit_compile=True``) runs as
+one XLA cluster: TensorFlow records no placed graph for it, only the profiler's events of the
+HLO instructions XLA executed (``sources.xla``). This module lists the cluster's TF ops from
+its FunctionDef (what the eager context holds under the module's function name), puts them on
+the cluster's device with ``how="xla"``, names in ``xla_op`` the executed instruction each
+went into (by the HLO metadata's ``op_name``), and finds the user's line of each op in the
+function's debug info (the stack that built the node). Nothing is compiled again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..model.columns import OPS_COLUMNS
+from ..model.devices import canonical_device, short_device
+from ..model.kernels import GPU_KERNEL_VALUES
+from ..model.reasons import HOW_VALUES
+from ..model.xla import add_xla, xla_frame
+from ..sources.functions import function_display_name
+from ..sources.xla import _LIBRARY_FILE, XlaProfile, function_of_module
+
+_CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
+
+
+def xla_parts(
+    profile: XlaProfile,
+    origin_us: int,
+    device: str,
+    why: str,
+    taken: Sequence[str] = (),
+) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
+    """``(ops rows, trace.xla, profiler line of each xla row)`` of the clusters that ran.
+
+    ``device`` is where a cluster on the host ran (the call's device); ``why`` says why it is
+    XLA (``"tf.function(jit_compile=True)"``...); ``taken`` are op names the trace has already
+    (a cluster's op of the same name is prefixed with the cluster's name).
+    """
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    clusters: dict[str, _Cluster] = {}
+    used = set(taken)
+    rows, threads = [], []
+    for module, instruction, plane, line, start, duration in profile.runs:
+        cluster = clusters.get(module)
+        if cluster is None:
+            lane = device if plane == "/host:CPU" else canonical_device(plane)
+            cluster = clusters[module] = _Cluster(ctx, module, profile, lane, used)
+        info = cluster.instructions.get(instruction)
+        tf_ops = [cluster.display(op) for op in info.tf_ops] if info else []
+        cluster.ran(instruction, tf_ops)
+        source = (info.source if info else "") or next(
+            (cluster.source[op] for op in tf_ops if cluster.source.get(op)), ""
+        )
+        rows.append(
+            {
+                "cluster": cluster.name,
+                "instruction": instruction,
+                "kind": info.kind if info else "",
+                "device": cluster.device,
+                "start_us": start,
+                "duration_us": duration,
+                "tf_ops": tf_ops,
+                "source": source,
+            }
+        )
+        threads.append(line)
+    ops = [cluster.ops_rows(why) for cluster in clusters.values()]
+    ops_frame = pd.concat(ops, ignore_index=True) if ops else _ops_frame([])
+    xla = xla_frame(rows, origin_us)
+    order = np.argsort(np.asarray([r["start_us"] for r in rows], np.int64), kind="stable")
+    return ops_frame, xla, [threads[i] for i in order.tolist()]
+
+
+class _Cluster:
+    """One XLA module that ran: its function's nodes and where each op went."""
+
+    def __init__(self, ctx: Any, module: str, profile: XlaProfile, device: str, used: set) -> None:
+        self.module = module
+        self.function = function_of_module(module)
+        self.name = function_display_name(self.function) if self.function else module
+        self.device = device
+        self.instructions = profile.modules.get(module, {})
+        self.nodes: dict[str, Any] = {}  # op_name (as XLA names it) -> node def
+        self.source: dict[str, str] = {}
+        self._names: dict[str, str] = {}  # op_name -> display name in trace.ops
+        self._used = used
+        self.xla_op: dict[str, str] = {}  # display name -> first executed instruction
+        if self.function:
+            self._read_function(ctx, self.function, "")
+            self._read_sources(ctx)
+
+    def _read_function(self, ctx: Any, fname: str, prefix: str, depth: int = 0) -> None:
+        try:
+            fdef = ctx.get_function_def(fname)
+        except Exception:  # not a function of this context: its ops stay unnamed
+            return
+        for node in fdef.node_def:
+            self.nodes[prefix + node.name] = node
+            if node.op in _CALL_TYPES and depth < 20 and "f" in node.attr:
+                self._read_function(
+                    ctx, node.attr["f"].func.name, f"{prefix}{node.name}/", depth + 1
+                )
+
+    def _read_sources(self, ctx: Any) -> None:
+        """The user's line (the innermost frame outside libraries) of each top-level node."""
+        try:
+            info = ctx.get_graph_debug_info(self.function)
+        except Exception:
+            return
+        files = list(info.files)
+        for node, trace_id in info.name_to_trace_id.items():
+            trace = info.traces_by_id.get(trace_id)
+            if trace is None:
+                continue
+            for frame_id in reversed(trace.frame_id):
+                frame = info.frames_by_id.get(frame_id)
+                if frame is None or frame.file_index >= len(files):
+                    continue
+                path = files[frame.file_index]
+                if not _LIBRARY_FILE.search(path):
+                    self.source[self.display(node.split("@", 1)[0])] = f"{path}:{frame.line}"
+                    break
+
+    def display(self, op_name: str) -> str:
+        """The op's name in ``trace.ops``: its own, or ``<cluster>/<name>`` when taken."""
+        name = self._names.get(op_name)
+        if name is None:
+            name = op_name
+            if name in self._used:
+                name = f"{self.name}/{op_name}"
+                serial = 0
+                while name in self._used:
+                    serial += 1
+                    name = f"{self.name}/{op_name}_{serial}"
+            self._used.add(name)
+            self._names[op_name] = name
+        return name
+
+    def ran(self, instruction: str, tf_ops: list[str]) -> None:
+        for op in tf_ops:
+            self.xla_op.setdefault(op, instruction)
+
+    def ops_rows(self, why: str) -> pd.DataFrame:
+        where = short_device(self.device)
+        rows = []
+        for op_name, node in self.nodes.items():
+            display = self.display(op_name)
+            instruction = self.xla_op.get(display)
+            if instruction is None:
+                into = _unexecuted(self.instructions, op_name)
+                went = (
+                    f"XLA made it part of {into}, which the profiler saw no run of."
+                    if into
+                    else "No executed HLO instruction names it: XLA folded it into others "
+                    "or had nothing to compute for it (a constant, an identity)."
+                )
+            else:
+                went = f"It ran inside the HLO instruction {instruction}."
+            rows.append(
+                {
+                    "op": display,
+                    "type": node.op,
+                    "device": self.device,
+                    "requested_device": node.device,
+                    "how": "xla",
+                    "reason": (
+                        f"Compiled by XLA into the cluster {self.name} ({why}), which ran on "
+                        f"{where}: XLA places the whole cluster on one device, not op by op. "
+                        f"{went}"
+                    ),
+                    "function": self.name,
+                    "xla_op": instruction,
+                }
+            )
+        return _ops_frame(rows)
+
+
+def _unexecuted(instructions: dict, op_name: str) -> str:
+    return next((i.name for i in instructions.values() if op_name in i.tf_ops), "")
+
+
+def _ops_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows of ``trace.ops`` for XLA ops: no time of their own (it is the instructions')."""
+    n = len(rows)
+
+    def column(name: str, default: Any = "") -> list:
+        return [row.get(name, default) for row in rows]
+
+    frame = {
+        "op": pd.Series(column("op"), dtype=object),
+        "type": column("type"),
+        "device": pd.Series(column("device"), dtype=object),
+        "requested_device": column("requested_device"),
+        "how": pd.Categorical(column("how", "xla"), categories=list(HOW_VALUES)),
+        "reason": column("reason"),
+        "start_us": np.full(n, np.nan),
+        "duration_us": np.full(n, np.nan),
+        "runs": pd.array([pd.NA] * n, dtype="Int64"),
+        "output_bytes": pd.array([pd.NA] * n, dtype="Int64"),
+        "function": column("function"),
+        "kernels": [""] * n,
+        "gpu_kernel": pd.Categorical(["NA"] * n, categories=list(GPU_KERNEL_VALUES)),
+        "xla_op": pd.array(column("xla_op", None), dtype="string"),
+    }
+    return pd.DataFrame(frame)[OPS_COLUMNS]
+
+
+def xla_origin(records: Any, profile: XlaProfile | None) -> list[int]:
+    """The trace's zero (µs since the epoch) as ``frames_from_records``' step starts: the first
+    record or instruction, when instructions ran (``[]``, the records' own first, if not)."""
+    if profile is None or not profile.runs:
+        return []
+    first = min(run[4] for run in profile.runs)
+    return [min(first, min(records.start))] if records.start else [first]
+
+
+def add_xla_clusters(
+    trace: Any, profile: XlaProfile, origin: list[int], device_scope: str | None, why: str
+) -> None:
+    """Add the clusters that ran (their ops, ``trace.xla``, the instruction events) to ``trace``."""
+    if not profile.runs:
+        return
+    import tensorflow as tf
+
+    if device_scope:
+        device = canonical_device(device_scope)
+    else:
+        cpus = tf.config.list_logical_devices("CPU")
+        device = canonical_device(cpus[0].name) if cpus else ""
+    ops, xla, threads = xla_parts(profile, origin[0], device, why, trace.ops["op"].tolist())
+    add_xla(trace, ops, xla, threads)
+
+
+_UNSUPPORTED = re.compile(
+    r"Detected unsupported operations when trying to compile graph (?P<graph>[^\[\s]+)"
+    r"(?:\[[^\]]*\])? on (?P<device>\w+): (?P<ops>.*?)(?: \(No registered|$)",
+    re.M,
+)
+_CREATED_AT = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)', re.M)
+
+
+def xla_compile_error(exc: BaseException) -> str:
+    """What to do when XLA cannot compile an op of a jit_compile function (``""`` if ``exc``
+    says something else): the op types, the function, the user's line that made them."""
+    text = str(exc)
+    match = _UNSUPPORTED.search(text)
+    if match is None:
+        return ""
+    function = function_display_name(match.group("graph"))
+    ops = match.group("ops").strip().rstrip(",")
+    frames = [m for m in _CREATED_AT.finditer(text) if not _LIBRARY_FILE.search(m["file"])]
+    where = f" (made at {frames[-1]['file']}:{frames[-1]['line']})" if frames else ""
+    return (
+        f"XLA cannot compile {function}: {ops} has no XLA kernel for {match.group('device')}"
+        f"{where}, and jit_compile=True makes XLA compile the whole function. Move that op "
+        f"out of {function} (into a tf.function without jit_compile around the compiled "
+        "part), or trace it with jit_compile=False."
+    )
