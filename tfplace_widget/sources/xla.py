@@ -37,7 +37,11 @@ _HLO_PROTO_STAT = "Hlo Proto"
 # TF names a jit_compile function's module after its FunctionDef: "__inference_f_23" ->
 # "a_inference_f_23__XlaMustCompile_true_config_proto_..._.2" (a leading "_" becomes "a"), or
 # "a_inference_f_23__.1" when a tf.function without XLA calls it.
-_MODULE_OF_FUNCTION = re.compile(r"^a(_(?:inference|forward|backward)_.+?_\d+)__")
+# A trace runs a copy of the user's function under another name (tracing/function_copies.py:
+# ``<name>_tfplace_copy<n>``): its module stands for the user's function, the one read here.
+_MODULE_OF_FUNCTION = re.compile(
+    r"^a(_(?:inference|forward|backward)_.+?_\d+)(?:_tfplace_copy\d+)?__"
+)
 _LIBRARY_FILE = re.compile(r"[/\\](site|dist)-packages[/\\]|[/\\]tensorflow[/\\]python[/\\]")
 
 
