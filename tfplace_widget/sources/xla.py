@@ -42,6 +42,11 @@ _HLO_PROTO_STAT = "Hlo Proto"
 _MODULE_OF_FUNCTION = re.compile(
     r"^a(_(?:inference|forward|backward)_.+?_\d+)(?:_tfplace_copy\d+)?__"
 )
+# What no user wrote: TensorFlow's own files, and the placeholder XLA writes for a FunctionDef
+# without debug info (a traced call's copy of the user's function has none).
+_NOT_USER_FILE = re.compile(
+    r"[/\\](site|dist)-packages[/\\]|[/\\]tensorflow[/\\]python[/\\]|^dummy_file_name$"
+)
 _LIBRARY_FILE = re.compile(r"[/\\](site|dist)-packages[/\\]|[/\\]tensorflow[/\\]python[/\\]")
 
 
@@ -135,7 +140,7 @@ def _instructions(module: Any) -> dict[str, HloInstruction]:
         for instruction in computation.instructions:
             meta = instruction.metadata
             source = ""
-            if meta.source_file and not _LIBRARY_FILE.search(meta.source_file):
+            if meta.source_file and not _NOT_USER_FILE.search(meta.source_file):
                 source = f"{meta.source_file}:{meta.source_line}"
             kind = instruction.fusion_kind if instruction.opcode == "fusion" else ""
             out[instruction.name] = HloInstruction(

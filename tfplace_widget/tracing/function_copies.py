@@ -20,6 +20,7 @@ and summary optimizers fold arguments into ``<name>`` + a suffix) is called as i
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -27,6 +28,11 @@ COPY_MARK = "_tfplace_copy"
 _FUNCTION_ATTRS = ("f", "body", "cond", "then_branch", "else_branch", "branches")
 # FunctionDef attrs under which TensorFlow calls a function by a name derived from its own.
 _RENAMED_WHEN_CALLED = ("runtime_constant_optimization", "disable_summaries_at_runtime")
+
+
+def original_name(fname: str) -> str:
+    """The user's function a copy's name stands for (``fname`` itself when not a copy)."""
+    return re.sub(rf"{COPY_MARK}\d+", "", fname)
 
 
 def is_copy(fname: str) -> bool:

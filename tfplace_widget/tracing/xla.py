@@ -25,6 +25,7 @@ from ..model.reasons import HOW_VALUES
 from ..model.xla import add_xla, xla_frame
 from ..sources.functions import function_display_name
 from ..sources.xla import _LIBRARY_FILE, XlaProfile, function_of_module
+from .function_copies import original_name
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
 
@@ -111,23 +112,8 @@ class _Cluster:
 
     def _read_sources(self, ctx: Any) -> None:
         """The user's line (the innermost frame outside libraries) of each top-level node."""
-        try:
-            info = ctx.get_graph_debug_info(self.function)
-        except Exception:
-            return
-        files = list(info.files)
-        for node, trace_id in info.name_to_trace_id.items():
-            trace = info.traces_by_id.get(trace_id)
-            if trace is None:
-                continue
-            for frame_id in reversed(trace.frame_id):
-                frame = info.frames_by_id.get(frame_id)
-                if frame is None or frame.file_index >= len(files):
-                    continue
-                path = files[frame.file_index]
-                if not _LIBRARY_FILE.search(path):
-                    self.source[self.display(node.split("@", 1)[0])] = f"{path}:{frame.line}"
-                    break
+        for node, line in user_lines(ctx, self.function).items():
+            self.source[self.display(node)] = line
 
     def display(self, op_name: str) -> str:
         """The op's name in ``trace.ops``: its own, or ``<cluster>/<name>`` when taken."""
@@ -239,11 +225,36 @@ def add_xla_clusters(
     add_xla(trace, ops, xla, threads)
 
 
+def user_lines(ctx: Any, function: str) -> dict[str, str]:
+    """``node -> "file:line"``: where the user's code made each node of ``function`` (the
+    innermost frame outside libraries), from the function's debug info in the eager context."""
+    try:
+        info = ctx.get_graph_debug_info(function)
+    except Exception:
+        return {}
+    files = list(info.files)
+    lines: dict[str, str] = {}
+    for node, trace_id in info.name_to_trace_id.items():
+        trace = info.traces_by_id.get(trace_id)
+        if trace is None:
+            continue
+        for frame_id in reversed(trace.frame_id):
+            frame = info.frames_by_id.get(frame_id)
+            if frame is None or frame.file_index >= len(files):
+                continue
+            path = files[frame.file_index]
+            if not _LIBRARY_FILE.search(path):
+                lines[node.split("@", 1)[0]] = f"{path}:{frame.line}"
+                break
+    return lines
+
+
 _UNSUPPORTED = re.compile(
     r"Detected unsupported operations when trying to compile graph (?P<graph>[^\[\s]+)"
     r"(?:\[[^\]]*\])? on (?P<device>\w+): (?P<ops>.*?)(?: \(No registered|$)",
     re.M,
 )
+_NODE = re.compile(r"\{\{node ([^}\s]+)\}\}")
 _CREATED_AT = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)', re.M)
 
 
@@ -254,10 +265,17 @@ def xla_compile_error(exc: BaseException) -> str:
     match = _UNSUPPORTED.search(text)
     if match is None:
         return ""
-    function = function_display_name(match.group("graph"))
+    graph = original_name(match.group("graph"))
+    function = function_display_name(graph)
     ops = match.group("ops").strip().rstrip(",")
     frames = [m for m in _CREATED_AT.finditer(text) if not _LIBRARY_FILE.search(m["file"])]
     where = f" (made at {frames[-1]['file']}:{frames[-1]['line']})" if frames else ""
+    if not where:  # the call ran a copy, without debug info: the user's function has it
+        from tensorflow.python.eager import context
+
+        made = user_lines(context.context(), graph)
+        lines = [made[n] for n in _NODE.findall(text) if n in made]
+        where = f" (made at {lines[0]})" if lines else ""
     return (
         f"XLA cannot compile {function}: {ops} has no XLA kernel for {match.group('device')}"
         f"{where}, and jit_compile=True makes XLA compile the whole function. Move that op "
