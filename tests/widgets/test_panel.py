@@ -678,3 +678,55 @@ def test_a_regex_with_groups_searches_without_a_warning(seed_cpu, recwarn):
         assert not [w for w in recwarn if "regular expression" in str(w.message)]
     finally:
         panel.close()
+
+
+def _pick_row(panel, op, device):
+    """Pick the row of ``op`` on ``device`` as the browser does: both traits in one message."""
+    page = panel.table.rows
+    at = [r for r, row in enumerate(page) if row[0] == op and panel.table.row_devices[r] == device][
+        0
+    ]
+    panel.table.set_state({"selected_device": panel.table.row_devices[at], "selected_op": op})
+
+
+def _click_bar(panel, op, device):
+    """Click the bar of ``op`` on ``device`` as the browser does (curveNumber, pointNumber)."""
+    timeline = panel._timeline
+    for traces in timeline._device_traces:
+        points = [
+            i
+            for i, row in enumerate(traces.rows)
+            if timeline._ops[row] == op and timeline._devices[row] == device
+        ]
+        if points:
+            message = {"event": "click", "curve": traces.base_index, "point": points[0]}
+            panel.timeline._handle_message(panel.timeline, message, [])
+            return
+    raise AssertionError(f"no bar of {op} on {device}")
+
+
+def test_picking_an_op_that_runs_on_each_device_highlights_that_devices_bar_only(panel):
+    events = panel.trace.events
+    sources = sorted(set(events.loc[events["op"] == "_SOURCE", "device"].astype(str)))
+    assert len(sources) == 2  # one _SOURCE per partition (CPU:0 and CPU:1)
+    timeline = panel._timeline
+    for device in sources:
+        _pick_row(panel, "_SOURCE", device)
+        rows = timeline._selected_rows
+        assert len(rows) >= 1 and set(timeline._devices[rows]) == {device}
+    _click_bar(panel, "_SOURCE", sources[0])  # a bar picks its op on its device
+    assert (panel.table.selected_op, panel.table.selected_device) == ("_SOURCE", sources[0])
+    assert set(timeline._devices[timeline._selected_rows]) == {sources[0]}
+
+
+def test_clicking_a_bar_turns_the_table_to_the_page_of_its_row():
+    panel = show_placement(many_ops, device_count={"CPU": 2})
+    visible = panel.visible_ops
+    at = 2 * PAGE_SIZE + 3
+    op, device = str(visible["op"].iloc[at]), str(visible["device"].iloc[at])
+    assert panel.table.page == 0
+    _click_bar(panel, op, device)
+    assert panel.table.page == 2
+    shown = [(row[0], panel.table.row_devices[r]) for r, row in enumerate(panel.table.rows)]
+    assert (op, device) in shown
+    assert (panel.table.selected_op, panel.table.selected_device) == (op, device)

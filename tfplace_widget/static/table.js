@@ -63,6 +63,11 @@ function render({ model, el }) {
     const inks = model.get("row_inks");
     const requested = model.get("requested_short");
     const selected = model.get("selected_op");
+    // A pick is of one op on one device: _SOURCE runs once per device.
+    const selectedDevice = model.get("selected_device") || "";
+    const devices = model.get("row_devices") || [];
+    const isPicked = (row, r) => row[0] === selected
+      && (!selectedDevice || devices[r] === undefined || devices[r] === selectedDevice);
     const sortBy = model.get("sort_by");
     const asc = model.get("sort_ascending");
     const page = model.get("page");
@@ -118,7 +123,7 @@ function render({ model, el }) {
     const body = table.createTBody();
     // JupyterLab's command mode takes Up/Down (to the next cell) before the row sees them.
     body.dataset.lmSuppressShortcuts = "true";
-    const at = rows.findIndex((row) => row[0] === selected);
+    const at = rows.findIndex(isPicked);
     focusRow = at >= 0 ? at : Math.min(focusRow, Math.max(0, rows.length - 1));
     rows.forEach((row, r) => {
       const tr = body.insertRow();
@@ -129,7 +134,7 @@ function render({ model, el }) {
         tr.style.setProperty("--tfplace-ink-light", inks[r][0]);
         tr.style.setProperty("--tfplace-ink-dark", inks[r][1]);
       }
-      const picked = row[0] === selected;
+      const picked = isPicked(row, r);
       if (picked) tr.classList.add("tfplace-selected");
       tr.setAttribute("aria-selected", String(picked));
       row.forEach((value, c) => {
@@ -144,6 +149,7 @@ function render({ model, el }) {
       });
       const pick = () => {
         focusRow = r;
+        model.set("selected_device", devices[r] || "");
         model.set("selected_op", row[0]);
         model.save_changes();
       };
@@ -190,7 +196,7 @@ function render({ model, el }) {
     queued = true;
     queueMicrotask(() => { queued = false; draw(); });
   };
-  ["rows", "row_inks", "requested_short", "selected_op", "sort_by", "sort_ascending", "page",
+  ["rows", "row_inks", "requested_short", "selected_op", "selected_device", "row_devices", "sort_by", "sort_ascending", "page",
     "total", "widths"].forEach((name) => model.on("change:" + name, later));
   draw();
   // The output area changes width without a window resize (JupyterLab's panels): follow it.

@@ -334,7 +334,8 @@ class ComparisonView(widgets.VBox):
             if timeline is not None:
                 timeline.select(change["new"])
 
-    def _select_from_timeline(self, op: str) -> None:
+    def _select_from_timeline(self, op: str, _device: str = "") -> None:
+        """A clicked bar picks its op (by name: the two runs may place it apart)."""
         self.table.selected_op = op
 
 

@@ -221,7 +221,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.type_filter.observe(self._on_filter_change, "value")
         self.table.observe(self._on_sort_change, ["sort_by", "sort_ascending"])
         self.table.observe(self._on_page_change, "page")
-        self.table.observe(self._on_select_change, "selected_op")
+        self.table.observe(self._on_select_change, ["selected_op", "selected_device"])
         self.findings_view.observe(self._on_finding_change, "selected")
         self.log_section.observe(self._on_log_toggle, "selected_index")
         self.rerun.on_click(self._on_rerun_click)
@@ -435,6 +435,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
             self.table.total = len(self.view_state.visible)
             self.table.rows = rows
             self.table.row_colors = colors
+            self.table.row_devices = self.view_state.page_devices(self.table.page)
 
     def _render_log(self) -> None:
         lines = (
@@ -473,7 +474,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
             self._draw_timeline()
             self._render_header()
             self._timeline.highlight(self.view_state.event_mask)
-            self._timeline.select(self.table.selected_op)
+            self._timeline.select(self.table.selected_op, self.table.selected_device)
 
         self._guard(redraw)
 
@@ -483,11 +484,14 @@ class PlacementPanel(PanelActions, widgets.VBox):
     def _on_page_change(self, _change: dict) -> None:
         self._guard(self._render_page)
 
-    def _on_select_change(self, change: dict) -> None:
+    def _on_select_change(self, _change: dict) -> None:
+        """A pick is of one op on one device (both traits may change in one message)."""
+        op, device = self.table.selected_op, self.table.selected_device
+
         def update() -> None:
-            self._render_details(change["new"])
-            self._render_move(change["new"])
-            self._timeline.select(change["new"])
+            self._render_details(op)
+            self._render_move(op)
+            self._timeline.select(op, device)
 
         self._guard(update)
 
@@ -501,8 +505,14 @@ class PlacementPanel(PanelActions, widgets.VBox):
             self.view_state.finding_ops = None
         self._guard(self._apply_filters)
 
-    def _select_from_timeline(self, op: str) -> None:
-        self.table.selected_op = op
+    def _select_from_timeline(self, op: str, device: str = "") -> None:
+        """A clicked bar picks its op on its device, and turns the table to the page of its row."""
+        page = self.view_state.page_of(op, device)
+        with self.table.hold_trait_notifications(), self.table.hold_sync():
+            self.table.selected_device = device
+            self.table.selected_op = op
+        if page is not None and page != self.table.page:
+            self.table.page = page  # _on_page_change draws it
 
     def _on_log_toggle(self, change: dict) -> None:
         if change["new"] == 0:

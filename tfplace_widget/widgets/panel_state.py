@@ -126,6 +126,20 @@ class TableState:
             )
         return formatted, [device_color(d) for d in rows["device"]]
 
+    def page_devices(self, page: int) -> list[str]:
+        """The (whole) device of each row of page ``page``, as :meth:`page_rows` orders them."""
+        rows = self.visible.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+        return [str(d) for d in rows["device"]]
+
+    def page_of(self, op: str, device: str) -> int | None:
+        """The page that shows ``op`` on ``device`` (None: no visible row is it)."""
+        visible = self.visible
+        at = np.flatnonzero(
+            (visible["op"].astype(str) == op).to_numpy()
+            & (visible["device"].astype(str) == device).to_numpy()
+        )
+        return int(at[0]) // PAGE_SIZE if len(at) else None
+
     def clear(self) -> None:
         """Let go of the trace's frames and lookups (a closed panel keeps none)."""
         self.visible = pd.DataFrame(columns=list(self.visible.columns))

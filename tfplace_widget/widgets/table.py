@@ -2,8 +2,10 @@
 
 The kernel keeps the whole DataFrame; the browser only ever receives the rows of the current
 page (``rows``), like ipydatagrid's streaming grid. Header clicks set ``sort_by`` /
-``sort_ascending``, row clicks set ``selected_op``, the pager sets ``page``: the panel observes
-these traits and answers with a new page. The browser's side: ``static/table.js`` and
+``sort_ascending``, row clicks set ``selected_op`` and ``selected_device`` (an op such as
+``_SOURCE`` runs once per device: a pick is of one op on one device, ``row_devices`` gives each
+row's device), the pager sets ``page``: the panel observes these traits and answers with a new
+page. The browser's side: ``static/table.js`` and
 ``table.css``.
 
 What the table draws beside the rows it is given: each row's device-colour ink for light and
@@ -41,6 +43,8 @@ class OpTable(anywidget.AnyWidget):
     sort_by = traitlets.Unicode("start_us").tag(sync=True)
     sort_ascending = traitlets.Bool(True).tag(sync=True)
     selected_op = traitlets.Unicode("").tag(sync=True)
+    selected_device = traitlets.Unicode("").tag(sync=True)  # the picked row's (whole) device
+    row_devices = traitlets.List(traitlets.Unicode()).tag(sync=True)  # each row's whole device
     row_inks = traitlets.List(traitlets.List(traitlets.Unicode())).tag(sync=True)
     requested_short = traitlets.List(traitlets.Unicode()).tag(sync=True)
     widths = traitlets.Dict(TABLE_WIDTHS).tag(sync=True)

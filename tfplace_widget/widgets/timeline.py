@@ -137,6 +137,7 @@ class Timeline(TimelineFigure):
             folded_tasks=folded_tasks,
         )
         self._selected_rows = self._no_rows
+        self._devices = self.events["device"].astype(str).to_numpy(dtype=object)
         # The widget's state is the whole figure.
         self.widget.draw(self.data, self.layout)
         self.widget.on_click(self._forward_click)
@@ -172,9 +173,16 @@ class Timeline(TimelineFigure):
         if changed:
             self.widget.set_overlays(dict(self._overlays))
 
-    def select(self, op: str) -> None:
-        """Draw the events of ``op`` in the 'selected' overlay."""
-        rows = np.flatnonzero(self._ops == op)[:MAX_MATCH_BARS] if op else self._no_rows
+    def select(self, op: str, device: str = "") -> None:
+        """Draw the events of ``op`` (on ``device`` only, if given: ``_SOURCE`` runs once per
+        device) in the 'selected' overlay."""
+        if op:
+            picked = self._ops == op
+            if device:
+                picked &= self._devices == device
+            rows = np.flatnonzero(picked)[:MAX_MATCH_BARS]
+        else:
+            rows = self._no_rows
         if np.array_equal(rows, self._selected_rows):
             return
         self._selected_rows = rows
@@ -203,14 +211,14 @@ class Timeline(TimelineFigure):
         return attrs
 
     # -- clicks -------------------------------------------------------------------------------
-    on_select = None  # set by the panel: called with the op name of a clicked bar
+    on_select = None  # set by the panel: called with the op name and device of a clicked bar
 
     def _forward_click(self, trace_index: int, point: int) -> None:
         if self.on_select is None:
             return
         row = self.row_of_point(trace_index, point)
         if row is not None:
-            self.on_select(self._ops[row])
+            self.on_select(self._ops[row], self._devices[row])
 
     def row_of_point(self, trace_index: int, point: int) -> int | None:
         """The event row drawn by point ``point`` of trace ``trace_index``."""
@@ -235,6 +243,7 @@ class Timeline(TimelineFigure):
         self.events = self.events.head(0).copy()
         self.shown = self.lane_y = self._no_rows
         self._ops = self._hover = self._row_colors = np.empty(0, dtype=object)
+        self._devices = np.empty(0, dtype=object)
         self.data, self.layout = [], {}  # the widget keeps what it drew
         self._device_traces = []
         self._overlays = {}
