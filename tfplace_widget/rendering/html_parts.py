@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..analyses.summary import format_bytes, how_counts, transfer_bytes_text
+from ..analyses.summary import format_bytes, format_us, how_counts, transfer_bytes_text
 from ..model.devices import short_device, tasks_of
 from ..model.reasons import HOW_VALUES
 from ..model.trace import PlacementTrace
@@ -183,3 +183,25 @@ def status_html(shown: int, total: int, outlined: str = "", finding: str = "") -
     if finding:
         text += f" · ops of the finding <code>{html.escape(finding)}</code>"
     return text
+
+
+def table_cells(rows: pd.DataFrame) -> list[list[str]]:
+    """The op table's ``rows`` as the panel shows them (``TABLE_COLUMNS``, device names short,
+    times formatted, runs with thousands separators): the panel's pages and the snapshot's."""
+    cells = []
+    for record in rows[[c for c, _ in TABLE_COLUMNS]].itertuples(index=False):
+        op, typ, device, requested, how, reason, start, duration, runs = record
+        cells.append(
+            [
+                op,
+                typ,
+                short_device(device) or device,
+                requested,
+                str(how),
+                reason,
+                format_us(start),
+                format_us(duration),
+                "" if pd.isna(runs) else f"{int(runs):,}",
+            ]
+        )
+    return cells

@@ -30,7 +30,7 @@ from ..model.devices import short_device
 from ..model.trace import PlacementTrace
 from .colors import device_color, text_color_on
 from .figure import TimelineFigure
-from .html_parts import TABLE_COLUMNS, header_html
+from .html_parts import TABLE_COLUMNS, header_html, table_cells
 
 SNAPSHOT_ROWS = 20
 MAX_FINDINGS = 10
@@ -69,7 +69,7 @@ def panel_snapshot_html(
         timeline_svg(figure) if figure is not None else "",
         table_html(
             [label for _, label in TABLE_COLUMNS],
-            [_op_cells(record) for record in _records(rows.head(shown))],
+            table_cells(rows.head(shown)),
             [device_color(d) for d in rows["device"].head(shown)],
         ),
     ]
@@ -280,26 +280,6 @@ def _merged_bars(
         x_end = min((int(reach[tail]) - base) * resolution, PLOT_WIDTH)
         bars.append((lane, x_start, max(x_end, x_start + 1), device_color(devices[device])))
     return bars[:max_rects]
-
-
-def _records(rows: pd.DataFrame):
-    return rows[[c for c, _ in TABLE_COLUMNS]].itertuples(index=False)
-
-
-def _op_cells(record: tuple) -> list[str]:
-    """One row of the op table as the panel formats it."""
-    op, typ, device, requested, how, reason, start, duration, runs = record
-    return [
-        op,
-        typ,
-        short_device(device) or device,
-        requested,
-        str(how),
-        reason,
-        format_us(start),
-        format_us(duration),
-        "" if pd.isna(runs) else str(int(runs)),
-    ]
 
 
 def _cut(text: str, limit: int) -> str:

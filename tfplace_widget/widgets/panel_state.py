@@ -13,11 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analyses.summary import format_us
-from ..model.devices import short_device
 from ..model.trace import PlacementTrace
 from ..rendering.colors import device_color
-from ..rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS
+from ..rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, table_cells
 from ..rendering.search import filter_ops, searchable
 
 
@@ -108,23 +106,7 @@ class TableState:
     def page_rows(self, page: int) -> tuple[list[list[str]], list[str]]:
         """Page ``page`` of the visible rows as the table shows them, and each row's colour."""
         rows = self.visible.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
-        formatted = []
-        for record in rows[[c for c, _ in TABLE_COLUMNS]].itertuples(index=False):
-            op, typ, device, requested, how, reason, start, duration, runs = record
-            formatted.append(
-                [
-                    op,
-                    typ,
-                    short_device(device) or device,
-                    requested,
-                    str(how),
-                    reason,
-                    format_us(start),
-                    format_us(duration),
-                    "" if pd.isna(runs) else f"{int(runs):,}",
-                ]
-            )
-        return formatted, [device_color(d) for d in rows["device"]]
+        return table_cells(rows), [device_color(d) for d in rows["device"]]
 
     def page_devices(self, page: int) -> list[str]:
         """The (whole) device of each row of page ``page``, as :meth:`page_rows` orders them."""
