@@ -1,1 +1,2 @@
-"""Analyses of a trace: kernel facts, predicted placement, findings. Pure data (pandas), no views."""
+"""Analyses of a trace, pure data (pandas), no views and no TensorFlow run: predicted placement
+(``predict/``), findings (``findings/``), ``compare``, copies, resources, expectations, summaries."""
