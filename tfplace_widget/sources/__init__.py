@@ -5,7 +5,10 @@ executions) and an :class:`Executed` graph (where each node ran), the common for
 - ``run_metadata``: a graph-mode ``RunMetadata`` (step_stats and partition graphs);
 - ``chrome``: Chrome-trace JSON written by TensorFlow's ``timeline.py``;
 - ``xspace``: the TF2 profiler's XSpace (host ops and GPU stream kernels);
-- ``functions``: the placed graphs of instantiated ``tf.function``s (function mode).
+- ``functions``: the placed graphs of instantiated ``tf.function``s (function mode);
+- ``xla``: the HLO modules and executed instructions of XLA clusters in an XSpace;
+- ``tfplace``: a saved ``.tfplace`` file (with the ``frame_json``/``facts_json`` codecs and
+  ``frame_schema``'s checks), within ``limits``.
 """
 
 from ..model.records import Executed, Records
