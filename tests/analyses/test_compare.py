@@ -161,3 +161,19 @@ def test_a_name_that_became_another_op_is_replaced_not_moved(tf, trace_placement
     mm = _row(predicted, "mm")
     assert (mm.type_a, mm.type, mm.status) == (ran, "MatMul", "same")
     assert not (predicted.ops["status"] == "replaced").any()
+
+
+def test_transfers_without_sizes_say_so_not_zero_bytes(seed_cpu):
+    """TF2 traces record no tensor sizes: the seed's copies, their sizes set to NA as a TF2
+    trace has them (constructed from the real trace), are "sizes not recorded", not "0 B"."""
+    import copy
+
+    a = copy.copy(seed_cpu)
+    a.transfers = seed_cpu.transfers.assign(bytes=pd.NA)
+    b = copy.copy(seed_cpu)
+    b.transfers = seed_cpu.transfers.iloc[0:0]
+    summary = compare(a, b).summary
+    removed = len(seed_cpu.transfers)
+    assert removed
+    assert f"transfer{'s' * (removed != 1)} removed (sizes not recorded)." in summary
+    assert "(0 B)" not in summary

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..model.devices import short_device
 from ..model.trace import PlacementTrace
-from .summary import device_summaries, format_bytes, format_us
+from .summary import device_summaries, format_us, transfer_bytes_text
 
 STATUS_VALUES = ("same", "moved", "replaced", "only_a", "only_b")
 OPS_COLUMNS = [
@@ -250,10 +250,9 @@ def _summary(
         rows = transfers[transfers["status"] == status]
         if len(rows):
             column = "bytes_b" if status == "only_b" else "bytes_a"
-            total = rows[column].fillna(0).sum()
             parts.append(
                 f"{len(rows)} transfer{'s' * (len(rows) != 1)} {word} "
-                f"({format_bytes(float(total))})."
+                f"({transfer_bytes_text(rows[[column]].set_axis(['bytes'], axis=1))})."
             )
     step_a, step_b = step_time_us(a), step_time_us(b)
     if step_a is not None and step_b is not None:
