@@ -431,6 +431,10 @@ def test_a_predicted_trace_says_so_in_the_header(classic_panel):
     panel = PlacementPanel(predict_placement(classic_panel.trace, gpus=1))
     assert "predicted, not run" in panel.header.value
     assert "predicted, not run" not in classic_panel.header.value
+    # no times to draw: the header says why the timeline is empty (issue 24)
+    assert panel.trace.events.empty
+    assert "a prediction places the ops without running them" in panel.header.value
+    assert "a prediction places the ops" not in classic_panel.header.value
     kinds = {i["kind"] for i in panel.findings_view.items}
     assert {"cpu_fallback", "ping_pong"} <= kinds
 

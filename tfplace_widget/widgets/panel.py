@@ -52,6 +52,13 @@ FINDINGS_LATER_OPS = 20_000  # larger traces find their findings after the cell
 MAX_GPUS = 8  # the "as on a machine with N GPUs" control
 
 
+# A prediction places ops without running them: it has no times to draw.
+PREDICTED_TIMELINE_NOTE = (
+    "The timeline is empty: a prediction places the ops without running them, so it has no "
+    "times; the run it was predicted from has them."
+)
+
+
 class PlacementPanel(PanelActions, widgets.VBox):
     """Everything one traced run shows; re-run it with other placement settings in place."""
 
@@ -336,6 +343,8 @@ class PlacementPanel(PanelActions, widgets.VBox):
     # -- rendering ----------------------------------------------------------------------------
     def _render_header(self) -> None:
         notes = self._timeline.notes(len(self.trace.transfers))
+        if self.trace.predicted and not len(self.trace.events):
+            notes.append(PREDICTED_TIMELINE_NOTE)
         self.header.value = header_html(self.trace, notes)
 
     def _render_findings(self) -> None:
