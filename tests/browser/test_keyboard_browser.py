@@ -276,7 +276,12 @@ def test_the_table_fits_800_px_with_the_pager_above_the_rows(lab, jupyter_lab):
     )
     cut_ops = [c for c in cells if c["column"] == "op" and c["cut"]]
     assert cut_ops and all(c["title"] == c["text"] for c in cut_ops), cut_ops[:3]
-    assert all(c["text"].startswith("a_rather_long_scope_name") for c in cut_ops), cut_ops[:3]
+    # every long name on the page is cut (which other names are cut depends on the row order,
+    # the ops' start times, and on the font: not asserted)
+    long_names = [
+        c for c in cells if c["column"] == "op" and c["text"].startswith("a_rather_long_scope")
+    ]
+    assert long_names and all(c["cut"] for c in long_names), long_names[:3]
     for c in cells:
         if c["column"] in ("start_us", "duration_us", "runs"):
             assert c["align"] == "right", c
