@@ -232,6 +232,9 @@ def test_wrong_cpu_count_shows_the_line_to_put_first(scenarios):
 def test_jit_compiled_function_shows_the_ops_of_its_cluster(scenarios):
     trace = result(scenarios, "jit_compiled")
     [note] = trace.notes
+    if trace.xla.empty:  # TensorFlow 2.16's profile has no XLA instruction events
+        assert "recorded no XLA instruction" in note and trace.ops.empty
+        pytest.skip("this TensorFlow's profile records no XLA instruction (2.16)")
     assert "XLA" in note and "xla_op" in note and note in trace.log
     op = trace.ops[trace.ops["op"] == "J"].iloc[0]  # XLA ran it inside the cluster
     assert op["how"] == "xla" and op["xla_op"] in set(trace.xla["instruction"])
@@ -316,6 +319,9 @@ def test_keras_with_xla_shows_the_ops_of_the_step(tf):
     model.compile(optimizer="sgd", loss="mse", jit_compile=True)
     trace = trace_placement(model.train_on_batch, tf.ones((8, 4)), tf.ones((8, 2)))
     [note] = trace.notes
+    if trace.xla.empty:  # TensorFlow 2.16's profile has no XLA instruction events
+        assert "recorded no XLA instruction" in note
+        pytest.skip("this TensorFlow's profile records no XLA instruction (2.16)")
     assert "XLA" in note and "xla_op" in note and note in trace.log
     matmuls = trace.ops[trace.ops["type"] == "MatMul"]  # inside the cluster, shown
     assert len(matmuls) and set(matmuls["how"]) == {"xla"}

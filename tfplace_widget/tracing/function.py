@@ -115,6 +115,8 @@ def trace_function(
         if xla is not None:
             add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
         trace.raw = function_protos(space, graphs, names, device_scope)  # kept by trace.save
+    if trace.xla.empty:  # e.g. TensorFlow 2.16: no instruction events in its profile
+        notes = [n.replace(JIT_SHOWN, JIT_NOT_RECORDED) for n in notes]
     if not notes:
         notes += _xla_notes(graphs, executed.type, shown=not trace.xla.empty)
     trace.mode = "function"
@@ -271,12 +273,20 @@ def _tracing_error(exc: BaseException) -> bool:
     ) or type(exc).__name__ in ("OperatorNotAllowedInGraphError", "NotImplementedError")
 
 
+JIT_SHOWN = (
+    "XLA places the whole cluster on one device. trace.ops lists its ops (how 'xla', "
+    "the HLO instruction each went into in xla_op); trace.xla the instructions that ran, "
+    "with their times."
+)
+# What the note says instead when this TensorFlow's profile recorded no XLA instruction.
+JIT_NOT_RECORDED = (
+    "XLA places the whole cluster on one device. This TensorFlow's profile recorded no XLA "
+    "instruction, so the cluster's ops are not listed."
+)
+
+
 def _jit_note(name: str, keras: bool = True) -> str:
-    shown = (
-        "XLA places the whole cluster on one device. trace.ops lists its ops (how 'xla', "
-        "the HLO instruction each went into in xla_op); trace.xla the instructions that ran, "
-        "with their times."
-    )
+    shown = JIT_SHOWN
     if not keras:
         return (
             f"{name} is compiled with XLA (tf.function(jit_compile=True)): it runs as one XLA "
