@@ -50,6 +50,7 @@ class Opened:
 class Traffic:
     opened: list[Opened] = field(default_factory=list)
     message_bytes: int = 0
+    messages: list[tuple[dict, list[bytes]]] = field(default_factory=list)  # comm_msg data, buffers
 
     def of(self, anywidget_id: str) -> list[Opened]:
         return [o for o in self.opened if o.state.get("_anywidget_id") == anywidget_id]
@@ -73,6 +74,7 @@ def recorded() -> Iterator[Traffic]:
                 )
             elif msg_type == "comm_msg":
                 traffic.message_bytes += text + sum(memoryview(b).nbytes for b in buffers or ())
+                traffic.messages.append((data, [bytes(memoryview(b)) for b in buffers or ()]))
 
     original = comm.create_comm
     comm.create_comm = lambda *args, **kwargs: Recorder(*args, **kwargs)
@@ -147,7 +149,7 @@ def test_a_timeline_sends_its_small_module_not_plotly_js() -> None:
         timeline = TimelineWidget()
     [opened] = traffic.of(TIMELINE_ID)
     esm = opened.state["_esm"]
-    assert len(esm) < 8_000
+    assert len(esm) < 12_000  # the registry, the bundle's import and the view (8.6 KB now)
     assert timeline.get_state()["_esm"] == esm
     assert holder().digest in esm and "did not arrive" in esm
     assert opened.size < 20_000  # an empty timeline: module, css, empty figure
@@ -200,6 +202,23 @@ def test_a_click_message_reaches_the_callback_and_junk_is_ignored() -> None:
     timeline.on_click(None)
     timeline._handle_message(timeline, {"event": "click", "curve": 2, "point": 8}, [])
     assert clicks == [(2, 7)]
+
+
+def test_a_view_without_plotly_in_its_frame_gets_the_gzipped_bundle_from_its_timeline() -> None:
+    """Colab and VS Code: a view that finds no plotly.js in its frame sends need_plotly; the
+    widget answers with the holder's bundle, one binary buffer, to that widget's views only."""
+    with recorded() as traffic:
+        timeline = TimelineWidget()
+        traffic.messages.clear()
+        # As ipywidgets delivers a custom message: Widget._handle_msg -> _handle_custom_msg.
+        timeline._handle_custom_msg({"event": "need_plotly"}, [])
+        timeline._handle_custom_msg({"event": "need_plotlyjs"}, [])  # anything else: no reply
+    [(data, buffers)] = traffic.messages
+    assert data == {"method": "custom", "content": {"event": "plotly", "digest": holder().digest}}
+    assert buffers == [holder().bundle_gz]
+    assert gzip.decompress(buffers[0]) == bundle_path().read_bytes()
+    assert hashlib.sha256(gzip.decompress(buffers[0])).hexdigest() == holder().digest
+    assert 1 * MB < traffic.message_bytes < 2 * MB  # gzipped, not the 4.8 MB file nor base64
 
 
 def test_embedding_a_timeline_takes_the_holder_along() -> None:

@@ -1,3 +1,31 @@
+// plotly.min.js is a UMD file that also sets window.Plotly: given a `module` it exports there,
+// and the wrapper puts back whatever window.Plotly was (another plotly.js on the page stays).
+const BEFORE = "const module = { exports: {} };\n" +
+  "const tfplacePlotlyBefore = Object.getOwnPropertyDescriptor(globalThis, 'Plotly');\n";
+const AFTER = "\n;if (tfplacePlotlyBefore) Object.defineProperty(globalThis, 'Plotly', " +
+  "tfplacePlotlyBefore); else delete globalThis.Plotly;\nexport default module.exports;\n";
+
+// gzipped plotly.min.js (an ArrayBuffer or a view of one) -> the plotly.js module.
+async function importBundle(gzipped) {
+  if (typeof DecompressionStream === "undefined") {
+    throw new Error("this browser has no DecompressionStream (Chrome 80, Firefox 113, Safari 16.4)");
+  }
+  const stream = new Blob([gzipped]).stream().pipeThrough(new DecompressionStream("gzip"));
+  const code = await new Response(stream).blob();
+  const url = URL.createObjectURL(new Blob([BEFORE, code, AFTER], { type: "text/javascript" }));
+  try {
+    const plotly = (await import(url)).default;
+    if (typeof plotly?.react !== "function") throw new Error("the file did not export plotly.js");
+    return plotly;
+  } finally {
+    URL.revokeObjectURL(url);
+  }
+}
+
+// The registry's entry for `digest` in this frame (globalThis is the frame's own): a promise of
+// plotly.js that the holder's initialize, or a timeline given the bundle by its kernel, fulfils
+// with load(). `loading`: an import has started here, so nobody imports it a second time.
+// `requested`: a timeline of this frame has asked its kernel (one request serves them all).
 function bundleEntry(digest) {
   const bundles = (globalThis[$REGISTRY] ??= new Map());
   let entry = bundles.get(digest);
@@ -5,7 +33,20 @@ function bundleEntry(digest) {
     let resolve, reject;
     const promise = new Promise((res, rej) => { resolve = res; reject = rej; });
     promise.catch(() => {});  // a failed load is reported by the timelines that wait on it
-    entry = { promise, resolve, reject, loading: false };
+    entry = {
+      promise, loading: false, requested: false,
+      // Import `gzipped` unless this frame has (or is importing) it already; false if so.
+      load(gzipped) {
+        if (entry.loading) return false;
+        entry.loading = true;
+        importBundle(gzipped).then(resolve, (error) => {
+          // Forget the failed entry: a new holder (re-run after a kernel restart) may try again.
+          if (bundles.get(digest) === entry) bundles.delete(digest);
+          reject(new Error(`tfplace_widget: could not load plotly.js: ${error}`));
+        });
+        return true;
+      },
+    };
     bundles.set(digest, entry);
   }
   return entry;

@@ -12,15 +12,50 @@ function untab(plot) {
   for (const button of plot.querySelectorAll(".modebar-btn")) button.tabIndex = -1;
 }
 
-function plotlyJs() {
-  let timer;
+// How long a timeline waits for the holder's import to start in its frame before it asks its own
+// kernel for the bundle. Where the holder reaches the frame (JupyterLab, Notebook 7), its comm
+// opens before the timeline's, so its import has started when the timeline renders; 2 s is
+// long past that, and short next to the 60 s a frame without it (Colab gives each output a
+// frame of its own) used to wait. A needless request costs one more 1.5 MB message, no import.
+const ASK_KERNEL_MS = 2000;
+
+// plotly.js: from the registry's entry of this frame, filled by the holder's initialize or, when
+// no import has started here after ASK_KERNEL_MS, by this timeline's kernel on request
+// ({event: "need_plotly"}, answered with {event: "plotly", digest} and the gzipped bundle).
+function plotlyJs(model) {
+  const entry = bundleEntry(DIGEST);
+  let timer, asking, asked = false;
+  const reply = (content, buffers) => {
+    if (content?.event !== "plotly" || content.digest !== DIGEST) return;
+    model.off("msg:custom", reply);
+    entry.load(buffers?.[0] ?? new Uint8Array(0));  // a no-op if the holder's came first
+  };
+  const ask = () => {
+    if (entry.loading || entry.requested) return;  // imported or on its way: wait for it
+    entry.requested = asked = true;
+    model.on("msg:custom", reply);
+    try {
+      model.send({ event: "need_plotly" });
+    } catch (error) {  // no kernel to ask (a notebook opened from its saved state): wait on
+      console.warn("tfplace_widget: could not ask the kernel for plotly.js", error);
+    }
+  };
   const late = new Promise((_, reject) => {
+    asking = setTimeout(ask, ASK_KERNEL_MS);
     timer = setTimeout(() => reject(new Error(
-      `tfplace_widget: plotly.js did not arrive within ${WAIT_MS / 1000} s. It is sent once ` +
-      "per kernel by a hidden PlotlyBundle widget, whose model this page never received: " +
-      "re-run the cell, and look for errors in the browser console.")), WAIT_MS);
+      `tfplace_widget: plotly.js did not arrive within ${WAIT_MS / 1000} s. It comes once per ` +
+      "kernel from a hidden PlotlyBundle widget, and a timeline that does not find it in its " +
+      `frame after ${ASK_KERNEL_MS / 1000} s asks its kernel for it; neither answered (no ` +
+      "kernel running, or a frontend that does not pass widget messages on): re-run the cell, " +
+      "and look for errors in the browser console.")), WAIT_MS);
   });
-  return Promise.race([bundleEntry(DIGEST).promise, late]).finally(() => clearTimeout(timer));
+  return Promise.race([entry.promise, late]).finally(() => {
+    clearTimeout(timer);
+    clearTimeout(asking);
+    model.off("msg:custom", reply);
+    // Unanswered: a later timeline of this frame (a re-run, a restarted kernel) may ask again.
+    if (asked && !entry.loading) entry.requested = false;
+  });
 }
 
 // {dtype, bdata} (bdata: the DataView ipywidgets makes of a binary buffer) -> a typed array.
@@ -46,7 +81,7 @@ async function render({ model, el }) {
   el.appendChild(plot);
   let Plotly;
   try {
-    Plotly = await plotlyJs();
+    Plotly = await plotlyJs(model);
   } catch (error) {
     const message = document.createElement("pre");
     message.className = "tfplace-timeline-error";

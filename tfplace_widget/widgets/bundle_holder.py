@@ -6,7 +6,10 @@ plotly's own HTML export embeds). Sending it in the state of every timeline woul
 gzip-compressed as a binary buffer (about 1.5 MB) with its sha256 ``digest``. In the browser its
 ``initialize`` decompresses it (``DecompressionStream``), imports it from a Blob URL (wrapped as
 an ES module that leaves ``window.Plotly`` as it was) and resolves a promise in a page-wide
-registry keyed by the digest; timelines (``timeline_widget.TimelineWidget``) wait on that promise.
+registry keyed by the digest; timelines (``timeline.TimelineWidget``) wait on that promise. The
+registry is per frame (``globalThis``): a timeline whose frame has no import started 2 s after
+it renders asks its own kernel for the bundle and imports it with the same code
+(``static/bundle_entry.js``), once per frame, whichever of the two comes first.
 
 This module does not import plotly's Python package: ``plotly.basewidget`` alone pulls in
 ``plotly.io`` -> nbformat -> jsonschema's grammars (over a second), which the package never needs.
@@ -34,7 +37,8 @@ from ..rendering.plotly_js import plotly_js_path
 #   107 ms, 9: 1.47 MB in 143 ms.
 # Above 5 the size shrinks by less than 1% for up to twice the time.
 GZIP_LEVEL = 5
-# How long a timeline waits in the browser for the holder's code before it shows an error.
+# How long a timeline waits in the browser for plotly.js (the holder's, or the one it asked its
+# kernel for after 2 s: static/timeline.js, ASK_KERNEL_MS) before it shows an error.
 WAIT_S = 60
 # The page-wide registry: globalThis[REGISTRY] is a Map from digest to a deferred module.
 REGISTRY = "__tfplace_widget_plotly_bundles__"
@@ -44,7 +48,8 @@ REGISTRY = "__tfplace_widget_plotly_bundles__"
 ENTRY_JS = static.text("bundle_entry.js")  # bundleEntry(digest): the registry's entry
 
 # The holder: no view, only ``initialize``, which starts the load and returns at once (anywidget
-# gives a model 2 s to initialize; the timelines wait on the registry instead).
+# gives a model 2 s to initialize; the timelines wait on the registry instead). bundle_entry.js
+# holds the import itself, which a timeline given the bundle by its kernel runs too.
 _HOLDER_ESM = ENTRY_JS + "\n" + static.text("holder.js")
 
 

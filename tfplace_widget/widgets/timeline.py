@@ -13,7 +13,10 @@ the figure itself, as plotly.js takes it:
 The browser draws ``figure`` with the overlays merged in (``Plotly.react``, which keeps the
 user's zoom while ``layout.uirevision`` stays the same) and sends ``{"event": "click", "curve",
 "point"}`` when a bar is clicked. plotly.js itself comes once per kernel from the hidden
-``bundle_holder.PlotlyBundle``; a page reload or a notebook saved with its widget state redraws
+``bundle_holder.PlotlyBundle``; a view that finds no import of it started in its frame 2 s
+after it renders (a frontend that gives each output a frame of its own, or never runs the
+holder's ``initialize`` there) sends ``{"event": "need_plotly"}`` and gets the same gzipped
+bundle in a reply (``{"event": "plotly", "digest"}`` and one buffer). A page reload or a notebook saved with its widget state redraws
 the figure as it is now, since both traits are the whole of it. The browser's side:
 ``static/bundle_entry.js`` then ``static/timeline.js``, and ``timeline.css``.
 """
@@ -97,11 +100,23 @@ class TimelineWidget(anywidget.AnyWidget):
         self.draw([], {})
 
     def _handle_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if not isinstance(content, dict) or content.get("event") != "click":
+        if not isinstance(content, dict):
+            return
+        if content.get("event") == "need_plotly":
+            self._send_plotly()
+            return
+        if content.get("event") != "click":
             return
         curve, point = content.get("curve"), content.get("point")
         if self._on_click is not None and isinstance(curve, int) and isinstance(point, int):
             self._on_click(curve, point)
+
+    def _send_plotly(self) -> None:
+        """Answer a view that found no plotly.js in its frame (the holder's widget never reached
+        it: Colab's output frames, VS Code) with the bundle itself, gzipped, as one binary
+        buffer; the view imports it as the holder would (``static/bundle_entry.js``)."""
+        code = bundle()
+        self.send({"event": "plotly", "digest": code.digest}, buffers=[code.gzipped])
 
 
 class Timeline(TimelineFigure):
