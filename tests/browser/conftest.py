@@ -131,9 +131,11 @@ class LabServer:
         sep = "&" if "?" in path else "?"
         return f"{self.base_url}/{quote(path.lstrip('/'), safe='/?=&')}{sep}token={self.token}"
 
-    def notebook_url(self, path: str | os.PathLike) -> str:
-        """The URL that opens ``path`` (relative to ``root``, or absolute inside it) in Lab."""
-        return self.url(f"lab/tree/{self.relative(path)}")
+    def notebook_url(self, path: str | os.PathLike, workspace: str | None = None) -> str:
+        """The URL that opens ``path`` (relative to ``root``, or absolute inside it) in Lab, in
+        ``workspace`` when given (a workspace reopens only the notebooks opened in it)."""
+        lab = f"lab/workspaces/{workspace}" if workspace else "lab"
+        return self.url(f"{lab}/tree/{self.relative(path)}")
 
     def relative(self, path: str | os.PathLike) -> str:
         p = Path(path)
@@ -141,14 +143,23 @@ class LabServer:
             p = p.resolve().relative_to(self.root)
         return p.as_posix()
 
-    def api(self, path: str, timeout_s: float = 5) -> dict:
-        """GET ``/api/<path>`` with the token; the decoded JSON."""
+    def api(self, path: str, timeout_s: float = 5, method: str = "GET") -> dict | list | None:
+        """``method`` ``/api/<path>`` with the token; the decoded JSON (None for no content)."""
         request = urllib.request.Request(
             f"{self.base_url}/api/{path.lstrip('/')}",
             headers={"Authorization": f"token {self.token}"},
+            method=method,
         )
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return json.load(response)
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def shut_down_sessions_except(self, kernels: set[str]) -> None:
+        """Shut down every session (and its kernel) whose kernel is not in ``kernels``."""
+        for session in self.api("sessions") or []:
+            if session["kernel"]["id"] not in kernels:
+                with contextlib.suppress(urllib.error.URLError, OSError):
+                    self.api(f"sessions/{session['id']}", timeout_s=30, method="DELETE")
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -325,11 +336,14 @@ class LabPage:
     page: object  # playwright.sync_api.Page
     server: LabServer
     console_errors: list[str] = field(default_factory=list)
+    # This test's own Lab workspace: a reload restores this test's notebooks only, not every
+    # notebook earlier tests left open (their kernels and widgets all restoring at once).
+    workspace: str = field(default_factory=lambda: f"test-{secrets.token_hex(4)}")
 
     def open_notebook(self, path: str | os.PathLike, timeout_s: float = KERNEL_TIMEOUT_S) -> None:
         """Open a notebook (path relative to the server root) and wait for its kernel to be idle."""
         name = Path(self.server.relative(path)).name
-        self.page.goto(self.server.notebook_url(path), timeout=PAGE_TIMEOUT_MS * 2)
+        self.page.goto(self.server.notebook_url(path, self.workspace), timeout=PAGE_TIMEOUT_MS * 2)
         tab = self.page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
         tab.filter(has_text=name).wait_for(timeout=PAGE_TIMEOUT_MS * 2)
         self.page.locator(f"{_NOTEBOOK} .jp-Cell").first.wait_for(timeout=PAGE_TIMEOUT_MS)
@@ -405,6 +419,7 @@ def lab(jupyter_lab: LabServer, chromium, request: pytest.FixtureRequest) -> Ite
         "console",
         lambda msg: helper.console_errors.append(msg.text) if msg.type == "error" else None,
     )
+    kernels_before = {kernel["id"] for kernel in jupyter_lab.api("kernels") or []}
     try:
         yield helper
     finally:
@@ -412,4 +427,25 @@ def lab(jupyter_lab: LabServer, chromium, request: pytest.FixtureRequest) -> Ite
         if report is not None and report.failed:
             with contextlib.suppress(Exception):
                 helper.screenshot(f"FAILED-{request.node.name}")
+            _write_failure_notes(request.node.name, helper)
         context.close()
+        # Nothing a test starts outlives it: its kernels (TensorFlow and panels each) go.
+        jupyter_lab.shut_down_sessions_except(kernels_before)
+
+
+def _write_failure_notes(name: str, helper: LabPage) -> None:
+    """``artifacts/FAILED-<test>.txt``: the page's console errors and the server log's tail,
+    whole (the assertion's repr of the page cuts them short)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    text = "\n".join(
+        [
+            "console errors:",
+            *helper.console_errors,
+            "",
+            "server log (tail):",
+            helper.server.log_tail(200),
+        ]
+    )
+    path = ARTIFACTS / f"FAILED-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.txt"
+    path.write_text(text, errors="replace")
+    print(f"\n{path}:\n{text[-6000:]}")

@@ -114,9 +114,11 @@ RENDER_JS = """async ([holderEsm, timelineEsm, gzipped64, digest, holderFirst]) 
     const el = document.createElement("div");
     el.style.width = "500px";
     document.body.appendChild(el);
-    let rendered;
+    let rendered, importedBeforeWanted = null;
     if (holderFirst) {
         (await load(holderEsm)).default.initialize({model: holder});
+        await new Promise((r) => setTimeout(r, 300));
+        importedBeforeWanted = globalThis[REGISTRY_KEY].get(digest).loading;
         rendered = (await load(timelineEsm)).default.render({model, el});
     } else {
         rendered = (await load(timelineEsm)).default.render({model, el});  // waits for the holder
@@ -136,6 +138,7 @@ RENDER_JS = """async ([holderEsm, timelineEsm, gzipped64, digest, holderFirst]) 
         base: Array.from(plot.data[0].base),
         windowPlotly: typeof window.Plotly,
         registry: globalThis[REGISTRY_KEY].size,
+        importedBeforeWanted,
     };
     cleanup();
     result.listenersLeft = Object.keys(listeners).length;
@@ -183,6 +186,8 @@ def test_a_timeline_draws_with_the_holders_plotly_in_either_order(blank_page, ho
         "windowPlotly": "undefined",  # plotly.min.js sets window.Plotly: the holder puts it back
         "registry": 1,
         "listenersLeft": 0,  # the view's cleanup stops listening to the model
+        # The holder alone imports nothing: plotly.js is evaluated once a timeline wants it.
+        "importedBeforeWanted": False if holder_first else None,
     }
     assert not errors
 
@@ -279,13 +284,14 @@ SELF_LOAD_JS = """async ([holderEsm, timelineEsm, gzipped64, digest, options]) =
         firstDrawnMs, laterDrawnMs: performance.now() - later,
     };
 }""".replace("REGISTRY_KEY", repr(REGISTRY))
-# The holder's initialize in the top page (where the holder's model arrived).
+# The holder's initialize in the top page (where the holder's model arrived), and plotly.js
+# imported there as a timeline of the top page would have it (want()).
 TOP_HOLDER_JS = """async ([holderEsm, gzipped64, digest]) => {
     const bytes = Uint8Array.from(atob(gzipped64), (c) => c.charCodeAt(0));
     const url = URL.createObjectURL(new Blob([holderEsm], {type: "text/javascript"}));
     (await import(url)).default.initialize(
         {model: {get: (k) => ({bundle_gz: new DataView(bytes.buffer), digest})[k]}});
-    await globalThis[REGISTRY_KEY].get(digest).promise;
+    await globalThis[REGISTRY_KEY].get(digest).want();
     return {registry: globalThis[REGISTRY_KEY].size, windowPlotly: typeof window.Plotly};
 }""".replace("REGISTRY_KEY", repr(REGISTRY))
 
@@ -388,8 +394,8 @@ def test_two_panels_draw_with_the_bundle_sent_once_and_after_a_reload(lab, jupyt
     assert len(bars) == 2, bars
     assert lab.page.evaluate(REGISTRY_JS) == 1  # one plotly.js imported for both timelines
     # The whole run on this notebook's kernel: TF's log, two panels, plotly.js once (gzipped
-    # ~1.5 MB). With plotly's code in every figure's _esm this was over 10 MB. (Notebooks
-    # of earlier tests, reopened by the workspace, have kernels and widgets of their own.)
+    # ~1.5 MB). With plotly's code in every figure's _esm this was over 10 MB. (Each test has
+    # a Lab workspace of its own, and earlier tests' kernels are shut down: see conftest.)
     kernel = _kernel_of(jupyter_lab, name)
     ours = sum(size for url, size in received.items() if kernel in url)
     print(f"\nkernel websocket, two panels: {ours / MB:.2f} MB received")

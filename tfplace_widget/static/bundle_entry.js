@@ -23,28 +23,47 @@ async function importBundle(gzipped) {
 }
 
 // The registry's entry for `digest` in this frame (globalThis is the frame's own): a promise of
-// plotly.js that the holder's initialize, or a timeline given the bundle by its kernel, fulfils
-// with load(). `loading`: an import has started here, so nobody imports it a second time.
-// `requested`: a timeline of this frame has asked its kernel (one request serves them all).
+// plotly.js. The holder's initialize, or a timeline given the bundle by its kernel, offers the
+// gzipped file with offer(); the import starts once a timeline of this frame wants it (want()),
+// a task later. Not at the holder's initialize: evaluating plotly.js holds the page's main
+// thread for about a second (several under load), and anywidget gives every model 2 s to load
+// its module, after which the model drops its kernel's messages; a page restoring many widgets
+// at once (a reload) would lose some. `loading`: an import has started here, so nobody imports
+// it a second time. `requested`: a timeline of this frame has asked its kernel (one request
+// serves them all).
 function bundleEntry(digest) {
   const bundles = (globalThis[$REGISTRY] ??= new Map());
   let entry = bundles.get(digest);
   if (entry === undefined) {
-    let resolve, reject;
+    let resolve, reject, wanted = false;
     const promise = new Promise((res, rej) => { resolve = res; reject = rej; });
     promise.catch(() => {});  // a failed load is reported by the timelines that wait on it
+    const start = () => {
+      if (!wanted || entry.loading || entry.offered === null) return;
+      const gzipped = entry.offered;
+      entry.loading = true;
+      entry.offered = null;
+      setTimeout(() => importBundle(gzipped).then(resolve, (error) => {
+        // Forget the failed entry: a new holder (re-run after a kernel restart) may try again.
+        if (bundles.get(digest) === entry) bundles.delete(digest);
+        reject(new Error(`tfplace_widget: could not load plotly.js: ${error}`));
+      }), 0);
+    };
     entry = {
       promise, loading: false, requested: false,
-      // Import `gzipped` unless this frame has (or is importing) it already; false if so.
-      load(gzipped) {
-        if (entry.loading) return false;
-        entry.loading = true;
-        importBundle(gzipped).then(resolve, (error) => {
-          // Forget the failed entry: a new holder (re-run after a kernel restart) may try again.
-          if (bundles.get(digest) === entry) bundles.delete(digest);
-          reject(new Error(`tfplace_widget: could not load plotly.js: ${error}`));
-        });
+      offered: null,  // the gzipped bundle, until its import starts
+      // Keep `gzipped` to import when wanted, unless this frame has one (or is importing it).
+      offer(gzipped) {
+        if (entry.loading || entry.offered !== null) return false;
+        entry.offered = gzipped;
+        start();
         return true;
+      },
+      // A timeline needs plotly.js: import what was offered, now or when it comes.
+      want() {
+        wanted = true;
+        start();
+        return promise;
       },
     };
     bundles.set(digest, entry);

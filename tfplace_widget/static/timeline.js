@@ -12,15 +12,15 @@ function untab(plot) {
   for (const button of plot.querySelectorAll(".modebar-btn")) button.tabIndex = -1;
 }
 
-// How long a timeline waits for the holder's import to start in its frame before it asks its own
-// kernel for the bundle. Where the holder reaches the frame (JupyterLab, Notebook 7), its comm
-// opens before the timeline's, so its import has started when the timeline renders; 2 s is
-// long past that, and short next to the 60 s a frame without it (Colab gives each output a
-// frame of its own) used to wait. A needless request costs one more 1.5 MB message, no import.
+// How long a timeline waits for the holder's bundle to reach its frame before it asks its own
+// kernel for it. Where the holder reaches the frame (JupyterLab, Notebook 7), its comm opens
+// before the timeline's, so its bundle is there when the timeline renders; 2 s is long past
+// that, and short next to the 60 s a frame without it (Colab gives each output a frame of its
+// own) used to wait. A needless request costs one more 1.5 MB message, no second import.
 const ASK_KERNEL_MS = 2000;
 
-// plotly.js: from the registry's entry of this frame, filled by the holder's initialize or, when
-// no import has started here after ASK_KERNEL_MS, by this timeline's kernel on request
+// plotly.js: from the registry's entry of this frame, offered by the holder's initialize or, when
+// nothing was offered here after ASK_KERNEL_MS, by this timeline's kernel on request
 // ({event: "need_plotly"}, answered with {event: "plotly", digest} and the gzipped bundle).
 function plotlyJs(model) {
   const entry = bundleEntry(DIGEST);
@@ -28,10 +28,11 @@ function plotlyJs(model) {
   const reply = (content, buffers) => {
     if (content?.event !== "plotly" || content.digest !== DIGEST) return;
     model.off("msg:custom", reply);
-    entry.load(buffers?.[0] ?? new Uint8Array(0));  // a no-op if the holder's came first
+    entry.offer(buffers?.[0] ?? new Uint8Array(0));  // a no-op if the holder's came first
   };
   const ask = () => {
-    if (entry.loading || entry.requested) return;  // imported or on its way: wait for it
+    // Offered, imported or on its way: wait for it.
+    if (entry.offered !== null || entry.loading || entry.requested) return;
     entry.requested = asked = true;
     model.on("msg:custom", reply);
     try {
@@ -49,7 +50,7 @@ function plotlyJs(model) {
       "kernel running, or a frontend that does not pass widget messages on): re-run the cell, " +
       "and look for errors in the browser console.")), WAIT_MS);
   });
-  return Promise.race([entry.promise, late]).finally(() => {
+  return Promise.race([entry.want(), late]).finally(() => {
     clearTimeout(timer);
     clearTimeout(asking);
     model.off("msg:custom", reply);

@@ -4,12 +4,15 @@ The timeline draws with plotly.js (``plotly/package_data/plotly.min.js``, about 
 plotly's own HTML export embeds). Sending it in the state of every timeline would repeat those
 5 MB per panel, so ``PlotlyBundle``, one hidden widget per kernel process, carries it
 gzip-compressed as a binary buffer (about 1.5 MB) with its sha256 ``digest``. In the browser its
-``initialize`` decompresses it (``DecompressionStream``), imports it from a Blob URL (wrapped as
-an ES module that leaves ``window.Plotly`` as it was) and resolves a promise in a page-wide
-registry keyed by the digest; timelines (``timeline.TimelineWidget``) wait on that promise. The
-registry is per frame (``globalThis``): a timeline whose frame has no import started 2 s after
-it renders asks its own kernel for the bundle and imports it with the same code
-(``static/bundle_entry.js``), once per frame, whichever of the two comes first.
+``initialize`` offers the bundle to a page-wide registry keyed by the digest; when the first
+timeline (``timeline.TimelineWidget``) wants it, the registry decompresses it
+(``DecompressionStream``), imports it from a Blob URL (wrapped as an ES module that leaves
+``window.Plotly`` as it was) and resolves the promise the timelines wait on. Not earlier:
+evaluating plotly.js holds the main thread for a second or more, and anywidget gives each model
+2 s to load its module, after which that model drops its kernel's messages (a reload restoring
+many widgets at once lost some). The registry is per frame (``globalThis``): a timeline whose
+frame has no bundle 2 s after it renders asks its own kernel for it and imports it with the
+same code (``static/bundle_entry.js``), once per frame, whichever of the two comes first.
 
 This module does not import plotly's Python package: ``plotly.basewidget`` alone pulls in
 ``plotly.io`` -> nbformat -> jsonschema's grammars (over a second), which the package never needs.
@@ -47,7 +50,7 @@ REGISTRY = "__tfplace_widget_plotly_bundles__"
 # digest and the wait as "$REGISTRY", "$DIGEST" and "$WAIT_MS"; fill_js() puts the JSON values in.
 ENTRY_JS = static.text("bundle_entry.js")  # bundleEntry(digest): the registry's entry
 
-# The holder: no view, only ``initialize``, which starts the load and returns at once (anywidget
+# The holder: no view, only ``initialize``, which offers the bundle and returns at once (anywidget
 # gives a model 2 s to initialize; the timelines wait on the registry instead). bundle_entry.js
 # holds the import itself, which a timeline given the bundle by its kernel runs too.
 _HOLDER_ESM = ENTRY_JS + "\n" + static.text("holder.js")
