@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
-from itertools import repeat
 from typing import Any
 
 from .devices import DeviceSpec, device_sort_key, parse_device, short_device, task_of
@@ -214,39 +213,32 @@ class Explainer:
         # (type, device, built type, requested device) -> the answer every op with that key
         # shares, or None when such ops are explained one by one.
         decided: dict[tuple, tuple[str, int, str] | None] = {}
-        results: list[tuple[str, int, str]] = []
-        add = results.append
-        # The per-op dict lookups run in C (map), not as Python calls in the loop.
-        for name, op_type, device, built, requested, client in zip(
-            names,
-            types,
-            devices,
-            map(built_of.get, names),
-            map(requested_of.get, names, repeat("")),
-            map(str.startswith, names, repeat(_CLIENT_PREFIXES)),
-            strict=True,
-        ):
+        requested_out: list[str] = []
+        how_out: list[int] = []
+        reason_out: list[str] = []
+        for name, op_type, device in zip(names, types, devices, strict=True):
             # A fetch's or feed's _Send/_Recv names its tensor: explained one by one.
-            if client or name in named:
-                add(explain(name, op_type, device))
-                continue
-            if built is None:
-                requested = None
-            key = (op_type, device, built, requested)
-            result = decided.get(key, _UNDECIDED)
-            if result is _UNDECIDED:
-                runtime = op_type in _RUNTIME_TYPES or op_type.upper().startswith("MEMCPY")
-                if runtime or facts is None:
-                    shared = True
-                elif requested is not None:
-                    shared = _has_request(requested) or device == default
-                else:
-                    shared = False
-                result = decided[key] = explain(name, op_type, device) if shared else None
-            add(explain(name, op_type, device) if result is None else result)
-        if not results:
-            return [], [], []
-        requested_out, how_out, reason_out = map(list, zip(*results, strict=True))
+            if name in named or name.startswith(_CLIENT_PREFIXES):
+                result = explain(name, op_type, device)
+            else:
+                built = built_of.get(name)
+                requested = None if built is None else requested_of.get(name, "")
+                key = (op_type, device, built, requested)
+                result = decided.get(key, _UNDECIDED)
+                if result is _UNDECIDED:
+                    runtime = op_type in _RUNTIME_TYPES or op_type.upper().startswith("MEMCPY")
+                    if runtime or facts is None:
+                        shared = True
+                    elif requested is not None:
+                        shared = _has_request(requested) or device == default
+                    else:
+                        shared = False
+                    result = decided[key] = explain(name, op_type, device) if shared else None
+                if result is None:
+                    result = explain(name, op_type, device)
+            requested_out.append(result[0])
+            how_out.append(result[1])
+            reason_out.append(result[2])
         return requested_out, how_out, reason_out
 
     def _explain_coded(self, name: str, op_type: str, device: str) -> tuple[str, int, str]:
