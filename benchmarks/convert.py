@@ -15,12 +15,24 @@ times in this one process, interleaved, repeat by repeat:
 
 Prints medians (wall and process CPU time) and the ratio timeline.py / PlacementTrace, the
 issue's target being at least 3x at 10k and 100k ops.
+
+Checking that a change to the conversion keeps its result (the frames equal, not just similar):
+``--protos DIR`` keeps the traced protos (``run_metadata_<n>.pb``, ``graph_def_<n>.pb``) and
+reuses them when present, so two versions convert the very same trace; ``--save-frames DIR``
+pickles ``ops``, ``events`` and ``transfers`` of that conversion (with ``devices`` and
+``inputs``), and ``--compare-frames DIR`` asserts, with ``pandas.testing.assert_frame_equal``,
+that this version's frames equal the saved ones. E.g. the old version's package exported with
+``git archive <commit> tfplace_widget | tar -x -C /tmp/old`` and run with
+``PYTHONPATH=/tmp/old:$PWD ... --protos P --save-frames F``, then this one with
+``--protos P --compare-frames F``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
+import pickle
 import statistics
 import sys
 from typing import Any
@@ -67,16 +79,88 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
     }
 
 
-def run(n_ops: int, repeats: int) -> dict[str, Any]:
+def traced_protos(n_ops: int, protos: str | None) -> tuple[Any, Any]:
+    """One traced run of the benchmark graph: ``(run_metadata, tf.Graph)``; read from
+    ``protos`` when it holds this size's, else traced (and written there if given)."""
+    import tensorflow as tf
+
+    if protos:
+        rm_path = os.path.join(protos, f"run_metadata_{n_ops}.pb")
+        graph_path = os.path.join(protos, f"graph_def_{n_ops}.pb")
+        if os.path.exists(rm_path) and os.path.exists(graph_path):
+            metadata = tf.compat.v1.RunMetadata()
+            with open(rm_path, "rb") as f:
+                metadata.ParseFromString(f.read())
+            graph_def = tf.compat.v1.GraphDef()
+            with open(graph_path, "rb") as f:
+                graph_def.ParseFromString(f.read())
+            graph = tf.Graph()
+            with graph.as_default():
+                tf.graph_util.import_graph_def(graph_def, name="")
+            return metadata, graph
     graph_def = graphs.make_graph_def(n_ops, devices=DEVICES)
     traced = graphs.bare_traced_run(graph_def, graphs.session_config(DEVICES))
-    fns = stages(traced.run_metadata, traced.graph)
+    if protos:
+        os.makedirs(protos, exist_ok=True)
+        with open(os.path.join(protos, f"run_metadata_{n_ops}.pb"), "wb") as f:
+            f.write(traced.run_metadata.SerializeToString())
+        with open(os.path.join(protos, f"graph_def_{n_ops}.pb"), "wb") as f:
+            f.write(traced.graph.as_graph_def().SerializeToString())
+    return traced.run_metadata, traced.graph
+
+
+def frames_of(metadata: Any, graph: Any) -> dict[str, Any]:
+    """What the equality check compares: the three frames, the devices and the inputs."""
+    from tfplace_widget import PlacementTrace
+
+    trace = PlacementTrace.from_run_metadata(metadata, graph)
+    return {
+        "ops": trace.ops,
+        "events": trace.events,
+        "transfers": trace.transfers,
+        "devices": trace.devices,
+        "inputs": trace.inputs,
+        "raw": sorted(trace.raw),
+    }
+
+
+def compare_frames(now: dict[str, Any], saved: dict[str, Any]) -> None:
+    """Raise AssertionError unless ``now`` equals ``saved`` exactly (dtypes included)."""
+    import pandas.testing as pdt
+
+    for name in ("ops", "events", "transfers"):
+        pdt.assert_frame_equal(now[name], saved[name], obj=name)
+    for name in ("devices", "inputs", "raw"):
+        assert now[name] == saved[name], f"{name} differ"
+
+
+def run(
+    n_ops: int,
+    repeats: int,
+    protos: str | None = None,
+    save_frames: str | None = None,
+    compare_with: str | None = None,
+) -> dict[str, Any]:
+    metadata, graph = traced_protos(n_ops, protos)
+    checked = ""
+    if save_frames or compare_with:
+        frames = frames_of(metadata, graph)
+        if save_frames:
+            os.makedirs(save_frames, exist_ok=True)
+            with open(os.path.join(save_frames, f"frames_{n_ops}.pkl"), "wb") as f:
+                pickle.dump(frames, f)
+        if compare_with:
+            with open(os.path.join(compare_with, f"frames_{n_ops}.pkl"), "rb") as f:
+                compare_frames(frames, pickle.load(f))
+            checked = f"frames equal to those saved in {compare_with}"
+    fns = stages(metadata, graph)
     for fn in fns.values():  # warm caches (kernel registry, imports) before timing
         fn()
     timings = interleaved(fns, repeats)
     return {
         "n_ops": n_ops,
         "repeats": repeats,
+        "checked": checked,
         "wall": {name: t.median for name, t in timings.items()},
         "cpu": {name: statistics.median(t.cpu) for name, t in timings.items()},
         "wall_all": {name: t.seconds for name, t in timings.items()},
@@ -89,6 +173,7 @@ def render(results: list[dict[str, Any]]) -> str:
         wall, cpu = r["wall"], r["cpu"]
         ratio = wall["timeline.py"] / wall["PlacementTrace"]
         cpu_ratio = cpu["timeline.py"] / cpu["PlacementTrace"]
+        first = len(lines)
         lines += [
             f"{r['n_ops']:,} ops, medians of {r['repeats']} interleaved repeats: "
             f"ratio **{ratio:.2f}x** (CPU time {cpu_ratio:.2f}x; target {TARGET:.0f}x)",
@@ -96,6 +181,8 @@ def render(results: list[dict[str, Any]]) -> str:
             "| | wall | CPU | share of PlacementTrace (CPU) |",
             "|---|---:|---:|---:|",
         ]
+        if r.get("checked"):
+            lines[first + 1 : first + 1] = ["", f"Checked: {r['checked']}."]
         for name in wall:
             share = cpu[name] / cpu["PlacementTrace"]
             lines.append(
@@ -112,11 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[10_000, 100_000]
     )
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--protos", help="keep/reuse the traced protos in this folder")
+    parser.add_argument("--save-frames", help="pickle the frames into this folder")
+    parser.add_argument("--compare-frames", help="assert the frames equal those pickled here")
     args = parser.parse_args(argv)
     results = []
     for n_ops in args.sizes:
         print(f"{n_ops:,} ops: tracing, then timing", file=sys.stderr, flush=True)
-        results.append(run(n_ops, args.repeats))
+        results.append(run(n_ops, args.repeats, args.protos, args.save_frames, args.compare_frames))
     print(render(results))
     return 0
 

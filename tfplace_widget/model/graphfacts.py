@@ -178,8 +178,8 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
         if node_inputs and (":" in (joined := "".join(node_inputs)) or "^" in joined):
             node_inputs = producers(node_inputs)
         inputs[name] = node_inputs
-        kernels[name] = kernel_facts(node)
         attr = node.attr
+        kernels[name] = kernel_facts(node, attr)
         if OVERRIDE_ATTR in attr:
             overridden[name] = attr[OVERRIDE_ATTR].s.decode()
         if "_class" in attr:

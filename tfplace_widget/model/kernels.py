@@ -69,14 +69,16 @@ class KernelFacts:
 UNKNOWN = KernelFacts(kernels="", gpu_kernel="NA")
 
 
-def kernel_facts(node_def: Any) -> KernelFacts:
+def kernel_facts(node_def: Any, attrs: Any = None) -> KernelFacts:
     """The :class:`KernelFacts` of a TensorFlow ``NodeDef`` (cached per op type and the attrs
-    any of its kernels constrains)."""
+    any of its kernels constrains). ``attrs``: the node's ``attr`` map when the caller holds
+    it already (reading it again from the proto is a new map view each time)."""
     op = node_def.op
     op_kernels = registry.registered_kernels(op)
     if op_kernels is None:
         return UNKNOWN
-    attrs = node_def.attr  # ("in" then [] : a protobuf map's .get is ten times slower here)
+    if attrs is None:
+        attrs = node_def.attr  # ("in" then [] : a protobuf map's .get is ten times slower here)
     key = [op]
     for name in op_kernels.key_attrs:
         if name in attrs:
