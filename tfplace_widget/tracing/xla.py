@@ -18,13 +18,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..model.columns import OPS_COLUMNS
 from ..model.devices import canonical_device, short_device
-from ..model.kernels import GPU_KERNEL_VALUES
-from ..model.reasons import HOW_VALUES
 from ..model.xla import add_xla, xla_frame
 from ..sources.functions import function_display_name
 from ..sources.xla import _LIBRARY_FILE, XlaProfile, function_of_module
+from ..sources.xla_graph import xla_ops_frame
 from .function_copies import original_name
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
@@ -74,7 +72,7 @@ def xla_parts(
         )
         threads.append(line)
     ops = [cluster.ops_rows(why) for cluster in clusters.values()]
-    ops_frame = pd.concat(ops, ignore_index=True) if ops else _ops_frame([])
+    ops_frame = pd.concat(ops, ignore_index=True) if ops else xla_ops_frame([])
     xla = xla_frame(rows, origin_us)
     order = np.argsort(np.asarray([r["start_us"] for r in rows], np.int64), kind="stable")
     return ops_frame, xla, [threads[i] for i in order.tolist()]
@@ -166,37 +164,11 @@ class _Cluster:
                     "xla_op": instruction,
                 }
             )
-        return _ops_frame(rows)
+        return xla_ops_frame(rows)
 
 
 def _unexecuted(instructions: dict, op_name: str) -> str:
     return next((i.name for i in instructions.values() if op_name in i.tf_ops), "")
-
-
-def _ops_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows of ``trace.ops`` for XLA ops: no time of their own (it is the instructions')."""
-    n = len(rows)
-
-    def column(name: str, default: Any = "") -> list:
-        return [row.get(name, default) for row in rows]
-
-    frame = {
-        "op": pd.Series(column("op"), dtype=object),
-        "type": column("type"),
-        "device": pd.Series(column("device"), dtype=object),
-        "requested_device": column("requested_device"),
-        "how": pd.Categorical(column("how", "xla"), categories=list(HOW_VALUES)),
-        "reason": column("reason"),
-        "start_us": np.full(n, np.nan),
-        "duration_us": np.full(n, np.nan),
-        "runs": pd.array([pd.NA] * n, dtype="Int64"),
-        "output_bytes": pd.array([pd.NA] * n, dtype="Int64"),
-        "function": column("function"),
-        "kernels": [""] * n,
-        "gpu_kernel": pd.Categorical(["NA"] * n, categories=list(GPU_KERNEL_VALUES)),
-        "xla_op": pd.array(column("xla_op", None), dtype="string"),
-    }
-    return pd.DataFrame(frame)[OPS_COLUMNS]
 
 
 def xla_origin(records: Any, profile: XlaProfile | None) -> list[int]:
