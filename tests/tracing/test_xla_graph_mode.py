@@ -64,6 +64,19 @@ CHILD = textwrap.dedent(
     built = {n.name: [n.op, [i.split(":")[0] for i in n.input]] for n in graph.node}
     # The same RunMetadata loaded without the graph as built: the cluster's ops are unknown.
     alone = PlacementTrace.from_run_metadata(trace.raw["run_metadata_0.pb"])
+    # The same ops in a tf.function, auto-clustered by tf.config.optimizer.set_jit (function
+    # mode: the TF2 profiler records the HLO instructions).
+    tf.config.optimizer.set_jit(True)
+
+    @tf.function
+    def step(x):
+        w = tf.constant(np.arange(64, dtype=np.float32).reshape(8, 8), name="w")
+        product = tf.matmul(x, w, name="product")
+        shifted = tf.add(product, 1.0, name="shifted")
+        positive = tf.nn.relu(shifted, name="positive")
+        return tf.reduce_sum(positive, name="total")
+
+    trace_placement(step, tf.ones((8, 8))).save(out + "/set_jit.tfplace")
     json.dump(
         {
             "partition": partition,
@@ -78,7 +91,7 @@ CHILD = textwrap.dedent(
 )
 
 
-def _child(tmp_path: Path, flags: str) -> tuple[PlacementTrace, dict[str, Any]]:
+def _child(tmp_path: Path, flags: str) -> tuple[PlacementTrace, dict[str, Any], PlacementTrace]:
     env = {**os.environ, "TF_XLA_FLAGS": flags}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(tmp_path)],
@@ -89,16 +102,17 @@ def _child(tmp_path: Path, flags: str) -> tuple[PlacementTrace, dict[str, Any]]:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     facts = json.loads((tmp_path / "facts.json").read_text())
-    return PlacementTrace.load(tmp_path / "auto.tfplace"), facts
+    load = PlacementTrace.load
+    return load(tmp_path / "auto.tfplace"), facts, load(tmp_path / "set_jit.tfplace")
 
 
 @pytest.fixture(scope="module")
-def clustered(tmp_path_factory: pytest.TempPathFactory) -> tuple[PlacementTrace, dict]:
+def clustered(tmp_path_factory: pytest.TempPathFactory) -> tuple[PlacementTrace, dict, Any]:
     return _child(tmp_path_factory.mktemp("autoclust"), "--tf_xla_cpu_global_jit")
 
 
 def test_tensorflow_clustered_the_ops_out_of_the_partition_graph(clustered):
-    _, facts = clustered
+    _, facts, _ = clustered
     types = {n["op"] for n in facts["partition"]}
     assert {"_XlaCompile", "_XlaRun", "_XlaMerge"} <= types
     kept = {n["name"] for n in facts["partition"]}
@@ -109,7 +123,7 @@ def test_tensorflow_clustered_the_ops_out_of_the_partition_graph(clustered):
 
 
 def test_the_cluster_ops_are_listed_with_how_xla_on_the_cluster_device(clustered):
-    trace, facts = clustered
+    trace, facts, _ = clustered
     compile_node = next(n for n in facts["partition"] if n["op"] == "_XlaCompile")
     cluster = compile_node["function"]
     launch = trace.ops[trace.ops["op"] == compile_node["name"]].iloc[0]
@@ -139,7 +153,7 @@ def test_the_cluster_ops_are_listed_with_how_xla_on_the_cluster_device(clustered
 
 
 def test_the_launch_ops_are_present_with_a_reason_that_names_the_cluster(clustered):
-    trace, facts = clustered
+    trace, facts, _ = clustered
     compile_node = next(n for n in facts["partition"] if n["op"] == "_XlaCompile")
     cluster = compile_node["function"]
     for op_type in ("_XlaCompile", "_XlaRun"):
@@ -150,20 +164,20 @@ def test_the_launch_ops_are_present_with_a_reason_that_names_the_cluster(cluster
         assert row["type"] == op_type
         assert row["start_us"] >= 0 and row["duration_us"] >= 0  # timed by the step_stats
         assert row["reason"].startswith(f"Launches the XLA cluster {cluster} (auto-clustering")
-        assert "listed with how 'xla'" in row["reason"]
+        assert "TF ops (" in row["reason"] and "are listed with how 'xla'" in row["reason"]
         assert row["function"] == cluster
     run = trace.ops[trace.ops["type"] == "_XlaRun"].iloc[0]
     assert "its time is the whole cluster's" in run["reason"]
 
 
 def test_no_finding_says_to_turn_xla_off(clustered):
-    trace, _ = clustered
+    trace, _, _ = clustered
     assert "xla_hidden" not in set(trace.findings["kind"])
     assert not trace.findings["message"].str.contains("jit_compile=False").any()
 
 
 def test_loaded_without_its_graph_the_trace_says_to_load_it_with_the_graph(clustered):
-    _, facts = clustered
+    _, facts, _ = clustered
     assert "xla" not in facts["alone_how"]  # the graph as built is what names the ops
     hidden = [message for kind, message in facts["alone_findings"] if kind == "xla_hidden"]
     assert len(hidden) == 1
@@ -172,7 +186,38 @@ def test_loaded_without_its_graph_the_trace_says_to_load_it_with_the_graph(clust
 
 
 def test_without_the_cpu_flag_tensorflow_does_not_cluster_cpu_ops(tmp_path):
-    trace, facts = _child(tmp_path, "")
+    trace, facts, set_jit = _child(tmp_path, "")
     assert not {n["op"] for n in facts["partition"]} & {"_XlaCompile", "_XlaRun"}
-    assert "xla" not in set(trace.ops["how"].astype(str))
-    assert {"product", "shifted", "positive", "total"} <= set(trace.ops["op"])
+    for traced in (trace, set_jit):
+        assert "xla" not in set(traced.ops["how"].astype(str))
+        assert {"product", "shifted", "positive", "total"} <= set(traced.ops["op"])
+        assert traced.xla.empty
+
+
+def test_set_jit_clusters_list_their_ops_with_the_instruction_each_went_into(clustered):
+    _, _, trace = clustered
+    ops = trace.ops
+    compiles = ops[ops["type"] == "_XlaCompile"]["op"].tolist()
+    assert len(compiles) == 1, ops[["op", "type"]].values.tolist()
+    prefix = compiles[0].rsplit("/", 1)[0]  # what TF named the launch: cluster_<n>_<k>
+    cluster = prefix.rsplit("_", 1)[0]
+    assert set(trace.xla["cluster"]) == {cluster}
+    assert (trace.xla["duration_us"] >= 0).all() and (trace.xla["start_us"] >= 0).all()
+    named = {op for tf_ops in trace.xla["tf_ops"] for op in tf_ops}  # from the HLO metadata
+    xla = ops[ops["how"].astype(str) == "xla"]
+    assert set(xla["op"]) == named
+    assert {"product", "shifted", "positive", "total"} <= named
+    assert dict(zip(xla["op"], xla["type"], strict=True))["product"] == "MatMul"
+    assert set(xla["function"]) == {cluster}
+    for op, instruction in zip(xla["op"], xla["xla_op"], strict=True):
+        ran = trace.xla[trace.xla["instruction"] == instruction]
+        assert len(ran) and op in ran.iloc[0]["tf_ops"]
+    for reason in xla["reason"]:
+        assert reason.startswith(
+            f"Compiled by XLA into the cluster {cluster} (auto-clustering, "
+            "tf.config.optimizer.set_jit)"
+        )
+    run = ops[ops["type"] == "_XlaRun"].iloc[0]
+    assert run["reason"].startswith(f"Launches the XLA cluster {cluster} (auto-clustering")
+    kinds = set(trace.findings["kind"])
+    assert "xla_hidden" not in kinds and "xla_time" in kinds

@@ -207,12 +207,13 @@ def add_graph_clusters(trace: Any, partition_graphs: Iterable[Any], facts: Any) 
                     "xla_op": None,
                 }
             )
-    _explain_launch(trace, clusters)
+    explain_launch(trace, clusters)
     add_xla(trace, xla_ops_frame(rows), empty_xla())
 
 
-def _explain_launch(trace: Any, clusters: list[GraphCluster]) -> None:
-    """The launch ops' reasons name their cluster, what it holds and why it is XLA."""
+def explain_launch(trace: Any, clusters: list[GraphCluster]) -> None:
+    """The launch ops' reasons name their cluster, what it holds and why it is XLA; their
+    ``function`` becomes the cluster's (so ``xla_hidden`` sees the cluster's ops are listed)."""
     ops = trace.ops
     if ops.empty:
         return
@@ -225,9 +226,10 @@ def _explain_launch(trace: Any, clusters: list[GraphCluster]) -> None:
             f" and {n - NAMED_OPS} more" if n > NAMED_OPS else ""
         )
         holds = (
-            f"its {n} TF op{'s' if n != 1 else ''} ({listed}) are listed with how 'xla'"
+            f"Its {n} TF op{'s' if n != 1 else ''} ({listed}) {'are' if n != 1 else 'is'} "
+            "listed with how 'xla'."
             if n
-            else "its TF ops are not known without the graph as built"
+            else "Its TF ops are not known without the graph as built."
         )
         head = f"Launches the XLA cluster {cluster.name} ({cluster.why}) on "
         head += f"{short_device(cluster.device)}: "
@@ -235,7 +237,7 @@ def _explain_launch(trace: Any, clusters: list[GraphCluster]) -> None:
             i = index.get(node)
             if i is None:
                 continue
-            reasons[i] = head + _launch_role(op_type, cluster) + f" The cluster's {holds}."
+            reasons[i] = f"{head}{_launch_role(op_type, cluster)} {holds}"
             functions[i] = cluster.name
     trace.ops = ops.assign(reason=reasons, function=functions)
 
