@@ -25,11 +25,12 @@ from tfplace_widget import PlacementTrace
 
 CHILD = textwrap.dedent(
     """
-    import json, sys
+    import dataclasses, json, sys
     import numpy as np
     import tensorflow as tf
     from tensorflow.core.protobuf import config_pb2
     from tfplace_widget import PlacementTrace, trace_placement
+    from tfplace_widget.analyses.findings import find_findings
 
     v1 = tf.compat.v1
     out = sys.argv[1]
@@ -84,6 +85,10 @@ CHILD = textwrap.dedent(
             "alone_ops": alone.ops["op"].tolist(),
             "alone_how": alone.ops["how"].astype(str).tolist(),
             "alone_findings": alone.findings[["kind", "message"]].values.tolist(),
+            # the same launch ops as a TF2 call whose profile named no HLO instruction shows them
+            "as_call_findings": find_findings(dataclasses.replace(alone, mode="function"))[
+                ["kind", "message"]
+            ].values.tolist(),
         },
         open(out + "/facts.json", "w"),
     )
@@ -183,6 +188,8 @@ def test_loaded_without_its_graph_the_trace_says_to_load_it_with_the_graph(clust
     assert len(hidden) == 1
     assert "from_run_metadata(run_metadata, graph)" in hidden[0]
     assert "jit_compile=False" not in hidden[0]
+    as_call = [message for kind, message in facts["as_call_findings"] if kind == "xla_hidden"]
+    assert len(as_call) == 1 and "profile named none of their HLO instructions" in as_call[0]
 
 
 def test_without_the_cpu_flag_tensorflow_does_not_cluster_cpu_ops(tmp_path):

@@ -17,7 +17,8 @@ def find_xla_hidden(context: Context) -> list[Finding]:
     in the trace. A cluster is shown when ``trace.ops`` has ``how="xla"`` rows of it (its
     ``function``): a TF2 trace's clusters, and graph-mode auto-clustering traced with its graph
     (``sources.xla_graph``). Loaded without the graph, an auto-clustered trace says to load it
-    with the graph, not to turn XLA off (that would measure another program)."""
+    with the graph, not to turn XLA off (that would measure another program); a TF2 call whose
+    profile named no instruction (TensorFlow 2.16) says that."""
     launch = [n for n, t in context.type_of.items() if t in _XLA_TYPES]
     if not launch:
         return []
@@ -27,7 +28,14 @@ def find_xla_hidden(context: Context) -> list[Finding]:
     hidden = [n for n in launch if function_of.get(n, "") not in shown]
     if not hidden:
         return []
-    if all(context.type_of[n] in _AUTO_TYPES for n in hidden):
+    auto = all(context.type_of[n] in _AUTO_TYPES for n in hidden)
+    if auto and getattr(context.trace, "mode", "") == "function":
+        message = (
+            "XLA auto-clustering (tf.config.optimizer.set_jit) compiled ops of this call into "
+            "clusters, and this TensorFlow's profile named none of their HLO instructions, so "
+            "the trace cannot list the ops inside: the cluster's launch ops stand for them."
+        )
+    elif auto:
         message = (
             "XLA auto-clustering compiled ops of this step into clusters, and without the "
             "graph as built the trace cannot say which: load it with its graph "
