@@ -63,12 +63,14 @@ class GraphCluster:
     device: str  # where its launch ops ran (canonical)
     why: str  # "auto-clustering, global_jit_level ON_1"...
     launch: dict[str, str] = field(default_factory=dict)  # launch node -> type
+    # who reads its results: a node that ran, or "=<op>" for an op fetched or sent itself
+    consumers: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)  # graph-as-built ops it returns
     ops: list[str] = field(default_factory=list)  # graph-as-built ops inside, graph order
 
 
 def graph_clusters(partition_graphs: Iterable[Any]) -> list[GraphCluster]:
-    """The clusters the partition graphs launch, with the graph-as-built ops each returns."""
+    """The clusters the partition graphs launch, with the nodes that read their results."""
     graphs = list(partition_graphs)
     clusters: dict[str, GraphCluster] = {}
     for graph_def in graphs:
@@ -113,7 +115,7 @@ def _jit_level(node: Any) -> str:
 
 
 def _read_outputs(node: Any, clusters: Mapping[str, GraphCluster]) -> None:
-    """Record on each cluster the ops of the graph as built that ``node`` reads from it."""
+    """Record on each cluster whether ``node`` reads its results (and which op it fetches)."""
     if node.name.rsplit("/", 1)[0] in clusters:
         return
     for tensor in node.input:
@@ -131,8 +133,8 @@ def _read_outputs(node: Any, clusters: Mapping[str, GraphCluster]) -> None:
             consumer = "=" + edge.group(1) if edge else ""
         else:
             consumer = node.name
-        if consumer and consumer not in cluster.outputs:
-            cluster.outputs.append(consumer)
+        if consumer and consumer not in cluster.consumers:
+            cluster.consumers.append(consumer)
 
 
 def cluster_members(
@@ -150,7 +152,7 @@ def cluster_members(
     reached: list[tuple[GraphCluster, set[str]]] = []
     for cluster in clusters:
         starts: list[str] = []
-        for consumer in cluster.outputs:
+        for consumer in cluster.consumers:
             if consumer[:1] == "=":
                 starts.append(consumer[1:])
             else:  # the consumer ran: its inputs as built that did not run are the outputs
