@@ -15,6 +15,7 @@ from ..model.graphfacts import GraphFacts, facts_from_graph
 from ..model.records import SEND_TYPES, Executed, Records, producers
 from ..model.trace import PlacementTrace
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
+from .xla_graph import LAUNCH_TYPES, add_graph_clusters
 
 
 def trace_from_run_metadata(
@@ -64,6 +65,8 @@ def build_trace(
             available_devices=available_devices,
             source=source,
         )
+        if any(t in LAUNCH_TYPES for t in executed.type.values()):  # XLA auto-clustering
+            add_graph_clusters(trace, metadatas[0].partition_graphs, facts)
     trace.log = log
     trace.truncated = trace.truncated or capped
     return trace

@@ -13,21 +13,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..model.columns import OPS_COLUMNS
 from ..model.devices import canonical_device, short_device
-from ..model.kernels import GPU_KERNEL_VALUES
-from ..model.reasons import HOW_VALUES
 from ..model.xla import add_xla, xla_frame
 from ..sources.functions import function_display_name
 from ..sources.xla import _LIBRARY_FILE, XlaProfile, function_of_module
+from ..sources.xla_graph import GraphCluster, explain_launch, xla_ops_frame
 from .function_copies import original_name
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
+# An auto-clustered module: "cluster_0__XlaCompiledKernel_true__XlaHasReferenceVars_false_..."
+_AUTO_MODULE = re.compile(r"^(cluster_\d+)__")
+_UNKNOWN_NODE = SimpleNamespace(op="", device="")  # an op its HLO names and no function has
+
+
+def auto_why() -> str:
+    """Why an auto-clustered cluster of a TF2 call is XLA: what turned auto-clustering on."""
+    import tensorflow as tf
+
+    if tf.config.optimizer.get_jit():
+        return "auto-clustering, tf.config.optimizer.set_jit"
+    return "auto-clustering, TF_XLA_FLAGS --tf_xla_auto_jit"
 
 
 def xla_parts(
@@ -74,7 +85,7 @@ def xla_parts(
         )
         threads.append(line)
     ops = [cluster.ops_rows(why) for cluster in clusters.values()]
-    ops_frame = pd.concat(ops, ignore_index=True) if ops else _ops_frame([])
+    ops_frame = pd.concat(ops, ignore_index=True) if ops else xla_ops_frame([])
     xla = xla_frame(rows, origin_us)
     order = np.argsort(np.asarray([r["start_us"] for r in rows], np.int64), kind="stable")
     return ops_frame, xla, [threads[i] for i in order.tolist()]
@@ -86,7 +97,13 @@ class _Cluster:
     def __init__(self, ctx: Any, module: str, profile: XlaProfile, device: str, used: set) -> None:
         self.module = module
         self.function = function_of_module(module)
-        self.name = function_display_name(self.function) if self.function else module
+        auto = None if self.function else _AUTO_MODULE.match(module)
+        self.auto = auto is not None  # an auto-clustering cluster (tf.config.optimizer.set_jit)
+        self.name = (
+            function_display_name(self.function)
+            if self.function
+            else (auto.group(1) if auto else module)
+        )
         self.device = device
         self.instructions = profile.modules.get(module, {})
         self.nodes: dict[str, Any] = {}  # op_name (as XLA names it) -> node def
@@ -97,6 +114,32 @@ class _Cluster:
         if self.function:
             self._read_function(ctx, self.function, "")
             self._read_sources(ctx)
+        elif self.auto:
+            self._read_auto(ctx)
+
+    def _read_auto(self, ctx: Any) -> None:
+        """An auto-clustered module's ops: the TF ops its HLO names (``op_name``), as node defs
+        of the function of this context that holds most of them (the cluster's own FunctionDef,
+        ``cluster_0``, is not in the eager context: TF 2.21 says NotFound)."""
+        names = list(dict.fromkeys(op for i in self.instructions.values() for op in i.tf_ops))
+        best: tuple[int, str, dict] = (0, "", {})
+        for fname in ctx.list_function_names():
+            if fname.startswith("__wrapped__"):  # the eager context's one-op wrappers
+                continue
+            try:
+                fdef = ctx.get_function_def(fname)
+            except Exception:
+                continue
+            nodes = {n.name: n for n in fdef.node_def if n.name in set(names)}
+            if len(nodes) > best[0]:
+                best = (len(nodes), fname, nodes)
+        _, fname, nodes = best
+        for name in names:
+            self.nodes[name] = nodes.get(name, _UNKNOWN_NODE)
+        if fname:
+            for node, line in user_lines(ctx, fname).items():
+                if node in self.nodes:
+                    self.source[self.display(node)] = line
 
     def _read_function(self, ctx: Any, fname: str, prefix: str, depth: int = 0) -> None:
         try:
@@ -136,6 +179,7 @@ class _Cluster:
 
     def ops_rows(self, why: str) -> pd.DataFrame:
         where = short_device(self.device)
+        why = auto_why() if self.auto else why
         rows = []
         for op_name, node in self.nodes.items():
             display = self.display(op_name)
@@ -166,37 +210,11 @@ class _Cluster:
                     "xla_op": instruction,
                 }
             )
-        return _ops_frame(rows)
+        return xla_ops_frame(rows)
 
 
 def _unexecuted(instructions: dict, op_name: str) -> str:
     return next((i.name for i in instructions.values() if op_name in i.tf_ops), "")
-
-
-def _ops_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows of ``trace.ops`` for XLA ops: no time of their own (it is the instructions')."""
-    n = len(rows)
-
-    def column(name: str, default: Any = "") -> list:
-        return [row.get(name, default) for row in rows]
-
-    frame = {
-        "op": pd.Series(column("op"), dtype=object),
-        "type": column("type"),
-        "device": pd.Series(column("device"), dtype=object),
-        "requested_device": column("requested_device"),
-        "how": pd.Categorical(column("how", "xla"), categories=list(HOW_VALUES)),
-        "reason": column("reason"),
-        "start_us": np.full(n, np.nan),
-        "duration_us": np.full(n, np.nan),
-        "runs": pd.array([pd.NA] * n, dtype="Int64"),
-        "output_bytes": pd.array([pd.NA] * n, dtype="Int64"),
-        "function": column("function"),
-        "kernels": [""] * n,
-        "gpu_kernel": pd.Categorical(["NA"] * n, categories=list(GPU_KERNEL_VALUES)),
-        "xla_op": pd.array(column("xla_op", None), dtype="string"),
-    }
-    return pd.DataFrame(frame)[OPS_COLUMNS]
 
 
 def xla_origin(records: Any, profile: XlaProfile | None) -> list[int]:
@@ -223,6 +241,29 @@ def add_xla_clusters(
         device = canonical_device(cpus[0].name) if cpus else ""
     ops, xla, threads = xla_parts(profile, origin[0], device, why, trace.ops["op"].tolist())
     add_xla(trace, ops, xla, threads)
+    _explain_auto_launch(trace, ops)
+
+
+def _explain_auto_launch(trace: Any, ops: pd.DataFrame) -> None:
+    """The launch ops (``cluster_0_1/xla_compile``...) of auto-clustered clusters name their
+    cluster, as in graph mode (``sources.xla_graph``)."""
+    launch_types = dict(zip(trace.ops["op"].tolist(), trace.ops["type"].tolist(), strict=True))
+    compiles = [n for n, t in launch_types.items() if t == "_XlaCompile" and "/" in n]
+    clusters = []
+    for name, rows in ops.groupby("function", sort=False):
+        prefixes = [
+            n.rsplit("/", 1)[0] for n in compiles if n.rsplit("/", 1)[0].rsplit("_", 1)[0] == name
+        ]
+        if not prefixes or not rows["reason"].str.contains("auto-clustering").any():
+            continue
+        why = auto_why()
+        for prefix in prefixes:
+            cluster = GraphCluster(str(name), prefix, str(rows["device"].iloc[0]), why)
+            cluster.launch = {n: t for n, t in launch_types.items() if n.startswith(prefix + "/")}
+            cluster.ops = rows["op"].tolist()
+            clusters.append(cluster)
+    if clusters:
+        explain_launch(trace, clusters)
 
 
 def user_lines(ctx: Any, function: str) -> dict[str, str]:

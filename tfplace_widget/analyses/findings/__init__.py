@@ -22,8 +22,8 @@ What can be known depends on the trace:
   the parameter servers' idleness is expected, not an ``idle_device``.
 
 The rules live by family: ``fallbacks`` (cpu_fallback), ``placement`` (soft_move,
-host_memory_on_gpu, xla_hidden, merged_runs), ``costly`` (costly_transfer), ``transfers`` (ping_pong, cross_task_transfer) and
-``timing`` (idle_device), ``xla`` (xla_time: where an XLA cluster's time went), over what ``context`` reads off the trace; here they are run, each
+host_memory_on_gpu, merged_runs), ``costly`` (costly_transfer), ``transfers`` (ping_pong, cross_task_transfer) and
+``timing`` (idle_device), ``xla`` (xla_time: where an XLA cluster's time went; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
 kind capped at ``MAX_PER_KIND`` and the frame built.
 """
 
@@ -48,7 +48,6 @@ from .placement import (
     find_host_memory_on_gpu,
     find_merged_runs,
     find_soft_moves,
-    find_xla_hidden,
 )
 from .timing import BUSY_SHARE, IDLE_SHARE, find_idle_devices
 from .transfers import (
@@ -57,7 +56,7 @@ from .transfers import (
     find_cross_task_transfers,
     find_ping_pongs,
 )
-from .xla import find_xla_time
+from .xla import find_xla_hidden, find_xla_time
 
 __all__ = [
     "BUSY_SHARE",

@@ -1,6 +1,6 @@
 """Findings about where ops went: ``soft_move`` (a request the placer overrode),
-``host_memory_on_gpu`` (GPU ops that compute in host memory), ``xla_hidden`` and
-``merged_runs``: each costs copies or GPU time. ``cpu_fallback`` is ``fallbacks``'."""
+``host_memory_on_gpu`` (GPU ops that compute in host memory) and ``merged_runs``: each costs
+copies or GPU time. ``cpu_fallback`` is ``fallbacks``', ``xla_hidden`` ``xla``'s."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from .fallbacks import gpu_cast, is_string_op
 
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _INTEGERS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
-_XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 
 
 def find_merged_runs(context: Context) -> list[Finding]:
@@ -268,30 +267,6 @@ def _host_memory_seen(context: Context) -> list[Finding]:
             ),
             {"ops": len(names), "copies": copies},
             (0.0, 0.0, float(copies)),
-        )
-    ]
-
-
-def find_xla_hidden(context: Context) -> list[Finding]:
-    """Graph-mode XLA clusters (``_XlaCompile``/``_XlaRun``, ``XlaLaunch``): their ops are not
-    in the trace. Clusters a TF2 trace ran are not hidden: their ops are in ``trace.ops``
-    (``how="xla"``) and their instructions in ``trace.xla``."""
-    clusters = [n for n, t in context.type_of.items() if t in _XLA_TYPES]
-    if not clusters:
-        return []
-    message = (
-        "XLA compiled this step into clusters, so the ops inside are not placed one by one "
-        "and their devices cannot be checked: trace it with jit_compile=False (Keras: "
-        "model.compile(..., jit_compile=False)) to see them."
-    )
-    return [
-        Finding(
-            "xla_hidden",
-            "info",
-            clusters,
-            message,
-            {"clusters": len(clusters)},
-            (summed_duration(context, clusters), 0.0, float(len(clusters))),
         )
     ]
 
