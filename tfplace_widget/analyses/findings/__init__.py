@@ -11,7 +11,8 @@ What can be known depends on the trace:
 - a trace with the kernel columns (``gpu_kernel`` not ``"NA"``: traced here, with its graph)
   predicts where each op would run on a machine with one GPU, so a CPU-only trace already says
   which ops would fall back to the CPU there (``cpu_fallback``, ``ping_pong``,
-  ``host_memory_on_gpu``);
+  ``host_memory_on_gpu``): those findings are ``predicted`` (as are all of predict_placement's
+  trace), come after the measured ones, and every view shows them under ``PREDICTED_HEADER``;
 - a trace recorded on a GPU machine shows it: ops that ran on the CPU beside a GPU. Loaded
   without its graph, why is unknown, and the message says so instead of guessing;
 - a merge of several runs (``GPU_timeline_03_merged_5_runs``) can list the same op on the GPU
@@ -117,8 +118,10 @@ def finding_groups(findings: pd.DataFrame, trace: Any = None) -> list[tuple[str,
 
 
 def find_findings(trace: Any) -> pd.DataFrame:
-    """Every finding of ``trace`` (a :class:`~tfplace_widget.model.trace.PlacementTrace`), sorted by
-    severity, then cost (time, then bytes, then op count), as a DataFrame with ``COLUMNS``.
+    """Every finding of ``trace`` (a :class:`~tfplace_widget.model.trace.PlacementTrace`) as a
+    DataFrame with ``COLUMNS``: those measured in this run first, then those ``predicted`` for
+    a machine with a GPU the trace did not run on, each group sorted by severity, then cost
+    (time, then bytes, then op count).
 
     Empty (with those columns) when nothing is worth changing. Raises ``TypeError`` for an
     object without the trace's ``ops`` / ``events`` / ``transfers`` frames.
