@@ -78,7 +78,11 @@ def _one(findings: pd.DataFrame, kind: str, op: str) -> pd.Series:
 def test_the_frame_has_its_columns_and_is_sorted_by_severity(classic_findings):
     assert list(classic_findings.columns) == COLUMNS
     assert set(classic_findings["kind"]) <= set(KINDS)
-    ranks = [SEVERITIES.index(s) for s in classic_findings["severity"]]
+    # the measured ones first, then the predicted ones (issue 24), each group worst first
+    ranks = [
+        (bool(p), SEVERITIES.index(s))
+        for p, s in zip(classic_findings["predicted"], classic_findings["severity"], strict=True)
+    ]
     assert ranks == sorted(ranks)
     for row in classic_findings.itertuples():
         assert row.ops and all(isinstance(op, str) for op in row.ops)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tfplace_widget.analyses.findings import PREDICTED_HEADER, PREDICTION_HEADER
+
 from .conftest import SCREENSHOTS, write_notebook
 
 CELLS = [
@@ -54,6 +56,11 @@ def test_clicking_a_finding_filters_the_table_and_timeline(lab, jupyter_lab):
     assert "tfplace-severity-high" in severities[0]
     title = panel.locator(".tfplace-findings-title").inner_text()
     assert title.startswith(f"\u25be Findings: {findings.count()}")
+    # Two CPUs, no GPU: every finding is a prediction for a machine with one, under the header
+    # that says so (issue 24), above the first of them.
+    header = panel.locator(".tfplace-findings-group")
+    assert header.all_inner_texts() == [PREDICTED_HEADER]
+    assert header.bounding_box()["y"] < findings.first.bounding_box()["y"]
     panel.scroll_into_view_if_needed()
     panel.screenshot(path=str(SCREENSHOTS / "findings-panel.png"))
 
@@ -91,5 +98,7 @@ def test_clicking_a_finding_filters_the_table_and_timeline(lab, jupyter_lab):
     assert panel.locator(".tfplace-table tbody tr[data-op='int_matmul']").count() == 1
     devices = panel.locator(".tfplace-table tbody td[data-column='device']").all_inner_texts()
     assert "GPU:0" in devices and "CPU:0" in devices, devices
+    # predict_placement's findings: all predicted, under the prediction's own header.
+    assert panel.locator(".tfplace-findings-group").all_inner_texts() == [PREDICTION_HEADER]
     panel.screenshot(path=str(SCREENSHOTS / "findings-panel-predicted.png"))
     assert not [e for e in lab.console_errors if "tfplace" in e.lower()]

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_findings_predicted import copy_and_int_matmul
 
 from tfplace_widget import PlacementTrace
+from tfplace_widget.analyses.findings import MEASURED_HEADER, PREDICTED_HEADER
 from tfplace_widget.export.html import SEARCH_JS, write_html
 from tfplace_widget.rendering.search import match_names
 
@@ -380,3 +382,45 @@ def test_report_from_the_keyboard_and_at_800_px(open_report, tmp_path):
     tabindexes = page.locator(".modebar-btn").evaluate_all("(b) => b.map((x) => x.tabIndex)")
     assert tabindexes and all(t == -1 for t in tabindexes), tabindexes
     page.screenshot(path=str(SCREENSHOTS / "html-report-keyboard.png"), full_page=True)
+
+
+# -- findings (issue 24) -----------------------------------------------------------------------
+# The findings section in document order: each header's text and each finding's kind.
+SECTION_JS = """() => Array.from(
+    document.querySelectorAll('#tfplace-findings .tfplace-findings-group, #tfplace-findings button'),
+    (n) => n.tagName === 'BUTTON' ? 'finding:' + n.dataset.kind : 'header:' + n.textContent)"""
+ROWS_JS = """() => Array.from(document.querySelectorAll('#tfplace-table tbody tr'), (r) => r.dataset.op)"""
+
+
+def test_the_report_groups_predicted_findings_and_a_click_filters(
+    tf, trace_placement, open_report, tmp_path
+):
+    trace = trace_placement(lambda: copy_and_int_matmul(tf), device_count={"CPU": 2})
+    report = open_report(write_html(trace, tmp_path / "cpu.html"))
+    page = report.page
+    section = page.evaluate(SECTION_JS)
+    headers = [s for s in section if s.startswith("header:")]
+    assert headers == [f"header:{MEASURED_HEADER}", f"header:{PREDICTED_HEADER}"], section
+    predicted_at = section.index(f"header:{PREDICTED_HEADER}")
+    assert "finding:costly_transfer" in section[1:predicted_at]
+    assert {"finding:cpu_fallback", "finding:ping_pong"} <= set(section[predicted_at:])
+    page.locator("#tfplace-findings").screenshot(path=str(SCREENSHOTS / "html-report-findings.png"))
+    every = page.evaluate(ROWS_JS)
+    fallback = page.locator("#tfplace-findings button[data-kind='cpu_fallback']")
+    fallback.focus()
+    page.keyboard.press("Enter")  # a button: the keyboard reaches it, Enter clicks
+    page.wait_for_function(f"(n) => ({ROWS_JS})().length < n", arg=len(every))
+    rows = set(page.evaluate(ROWS_JS))
+    finding = trace.findings[trace.findings["kind"] == "cpu_fallback"].iloc[0]
+    assert "int_matmul" in rows and rows <= set(finding["ops"]), rows
+    assert fallback.get_attribute("aria-pressed") == "true"
+    fallback.click()  # again: every op
+    page.wait_for_function(f"(n) => ({ROWS_JS})().length === n", arg=len(every))
+
+
+def test_a_gpu_trace_report_draws_no_header(open_report, tmp_path):
+    trace = PlacementTrace.from_chrome_trace(GPU_TRACES_DIR / "kittibox" / "timeline_01.json")
+    report = open_report(write_html(trace, tmp_path / "gpu.html"))
+    section = report.page.evaluate(SECTION_JS)
+    assert len(section) == len(trace.findings) > 0
+    assert all(s.startswith("finding:") for s in section), section

@@ -2,10 +2,12 @@
 
 The file opens from disk in any current browser, offline: no server, no kernel, nothing
 fetched. It holds the panel's header (``panel_html.header_html``), the device chips, the
-search box (the panel's rules, ported to JavaScript: ``SEARCH_JS``), "showing N of M ops",
-the timeline and the op table, and works like the panel: typing narrows the table and
-outlines the matching bars (the rest dimmed), a chip or the op-type menu keeps only those
-ops, a click on a row rings the op in the timeline and a click on a bar picks its op.
+search box (the panel's rules, ported to JavaScript: ``SEARCH_JS``), the findings,
+"showing N of M ops", the timeline and the op table, and works like the panel: typing narrows
+the table and outlines the matching bars (the rest dimmed), a chip, a finding or the op-type
+menu keeps only those ops, a click on a row rings the op in the timeline and a click on a bar
+picks its op. The findings measured in this run come first; those predicted for a machine with
+a GPU that the run did not have follow under a header of their own (``finding_groups``).
 
 How it is built, so that it stays the panel's picture:
 
@@ -47,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from .. import static
+from ..analyses.findings import finding_groups
 from ..analyses.summary import device_summaries, format_us
 from ..model.devices import name_in_task, short_device, task_of, tasks_of
 from ..rendering.arrays import as_base64, encode
@@ -60,6 +63,7 @@ from ..rendering.figure import (
 from ..rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, TABLE_WIDTHS, header_html
 from ..rendering.plotly_js import plotly_js_path
 from ..rendering.search import SEARCH_HELP, SEARCH_PLACEHOLDER
+from ..rendering.snapshot import SEVERITY_COLORS
 from .output import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,6 +127,7 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             "<main class='tfplace-report'>\n",
             f"<header id='tfplace-header'>{header}</header>\n",
             "<div id='tfplace-chips'></div>\n",
+            "<section id='tfplace-findings' aria-label='findings'></section>\n",
             "<div class='tfplace-controls'>",
             "<input id='tfplace-search' type='search' aria-label='search op names' ",
             f"placeholder='{html.escape(SEARCH_PLACEHOLDER)}' title='{html.escape(SEARCH_HELP)}' ",
@@ -216,6 +221,48 @@ def report_data(
             "layout": encode(figure.layout, as_base64),
         },
         "timeline": _timeline_map(trace, figure),
+        **findings_data(trace),
+    }
+
+
+def findings_data(trace: PlacementTrace) -> dict[str, Any]:
+    """The report's findings: ``findings``, one dict per finding in ``trace.findings``'s order
+    (the measured ones first), with ``group``, the header the page draws above the first of
+    each group ("" for measured findings alone), and ``rows``, the table rows of its ops (a
+    click keeps only those); ``findings_note`` says why there are none when finding them
+    failed (the rest of the report is still written, as the panel still shows)."""
+    try:
+        found = trace.findings
+    except Exception as exc:  # a failure to find them must not cost the report
+        return {"findings": [], "findings_note": f"could not be computed: {type(exc).__name__}"}
+    rows_of: dict[str, list[int]] = {}
+    for row, name in enumerate(trace.ops["op"].astype(str)):
+        rows_of.setdefault(name, []).append(row)
+    group_of = {i: header for header, rows in finding_groups(found, trace) for i in rows.index}
+    predicted = found["predicted"] if "predicted" in found else [False] * len(found)
+    return {
+        "findings": [
+            {
+                "kind": str(kind),
+                "severity": str(severity),
+                "color": SEVERITY_COLORS.get(str(severity), "#777777"),
+                "message": str(message),
+                "count": len(ops),
+                "rows": sorted({row for op in ops for row in rows_of.get(str(op), ())}),
+                "predicted": bool(marked),
+                "group": group_of.get(index, ""),
+            }
+            for index, kind, severity, message, ops, marked in zip(
+                found.index,
+                found["kind"],
+                found["severity"],
+                found["message"],
+                found["ops"],
+                predicted,
+                strict=True,
+            )
+        ],
+        "findings_note": "",
     }
 
 

@@ -33,7 +33,8 @@ XLA_COLUMNS = [
     "source",
 ]
 TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "cross_task"]
-FINDINGS_COLUMNS = ["kind", "severity", "ops", "message", "evidence"]
+# predicted: a prediction about a machine with a GPU the trace did not run on (issue 24)
+FINDINGS_COLUMNS = ["kind", "severity", "ops", "message", "evidence", "predicted"]
 SEVERITIES = ("high", "medium", "info")
 FINDING_KINDS = (
     "cpu_fallback",

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .. import static
+from ..analyses.findings import finding_groups
 from ..analyses.summary import device_summaries, format_us
 from ..model.devices import short_device
 from ..model.trace import PlacementTrace
@@ -65,7 +66,7 @@ def panel_snapshot_html(
         snapshot_note("panel", shown, len(trace.ops)),
         header_html(trace, notes),
         chips_html(trace),
-        findings_html(findings, findings_note),
+        findings_html(findings, findings_note, trace=trace),
         timeline_svg(figure) if figure is not None else "",
         table_html(
             [label for _, label in TABLE_COLUMNS],
@@ -144,35 +145,41 @@ def chips_html(trace: PlacementTrace) -> str:
     return f"<div class='tfplace-snapshot-chips'>{''.join(chips)}</div>"
 
 
-def findings_html(findings: pd.DataFrame | None, note: str = "") -> str:
-    """The first ``MAX_FINDINGS`` findings, worst first as found, with how many are left out."""
+def findings_html(
+    findings: pd.DataFrame | None, note: str = "", *, trace: PlacementTrace | None = None
+) -> str:
+    """The first ``MAX_FINDINGS`` findings, worst first as found, with how many are left out:
+    those measured in this run, then, under their own header (``finding_groups``), those
+    predicted for a machine with a GPU that ``trace`` did not run on."""
     if findings is None:
         why = f" ({html.escape(note)})" if note else ""
         return f"<div><b>Findings:</b> not in this snapshot{why}</div>"
     if not len(findings):
         return "<div><b>Findings:</b> none</div>"
-    items = []
-    for kind, severity, message, ops in zip(
-        findings["kind"].head(MAX_FINDINGS),
-        findings["severity"].head(MAX_FINDINGS),
-        findings["message"].head(MAX_FINDINGS),
-        findings["ops"].head(MAX_FINDINGS),
-        strict=True,
-    ):
-        color = SEVERITY_COLORS.get(str(severity), "#777777")
-        count = len(ops)
-        items.append(
-            f"<li style='border-left-color:{color}'><span class='tfplace-snapshot-badge' "
-            f"style='background:{color}'>{html.escape(str(severity))}</span>"
-            f"<code>{html.escape(str(kind))}</code>{html.escape(_cut(str(message), MAX_MESSAGE))}"
-            f" <span style='opacity:.7'>({count:,} op{'s' if count != 1 else ''})</span></li>"
+    lists = []
+    for header, rows in finding_groups(findings.head(MAX_FINDINGS), trace):
+        items = []
+        for kind, severity, message, ops in zip(
+            rows["kind"], rows["severity"], rows["message"], rows["ops"], strict=True
+        ):
+            color = SEVERITY_COLORS.get(str(severity), "#777777")
+            count = len(ops)
+            items.append(
+                f"<li style='border-left-color:{color}'><span class='tfplace-snapshot-badge' "
+                f"style='background:{color}'>{html.escape(str(severity))}</span>"
+                f"<code>{html.escape(str(kind))}</code>"
+                f"{html.escape(_cut(str(message), MAX_MESSAGE))}"
+                f" <span style='opacity:.7'>({count:,} op{'s' if count != 1 else ''})</span></li>"
+            )
+        title = (
+            f"<div class='tfplace-snapshot-findings-group'><b>{html.escape(header)}</b></div>"
+            if header
+            else ""
         )
-    more = len(findings) - len(items)
+        lists.append(f"{title}<ul class='tfplace-snapshot-findings'>{''.join(items)}</ul>")
+    more = len(findings) - min(len(findings), MAX_FINDINGS)
     tail = f"<div style='opacity:.7'>and {more:,} more findings</div>" if more > 0 else ""
-    return (
-        f"<div><b>Findings</b> ({len(findings):,})</div>"
-        f"<ul class='tfplace-snapshot-findings'>{''.join(items)}</ul>{tail}"
-    )
+    return f"<div><b>Findings</b> ({len(findings):,})</div>{''.join(lists)}{tail}"
 
 
 def table_html(labels: Sequence[str], cells: Sequence[Sequence[str]], colors: Sequence[str]) -> str:

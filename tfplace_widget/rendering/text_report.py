@@ -85,6 +85,23 @@ def severity_style(value: str) -> tuple[str, ...]:
     return {"high": ("red", "bold"), "medium": ("yellow",)}.get(value, ())
 
 
+def _print_findings(out: TextOutput, trace: PlacementTrace, shown: Any) -> None:
+    """``shown`` (the first rows of ``trace.findings``) in a table per group: those measured in
+    this run, then, under a header of their own, the predictions for a machine with a GPU, so
+    that a CPU-only run's "would run on the CPU" never reads as what ran."""
+    from ..analyses.findings import finding_groups
+
+    for header, rows in finding_groups(shown, trace):
+        if header:
+            out.line(out.style(f"  {header}:", "bold"))
+        out.table(
+            [[str(r.severity), str(r.kind), str(r.message)] for r in rows.itertuples()],
+            ["severity", "kind", "message"],
+            styles={0: severity_style},
+            indent="    " if header else "  ",
+        )
+
+
 def print_summary(
     trace: PlacementTrace,
     out: TextOutput,
@@ -182,13 +199,10 @@ def print_summary(
             more = f", the first {len(shown)}; --findings {len(found)} lists all"
         else:
             more = ""
-        out.heading(f"Findings: {len(found)} (worst first{more})")
-        if len(shown):
-            out.table(
-                [[str(r.severity), str(r.kind), str(r.message)] for r in shown.itertuples()],
-                ["severity", "kind", "message"],
-                styles={0: severity_style},
-            )
+        both = "predicted" in found and 0 < int(found["predicted"].sum()) < len(found)
+        order = "measured first, each group worst first" if both else "worst first"
+        out.heading(f"Findings: {len(found)} ({order}{more})")
+        _print_findings(out, trace, shown)
 
     if not search and not list_ops:
         return

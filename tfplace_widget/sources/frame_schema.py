@@ -183,6 +183,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         "ops": _op_lists,
         "message": _text,
         "evidence": _evidence,
+        "predicted": _flag,
     }
     assert list(findings) == FINDINGS_COLUMNS
     xla = dict.fromkeys(XLA_COLUMNS, _text)
@@ -200,6 +201,8 @@ OPTIONAL = {
     # xla_op: added on load to files written before it (and absent from predictions)
     "ops": {"predicted_device": _text, "traced_device": _text, "xla_op": _text_or_missing},
     "transfers": {"cross_task": _flag, "predicted": _flag, "copy": _text},
+    # predicted: absent from files written before it (their findings are found again)
+    "findings": {"predicted": _flag},
 }
 
 

@@ -125,8 +125,12 @@ def load(path: str | os.PathLike) -> PlacementTrace:
             trace.facts = reader.facts()
         if "frames/findings.json" in reader.names and _written_here(manifest):
             # Another version's findings are found again (from facts.json, on first use):
-            # the analyses change between versions, the placement they read does not.
-            trace.__dict__["_findings_cache"] = reader.frame("findings")
+            # the analyses change between versions, the placement they read does not. So are
+            # those saved without the ``predicted`` column (issue 24): which are predictions
+            # is not in them.
+            findings = reader.frame("findings")
+            if "predicted" in findings:
+                trace.__dict__["_findings_cache"] = findings
         trace.raw = {name[len("raw/") :]: reader.read(name) for name in _raw_members(reader.names)}
     return trace
 

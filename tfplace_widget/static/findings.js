@@ -2,6 +2,8 @@
 // Space opens or collapses the list) and each finding (Enter or Space shows only its ops, again
 // shows every op); each is a toggle button to screen readers, with the finding as its name.
 // A list taller than its box says how many findings are below, and the hint scrolls to them.
+// Each item's `group` is the header drawn above the first finding of its group (the measured
+// ones, then those predicted for a machine with a GPU); "" draws none (measured ones alone).
 const count = (n) => n.toLocaleString("en-US");
 
 function onActivate(node, action) {
@@ -52,6 +54,15 @@ function render({ model, el }) {
     const list = document.createElement("ol");
     list.className = "tfplace-findings-list";
     items.forEach((item, i) => {
+      if (item.group && (i === 0 || items[i - 1].group !== item.group)) {
+        const head = document.createElement("li");
+        head.className = "tfplace-findings-group"
+          + (item.predicted ? " tfplace-findings-group-predicted" : "");
+        head.setAttribute("role", "heading");
+        head.setAttribute("aria-level", "4");
+        head.textContent = item.group;  // textContent, as the messages
+        list.appendChild(head);
+      }
       const li = document.createElement("li");
       li.className = "tfplace-finding tfplace-severity-" + item.severity;
       if (i === selected) li.classList.add("tfplace-selected");
@@ -94,7 +105,9 @@ function render({ model, el }) {
       if (!list.clientHeight) return;  // not laid out yet: the observer calls again
       const bottom = list.scrollTop + list.clientHeight;
       let below = 0;
-      for (const li of list.children) if (li.offsetTop + li.offsetHeight / 2 > bottom) below++;
+      for (const li of list.querySelectorAll(".tfplace-finding")) {
+        if (li.offsetTop + li.offsetHeight / 2 > bottom) below++;
+      }
       more.hidden = below === 0;
       more.textContent = `\u25BE ${count(below)} more ${below === 1 ? "finding" : "findings"} below`;
     };

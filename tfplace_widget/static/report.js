@@ -32,7 +32,8 @@ const names = columns.op;
 const lowered = names.map((name) => name.toLowerCase());
 const el = (id) => document.getElementById(id);
 const state = { text: DATA.search, regex: false, caseSensitive: false, devices: new Set(),
-                type: "", sortBy: "start_us", ascending: true, page: 0, selected: -1 };
+                type: "", sortBy: "start_us", ascending: true, page: 0, selected: -1,
+                finding: -1 };
 let visible = new Int32Array(0);
 let opMask = new Uint8Array(total);
 
@@ -374,6 +375,78 @@ function renderChips() {
   box.replaceChildren(...groups.map((group) => group.row));
 }
 
+// -- findings (export/html.py findings_data) --------------------------------------------------
+// One button per finding, as the panel's list (static/findings.js): a click (or Enter/Space)
+// keeps only its ops, again shows every op. The measured ones come first; a group's header
+// (finding.group) is drawn above its first finding: those predicted for a machine with a GPU
+// that this run did not have are under one saying so, never read as what ran.
+const findingRows = DATA.findings.map((finding) => new Set(finding.rows));
+
+function renderFindings() {
+  const box = el("tfplace-findings");
+  const title = document.createElement("div");
+  title.style.fontWeight = "600";
+  const found = DATA.findings;
+  if (!found.length) {
+    title.textContent = "Findings: " + (DATA.findings_note || "none");
+    box.replaceChildren(title);
+    return;
+  }
+  const bySeverity = {};
+  for (const f of found) bySeverity[f.severity] = (bySeverity[f.severity] || 0) + 1;
+  const counts = ["high", "medium", "info"].filter((s) => bySeverity[s])
+    .map((s) => `${count(bySeverity[s])} ${s}`).join(", ");
+  title.textContent = `Findings: ${count(found.length)} (${counts})`;
+  const parts = [title];
+  found.forEach((finding, i) => {
+    if (finding.group && (i === 0 || found[i - 1].group !== finding.group)) {
+      const head = document.createElement("div");
+      head.className = "tfplace-findings-group";
+      head.setAttribute("role", "heading");
+      head.setAttribute("aria-level", "3");
+      head.style.cssText = "font-weight:600;font-size:12px;padding:6px 6px 2px;"
+        + "border-bottom:1px " + (finding.predicted ? "dashed" : "solid") + " var(--border);"
+        + (finding.predicted ? "font-style:italic;" : "");
+      head.textContent = finding.group;
+      parts.push(head);
+    }
+    const button = document.createElement("button");
+    button.className = "tfplace-finding";
+    button.dataset.index = String(i);
+    button.dataset.kind = finding.kind;
+    button.style.cssText = "display:flex;gap:8px;align-items:baseline;width:100%;text-align:left;"
+      + "font:inherit;color:inherit;background:transparent;cursor:pointer;padding:3px 6px;border:0;"
+      + `border-bottom:1px solid var(--border3);border-left:4px solid ${finding.color};`;
+    if (state.finding === i) button.style.background = "var(--selected)";
+    button.setAttribute("aria-pressed", String(state.finding === i));
+    const badge = document.createElement("span");
+    badge.textContent = finding.severity;
+    badge.style.cssText = "flex:none;min-width:4.2em;text-align:center;border-radius:3px;"
+      + `padding:0 4px;font-size:11px;font-weight:600;color:#fff;background:${finding.color};`;
+    const kind = document.createElement("code");
+    kind.textContent = finding.kind;
+    kind.style.cssText = "flex:none;font-size:11px;opacity:.8;";
+    const text = document.createElement("span");
+    text.className = "tfplace-finding-message";
+    text.style.flex = "1 1 auto";
+    text.textContent = finding.message;  // textContent: op names are never parsed as HTML
+    const ops = document.createElement("span");
+    ops.textContent = count(finding.count) + (finding.count === 1 ? " op" : " ops");
+    ops.style.cssText = "flex:none;opacity:.7;font-size:11px;";
+    button.append(badge, kind, text, ops);
+    button.title = state.finding === i ? "Click to show every op again"
+      : `Click to show only its ${ops.textContent} in the table and timeline`;
+    button.addEventListener("click", () => {
+      state.finding = state.finding === i ? -1 : i;
+      renderFindings();
+      el("tfplace-findings").querySelector(`button[data-index="${i}"]`)?.focus();
+      update(true);
+    });
+    parts.push(button);
+  });
+  box.replaceChildren(...parts);
+}
+
 function renderDetails() {
   const box = el("tfplace-details");
   const row = state.selected;
@@ -418,6 +491,7 @@ function update(fromFilters) {
   for (let i = 0; i < total; i++) {
     if (mask[i] && state.devices.size && !state.devices.has(devices[i])) mask[i] = 0;
     if (mask[i] && typeCode >= 0 && types[i] !== typeCode) mask[i] = 0;
+    if (mask[i] && state.finding >= 0 && !findingRows[state.finding].has(i)) mask[i] = 0;
   }
   opMask = mask;
   const order = sortOrder();
@@ -427,7 +501,8 @@ function update(fromFilters) {
   visible = kept.subarray(0, n);
   if (fromFilters) state.page = 0;
   renderTable();
-  const filtering = Boolean(state.text) || state.devices.size > 0 || state.type !== "";
+  const filtering = Boolean(state.text) || state.devices.size > 0 || state.type !== ""
+    || state.finding >= 0;
   if (fromFilters) { highlight(filtering); drawTimeline(); }
   const outlined = matchesTotal > matchesShown
     ? ` \u00b7 timeline outlines ${count(matchesShown)} of ${count(matchesTotal)} matching bars` : "";
@@ -457,6 +532,7 @@ async function start() {
   }
   typeMenu.addEventListener("change", () => { state.type = typeMenu.value; later(); });
   renderChips();
+  renderFindings();
   update(true);
   document.body.dataset.tableMs = performance.now().toFixed(1);  // for benchmarks and tests
   await plotlyReady;

@@ -3,7 +3,9 @@
 A small anywidget: the kernel sends the findings as plain rows (``items``); a click sets
 ``selected`` (the finding's index, ``-1`` for none), which the panel turns into a filter on the
 finding's ops. With no findings it is one line, "Findings: none", collapsed to that count; a
-click on the title collapses or opens the list. Messages are drawn with ``textContent``: op names
+click on the title collapses or opens the list. Findings predicted for a machine with a GPU
+that the trace did not run on come after the measured ones, under a header of their own (each
+item's ``group``: ``analyses.findings.finding_groups``), so that none reads as what ran. Messages are drawn with ``textContent``: op names
 are never parsed as HTML. The view never runs TensorFlow: it shows ``trace.findings``.
 The browser's side: ``static/findings.js`` and ``findings.css``.
 """
@@ -15,6 +17,7 @@ import pandas as pd
 import traitlets
 
 from .. import static
+from ..analyses.findings import finding_groups
 
 
 class FindingsList(anywidget.AnyWidget):
@@ -34,30 +37,41 @@ class FindingsList(anywidget.AnyWidget):
             self.selected, self.items, self.counts, self.expanded = -1, [], "", False
             self.note = note
 
-    def show(self, findings: pd.DataFrame) -> None:
-        """Put ``findings`` (a ``trace.findings`` frame) on screen, nothing selected."""
+    def show(self, findings: pd.DataFrame, trace: object = None) -> None:
+        """Put ``findings`` (``trace.findings``) on screen, nothing selected; ``trace`` words
+        the predicted findings' header (a CPU-only run's, or predict_placement's)."""
         with self.hold_sync():
             self.selected = -1
             self.note = ""
-            self.items = finding_items(findings)
+            self.items = finding_items(findings, trace)
             self.counts = severity_counts(findings)
             self.expanded = bool(self.items)
 
 
-def finding_items(findings: pd.DataFrame) -> list[dict]:
-    """One plain dict per finding, what the browser draws (``ops`` stay in the kernel)."""
+def finding_items(findings: pd.DataFrame, trace: object = None) -> list[dict]:
+    """One plain dict per finding, in the frame's order (``selected`` is a row of it), what
+    the browser draws (``ops`` stay in the kernel): ``predicted`` and ``group``, the header
+    the browser draws above the first finding of each group ("" for measured findings alone)."""
+    group_of = {
+        index: header for header, rows in finding_groups(findings, trace) for index in rows.index
+    }
+    predicted = findings["predicted"] if "predicted" in findings else [False] * len(findings)
     return [
         {
             "kind": str(kind),
             "severity": str(severity),
             "message": str(message),
             "count": len(ops),
+            "predicted": bool(marked),
+            "group": group_of.get(index, ""),
         }
-        for kind, severity, message, ops in zip(
+        for index, kind, severity, message, ops, marked in zip(
+            findings.index,
             findings["kind"],
             findings["severity"],
             findings["message"],
             findings["ops"],
+            predicted,
             strict=True,
         )
     ]

@@ -382,7 +382,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
             self._show_message(self._findings_error, kind="warning")
             return
         self._findings_frame = findings
-        self.findings_view.show(findings)
+        self.findings_view.show(findings, self.trace)
 
     def _render_chips(self) -> None:
         trace = self.trace

@@ -11,7 +11,8 @@ What can be known depends on the trace:
 - a trace with the kernel columns (``gpu_kernel`` not ``"NA"``: traced here, with its graph)
   predicts where each op would run on a machine with one GPU, so a CPU-only trace already says
   which ops would fall back to the CPU there (``cpu_fallback``, ``ping_pong``,
-  ``host_memory_on_gpu``);
+  ``host_memory_on_gpu``): those findings are ``predicted`` (as are all of predict_placement's
+  trace), come after the measured ones, and every view shows them under ``PREDICTED_HEADER``;
 - a trace recorded on a GPU machine shows it: ops that ran on the CPU beside a GPU. Loaded
   without its graph, why is unknown, and the message says so instead of guessing;
 - a merge of several runs (``GPU_timeline_03_merged_5_runs``) can list the same op on the GPU
@@ -71,16 +72,55 @@ __all__ = [
     "NETWORK_MEDIUM_BYTES",
     "SEVERITIES",
     "TOP_TRANSFERS",
+    "MEASURED_HEADER",
+    "PREDICTED_HEADER",
+    "PREDICTION_HEADER",
     "find_findings",
+    "finding_groups",
+    "group_header",
 ]
 
 COLUMNS = FINDINGS_COLUMNS
 MAX_PER_KIND = 8  # findings of one kind; the rest become one line
 
+# The headers every view (panel, HTML report, ``tfplace show``, the static snapshot) shows the
+# findings under: a CPU-only run's findings about a GPU machine read as the predictions they
+# are, not as what this run did. The measured ones get theirs only when both groups exist.
+MEASURED_HEADER = "Measured in this run"
+PREDICTED_HEADER = "Predicted for a machine with a GPU (this run had none)"
+PREDICTION_HEADER = "Predicted for a machine with a GPU (predict_placement's: nothing ran)"
+
+
+def group_header(trace: Any, predicted: bool) -> str:
+    """The header of ``trace``'s measured (``predicted=False``) or predicted findings."""
+    if not predicted:
+        return MEASURED_HEADER
+    return PREDICTION_HEADER if getattr(trace, "predicted", False) else PREDICTED_HEADER
+
+
+def finding_groups(findings: pd.DataFrame, trace: Any = None) -> list[tuple[str, pd.DataFrame]]:
+    """``findings`` (a ``trace.findings`` frame) as the views show them: ``(header, rows)``
+    per group, the measured ones first; the header is ``""`` for measured findings alone
+    (nothing to tell apart). A frame without the ``predicted`` column (one made by hand, or
+    read from an older file) is all measured. Rows keep their index: the finding's position."""
+    if not len(findings):
+        return []
+    if "predicted" in findings:
+        marked = findings["predicted"].fillna(False).astype(bool)
+    else:
+        marked = pd.Series(False, index=findings.index)
+    measured, predicted = findings[~marked], findings[marked]
+    if not len(predicted):
+        return [("", measured)]
+    groups = [(group_header(trace, False), measured)] if len(measured) else []
+    return [*groups, (group_header(trace, True), predicted)]
+
 
 def find_findings(trace: Any) -> pd.DataFrame:
-    """Every finding of ``trace`` (a :class:`~tfplace_widget.model.trace.PlacementTrace`), sorted by
-    severity, then cost (time, then bytes, then op count), as a DataFrame with ``COLUMNS``.
+    """Every finding of ``trace`` (a :class:`~tfplace_widget.model.trace.PlacementTrace`) as a
+    DataFrame with ``COLUMNS``: those measured in this run first, then those ``predicted`` for
+    a machine with a GPU the trace did not run on, each group sorted by severity, then cost
+    (time, then bytes, then op count).
 
     Empty (with those columns) when nothing is worth changing. Raises ``TypeError`` for an
     object without the trace's ``ops`` / ``events`` / ``transfers`` frames.
@@ -136,14 +176,19 @@ def _capped(found: list[Finding]) -> list[Finding]:
                 ),
                 {"findings": len(rest), "ops": len(set(ops)), "duration_us": cost[0]},
                 (-1.0, -1.0, -1.0),  # last of its severity: after the ones it summarises
+                predicted=all(f.predicted for f in rest),
             )
         )
     return kept
 
 
 def _frame(found: list[Finding]) -> pd.DataFrame:
+    """The findings measured in this run first, then the predicted ones (``predicted``): each
+    group worst first. The views show the groups in this order, under ``group_header``'s."""
     rank = {s: i for i, s in enumerate(SEVERITIES)}
-    found = sorted(found, key=lambda f: (rank[f.severity], *(-c for c in f.cost), f.kind))
+    found = sorted(
+        found, key=lambda f: (f.predicted, rank[f.severity], *(-c for c in f.cost), f.kind)
+    )
     frame = pd.DataFrame(
         {
             "kind": [f.kind for f in found],
@@ -153,6 +198,7 @@ def _frame(found: list[Finding]) -> pd.DataFrame:
             "ops": [f.ops for f in found],
             "message": [f.message for f in found],
             "evidence": [f.evidence for f in found],
+            "predicted": pd.Series([f.predicted for f in found], dtype=bool),
         },
         columns=COLUMNS,
     )

@@ -52,6 +52,10 @@ class Finding:
     message: str
     evidence: dict[str, float | int]
     cost: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (time us, bytes, ops): the sort key
+    # A prediction about a machine with a GPU that the trace did not run on (a CPU-only run's
+    # cpu_fallback, ping_pong, host_memory_on_gpu; every finding of predict_placement's trace),
+    # not something measured: the views show these under a header of their own.
+    predicted: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS or self.severity not in SEVERITIES:
@@ -313,6 +317,12 @@ class Context:
         kernel = self._kernel_facts(name)
         text = getattr(kernel, "attrs", "") if kernel is not None else ""
         return dict(part.split("=", 1) for part in text.split() if "=" in part)
+
+    @property
+    def predicted_trace(self) -> bool:
+        """The trace is predict_placement's: nothing in it was measured, so every finding
+        of it is a prediction."""
+        return bool(getattr(self.trace, "predicted", False))
 
     def on_a_gpu_machine(self) -> str:
         """The words that make a finding about a GPU machine read as the prediction it is,

@@ -226,6 +226,9 @@ def _direction_finding(
         message,
         evidence,
         (seconds, float(moved), float(count)),
+        # a prediction's copies were not measured: every one is predicted (``lead`` words
+        # the CPU <-> GPU ones as such)
+        predicted=context.predicted_trace,
     )
 
 

@@ -128,6 +128,7 @@ def _fallback_finding(context: Context, names: list[str], stretch: set[str]) -> 
         message,
         {"ops": len(names), "gpu_neighbours": copies, "duration_us": duration},
         (duration, 0.0, float(copies)),
+        predicted=context.predicted_view,
     )
 
 
@@ -257,6 +258,7 @@ def _pipeline_finding(context: Context, pipeline: list[str]) -> Finding:
         message,
         {"ops": len(pipeline), "readers": len(readers), "duration_us": duration},
         (duration, 0.0, float(len(pipeline))),
+        predicted=context.predicted_view,
     )
 
 

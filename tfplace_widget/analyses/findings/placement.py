@@ -46,6 +46,7 @@ def find_merged_runs(context: Context) -> list[Finding]:
             ),
             {"ops": len(duplicated), "records": runs},
             (0.0, 0.0, float(len(duplicated))),
+            predicted=context.predicted_trace,
         )
     ]
 
@@ -91,6 +92,7 @@ def find_soft_moves(context: Context) -> list[Finding]:
                 message,
                 {"ops": len(names), "duration_us": duration},
                 (duration, 0.0, float(len(names))),
+                predicted=context.predicted_trace,
             )
         )
     return findings
@@ -185,6 +187,7 @@ def find_host_memory_on_gpu(context: Context) -> list[Finding]:
                 message,
                 {"ops": len(names), "copies": copies, "duration_us": duration},
                 (duration, 0.0, float(len(names))),
+                predicted=context.predicted_view,
             )
         )
     return findings
@@ -267,6 +270,7 @@ def _host_memory_seen(context: Context) -> list[Finding]:
             ),
             {"ops": len(names), "copies": copies},
             (0.0, 0.0, float(copies)),
+            predicted=context.predicted_trace,
         )
     ]
 

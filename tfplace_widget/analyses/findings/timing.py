@@ -82,6 +82,7 @@ def find_idle_devices(context: Context) -> list[Finding]:
                     "span_us": span,
                 },
                 (span - time, 0.0, 0.0),
+                predicted=context.predicted_trace,
             )
         )
     return findings

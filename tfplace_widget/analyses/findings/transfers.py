@@ -278,6 +278,7 @@ def _cross_task_finding(
         message,
         evidence,
         (seconds, float(moved), float(count)),
+        predicted=predicted,
     )
 
 
@@ -345,6 +346,7 @@ def _py_function_finding(context: Context, name: str) -> Finding:
         f"{what} Write the body with TensorFlow ops, or move it into the input pipeline (tf.data).",
         {"copies": len(before) + max(1, len(after)), "duration_us": duration},
         (duration, 0.0, float(len(before) + len(after))),
+        predicted=context.predicted_view,
     )
 
 
@@ -381,6 +383,7 @@ def _ping_pong_finding(
         f"step: {fix}.",
         {"copies": copies, "cpu_ops": len(inside), "duration_us": duration},
         (duration, 0.0, float(copies)),
+        predicted=context.predicted_view,
     )
 
 

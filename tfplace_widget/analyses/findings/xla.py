@@ -56,6 +56,7 @@ def find_xla_hidden(context: Context) -> list[Finding]:
             message,
             {"clusters": len(hidden)},
             (summed_duration(context, hidden), 0.0, float(len(hidden))),
+            predicted=context.predicted_trace,
         )
     ]
 
@@ -102,6 +103,7 @@ def find_xla_time(context: Context) -> list[Finding]:
                     "top_share": round(float(top.iloc[0]) / total, 3) if total else 0.0,
                 },
                 (total, 0.0, float(len(ops))),
+                predicted=context.predicted_trace,
             )
         )
     return findings
