@@ -73,8 +73,10 @@ if TYPE_CHECKING:  # pragma: no cover
 COLUMNS = TABLE_COLUMNS  # the panel's table: the same columns and headings
 _CODED = ("type", "device", "requested_device", "how", "reason")
 _NUMBERS = ("start_us", "duration_us", "runs")
-XLA_COLUMN = ("xla_op", "XLA op")  # in the op table when an op went into an XLA instruction
-XLA_WIDTH = {"share": 0.2, "min_em": 4.5}  # 800 px still shows every column
+XLA_COLUMN = ("xla_op", "XLA")  # in the op table when an op went into an XLA instruction
+# Its width, fixed: its heading (with the sort arrow) fits, and so do the other columns at
+# 800 px when the names and reasons share what is left in proportion to their least widths.
+XLA_WIDTH = {"em": 4.6}
 MAX_XLA_ROWS = 500  # instructions listed in the report's XLA table (the longest)
 GZIP_LEVEL = 6
 FORMAT_VERSION = 1  # of the JSON document in the page (data-version), for tools that read it
@@ -236,7 +238,13 @@ def _table_columns(ops: pd.DataFrame) -> tuple[list[tuple[str, str]], dict[str, 
     name = XLA_COLUMN[0]
     if name not in ops or not ops[name].notna().any():
         return list(COLUMNS), dict(TABLE_WIDTHS)
-    return [*COLUMNS, XLA_COLUMN], {**TABLE_WIDTHS, name: XLA_WIDTH}
+    # One more column leaves the shared ones (op, type, reason) about their least widths at
+    # 800 px: shared in proportion to those, none is pushed past what is left.
+    widths: dict[str, Any] = {
+        column: ({**w, "share": w["min_em"]} if "share" in w else dict(w))
+        for column, w in TABLE_WIDTHS.items()
+    }
+    return [*COLUMNS, XLA_COLUMN], {**widths, name: XLA_WIDTH}
 
 
 def xla_table(trace: PlacementTrace) -> dict[str, Any] | None:

@@ -531,7 +531,10 @@ function renderXla() {
       else td.textContent = value;
       td.title = td.textContent;
       if (numeric.has(name)) td.style.textAlign = "right";
-      else if (name !== "device") td.style.fontFamily = "monospace";
+      if (name !== "device" && !numeric.has(name)) td.style.fontFamily = "monospace";
+      // short values on one line; a long path or instruction name wraps inside the page
+      if (name === "source" || name === "instruction") td.style.overflowWrap = "anywhere";
+      else if (name !== "tf_ops") td.style.whiteSpace = "nowrap";
     }
   }
   box.replaceChildren(title, table);
