@@ -11,7 +11,8 @@ Perfetto UI (ui.perfetto.dev) and chrome://tracing open, using only:
   their device's lane as in ``trace.events``, with ``cat`` "xla": ``args.op`` is the
   instruction's ``kind`` (fusion kind or opcode), ``how`` "xla", and ``cluster``, ``kind``,
   ``tf_ops`` (the TF ops XLA put in it, a list) and ``source`` (the user's ``file:line``, ``""``
-  when unknown) from ``trace.xla``;
+  when unknown) from ``trace.xla`` (read back by ``from_chrome_trace``, each is an op of
+  that type on its lane);
 - ``ph: "M"`` metadata events: ``process_name`` (one process per device, named
   ``<device> Compute`` as ``timeline.py`` names its lanes), ``process_sort_index`` (the panel's
   device order), ``thread_name`` and ``thread_sort_index`` (one thread per lane: ``ops``,

@@ -5,7 +5,12 @@ facts); given a function, the graph is first read from a real run on this machin
 the tracer's job, so this entry point lives in the tracing layer. A trace made with its graph
 goes straight to :func:`~tfplace_widget.analyses.predict.result.predict_trace`.
 ``tfplace_widget.analyses.predict.predict_placement`` still names this function (a lazy
-attribute of that package). Moved out of the former ``analyses/predict.py`` unchanged.
+attribute of that package).
+
+Given a Keras step (``model.train_on_batch``...), :func:`keras_xla` reads how Keras 3 would
+compile it on a machine with a GPU (``jit_compile="auto"`` picks XLA there), before the run,
+so that a prediction with GPUs can say the whole step would be one XLA cluster on one GPU
+(issue 23); that reads Keras objects, so it lives here too.
 """
 
 from __future__ import annotations

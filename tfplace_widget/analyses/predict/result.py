@@ -4,7 +4,9 @@
 (:mod:`.reasons`); :func:`predict_trace` turns a traced :class:`PlacementTrace` with its graph
 facts into a predicted one (ops, predicted copies, notes), the pure part of
 :func:`~tfplace_widget.tracing.predict.predict_placement`, which traces a function first.
-Moved out of the former ``analyses/predict.py`` unchanged.
+With GPUs, its notes say what XLA would do there (issue 23): a Keras step Keras 3 would
+compile with XLA (:func:`keras_xla_note`) or the traced run's XLA clusters
+(:func:`xla_clusters_note`) run whole on one GPU, not op by op.
 """
 
 from __future__ import annotations
