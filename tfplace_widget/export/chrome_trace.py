@@ -7,6 +7,12 @@ Perfetto UI (ui.perfetto.dev) and chrome://tracing open, using only:
   ``ts``/``dur`` in microseconds on the trace's axis, and in ``args`` the op's ``name``, type
   (``op``), ``device``, ``requested_device``, ``how``, ``reason``, its ``lane`` and recorded
   ``thread``, and its inputs (``input0``...), as TensorFlow's ``timeline.py`` writes them;
+- the HLO instructions an XLA cluster ran (``trace.xla``, issue 23) are ``X`` events too, on
+  their device's lane as in ``trace.events``, with ``cat`` "xla": ``args.op`` is the
+  instruction's ``kind`` (fusion kind or opcode), ``how`` "xla", and ``cluster``, ``kind``,
+  ``tf_ops`` (the TF ops XLA put in it, a list) and ``source`` (the user's ``file:line``, ``""``
+  when unknown) from ``trace.xla`` (read back by ``from_chrome_trace``, each is an op of
+  that type on its lane);
 - ``ph: "M"`` metadata events: ``process_name`` (one process per device, named
   ``<device> Compute`` as ``timeline.py`` names its lanes), ``process_sort_index`` (the panel's
   device order), ``thread_name`` and ``thread_sort_index`` (one thread per lane: ``ops``,
@@ -99,6 +105,7 @@ def chrome_trace(trace: PlacementTrace) -> dict[str, Any]:
     durations = events["duration_us"].tolist()
     labels = events["label"].tolist()
 
+    xla_args = _xla_args(trace)
     order = list(dict.fromkeys([*trace.devices, *devices_of]))
     pid_of = {device: index + 1 for index, device in enumerate(order)}
     out: list[dict[str, Any]] = []
@@ -144,13 +151,17 @@ def chrome_trace(trace: PlacementTrace) -> dict[str, Any]:
             "lane": lane,
             "thread": threads[index],
         }
-        match = _LABEL.match(labels[index])
-        inputs = match.group(1) if match else ""
-        for number, value in enumerate(i.strip() for i in inputs.split(",") if i.strip()):
-            args[f"input{number}"] = value
+        instruction = xla_args.get((op, device, start)) if xla_args else None
+        if instruction is not None:  # an HLO instruction XLA ran: no inputs, its own args
+            args.update(instruction)
+        else:
+            match = _LABEL.match(labels[index])
+            inputs = match.group(1) if match else ""
+            for number, value in enumerate(i.strip() for i in inputs.split(",") if i.strip()):
+                args[f"input{number}"] = value
         event = {
             "name": op,
-            "cat": "op",
+            "cat": "op" if instruction is None else "xla",
             "ph": "X",
             "ts": start,
             "dur": duration,
@@ -180,6 +191,39 @@ def chrome_trace(trace: PlacementTrace) -> dict[str, Any]:
             "mode": trace.mode,
         },
     }
+
+
+def _xla_args(trace: PlacementTrace) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """The args of each executed HLO instruction's event, by (instruction, device, start):
+    how ``trace.events`` holds ``trace.xla``'s rows (:func:`~tfplace_widget.model.xla.add_xla`),
+    so one run of an instruction finds its own row. Empty without XLA."""
+    xla = getattr(trace, "xla", None)
+    if xla is None or not len(xla):
+        return {}
+    found: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for cluster, name, kind, device, start, tf_ops, source in zip(
+        xla["cluster"].tolist(),
+        xla["instruction"].tolist(),
+        xla["kind"].tolist(),
+        xla["device"].tolist(),
+        xla["start_us"].tolist(),
+        xla["tf_ops"].tolist(),
+        xla["source"].astype(object).fillna("").tolist(),
+        strict=True,
+    ):
+        found.setdefault(
+            (name, device, int(start)),
+            {
+                "op": kind,
+                "how": "xla",
+                "reason": f"HLO instruction of the XLA cluster {cluster} on {device}",
+                "cluster": cluster,
+                "kind": kind,
+                "tf_ops": [str(op) for op in tf_ops],
+                "source": source,
+            },
+        )
+    return found
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:

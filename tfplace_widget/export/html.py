@@ -29,6 +29,11 @@ How it is built, so that it stays the panel's picture:
 - the table shows one page of rows at a time (``PAGE_SIZE``), like the panel's, so 100k ops
   open as fast as 100.
 
+With XLA (issue 23) the op table has the ``xla_op`` column (the HLO instruction each op of a
+cluster went into), and a table under it lists the instructions XLA ran (``trace.xla``, one
+row per instruction with its runs and time, the longest first); the timeline draws them on
+their device's lane as the panel's does. A trace without XLA shows neither.
+
 Everything from the trace is escaped: the header by ``header_html``; names in the table,
 chips and details are set as text (``textContent``), never parsed as HTML; the hover texts
 and lane labels are escaped by the timeline; the data is base64, so no name can end the
@@ -72,6 +77,11 @@ if TYPE_CHECKING:  # pragma: no cover
 COLUMNS = TABLE_COLUMNS  # the panel's table: the same columns and headings
 _CODED = ("type", "device", "requested_device", "how", "reason")
 _NUMBERS = ("start_us", "duration_us", "runs")
+XLA_COLUMN = ("xla_op", "XLA")  # in the op table when an op went into an XLA instruction
+# Its width, fixed: its heading (with the sort arrow) fits, and so do the other columns at
+# 800 px when the names and reasons share what is left in proportion to their least widths.
+XLA_WIDTH = {"em": 4.6}
+MAX_XLA_ROWS = 500  # instructions listed in the report's XLA table (the longest)
 GZIP_LEVEL = 6
 FORMAT_VERSION = 1  # of the JSON document in the page (data-version), for tools that read it
 
@@ -139,6 +149,7 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             "<div id='tfplace-status'></div>\n<div id='tfplace-message' hidden></div>\n",
             "<div id='tfplace-timeline'></div>\n<div id='tfplace-details' hidden></div>\n",
             "<div id='tfplace-table'></div>\n",
+            "<section id='tfplace-xla' hidden></section>\n",
             "<noscript>This report needs JavaScript for its table and timeline.</noscript>\n",
             f"<footer>Written by tfplace_widget {html.escape(__version__)}: a static copy of ",
             "the placement panel, with no kernel behind it.</footer>\n</main>\n",
@@ -170,8 +181,9 @@ def report_data(
     if figure is None:
         figure = TimelineFigure(trace.events, trace.devices, trace.transfers, trace.inputs)
     ops = trace.ops
+    labels, widths = _table_columns(ops)
     columns: dict[str, Any] = {"op": ops["op"].astype(str).tolist()}
-    for name in _CODED:
+    for name in _CODED + tuple(n for n, _ in labels if n == XLA_COLUMN[0]):
         values = ops[name] if name in ops else pd.Series([""] * len(ops))
         codes, uniques = pd.factorize(values.astype(object).fillna("").astype(str))
         columns[name] = {"values": list(uniques), "codes": codes.tolist()}
@@ -208,8 +220,8 @@ def report_data(
         "total": len(ops),
         "search": search,
         "page_size": PAGE_SIZE,
-        "column_labels": COLUMNS,
-        "column_widths": TABLE_WIDTHS,
+        "column_labels": labels,
+        "column_widths": widths,
         "numbers": list(_NUMBERS),
         "columns": columns,
         "device_colors": [device_color(d) for d in full_devices],
@@ -222,6 +234,7 @@ def report_data(
         },
         "timeline": _timeline_map(trace, figure),
         **findings_data(trace),
+        "xla": xla_table(trace),
     }
 
 
@@ -263,6 +276,61 @@ def findings_data(trace: PlacementTrace) -> dict[str, Any]:
             )
         ],
         "findings_note": "",
+    }
+
+
+def _table_columns(ops: pd.DataFrame) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """The op table's columns and widths: the panel's, and ``xla_op`` after them when an op
+    went into an XLA instruction (a trace without XLA keeps the panel's table)."""
+    name = XLA_COLUMN[0]
+    if name not in ops or not ops[name].notna().any():
+        return list(COLUMNS), dict(TABLE_WIDTHS)
+    # One more column leaves the shared ones (op, type, reason) about their least widths at
+    # 800 px: shared in proportion to those, none is pushed past what is left.
+    widths: dict[str, Any] = {
+        column: ({**w, "share": w["min_em"]} if "share" in w else dict(w))
+        for column, w in TABLE_WIDTHS.items()
+    }
+    return [*COLUMNS, XLA_COLUMN], {**widths, name: XLA_WIDTH}
+
+
+def xla_table(trace: PlacementTrace) -> dict[str, Any] | None:
+    """The report's table of the HLO instructions XLA ran (``None`` without XLA): one row per
+    instruction of a cluster on a device, with its kind, runs, total and mean time (µs), the
+    TF ops in it and the user's line, the longest first, at most :data:`MAX_XLA_ROWS`
+    (``total`` says how many there were)."""
+    xla = getattr(trace, "xla", None)
+    if xla is None or not len(xla):
+        return None
+    keys = ["cluster", "instruction", "device"]
+    grouped = xla.groupby(keys, sort=False)
+    rows = grouped.agg(
+        kind=("kind", "first"),
+        runs=("duration_us", "size"),
+        total_us=("duration_us", "sum"),
+        tf_ops=("tf_ops", "first"),
+        source=("source", "first"),
+        first_us=("start_us", "min"),
+    ).reset_index()
+    rows = rows.sort_values(["total_us", "first_us"], ascending=[False, True], kind="stable")
+    shown = rows.head(MAX_XLA_ROWS)
+    return {
+        "total": len(rows),
+        "time_us": int(xla["duration_us"].sum()),
+        "rows": [
+            {
+                "cluster": str(r.cluster),
+                "instruction": str(r.instruction),
+                "kind": str(r.kind),
+                "device": short_device(str(r.device)) or str(r.device),
+                "runs": int(r.runs),
+                "total_us": int(r.total_us),
+                "mean_us": float(r.total_us) / int(r.runs),
+                "tf_ops": [str(op) for op in r.tf_ops],
+                "source": "" if pd.isna(r.source) else str(r.source),
+            }
+            for r in shown.itertuples(index=False)
+        ],
     }
 
 

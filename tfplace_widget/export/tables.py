@@ -1,13 +1,19 @@
-"""``trace.to_frames()``, ``to_csv(folder)`` and ``to_parquet(folder)``: the three tables.
+"""``trace.to_frames()``, ``to_csv(folder)`` and ``to_parquet(folder)``: the trace's tables.
 
-- ``to_frames()``: deep copies of ``ops``, ``events`` and ``transfers``, by name;
-- ``to_csv(folder)``: ``ops.csv``, ``events.csv``, ``transfers.csv`` (UTF-8, a header row, no
-  index column; a missing value is an empty field). CSV has no types: read them back with
-  ``pd.read_csv(path, keep_default_na=False, na_values=[""])``; for exact dtypes use
-  ``to_parquet`` or ``trace.save``;
-- ``to_parquet(folder)``: ``ops.parquet``, ``events.parquet``, ``transfers.parquet``, dtypes
-  kept (categories, nullable integers), with pyarrow (``pip install 'tfplace_widget[parquet]'``);
-  without it an ``ImportError`` says so.
+The tables are ``ops``, ``events`` and ``transfers``, and ``xla`` (one row per executed HLO
+instruction, issue 23) when the trace has XLA instructions: a trace without XLA keeps the
+three it always had.
+
+- ``to_frames()``: deep copies of the tables, by name;
+- ``to_csv(folder)``: ``ops.csv``, ``events.csv``, ``transfers.csv`` (and ``xla.csv``) (UTF-8,
+  a header row, no index column; a missing value is an empty field). CSV has no types: read
+  them back with ``pd.read_csv(path, keep_default_na=False, na_values=[""])``; for exact dtypes
+  use ``to_parquet`` or ``trace.save``. ``xla.csv``'s ``tf_ops`` (a list per instruction) is
+  written as the names separated by single spaces (a TF op name has no space):
+  ``.str.split(" ")`` gives the lists back;
+- ``to_parquet(folder)``: ``ops.parquet``, ``events.parquet``, ``transfers.parquet`` (and
+  ``xla.parquet``, ``tf_ops`` a list column), dtypes kept (categories, nullable integers), with
+  pyarrow (``pip install 'tfplace_widget[parquet]'``); without it an ``ImportError`` says so.
 
 The folder is made when missing; a file that cannot be written is a :class:`TraceWriteError`
 naming it. Each file appears complete or not at all. Existing files are replaced, unless
@@ -30,35 +36,60 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..model.trace import PlacementTrace
 
 TABLES = ("ops", "events", "transfers")
+XLA_TABLE = "xla"  # written too when the trace has XLA instructions
 PARQUET_FIX = (
     "to_parquet needs pyarrow, which is not installed: pip install 'tfplace_widget[parquet]' "
     "(or pip install pyarrow). trace.to_csv(folder) and trace.save(path) work without it."
 )
 
 
+def table_names(trace: PlacementTrace) -> tuple[str, ...]:
+    """The tables of ``trace`` the exports write: the three, then ``xla`` when it has rows
+    (an XLA cluster ran), so that a trace without XLA gives what it always gave."""
+    xla = getattr(trace, XLA_TABLE, None)
+    return (*TABLES, XLA_TABLE) if xla is not None and len(xla) else TABLES
+
+
 def to_frames(trace: PlacementTrace) -> dict[str, pd.DataFrame]:
-    """Deep copies of the trace's three tables, by name, in the order ``ops``, ``events``,
-    ``transfers``."""
-    return {name: getattr(trace, name).copy(deep=True) for name in TABLES}
+    """Deep copies of the trace's tables, by name, in the order ``ops``, ``events``,
+    ``transfers``, then ``xla`` when the trace has XLA instructions (each instruction's
+    ``tf_ops`` list copied too, so changing one leaves the trace's alone)."""
+    frames = {name: getattr(trace, name).copy(deep=True) for name in table_names(trace)}
+    if XLA_TABLE in frames:
+        xla = frames[XLA_TABLE]
+        xla["tf_ops"] = pd.Series(
+            [list(ops) for ops in xla["tf_ops"]], index=xla.index, dtype=object
+        )
+    return frames
+
+
+def _csv_ready(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as CSV holds it: the ``xla`` table's ``tf_ops`` lists as space-separated
+    names (one field each, readable by ``str.split``), the other tables as they are."""
+    if name != XLA_TABLE:
+        return frame
+    return frame.assign(tf_ops=[" ".join(map(str, ops)) for ops in frame["tf_ops"]])
 
 
 def to_csv(
     trace: PlacementTrace, folder: str | os.PathLike, *, overwrite: bool = True
 ) -> dict[str, str]:
-    """Write the three tables as CSV files into ``folder``; their paths by table name."""
+    """Write the tables (:func:`table_names`) as CSV files into ``folder``; their paths by
+    table name."""
 
     def encode(frame: pd.DataFrame, stream: IO[bytes]) -> None:
         text = io.StringIO()
         frame.to_csv(text, index=False, lineterminator="\n")
         stream.write(text.getvalue().encode("utf-8"))
 
-    return _write_tables(trace, folder, "CSV", ".csv", encode, overwrite)
+    return _write_tables(trace, folder, "CSV", ".csv", encode, overwrite, _csv_ready)
 
 
 def to_parquet(
     trace: PlacementTrace, folder: str | os.PathLike, *, overwrite: bool = True
 ) -> dict[str, str]:
-    """Write the three tables as Parquet files into ``folder``; their paths by table name.
+    """Write the tables (:func:`table_names`) as Parquet files into ``folder``; their paths by
+    table name.
     ``ImportError`` (naming the extra to install) without pyarrow."""
     try:
         import pyarrow  # noqa: F401
@@ -71,9 +102,11 @@ def to_parquet(
     return _write_tables(trace, folder, "Parquet", ".parquet", encode, overwrite)
 
 
-def table_paths(folder: str | os.PathLike, suffix: str) -> dict[str, str]:
-    """Where the tables go in ``folder``, by name: ``ops`` -> ``folder/ops.csv``..."""
-    return {name: os.path.join(os.fspath(folder), name + suffix) for name in TABLES}
+def table_paths(
+    folder: str | os.PathLike, suffix: str, names: tuple[str, ...] = TABLES
+) -> dict[str, str]:
+    """Where the tables ``names`` go in ``folder``, by name: ``ops`` -> ``folder/ops.csv``..."""
+    return {name: os.path.join(os.fspath(folder), name + suffix) for name in names}
 
 
 def _write_tables(
@@ -83,10 +116,11 @@ def _write_tables(
     suffix: str,
     encode: Callable[[pd.DataFrame, IO[bytes]], None],
     overwrite: bool,
+    prepare: Callable[[str, pd.DataFrame], pd.DataFrame] | None = None,
 ) -> dict[str, str]:
-    """Each table to its file, atomically. Without ``overwrite``, an existing one is refused
+    """Each table (``prepare(name, frame)`` when given) to its file, atomically. Without ``overwrite``, an existing one is refused
     before any is written, and the files this call made are removed if a later one fails."""
-    paths = table_paths(folder, suffix)
+    paths = table_paths(folder, suffix, table_names(trace))
     make_folder(os.fspath(folder), f"{kind} tables")
     if not overwrite:
         for name, path in paths.items():
@@ -96,6 +130,8 @@ def _write_tables(
     try:
         for name, path in paths.items():
             frame = getattr(trace, name)
+            if prepare is not None:
+                frame = prepare(name, frame)
             write_atomically(
                 path,
                 f"the {name} table",

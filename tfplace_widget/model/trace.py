@@ -163,22 +163,24 @@ class PlacementTrace:
         return str(write_html(self, path, search=search, overwrite=overwrite))
 
     def to_frames(self) -> dict[str, pd.DataFrame]:
-        """Copies of ``ops``, ``events`` and ``transfers`` (in that order, by name), to change
-        or join without changing the trace."""
+        """Copies of ``ops``, ``events`` and ``transfers`` (in that order, by name), then
+        ``xla`` when an XLA cluster ran (one row per executed HLO instruction), to change or
+        join without changing the trace."""
         from ..export.tables import to_frames
 
         return to_frames(self)
 
     def to_csv(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
-        """Write ``ops.csv``, ``events.csv`` and ``transfers.csv`` into ``folder`` (made if
-        missing); return their paths by frame name. ``overwrite=False``: none is written when
+        """Write ``ops.csv``, ``events.csv`` and ``transfers.csv`` (and ``xla.csv`` when an
+        XLA cluster ran) into ``folder`` (made if missing); return their paths by frame name. ``overwrite=False``: none is written when
         one exists. See :func:`tfplace_widget.export.tables.to_csv`."""
         from ..export.tables import to_csv
 
         return to_csv(self, folder, overwrite=overwrite)
 
     def to_parquet(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
-        """Write ``ops.parquet``, ``events.parquet`` and ``transfers.parquet`` into ``folder``;
+        """Write ``ops.parquet``, ``events.parquet`` and ``transfers.parquet`` (and
+        ``xla.parquet``) into ``folder``;
         needs pyarrow (``pip install 'tfplace_widget[parquet]'``): an ``ImportError`` saying so
         without it. ``overwrite`` as in :meth:`to_csv`."""
         from ..export.tables import to_parquet

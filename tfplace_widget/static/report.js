@@ -561,4 +561,59 @@ async function start() {
   document.body.dataset.readyMs = performance.now().toFixed(1);
   document.body.dataset.ready = "true";
 }
+// -- XLA: the HLO instructions a cluster ran (DATA.xla, html.xla_table; null without XLA) ------
+// One row per instruction (longest first): what it is, where it ran, how often and how long,
+// the TF ops XLA put in it and the user's line. Names are set as text, never parsed as HTML.
+function renderXla() {
+  const box = el("tfplace-xla");
+  const xla = DATA.xla;
+  if (!xla || !xla.rows.length) { box.replaceChildren(); box.hidden = true; return; }
+  box.hidden = false;
+  const title = document.createElement("h3");
+  title.style.fontSize = "1em";
+  title.style.margin = "1em 0 0.3em";
+  const listed = xla.rows.length < xla.total
+    ? `the ${count(xla.rows.length)} longest of ${count(xla.total)}` : count(xla.total);
+  title.textContent = `XLA instructions: ${listed}, ${formatUs(xla.time_us)} in all`;
+  const table = document.createElement("table");
+  table.setAttribute("aria-label", "HLO instructions XLA ran, the longest first");
+  table.style.borderCollapse = "collapse";
+  table.style.width = "100%";
+  const heads = [["instruction", "instruction"], ["kind", "kind"], ["cluster", "cluster"],
+    ["device", "device"], ["runs", "runs"], ["total_us", "total"], ["mean_us", "mean"],
+    ["tf_ops", "TF ops"], ["source", "source"]];
+  const numeric = new Set(["runs", "total_us", "mean_us"]);
+  const head = table.createTHead().insertRow();
+  for (const [name, label] of heads) {
+    const th = document.createElement("th");
+    th.textContent = label;
+    th.dataset.column = name;
+    th.style.textAlign = numeric.has(name) ? "right" : "left";
+    th.style.padding = "3px 8px";
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  for (const row of xla.rows) {
+    const tr = body.insertRow();
+    tr.dataset.instruction = row.instruction;
+    for (const [name] of heads) {
+      const value = row[name];
+      const td = tr.insertCell();
+      td.dataset.column = name;
+      td.style.padding = "3px 8px";
+      if (name === "runs") td.textContent = count(value);
+      else if (numeric.has(name)) td.textContent = formatUs(value);
+      else if (name === "tf_ops") td.textContent = value.join(", ");
+      else td.textContent = value;
+      td.title = td.textContent;
+      if (numeric.has(name)) td.style.textAlign = "right";
+      if (name !== "device" && !numeric.has(name)) td.style.fontFamily = "monospace";
+      // short values on one line; a long path or instruction name wraps inside the page
+      if (name === "source" || name === "instruction") td.style.overflowWrap = "anywhere";
+      else if (name !== "tf_ops") td.style.whiteSpace = "nowrap";
+    }
+  }
+  box.replaceChildren(title, table);
+}
+renderXla();
 await start();

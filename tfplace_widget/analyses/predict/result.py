@@ -4,7 +4,9 @@
 (:mod:`.reasons`); :func:`predict_trace` turns a traced :class:`PlacementTrace` with its graph
 facts into a predicted one (ops, predicted copies, notes), the pure part of
 :func:`~tfplace_widget.tracing.predict.predict_placement`, which traces a function first.
-Moved out of the former ``analyses/predict.py`` unchanged.
+With GPUs, its notes say what XLA would do there (issue 23): a Keras step Keras 3 would
+compile with XLA (:func:`keras_xla_note`) or the traced run's XLA clusters
+(:func:`xla_clusters_note`) run whole on one GPU, not op by op.
 """
 
 from __future__ import annotations
@@ -132,11 +134,36 @@ def _predict(
 
 
 def predict_trace(
-    trace: Any, gpus: int, soft: bool, details: Mapping[str, NodeDetail] | None = None
+    trace: Any,
+    gpus: int,
+    soft: bool,
+    details: Mapping[str, NodeDetail] | None = None,
+    keras: KerasXla | None = None,
 ) -> PlacementTrace:
     """The prediction of ``trace`` (traced with its graph facts) with ``gpus`` GPUs added to its
     devices, soft placement ``soft``: what :func:`~tfplace_widget.tracing.predict.predict_placement`
-    returns once it has a trace (``details``: :func:`.details.node_details` of its graph)."""
+    returns once it has a trace (``details``: :func:`.details.node_details` of its graph).
+
+    With GPUs, a note after the first says what XLA would do there: for ``keras`` (the traced
+    callable was a Keras step XLA would compile on a GPU) :func:`keras_xla_note`, otherwise,
+    when the traced run had XLA clusters (ops with ``how == "xla"``), :func:`xla_clusters_note`.
+    """
+    predicted = _predict_trace(trace, gpus, soft, details)
+    unlisted = _unlisted(trace, predicted)
+    note = (
+        keras_xla_note(keras, gpus, unlisted)
+        if keras is not None
+        else xla_clusters_note(trace, gpus, unlisted)
+    )
+    if note:
+        predicted.notes.insert(1, note)
+    return predicted
+
+
+def _predict_trace(
+    trace: Any, gpus: int, soft: bool, details: Mapping[str, NodeDetail] | None
+) -> PlacementTrace:
+    """:func:`predict_trace` without the XLA note."""
     facts = getattr(trace, "facts", None)
     if facts is None:
         raise ValueError(
@@ -271,6 +298,98 @@ def _predicted_trace(
     result.facts = facts
     result.predicted = True
     return result
+
+
+@dataclass(frozen=True)
+class KerasXla:
+    """A Keras step that Keras 3 would compile with XLA on a machine with a GPU (what
+    :func:`~tfplace_widget.tracing.predict.keras_xla` found): the model's ``name``, the
+    ``step`` traced (``train_on_batch``...) and its ``jit_compile`` as far as this machine can
+    tell: ``True``, ``"auto"`` (Keras 3's default, not resolved yet), or ``"auto or False"``
+    (a model compiled on a machine without a GPU, where the default resolves to ``False`` as
+    ``jit_compile=False`` does)."""
+
+    model: str
+    step: str
+    requested: Any  # True, "auto" or "auto or False"
+
+
+def keras_xla_note(keras: KerasXla, gpus: int, unlisted: int = 0) -> str:
+    """What a prediction with ``gpus`` GPUs says about a Keras step that XLA would compile on
+    a GPU: that the whole step would run as one XLA cluster on one GPU, so the per-op placement
+    predicted is what runs only with ``jit_compile=False``. ``unlisted``: ops XLA compiled in
+    the traced run that the prediction has no row for (:func:`_unlisted_note`). ``""`` for
+    ``gpus == 0`` (no GPU: "auto" gives no XLA and the prediction is what Keras runs)."""
+    if gpus <= 0:
+        return ""
+    step = f"{keras.model}.{keras.step}"
+    then = (
+        "the whole step runs as one XLA cluster on one GPU (GPU:0 unless it is called under "
+        "tf.device), its ops fused into XLA instructions, not placed one by one: the per-op "
+        "placement predicted here is what runs only with model.compile(..., jit_compile=False)."
+        + _unlisted_note(unlisted)
+    )
+    if keras.requested is True:
+        return f"On a GPU, Keras compiles {step} with XLA (jit_compile=True): {then}"
+    if keras.requested == "auto":
+        return (
+            f"On a machine with a GPU, Keras 3 would compile {step} with XLA (jit_compile="
+            f"'auto', its default, picks XLA when a GPU is visible): {then}"
+        )
+    return (
+        f"On a machine with a GPU, Keras 3 would compile {step} with XLA unless the model was "
+        "compiled with jit_compile=False: the default, jit_compile='auto', picks XLA when a "
+        "GPU is visible (here, without one, it reads False as jit_compile=False does, so this "
+        f"machine cannot tell which was passed). With XLA, {then}"
+    )
+
+
+def xla_clusters_note(trace: Any, gpus: int, unlisted: int = 0) -> str:
+    """What a prediction with ``gpus`` GPUs says when the traced run had XLA clusters (its ops
+    with ``how == "xla"``, their cluster in ``function``): each cluster runs whole on one GPU,
+    so the per-op placement predicted for its ops is what runs without XLA; ``unlisted`` as in
+    :func:`keras_xla_note`. ``""`` without GPUs or clusters."""
+    xla = _xla_ops(trace)
+    if gpus <= 0 or xla is None:
+        return ""
+    names = list(dict.fromkeys(xla["function"].astype(str))) if "function" in xla else []
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    what = f"{len(names)} XLA cluster" + ("" if len(names) == 1 else "s")
+    return (
+        f"The traced run compiled {what} ({shown}) with XLA: on a GPU each runs whole on one "
+        "device (GPU:0 unless it is called under tf.device), its ops fused into XLA "
+        "instructions, not placed one by one: a per-op placement of their "
+        f"{len(xla):,} ops is what runs only without XLA (jit_compile=False)."
+        + _unlisted_note(unlisted)
+    )
+
+
+def _xla_ops(trace: Any) -> pd.DataFrame | None:
+    """The traced run's ops XLA compiled (``how == "xla"``), ``None`` when there are none."""
+    ops = getattr(trace, "ops", None)
+    if ops is None or "how" not in ops or not len(ops):
+        return None
+    xla = ops[ops["how"].astype(str) == "xla"]
+    return None if xla.empty else xla
+
+
+def _unlisted(trace: Any, predicted: Any) -> int:
+    """How many of the traced run's XLA-compiled ops the prediction has no row for."""
+    xla = _xla_ops(trace)
+    if xla is None:
+        return 0
+    return int((~xla["op"].isin(set(predicted.ops["op"]))).sum())
+
+
+def _unlisted_note(unlisted: int) -> str:
+    """Why a prediction lacks the ops of an XLA cluster, and how to get them."""
+    if unlisted <= 0:
+        return ""
+    return (
+        f" This prediction has no row for {unlisted:,} of them: the graph it replays holds "
+        "the compiled cluster, not its ops; trace and predict the step with jit_compile=False "
+        "to see where each op would go."
+    )
 
 
 def _text(values: Any) -> np.ndarray:

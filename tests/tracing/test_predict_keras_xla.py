@@ -1,0 +1,157 @@
+"""``predict_placement(<Keras step>, gpus=1)`` says that on a GPU Keras 3 would compile the step
+with XLA (issue 23): the whole step one XLA cluster on one GPU, so the per-op placement
+predicted is what runs only with ``jit_compile=False``.
+
+Real small Keras models (Dense layers, compiled with an optimizer) on this machine. Keras
+resolves ``jit_compile="auto"`` inside ``model.compile`` (``False`` without a GPU), so where
+TensorFlow sees no GPU a model compiled with the default and one compiled with
+``jit_compile=False`` hold the same setting: the note says it cannot tell them apart there.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_xla import compiled  # noqa: F401  (the fixture: a real jit_compile=True run)
+
+from tfplace_widget import predict_placement
+from tfplace_widget.tracing.predict import keras_xla
+
+MARK = "Keras 3 would compile"
+
+
+def keras_notes(trace) -> list[str]:
+    return [note for note in trace.notes if "XLA" in note and "Keras" in note]
+
+
+@pytest.fixture(scope="module")
+def keras(tf):
+    import keras
+
+    return keras
+
+
+def small_model(keras, **compile_options):
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(2)]
+    )
+    model.compile(optimizer="adam", loss="mse", **compile_options)
+    return model
+
+
+def gpu_visible(tf) -> bool:
+    return any(d.device_type != "CPU" for d in tf.config.list_physical_devices())
+
+
+def test_default_keras_step_says_xla_on_a_gpu(tf, keras):
+    model = small_model(keras)
+    predicted = predict_placement(
+        model.train_on_batch, gpus=1, args=(tf.ones((8, 4)), tf.ones((8, 2)))
+    )
+    [note] = keras_notes(predicted)
+    assert predicted.notes[1] == note  # right after the prediction's own line
+    assert f"{MARK} {model.name}.train_on_batch with XLA" in note
+    assert "jit_compile='auto'" in note and "one XLA cluster on one GPU" in note
+    assert "only with model.compile(..., jit_compile=False)" in note
+    if not gpu_visible(tf):  # as on this machine: 'auto' was resolved to False at compile()
+        assert model.jit_compile is False
+        assert "unless the model was compiled with jit_compile=False" in note
+        assert "this machine cannot tell which was passed" in note
+    # the predicted ops are still there, on the GPU the prediction added
+    gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
+    assert (predicted.ops["device"] == gpu).any()
+
+
+def test_the_note_is_shown_in_the_header_and_the_text_report(tf, keras):
+    import html
+    import io
+
+    from tfplace_widget.rendering.html_parts import header_html
+    from tfplace_widget.rendering.text_report import TextOutput, print_summary
+
+    model = small_model(keras)
+    predicted = predict_placement(model.predict_on_batch, gpus=1, args=(tf.ones((8, 4)),))
+    [note] = keras_notes(predicted)
+    assert f"{model.name}.predict_on_batch" in note
+    assert html.escape(note) in header_html(predicted)  # the panel's header
+    text = io.StringIO()
+    print_summary(predicted, TextOutput(text, "never"), list_ops=False)
+    assert f"note: {note}" in text.getvalue()
+
+
+def test_jit_compile_false_on_a_machine_with_a_gpu_says_nothing(tf, keras):
+    """Where a GPU is visible Keras would have resolved 'auto' to True, so False is the user's
+    choice. This machine has none: gpu_here=True asks what keras_xla decides there."""
+    model = small_model(keras, jit_compile=False)
+    assert keras_xla(model.train_on_batch, gpu_here=True) is None
+    found = keras_xla(model.train_on_batch, gpu_here=False)  # no GPU: could be 'auto'
+    assert found is not None and found.requested == "auto or False"
+
+
+def test_jit_compile_false_here_cannot_be_told_from_the_default(tf, keras):
+    if gpu_visible(tf):
+        pytest.skip("a GPU is visible: Keras resolved 'auto' to True, False is the user's")
+    default, off = small_model(keras), small_model(keras, jit_compile=False)
+    assert default.jit_compile is off.jit_compile is False  # Keras resolved 'auto' at compile()
+    assert default.get_compile_config()["jit_compile"] is False
+    assert off.get_compile_config()["jit_compile"] is False
+
+
+def test_jit_compile_true_says_the_step_is_one_cluster(tf, keras):
+    model = small_model(keras, jit_compile=True)
+    predicted = predict_placement(
+        model.train_on_batch, gpus=1, args=(tf.ones((8, 4)), tf.ones((8, 2)))
+    )
+    [note] = keras_notes(predicted)
+    assert f"Keras compiles {model.name}.train_on_batch with XLA (jit_compile=True)" in note
+    assert "one XLA cluster on one GPU" in note
+    assert not [n for n in predicted.notes if n.startswith("The traced run compiled")]
+
+
+def test_no_note_where_keras_would_not_use_xla(tf, keras):
+    x, y = tf.ones((8, 4)), tf.ones((8, 2))
+    eager = small_model(keras, run_eagerly=True)  # Keras never compiles an eager step
+    assert keras_xla(eager.train_on_batch) is None
+    model = small_model(keras)
+    assert keras_xla(model) is None  # model(x): Keras compiles only its train/test/predict steps
+    assert keras_xla(model.summary) is None
+    no_gpu = predict_placement(model.train_on_batch, gpus=0, args=(x, y))
+    assert not keras_notes(no_gpu)  # no GPU: 'auto' is no XLA, the prediction is what runs
+
+    @tf.function
+    def plain(a):
+        return tf.matmul(a, a)
+
+    assert not keras_notes(predict_placement(plain, gpus=1, args=(tf.ones((4, 4)),)))
+
+
+def test_keras_made_step_functions_are_keras_steps(tf, keras):
+    model = small_model(keras)
+    model.make_train_function()
+    model.make_predict_function()
+    train, predict = keras_xla(model.train_function), keras_xla(model.predict_function)
+    assert train is not None and train.model == model.name and train.step == "step function"
+    assert predict is not None and predict.step == "predict_function"
+
+
+def test_a_model_never_compiled_is_auto(tf, keras):
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    found = keras_xla(model.predict_on_batch)
+    assert found is not None and found.requested == "auto"
+    assert getattr(model, "_jit_compile", None) is None  # read, not resolved
+
+
+def test_a_traced_xla_cluster_is_said_when_predicting_from_the_trace(compiled):  # noqa: F811
+    """predict_placement(trace) (the panel's "as on N GPUs") has no callable to ask Keras
+    about: the traced run's XLA clusters (how 'xla') say it."""
+    xla_ops = compiled.ops[compiled.ops["how"] == "xla"]
+    if xla_ops.empty:
+        pytest.skip("this TensorFlow's profile records no XLA instruction (2.16)")
+    predicted = predict_placement(compiled, gpus=1)
+    [note] = [n for n in predicted.notes if "XLA cluster" in n]
+    assert predicted.notes[1] == note
+    clusters = sorted(set(xla_ops["function"]))
+    assert f"compiled {len(clusters)} XLA cluster" in note and clusters[0] in note
+    assert f"of their {len(xla_ops):,} ops" in note and "jit_compile=False" in note
+    unlisted = int((~xla_ops["op"].isin(set(predicted.ops["op"]))).sum())
+    assert (f"has no row for {unlisted:,} of them" in note) == (unlisted > 0)
+    assert not [n for n in predict_placement(compiled, gpus=0).notes if "XLA cluster" in n]
