@@ -10,6 +10,12 @@ Fixtures
   ``lab.run_all_cells()``, ``lab.wait_for_kernel_idle()``, ``lab.cell_outputs()``,
   ``lab.screenshot(name)`` (into ``artifacts/screenshots/``). A failing test leaves
   ``artifacts/screenshots/FAILED-<test>.png`` behind.
+- ``jupyter_notebook7`` (session) and ``notebook7`` (per test): the same for Notebook 7 (the
+  ``jupyter notebook`` app, ``/notebooks/<path>`` pages, an empty root), with ``NotebookPage``,
+  ``LabPage``'s helpers for Notebook's page. Its server log is
+  ``artifacts/jupyter-notebook7-server.log``.
+- ``frontend`` (per test, parametrized ``[lab]``, ``[notebook7]``): the test's page in each
+  supported frontend; ``frontend.server.root`` is where its notebooks go.
 
 Every wait is bounded. Tests here get the ``browser`` marker; they are skipped only when
 ``/usr/bin/chromium`` is missing outside CI (``./dev test`` installs it; in CI they always run).
@@ -443,7 +449,10 @@ _NB7_KERNEL_STATUS_JS = """() => {
 def jupyter_notebook7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     """A Notebook 7 server (``jupyter notebook``) on a free localhost port with a random token,
     with its own Jupyter dirs, serving an empty temporary folder (``.root``: tests write their
-    notebooks there); always stopped at the end of the session."""
+    notebooks there); always stopped at the end of the session. Without the ``notebook``
+    package (an older ``browser`` extra) its tests skip, saying so, except in CI."""
+    if importlib.util.find_spec("notebook") is None and not IN_CI:
+        pytest.skip('notebook (Notebook 7) not installed: pip install -e ".[browser]"')
     base = tmp_path_factory.mktemp("notebook7")
     root = base / "root"
     root.mkdir()

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from .conftest import SCREENSHOTS, write_notebook
 
 CELLS = [
@@ -78,6 +80,19 @@ def _accept_kernel_dialog(lab, timeout_ms: int) -> bool:
     return True
 
 
+# Notebook 7 starts its app without ``bubblingKeydown`` (JupyterLab passes it), so its command-
+# mode shortcuts see a key before the table does: ArrowDown on a focused row runs
+# notebook:move-cursor-down (the focus goes to the notebook's "Click to add a cell." footer, and
+# Enter there adds a cell) instead of moving to the next row. ``data-lm-suppress-shortcuts`` on
+# each row (tfplace_widget/static/table.js) stops that; strict, so the fix makes this fail.
+NOTEBOOK7_ARROW_KEYS = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="Notebook 7: its ArrowDown shortcut takes the focus from a table row to the notebook "
+    "footer (rows need data-lm-suppress-shortcuts)",
+)
+
+
 def _shot(lab, name: str) -> str:
     """Where the screenshot ``name`` of this frontend goes: ``<name>-<frontend>.png``."""
     return str(SCREENSHOTS / f"{name}-{lab.server.app}.png")
@@ -113,8 +128,10 @@ def _tab_until(lab, wanted, seen: list[dict], limit: int = 80) -> dict:
     raise AssertionError(f"not reached in {limit} Tabs; passed: {seen[-limit:]}")
 
 
-def test_the_panel_from_the_keyboard_alone(frontend):
+def test_the_panel_from_the_keyboard_alone(frontend, request):
     lab = frontend
+    if lab.server.app == "notebook7":
+        request.applymarker(NOTEBOOK7_ARROW_KEYS)
     panel = _open_panel(lab, "keyboard.ipynb")
     page = lab.page
     all_ops = page.evaluate(ROW_OPS_JS)
@@ -185,7 +202,12 @@ def test_the_panel_from_the_keyboard_alone(frontend):
     row = _tab_until(lab, lambda f: f["tag"] == "TR", seen)
     assert "scaled_on_cpu1" in row["op"], row  # one of the ops the search kept
     for _ in range(6):  # Down to the op itself
-        if page.evaluate(FOCUSED_JS)["op"] == "scaled_on_cpu1":
+        focused = page.evaluate(FOCUSED_JS)
+        assert focused["tag"] == "TR" and focused["inPanel"], (
+            "ArrowDown took the focus out of the table",
+            focused,
+        )
+        if focused["op"] == "scaled_on_cpu1":
             break
         page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")
