@@ -10,6 +10,12 @@ Fixtures
   ``lab.run_all_cells()``, ``lab.wait_for_kernel_idle()``, ``lab.cell_outputs()``,
   ``lab.screenshot(name)`` (into ``artifacts/screenshots/``). A failing test leaves
   ``artifacts/screenshots/FAILED-<test>.png`` behind.
+- ``jupyter_notebook7`` (session) and ``notebook7`` (per test): the same for Notebook 7 (the
+  ``jupyter notebook`` app, ``/notebooks/<path>`` pages, an empty root), with ``NotebookPage``,
+  ``LabPage``'s helpers for Notebook's page. Its server log is
+  ``artifacts/jupyter-notebook7-server.log``.
+- ``frontend`` (per test, parametrized ``[lab]``, ``[notebook7]``): the test's page in each
+  supported frontend; ``frontend.server.root`` is where its notebooks go.
 
 Every wait is bounded. Tests here get the ``browser`` marker; they are skipped only when
 ``/usr/bin/chromium`` is missing outside CI (``./dev test`` installs it; in CI they always run).
@@ -121,6 +127,7 @@ class LabServer:
     token: str
     process: subprocess.Popen
     log_path: Path
+    app: str = "lab"  # a key of FRONTEND_APPS
 
     @property
     def base_url(self) -> str:
@@ -132,8 +139,11 @@ class LabServer:
         return f"{self.base_url}/{quote(path.lstrip('/'), safe='/?=&')}{sep}token={self.token}"
 
     def notebook_url(self, path: str | os.PathLike, workspace: str | None = None) -> str:
-        """The URL that opens ``path`` (relative to ``root``, or absolute inside it) in Lab, in
-        ``workspace`` when given (a workspace reopens only the notebooks opened in it)."""
+        """The URL that opens ``path`` (relative to ``root``, or absolute inside it): in Lab, in
+        ``workspace`` when given (a workspace reopens only the notebooks opened in it), or in
+        Notebook 7 (``/notebooks/<path>``) on a Notebook 7 server."""
+        if self.app == "notebook7":
+            return self.url(f"notebooks/{self.relative(path)}")
         lab = f"lab/workspaces/{workspace}" if workspace else "lab"
         return self.url(f"{lab}/tree/{self.relative(path)}")
 
@@ -230,14 +240,22 @@ def jupyter_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]
         yield server
 
 
+# The frontends the tests drive: the module ``python -m`` starts, and its app's config class
+# (``expose_app_in_browser`` puts ``window.jupyterapp`` in the page for the helpers).
+FRONTEND_APPS = {"lab": ("jupyterlab", "LabApp"), "notebook7": ("notebook", "JupyterNotebookApp")}
+
+
 @contextlib.contextmanager
-def running_lab(base: Path, root: Path, log_path: Path) -> Iterator[LabServer]:
-    """Start JupyterLab serving ``root`` (its own config under ``base``); always stop it."""
+def running_lab(base: Path, root: Path, log_path: Path, app: str = "lab") -> Iterator[LabServer]:
+    """Start JupyterLab (or, with ``app="notebook7"``, Notebook 7: the same server with Notebook's
+    pages, loading JupyterLab's server extension too) serving ``root``, with its own config under
+    ``base``; always stop it."""
+    module, app_class = FRONTEND_APPS[app]
     port, token = _free_port(), secrets.token_hex(24)
     command = [
         sys.executable,
         "-m",
-        "jupyterlab",
+        module,
         "--no-browser",
         "--allow-root",
         "--ServerApp.ip=127.0.0.1",
@@ -250,7 +268,7 @@ def running_lab(base: Path, root: Path, log_path: Path) -> Iterator[LabServer]:
         "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
         "--LabApp.extension_manager=readonly",
         # window.jupyterapp: lets helpers read state the page does not draw.
-        "--LabApp.expose_app_in_browser=True",
+        f"--{app_class}.expose_app_in_browser=True",
     ]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
@@ -261,7 +279,7 @@ def running_lab(base: Path, root: Path, log_path: Path) -> Iterator[LabServer]:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    server = LabServer(root, port, token, process, log_path)
+    server = LabServer(root, port, token, process, log_path, app)
     try:
         _wait_until_up(server)
         yield server
@@ -410,27 +428,8 @@ class LabPage:
 
 @pytest.fixture
 def lab(jupyter_lab: LabServer, chromium, request: pytest.FixtureRequest) -> Iterator[LabPage]:
-    context = chromium.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.set_default_timeout(PAGE_TIMEOUT_MS)
-    helper = LabPage(page, jupyter_lab)
-    page.on("pageerror", lambda exc: helper.console_errors.append(str(exc)))
-    page.on(
-        "console",
-        lambda msg: helper.console_errors.append(msg.text) if msg.type == "error" else None,
-    )
-    kernels_before = {kernel["id"] for kernel in jupyter_lab.api("kernels") or []}
-    try:
+    with _helper_page(chromium, LabPage, jupyter_lab, request) as helper:
         yield helper
-    finally:
-        report = getattr(request.node, "_report_call", None)
-        if report is not None and report.failed:
-            with contextlib.suppress(Exception):
-                helper.screenshot(f"FAILED-{request.node.name}")
-            _write_failure_notes(request.node.name, helper)
-        context.close()
-        # Nothing a test starts outlives it: its kernels (TensorFlow and panels each) go.
-        jupyter_lab.shut_down_sessions_except(kernels_before)
 
 
 def _write_failure_notes(name: str, helper: LabPage) -> None:
@@ -449,3 +448,104 @@ def _write_failure_notes(name: str, helper: LabPage) -> None:
     path = ARTIFACTS / f"FAILED-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.txt"
     path.write_text(text, errors="replace")
     print(f"\n{path}:\n{text[-6000:]}")
+
+
+# -------------------------------------------------------------------------------------------
+# Notebook 7: the same server with Notebook's pages, and a page helper for them
+# -------------------------------------------------------------------------------------------
+# The kernel of the notebook on the page, from the app (the toolbar's execution indicator says
+# "idle" while there is no kernel yet, and Run All then asks for one).
+_NB7_KERNEL_STATUS_JS = """() => {
+    const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+    const kernel = panel && panel.sessionContext && panel.sessionContext.session
+        && panel.sessionContext.session.kernel;
+    return kernel ? kernel.status + '/' + kernel.connectionStatus : null;
+}"""
+
+
+@pytest.fixture(scope="session")
+def jupyter_notebook7(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
+    """A Notebook 7 server (``jupyter notebook``) on a free localhost port with a random token,
+    with its own Jupyter dirs, serving an empty temporary folder (``.root``: tests write their
+    notebooks there); always stopped at the end of the session. Without the ``notebook``
+    package (an older ``browser`` extra) its tests skip, saying so, except in CI."""
+    if importlib.util.find_spec("notebook") is None and not IN_CI:
+        pytest.skip('notebook (Notebook 7) not installed: pip install -e ".[browser]"')
+    base = tmp_path_factory.mktemp("notebook7")
+    root = base / "root"
+    root.mkdir()
+    ARTIFACTS.mkdir(exist_ok=True)
+    log_path = ARTIFACTS / "jupyter-notebook7-server.log"
+    with running_lab(base, root, log_path, app="notebook7") as server:
+        yield server
+
+
+class NotebookPage(LabPage):
+    """``LabPage`` for Notebook 7's notebook page (``/notebooks/<path>``): one notebook per page,
+    no dock tabs (its name is the page header's ``#jp-title``). Cells, outputs, the toolbar's
+    execution indicator and the Run menu are JupyterLab's, so the other helpers are inherited."""
+
+    def open_notebook(self, path: str | os.PathLike, timeout_s: float = KERNEL_TIMEOUT_S) -> None:
+        """Open a notebook and wait until its kernel has started and is idle."""
+        name = Path(self.server.relative(path)).name
+        self.page.goto(self.server.notebook_url(path), timeout=PAGE_TIMEOUT_MS * 2)
+        title = self.page.locator("#jp-title")
+        title.filter(has_text=Path(name).stem).wait_for(timeout=PAGE_TIMEOUT_MS * 2)
+        self.page.locator(f"{_NOTEBOOK} .jp-Cell").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        self._accept_kernel_dialog()
+        self.wait_for_kernel_idle(timeout_s)
+
+    def wait_for_kernel_idle(self, timeout_s: float = KERNEL_TIMEOUT_S) -> None:
+        """Wait until the page's kernel exists, is connected and idle, and ``LabPage``'s own
+        check (indicator idle, no ``[*]``) holds."""
+        self.page.wait_for_function(
+            f"() => ({_NB7_KERNEL_STATUS_JS})() === 'idle/connected'",
+            timeout=timeout_s * 1000,
+            polling=250,
+        )
+        super().wait_for_kernel_idle(timeout_s)
+
+
+@pytest.fixture
+def notebook7(
+    jupyter_notebook7: LabServer, chromium, request: pytest.FixtureRequest
+) -> Iterator[NotebookPage]:
+    """A fresh 1400x1000 page on the Notebook 7 server, with ``LabPage``'s helpers; a failing
+    test leaves ``artifacts/screenshots/FAILED-<test>.png``."""
+    with _helper_page(chromium, NotebookPage, jupyter_notebook7, request) as helper:
+        yield helper
+
+
+@contextlib.contextmanager
+def _helper_page(chromium, cls: type[LabPage], server: LabServer, request) -> Iterator[LabPage]:
+    """A new browser context and page wrapped in ``cls``, collecting console errors; closed
+    after the test (a failed one leaves a screenshot and its console and server log in
+    ``artifacts/``), and the kernels the test started shut down."""
+    context = chromium.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(PAGE_TIMEOUT_MS)
+    helper = cls(page, server)
+    page.on("pageerror", lambda exc: helper.console_errors.append(str(exc)))
+    page.on(
+        "console",
+        lambda msg: helper.console_errors.append(msg.text) if msg.type == "error" else None,
+    )
+    kernels_before = {kernel["id"] for kernel in server.api("kernels") or []}
+    try:
+        yield helper
+    finally:
+        report = getattr(request.node, "_report_call", None)
+        if report is not None and report.failed:
+            with contextlib.suppress(Exception):
+                helper.screenshot(f"FAILED-{request.node.name}")
+            _write_failure_notes(request.node.name, helper)
+        context.close()
+        # Nothing a test starts outlives it: its kernels (TensorFlow and panels each) go.
+        server.shut_down_sessions_except(kernels_before)
+
+
+@pytest.fixture(params=["lab", "notebook7"])
+def frontend(request: pytest.FixtureRequest) -> LabPage:
+    """The test's page in each supported frontend: the ``lab`` page in JupyterLab, then the
+    ``notebook7`` page in Notebook 7 (write notebooks into ``frontend.server.root``)."""
+    return request.getfixturevalue(request.param)

@@ -1,4 +1,4 @@
-"""The panel from the keyboard alone, and its table at 800 px, in a real JupyterLab.
+"""The panel from the keyboard alone, and its table at 800 px, in JupyterLab and in Notebook 7.
 
 Keyboard: Tab from the top of the panel reaches a device chip, a finding, the search box and the
 table's rows (never plotly's mode-bar buttons); Enter presses a chip, shows a finding's ops,
@@ -6,11 +6,16 @@ picks a row (its details below, its bar ringed); typing narrows the table. Width
 notebook's output 800 px wide every column heading is inside the table's box, nothing scrolls
 sideways, the pager sits above the rows, a name cut short is whole on hover, the requested
 device is in its short form and the numbers are right-aligned.
+
+Each test runs once per frontend (the ``frontend`` fixture: ``[lab]``, ``[notebook7]``); the
+screenshots are named after it (``keyboard-row-picked-notebook7.png``).
 """
 
 from __future__ import annotations
 
 import re
+
+import pytest
 
 from .conftest import SCREENSHOTS, write_notebook
 
@@ -75,8 +80,26 @@ def _accept_kernel_dialog(lab, timeout_ms: int) -> bool:
     return True
 
 
-def _open_panel(lab, jupyter_lab, name: str):
-    write_notebook(jupyter_lab.root / name, CELLS)
+# Notebook 7 starts its app without ``bubblingKeydown`` (JupyterLab passes it), so its command-
+# mode shortcuts see a key before the table does: ArrowDown on a focused row runs
+# notebook:move-cursor-down (the focus goes to the notebook's "Click to add a cell." footer, and
+# Enter there adds a cell) instead of moving to the next row. ``data-lm-suppress-shortcuts`` on
+# each row (tfplace_widget/static/table.js) stops that; strict, so the fix makes this fail.
+NOTEBOOK7_ARROW_KEYS = pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="Notebook 7: its ArrowDown shortcut takes the focus from a table row to the notebook "
+    "footer (rows need data-lm-suppress-shortcuts)",
+)
+
+
+def _shot(lab, name: str) -> str:
+    """Where the screenshot ``name`` of this frontend goes: ``<name>-<frontend>.png``."""
+    return str(SCREENSHOTS / f"{name}-{lab.server.app}.png")
+
+
+def _open_panel(lab, name: str):
+    write_notebook(lab.server.root / name, CELLS)
     lab.open_notebook(name)
     _accept_kernel_dialog(lab, 8_000)
     panel = lab.page.locator(PANEL).first
@@ -105,8 +128,11 @@ def _tab_until(lab, wanted, seen: list[dict], limit: int = 80) -> dict:
     raise AssertionError(f"not reached in {limit} Tabs; passed: {seen[-limit:]}")
 
 
-def test_the_panel_from_the_keyboard_alone(lab, jupyter_lab):
-    panel = _open_panel(lab, jupyter_lab, "keyboard.ipynb")
+def test_the_panel_from_the_keyboard_alone(frontend, request):
+    lab = frontend
+    if lab.server.app == "notebook7":
+        request.applymarker(NOTEBOOK7_ARROW_KEYS)
+    panel = _open_panel(lab, "keyboard.ipynb")
     page = lab.page
     all_ops = page.evaluate(ROW_OPS_JS)
     total = page.evaluate(SHOWN_JS)
@@ -147,7 +173,7 @@ def test_the_panel_from_the_keyboard_alone(lab, jupyter_lab):
     page.wait_for_function(
         f"(n) => document.querySelectorAll('{ROWS}').length < n", arg=len(all_ops)
     )
-    panel.screenshot(path=str(SCREENSHOTS / "keyboard-finding-focused.png"))
+    panel.screenshot(path=_shot(lab, "keyboard-finding-focused"))
     page.keyboard.press("Space")  # Space: every op again
     page.wait_for_function(
         f"(n) => document.querySelectorAll('{ROWS}').length === n", arg=len(all_ops)
@@ -176,7 +202,12 @@ def test_the_panel_from_the_keyboard_alone(lab, jupyter_lab):
     row = _tab_until(lab, lambda f: f["tag"] == "TR", seen)
     assert "scaled_on_cpu1" in row["op"], row  # one of the ops the search kept
     for _ in range(6):  # Down to the op itself
-        if page.evaluate(FOCUSED_JS)["op"] == "scaled_on_cpu1":
+        focused = page.evaluate(FOCUSED_JS)
+        assert focused["tag"] == "TR" and focused["inPanel"], (
+            "ArrowDown took the focus out of the table",
+            focused,
+        )
+        if focused["op"] == "scaled_on_cpu1":
             break
         page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")
@@ -201,7 +232,7 @@ def test_the_panel_from_the_keyboard_alone(lab, jupyter_lab):
         " + getComputedStyle(document.activeElement).outlineWidth"
     )
     assert ring.startswith("solid") and not ring.endswith(" 0px"), ring  # a visible focus ring
-    panel.screenshot(path=str(SCREENSHOTS / "keyboard-row-picked.png"))
+    panel.screenshot(path=_shot(lab, "keyboard-row-picked"))
     # The modebar buttons are there for the mouse, out of the tab order.
     tabindexes = panel.locator(".modebar-btn").evaluate_all(
         "(buttons) => buttons.map((b) => b.tabIndex)"
@@ -247,8 +278,9 @@ def _set_output_width(lab, width: int) -> float:
     return page.evaluate(measure)
 
 
-def test_the_table_fits_800_px_with_the_pager_above_the_rows(lab, jupyter_lab):
-    panel = _open_panel(lab, jupyter_lab, "narrow.ipynb")
+def test_the_table_fits_800_px_with_the_pager_above_the_rows(frontend):
+    lab = frontend
+    panel = _open_panel(lab, "narrow.ipynb")
     for width in (968, 800):
         got = _set_output_width(lab, width)
         assert abs(got - width) < 2, got
@@ -266,7 +298,7 @@ def test_the_table_fits_800_px_with_the_pager_above_the_rows(lab, jupyter_lab):
         assert not fit["sideways"], width
         assert fit["pagerAbove"] and fit["pagerHeight"] > 0, fit
         assert re.search(r"page 1 of [2-9]", fit["pagerText"]), fit["pagerText"]
-        table.screenshot(path=str(SCREENSHOTS / f"table-{width}px.png"))
+        table.screenshot(path=_shot(lab, f"table-{width}px"))
     # A long name is cut with an ellipsis, whole on hover; requested devices in short form;
     # numbers right-aligned.
     cells = lab.page.evaluate(
@@ -297,4 +329,4 @@ def test_the_table_fits_800_px_with_the_pager_above_the_rows(lab, jupyter_lab):
     )
     assert requested.inner_text() == "CPU:1", requested.inner_text()
     assert requested.get_attribute("title").endswith("CPU:1")
-    panel.screenshot(path=str(SCREENSHOTS / "table-800px-panel.png"))
+    panel.screenshot(path=_shot(lab, "table-800px-panel"))

@@ -1,6 +1,7 @@
-"""Smoke test of the browser harness: JupyterLab renders ipywidgets and prints in headless Chromium.
+"""Smoke test of the browser harness: JupyterLab and Notebook 7 render ipywidgets and prints in
+headless Chromium (the ``frontend`` fixture runs it in each).
 
-If this fails, every other browser test will too: look here first.
+If this fails, every other browser test in that frontend will too: look here first.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import pytest
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 
-def test_lab_runs_a_notebook_and_renders_a_widget(jupyter_lab, lab):
-    folder = jupyter_lab.root / "smoke"
+def test_lab_runs_a_notebook_and_renders_a_widget(frontend):
+    lab = frontend
+    folder = lab.server.root / "smoke"
     folder.mkdir(exist_ok=True)
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {
@@ -37,5 +39,5 @@ def test_lab_runs_a_notebook_and_renders_a_widget(jupyter_lab, lab):
     outputs = lab.cell_outputs()
     assert outputs[1] == "2", outputs
     assert lab.errors() == []
-    path = lab.screenshot("smoke_lab")
+    path = lab.screenshot(f"smoke_{lab.server.app}")  # smoke_lab.png, smoke_notebook7.png
     assert path.stat().st_size > 10_000
