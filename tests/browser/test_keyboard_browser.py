@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from .conftest import SCREENSHOTS, write_notebook
 
 CELLS = [
@@ -80,19 +78,6 @@ def _accept_kernel_dialog(lab, timeout_ms: int) -> bool:
     return True
 
 
-# Notebook 7 starts its app without ``bubblingKeydown`` (JupyterLab passes it), so its command-
-# mode shortcuts see a key before the table does: ArrowDown on a focused row runs
-# notebook:move-cursor-down (the focus goes to the notebook's "Click to add a cell." footer, and
-# Enter there adds a cell) instead of moving to the next row. ``data-lm-suppress-shortcuts`` on
-# each row (tfplace_widget/static/table.js) stops that; strict, so the fix makes this fail.
-NOTEBOOK7_ARROW_KEYS = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Notebook 7: its ArrowDown shortcut takes the focus from a table row to the notebook "
-    "footer (rows need data-lm-suppress-shortcuts)",
-)
-
-
 def _shot(lab, name: str) -> str:
     """Where the screenshot ``name`` of this frontend goes: ``<name>-<frontend>.png``."""
     return str(SCREENSHOTS / f"{name}-{lab.server.app}.png")
@@ -128,10 +113,12 @@ def _tab_until(lab, wanted, seen: list[dict], limit: int = 80) -> dict:
     raise AssertionError(f"not reached in {limit} Tabs; passed: {seen[-limit:]}")
 
 
-def test_the_panel_from_the_keyboard_alone(frontend, request):
+def test_the_panel_from_the_keyboard_alone(frontend):
+    """In Notebook 7 too: its app starts without ``bubblingKeydown``, so its command-mode
+    shortcuts saw a row's ArrowDown first (the focus went to the notebook's footer) until each
+    row carried ``data-lm-suppress-shortcuts`` (static/table.js); each ArrowDown is checked to
+    leave the focus on a row."""
     lab = frontend
-    if lab.server.app == "notebook7":
-        request.applymarker(NOTEBOOK7_ARROW_KEYS)
     panel = _open_panel(lab, "keyboard.ipynb")
     page = lab.page
     all_ops = page.evaluate(ROW_OPS_JS)

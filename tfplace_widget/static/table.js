@@ -128,6 +128,10 @@ function render({ model, el }) {
     rows.forEach((row, r) => {
       const tr = body.insertRow();
       tr.dataset.op = row[0];
+      // Lumino's shortcuts skip a key whose target carries this: Notebook 7 (no bubbling keydown)
+      // would take a row's ArrowDown as "move to the next cell" (the tbody's mark is not enough:
+      // the focused row itself matches the shortcut's selector).
+      tr.dataset.lmSuppressShortcuts = "true";
       tr.tabIndex = r === focusRow ? 0 : -1;
       tr.style.setProperty("--tfplace-device", colors[r]);
       if (inks[r]) {
