@@ -46,5 +46,6 @@ FINDING_KINDS = (
     "idle_device",
     "xla_hidden",
     "xla_time",
+    "xla_recompile",
     "merged_runs",
 )
