@@ -12,9 +12,12 @@ warm-up's and one per traced step), each executed instruction carries a differen
 ``program_id``, and every traced step has a ``CpuCompiler::CompileCpuExecutable`` event (stat
 ``name``: the module) of 21-26 ms under ``JitCompiler::Compile``, while the instructions ran
 in under 2 ms. The same function fed one shape has one program and no compile event in the
-traced steps. ``tracing.xla`` keeps these counts per cluster in
+traced steps. The function was traced once (its input has a ``None`` dimension: the
+iterator's), so an ``input_signature`` with ``None`` dimensions would not stop this: XLA
+compiles each concrete shape. ``tracing.xla`` keeps these counts per cluster in
 ``trace.xla.attrs["compiles"]`` (``programs``, ``compiles``, ``compile_us``): a count, not a
-column, so a saved and loaded trace does not have it and gets no ``xla_recompile``.
+column, so a ``.tfplace`` file does not keep it: a loaded trace has the ``xla_recompile``
+saved with its findings, and computing them again finds none.
 """
 
 from __future__ import annotations
