@@ -47,5 +47,6 @@ FINDING_KINDS = (
     "xla_hidden",
     "xla_time",
     "xla_recompile",
+    "xla_outside",
     "merged_runs",
 )

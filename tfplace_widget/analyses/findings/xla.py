@@ -1,7 +1,8 @@
 """Findings about what XLA ran: ``xla_time``, where the time of each XLA cluster went, by
 HLO instruction (from ``trace.xla``), with the TF ops and the user's line behind each,
 ``xla_recompile``, a cluster XLA compiled again during the traced steps because its input
-shapes changed, and ``xla_hidden``, XLA launch ops whose cluster's TF ops the trace does not
+shapes changed, ``xla_outside``, the ops of an auto-clustered call that XLA left outside its
+clusters (a ``tf.py_function`` host callback, ops the trace cannot say why), and ``xla_hidden``, XLA launch ops whose cluster's TF ops the trace does not
 list.
 
 What a recompiling cluster looks like in a TF 2.21 XLA:CPU profile (seen on this project's
@@ -23,11 +24,15 @@ saved with its findings, and computing them again finds none.
 from __future__ import annotations
 
 from ...model.devices import short_device
-from .base import Context, Finding, listed_names, summed_duration
+from .base import FOLLOWERS, Context, Finding, listed_names, summed_duration
 
 TOP_INSTRUCTIONS = 3  # named in the message
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 _AUTO_TYPES = {"_XlaCompile", "_XlaRun", "_XlaMerge"}  # graph-mode auto-clustering's launch
+# Python run on the host: XLA compiles no Python, so a cluster ends at it
+_HOST_CALLBACK_TYPES = {"EagerPyFunc", "PyFunc", "PyFuncStateless"}
+# Bookkeeping that nothing computes: never named as left outside
+_NOT_COMPUTE = {"Identity", "IdentityN", "NoOp", "Rank", "Range", "Shape", "Size", "_EagerConst"}
 
 
 def find_xla_hidden(context: Context) -> list[Finding]:
@@ -132,6 +137,68 @@ def find_xla_recompile(context: Context) -> list[Finding]:
             )
         )
     return findings
+
+
+def find_xla_outside(context: Context) -> list[Finding]:
+    """Ops of an auto-clustered trace (``tf.config.optimizer.set_jit``, ``--tf_xla_auto_jit``)
+    that XLA left outside its clusters: they run one by one, beside the clusters.
+
+    Seen on TF 2.21 with ``TF_XLA_FLAGS=--tf_xla_cpu_global_jit`` and ``set_jit(True)``: a
+    function with a matmul, an add and a relu, then a ``tf.py_function``, an ``AsString`` and
+    a tanh, a multiply and a sum got one cluster (tanh, multiply, sum); the py_function, the
+    string op and the ops before the py_function stayed outside. A host callback is named as
+    one (XLA compiles no Python); for the others the trace cannot say why (TF's kernel
+    registry lists no ``XLA_CPU_JIT`` kernels in the CPU wheel: no XLA kernel for the op or its
+    dtype, or too few ops for a cluster: ``--tf_xla_min_cluster_size``, 4 by default). A
+    ``jit_compile=True`` function compiles whole: ops outside it are the caller's, no finding.
+    """
+    ops = context.ops
+    how = ops["how"].astype(str)
+    clustered = ops[(how == "xla") & ops["reason"].astype(str).str.contains("auto-clustering")]
+    if clustered.empty:
+        return []
+    outside = ops[
+        how.isin(("explicit", "implicit", "soft"))
+        & ~ops["type"].astype(str).isin(_NOT_COMPUTE | FOLLOWERS)
+    ]
+    if outside.empty:
+        return []
+    names = outside["op"].tolist()
+    types = dict(zip(names, outside["type"].astype(str).tolist(), strict=True))
+    callbacks = [n for n in names if types[n] in _HOST_CALLBACK_TYPES]
+    others = [n for n in names if n not in set(callbacks)]
+    clusters = list(dict.fromkeys(clustered["function"].astype(str)))
+    parts = []
+    if callbacks:
+        parts.append(
+            f"{listed_names(callbacks)} (tf.py_function) runs Python on the host, which XLA "
+            "cannot compile, so no cluster can take it in: write it with TensorFlow ops"
+        )
+    if others:
+        typed = [f"{n} ({types[n]})" for n in others]
+        parts.append(
+            f"{listed_names(typed)} stayed outside too, for a reason the trace does not record "
+            "(no XLA kernel for the op or its dtype, or too few ops around it for a cluster)"
+        )
+    return [
+        Finding(
+            "xla_outside",
+            "medium" if callbacks else "info",
+            callbacks + others,
+            (
+                f"XLA auto-clustering compiled {len(clustered)} ops into "
+                f"{listed_names(clusters)} and left {len(names)} ops of the call outside, run "
+                f"one by one: {'; '.join(parts)}."
+            ),
+            {
+                "clustered": int(len(clustered)),
+                "outside": len(names),
+                "host_callbacks": len(callbacks),
+            },
+            (summed_duration(context, names), 0.0, float(len(names))),
+            predicted=context.predicted_trace,
+        )
+    ]
 
 
 def find_xla_time(context: Context) -> list[Finding]:
