@@ -2,8 +2,8 @@
 HLO instruction (from ``trace.xla``), with the TF ops and the user's line behind each,
 ``xla_recompile``, a cluster XLA compiled again during the traced steps because its input
 shapes changed, ``xla_outside``, the ops of an auto-clustered call that XLA left outside its
-clusters (a ``tf.py_function`` host callback, ops the trace cannot say why), and ``xla_hidden``, XLA launch ops whose cluster's TF ops the trace does not
-list.
+clusters (a ``tf.py_function`` host callback; for other ops the trace cannot say why), and
+``xla_hidden``, XLA launch ops whose cluster's TF ops the trace does not list.
 
 What a recompiling cluster looks like in a TF 2.21 XLA:CPU profile (seen on this project's
 machine: a ``jit_compile=True`` function fed batches of 3, 6, 9... rows from a ``tf.data``
@@ -14,9 +14,9 @@ warm-up's and one per traced step), each executed instruction carries a differen
 ``name``: the module) of 21-26 ms under ``JitCompiler::Compile``, while the instructions ran
 in under 2 ms. The same function fed one shape has one program and no compile event in the
 traced steps. The function was traced once (its input has a ``None`` dimension: the
-iterator's), so an ``input_signature`` with ``None`` dimensions would not stop this: XLA
+iterator's; the same with an ``input_signature`` of ``[None, 8]``), so an ``input_signature`` with ``None`` dimensions would not stop this: XLA
 compiles each concrete shape. ``tracing.xla`` keeps these counts per cluster in
-``trace.xla.attrs["compiles"]`` (``programs``, ``compiles``, ``compile_us``): a count, not a
+``trace.xla.attrs["compiles"]`` (``programs``, ``ran``, ``compiles``, ``compile_us``): a count, not a
 column, so a ``.tfplace`` file does not keep it: a loaded trace has the ``xla_recompile``
 saved with its findings, and computing them again finds none.
 """
@@ -29,7 +29,7 @@ from .base import FOLLOWERS, Context, Finding, listed_names, summed_duration
 TOP_INSTRUCTIONS = 3  # named in the message
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 _AUTO_TYPES = {"_XlaCompile", "_XlaRun", "_XlaMerge"}  # graph-mode auto-clustering's launch
-# Python run on the host: XLA compiles no Python, so a cluster ends at it
+# Python run on the host: XLA compiles no Python, so no cluster takes it in
 _HOST_CALLBACK_TYPES = {"EagerPyFunc", "PyFunc", "PyFuncStateless"}
 # Bookkeeping that nothing computes: never named as left outside
 _NOT_COMPUTE = {"Identity", "IdentityN", "NoOp", "Rank", "Range", "Shape", "Size", "_EagerConst"}
