@@ -46,5 +46,7 @@ FINDING_KINDS = (
     "idle_device",
     "xla_hidden",
     "xla_time",
+    "xla_recompile",
+    "xla_outside",
     "merged_runs",
 )

@@ -34,6 +34,7 @@ from .xspace import (
 _METADATA_PLANE = "/host:metadata"
 _NOT_OPS = {"XLA_Args", "XLA_Retvals"}  # what XLA names its parameters and results
 _HLO_PROTO_STAT = "Hlo Proto"
+_COMPILE = re.compile(r"^\w*Compiler::Compile\w*Executable$")  # CpuCompiler::CompileCpuExecutable
 # TF names a jit_compile function's module after its FunctionDef: "__inference_f_23" ->
 # "a_inference_f_23__XlaMustCompile_true_config_proto_..._.2" (a leading "_" becomes "a"), or
 # "a_inference_f_23__.1" when a tf.function without XLA calls it.
@@ -68,6 +69,14 @@ class XlaProfile:
     # one tuple per executed instruction:
     # (module, instruction, device plane, line id, start µs since the epoch, duration µs)
     runs: list[tuple[str, str, str, int, int, int]] = field(default_factory=list)
+    # module -> how many programs XLA compiled of it in this process (one HloProto each: the
+    # metadata plane names them "<module>(0)", "<module>(1)"...; one per input shape)
+    programs: dict[str, int] = field(default_factory=dict)
+    # the ``program_id`` stat of each of ``runs`` (-1 when absent): which compiled program ran
+    run_programs: list[int] = field(default_factory=list)
+    # one (module, start µs since the epoch, duration µs) per compilation while profiling: the
+    # compiler's "CpuCompiler::CompileCpuExecutable" event (stat ``name``: the module), TF 2.21
+    compiles: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def function_of_module(module: str) -> str:
@@ -82,15 +91,39 @@ def xla_from_xspace(data: bytes) -> XlaProfile:
     profile = XlaProfile()
     for name, plane in planes:
         if name == _METADATA_PLANE:
-            _read_modules(plane, profile.modules)
+            _read_modules(plane, profile.modules, profile.programs)
     origin_ns = max((_profile_start_ns(p) for n, p in planes if n == _TASK_ENV_PLANE), default=0)
     for name, plane in planes:
         if name == HOST_PLANE or _GPU_PLANE.fullmatch(name):
-            _read_runs(plane, name, origin_ns, profile.runs)
+            _read_runs(plane, name, origin_ns, profile.runs, profile.run_programs)
+        if name == HOST_PLANE:
+            _read_compiles(plane, origin_ns, profile.compiles)
     return profile
 
 
-def _read_modules(plane: Any, modules: dict[str, dict[str, HloInstruction]]) -> None:
+def _read_compiles(plane: Any, origin_ns: int, compiles: list) -> None:
+    """XLA's compilations of a module (``CpuCompiler::CompileCpuExecutable``...: an event named
+    ``<Backend>Compiler::Compile...Executable`` whose ``name`` stat is the module)."""
+    stat_names = {key: _text(meta.name) for key, meta in plane.stat_metadata.items()}
+    wanted = {key for key, meta in plane.event_metadata.items() if _COMPILE.match(_text(meta.name))}
+    if not wanted:
+        return
+    for line in plane.lines:
+        if _is_derived_line(line):
+            continue
+        line_ns = _line_start_ns(line, origin_ns)
+        for event in line.events:
+            if event.metadata_id not in wanted:
+                continue
+            module = _event_stats(event, stat_names).get("name") if event.stats else None
+            if isinstance(module, str) and module:
+                start, duration = _span_us(line_ns, event)
+                compiles.append((module, start, duration))
+
+
+def _read_modules(
+    plane: Any, modules: dict[str, dict[str, HloInstruction]], programs: dict[str, int]
+) -> None:
     names = {key: _text(meta.name) for key, meta in plane.stat_metadata.items()}
     for meta in plane.event_metadata.values():
         for stat in meta.stats:
@@ -99,6 +132,7 @@ def _read_modules(plane: Any, modules: dict[str, dict[str, HloInstruction]]) -> 
             module = _hlo_module(stat.bytes_value)
             if module is not None:
                 modules[module.name] = _instructions(module)
+                programs[module.name] = programs.get(module.name, 0) + 1
 
 
 def _hlo_module(data: bytes) -> Any:
@@ -152,15 +186,17 @@ def _instructions(module: Any) -> dict[str, HloInstruction]:
     return out
 
 
-def _read_runs(plane: Any, device: str, origin_ns: int, runs: list) -> None:
+def _read_runs(plane: Any, device: str, origin_ns: int, runs: list, programs: list) -> None:
     """Events with ``hlo_op`` and ``hlo_module`` stats (on the event or its metadata)."""
     stat_names = {key: _text(meta.name) for key, meta in plane.stat_metadata.items()}
     if "hlo_op" not in stat_names.values() and "hlo_module" not in stat_names.values():
         return
     known: dict[int, tuple[str, str] | None] = {}
+    known_program: dict[int, Any] = {}
     for key, meta in plane.event_metadata.items():
         stats = _event_stats(meta, stat_names)
         known[key] = (stats.get("hlo_module", ""), stats.get("hlo_op", "")) if stats else None
+        known_program[key] = stats.get("program_id", -1) if stats else -1
     for line in plane.lines:
         if _is_derived_line(line):
             continue
@@ -174,3 +210,5 @@ def _read_runs(plane: Any, device: str, origin_ns: int, runs: list) -> None:
                 continue
             start, duration = _span_us(line_ns, event)
             runs.append((module, op, device, line.id, start, duration))
+            program = stats.get("program_id", known_program.get(event.metadata_id, -1))
+            programs.append(program if isinstance(program, int) else -1)

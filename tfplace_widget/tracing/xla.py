@@ -91,6 +91,37 @@ def xla_parts(
     return ops_frame, xla, [threads[i] for i in order.tolist()]
 
 
+def cluster_name(module: str) -> str:
+    """The cluster's name in the trace (``trace.xla.cluster``, the ops' ``function``): the
+    jit_compile function's, ``cluster_0`` for an auto-clustered module, else the module's."""
+    function = function_of_module(module)
+    if function:
+        return function_display_name(function)
+    auto = _AUTO_MODULE.match(module)
+    return auto.group(1) if auto else module
+
+
+def compile_counts(profile: XlaProfile) -> dict[str, dict[str, int]]:
+    """``cluster -> {"programs", "ran", "compiles", "compile_us"}`` of the clusters that ran:
+    how many programs XLA compiled of the cluster's module in this process (one per input
+    shape, the untraced warm-up's and earlier traces' included), how many different ones ran
+    in the traced steps (by ``program_id``), and how many compilations, taking how long, fell
+    in the traced steps. What ``trace.xla.attrs["compiles"]`` holds (``xla_recompile``)."""
+    counts: dict[str, dict[str, int]] = {}
+    ran: dict[str, set[int]] = {}
+    for run, program in zip(profile.runs, profile.run_programs, strict=False):
+        ran.setdefault(run[0], set()).add(program)
+    for module in dict.fromkeys(run[0] for run in profile.runs):
+        compiles = [c for c in profile.compiles if c[0] == module]
+        counts[cluster_name(module)] = {
+            "programs": int(profile.programs.get(module, 0)),
+            "ran": len(ran.get(module, set()) - {-1}),
+            "compiles": len(compiles),
+            "compile_us": int(sum(c[2] for c in compiles)),
+        }
+    return counts
+
+
 class _Cluster:
     """One XLA module that ran: its function's nodes and where each op went."""
 
@@ -99,11 +130,7 @@ class _Cluster:
         self.function = function_of_module(module)
         auto = None if self.function else _AUTO_MODULE.match(module)
         self.auto = auto is not None  # an auto-clustering cluster (tf.config.optimizer.set_jit)
-        self.name = (
-            function_display_name(self.function)
-            if self.function
-            else (auto.group(1) if auto else module)
-        )
+        self.name = cluster_name(module)
         self.device = device
         self.instructions = profile.modules.get(module, {})
         self.nodes: dict[str, Any] = {}  # op_name (as XLA names it) -> node def
@@ -241,6 +268,8 @@ def add_xla_clusters(
         device = canonical_device(cpus[0].name) if cpus else ""
     ops, xla, threads = xla_parts(profile, origin[0], device, why, trace.ops["op"].tolist())
     add_xla(trace, ops, xla, threads)
+    # Not a column: a count per cluster, kept with the frame in this process (not saved).
+    trace.xla.attrs["compiles"] = compile_counts(profile)
     _explain_auto_launch(trace, ops)
 
 

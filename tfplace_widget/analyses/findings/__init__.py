@@ -24,7 +24,7 @@ What can be known depends on the trace:
 
 The rules live by family: ``fallbacks`` (cpu_fallback), ``placement`` (soft_move,
 host_memory_on_gpu, merged_runs), ``costly`` (costly_transfer), ``transfers`` (ping_pong, cross_task_transfer) and
-``timing`` (idle_device), ``xla`` (xla_time: where an XLA cluster's time went; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
+``timing`` (idle_device), ``xla`` (xla_time: where an XLA cluster's time went; xla_recompile: a cluster compiled again for new input shapes; xla_outside: ops auto-clustering left out; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
 kind capped at ``MAX_PER_KIND`` and the frame built.
 """
 
@@ -57,7 +57,7 @@ from .transfers import (
     find_cross_task_transfers,
     find_ping_pongs,
 )
-from .xla import find_xla_hidden, find_xla_time
+from .xla import find_xla_hidden, find_xla_outside, find_xla_recompile, find_xla_time
 
 __all__ = [
     "BUSY_SHARE",
@@ -144,6 +144,8 @@ def find_findings(trace: Any) -> pd.DataFrame:
     found += find_idle_devices(context)
     found += find_xla_hidden(context)
     found += find_xla_time(context)
+    found += find_xla_recompile(context)
+    found += find_xla_outside(context)
     return _frame(_capped(found))
 
 
