@@ -26,9 +26,10 @@ panel = show_placement(
 panel""",
 ]
 PANEL = ".tfplace-panel"
-TICKS_JS = (
-    """() => document.querySelector('.tfplace-panel .js-plotly-plot').layout.yaxis.ticktext"""
-)
+# The timeline's lane labels; [] until plotly.js has drawn it (the plot element comes with the
+# first draw, after plotly.js is imported: a throwing predicate would end the wait at once).
+TICKS_JS = """() => document.querySelector('.tfplace-panel .js-plotly-plot')?.layout?.yaxis
+    ?.ticktext ?? []"""
 DEVICES_JS = """() => Array.from(
     document.querySelectorAll('.tfplace-panel .tfplace-table tbody td[data-column="device"]'),
     (c) => c.textContent)"""
