@@ -345,7 +345,6 @@ class PhaseTimer:
 @contextlib.contextmanager
 def timing_phases(tf: Any) -> Iterator[PhaseTimer]:
     """Wrap ``function_tracer``'s helpers (and the profiler/export calls it makes) in timers."""
-    from tensorflow.python.eager import context
 
     from tfplace_widget.tracing import function as ft
 
@@ -387,20 +386,31 @@ def timing_phases(tf: Any) -> Iterator[PhaseTimer]:
         "_place_records": timer.timed("place_records", ft._place_records),
         "frames_from_records": timer.timed("frames", ft.frames_from_records),
     }
-    original = {name: getattr(ft, name) for name in replacements}
+    with installed(tf, ft, timer, replacements) as original:  # the wrappers call the originals
+        yield timer
+
+
+@contextlib.contextmanager
+def installed(tf: Any, module: Any, timer: PhaseTimer, replacements: dict) -> Iterator[dict]:
+    """``module``'s functions replaced by ``replacements`` (by name), and the profiler's
+    start/stop and ``export_run_metadata`` timed, while inside; all put back after. Yields the
+    replaced functions by name."""
+    from tensorflow.python.eager import context
+
+    original = {name: getattr(module, name) for name in replacements}
     profiler = tf.profiler.experimental
     start, stop = profiler.start, profiler.stop
     export = context.Context.export_run_metadata
     try:
         for name, fn in replacements.items():
-            setattr(ft, name, fn)
+            setattr(module, name, fn)
         profiler.start = timer.timed("profiler_start", start)
         profiler.stop = timer.timed("profiler_stop", stop)
         context.Context.export_run_metadata = timer.timed("export", export)
-        yield timer
+        yield original
     finally:
         for name, fn in original.items():
-            setattr(ft, name, fn)
+            setattr(module, name, fn)
         profiler.start, profiler.stop = start, stop
         context.Context.export_run_metadata = export
 

@@ -24,19 +24,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
-import datetime
 import io
 import json
 import os
 import pstats
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .function_mode import PhaseTimer, installed, machine
 from .graphs import quiet_fds
 from .measure import Timing, fmt_ms, time_cpu_once
 
@@ -91,47 +90,9 @@ def graph_ops(f: Any, x: Any) -> int:
     return len(f.get_concrete_function(x).graph.as_graph_def().node)
 
 
-class PhaseTimer:
-    """Wall seconds per phase of the ``trace_placement`` calls made while it is installed."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-        self.calls = 0
-
-    def add(self, key: str, seconds: float) -> None:
-        self.seconds[key] = self.seconds.get(key, 0.0) + seconds
-
-    def timed(self, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.add(key, time.perf_counter() - start)
-
-        return wrapper
-
-    def timed_context(self, key: str, manager: Callable[..., Any]) -> Any:
-        @contextlib.contextmanager
-        def wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            start = time.perf_counter()
-            context_manager = manager(*args, **kwargs)
-            value = context_manager.__enter__()
-            self.add(key, time.perf_counter() - start)
-            try:
-                yield value
-            finally:
-                start = time.perf_counter()
-                context_manager.__exit__(*sys.exc_info())
-                self.add(key, time.perf_counter() - start)
-
-        return wrapper
-
-
 @contextlib.contextmanager
 def timing_phases(tf: Any) -> Iterator[PhaseTimer]:
     """Wrap ``tracing.function``'s helpers (and the profiler/export calls) in timers."""
-    from tensorflow.python.eager import context
 
     from tfplace_widget.tracing import function as ft
 
@@ -143,8 +104,10 @@ def timing_phases(tf: Any) -> Iterator[PhaseTimer]:
         return timer.timed(key, original["_user_call"])(*args, **kwargs)
 
     replacements = {
-        "capture_native_output": timer.timed_context("settings", ft.capture_native_output),
-        "_tf_settings": timer.timed_context("settings", ft._tf_settings),
+        "capture_native_output": timer.timed_context(
+            "settings", "settings", ft.capture_native_output
+        ),
+        "_tf_settings": timer.timed_context("settings", "settings", ft._tf_settings),
         "_user_call": user_call,
         "records_from_xspace": timer.timed("xspace", ft.records_from_xspace),
         "xla_from_xspace": timer.timed("xla_profile", ft.xla_from_xspace),
@@ -156,22 +119,8 @@ def timing_phases(tf: Any) -> Iterator[PhaseTimer]:
         "add_xla_clusters": timer.timed("xla_clusters", ft.add_xla_clusters),
         "function_protos": timer.timed("protos", ft.function_protos),
     }
-    original = {name: getattr(ft, name) for name in replacements}
-    profiler = tf.profiler.experimental
-    start, stop = profiler.start, profiler.stop
-    export = context.Context.export_run_metadata
-    try:
-        for name, fn in replacements.items():
-            setattr(ft, name, fn)
-        profiler.start = timer.timed("profiler_start", start)
-        profiler.stop = timer.timed("profiler_stop", stop)
-        context.Context.export_run_metadata = timer.timed("export", export)
+    with installed(tf, ft, timer, replacements) as original:  # user_call calls the original
         yield timer
-    finally:
-        for name, fn in original.items():
-            setattr(ft, name, fn)
-        profiler.start, profiler.stop = start, stop
-        context.Context.export_run_metadata = export
 
 
 def check_xla_trace(trace: Any) -> dict[str, int]:
@@ -261,23 +210,6 @@ def measure(repeats: int, cprofile_top: int) -> dict[str, Any]:
     return results
 
 
-def machine(tf: Any, load_at_start: str) -> dict[str, str]:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parent,
-    ).stdout.strip()
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "nproc": str(os.cpu_count()),
-        "tensorflow": tf.__version__,
-        "tfplace_widget": commit or "unknown",
-        "load average at start": load_at_start,
-        "load average": " ".join(f"{v:.2f}" for v in os.getloadavg()),
-    }
-
-
 def render(results: dict[str, Any]) -> str:
     m = results["machine"]
     t = {k: Timing(v["seconds"], v["cpu"]) for k, v in results["timings"].items()}
@@ -291,7 +223,7 @@ def render(results: dict[str, Any]) -> str:
         f"`python -m benchmarks.xla` ({results['repeats']} repeats, interleaved), measured "
         f"{m['date']} with tfplace_widget at {m['tfplace_widget']}, TensorFlow "
         f"{m['tensorflow']}, {m['nproc']} cores; load average {m['load average at start']} at "
-        f"start, {m['load average']} at end. A tf.function of {results['graph_ops']} ops; the "
+        f"start, {m['load average at end']} at end. A tf.function of {results['graph_ops']} ops; the "
         f"XLA trace shows {check['ops']} ops ({check['xla_ops']} with how='xla') and "
         f"{check['instructions']} executed HLO instructions in trace.xla; the trace without "
         f"XLA shows {results['plain_trace_ops']} ops.",
