@@ -65,7 +65,7 @@ def build_trace(
             available_devices=available_devices,
             source=source,
         )
-        if any(t in LAUNCH_TYPES for t in executed.type.values()):  # XLA auto-clustering
+        if not LAUNCH_TYPES.isdisjoint(executed.type.values()):  # XLA auto-clustering
             add_graph_clusters(trace, metadatas[0].partition_graphs, facts)
     trace.log = log
     trace.truncated = trace.truncated or capped
