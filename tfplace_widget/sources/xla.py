@@ -38,8 +38,8 @@ _COMPILE = re.compile(r"^\w*Compiler::Compile\w*Executable$")  # CpuCompiler::Co
 # TF names a jit_compile function's module after its FunctionDef: "__inference_f_23" ->
 # "a_inference_f_23__XlaMustCompile_true_config_proto_..._.2" (a leading "_" becomes "a"), or
 # "a_inference_f_23__.1" when a tf.function without XLA calls it.
-# A trace runs a copy of the user's function under another name (tracing/function_copies.py:
-# ``<name>_tfplace_copy<n>``): its module stands for the user's function, the one read here.
+# A trace before 2026-12-02 ran a copy of the user's jit function under another name
+# (``<name>_tfplace_copy<n>``, tracing/function_copies.py): its module stands for the user's.
 _MODULE_OF_FUNCTION = re.compile(
     r"^a(_(?:inference|forward|backward)_.+?_\d+)(?:_tfplace_copy\d+)?__"
 )

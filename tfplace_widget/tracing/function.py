@@ -89,10 +89,12 @@ def trace_function(
     try:
         with (
             capture_native_output() as captured,
-            _tf_settings(soft_placement, optimize),
+            _tf_settings(soft_placement, optimize) as as_the_user,
             tempfile.TemporaryDirectory(prefix="tfplace-profile-") as logdir,
         ):
-            graphs, space = _run(call, device_scope, steps, warmup, logdir, notes, overrides)
+            graphs, space = _run(
+                call, device_scope, steps, warmup, logdir, notes, overrides, as_the_user
+            )
     except (TraceError, KeyboardInterrupt) as exc:
         if captured is not None:  # what the failed calls printed is not lost
             failed_log = "\n".join(line for line in [*log, captured.text] if line)
@@ -333,7 +335,9 @@ _TF_ERROR_NOISE = re.compile(
 
 
 @contextlib.contextmanager
-def _tf_settings(soft_placement: bool, optimize: bool) -> Iterator[None]:
+def _tf_settings(
+    soft_placement: bool, optimize: bool
+) -> Iterator[Callable[[], contextlib.AbstractContextManager]]:
     """Soft placement and Grappler as asked for the traced calls; restored exactly after.
 
     The eager kernel cache is left alone: the traced calls run copies of the user's functions,
@@ -341,6 +345,8 @@ def _tf_settings(soft_placement: bool, optimize: bool) -> Iterator[None]:
     ops run eagerly on their own (TensorFlow's one-op ``__wrapped__<Op>`` functions) are
     dropped on entry, so that the calls instantiate, and record, them again; that costs a
     millisecond or two per op type, and the user's next eager ops reuse the new kernels.
+    Yields what puts the user's Grappler settings back for one call (an XLA function's, whose
+    compiled program XLA finds by the call's ConfigProto).
     """
     import tensorflow as tf
     from tensorflow.python.eager import context
@@ -349,16 +355,29 @@ def _tf_settings(soft_placement: bool, optimize: bool) -> Iterator[None]:
     soft = tf.config.get_soft_device_placement()
     # set_experimental_options only merges keys into this dict: keep a copy to put back.
     optimizer = dict(ctx._optimizer_experimental_options)
+
+    def use_optimizer(options: dict) -> None:
+        ctx._optimizer_experimental_options = options
+        ctx._thread_local_data.function_call_options = None  # rebuilt from the options
+
+    @contextlib.contextmanager
+    def as_the_user() -> Iterator[None]:
+        traced = ctx._optimizer_experimental_options
+        use_optimizer(dict(optimizer))
+        try:
+            yield
+        finally:
+            use_optimizer(traced)
+
     try:
         tf.config.set_soft_device_placement(bool(soft_placement))
         if not optimize:
             tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
         _drop_eager_op_kernels(ctx)
-        yield
+        yield as_the_user
     finally:
         tf.config.set_soft_device_placement(soft)
-        ctx._optimizer_experimental_options = optimizer
-        ctx._thread_local_data.function_call_options = None  # rebuilt from the options
+        use_optimizer(optimizer)
 
 
 def _drop_eager_op_kernels(ctx: Any) -> None:
@@ -378,6 +397,7 @@ def _run(
     logdir: str,
     notes: list[str],
     overrides: Mapping[str, str] | None = None,
+    as_the_user: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> tuple[list, bytes]:
     """Run the calls; return the placed function graphs and the profiler's XSpace bytes."""
     import tensorflow as tf
@@ -388,16 +408,16 @@ def _run(
     ctx.enable_run_metadata()
     ctx.export_run_metadata()  # drop what an earlier, failed trace left collected
     try:
-        with scope, calls_run_copies() as copies:
+        with scope, calls_run_copies(as_the_user) as copies:
             for index in range(warmup):
                 _user_call(call, ("warmup", index, warmup, steps))
             if overrides:  # the warm-up's instantiations name the bodies to rewrite
                 warm = list(ctx.export_run_metadata().function_graphs)
+                called = _reachable_functions(warm)
+                called += reachable_functions(ctx, copies.xla_called)
+                xla = [ctx.get_function_def(f) for f in called if copies.xla_compiled(f)]
                 copies.new_round()  # rewritten copies under new names, never instantiated
-                copies.add(
-                    _reachable_functions(warm),
-                    lambda fdefs: override_function_defs(fdefs, overrides),
-                )
+                copies.add(called, lambda fdefs: override_function_defs(fdefs, overrides, xla))
             try:
                 tf.profiler.experimental.start(logdir)
             except tf.errors.AlreadyExistsError as exc:

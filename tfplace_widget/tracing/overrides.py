@@ -107,10 +107,13 @@ def apply_to_graph(graph: Any, overrides: Mapping[str, str]) -> None:
         raise unmatched_error(missing, names, "in the built graph")
 
 
-def override_function_defs(fdefs: list[Any], overrides: Mapping[str, str]) -> None:
+def override_function_defs(
+    fdefs: list[Any], overrides: Mapping[str, str], xla_fdefs: Iterable[Any] = ()
+) -> None:
     """Set the requested device of the matching nodes of these FunctionDefs (every function the
     call instantiates, nested ones included: function mode's copies of them, which the traced
-    calls run), or ``ValueError`` when a pattern matches none of their nodes."""
+    calls run), or ``ValueError`` when a pattern matches none of their nodes; ``xla_fdefs``
+    (the functions XLA compiles, never rewritten) name the patterns that match only there."""
     used = set()
     names = []
     for fdef in fdefs:
@@ -121,5 +124,22 @@ def override_function_defs(fdefs: list[Any], overrides: Mapping[str, str]) -> No
                 used.add(found[0])
                 _mark(node, *found)
     missing = [p for p in overrides if p not in used]
+    for fdef in xla_fdefs:
+        inside = [p for p in missing if any(matches(p, n.name) for n in fdef.node_def)]
+        if inside:
+            raise _inside_xla_error(inside, fdef.signature.name)
     if missing:
         raise unmatched_error(missing, sorted(set(names)), "in the functions the call ran")
+
+
+def _inside_xla_error(patterns: list[str], fname: str) -> ValueError:
+    from ..sources.functions import function_display_name
+
+    return ValueError(
+        f"overrides {', '.join(map(repr, patterns))}: inside the XLA cluster "
+        f"{function_display_name(fname)} (jit_compile=True), which XLA compiles as a whole for "
+        "the one device the cluster runs on, so its ops are not placed one by one. To move the "
+        "cluster, call it under "
+        "tf.device(...) (or trace with device_scope=...); to place its ops one by one, use "
+        "jit_compile=False."
+    )
