@@ -310,3 +310,26 @@ def test_an_override_inside_a_cluster_says_xla_places_it_whole(tf, trace_placeme
     moved = trace_placement(caller, x, overrides={"caller_sum": "/cpu:0"})
     assert row(moved, "caller_sum")["how"] == "explicit"
     assert row(moved, "cluster_product")["how"] == "xla"
+
+
+def test_only_the_modules_that_ran_are_parsed(tf, trace_placement):
+    """The profile holds the HLO of every module this process compiled (a notebook's other
+    jit functions too); only those that ran in the traced calls are parsed, all counted."""
+    from tfplace_widget.sources.xla import xla_from_xspace
+
+    @tf.function(jit_compile=True)
+    def elsewhere(x):
+        return tf.reduce_min(x) + 3.0
+
+    @tf.function(jit_compile=True)
+    def traced(x):
+        return tf.reduce_max(x) * 3.0
+
+    x = tf.ones((5, 5))
+    elsewhere(x)
+    trace = trace_placement(traced, x)
+    profile = xla_from_xspace(trace.raw["xspace.pb"])
+    ran = {run[0] for run in profile.runs}
+    assert ran and set(profile.modules) == ran
+    assert any("elsewhere" in module for module in profile.programs), profile.programs
+    assert set(profile.programs) > ran

@@ -34,6 +34,7 @@ from .xspace import (
 _METADATA_PLANE = "/host:metadata"
 _NOT_OPS = {"XLA_Args", "XLA_Retvals"}  # what XLA names its parameters and results
 _HLO_PROTO_STAT = "Hlo Proto"
+_PROGRAM_NAME = re.compile(r"(.+)\((\d+)\)")  # a metadata event: "<module>(<program id>)"
 _COMPILE = re.compile(r"^\w*Compiler::Compile\w*Executable$")  # CpuCompiler::CompileCpuExecutable
 # TF names a jit_compile function's module after its FunctionDef: "__inference_f_23" ->
 # "a_inference_f_23__XlaMustCompile_true_config_proto_..._.2" (a leading "_" becomes "a"), or
@@ -89,15 +90,16 @@ def xla_from_xspace(data: bytes) -> XlaProfile:
     """The HLO modules and executed instructions in an ``.xplane.pb`` (empty without XLA)."""
     planes = [(_text(plane.name), plane) for plane in parse_xspace(data).planes]
     profile = XlaProfile()
-    for name, plane in planes:
-        if name == _METADATA_PLANE:
-            _read_modules(plane, profile.modules, profile.programs)
     origin_ns = max((_profile_start_ns(p) for n, p in planes if n == _TASK_ENV_PLANE), default=0)
     for name, plane in planes:
         if name == HOST_PLANE or _GPU_PLANE.fullmatch(name):
             _read_runs(plane, name, origin_ns, profile.runs, profile.run_programs)
         if name == HOST_PLANE:
             _read_compiles(plane, origin_ns, profile.compiles)
+    ran = {run[0] for run in profile.runs}
+    for name, plane in planes:
+        if name == _METADATA_PLANE:
+            _read_modules(plane, profile.modules, profile.programs, ran)
     return profile
 
 
@@ -122,12 +124,21 @@ def _read_compiles(plane: Any, origin_ns: int, compiles: list) -> None:
 
 
 def _read_modules(
-    plane: Any, modules: dict[str, dict[str, HloInstruction]], programs: dict[str, int]
+    plane: Any,
+    modules: dict[str, dict[str, HloInstruction]],
+    programs: dict[str, int],
+    ran: set[str],
 ) -> None:
+    """Count the programs of every module; parse the HLO of those that ``ran`` only (the plane
+    holds every module this process compiled: a notebook's other jit functions too)."""
     names = {key: _text(meta.name) for key, meta in plane.stat_metadata.items()}
     for meta in plane.event_metadata.values():
         for stat in meta.stats:
             if names.get(stat.metadata_id) != _HLO_PROTO_STAT or not stat.bytes_value:
+                continue
+            program = _PROGRAM_NAME.fullmatch(_text(meta.name))
+            if program is not None and program.group(1) not in ran:
+                programs[program.group(1)] = programs.get(program.group(1), 0) + 1
                 continue
             module = _hlo_module(stat.bytes_value)
             if module is not None:

@@ -138,6 +138,7 @@ class _Cluster:
         self._names: dict[str, str] = {}  # op_name -> display name in trace.ops
         self._used = used
         self.xla_op: dict[str, str] = {}  # display name -> first executed instruction
+        self._first_naming: dict[str, str] | None = None
         if self.function:
             self._read_function(ctx, self.function, "")
             self._read_sources(ctx)
@@ -204,6 +205,15 @@ class _Cluster:
         for op in tf_ops:
             self.xla_op.setdefault(op, instruction)
 
+    def _named_by(self) -> dict[str, str]:
+        """``op_name -> the first instruction naming it`` (built once per cluster)."""
+        if self._first_naming is None:
+            self._first_naming = {}
+            for instruction in self.instructions.values():
+                for op in instruction.tf_ops:
+                    self._first_naming.setdefault(op, instruction.name)
+        return self._first_naming
+
     def ops_rows(self, why: str) -> pd.DataFrame:
         where = short_device(self.device)
         why = auto_why() if self.auto else why
@@ -212,7 +222,7 @@ class _Cluster:
             display = self.display(op_name)
             instruction = self.xla_op.get(display)
             if instruction is None:
-                into = _unexecuted(self.instructions, op_name)
+                into = self._named_by().get(op_name, "")
                 went = (
                     f"XLA made it part of {into}, which the profiler saw no run of."
                     if into
@@ -238,10 +248,6 @@ class _Cluster:
                 }
             )
         return xla_ops_frame(rows)
-
-
-def _unexecuted(instructions: dict, op_name: str) -> str:
-    return next((i.name for i in instructions.values() if op_name in i.tf_ops), "")
 
 
 def xla_origin(records: Any, profile: XlaProfile | None) -> list[int]:
@@ -340,7 +346,7 @@ def xla_compile_error(exc: BaseException) -> str:
     ops = match.group("ops").strip().rstrip(",")
     frames = [m for m in _CREATED_AT.finditer(text) if not _LIBRARY_FILE.search(m["file"])]
     where = f" (made at {frames[-1]['file']}:{frames[-1]['line']})" if frames else ""
-    if not where:  # the call ran a copy, without debug info: the user's function has it
+    if not where:  # no frame in the message: the user's function's debug info has it
         from tensorflow.python.eager import context
 
         made = user_lines(context.context(), graph)
