@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from tfplace_widget import PlacementTrace
@@ -149,12 +150,40 @@ def test_the_cluster_ops_are_listed_with_how_xla_on_the_cluster_device(clustered
     }
     assert set(xla["device"]) == {launch["device"]}
     assert set(xla["function"]) == {cluster}
-    assert xla["xla_op"].isna().all()  # FULL_TRACE records no HLO instruction
-    assert trace.xla.empty
     for reason in xla["reason"]:
         assert f"Compiled by XLA into the cluster {cluster} (auto-clustering, " in reason
         assert "global_jit_level ON_1" in reason
         assert "XLA places the whole cluster on one device" in reason
+
+
+def test_graph_mode_clusters_have_their_instructions_from_one_more_profiled_run(clustered):
+    """FULL_TRACE records no HLO instruction: one more run of the step under the TF2 profiler
+    names each op's instruction (XLA's own HLO metadata), placed at the traced xla_run."""
+    trace, facts, _ = clustered
+    cluster = next(n for n in facts["partition"] if n["op"] == "_XlaCompile")["function"]
+    run = trace.ops[trace.ops["type"] == "_XlaRun"].iloc[0]
+    xla = trace.ops[trace.ops["how"].astype(str) == "xla"]
+    assert len(trace.xla) and set(trace.xla["cluster"]) == {cluster}
+    assert set(trace.xla["device"]) == {run["device"]}
+    assert trace.xla["start_us"].min() == run["start_us"]
+    named = {op for tf_ops in trace.xla["tf_ops"] for op in tf_ops}  # from the HLO metadata
+    assert {"product", "shifted", "positive", "total"} <= named <= set(xla["op"])
+    for op, instruction in zip(xla["op"], xla["xla_op"], strict=True):
+        if op in named:  # the first executed instruction naming it
+            ran = trace.xla[trace.xla["instruction"] == instruction]
+            assert len(ran) and op in ran.iloc[0]["tf_ops"], (op, instruction)
+            assert (
+                f"inside the HLO instruction {instruction}"
+                in xla[xla["op"] == op].iloc[0]["reason"]
+            )
+        else:  # e.g. the constant w, folded into the dot's operand
+            assert pd.isna(instruction), (op, instruction)
+    product = xla[xla["op"] == "product"].iloc[0]
+    assert trace.xla[trace.xla["instruction"] == product["xla_op"]]["kind"].iloc[0] == "dot"
+    events = trace.events[trace.events["op"].isin(set(trace.xla["instruction"]))]
+    assert len(events) == len(trace.xla) and set(events["lane"]) == {run["device"]}
+    assert "one more run of the step under the TF2 profiler" in trace.log
+    assert "xla_time" in set(trace.findings["kind"])
 
 
 def test_the_launch_ops_are_present_with_a_reason_that_names_the_cluster(clustered):

@@ -15,6 +15,7 @@ from ..model.graphfacts import GraphFacts, facts_from_graph
 from ..model.records import SEND_TYPES, Executed, Records, producers
 from ..model.trace import PlacementTrace
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
+from .xla import XlaProfile
 from .xla_graph import LAUNCH_TYPES, add_graph_clusters
 
 
@@ -44,8 +45,10 @@ def build_trace(
     available_devices: Sequence[str] = (),
     log: str = "",
     source: str = "",
+    xla_profile: XlaProfile | None = None,
 ) -> PlacementTrace:
-    """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`."""
+    """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`;
+    ``xla_profile``: the HLO instructions of auto-clustered clusters (``add_graph_clusters``)."""
     with paused_gc():
         records = Records()
         step_starts: list[int] = []
@@ -66,7 +69,7 @@ def build_trace(
             source=source,
         )
         if not LAUNCH_TYPES.isdisjoint(executed.type.values()):  # XLA auto-clustering
-            add_graph_clusters(trace, metadatas[0].partition_graphs, facts)
+            add_graph_clusters(trace, metadatas[0].partition_graphs, facts, xla_profile)
     trace.log = log
     trace.truncated = trace.truncated or capped
     return trace

@@ -34,6 +34,8 @@ from .xspace import (
 _METADATA_PLANE = "/host:metadata"
 _NOT_OPS = {"XLA_Args", "XLA_Retvals"}  # what XLA names its parameters and results
 _HLO_PROTO_STAT = "Hlo Proto"
+# An auto-clustered module: "cluster_0__XlaCompiledKernel_true__XlaHasReferenceVars_false_..."
+_AUTO_MODULE = re.compile(r"^(cluster_\d+)__")
 _PROGRAM_NAME = re.compile(r"(.+)\((\d+)\)")  # a metadata event: "<module>(<program id>)"
 _COMPILE = re.compile(r"^\w*Compiler::Compile\w*Executable$")  # CpuCompiler::CompileCpuExecutable
 # TF names a jit_compile function's module after its FunctionDef: "__inference_f_23" ->
@@ -78,6 +80,12 @@ class XlaProfile:
     # one (module, start µs since the epoch, duration µs) per compilation while profiling: the
     # compiler's "CpuCompiler::CompileCpuExecutable" event (stat ``name``: the module), TF 2.21
     compiles: list[tuple[str, int, int]] = field(default_factory=list)
+
+
+def auto_cluster_of_module(module: str) -> str:
+    """The auto-clustered cluster a module was compiled from (``cluster_0``), or ``""``."""
+    match = _AUTO_MODULE.match(module)
+    return match.group(1) if match else ""
 
 
 def function_of_module(module: str) -> str:

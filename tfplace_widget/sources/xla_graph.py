@@ -43,7 +43,8 @@ from ..model.columns import OPS_COLUMNS
 from ..model.devices import canonical_device, short_device
 from ..model.kernels import GPU_KERNEL_VALUES
 from ..model.reasons import HOW_VALUES
-from ..model.xla import add_xla, empty_xla
+from ..model.xla import add_xla, xla_frame
+from .xla import XlaProfile, auto_cluster_of_module
 
 # The partition-graph ops that launch a cluster (XlaLaunch: one op compiling and running it).
 LAUNCH_TYPES = {"_XlaCompile", "XlaLaunch", "XlaLaunchV2"}
@@ -174,10 +175,15 @@ def cluster_members(
         cluster.ops = [name for name in types if name in mine]
 
 
-def add_graph_clusters(trace: Any, partition_graphs: Iterable[Any], facts: Any) -> None:
+def add_graph_clusters(
+    trace: Any, partition_graphs: Iterable[Any], facts: Any, profile: XlaProfile | None = None
+) -> None:
     """Show the auto-clustered XLA clusters of a graph-mode trace, in place: the TF ops of each
     (from the graph as built; ``how="xla"``, on the cluster's device) and, on its launch ops
-    (``_XlaCompile``, ``_XlaRun``...), a reason that names the cluster."""
+    (``_XlaCompile``, ``_XlaRun``...), a reason that names the cluster. ``profile``: the TF2
+    profile of one more run of the step (FULL_TRACE records no HLO instruction), whose
+    instructions name each op's ``xla_op`` and fill ``trace.xla``, placed at the traced step's
+    ``xla_run``."""
     graphs = list(partition_graphs)
     clusters = graph_clusters(graphs)
     if not clusters:
@@ -185,15 +191,25 @@ def add_graph_clusters(trace: Any, partition_graphs: Iterable[Any], facts: Any) 
     if facts is not None:
         cluster_members(clusters, graphs, facts)
     taken = set(trace.ops["op"].tolist())
-    rows = []
+    runs = _cluster_runs(profile, trace, clusters) if profile is not None else {}
+    rows, xla_rows = [], []
     for cluster in clusters:
         where = short_device(cluster.device)
+        display: dict[str, str] = {}
         for op in cluster.ops:
-            name = op if op not in taken else f"{cluster.name}/{op}"
-            taken.add(name)
+            display[op] = op if op not in taken else f"{cluster.name}/{op}"
+            taken.add(display[op])
+        ran = runs.get(cluster.name, [])
+        first = {}  # TF op -> the first executed instruction naming it
+        for row in ran:
+            for op in row["tf_ops"]:
+                first.setdefault(op, row["instruction"])
+            row.update(device=cluster.device, tf_ops=[display.get(o, o) for o in row["tf_ops"]])
+        xla_rows += ran
+        for op in cluster.ops:
             rows.append(
                 {
-                    "op": name,
+                    "op": display[op],
                     "type": facts.types.get(op, ""),
                     "device": cluster.device,
                     "requested_device": facts.requested.get(op, ""),
@@ -201,16 +217,73 @@ def add_graph_clusters(trace: Any, partition_graphs: Iterable[Any], facts: Any) 
                     "reason": (
                         f"Compiled by XLA into the cluster {cluster.name} ({cluster.why}), "
                         f"which ran on {where}: XLA places the whole cluster on one device, "
-                        f"not op by op. The trace times the cluster as a whole "
-                        f"({cluster.prefix}/xla_run), not its HLO instructions: graph mode's "
-                        "FULL_TRACE records none."
+                        f"not op by op. {_went(cluster, first.get(op), bool(ran))}"
                     ),
                     "function": cluster.name,
-                    "xla_op": None,
+                    "xla_op": first.get(op),
                 }
             )
     explain_launch(trace, clusters)
-    add_xla(trace, xla_ops_frame(rows), empty_xla())
+    xla_rows.sort(key=lambda row: row["start_us"])
+    threads = [row.pop("thread") for row in xla_rows]
+    add_xla(trace, xla_ops_frame(rows), xla_frame(xla_rows, 0), threads)
+
+
+def _went(cluster: GraphCluster, instruction: str | None, profiled: bool) -> str:
+    """What became of one op of ``cluster`` in XLA, as far as the trace knows."""
+    if instruction:
+        return (
+            f"It ran inside the HLO instruction {instruction} (timed in one more run of the "
+            "step under the TF2 profiler: graph mode's FULL_TRACE records no HLO instruction)."
+        )
+    if profiled:
+        return (
+            "No executed HLO instruction names it: XLA folded it into others or had nothing "
+            "to compute for it (a constant, an identity)."
+        )
+    return (
+        f"The trace times the cluster as a whole ({cluster.prefix}/xla_run), not its HLO "
+        "instructions: graph mode's FULL_TRACE records none."
+    )
+
+
+def _cluster_runs(
+    profile: XlaProfile, trace: Any, clusters: list[GraphCluster]
+) -> dict[str, list[dict[str, Any]]]:
+    """``cluster -> trace.xla rows`` (with ``thread``) of its profiled run: the instructions'
+    times moved so that the cluster's first starts where the traced step's ``xla_run`` did."""
+    starts = dict(zip(trace.ops["op"].tolist(), trace.ops["start_us"].tolist(), strict=True))
+    anchors: dict[str, int] = {}
+    for cluster in clusters:
+        start = starts.get(f"{cluster.prefix}/xla_run")
+        if cluster.name not in anchors and start is not None and pd.notna(start):
+            anchors[cluster.name] = int(start)
+    by_cluster: dict[str, list[tuple]] = {}
+    for module, instruction, _plane, line, start, duration in profile.runs:
+        cluster = auto_cluster_of_module(module)
+        if cluster:
+            by_cluster.setdefault(cluster, []).append((module, instruction, line, start, duration))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for cluster, runs in by_cluster.items():
+        anchor = anchors.get(cluster, 0)
+        first = min(run[3] for run in runs)
+        out[cluster] = []
+        for module, instruction, line, start, duration in runs:
+            info = profile.modules.get(module, {}).get(instruction)
+            out[cluster].append(
+                {
+                    "cluster": cluster,
+                    "instruction": instruction,
+                    "kind": info.kind if info else "",
+                    "device": "",
+                    "start_us": anchor + start - first,
+                    "duration_us": duration,
+                    "tf_ops": list(info.tf_ops) if info else [],
+                    "source": info.source if info else "",
+                    "thread": line,
+                }
+            )
+    return out
 
 
 def explain_launch(trace: Any, clusters: list[GraphCluster]) -> None:

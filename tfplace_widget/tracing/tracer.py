@@ -28,6 +28,7 @@ from .builder import CallsTfFunction, UsesEagerObjects, build, describe, fed_fet
 from .cluster import ClusterError, cluster_target, parse_cluster
 from .failures import Phase, explain_run_error
 from .function import trace_function
+from .graph_xla import jit_requested, launched_a_cluster, profiled_run
 from .local_cluster import GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
@@ -178,6 +179,7 @@ def trace_placement(
         with contextlib.ExitStack() as stack:
             local = plan is not None and plan.local
             running = stack.enter_context(cluster_target(plan)) if plan and not local else None
+            xla_profile, xla_line = None, ""
             with capture_native_output() as captured:
                 if local:
                     kept, devices, servers_log = _run_on_local_cluster(
@@ -192,7 +194,7 @@ def trace_placement(
                         timeout_s,
                     )
                 else:
-                    kept, devices = _run(
+                    kept, devices, (xla_profile, xla_line) = _run(
                         graph,
                         fetches,
                         session_config,
@@ -214,11 +216,14 @@ def trace_placement(
     log = (
         startup_log
         + captured.text
+        + xla_line
         + servers_log
         + "".join(f"tfplace: {note}\n" for note in [*mode_lines, *notes] if note)
     )
     metadatas = [step.message for step in kept]
-    trace = build_trace(metadatas, facts, available_devices=devices, log=log, source=name)
+    trace = build_trace(
+        metadatas, facts, available_devices=devices, log=log, source=name, xla_profile=xla_profile
+    )
     # kept by trace.save: the bytes TensorFlow returned, not serialized a second time
     trace.raw, dropped = raw_protos(kept, graph_def)
     trace.log += dropped
@@ -366,10 +371,12 @@ def _run(
     timeout_s: float | None,
     captured: CapturedText | None = None,
     target: str = "",
-) -> tuple[list, list[str]]:
+) -> tuple[list, list[str], tuple[Any, str]]:
     """Initialise the variables, run ``warmup`` untraced steps and ``steps`` traced ones;
     ``target`` is a cluster's ``grpc://`` address ("" runs in this process). Returns each
-    traced step's RunMetadata (as :class:`_Kept`, with its bytes) and the session's devices."""
+    traced step's RunMetadata (as :class:`_Kept`, with its bytes), the session's devices and,
+    when the steps launched an auto-clustered XLA cluster, the profile of one more run
+    (``graph_xla``)."""
     import tensorflow as tf
 
     v1 = tf.compat.v1
@@ -382,6 +389,7 @@ def _run(
 
         # Which run failed, for the message: ("init", 0), ("warmup", i) or ("step", i).
         phase = Phase()
+        found: list[tuple[Any, str]] = []  # the XLA profile of the profiled run, its log line
 
         def runs() -> None:
             # With the feeds: a variable's initial value may come from a fed placeholder.
@@ -394,6 +402,11 @@ def _run(
                 metadata = _Kept(v1.RunMetadata())
                 session.run(fetches, feed_dict=feeds, options=options, run_metadata=metadata)
                 metadatas.append(metadata)
+            if jit_requested(config) and launched_a_cluster([m.data for m in metadatas]):
+                phase.name, phase.index = "step", steps  # one more step, profiled
+                found.append(
+                    profiled_run(lambda: session.run(fetches, feed_dict=feeds, options=plain))
+                )
 
         try:
             _run_interruptibly(runs, session, captured)
@@ -401,7 +414,7 @@ def _run(
             raise _explained(exc, devices, config, feeds, timeout_s, phase, warmup, steps) from exc
     finally:
         session.close()
-    return metadatas, devices
+    return metadatas, devices, found[0] if found else (None, "")
 
 
 def _run_options(timeout_s: float | None) -> tuple[Any, Any]:

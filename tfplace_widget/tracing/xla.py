@@ -22,13 +22,11 @@ import pandas as pd
 from ..model.devices import canonical_device, short_device
 from ..model.xla import add_xla, xla_frame
 from ..sources.functions import function_display_name
-from ..sources.xla import _LIBRARY_FILE, XlaProfile, function_of_module
+from ..sources.xla import _LIBRARY_FILE, XlaProfile, auto_cluster_of_module, function_of_module
 from ..sources.xla_graph import GraphCluster, explain_launch, xla_ops_frame
 from .function_copies import original_name
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
-# An auto-clustered module: "cluster_0__XlaCompiledKernel_true__XlaHasReferenceVars_false_..."
-_AUTO_MODULE = re.compile(r"^(cluster_\d+)__")
 _UNKNOWN_NODE = SimpleNamespace(op="", device="")  # an op its HLO names and no function has
 
 
@@ -97,8 +95,7 @@ def cluster_name(module: str) -> str:
     function = function_of_module(module)
     if function:
         return function_display_name(function)
-    auto = _AUTO_MODULE.match(module)
-    return auto.group(1) if auto else module
+    return auto_cluster_of_module(module) or module
 
 
 def compile_counts(profile: XlaProfile) -> dict[str, dict[str, int]]:
@@ -128,8 +125,8 @@ class _Cluster:
     def __init__(self, ctx: Any, module: str, profile: XlaProfile, device: str, used: set) -> None:
         self.module = module
         self.function = function_of_module(module)
-        auto = None if self.function else _AUTO_MODULE.match(module)
-        self.auto = auto is not None  # an auto-clustering cluster (tf.config.optimizer.set_jit)
+        # an auto-clustering cluster (tf.config.optimizer.set_jit)
+        self.auto = not self.function and bool(auto_cluster_of_module(module))
         self.name = cluster_name(module)
         self.device = device
         self.instructions = profile.modules.get(module, {})
