@@ -50,6 +50,15 @@ CHILD = textwrap.dedent(
         build, mode="graph", config=config, feed_dict={"x:0": np.ones((8, 8), np.float32)}
     )
     trace.save(out + "/auto.tfplace")
+
+    def drained():  # exactly the warm-up's and the traced step's elements: none for more
+        data = tf.data.Dataset.from_tensors(np.ones((8, 8), np.float32)).repeat(2)
+        x = v1.data.make_one_shot_iterator(data).get_next()
+        w = tf.constant(np.arange(64, dtype=np.float32).reshape(8, 8), name="w")
+        positive = tf.nn.relu(tf.add(tf.matmul(x, w, name="product"), 1.0), name="positive")
+        return tf.reduce_sum(positive, name="total")
+
+    trace_placement(drained, mode="graph", config=config).save(out + "/drained.tfplace")
     metadata = config_pb2.RunMetadata()
     metadata.ParseFromString(trace.raw["run_metadata_0.pb"])
     partition = [
@@ -113,8 +122,20 @@ def _child(tmp_path: Path, flags: str) -> tuple[PlacementTrace, dict[str, Any], 
 
 
 @pytest.fixture(scope="module")
-def clustered(tmp_path_factory: pytest.TempPathFactory) -> tuple[PlacementTrace, dict, Any]:
-    return _child(tmp_path_factory.mktemp("autoclust"), "--tf_xla_cpu_global_jit")
+def clustered_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("autoclust")
+    return out
+
+
+@pytest.fixture(scope="module")
+def clustered(clustered_dir: Path) -> tuple[PlacementTrace, dict, Any]:
+    return _child(clustered_dir, "--tf_xla_cpu_global_jit")
+
+
+@pytest.fixture(scope="module")
+def drained(clustered: Any, clustered_dir: Path) -> PlacementTrace:
+    """The child's trace of a step whose input has no element left after the traced step."""
+    return PlacementTrace.load(clustered_dir / "drained.tfplace")
 
 
 def test_tensorflow_clustered_the_ops_out_of_the_partition_graph(clustered):
@@ -184,6 +205,16 @@ def test_graph_mode_clusters_have_their_instructions_from_one_more_profiled_run(
     assert len(events) == len(trace.xla) and set(events["lane"]) == {run["device"]}
     assert "one more run of the step under the TF2 profiler" in trace.log
     assert "xla_time" in set(trace.findings["kind"])
+
+
+def test_an_input_with_no_element_left_for_the_profiled_run_keeps_the_trace(drained):
+    xla = drained.ops[drained.ops["how"].astype(str) == "xla"]
+    assert {"product", "positive", "total"} <= set(xla["op"])
+    assert drained.xla.empty and xla["xla_op"].isna().all()
+    assert "one more run of the step, under the TF2 profiler, failed (OutOfRangeError" in (
+        drained.log
+    )
+    assert xla["reason"].str.contains("graph mode's FULL_TRACE records none").all()
 
 
 def test_the_launch_ops_are_present_with_a_reason_that_names_the_cluster(clustered):

@@ -43,7 +43,8 @@ def launched_a_cluster(serialized: Sequence[bytes | None]) -> bool:
 
 def profiled_run(run: Any) -> tuple[XlaProfile | None, str]:
     """``run()`` (one plain ``session.run`` of the step) under the TF2 profiler: the XLA
-    profile, or ``None`` and a line for the log saying why there is none."""
+    profile, or ``None`` and a line for the log saying why there is none (the trace itself
+    does not fail for it: the traced steps are done)."""
     import tensorflow as tf
 
     with tempfile.TemporaryDirectory(prefix="tfplace-xla-") as logdir:
@@ -56,6 +57,12 @@ def profiled_run(run: Any) -> tuple[XlaProfile | None, str]:
             )
         try:
             run()
+        except Exception as exc:  # e.g. an input pipeline with no element left for it
+            first = (str(exc).strip().splitlines() or [""])[0]
+            return None, (
+                "tfplace: the XLA clusters' HLO instructions were not timed: one more run of "
+                f"the step, under the TF2 profiler, failed ({type(exc).__name__}: {first}).\n"
+            )
         finally:
             tf.profiler.experimental.stop()
         files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
