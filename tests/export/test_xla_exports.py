@@ -73,6 +73,29 @@ def test_to_csv_writes_the_instructions(xla_run, tmp_path):
     )
 
 
+def test_a_trace_without_xla_replaces_an_earlier_xla_table_as_part_of_the_set(xla_run, tmp_path):
+    from tfplace_widget.cli.errors import CliError
+    from tfplace_widget.cli.outputs import check_tables_output
+
+    folder = tmp_path / "csv"
+    xla_run.to_csv(folder)
+    plain = PlacementTrace(
+        ops=xla_run.ops, events=xla_run.events, transfers=xla_run.transfers, devices=[CPU0]
+    )
+    with pytest.raises(FileExistsError):  # without overwrite nothing is replaced
+        plain.to_csv(folder, overwrite=False)
+    (folder / "ops.csv").unlink()
+    (folder / "events.csv").unlink()
+    (folder / "transfers.csv").unlink()
+    with pytest.raises(FileExistsError):  # the earlier xla.csv alone is refused too
+        plain.to_csv(folder, overwrite=False)
+    with pytest.raises(CliError, match="xla.csv"):  # and by tfplace export, before loading
+        check_tables_output("--csv", str(folder), "CSV", force=False)
+    paths = plain.to_csv(folder)  # overwrite: the set is replaced, the stale xla.csv goes
+    assert sorted(paths) == ["events", "ops", "transfers"]
+    assert sorted(p.name for p in folder.iterdir()) == ["events.csv", "ops.csv", "transfers.csv"]
+
+
 def test_to_parquet_keeps_the_instructions(xla_run, tmp_path):
     pytest.importorskip("pyarrow")
     paths = xla_run.to_parquet(tmp_path / "pq")

@@ -62,7 +62,7 @@ def check_output(option: str, path: str, kind: OutputFormat, force: bool) -> Non
 
 def check_tables_output(option: str, folder: str, kind: str, force: bool) -> None:
     """Refuse a tables folder that is a file or (without ``--force``) holds a table file."""
-    from ..export.tables import table_paths
+    from ..export.tables import TABLES, XLA_TABLE, table_paths
 
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise CliError(
@@ -71,7 +71,9 @@ def check_tables_output(option: str, folder: str, kind: str, force: bool) -> Non
         )
     suffix = ".csv" if kind == "CSV" else ".parquet"
     taken = [
-        os.path.basename(p) for p in table_paths(folder, suffix).values() if os.path.lexists(p)
+        os.path.basename(p)
+        for p in table_paths(folder, suffix, (*TABLES, XLA_TABLE)).values()
+        if os.path.lexists(p)
     ]
     if taken and not force:
         raise CliError(

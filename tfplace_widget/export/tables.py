@@ -122,10 +122,15 @@ def _write_tables(
     before any is written, and the files this call made are removed if a later one fails."""
     paths = table_paths(folder, suffix, table_names(trace))
     make_folder(os.fspath(folder), f"{kind} tables")
+    # an xla table of an earlier export, which this trace (no XLA) would leave beside its own
+    stale = [p for n, p in table_paths(folder, suffix, (XLA_TABLE,)).items() if n not in paths]
     if not overwrite:
-        for name, path in paths.items():
+        for name, path in [*paths.items(), *((XLA_TABLE, p) for p in stale)]:
             if os.path.lexists(path):
                 raise exists_error(f"the {name} table", path)
+    for path in stale:  # replaced as a set: no table of another trace is left
+        if os.path.isfile(path) and not os.path.islink(path):
+            os.unlink(path)
     made: list[str] = []
     try:
         for name, path in paths.items():
