@@ -1,21 +1,28 @@
 """Run corpus programs and compare the tool with TensorFlow itself, in a process of its own.
 
-Two logical CPUs are configured and TensorFlow's placement log turned on before the runtime
-starts (neither can change later). Per program: its set-up code runs, then its traced call
+Two logical CPUs are configured, TensorFlow's placement log turned on and XLA told to dump
+the optimized HLO of every program it compiles (``xla_truth``) before the runtime starts
+(none of these can change later). Per program: its set-up code runs, then its traced call
 runs once as its user runs it, with TensorFlow's placement log and partition graphs recorded
 (``ground_truth``), then the tool traces the same call (``trace_placement``, default options),
 predicts one GPU (``predict_placement(trace, gpus=1)``) and lists findings; ``checks`` and
-``claims`` compare them. The results (plain data) go to a JSON file.
+``claims`` compare them, and ``xla_truth`` (for a spec with ``"xla": True``) the XLA clusters
+with XLA's own dumped HLO. A spec's ``options={"device_scope": D}`` has the user's call run
+under ``tf.device(D)``, as the tool's trace is. The results (plain data) go to a JSON file.
 
 Usage: ``python tests/real_code/oracle.py OUT.json PROGRAM [PROGRAM ...]``
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -23,6 +30,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE / "corpus")]
+
+import xla_truth  # noqa: E402
+
+XLA_DUMP = tempfile.mkdtemp(prefix="tfplace-xla-dump-")
+os.environ["XLA_FLAGS"] = " ".join(
+    filter(None, [os.environ.get("XLA_FLAGS", ""), xla_truth.DUMP_FLAGS.format(XLA_DUMP)])
+)
 
 import tensorflow as tf  # noqa: E402
 
@@ -62,7 +76,13 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
     else:
         fn, args = spec["fn"], tuple(spec.get("args", ()))
         kwargs = spec.get("kwargs", {})
-        truths, eager_ops, _ = ground_truth.run_function(lambda: fn(*args, **kwargs))
+        scope = options.get("device_scope")
+
+        def call() -> None:
+            with tf.device(scope) if scope else contextlib.nullcontext():
+                fn(*args, **kwargs)
+
+        truths, eager_ops, _ = ground_truth.run_function(call)
         expected_mode = "function"
         if kwargs:
             options["fn_kwargs"] = kwargs
@@ -83,8 +103,27 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
         "how": checks.how_check(trace, mapping),
         "prediction": claims.prediction_check(predicted, mapping, spec.get("cpu_only", [])),
         "findings": claims.findings_check(trace, mapping, framework_only),
+        "xla": _xla_check(trace, fn, args, eager_ops, options.get("device_scope"))
+        if spec.get("xla")
+        else None,
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def _xla_check(
+    trace: Any, fn: Any, args: tuple, eager_ops: list, scope: str | None
+) -> dict[str, Any]:
+    """``xla_truth``'s check of the trace's clusters; for a tf.function, the dumped module it
+    used is also held against TF's ``experimental_get_compiler_ir`` (compiled after the check,
+    so its own dumped module is no candidate)."""
+    result = xla_truth.xla_check(trace, xla_truth.dumped_modules(XLA_DUMP), eager_ops)
+    if hasattr(fn, "experimental_get_compiler_ir") and not result.get("no_instructions"):
+        with tf.device(scope) if scope else contextlib.nullcontext():
+            text = fn.experimental_get_compiler_ir(*args)(stage="optimized_hlo")
+        result["compiler_ir"] = xla_truth.compiler_ir_check(
+            result, text, xla_truth.dumped_modules(XLA_DUMP)
+        )
+    return result
 
 
 _SOURCE = re.compile(r"(?:Reproduces|Follows) (\S+) (\S+) \(commit ([0-9a-f]{40})")
@@ -104,6 +143,7 @@ def main(out: str, names: list[str]) -> None:
         except Exception:  # the test shows it, named
             results[name] = {"program": name, "error": traceback.format_exc()}
     Path(out).write_text(json.dumps(results, indent=1, default=str))
+    shutil.rmtree(XLA_DUMP, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,29 @@ def findings_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def xla_table(results: dict[str, dict[str, Any]]) -> str:
+    """Markdown: per XLA program, its clusters against XLA's dumped HLO and the log's device."""
+    lines = [
+        "| program | executed instructions in XLA's HLO | ops with an xla_op it names / ops "
+        "| HLO op names | devices = placement log | findings problems | disagreements |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, result in results.items():
+        xla = result.get("xla")
+        if not xla:
+            continue
+        if xla.get("no_instructions"):
+            lines.append(f"| {name} | no XLA instruction events in the profile | | | | | |")
+            continue
+        wrong = len(xla["disagreements"])
+        lines.append(
+            f"| {name} | {xla['instructions']} | {xla['ops_with_instruction']}/"
+            f"{xla['ops_checked']} | {xla['hlo_op_names']} | {_ratio(xla['devices'])} "
+            f"| {len(xla['findings'])} | {wrong} |"
+        )
+    return "\n".join(lines)
+
+
 def disagreements(results: dict[str, dict[str, Any]]) -> str:
     """Every disagreement, one line each, for the lead to route."""
     lines = []
@@ -77,4 +100,14 @@ def disagreements(results: dict[str, dict[str, Any]]) -> str:
             lines.append(f"- {name}: predicted {w['op']} ({w['resource']}) on {w['predicted']}")
         for f in result["findings"]["flagged"]:
             lines.append(f"- {name}: {f['kind']} {f['check']}: {f['detail']}: {f['message']}")
+        xla = result.get("xla") or {}
+        for d in xla.get("disagreements", []):
+            lines.append(
+                f"- {name}: XLA {d['cluster']}, {d['what']}: tool {d['tool']}, TF's HLO/log "
+                f"{d['tf']}"
+            )
+        for d in xla.get("executed_not_listed", []):
+            lines.append(f"- {name}: XLA op {d['op']} has no xla_op; TF's HLO: {d['tf']}")
+        for f in xla.get("findings", []):
+            lines.append(f"- {name}: {f['kind']}: {f['problem']}")
     return "\n".join(lines)

@@ -7,9 +7,11 @@ placement log (fd 2, captured at C level) and partition graphs recorded, then th
 ``trace_placement``, ``predict_placement(trace, gpus=1)`` and ``trace.findings``. The tests
 here assert that every device the trace reports is TensorFlow's, every ``how`` follows the
 placer rule the graph shows, the prediction refuses nothing that runs and keeps CPU-only
-resources on the CPU, and no finding states a false cause or an impossible fix.
+resources on the CPU, and no finding states a false cause or an impossible fix. For the XLA
+programs, the clusters are held against XLA's own optimized HLO (dumped by the oracle's
+process, ``XLA_FLAGS=--xla_dump_to``) and the placement log's line for the jit function.
 
-By default a subset runs (one process, about 15 s); ``TFPLACE_REAL_CODE=all`` runs the whole
+By default a subset runs (one process, about 20 s); ``TFPLACE_REAL_CODE=all`` runs the whole
 corpus, one process per program (a few minutes). The tables go to the test output and to
 ``artifacts/real-code-agreement.md``.
 """
@@ -37,7 +39,9 @@ DEFAULT = [
     "tf_data",
     "text_classification",
     "tf1_graph",
+    "xla_jit_compile",  # about 3 s; mnist_convnet_xla (about 14 s) runs with the rest
 ]
+XLA_PROGRAMS = ["mnist_convnet_xla", "xla_jit_compile"]
 EVERYTHING = os.environ.get("TFPLACE_REAL_CODE", "").lower() == "all"
 SELECTED = CORPUS if EVERYTHING else DEFAULT
 CHECKS = ("runs", "devices", "how", "prediction", "cpu_resources", "findings")
@@ -46,9 +50,9 @@ sys.path.insert(0, str(HERE))
 import report  # noqa: E402
 
 
-def _cases(check: str) -> list[Any]:
+def _cases(check: str, names: list[str] = CORPUS) -> list[Any]:
     cases = []
-    for name in CORPUS:
+    for name in names:
         marks = []
         if name not in SELECTED:
             marks.append(
@@ -112,6 +116,8 @@ def test_agreement_table(oracle, capsys):
         + report.agreement_table(oracle)
         + "\n\n## Findings per kind (columns: corpus programs)\n\n"
         + report.findings_table(oracle)
+        + "\n\n## XLA clusters against XLA's dumped HLO and the placement log\n\n"
+        + report.xla_table(oracle)
         + "\n\n## Disagreements\n\n"
         + (report.disagreements(oracle) or "none")
         + "\n"
@@ -130,8 +136,13 @@ def test_the_tool_traces_what_tensorflow_runs(oracle, name):
 @pytest.mark.parametrize("name", _cases("devices"))
 def test_every_device_is_the_one_tensorflow_used(oracle, name):
     """Per op: ``trace.ops.device`` = the placement log's device = the partition graph's."""
-    devices = result(oracle, name)["devices"]
-    assert devices["partition"][1] > 0 and devices["log"][1] > 0
+    entry = result(oracle, name)
+    devices = entry["devices"]
+    if name in XLA_PROGRAMS:  # an XLA cluster has no placed graph: see test_xla_*
+        _xla(entry)
+        assert entry["xla"]["devices"][1] > 0
+    else:
+        assert devices["partition"][1] > 0 and devices["log"][1] > 0
     assert devices["disagreements"] == []
     # Every op the tool shows is one TF ran (aside from constants, which eager code runs as
     # no op, and the Identity/NoOp plumbing of a tf.function the tool wraps a callable in).
@@ -163,3 +174,56 @@ def test_cpu_only_resources_stay_on_the_cpu(oracle, name):
 def test_findings_state_true_causes_and_applicable_fixes(oracle, name):
     flagged = result(oracle, name)["findings"]["flagged"]
     assert flagged == [], flagged[:5]
+
+
+# -- XLA: the clusters against XLA's dumped HLO ----------------------------------------------
+def _xla(entry: dict[str, Any]) -> dict[str, Any]:
+    xla = entry["xla"]
+    if xla.get("no_instructions"):
+        pytest.skip(
+            "this TensorFlow's profile has no XLA instruction events (as on TF 2.16), so "
+            "trace.xla is empty: nothing to hold against XLA's HLO"
+        )
+    return xla
+
+
+def _wrong(xla: dict[str, Any], *prefixes: str) -> list[dict]:
+    return [d for d in xla["disagreements"] if d["what"].startswith(prefixes)]
+
+
+@pytest.mark.parametrize("name", _cases("xla_device", XLA_PROGRAMS))
+def test_xla_cluster_runs_on_the_device_tensorflow_logged(oracle, name):
+    """Every op of the cluster and every instruction row: the device of the placement log's
+    ``Executing op __inference_<f>_N in device D`` (``/CPU:1`` for ``xla_jit_compile``)."""
+    xla = _xla(result(oracle, name))
+    agree, compared = xla["devices"]
+    assert compared > 0 and _wrong(xla, "device") == [] and agree == compared
+
+
+@pytest.mark.parametrize("name", _cases("xla_hlo", XLA_PROGRAMS))
+def test_xla_instructions_and_ops_are_the_ones_xla_compiled(oracle, name):
+    """Every ``trace.xla`` instruction is in XLA's optimized module with its kind; each op's
+    ``xla_op`` and each row's ``tf_ops`` are named there by that instruction (or what it
+    calls); every TF op the HLO names is in ``trace.ops``; no op without an ``xla_op`` is
+    named by an executed instruction. For a tf.function, the dumped module is the one TF's
+    ``experimental_get_compiler_ir(stage="optimized_hlo")`` gives too."""
+    xla = _xla(result(oracle, name))
+    assert xla["instructions"] > 0 and xla["ops_with_instruction"] > 0
+    assert xla["hlo_op_names"] > 0
+    assert _wrong(xla, "instruction", "kind", "tf_ops", "xla_op", "op XLA", "module") == []
+    assert xla["executed_not_listed"] == []
+    if name == "xla_jit_compile":  # Keras' step function is no tf.function the user holds
+        assert xla["compiler_ir"]["instructions"] > 0
+        assert xla["compiler_ir"]["differences"] == []
+
+
+@pytest.mark.parametrize("name", _cases("xla_findings", XLA_PROGRAMS))
+def test_xla_findings_agree_with_the_hlo_and_the_compiles(oracle, name):
+    """``xla_time`` names the longest instruction (one of XLA's) with its share of
+    ``trace.xla``; a fixed-shape step XLA compiled once has no ``xla_recompile``, and a
+    ``jit_compile`` step no ``xla_outside``."""
+    entry = result(oracle, name)
+    xla = _xla(entry)
+    assert entry["findings"]["by_kind"].get("xla_time", 0) >= 1
+    assert all(m["compiled"] == 1 for m in xla["modules"].values()), xla["modules"]
+    assert xla["findings"] == []
