@@ -74,7 +74,7 @@ def frames_from_records(
     else:
         columns["function"] = [""] * len(names)
     columns["kernels"], columns["gpu_kernel"] = _kernel_columns(names, facts)
-    columns["xla_op"] = pd.array([pd.NA] * len(names), dtype="string")  # set by tracing.xla
+    columns["xla_op"] = _missing_text(len(names))  # set by tracing.xla
     ops = pd.DataFrame({name: columns[name] for name in OPS_COLUMNS}, index=ops.index)
     if ops.empty:  # e.g. XLA ran the whole call: text columns stay text, for .str and filters
         text = ["op", "type", "device", "requested_device", "reason", "function", "kernels"]
@@ -91,6 +91,12 @@ def frames_from_records(
         truncated=truncated,
         facts=facts,
     )
+
+
+def _missing_text(n: int) -> Any:
+    """``pd.array([pd.NA] * n, dtype="string")``, made by taking an empty array's missing value
+    ``n`` times (0.3 ms against 11 ms at 17k rows: no list of NA to check element by element)."""
+    return pd.array([], dtype="string").take(np.full(n, -1, dtype=np.intp), allow_fill=True)
 
 
 def _kernel_columns(names: list[str], facts: GraphFacts | None) -> tuple[np.ndarray, Any]:
