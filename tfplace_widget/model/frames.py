@@ -330,7 +330,8 @@ def _record_stats(timed: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str
 def _output_bytes(names: list[str], out_bytes: dict[str, Sequence[int]]) -> Any:
     """Each op's summed output sizes, <NA> when none was recorded (an Int64 array)."""
     totals = np.fromiter((sum(sizes) for sizes in out_bytes.values()), np.int64, len(out_bytes))
-    where = pd.Index(list(out_bytes), dtype=object).get_indexer(names)
+    # Both sides object Indexes: a list (or array) target would first be inferred as str.
+    where = pd.Index(list(out_bytes), dtype=object).get_indexer(pd.Index(names, dtype=object))
     missing = where < 0
     return pd.arrays.IntegerArray(
         np.where(missing, 0, totals[where] if len(totals) else 0), missing
@@ -386,7 +387,7 @@ def _outer_join_graph_nodes(
     """
     names = np.array(list(device_of), dtype=object)
     devices = np.array(list(device_of.values()), dtype=object)
-    position = pd.Index(names, dtype=object).get_indexer(stat_ops)
+    position = pd.Index(names, dtype=object).get_indexer(pd.Index(stat_ops, dtype=object))
     hit = position >= 0
     hit[hit] = devices[position[hit]] == stat_devices[hit]
     extra = ~hit
