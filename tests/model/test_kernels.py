@@ -15,6 +15,7 @@ from tfplace_widget.model.kernels import (
     KernelFacts,
     has_kernel,
     kernel_facts,
+    kernel_facts_of,
     op_type_has_kernel,
 )
 
@@ -119,6 +120,24 @@ def test_every_registered_op_type_agrees_with_tensorflows_own_lookup(tf):
     # At least one node def of (almost) every op type was judged by TF, both ways.
     assert len(compared) >= 0.95 * len(op_types), len(compared)
     assert outcomes == {"CPU": {True, False}, "GPU": {True, False}}
+
+
+def test_the_batch_lookup_gives_each_node_its_own_facts(tf, monkeypatch):
+    """``kernel_facts_of`` (graph facts' path) equals ``kernel_facts`` node by node, on node
+    defs of every registered op type mixed in one list, its cache empty and then full."""
+    from tensorflow.python.framework import kernels
+
+    from tfplace_widget.model import kernels as kernels_module
+
+    op_types = sorted({k.op for k in kernels.get_all_registered_kernels().kernel})
+    nodes = [node for op_type in op_types for node in _node_defs(op_type)]
+    nodes = nodes[1::2] + nodes[::2]  # op types interleaved, not grouped
+    expected = [kernel_facts(node) for node in nodes]
+    monkeypatch.setattr(kernels_module, "_cache", {})
+    for _ in range(2):  # misses, then hits
+        got = kernel_facts_of(nodes, [n.op for n in nodes], [n.attr for n in nodes])
+        assert got == expected
+    assert len({f.kernels for f in got}) > 2 and len({f.gpu_kernel for f in got}) > 2
 
 
 def _facts_of(tf: Any, build: Any) -> dict[str, KernelFacts]:

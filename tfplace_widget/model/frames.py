@@ -74,7 +74,7 @@ def frames_from_records(
     else:
         columns["function"] = [""] * len(names)
     columns["kernels"], columns["gpu_kernel"] = _kernel_columns(names, facts)
-    columns["xla_op"] = pd.array([pd.NA] * len(names), dtype="string")  # set by tracing.xla
+    columns["xla_op"] = _missing_text(len(names))  # set by tracing.xla
     ops = pd.DataFrame({name: columns[name] for name in OPS_COLUMNS}, index=ops.index)
     if ops.empty:  # e.g. XLA ran the whole call: text columns stay text, for .str and filters
         text = ["op", "type", "device", "requested_device", "reason", "function", "kernels"]
@@ -91,6 +91,12 @@ def frames_from_records(
         truncated=truncated,
         facts=facts,
     )
+
+
+def _missing_text(n: int) -> Any:
+    """``pd.array([pd.NA] * n, dtype="string")``, made by taking an empty array's missing value
+    ``n`` times (0.3 ms against 11 ms at 17k rows: no list of NA to check element by element)."""
+    return pd.array([], dtype="string").take(np.full(n, -1, dtype=np.intp), allow_fill=True)
 
 
 def _kernel_columns(names: list[str], facts: GraphFacts | None) -> tuple[np.ndarray, Any]:
@@ -324,7 +330,8 @@ def _record_stats(timed: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str
 def _output_bytes(names: list[str], out_bytes: dict[str, Sequence[int]]) -> Any:
     """Each op's summed output sizes, <NA> when none was recorded (an Int64 array)."""
     totals = np.fromiter((sum(sizes) for sizes in out_bytes.values()), np.int64, len(out_bytes))
-    where = pd.Index(list(out_bytes), dtype=object).get_indexer(names)
+    # Both sides object Indexes: a list (or array) target would first be inferred as str.
+    where = pd.Index(list(out_bytes), dtype=object).get_indexer(pd.Index(names, dtype=object))
     missing = where < 0
     return pd.arrays.IntegerArray(
         np.where(missing, 0, totals[where] if len(totals) else 0), missing
@@ -380,7 +387,7 @@ def _outer_join_graph_nodes(
     """
     names = np.array(list(device_of), dtype=object)
     devices = np.array(list(device_of.values()), dtype=object)
-    position = pd.Index(names, dtype=object).get_indexer(stat_ops)
+    position = pd.Index(names, dtype=object).get_indexer(pd.Index(stat_ops, dtype=object))
     hit = position >= 0
     hit[hit] = devices[position[hit]] == stat_devices[hit]
     extra = ~hit

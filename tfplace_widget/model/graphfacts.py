@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from .capture import import_tensorflow
 from .gc_pause import paused_gc
-from .kernels import KernelFacts, kernel_facts
+from .kernels import KernelFacts, kernel_facts_of
 from .records import producers
 from .registry import may_output_resource_or_ref
 
@@ -168,8 +168,10 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
     types, requested, inputs = facts.types, facts.requested, facts.inputs
     if graph_def is None:
         graph_def = graph.as_graph_def()
-    kernels, overridden, colocated_with = facts.kernels, facts.overridden, facts.colocated_with
-    for node in graph_def.node:
+    overridden, colocated_with = facts.overridden, facts.colocated_with
+    nodes = list(graph_def.node)  # one wrapper per node, kept for the kernel facts below
+    attrs = []
+    for node in nodes:
         name = node.name
         types[name] = node.op
         requested[name] = node.device
@@ -179,7 +181,7 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
             node_inputs = producers(node_inputs)
         inputs[name] = node_inputs
         attr = node.attr
-        kernels[name] = kernel_facts(node, attr)
+        attrs.append(attr)
         if OVERRIDE_ATTR in attr:
             overridden[name] = attr[OVERRIDE_ATTR].s.decode()
         if "_class" in attr:
@@ -190,6 +192,11 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
             ]
             if targets:
                 colocated_with[name] = targets
+    if len(types) == len(nodes):  # node names are unique, as in any valid GraphDef
+        names, ops = list(types), list(types.values())
+    else:  # as the loop above: the last node of a name wins, at the first one's place
+        names, ops = [node.name for node in nodes], [node.op for node in nodes]
+    facts.kernels = dict(zip(names, kernel_facts_of(nodes, ops, attrs), strict=True))
     # Resource/ref dtypes are not in NodeDefs: ask the Graph, but only about ops whose type can
     # make a resource or ref output at all (by its OpDef), then only about their consumers.
     # (Per distinct type, then the nodes picked at C speed: no Python call per node.)

@@ -23,7 +23,9 @@ registered op type.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from . import registry
@@ -96,6 +98,34 @@ def kernel_facts(node_def: Any, attrs: Any = None) -> KernelFacts:
 
 
 _cache: dict[tuple, KernelFacts] = {}
+
+
+def kernel_facts_of(nodes: Sequence[Any], ops: Sequence[str], attrs: Sequence[Any]) -> list:
+    """``[kernel_facts(node, attr) for ...]`` over a graph's node defs, their op types and
+    attr maps (read by the caller already): the same facts, with the cache keys made per op
+    type, one attr column at a time, instead of one call and key loop per node."""
+    facts: list = [UNKNOWN] * len(nodes)
+    rows_of: dict[str, list[int]] = {}
+    for row, op in enumerate(ops):
+        rows_of.setdefault(op, []).append(row)
+    cache = _cache
+    for op, rows in rows_of.items():
+        op_kernels = registry.registered_kernels(op)
+        if op_kernels is None:
+            continue
+        maps = [attrs[row] for row in rows]
+        columns = []
+        for name in op_kernels.key_attrs:
+            # "in" then []: a protobuf map's .get is ten times slower here
+            values = [a[name] if name in a else None for a in maps]  # noqa: SIM401
+            # as in kernel_facts: a set type by its enum value, other values serialized
+            columns.append([None if v is None else v.type or v.SerializeToString() for v in values])
+        for row, key in zip(rows, zip(repeat(op), *columns), strict=True):
+            found = cache.get(key)
+            if found is None:
+                found = cache[key] = _facts(nodes[row], op_kernels)
+            facts[row] = found
+    return facts
 
 
 def _facts(node_def: Any, op_kernels: OpKernels) -> KernelFacts:

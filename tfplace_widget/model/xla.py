@@ -11,6 +11,7 @@ epoch, as the records were).
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,13 @@ from .columns import EVENTS_COLUMNS, XLA_COLUMNS
 
 
 def empty_xla() -> pd.DataFrame:
-    """``trace.xla`` with no row, its columns typed."""
+    """``trace.xla`` with no row, its columns typed: a copy of one made once (making it takes
+    about 3 ms, a third of a 1k-op conversion; the copy 0.1 ms)."""
+    return _empty_xla().copy()
+
+
+@functools.cache
+def _empty_xla() -> pd.DataFrame:
     return pd.DataFrame(
         {
             "cluster": pd.Series([], dtype=object),
