@@ -16,6 +16,11 @@ INPUT_SHAPE = (28, 28, 1)
 
 
 def program() -> dict:
+    return training_step(jit_compile="auto")  # Keras' default, as keras-io leaves it
+
+
+def training_step(jit_compile: bool | str) -> dict:
+    """The model, compiled as keras-io does (``jit_compile`` as given), and its batch."""
     rng = np.random.default_rng(0)
     images = rng.random((16, *INPUT_SHAPE), dtype=np.float32)  # scaled to [0, 1] like x_train
     labels = keras.utils.to_categorical(rng.integers(0, NUM_CLASSES, 16), NUM_CLASSES)
@@ -31,5 +36,10 @@ def program() -> dict:
             layers.Dense(NUM_CLASSES, activation="softmax"),
         ]
     )
-    model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
+    model.compile(
+        loss="categorical_crossentropy",
+        optimizer="adam",
+        metrics=["accuracy"],
+        jit_compile=jit_compile,
+    )
     return {"fn": model.train_on_batch, "args": (images, labels)}

@@ -9,31 +9,8 @@ keras.datasets.mnist (which downloads), a batch of 16 instead of 128, and the st
 the one ``model.fit`` runs per batch (``train_on_batch``).
 """
 
-import numpy as np
-from tensorflow import keras
-from tensorflow.keras import layers
-
-NUM_CLASSES = 10
-INPUT_SHAPE = (28, 28, 1)
+from mnist_convnet import training_step  # the same model and batch (corpus/ is on sys.path)
 
 
 def program() -> dict:
-    rng = np.random.default_rng(0)
-    images = rng.random((16, *INPUT_SHAPE), dtype=np.float32)  # scaled to [0, 1] like x_train
-    labels = keras.utils.to_categorical(rng.integers(0, NUM_CLASSES, 16), NUM_CLASSES)
-    model = keras.Sequential(
-        [
-            keras.Input(shape=INPUT_SHAPE),
-            layers.Conv2D(32, kernel_size=(3, 3), activation="relu"),
-            layers.MaxPooling2D(pool_size=(2, 2)),
-            layers.Conv2D(64, kernel_size=(3, 3), activation="relu"),
-            layers.MaxPooling2D(pool_size=(2, 2)),
-            layers.Flatten(),
-            layers.Dropout(0.5),
-            layers.Dense(NUM_CLASSES, activation="softmax"),
-        ]
-    )
-    model.compile(
-        loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"], jit_compile=True
-    )
-    return {"fn": model.train_on_batch, "args": (images, labels), "xla": True}
+    return {**training_step(jit_compile=True), "xla": True}
