@@ -439,14 +439,12 @@ def _run(
         # enable_run_metadata also turned on graph collection, which disabling run metadata
         # leaves on: every later instantiation would keep its graphs in memory.
         ctx.disable_graph_collection()
-    files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    if not files:
+    space = written_xspace(logdir)
+    if space is None:
         raise TraceError(
             "The TensorFlow profiler wrote no trace (no .xplane.pb), so the ops cannot be "
             "timed. Check that the profiler works here: tf.profiler.experimental.start(dir)."
         )
-    with open(files[0], "rb") as handle:
-        space = handle.read()
     graphs = list(metadata.function_graphs)
     if not graphs and not notes:  # with notes: XLA compiled the call, no op was placed alone
         raise TraceError(
@@ -454,6 +452,15 @@ def _run(
             "that runs TensorFlow ops (a tf.function, a Keras model, or code using tf.*)."
         )
     return graphs, space
+
+
+def written_xspace(logdir: str) -> bytes | None:
+    """The XSpace the TF2 profiler wrote under ``logdir`` (``None`` if it wrote none)."""
+    files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    if not files:
+        return None
+    with open(files[0], "rb") as handle:
+        return handle.read()
 
 
 def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:

@@ -11,13 +11,13 @@ cluster, the tracer's own session runs the step once more under the profiler
 
 from __future__ import annotations
 
-import glob
 import os
 import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 from ..sources.xla import XlaProfile, xla_from_xspace
+from .function import written_xspace
 
 # What marks a traced step that launched an auto-clustered cluster, in its RunMetadata bytes.
 _LAUNCH = b"_XlaRun"
@@ -65,11 +65,10 @@ def profiled_run(run: Any) -> tuple[XlaProfile | None, str]:
             )
         finally:
             tf.profiler.experimental.stop()
-        files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-        if not files:
+        space = written_xspace(logdir)
+        if space is None:
             return None, "tfplace: the TF2 profiler wrote no trace of the XLA clusters.\n"
-        with open(files[0], "rb") as handle:
-            profile = xla_from_xspace(handle.read())
+        profile = xla_from_xspace(space)
     return profile, (
         "tfplace: the XLA clusters' HLO instructions (trace.xla) were timed in one more run of "
         "the step under the TF2 profiler (FULL_TRACE records none), placed at the traced "
