@@ -133,7 +133,7 @@ def _name_fused_ops(
             )
 
 
-_ONEDNN_OFF = " TF_ENABLE_ONEDNN_OPTS=0 turns that rewrite off."
+_ONEDNN_OFF = " TF_ENABLE_ONEDNN_OPTS=0 turns the rewrite off."
 
 
 def _name_merged_ops(reasons: list[str], ops: pd.DataFrame, merged: dict[str, str]) -> None:
@@ -164,8 +164,8 @@ def _name_merged_ops(reasons: list[str], ops: pd.DataFrame, merged: dict[str, st
         if at is not None:
             listed = " and ".join(f"{op} ({types[row_of[op]]})" for op in ops_in if op in row_of)
             reasons[at] += (
-                f" After placement, oneDNN's graph rewrite fused {listed} into this "
-                f"{types[at]} kernel; each keeps a row of its own, with no time." + _ONEDNN_OFF
+                f" The rewrite, after placement, fused {listed} into this kernel too; each "
+                "keeps a row of its own, with no time." + _ONEDNN_OFF
             )
 
 

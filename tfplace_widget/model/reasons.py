@@ -179,7 +179,12 @@ class Explainer:
         if scope is not None:
             reason = f"{_scope_words(scope)} {reason}"
         if built and op_type and built != op_type:  # e.g. Grappler folded AddV2 into a Const
-            reason += f" Built as {built}; TensorFlow's graph optimizer turned it into {op_type}."
+            by = (
+                "oneDNN's graph rewrite"
+                if op_type.startswith("_Mkl")
+                else "TensorFlow's graph optimizer"
+            )
+            reason += f" Built as {built}; {by} turned it into {op_type}."
         return requested, how, reason
 
     def explain_all(

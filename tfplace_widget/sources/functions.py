@@ -27,7 +27,7 @@ from ..model.graphfacts import OVERRIDE_ATTR, GraphFacts
 from ..model.kernels import kernel_facts
 from ..model.records import SEND_TYPES, Executed, producer, producers, send_transfer
 from ..model.registry import registered_op_def
-from .onednn import ONEDNN_PREFIX, onednn_merges
+from .onednn import MERGED_TYPES, onednn_merges
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
 _WHILE_TYPES = {"While", "StatelessWhile"}
@@ -149,10 +149,11 @@ def _add_merged(
 ) -> None:
     """The placed ops oneDNN merged into a kernel after placement (``sources.onednn``): the
     graph after placement (``post_optimization_graph``) has them, the partitions do not."""
-    ran = [node for partition in graph.partition_graphs for node in partition.node]
-    if not any(node.op.startswith(ONEDNN_PREFIX) for node in ran):
-        return
     placed = graph.post_optimization_graph.node
+    # One pass over the placed graph's types; the rest only where an op went missing.
+    if not any(n.op in MERGED_TYPES and n.name not in renamed for n in placed):
+        return
+    ran = [node for partition in graph.partition_graphs for node in partition.node]
     by_name = {n.name: n for n in placed}
     merged = onednn_merges(
         {n.name: n.op for n in placed},

@@ -37,8 +37,10 @@ def onednn_merges(
     ``built_*``: each op of the graph as placed (its type, its data inputs' producers);
     ``ran_*``: the same of the partition graphs that ran. Names are the same in both.
     """
-    if not any(t.startswith(ONEDNN_PREFIX) for t in set(ran_types.values())):
-        return {}  # oneDNN off, or nothing it rewrote: a pass over types only
+    if MERGED_TYPES.isdisjoint(built_types.values()) or not any(
+        t.startswith(ONEDNN_PREFIX) for t in set(ran_types.values())
+    ):
+        return {}  # nothing oneDNN merges, oneDNN off or nothing it rewrote: types only
     gone = {
         name
         for name, op_type in built_types.items()
