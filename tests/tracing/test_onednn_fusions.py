@@ -59,6 +59,27 @@ def convnet_step() -> dict[str, Any]:
     }
 
 
+def padded_conv() -> dict[str, Any]:
+    """A ``tf.pad`` before a ``VALID`` convolution (oneDNN: ``_MklNativePadWithConv2D``), called
+    once with the placement log, then traced."""
+    import tensorflow as tf
+    from ground_truth import log_blocks, stderr_at_fd_level
+
+    from tfplace_widget import trace_placement
+
+    w = tf.ones((3, 3, 2, 4))
+
+    @tf.function
+    def f(x):
+        padded = tf.pad(x, [[0, 0], [1, 1], [1, 1], [0, 0]], name="pad")
+        return tf.nn.conv2d(padded, w, 1, "VALID", name="conv")
+
+    x = tf.ones((2, 8, 8, 2))
+    with stderr_at_fd_level() as lines:
+        f(x)
+    return {"blocks": log_blocks(lines)[0], "ops": trace_placement(f, x).ops[OPS]}
+
+
 def tf1_convnet() -> Any:
     """A TF1 convnet training step: conv, bias, relu, a loss and gradient descent."""
     import tensorflow as tf
@@ -101,6 +122,7 @@ def main(out: str) -> None:
     results = {"onednn": _pywrap_util_port.IsMklEnabled()}
     results["function"] = convnet_step()
     results["graph"] = session_step()
+    results["pad"] = padded_conv()
     with open(out, "wb") as handle:
         pickle.dump(results, handle)
 
@@ -203,3 +225,20 @@ else:
                 "fused it into the _MklNativeConv2DWithBias kernel bias"
                 in ops.loc["conv", "reason"]
             )
+
+    def test_a_pad_fused_into_its_convolution_keeps_its_row(runs):
+        from ground_truth import display_name
+
+        ops = runs["pad"]["ops"]
+        block = _step_block(runs["pad"]["blocks"], set(ops["op"]))
+        logged = {display_name(name): device for name, (_, device) in block.items()}
+        assert {"pad", "conv"} <= set(logged)
+        assert _unplaced(logged, ops) == []
+        rows = ops.set_index("op")
+        assert rows.loc["pad", "type"] == "Pad"
+        if runs["onednn"]:
+            assert rows.loc["conv", "type"] == "_MklNativePadWithConv2D"
+            assert (
+                "fused it into the _MklNativePadWithConv2D kernel conv" in rows.loc["pad", "reason"]
+            )
+            assert "fused pad (Pad) into this kernel" in rows.loc["conv", "reason"]
