@@ -21,8 +21,15 @@ from collections.abc import Mapping, Sequence
 from ..model.graphfacts import GraphFacts
 from ..model.records import Executed
 
-# The op types mkl_layout_pass.cc merges into a neighbouring oneDNN kernel.
-MERGED_TYPES = frozenset({"Conv2D", "BiasAddGrad", "Pad", "Transpose"})
+# The op types mkl_layout_pass.cc merges into a neighbouring oneDNN kernel, each with the
+# types (as built) of the ops it merges them into.
+MERGED_INTO = {
+    "Conv2D": frozenset({"BiasAdd"}),
+    "BiasAddGrad": frozenset({"Conv2DBackpropFilter"}),
+    "Pad": frozenset({"Conv2D", "_FusedConv2D"}),
+    "Transpose": frozenset({"Conv2D", "Conv3D", "MaxPool", "MaxPool3D"}),
+}
+MERGED_TYPES = frozenset(MERGED_INTO)
 ONEDNN_PREFIX = "_Mkl"
 
 
@@ -54,38 +61,48 @@ def onednn_merges(
             if source in readers:
                 readers[source].append(name)
 
-    def rewritten(name: str) -> bool:
-        ran = ran_types.get(name, "")
-        return ran.startswith(ONEDNN_PREFIX) and built_types.get(name) != ran
-
     merged: dict[str, str] = {}
     for name in sorted(gone):
-        sources = set(built_inputs.get(name, ()))
-        for reader in readers[name]:
-            now = ran_inputs.get(reader)
-            if now is None or name in now:
-                continue
-            # The kernel took the op's inputs over (Conv2D into the BiasAdd after it)...
-            if rewritten(reader) and sources & set(now):
-                merged[name] = reader
-                break
-            # ...or the op's readers read the kernel in its place (BiasAddGrad as the second
-            # output of the filter gradient; a Transpose after a Conv2D, the Conv2D itself).
-            before = set(built_inputs.get(reader, ()))
-            kernel = next(
-                (
-                    k
-                    for k in now
-                    if k not in before
-                    and rewritten(k)
-                    and (k in sources or sources & set(ran_inputs[k]))
-                ),
-                None,
-            )
-            if kernel is not None:
-                merged[name] = kernel
-                break
+        kernel = _kernel_of(name, readers[name], built_types, built_inputs, ran_types, ran_inputs)
+        if kernel:
+            merged[name] = kernel
     return merged
+
+
+def _kernel_of(
+    name: str,
+    readers: list[str],
+    built_types: Mapping[str, str],
+    built_inputs: Mapping[str, Sequence[str]],
+    ran_types: Mapping[str, str],
+    ran_inputs: Mapping[str, Sequence[str]],
+) -> str:
+    """The oneDNN kernel op ``name`` (gone from the graphs that ran) was merged into, or ""."""
+    kinds = MERGED_INTO[built_types[name]]
+
+    def kernel(candidate: str) -> bool:  # an oneDNN kernel this op can be merged into
+        ran = ran_types.get(candidate, "")
+        return ran.startswith(ONEDNN_PREFIX) and built_types.get(candidate) in kinds
+
+    sources = set(built_inputs.get(name, ()))
+    for reader in readers:
+        now = ran_inputs.get(reader)
+        if now is None or name in now:
+            continue
+        # The kernel took the op's inputs over (Conv2D into the BiasAdd after it)...
+        if kernel(reader) and sources & set(now):
+            return reader
+        # ...or the op's readers read the kernel in its place (BiasAddGrad as the second
+        # output of the filter gradient; a Transpose after a Conv2D, the Conv2D itself).
+        before = set(built_inputs.get(reader, ()))
+        for candidate in now:
+            if (
+                candidate not in before
+                and kernel(candidate)
+                and (candidate in sources or sources & set(ran_inputs[candidate]))
+            ):
+                return candidate
+    return ""
 
 
 def add_merged_nodes(executed: Executed, facts: GraphFacts) -> None:
