@@ -197,7 +197,7 @@ else:
         assert f"for {int(kernel.loc[kernel_name, 'duration_us'])} µs" in merged["reason"]
         assert merged["how"] == "implicit"  # placed as a Conv2D with no request
         assert "kernel for Conv2D" in merged["reason"]
-        assert f"fused {name} (Conv2D) into this" in kernel.loc[kernel_name, "reason"]
+        assert f"also fused {name} (Conv2D) into this" in kernel.loc[kernel_name, "reason"]
         grad = ops[ops["type"] == "BiasAddGrad"]
         fused_grads = [g for g in grad.index if "fused it into" in grad.loc[g, "reason"]]
         assert fused_grads and all(
@@ -243,4 +243,4 @@ else:
             kernel = rows.loc["conv", "type"]
             assert _onednn_kernel(kernel) == "PadWithConv2D"
             assert f"fused it into the {kernel} kernel conv" in rows.loc["pad", "reason"]
-            assert "fused pad (Pad) into this kernel" in rows.loc["conv", "reason"]
+            assert "also fused pad (Pad) into this kernel" in rows.loc["conv", "reason"]

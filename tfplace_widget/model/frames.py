@@ -162,10 +162,11 @@ def _name_merged_ops(reasons: list[str], ops: pd.DataFrame, merged: dict[str, st
     for kernel, ops_in in parts.items():
         at = row_of.get(kernel)
         if at is not None:
-            listed = " and ".join(f"{op} ({types[row_of[op]]})" for op in ops_in if op in row_of)
+            shown = [f"{op} ({types[row_of[op]]})" for op in ops_in if op in row_of]
+            keeps = "it keeps" if len(shown) == 1 else "each keeps"
             reasons[at] += (
-                f" The rewrite, after placement, fused {listed} into this kernel too; each "
-                "keeps a row of its own, with no time." + _ONEDNN_OFF
+                f" The rewrite, after placement, also fused {' and '.join(shown)} into this "
+                f"kernel; {keeps} a row of its own, with no time." + _ONEDNN_OFF
             )
 
 
