@@ -351,4 +351,3 @@ def test_idle_device_needs_a_step_long_enough_to_matter(tf, trace_placement):
             short += 1
             assert _kind(trace.findings, "idle_device").empty, _table(trace.findings)
     assert short, "every run took 1 ms or more: the machine is too loaded for this test"
-
