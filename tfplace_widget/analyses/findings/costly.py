@@ -96,14 +96,14 @@ def _io_of(
     a distribution strategy, which places them with its own device scopes: its reductions,
     variable reads and syncs), or
     ``""`` (the step's own compute)."""
-    if is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, "")):
-        return "feed"
-    if all(_returned(context, c) for c in consumers):
-        return "fetch"
     if strategy and any(
         REPLICA.search(n) or context.how.get(n) == "explicit" for n in (producer, *consumers)
     ):
         return "replicas"
+    if is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, "")):
+        return "feed"
+    if all(_returned(context, c) for c in consumers):
+        return "fetch"
     return ""
 
 
@@ -178,7 +178,8 @@ def _direction_finding(
             "every step. From a tf.data pipeline, tf.data.experimental.prefetch_to_device makes "
             "that copy ahead of the step (a plain prefetch keeps batches in host memory)."
         )
-    elif io == "fetch" and consumers:  # handed back through the function's outputs
+    elif io == "fetch" and (consumers or _returned(context, biggest[1])):
+        # handed back through the function's outputs (a tf.function's are identities)
         user_fix = 0
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's results, going "
