@@ -222,13 +222,15 @@ def _input_cast_findings(
         made = context.attrs(cast)
         types = listed_names(sorted({context.type_of.get(n, "") for n in names}))
         verb = "would sit" if context.predicted_view else "sit"
+        in_embedding = "embedding" in cast.rpartition("/")[0].lower()
+        keras = " (a Keras Embedding casts float ids so)" if in_embedding else ""
         message = (
             f"{context.on_a_gpu_machine()}{len(names)} integer op{'s' * (len(names) != 1)} "
             f"({types}: {listed_names(names, 2)}) {verb} on {context.gpu_name()} but compute in "
             f"host memory, {copies} tensor{'s cross' if copies > 1 else ' crosses'} between "
             f"device and host memory every step: {cast} casts the step's input from "
-            f"{made.get('SrcT', 'float')} to {made.get('DstT', 'int32')} (a Keras Embedding "
-            "casts float ids so), and the GPU kernels of int32 arithmetic keep it on the host. "
+            f"{made.get('SrcT', 'float')} to {made.get('DstT', 'int32')}{keras}, and the GPU "
+            "kernels of int32 arithmetic keep it on the host. "
             "Feed the ids as integers: keras.Input(..., dtype='int64') and int64 data (int64 "
             "arithmetic computes in GPU memory)."
         )
