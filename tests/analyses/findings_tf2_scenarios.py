@@ -245,6 +245,18 @@ def fit_text_int64():
 
 
 @scenario
+def fit_prefetch_to_device():
+    """The lever the iterator finding names, tried under model.fit: batches prefetched to
+    CPU:1 (the GPU on a GPU machine)."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile("sgd", "mse")
+    x, y = np.ones((8, 4), "float32"), np.ones((8, 2), "float32")
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+    return _fit(model, batches.apply(tf.data.experimental.prefetch_to_device("/cpu:1")))
+
+
+@scenario
 def fit_mirrored():
     """model.fit under a MirroredStrategy over the two CPUs: two replicas, the strategy's own
     reductions and variable updates between them."""

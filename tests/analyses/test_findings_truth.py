@@ -229,7 +229,7 @@ def test_every_gpu_finding_of_a_cpu_only_run_reads_as_a_prediction(scenarios, na
 
 
 # -- model.fit: causes the trace shows, fixes in the user's code, once per step ------------------
-FIT = ["fit_text", "fit_text_int64", "fit_mirrored", "fit_lookup_table"]
+FIT = ["fit_text", "fit_text_int64", "fit_prefetch_to_device", "fit_mirrored", "fit_lookup_table"]
 BOTH = ("trace", "predicted")
 
 
@@ -252,6 +252,16 @@ def test_iterator_reads_have_gpu_kernels_and_one_lever(scenarios, name):
         assert "no GPU kernel" not in message and "outside the step" not in message, message
         assert "tf.data.experimental.prefetch_to_device" in message
         assert reads.iloc[0]["severity"] == "info"
+
+
+def test_prefetch_to_device_moves_the_iterator_reads_under_fit(scenarios):
+    """The lever, tried: under model.fit, prefetch_to_device puts the step's IteratorGetNext
+    on the device named; the shapes Keras reads of the batch there are no one's to move."""
+    trace = scenarios["fit_prefetch_to_device"]["trace"]
+    reads = trace.ops[trace.ops["type"] == "IteratorGetNext"]
+    assert set(reads["device"]) == {"/job:localhost/replica:0/task:0/device:CPU:1"}
+    costly = _kind(trace.findings, "costly_transfer")
+    assert not costly["message"].str.contains(r"\bput ").any(), _table(trace.findings)
 
 
 def test_keras_embedding_cast_names_the_input_dtype_and_the_fix_works(scenarios):

@@ -222,6 +222,18 @@ def _direction_finding(
             "copied: the placer puts an op that reads only shapes on the device of its first "
             f"input.{made}"
         )
+    elif producers and all(context.type_of.get(p) in _METADATA_TYPES for p in producers):
+        user_fix = 0
+        made = (
+            "TensorFlow's gradient code and Keras's own shape checks make them"
+            if any(is_gradient(o) for o in producers + consumers)
+            else "a shape is a few int32 values"
+        )
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: shapes "
+            f"({listed_names(producers)}) read on {s_dst}: the placer puts an op that reads only "
+            f"a shape with its input, on {s_src}; {made}: nothing in your code to change."
+        )
     elif variables:
         message = (
             f"{lead}{count} read{'s' * (count != 1)} of variables that live on {s_src} "
@@ -281,6 +293,8 @@ def _direction_finding(
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: keep the producers and "
             "consumers of these tensors on one device."
         )
+    if not user_fix:  # what nothing in the user's code makes is said, never urged
+        severity = "info"
     evidence = {"copies": count, "bytes": moved if sizes else -1, "time_us": seconds}
     evidence["user_fix"] = user_fix
     evidence["steps"] = steps
