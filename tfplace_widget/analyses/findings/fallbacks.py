@@ -52,8 +52,9 @@ def find_cpu_fallbacks(context: Context) -> list[Finding]:
         # follows its input or consumer there (Shape, Identity): that op's finding covers it.
         return bool(cause) or context.gpu_kernel.get(name, "NA") not in ON_GPU
 
-    # A dataset or iterator op in the step runs on the host with its iterator, wherever a
-    # prediction puts it (iterators have no GPU kernel: the resource lives on the CPU).
+    # A dataset or iterator op in the step runs with its iterator, whose resource a tf.data
+    # pipeline makes on the host (IteratorGetNext and IteratorV2 have GPU kernels; only
+    # prefetch_to_device makes an iterator on the GPU): one finding, with that lever.
     pipeline = [
         n
         for n, t in context.type_of.items()
