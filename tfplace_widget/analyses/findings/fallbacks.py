@@ -58,7 +58,7 @@ def find_cpu_fallbacks(context: Context) -> list[Finding]:
     pipeline = [
         n
         for n, t in context.type_of.items()
-        if is_pipeline(t) and n in context.view and n not in context.duplicated
+        if is_pipeline(t) and context.view.get(n) == "CPU" and n not in context.duplicated
     ]
     findings: list[Finding] = []
     if pipeline:
