@@ -194,6 +194,30 @@ def test_the_limits_are_read_when_a_file_is_opened(saved, monkeypatch):
 
 # -- 5. deeply nested JSON --------------------------------------------------------------------
 DEEP = b"[" * 100_000 + b"]" * 100_000
+# Lists 900 deep (shallow enough for Python's parser), side by side: one comma per 900 lists.
+NESTED_LISTS = b"[" * 900 + b"]" * 900
+
+
+def nested_lists(size: int) -> Any:
+    """A JSON list of ``NESTED_LISTS`` unpacking to about ``size`` bytes, deflated."""
+    block = (NESTED_LISTS + b",") * 100
+    return deflated((b"[", 1), (block, size // len(block)), (NESTED_LISTS + b"]", 1))
+
+
+def test_a_tfplace_of_nested_lists_is_refused_before_parsing(saved, tmp_path):
+    """160 MB of ``[[[...]]]`` (in a file of a few hundred KiB) has 89,000 commas but 80
+    million lists: gigabytes once parsed. Every list counts against ``MAX_JSON_VALUES``."""
+    bomb = Member("frames/ops.json", nested_lists(160 * MIB))
+    path = bomb_archive(saved, tmp_path / "nested.tfplace", [bomb])
+    assert path.stat().st_size < MIB
+    assert_refused(open_in_child("load", path), "frames/ops.json", "MAX_JSON_VALUES")
+
+
+def test_a_gzipped_chrome_trace_of_nested_lists_is_refused_before_parsing(tmp_path):
+    path = write_gzip(tmp_path / "nested.json.gz", nested_lists(160 * MIB))
+    assert path.stat().st_size < MIB
+    assert_refused(open_in_child("from_chrome_trace", path), "nested.json.gz", "MAX_JSON_VALUES")
+
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,8 @@ MAX_ARCHIVE_BYTES = 1 << 30
 # Members of one .tfplace (a trace writes about ten, plus one per RunMetadata step kept).
 MAX_MEMBERS = 10_000
 # JSON values in the documents of one file (each costs up to ~70 bytes once parsed, so this
-# bounds what parsing can take, about 1 GB, however the values are packed).
+# bounds what parsing can take, about 1 GB, however the values are packed): counted before
+# parsing, one per comma and one per list or object (``[[[]]]`` is three values, no comma).
 MAX_JSON_VALUES = 16_000_000
 _CHUNK = 1 << 20
 # The zip's central directory: 46 bytes per member plus its name and extra fields.
@@ -95,12 +96,20 @@ def read_bounded(stream: IO[bytes], where: str, what: str, budget: Budget | None
     return out.getvalue()
 
 
+def json_values(data: bytes) -> int:
+    """At least the number of values the JSON ``data`` parses to, counted without parsing it:
+    one per comma, one per list or object opened, and one (brackets and commas in strings count
+    too: never fewer, so what parsing can take is bounded by this count)."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
+
+
 def parse_json(data: bytes, where: str, what: str, budget: Budget | None = None) -> Any:
     """``data`` parsed as JSON; a ``TraceError`` naming ``what`` for more values than
-    ``MAX_JSON_VALUES`` (counted before parsing: one per comma) or nesting deeper than Python
-    can parse (a ``RecursionError`` otherwise). ``ValueError`` for JSON that is malformed."""
+    ``MAX_JSON_VALUES`` (counted before parsing, :func:`json_values`) or nesting deeper than
+    Python can parse (a ``RecursionError`` otherwise). ``ValueError`` for JSON that is
+    malformed."""
     budget = budget or Budget(where)
-    budget.take_values(data.count(b",") + 1, what)
+    budget.take_values(json_values(data), what)
     try:
         return json.loads(data)
     except RecursionError:
@@ -152,7 +161,7 @@ def check_savable(members: dict[str, bytes], where: str) -> None:
     ``ValueError`` saying which limit to raise), so that a saved trace can be opened again."""
     largest = max(members, key=lambda name: len(members[name]))
     total = sum(len(data) for data in members.values())
-    values = sum(d.count(b",") + 1 for name, d in members.items() if name.endswith(".json"))
+    values = sum(json_values(d) for name, d in members.items() if name.endswith(".json"))
     for past, what, name in (
         (len(members[largest]) > MAX_MEMBER_BYTES, f"{largest} would take", "MAX_MEMBER_BYTES"),
         (total > MAX_ARCHIVE_BYTES, "its members would take", "MAX_ARCHIVE_BYTES"),
