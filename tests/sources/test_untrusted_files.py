@@ -219,7 +219,6 @@ def test_a_gzipped_chrome_trace_of_nested_lists_is_refused_before_parsing(tmp_pa
     assert_refused(open_in_child("from_chrome_trace", path), "nested.json.gz", "MAX_JSON_VALUES")
 
 
-
 @pytest.mark.parametrize(
     "member",
     ["tfplace.json", "frames/ops.json", "frames/findings.json", "inputs.json", "facts.json"],
