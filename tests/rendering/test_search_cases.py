@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -101,3 +102,27 @@ def test_search_py_answers_the_same_on_the_names_lowered_once(case):
             names, case["pattern"], regex=case["regex"], case=case["case"], lowered=lowered
         )
         assert [name for name, hit in zip(NAMES, mask, strict=True) if hit] == case["matches"]
+
+
+# One op name of 10,000 characters, and globs of several stars that do not match it (every way
+# of cutting it at the stars is tried by a backtracking matcher: minutes) and that do.
+LONG_GLOBS = {"*/*/*/MatMul": False, "*/*/*/a*/": True, "*a/?/*/*/": True, "*/*/*/b*/": False}
+LONG_CHECK = f"""
+import pandas as pd
+from tfplace_widget.rendering.search import match_names
+name = pd.Series(["a/" * 5000])
+print([bool(match_names(name, glob)[0]) for glob in {list(LONG_GLOBS)!r}])
+"""
+
+
+def test_globs_of_several_stars_match_a_long_name_in_linear_time():
+    """Issue 31: ``*/*/*/MatMul`` on one 10,000-character op name (a 4 KB file) did not finish
+    in minutes; in a child process bounded in time, as a backtracking regex holds the GIL."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", LONG_CHECK], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the globs did not answer within 60 s on a name of 10,000 characters")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[0] == str(list(LONG_GLOBS.values()))
