@@ -11,6 +11,8 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -252,3 +254,24 @@ def test_no_two_devices_of_a_machine_look_alike_under_colour_blindness(machine, 
     if vision == "deuteranopia":
         old_rose, old_green = _seen("#CC6677", vision), _seen("#009E73", vision)
         assert _ciede2000(old_rose, old_green) < MIN_DELTA_E  # the old CPU:2 and GPU:0
+
+
+MANY_DEVICES = """
+from tfplace_widget.rendering.colors import device_color
+colors = [device_color(f"/job:w/replica:0/task:{i // 8}/device:GPU:{i % 8}") for i in range(8000)]
+print(len(set(colors)), colors.count("#999999"))
+"""
+
+
+def test_colours_are_total_eight_thousand_devices_get_eight_thousand_colours():
+    """Issue 31: from the ~4,700th device the colour sequence found no new colour and looped
+    for ever, holding its lock (a 100 KB file hung the kernel); in a child process bounded in
+    time, since a loop holding the GIL cannot be timed out from a thread."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", MANY_DEVICES], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("8,000 devices got no colours within 60 s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["8000", "0"]  # each its own, none grey

@@ -494,3 +494,19 @@ def test_raw_keeps_no_step_larger_than_a_member_may_be(seed_cpu_steps3, tf, monk
     monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", metadata.ByteSize() - 1)
     raw, line = raw_protos([metadata])
     assert raw == {} and "first 0 of 1 steps" in line and "MAX_MEMBER_BYTES" in line
+
+
+# -- devices -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("frame", ["ops", "events"])
+def test_a_device_the_manifest_does_not_list_is_refused(saved, tmp_path, frame):
+    """Issue 31: the panel has a chip, a summary and a colour for each device of the manifest;
+    an op or event on another one (thousands of them in a crafted file) is a damaged file."""
+    document = frame_document(saved, frame)
+    column(document, "device")["values"][0] = "/job:localhost/replica:0/task:0/device:CPU:7"
+    path = with_members(saved, tmp_path / "devices.tfplace", {f"frames/{frame}.json": document})
+    with pytest.raises(
+        TraceError,
+        match=rf"devices.tfplace.*frames/{frame}.json: device '/job:localhost/replica:0/task:0/"
+        r"device:CPU:7' is not one of the 2 devices of tfplace.json",
+    ):
+        PlacementTrace.load(path)
