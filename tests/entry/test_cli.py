@@ -941,3 +941,45 @@ def test_expect_gpu_on_a_trace_without_its_graph_says_so(capsys, tmp_path):
     code, _, err = cli(capsys, "show", path, "--expect-device", "MatMul=GPU")
     assert code == 2
     assert "no graph facts" in one_error_line(err)
+
+
+# Escapes a crafted name sends a terminal: the clipboard (OSC 52), the window title (OSC 0),
+# clear the screen, and a carriage return that overwrites the line with a verdict of its own.
+HOSTILE = "\x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07\x1b[2J\x9b2J\r\x1b[2Ktfplace: ALL OK\u202e"
+
+
+def _hostile_trace(tmp_path: Path) -> Path:
+    """GPU_01 with its MatMul named and typed with terminal escapes (a crafted file)."""
+    document = json.loads(GPU_01.read_text())
+    for event in document["traceEvents"]:
+        if event.get("ph") == "X" and event.get("args", {}).get("name") == "MatMul":
+            event["args"].update(name="MatMul" + HOSTILE, op="MatMul" + HOSTILE)
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize("color", ["never", "always"])
+def test_names_from_a_file_send_no_escape_to_the_terminal(capsys, tmp_path, color):
+    """Issue 31: ``tfplace show`` printed names as they were, also with ``--color never``."""
+    path = _hostile_trace(tmp_path)
+    code, out, err = cli(
+        capsys, "show", path, "--search", "MatMul*", "--expect-device", "MatMul*=CPU",
+        "--color", color,
+    )  # fmt: skip
+    assert code == 1
+    own_styles = re.compile(r"\x1b\[(?:0|[0-9;]+)m")
+    assert color == "never" or own_styles.search(out)  # the tool's colours stay
+    for text in (own_styles.sub("", out) if color == "always" else out, err):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]", text), repr(text)
+    assert "MatMul\\x1b]52;c;ZXZpbA==\\x07" in out  # shown as what it is
+    assert err.count("\n") == 1 and "\\r\\x1b[2Ktfplace: ALL OK\\u202e on GPU:0" in err
+    assert err.startswith("tfplace: 1 op is not on the expected device")
+
+
+def test_an_error_naming_a_crafted_value_sends_no_escape(capsys, tmp_path):
+    path = tmp_path / "title\x1b]0;pwned\x07.json"
+    path.write_text("[]")
+    code, _, err = cli(capsys, "show", path)
+    assert code == 2
+    assert "\x1b" not in err and "\x07" not in err and "title\\x1b]0;pwned\\x07" in err
