@@ -975,3 +975,22 @@ def test_names_from_a_file_send_no_escape_to_the_terminal(capsys, tmp_path, colo
     assert "MatMul\\x1b]52;c;ZXZpbA==\\x07" in out  # shown as what it is
     assert err.count("\n") == 1 and "\\r\\x1b[2Ktfplace: ALL OK\\u202e on GPU:0" in err
     assert err.startswith("tfplace: 1 op is not on the expected device")
+
+
+def test_show_search_with_a_glob_of_several_stars_on_a_long_name_answers(tmp_path):
+    """Issue 31: ``tfplace show --search '*/*/*/MatMul'`` on a trace with one op name of
+    10,000 characters (a 4 KB file) did not finish in minutes: a child bounded in time."""
+    document = json.loads(GPU_01.read_text())
+    event = next(e for e in document["traceEvents"] if e.get("ph") == "X")
+    event["args"]["name"] = "a/" * 5000
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(document))
+    command = [sys.executable, "-m", "tfplace_widget", "show", str(path), "--search"]
+    try:
+        done = subprocess.run(
+            [*command, "*/*/*/MatMul"], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("tfplace show --search did not answer within 60 s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 'Ops matching "*/*/*/MatMul"' in done.stdout
