@@ -510,3 +510,32 @@ def test_a_device_the_manifest_does_not_list_is_refused(saved, tmp_path, frame):
         r"device:CPU:7' is not one of the 2 devices of tfplace.json",
     ):
         PlacementTrace.load(path)
+
+
+# -- text no UTF-8 can hold --------------------------------------------------------------------
+def test_a_lone_surrogate_in_a_name_is_refused_on_load(saved, tmp_path):
+    """Issue 31: an op named ``"\\ud800"`` loaded, then ``tfplace show``, ``to_html``,
+    ``to_csv`` and the kernel's display failed with a bare ``UnicodeEncodeError``."""
+    document = frame_document(saved, "ops")
+    column(document, "op")["values"][0] = "\ud800"
+    path = with_members(saved, tmp_path / "surrogate.tfplace", {"frames/ops.json": document})
+    with pytest.raises(TraceError, match=r"surrogate.tfplace.*frames/ops.json.*lone surrogate"):
+        PlacementTrace.load(path)
+
+
+@pytest.mark.parametrize("written", [b'"\\udc00x"', b'"x\xed\xa0\x80"'], ids=["escape", "bytes"])
+def test_a_chrome_trace_with_a_lone_surrogate_is_refused(tmp_path, written):
+    text = KITTIBOX.read_bytes()
+    path = tmp_path / "surrogate.json"
+    path.write_bytes(text.replace(b'"MatMul"', written, 1))
+    assert path.read_bytes() != text
+    with pytest.raises(TraceError, match=r"surrogate.json.*the Chrome trace.*lone surrogate"):
+        PlacementTrace.from_chrome_trace(path)
+
+
+def test_an_emoji_written_as_a_surrogate_pair_loads(tmp_path):
+    text = KITTIBOX.read_bytes()
+    path = tmp_path / "emoji.json"
+    path.write_bytes(text.replace(b'"MatMul"', b'"MatMul\\ud83d\\ude00"'))
+    ops = PlacementTrace.from_chrome_trace(path).ops
+    assert "MatMul\U0001f600" in {*ops["op"], *ops["type"]}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import reprlib
 import struct
 from typing import IO, Any
@@ -111,12 +112,27 @@ def parse_json(data: bytes, where: str, what: str, budget: Budget | None = None)
     budget = budget or Budget(where)
     budget.take_values(json_values(data), what)
     try:
-        return json.loads(data)
+        document = json.loads(data)
     except RecursionError:
         raise TraceError(
             f"{where!r}: {what} nests lists or objects deeper than Python can parse, which no "
             "trace does; the file is damaged or was made to crash its reader."
         ) from None
+    if _SURROGATE.search(data):  # rare (an emoji as \ud83d\ude00): check the text
+        try:
+            json.dumps(document, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TraceError(
+                f"{where!r}: {what} holds a lone surrogate ({exc.object[exc.start]!r}), text "
+                "that no UTF-8 file or terminal can hold; the file is damaged or was made to "
+                "break its readers."
+            ) from None
+    return document
+
+
+# What a lone surrogate in JSON is written as: an escape \ud800-\udfff, or its UTF-8-like
+# bytes (which json.loads lets through).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 def zip_directory_size(data: bytes) -> int | None:
