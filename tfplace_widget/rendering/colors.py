@@ -203,13 +203,26 @@ def _mixed_until_readable(color: str, toward: str, backgrounds: Iterable[str]) -
     lit = [_relative_luminance(bg) + 0.05 for bg in backgrounds]
     start = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
     end = [int(toward[i : i + 2], 16) for i in (1, 3, 5)]
-    for step in range(101):
+
+    def mixed(step: int) -> tuple[int, ...]:
         t = step / 100
-        r, g, b = (round(a + (z - a) * t) for a, z in zip(start, end, strict=True))
+        return tuple(round(a + (z - a) * t) for a, z in zip(start, end, strict=True))
+
+    def readable(step: int) -> bool:
+        r, g, b = mixed(step)
         own = 0.2126 * _LINEAR[r] + 0.7152 * _LINEAR[g] + 0.0722 * _LINEAR[b] + 0.05
-        if all(max(own, bg) / min(own, bg) >= AA_TEXT for bg in lit):
-            return f"#{r:02X}{g:02X}{b:02X}"
-    return toward.upper()  # pragma: no cover - black and white pass on every background
+        return all(max(own, bg) / min(own, bg) >= AA_TEXT for bg in lit)
+
+    # The first of the 101 steps that reads. Each step moves every channel toward black (or
+    # white), so contrast with the backgrounds, once it is on their far side, only grows:
+    # unreadable, then readable from one step on, found by halving.
+    low, high = 0, 100
+    if not readable(high):  # pragma: no cover - black and white pass on every background
+        return toward.upper()
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if readable(middle) else (middle + 1, high)
+    return "#{:02X}{:02X}{:02X}".format(*mixed(low))
 
 
 def ink_style(color: str) -> str:
