@@ -13,11 +13,11 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import run_python
 
 from tfplace_widget.rendering.search import SearchError, match_names, searchable
 
@@ -118,11 +118,5 @@ print([bool(match_names(name, glob)[0]) for glob in {list(LONG_GLOBS)!r}])
 def test_globs_of_several_stars_match_a_long_name_in_linear_time():
     """Issue 31: ``*/*/*/MatMul`` on one 10,000-character op name (a 4 KB file) did not finish
     in minutes; in a child process bounded in time, as a backtracking regex holds the GIL."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", LONG_CHECK], capture_output=True, text=True, timeout=60
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail("the globs did not answer within 60 s on a name of 10,000 characters")
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_python(LONG_CHECK, timeout=60)  # TimeoutExpired: the backtracking of issue 31
     assert done.stdout.split("\n")[0] == str(list(LONG_GLOBS.values()))
