@@ -72,13 +72,7 @@ def _sums(
     """Per group of devices: its ops, and the union of its op-level events' times."""
     counts = ops["device"].value_counts()
     op_level = events[lane_kinds(events["lane"]) != "stream:all"]
-    # Each device's events, in one pass (thousands of devices: not a scan of all events each).
-    codes, uniques = pd.factorize(op_level["device"].to_numpy(dtype=object))
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
-    rows_of = dict(zip(uniques, zip(bounds[:-1], bounds[1:], strict=True), strict=True))
-    starts = op_level["start_us"].to_numpy()[order]
-    durations = op_level["duration_us"].to_numpy()[order]
+    starts, durations, rows_of = _by_device(op_level)
     out = []
     for group in groups:
         rows = np.concatenate(
@@ -91,6 +85,23 @@ def _sums(
             )
         )
     return out
+
+
+def busy_per_device(events: pd.DataFrame) -> dict[str, float]:
+    """Each device's busy time (:func:`busy_time_us`) over ``events``, by device."""
+    starts, durations, rows_of = _by_device(events)
+    return {d: busy_time_us(starts[a:b], durations[a:b]) for d, (a, b) in rows_of.items()}
+
+
+def _by_device(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[int, int]]]:
+    """``events``' starts and durations grouped by device, and each device's ``(first, end)``
+    rows in them, in one pass (thousands of devices: not a scan of all events each)."""
+    codes, uniques = pd.factorize(events["device"].to_numpy(dtype=object))
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    rows_of = dict(zip(uniques, zip(bounds[:-1], bounds[1:], strict=True), strict=True))
+    starts = events["start_us"].to_numpy()[order]
+    return starts, events["duration_us"].to_numpy()[order], rows_of
 
 
 def how_counts(ops: pd.DataFrame) -> dict[str, int]:
