@@ -4,7 +4,7 @@ busy (a GPU waiting for its input, work that could spread over the devices)."""
 from __future__ import annotations
 
 from ...model.devices import parse_device, short_device
-from ..summary import busy_time_us
+from ..summary import busy_per_device
 from .base import Context, Finding, device_type, listed_names
 from .transfers import step_count
 
@@ -34,10 +34,7 @@ def find_idle_devices(context: Context) -> list[Finding]:
     span = float(ends.max() - starts.min())
     if span <= 0 or span / max(1, step_count(context)) < IDLE_MIN_STEP_US:
         return []
-    busy = {
-        device: busy_time_us(group["start_us"].to_numpy(), group["duration_us"].to_numpy())
-        for device, group in op_level.groupby("device", sort=False)
-    }
+    busy = busy_per_device(op_level)
     for device in context.trace.devices:
         busy.setdefault(device, 0.0)
     busiest = max(busy, key=lambda d: busy[d])
