@@ -205,6 +205,70 @@ def keras_train_warmup_zero():
     return {"trace": trace, "iterations": int(model.optimizer.iterations.numpy()) - before}
 
 
+def instantiations(call: Callable[[], Any]) -> int:
+    """Functions TensorFlow instantiated during ``call()``: it records one placed graph per
+    instantiation (``RunMetadata.function_graphs``), and none for a cached kernel."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    ctx.enable_run_metadata()
+    ctx.export_run_metadata()
+    try:
+        call()
+        return len(ctx.export_run_metadata().function_graphs)
+    finally:
+        ctx.disable_run_metadata()
+        ctx.disable_graph_collection()
+
+
+@scenario
+def next_call_after_a_first_call_trace():
+    """Issue 30: traces that are the function's first call ever; for each, the instantiations
+    TensorFlow makes in the user's next call, the user's state moved by the trace and by that
+    call, and whether a second trace shows the same rows."""
+
+    def rows(trace: Any) -> list:
+        return sorted(map(tuple, trace.ops[["op", "type", "device", "how"]].to_numpy()))
+
+    def fresh_function() -> tuple[Any, Any]:
+        counter = tf.Variable(0.0)
+
+        @tf.function
+        def step(v):
+            counter.assign_add(1.0)
+            with tf.device("/cpu:1"):
+                y = tf.tanh(tf.multiply(v, 2.0, name="twice"))
+            return tf.add(y, 1.0, name="plus")
+
+        return step, counter
+
+    found = {}
+    for label, options in (
+        ("defaults", {}),
+        ("warmup=0", {"warmup": 0}),
+        ("optimize=True", {"optimize": True}),
+        ("device_scope", {"device_scope": "/cpu:1"}),
+        ("overrides", {"overrides": {"twice": "/cpu:0"}}),
+    ):
+        step, counter = fresh_function()
+        first = trace_placement(step, x, **options)
+        moved = counter.numpy()
+        found[label] = {
+            "next": instantiations(lambda step=step: step(x)),
+            "moved": (moved, counter.numpy() - moved),
+            "same_rows": rows(first) == rows(trace_placement(step, x, **options)),
+        }
+    model = make_model()
+    first = trace_placement(model.train_on_batch, features, labels)
+    moved = int(model.optimizer.iterations.numpy())
+    found["train_on_batch"] = {
+        "next": instantiations(lambda: model.train_on_batch(features, labels)),
+        "moved": (moved, int(model.optimizer.iterations.numpy()) - moved),
+        "same_rows": rows(first) == rows(trace_placement(model.train_on_batch, features, labels)),
+    }
+    return found
+
+
 @scenario
 def gradient_tape_step():
     model = make_model()
