@@ -33,6 +33,7 @@ cluster from the profile and the function's FunctionDef (``tracing.xla``).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
@@ -252,20 +253,28 @@ def instantiate_for_the_user(calls: Iterable[UserCall], keep_device: bool = True
     """Have TensorFlow instantiate and cache each call's function as the user's own call of it
     would (the settings in force, the call's device; with ``keep_device=False`` the device in
     force now, e.g. without the trace's ``device_scope``), without running it: the call is made
-    under a cancellation manager cancelled beforehand (see the module's docstring). Call it with
+    under a cancellation manager cancelled beforehand (see the module's docstring), given to
+    this call only (``cancellation.context()`` would cancel every thread's calls). Call it with
     the user's settings restored and run-metadata collection off."""
-    from tensorflow.python.eager import cancellation, context
+    from tensorflow.python.eager import cancellation, context, execute
     from tensorflow.python.framework import errors
 
     ctx = context.context()
-    if cancellation.context() is not None:  # someone else's manager: leave it alone
-        return
     cancelled = cancellation.CancellationManager()
     cancelled.start_cancel()
-    with cancellation.CancellationManagerContext(cancelled):
-        for call in calls:
-            device = ctx.device(call.device or None) if keep_device else contextlib.nullcontext()
-            # Any error but the expected refusal means the function cannot be made ahead
-            # (the user's next call will say why, as it would have): nothing to do here.
-            with device, contextlib.suppress(errors.OpError):
-                ctx.call_function(call.name, call.inputs, call.num_outputs)
+    for call in calls:
+        device = ctx.device(call.device or None) if keep_device else contextlib.nullcontext()
+        # Any error but the expected refusal means the function cannot be made ahead (the
+        # user's next call will say why, as it would have): nothing to do here.
+        with device, contextlib.suppress(errors.OpError):
+            # What Context.call_function does under a cancellation context.
+            attrs = tuple(itertools.chain(*ctx.function_call_options.as_attrs().items()))
+            name = call.name.decode("utf-8") if isinstance(call.name, bytes) else call.name
+            execute.execute_with_cancellation(
+                name,
+                num_outputs=call.num_outputs,
+                inputs=call.inputs,
+                attrs=attrs,
+                ctx=ctx,
+                cancellation_manager=cancelled,
+            )
