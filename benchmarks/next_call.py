@@ -8,9 +8,11 @@ workloads: ``f`` below, and a MobileNetV2 training step
 (``keras.applications.MobileNetV2(input_shape=(96, 96, 3), weights=None, classes=10)``, SGD,
 batch 8, ``model.train_on_batch``; no download). Each run is made with this commit's trace and
 with the trace as before issue 30 (``instantiate_for_the_user`` switched off in that process:
-the user's function was then never instantiated with the user's settings), alternately. One
-more process per workload and variant counts the functions TensorFlow instantiates in the next
-call (``RunMetadata.function_graphs``), outside the timed runs.
+the user's function was then never instantiated with the user's settings), and, for reference,
+without a trace: the user's own first call, then their second (what a next call costs anyway),
+the three alternating. One more process per workload and variant counts the functions
+TensorFlow instantiates in the next call (``RunMetadata.function_graphs``), outside the timed
+runs.
 
 **A function already called** (issue 25): two workloads, each called by the user and cached
 before anything is timed, in one process:
@@ -59,12 +61,22 @@ FIRST_CALL_WORKLOADS = {
     "mobilenet": "MobileNetV2 training step (96x96x3, 10 classes, batch 8, SGD, "
     "`model.train_on_batch`)",
 }
+VARIANTS = ("now", "before", "untraced")
 FIRST_CALL_ROWS = [
     ("steady call (baseline)", "steady"),
-    ("**the user's next call after a trace that was the first call (this commit)**", "next"),
+    ("**the user's next call after a trace that was the first call (this commit)**", "next_now"),
     ("the same before issue 30 (the function left uninstantiated)", "next_before"),
-    ("trace_placement as the first call (this commit)", "trace"),
-    ("trace_placement as the first call, before issue 30", "trace_before"),
+    (
+        "the user's second call, no trace (their own first call instantiated and ran it; "
+        "reference)",
+        "next_untraced",
+    ),
+    ("trace_placement as the first call (this commit)", "first_now"),
+    ("trace_placement as the first call, before issue 30", "first_before"),
+    (
+        "the user's own first call, no trace (Python tracing + instantiation + run)",
+        "first_untraced",
+    ),
 ]
 ROWS = [
     ("steady call (the user's function, instantiated and cached; baseline)", "steady"),
@@ -153,9 +165,10 @@ def make_mobilenet_step(tf: Any) -> tuple[Any, tuple]:
     return model.train_on_batch, (x, y)
 
 
-def first_call_child(workload: str, before: bool, count: bool) -> dict[str, Any]:
-    """One fresh process's run: the trace as the workload's first call, the next call, steady
-    calls (``count``: the instantiations in the next call instead of its times)."""
+def first_call_child(workload: str, variant: str, count: bool) -> dict[str, Any]:
+    """One fresh process's run: the trace as the workload's first call (``variant`` ``"now"``,
+    or ``"before"`` issue 30), or the user's own first call (``"untraced"``); then the next
+    call and steady calls (``count``: the instantiations in the next call instead of times)."""
     with quiet_fds():
         import tensorflow as tf
 
@@ -163,11 +176,12 @@ def first_call_child(workload: str, before: bool, count: bool) -> dict[str, Any]
     from tfplace_widget import trace_placement
     from tfplace_widget.tracing import function
 
-    if before:  # the trace as it was before issue 30
+    if variant == "before":  # the trace as it was before issue 30
         function.instantiate_for_the_user = lambda *args, **kwargs: None
     fn, args = (make_function if workload == "f" else make_mobilenet_step)(tf)
     with quiet_fds():
-        trace_wall, trace_cpu, _ = time_cpu_once(lambda: trace_placement(fn, *args))
+        first = (lambda: fn(*args)) if variant == "untraced" else lambda: trace_placement(fn, *args)
+        first_wall, first_cpu, _ = time_cpu_once(first)
     if count:
         return {"instantiations": instantiations(lambda: fn(*args))}
     next_wall, next_cpu, _ = time_cpu_once(lambda: fn(*args))
@@ -179,20 +193,19 @@ def first_call_child(workload: str, before: bool, count: bool) -> dict[str, Any]
         steady["seconds"].append(wall)
         steady["cpu"].append(cpu)
     return {
-        "trace": {"seconds": [trace_wall], "cpu": [trace_cpu]},
+        "first": {"seconds": [first_wall], "cpu": [first_cpu]},
         "next": {"seconds": [next_wall], "cpu": [next_cpu]},
         "steady": steady,
     }
 
 
-def run_child(workload: str, before: bool, count: bool = False) -> dict[str, Any]:
+def run_child(workload: str, variant: str, count: bool = False) -> dict[str, Any]:
     """:func:`first_call_child` in a process of its own."""
     import tempfile
 
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         command = [sys.executable, "-m", "benchmarks.next_call", "--child", workload]
-        command += ["--out", out.name] + (["--before"] if before else [])
-        command += ["--count"] if count else []
+        command += ["--variant", variant, "--out", out.name] + (["--count"] if count else [])
         run = subprocess.run(
             command, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent
         )
@@ -202,29 +215,30 @@ def run_child(workload: str, before: bool, count: bool = False) -> dict[str, Any
 
 
 def measure_first_call(repeats: int) -> dict[str, Any]:
-    """The trace as the first call, each workload ``repeats`` times per variant, alternately."""
+    """Each workload ``repeats`` times per variant, the variants alternating."""
     results: dict[str, Any] = {}
     for workload in FIRST_CALL_WORKLOADS:
         timings = {key: Timing() for _, key in FIRST_CALL_ROWS}
         for repeat in range(repeats):
-            for before in (False, True):
-                run = run_child(workload, before)
-                suffix = "_before" if before else ""
-                for key in ("trace", "next"):
-                    timings[key + suffix].seconds += run[key]["seconds"]
-                    timings[key + suffix].cpu += run[key]["cpu"]
-                if not before:
+            for variant in VARIANTS:
+                run = run_child(workload, variant)
+                for key in ("first", "next"):
+                    timings[f"{key}_{variant}"].seconds += run[key]["seconds"]
+                    timings[f"{key}_{variant}"].cpu += run[key]["cpu"]
+                if variant == "now":
                     timings["steady"].seconds += run["steady"]["seconds"]
                     timings["steady"].cpu += run["steady"]["cpu"]
                 log(
-                    f"{workload} repeat {repeat + 1}/{repeats}{' (before)' * before}: next call "
+                    f"{workload} repeat {repeat + 1}/{repeats} ({variant}): next call "
                     f"{fmt_ms(run['next']['seconds'][0])} (CPU {fmt_ms(run['next']['cpu'][0])}), "
                     f"steady {fmt_ms(statistics.median(run['steady']['seconds']))}"
                 )
         results[workload] = {
             "timings": {k: {"seconds": t.seconds, "cpu": t.cpu} for k, t in timings.items()},
-            "instantiations": run_child(workload, False, count=True)["instantiations"],
-            "instantiations_before": run_child(workload, True, count=True)["instantiations"],
+            "instantiations": {
+                variant: run_child(workload, variant, count=True)["instantiations"]
+                for variant in VARIANTS
+            },
         }
     return results
 
@@ -447,17 +461,20 @@ def render_first_call(results: dict[str, Any]) -> list[str]:
                 f"| {label} | {t[row].ms()} | {t[row].median / steady:.2f}x | {cpu.ms()} "
                 f"| {cpu.median / steady_cpu:.2f}x |"
             )
-        ratio_cpu = statistics.median(t["next"].cpu) / steady_cpu
+        cpu = {key: statistics.median(timing.cpu) for key, timing in t.items()}
+        ratio_cpu = cpu["next_now"] / steady_cpu
         verdict = "met" if ratio_cpu <= TARGET else "missed"
+        made = w["instantiations"]
         lines += [
             "",
             f"Next call / steady call in CPU time: **{ratio_cpu:.2f}x** (target <= {TARGET}x: "
-            f"**{verdict}**; wall {t['next'].median / steady:.2f}x), before issue 30 "
-            f"{statistics.median(t['next_before'].cpu) / steady_cpu:.1f}x; functions "
-            f"TensorFlow instantiated in that call: **{w['instantiations']}** (before: "
-            f"{w['instantiations_before']}). The trace costs "
-            f"{statistics.median(t['trace'].cpu) - statistics.median(t['trace_before'].cpu):+.2f}"
-            " s of CPU more than before (the user's instantiation, made ahead).",
+            f"**{verdict}**; wall {t['next_now'].median / steady:.2f}x), before issue 30 "
+            f"{cpu['next_before'] / steady_cpu:.1f}x; against the user's second call without a "
+            f"trace: **{cpu['next_now'] / cpu['next_untraced']:.2f}x** in CPU time. Functions "
+            f"TensorFlow instantiated in that call: **{made['now']}** (before issue 30: "
+            f"{made['before']}; the second call without a trace: {made['untraced']}). The trace "
+            f"takes {cpu['first_now'] - cpu['first_before']:+.2f} s of CPU more than before "
+            "(the user's instantiation, made ahead).",
             "",
         ]
     return lines
@@ -478,11 +495,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--child", choices=sorted(FIRST_CALL_WORKLOADS), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--before", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--variant", choices=VARIANTS, default="now", help=argparse.SUPPRESS)
     parser.add_argument("--count", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        args.out.write_text(json.dumps(first_call_child(args.child, args.before, args.count)))
+        args.out.write_text(json.dumps(first_call_child(args.child, args.variant, args.count)))
         return 0
     results = measure(
         args.repeats or (5 if args.quick else 15),
