@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import instantiations
 
 from tfplace_widget import PlacementPanel, TraceError, show_placement, trace_placement
 from tfplace_widget.model.frames import OPS_COLUMNS
@@ -372,23 +373,6 @@ def test_after_a_trace_tensorflow_keeps_no_graphs_of_later_calls(tf, double):
     assert len(context.context().export_run_metadata().function_graphs) == 0
 
 
-def _instantiations(call: Any) -> int:
-    """How many functions TensorFlow instantiated during ``call()``: it records a placed graph
-    (``RunMetadata.function_graphs``) for every instantiation, and for nothing it runs from
-    its kernel cache."""
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    ctx.enable_run_metadata()
-    ctx.export_run_metadata()
-    try:
-        call()
-        return len(ctx.export_run_metadata().function_graphs)
-    finally:
-        ctx.disable_run_metadata()
-        ctx.disable_graph_collection()
-
-
 @pytest.mark.parametrize(
     "options", [{}, {"optimize": True}, {"overrides": {"twice_*": "/cpu:0"}}], ids=str
 )
@@ -412,17 +396,17 @@ def test_a_trace_leaves_the_users_instantiated_function_cached(tf, options):
     concrete = step.get_concrete_function(x)
     name = concrete.function_def.signature.name
     fdef = ctx.get_function_def(name).SerializeToString(deterministic=True)
-    assert _instantiations(lambda: step(x)) == 0  # the user's instantiation, cached
+    assert instantiations(lambda: step(x)) == 0  # the user's instantiation, cached
     for _ in range(2):  # a second trace records the copies again
         trace = trace_placement(step, x, **options)
         assert {"twice_a", "twice_b"} <= set(trace.ops["op"])
         assert set(trace.ops["function"]) == {"step"}
-    assert _instantiations(lambda: step(x)) == 0
+    assert instantiations(lambda: step(x)) == 0
     assert step.get_concrete_function(x).function_def.signature.name == name
     assert ctx.get_function_def(name).SerializeToString(deterministic=True) == fdef
     assert not [f for f in ctx.list_function_names() if "_tfplace_copy" in f]
     ctx.clear_kernel_cache()  # what the trace did before: the check sees an instantiation
-    assert _instantiations(lambda: step(x)) == 1
+    assert instantiations(lambda: step(x)) == 1
 
 
 def test_the_next_call_after_a_first_call_trace_instantiates_nothing(scenarios):

@@ -19,6 +19,7 @@ import pickle
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
@@ -37,6 +38,9 @@ import numpy as np  # noqa: E402
 
 from tfplace_widget import TraceError, trace_placement  # noqa: E402
 from tfplace_widget.model.capture import capture_native_output  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for helpers
+from helpers import instantiations  # noqa: E402
 
 RESULTS: dict[str, Any] = {}
 
@@ -203,22 +207,6 @@ def keras_train_warmup_zero():
     before = int(model.optimizer.iterations.numpy())
     trace = trace_placement(model.train_on_batch, features, labels, warmup=0)
     return {"trace": trace, "iterations": int(model.optimizer.iterations.numpy()) - before}
-
-
-def instantiations(call: Callable[[], Any]) -> int:
-    """Functions TensorFlow instantiated during ``call()``: it records one placed graph per
-    instantiation (``RunMetadata.function_graphs``), and none for a cached kernel."""
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    ctx.enable_run_metadata()
-    ctx.export_run_metadata()
-    try:
-        call()
-        return len(ctx.export_run_metadata().function_graphs)
-    finally:
-        ctx.disable_run_metadata()
-        ctx.disable_graph_collection()
 
 
 @scenario
