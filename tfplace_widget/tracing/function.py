@@ -5,7 +5,9 @@ Placement comes from the placed graphs of every function the call instantiates
 (``context.enable_run_metadata()``), timing from the TF2 profiler (XSpace). The calls run copies
 of the user's FunctionDefs under other names (``function_copies``), so TensorFlow instantiates
 and records them afresh while the user's own instantiations stay in its kernel cache: the user's
-next call costs what it would have without the trace. What the trace changes in TensorFlow's
+next call costs what it would have without the trace. When the trace was a function's first
+call, the function is then instantiated for the user, with nothing run
+(``function_copies.instantiate_for_the_user``), so that call does not pay it either. What the trace changes in TensorFlow's
 process-wide state (soft placement, Grappler options, run-metadata collection) is restored
 before it returns; the user's own state (weights, optimizer slots, iterators, RNG) changes only
 as the ``warmup + steps`` calls change it.
