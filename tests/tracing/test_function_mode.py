@@ -412,8 +412,9 @@ def test_a_trace_leaves_the_users_instantiated_function_cached(tf, options):
 def test_the_next_call_after_a_first_call_trace_instantiates_nothing(scenarios):
     """Issue 30: when the trace is the function's first call, the user's next call finds the
     function instantiated with the user's settings (TensorFlow records no placed graph in it),
-    for a tf.function with any options and for Keras's train_on_batch, whose step function
-    Keras makes during the trace. The trace moves the user's state only by its warmup + steps
+    for a tf.function with any options, one XLA compiles (whose cancelled call would run: it
+    is not made again) and for Keras's train_on_batch, whose step function Keras makes during
+    the trace. The trace moves the user's state only by its warmup + steps
     calls, and a second trace shows the same rows. (Was: one instantiation, e.g. 5 s for a
     MobileNetV2 training step.)"""
     found = result(scenarios, "next_call_after_a_first_call_trace")

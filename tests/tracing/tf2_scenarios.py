@@ -246,6 +246,20 @@ def next_call_after_a_first_call_trace():
             "moved": (moved, counter.numpy() - moved),
             "same_rows": rows(first) == rows(trace_placement(step, x, **options)),
         }
+    counter = tf.Variable(0.0)
+
+    @tf.function(jit_compile=True)
+    def compiled(v):
+        counter.assign_add(1.0)
+        return tf.tanh(v) * 2.0
+
+    first = trace_placement(compiled, x)
+    moved = counter.numpy()
+    found["jit_compile"] = {
+        "next": instantiations(lambda: compiled(x)),
+        "moved": (moved, counter.numpy() - moved),
+        "same_rows": rows(first) == rows(trace_placement(compiled, x)),
+    }
     model = make_model()
     first = trace_placement(model.train_on_batch, features, labels)
     moved = int(model.optimizer.iterations.numpy())

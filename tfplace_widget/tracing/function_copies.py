@@ -20,7 +20,9 @@ function the trace called is called once more as the user calls it (its name, th
 the user's settings and device) under a cancellation manager cancelled beforehand. TensorFlow
 instantiates the function and caches its kernel, then refuses to start it ("Function was
 cancelled before it was started"): no op runs, so no variable, iterator or RNG moves. A
-function already instantiated costs a cache lookup.
+function already instantiated costs a cache lookup. Not so a function XLA compiles: its call is
+one XlaLaunch kernel that runs in spite of the cancelled manager, so it is never called again
+(the traced calls ran the user's own, with the user's Grappler settings).
 
 A top-level function that TensorFlow renames when it is called (the experimental small-constant
 and summary optimizers fold arguments into ``<name>`` + a suffix) is called as it is. So is a
@@ -227,12 +229,12 @@ def calls_run_copies(
 
     def call_function(name: Any, tensor_inputs: Any, num_outputs: int) -> Any:
         text = name.decode("utf-8") if isinstance(name, bytes) else name
-        if text not in copies.user_calls:
-            copies.user_calls[text] = UserCall(name, tensor_inputs, num_outputs, ctx.device_name)
-        if copies.xla_compiled(text):
+        if copies.xla_compiled(text):  # already the user's own call: not made again after
             copies.xla_called.add(text)
             with as_the_user():
                 return original(name, tensor_inputs, num_outputs)
+        if text not in copies.user_calls:
+            copies.user_calls[text] = UserCall(name, tensor_inputs, num_outputs, ctx.device_name)
         copy = copies.renamed(text)
         if copy != text:
             name = copy.encode("utf-8") if isinstance(name, bytes) else copy
