@@ -12,7 +12,8 @@ the user's function was then never instantiated with the user's settings), and, 
 without a trace: the user's own first call, then their second (what a next call costs anyway),
 the three alternating. One more process per workload and variant counts the functions
 TensorFlow instantiates in the next call (``RunMetadata.function_graphs``), outside the timed
-runs.
+runs. This section takes 15-20 minutes on a loaded 2-core machine (each MobileNetV2 process
+30-60 s; ``--first-call-repeats``, ``--quick``: 2).
 
 **A function already called** (issue 25): two workloads, each called by the user and cached
 before anything is timed, in one process:
