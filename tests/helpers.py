@@ -46,6 +46,23 @@ def conflicting_colocation() -> Any:
         return tf.add(weights.read_value(), anchor, name="mixed")
 
 
+def instantiations(call: Any) -> int:
+    """How many functions TensorFlow instantiated during ``call()``: it records a placed graph
+    (``RunMetadata.function_graphs``) for every instantiation, and for nothing it runs from
+    its kernel cache."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    ctx.enable_run_metadata()
+    ctx.export_run_metadata()
+    try:
+        call()
+        return len(ctx.export_run_metadata().function_graphs)
+    finally:
+        ctx.disable_run_metadata()
+        ctx.disable_graph_collection()
+
+
 def op_row(trace: Any, name: str) -> pd.Series:
     """The single ``ops`` row of ``name`` (fails if there is none or several)."""
     rows = trace.ops[trace.ops["op"] == name]

@@ -5,7 +5,9 @@ Placement comes from the placed graphs of every function the call instantiates
 (``context.enable_run_metadata()``), timing from the TF2 profiler (XSpace). The calls run copies
 of the user's FunctionDefs under other names (``function_copies``), so TensorFlow instantiates
 and records them afresh while the user's own instantiations stay in its kernel cache: the user's
-next call costs what it would have without the trace. What the trace changes in TensorFlow's
+next call costs what it would have without the trace. When the trace was a function's first
+call, the function is then instantiated for the user, with nothing run
+(``function_copies.instantiate_for_the_user``), so that call does not pay it either. What the trace changes in TensorFlow's
 process-wide state (soft placement, Grappler options, run-metadata collection) is restored
 before it returns; the user's own state (weights, optimizer slots, iterators, RNG) changes only
 as the ``warmup + steps`` calls change it.
@@ -31,7 +33,13 @@ from ..sources.functions import function_display_name, read_function_graphs
 from ..sources.raw import function_protos
 from ..sources.xla import xla_from_xspace
 from ..sources.xspace import HOST_PLANE, records_from_xspace
-from .function_copies import calls_run_copies, is_copy, reachable_functions
+from .function_copies import (
+    UserCall,
+    calls_run_copies,
+    instantiate_for_the_user,
+    is_copy,
+    reachable_functions,
+)
 from .overrides import override_function_defs
 from .xla import add_xla_clusters, xla_compile_error, xla_origin
 
@@ -86,6 +94,7 @@ def trace_function(
     log += _starting_devices(device_count)
     call, name, notes = _callable(fn, args, dict(kwargs or {}))
     captured = None
+    user_calls: dict[str, UserCall] = {}
     try:
         with (
             capture_native_output() as captured,
@@ -93,8 +102,10 @@ def trace_function(
             tempfile.TemporaryDirectory(prefix="tfplace-profile-") as logdir,
         ):
             graphs, space = _run(
-                call, device_scope, steps, warmup, logdir, notes, overrides, as_the_user
+                call, device_scope, steps, warmup, logdir, notes, overrides, as_the_user, user_calls
             )
+        if _calls_the_users_functions(fn):  # with the user's settings back: see the function
+            instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
     except (TraceError, KeyboardInterrupt) as exc:
         if captured is not None:  # what the failed calls printed is not lost
             failed_log = "\n".join(line for line in [*log, captured.text] if line)
@@ -242,6 +253,15 @@ def _callable(fn: Any, args: tuple, kwargs: dict) -> tuple[Callable[[], Any], st
     name = getattr(fn, "__name__", type(fn).__name__)
     wrapped = tf.function(fn)
     return (lambda: _call_plain(wrapped, name, args, kwargs)), name, notes
+
+
+def _calls_the_users_functions(fn: Any) -> bool:
+    """Whether the traced calls call the user's own ``tf.function``s (a tf.function, a Keras
+    model's ``train_on_batch`` & co.), which the user calls again, rather than one made for the
+    trace around a model or a plain callable (:func:`_callable`)."""
+    return _is_tf_function(fn) or (
+        inspect.ismethod(fn) and _is_keras_layer(getattr(fn, "__self__", None))
+    )
 
 
 def _call_plain(wrapped: Any, name: str, args: tuple, kwargs: dict) -> Any:
@@ -398,8 +418,10 @@ def _run(
     notes: list[str],
     overrides: Mapping[str, str] | None = None,
     as_the_user: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    user_calls: dict[str, UserCall] | None = None,
 ) -> tuple[list, bytes]:
-    """Run the calls; return the placed function graphs and the profiler's XSpace bytes."""
+    """Run the calls; return the placed function graphs and the profiler's XSpace bytes.
+    ``user_calls`` receives the first call of each function the last traced call made."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -428,11 +450,14 @@ def _run(
                 ) from exc
             try:
                 for index in range(steps):
+                    copies.user_calls.clear()  # the last call's functions: the next call's
                     _user_call(call, ("step", index, warmup, steps))
             finally:
                 tf.profiler.experimental.stop()
         metadata = ctx.export_run_metadata()
         copies.restore_names(metadata.function_graphs)
+        if user_calls is not None:
+            user_calls.update(copies.user_calls)
     finally:
         ctx.export_run_metadata()  # on failure too: nothing collected here outlives the trace
         ctx.disable_run_metadata()
