@@ -131,7 +131,7 @@ def find_findings(trace: Any) -> pd.DataFrame:
                 f"find_findings takes a PlacementTrace, not {type(trace).__name__} (it has no "
                 f"{name!r}). Make one with trace_placement(...) or PlacementTrace.from_*()."
             )
-    context = Context.of(trace)
+    context = Context.of(_the_calls_only(trace))
     found: list[Finding] = []
     found += find_merged_runs(context)
     found += find_cpu_fallbacks(context)
@@ -147,6 +147,23 @@ def find_findings(trace: Any) -> pd.DataFrame:
     found += find_xla_recompile(context)
     found += find_xla_outside(context)
     return _frame(_capped(found))
+
+
+def _the_calls_only(trace: Any) -> Any:
+    """``trace`` without the rows of its input pipeline (``input_stage`` set): tf.data runs
+    its functions on the iterator's device by its own rule, so the step's findings (a CPU
+    fallback, a transfer, an idle device) are not about them."""
+    ops = trace.ops
+    if "input_stage" not in ops or not ops["input_stage"].notna().any():
+        return trace
+    import copy
+
+    pipeline = ops["input_stage"].notna()
+    calls = copy.copy(trace)
+    calls.ops = ops[~pipeline].reset_index(drop=True)
+    events = trace.events
+    calls.events = events[~events["op"].isin(set(ops["op"][pipeline]))].reset_index(drop=True)
+    return calls
 
 
 def _capped(found: list[Finding]) -> list[Finding]:
