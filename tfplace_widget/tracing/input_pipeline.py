@@ -113,10 +113,64 @@ def _placed_entry(ctx: Any, fdef: Any, target: str, devices: Sequence[str]) -> A
                 continue
     partition = entry.partition_graphs.add()
     partition.node.extend(fdef.node_def)
+    for node in partition.node:  # FunctionDef inputs (``op:output:0``) as a graph's (``op:0``)
+        inputs = [_graph_input(raw) for raw in node.input]
+        del node.input[:]
+        node.input.extend(inputs)
+    device_of = _placed(partition.node, target, known)
     for node in partition.node:
-        asked = canonical_device(node.device) if node.device else ""
-        node.device = asked if asked in known else target
+        node.device = device_of[node.name]
     return entry
+
+
+def _graph_input(raw: str) -> str:
+    if raw.startswith("^") or raw.count(":") < 2:
+        return raw
+    head, _, index = raw.rpartition(":")
+    return f"{head.split(':', 1)[0]}:{index}"
+
+
+def _placed(nodes: Any, target: str, known: set[str]) -> dict[str, str]:
+    """The device of every node by the placer's rules (``placer.cc``) with tf.data's default
+    device: a request a device here meets is honoured; metadata ops (``Shape``...) and
+    ``Identity`` go with their input (the placer's heuristic B), a generator with its
+    consumers when they share one (heuristic A); anything else goes to ``target``, the
+    iterator's device, where the captured resources (a lookup table) are taken to live."""
+    by_name = {node.name: node for node in nodes}
+    device: dict[str, str] = {}
+    for node in nodes:
+        asked = canonical_device(node.device) if node.device else ""
+        if asked in known:
+            device[node.name] = asked
+
+    def producers(node: Any) -> list[str]:
+        return [raw.split(":", 1)[0] for raw in node.input if not raw.startswith("^")]
+
+    for _ in range(len(by_name)):  # follow chains of metadata ops, one link per pass
+        changed = False
+        for node in nodes:
+            if node.name in device or node.op not in _FOLLOWS_INPUT:
+                continue
+            sources = [p for p in producers(node) if p in by_name]
+            if len(producers(node)) == 1 and sources and sources[0] in device:
+                device[node.name] = device[sources[0]]
+                changed = True
+        if not changed:
+            break
+    consumers: dict[str, list[str]] = {}
+    for node in nodes:
+        for source in producers(node):
+            consumers.setdefault(source, []).append(node.name)
+    for node in nodes:
+        if node.name in device or producers(node):
+            continue
+        where = {device.get(c, target) for c in consumers.get(node.name, [])}
+        if len(where) == 1:
+            device[node.name] = where.pop()
+    return {node.name: device.get(node.name, target) for node in nodes}
+
+
+_FOLLOWS_INPUT = frozenset({"Shape", "ShapeN", "Size", "Rank", "Identity"})
 
 
 def record_stages(
