@@ -50,6 +50,17 @@ class InputPipeline:
     waits: list[tuple[int, int]] = field(default_factory=list)  # IteratorGetNext (start, µs)
     stages: list[str] = field(default_factory=list)  # the dataset stages that ran functions
 
+    def records_on_threads(self, records: Any) -> set[int]:
+        """Indices of the host records timed on tf.data's threads."""
+        if not self.threads:
+            return set()
+        rows = zip(records.lane, records.thread, strict=True)
+        return {
+            i
+            for i, (lane, thread) in enumerate(rows)
+            if lane == HOST_PLANE and thread in self.threads
+        }
+
     def stage_at(self, thread: int, start_us: int) -> str:
         """The stage whose function run holds an op event of ``thread`` at ``start_us``."""
         spans = self.runs.get(thread)

@@ -27,7 +27,7 @@ from ..model.errors import TraceError, attach_log, ran_out_message
 from ..model.frames import frames_from_records
 from ..model.gc_pause import paused_gc
 from ..model.trace import PlacementTrace
-from ..sources.functions import function_display_name, read_function_graphs
+from ..sources.functions import function_display_name
 from ..sources.input_pipeline import input_pipeline_from_xspace
 from ..sources.raw import function_protos
 from ..sources.xla import xla_from_xspace
@@ -35,9 +35,9 @@ from ..sources.xspace import HOST_PLANE, records_from_xspace
 from .function_copies import calls_run_copies, is_copy, reachable_functions
 from .input_pipeline import (
     add_input_stages,
-    dataset_function_graphs,
+    drop_foreign_partitions,
     input_notes,
-    record_stages,
+    read_with_pipeline,
 )
 from .overrides import override_function_defs
 from .xla import add_xla_clusters, xla_compile_error, xla_origin
@@ -113,31 +113,19 @@ def trace_function(
         records = records_from_xspace(space)
         xla = xla_from_xspace(space) if b"hlo_module" in space else None
         pipeline = input_pipeline_from_xspace(space)
-        on_data = _on_pipeline_threads(records, pipeline.threads)
+        on_data = pipeline.records_on_threads(records)
         timed = {op for index, op in enumerate(records.op) if index not in on_data}
         graphs = _graphs_that_ran(_unique_graphs(graphs, timed, optimize), timed, notes)
         names = _function_names(graphs, preferred=name)
-        ran = {records.op[index] for index in on_data}
-        data_graphs, data_names = dataset_function_graphs(ran, graphs, devices)
-        renamed: list[dict[str, str]] = []
-        executed, facts, display_of = read_function_graphs(
-            [*graphs, *data_graphs],
-            [*names, *data_names],
-            device_scope or "",
-            last=len(graphs),
-            renamed_out=renamed,
+        executed, facts, display_of, data = read_with_pipeline(
+            graphs, names, device_scope or "", records, on_data, pipeline, devices
         )
-        data_display: dict[str, str] = {}
-        for each in renamed[len(graphs) :]:
-            for executed_name, display in each.items():
-                data_display.setdefault(executed_name, display)
-        stages = record_stages(records, on_data, data_display, pipeline)
-        _place_records(records, display_of, executed.device, on_data, data_display)
+        _place_records(records, display_of, executed.device)
         origin = xla_origin(records, xla)
         trace = frames_from_records(
             records, origin, executed, facts, available_devices=devices, source=name
         )
-        add_input_stages(trace, stages, set(data_names))
+        add_input_stages(trace, data.stages, data.functions)
         if xla is not None:
             add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
         trace.raw = function_protos(space, graphs, names, device_scope)  # kept by trace.save
@@ -687,7 +675,7 @@ def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:
                 match = _named(known[body], preferred)
                 _keep_only(pre, body)
                 leftover = frozenset().union(*inside) - body
-                _drop_foreign_partitions(graph, nodes - body)
+                drop_foreign_partitions(graph, nodes - body)
                 for partition in graph.partition_graphs:
                     _drop_leftovers(partition, leftover)
         names.append(match)
@@ -726,36 +714,6 @@ def _named(fnames: list[str], preferred: str) -> str:
     return next((f for f in fnames if function_display_name(f) == preferred), fnames[0])
 
 
-_BOUNDARY_TYPES = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
-
-
-def _drop_foreign_partitions(graph: Any, foreign: frozenset) -> None:
-    """Drop the partition graphs of another instantiation that TensorFlow recorded into this
-    entry: those whose nodes are all ``foreign`` (nodes of the merged pre-optimisation graph
-    that are not the called function's) or its arguments and results.
-
-    TensorFlow's eager context has one graph collector: a function instantiated on another
-    thread while the call runs (an op run eagerly by a ``tf.py_function`` of a ``tf.data``
-    map, TensorFlow's one-op ``__wrapped__`` function) adds its graphs to the call's entry
-    (``GraphCollector::CollectRawGraph`` merges, ``CollectGraph`` appends). Its ``_EagerConst``
-    or ``StringUpper`` and its ``input`` argument ran in no partition of the call.
-    """
-    if not foreign:
-        return
-    kept = []
-    for partition in graph.partition_graphs:
-        named = [node.name for node in partition.node if node.op not in _BOUNDARY_TYPES]
-        if named and all(name in foreign for name in named):
-            continue
-        kept.append(partition)
-    if len(kept) < len(graph.partition_graphs):
-        copies = [type(part)() for part in kept]
-        for copy, part in zip(copies, kept, strict=True):
-            copy.CopyFrom(part)
-        del graph.partition_graphs[:]
-        graph.partition_graphs.extend(copies)
-
-
 def _drop_leftovers(graph_def: Any, leftover: frozenset) -> None:
     """Drop from a partition graph the nodes of another function that a failed instantiation
     left behind: those named in ``leftover``, their lowered control flow (``Func/<node>/...``)
@@ -784,40 +742,15 @@ def _drop_leftovers(graph_def: Any, leftover: frozenset) -> None:
         graph_def.node.extend(copies)
 
 
-def _on_pipeline_threads(records: Any, threads: set[int]) -> set[int]:
-    """Indices of the host records timed on tf.data's threads."""
-    if not threads:
-        return set()
-    return {
-        index
-        for index, (lane, thread) in enumerate(zip(records.lane, records.thread, strict=True))
-        if lane == HOST_PLANE and thread in threads
-    }
-
-
-def _place_records(
-    records: Any,
-    display_of: dict[str, str],
-    device_of: dict[str, str],
-    on_data: set[int] = frozenset(),  # type: ignore[assignment]
-    data_display: Mapping[str, str] | None = None,
-) -> None:
+def _place_records(records: Any, display_of: dict[str, str], device_of: dict[str, str]) -> None:
     """Name host records as the user wrote the ops and put them on their placed device.
 
     Host (CPU) op events do not say which device they ran for; the placed graph does. An
-    event of an op that no recorded function placed (none is expected) is dropped. Records
-    ``on_data`` (timed on tf.data's threads) are named by ``data_display`` (the input
-    pipeline's functions), never as an op of the step that has the same name.
+    event of an op that no recorded function placed (none is expected) is dropped.
     """
     keep = []
-    data_display = data_display or {}
     for index, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
-        if index in on_data:
-            display = data_display.get(op)
-            if display is None:
-                continue
-        else:
-            display = display_of.get(op, op)
+        display = display_of.get(op, op)
         device = device_of.get(display)
         if lane == HOST_PLANE:
             if device is None:

@@ -17,12 +17,19 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from ..model.devices import canonical_device, parse_device, short_device
-from ..sources.functions import function_display_name, without_instances
+from ..model.records import Executed
+from ..sources.functions import (
+    FunctionFacts,
+    function_display_name,
+    read_function_graphs,
+    without_instances,
+)
 from ..sources.input_pipeline import InputPipeline
 from .function_copies import is_copy, reachable_functions
 
@@ -55,6 +62,49 @@ def dataset_function_graphs(
         graphs.append(_placed_entry(ctx, bodies[fname], target, devices))
         names.append(function_display_name(fname))
     return graphs, names
+
+
+@dataclass
+class PipelineRows:
+    """What the traced calls' input pipeline adds to the trace."""
+
+    display: dict[str, str] = field(default_factory=dict)  # executed name -> display name
+    stages: dict[str, str] = field(default_factory=dict)  # display name -> stage
+    functions: set[str] = field(default_factory=set)  # display names of its functions
+
+
+def read_with_pipeline(
+    graphs: list,
+    names: list[str],
+    scope: str,
+    records: Any,
+    on_data: set[int],
+    pipeline: InputPipeline,
+    devices: Sequence[str],
+) -> tuple[Executed, FunctionFacts, dict[str, str], PipelineRows]:
+    """``read_function_graphs`` of the calls' ``graphs`` and of the tf.data functions whose
+    ops ``records`` timed on tf.data's threads (``on_data``; after the calls', which keep the
+    plain names). Those records are renamed to their display names here (``""``, dropped
+    later, for an op of no such function), never taken for an op of the calls' that has the
+    same name."""
+    ran = {records.op[index] for index in on_data}
+    data_graphs, data_names = dataset_function_graphs(ran, graphs, devices)
+    renamed: list[dict[str, str]] = []
+    executed, facts, display_of = read_function_graphs(
+        [*graphs, *data_graphs],
+        [*names, *data_names],
+        scope,
+        last=len(graphs),
+        renamed_out=renamed,
+    )
+    rows = PipelineRows(functions=set(data_names))
+    for each in renamed[len(graphs) :]:
+        for executed_name, display in each.items():
+            rows.display.setdefault(executed_name, display)
+    rows.stages = record_stages(records, on_data, rows.display, pipeline)
+    for index in on_data:
+        records.op[index] = rows.display.get(records.op[index], "")
+    return executed, facts, display_of, rows
 
 
 def _hits(wanted: set[str], fdef: Any) -> set[str]:
@@ -265,3 +315,33 @@ def input_notes(trace: Any, pipeline: InputPipeline) -> list[str]:
 
 def _ms(us: float) -> str:
     return f"{us / 1000:.1f} ms" if us >= 100 else f"{us:.0f} µs"
+
+
+_BOUNDARY_TYPES = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval"})
+
+
+def drop_foreign_partitions(graph: Any, foreign: frozenset) -> None:
+    """Drop the partition graphs of another instantiation that TensorFlow recorded into this
+    entry: those whose nodes are all ``foreign`` (nodes of the merged pre-optimisation graph
+    that are not the called function's) or its arguments and results.
+
+    TensorFlow's eager context has one graph collector: a function instantiated on another
+    thread while the call runs (an op run eagerly by a ``tf.py_function`` of a ``tf.data``
+    map, TensorFlow's one-op ``__wrapped__`` function) adds its graphs to the call's entry
+    (``GraphCollector::CollectRawGraph`` merges, ``CollectGraph`` appends). Its ``_EagerConst``
+    or ``StringUpper`` and its ``input`` argument ran in no partition of the call.
+    """
+    if not foreign:
+        return
+    kept = []
+    for partition in graph.partition_graphs:
+        named = [node.name for node in partition.node if node.op not in _BOUNDARY_TYPES]
+        if named and all(name in foreign for name in named):
+            continue
+        kept.append(partition)
+    if len(kept) < len(graph.partition_graphs):
+        copies = [type(part)() for part in kept]
+        for copy, part in zip(copies, kept, strict=True):
+            copy.CopyFrom(part)
+        del graph.partition_graphs[:]
+        graph.partition_graphs.extend(copies)
