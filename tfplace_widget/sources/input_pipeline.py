@@ -126,7 +126,9 @@ def _read_host(plane: Any, origin_ns: int, pipeline: InputPipeline) -> None:
                     processes.append((line.id, start, start + duration, run))
     stages: dict[str, str] = {}
     for kind in run_kind.values():
-        dataset = dataset_of_kind.get(kind, "")
+        # ParallelMapProduce runs the functions of Iterator::...::ParallelMapV2
+        near = [k for k in dataset_of_kind if k.startswith(kind)]
+        dataset = dataset_of_kind.get(kind) or (dataset_of_kind[near[0]] if near else "")
         stages.setdefault(kind, f"{kind} ({dataset})" if dataset else kind)
     pipeline.stages = list(stages.values())
     for thread, start, end, run in processes:
