@@ -160,6 +160,10 @@ def test_the_wait_for_input_is_in_the_notes_and_the_log(results):
     batches = results["elements"] // results["batch"]
     assert times == batches
     assert waited >= (batches - 1) * results["batch"] * results["sleep_s"] * 1000
+    # the step's IteratorGetNext row has that time (an async kernel: no op event of its own)
+    row = trace.ops.set_index("op").loc["IteratorGetNext"]
+    assert row["runs"] == batches and row["function"] == "multi_step_on_iterator"
+    assert abs(row["duration_us"] / 1000 - waited) <= 0.05 + waited * 0.001
     assert all(note in trace.log for note in trace.notes)
     arrays = outcome(results, "fit_arrays")["trace"]
     assert _wait_ms(arrays)[1] == batches  # Keras's own pipeline over the arrays

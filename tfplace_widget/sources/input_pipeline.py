@@ -8,7 +8,8 @@ dataset stage ran them: ``InstantiatedCapturedFunction::Run``/``RunAsync`` (``id
 function run's step id) inside the stage's ``<Kind>Produce`` or ``Iterator::...::<Kind>``
 event, and ``ExecutorState::Process`` (the same ``id``) around the run's ops on the thread
 that ran them. ``IteratorGetNextOp::DoCompute`` is the time the step's ``IteratorGetNext``
-waited for its next element.
+waited for its next element (an async kernel: it has no ``<node>:<OpType>`` event); the
+``ExecutorState::ProcessAsync::Done`` of the same step id names its node.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _FUNCTION_RUNS = (
     "InstantiatedCapturedFunction::RunInstantiated",
 )
 _PROCESS = "ExecutorState::Process"
+_DONE = "ExecutorState::ProcessAsync::Done"  # an async kernel's end: its node and step
 _WAIT = "IteratorGetNextOp::DoCompute"
 _ITERATOR = "Iterator::"
 _PRODUCE = "Produce"
@@ -47,7 +49,8 @@ class InputPipeline:
     threads: set[int] = field(default_factory=set)  # host-plane line ids of tf.data threads
     # thread -> sorted (start_us, end_us, stage) of the function runs on it
     runs: dict[int, list[tuple[int, int, str]]] = field(default_factory=dict)
-    waits: list[tuple[int, int]] = field(default_factory=list)  # IteratorGetNext (start, µs)
+    # IteratorGetNext's waits: (node, op type, thread, start_us, duration_us)
+    waits: list[tuple[str, str, int, int, int]] = field(default_factory=list)
     stages: list[str] = field(default_factory=list)  # the dataset stages that ran functions
 
     def records_on_threads(self, records: Any) -> set[int]:
@@ -91,6 +94,8 @@ def _read_host(plane: Any, origin_ns: int, pipeline: InputPipeline) -> None:
     dataset_of_kind: dict[str, str] = {}  # "MapAndBatch" -> "fused(MapDataset:1,...)"
     run_kind: dict[int, str] = {}  # function run id -> its stage's kind
     processes: list[tuple[int, int, int, int]] = []  # (thread, start, end, run id)
+    waits: list[tuple[Any, int, int, int]] = []  # (step id, thread, start, duration)
+    done: dict[Any, tuple[str, str]] = {}  # step id -> (node, type) of its IteratorGetNext
     for line in plane.lines:
         if _text(line.name).startswith(_TF_DATA_THREAD):
             pipeline.threads.add(line.id)
@@ -106,7 +111,13 @@ def _read_host(plane: Any, origin_ns: int, pipeline: InputPipeline) -> None:
             while enclosing and enclosing[-1][0] < start:
                 enclosing.pop()
             if name == _WAIT:
-                pipeline.waits.append((start, duration))
+                run = _event_stats(event, stat_names).get("id")
+                waits.append((run, line.id, start, duration))
+            elif name == _DONE:
+                stats = _event_stats(event, stat_names)
+                kernel = stats.get("kernel_type")
+                if isinstance(kernel, str) and kernel.startswith("IteratorGetNext"):
+                    done[stats.get("step_id")] = (str(stats.get("name") or kernel), kernel)
             elif name.startswith(_ITERATOR):
                 kind = name.rpartition("::")[2]
                 stats = _event_stats(event, stat_names)
@@ -124,6 +135,9 @@ def _read_host(plane: Any, origin_ns: int, pipeline: InputPipeline) -> None:
                 run = _event_stats(event, stat_names).get("id")
                 if isinstance(run, int):
                     processes.append((line.id, start, start + duration, run))
+    for run, thread, start, duration in waits:
+        node, kernel = done.get(run, ("IteratorGetNext", "IteratorGetNext"))
+        pipeline.waits.append((node, kernel, thread, start, duration))
     stages: dict[str, str] = {}
     for kind in run_kind.values():
         # ParallelMapProduce runs the functions of Iterator::...::ParallelMapV2

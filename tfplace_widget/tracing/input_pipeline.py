@@ -31,6 +31,7 @@ from ..sources.functions import (
     without_instances,
 )
 from ..sources.input_pipeline import InputPipeline
+from ..sources.xspace import HOST_PLANE
 from .function_copies import is_copy, reachable_functions
 
 _DATASET_FUNCTION = re.compile(r"^__inference_Dataset_.+_(\d+)$")
@@ -104,6 +105,8 @@ def read_with_pipeline(
     rows.stages = record_stages(records, on_data, rows.display, pipeline)
     for index in on_data:
         records.op[index] = rows.display.get(records.op[index], "")
+    for node, op_type, thread, start, duration in pipeline.waits:  # IteratorGetNext's time
+        records.append(node, op_type, HOST_PLANE, thread, start, duration, f"{node} = {op_type}()")
     return executed, facts, display_of, rows
 
 
@@ -287,7 +290,7 @@ def input_notes(trace: Any, pipeline: InputPipeline) -> list[str]:
     where the rows of its functions are ("" when the calls read no tf.data iterator)."""
     if not pipeline.waits:
         return []
-    waits = [duration for _, duration in pipeline.waits]
+    waits = [wait[-1] for wait in pipeline.waits]
     total = sum(waits)
     ops = trace.ops
     in_step = ops["input_stage"].isna().to_numpy()
