@@ -172,11 +172,24 @@ def test_the_wait_for_input_is_in_the_notes_and_the_log(results):
 
 
 def test_the_step_findings_leave_the_input_pipeline_out(results):
-    """The map's ops run on the CPU by tf.data's rule: no step finding names them."""
+    """The map's ops run on the CPU by tf.data's rule: no finding about the step names them;
+    one ``input_wait`` finding says the step waited for them, and which op made it wait (the
+    tf.py_function sleeping 2 ms per element)."""
     trace = outcome(results, "fit_dataset")["trace"]
     pipeline = set(_pipeline(trace)["op"])
-    named = {op for ops in find_findings(trace)["ops"] for op in ops}
+    findings = find_findings(trace)
+    steps = findings[findings["kind"] != "input_wait"]
+    named = {op for ops in steps["ops"] for op in ops}
     assert not named & pipeline, named & pipeline
+    wait = findings[findings["kind"] == "input_wait"]
+    assert len(wait) == 1, findings[["kind", "message"]]
+    wait = wait.iloc[0]
+    assert wait["ops"][:2] == ["IteratorGetNext", "EagerPyFunc"], wait["ops"]
+    assert "EagerPyFunc is a tf.py_function" in wait["message"]
+    waited, _ = _wait_ms(trace)
+    assert abs(wait["evidence"]["waited_us"] / 1000 - waited) <= 0.05 + waited * 0.001
+    batch = outcome(results, "train_on_batch")["trace"]  # no iterator: nothing to wait for
+    assert "input_wait" not in set(find_findings(batch)["kind"])
 
 
 def test_input_stage_is_saved_and_older_files_load(results, tmp_path):

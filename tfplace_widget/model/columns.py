@@ -51,4 +51,5 @@ FINDING_KINDS = (
     "xla_recompile",
     "xla_outside",
     "merged_runs",
+    "input_wait",
 )

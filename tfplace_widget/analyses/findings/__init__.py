@@ -24,7 +24,8 @@ What can be known depends on the trace:
 
 The rules live by family: ``fallbacks`` (cpu_fallback), ``placement`` (soft_move,
 host_memory_on_gpu, merged_runs), ``costly`` (costly_transfer), ``transfers`` (ping_pong, cross_task_transfer) and
-``timing`` (idle_device), ``xla`` (xla_time: where an XLA cluster's time went; xla_recompile: a cluster compiled again for new input shapes; xla_outside: ops auto-clustering left out; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
+``timing`` (idle_device), ``input`` (input_wait: the calls blocked in ``IteratorGetNext`` for a
+material share of their time), ``xla`` (xla_time: where an XLA cluster's time went; xla_recompile: a cluster compiled again for new input shapes; xla_outside: ops auto-clustering left out; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
 kind capped at ``MAX_PER_KIND`` and the frame built.
 """
 
@@ -45,6 +46,7 @@ from .base import (
 )
 from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, find_costly_transfers
 from .fallbacks import find_cpu_fallbacks
+from .input import INPUT_SHARE, find_input_waits
 from .placement import (
     find_host_memory_on_gpu,
     find_merged_runs,
@@ -65,6 +67,7 @@ __all__ = [
     "COSTLY_BYTES",
     "COSTLY_US",
     "IDLE_SHARE",
+    "INPUT_SHARE",
     "KINDS",
     "MAX_NAMED",
     "MAX_PER_KIND",
@@ -146,6 +149,7 @@ def find_findings(trace: Any) -> pd.DataFrame:
     found += find_xla_time(context)
     found += find_xla_recompile(context)
     found += find_xla_outside(context)
+    found += find_input_waits(trace)  # reads the input pipeline's rows, which context leaves out
     return _frame(_capped(found))
 
 
