@@ -8,15 +8,14 @@ logical CPUs and the placement log must be set before TensorFlow's runtime start
 
 from __future__ import annotations
 
-import pickle
+import dataclasses
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pandas.testing as pdt
 import pytest
+from helpers import run_script_results
 
 from tfplace_widget.analyses.findings import find_findings
 from tfplace_widget.model.columns import OPS_COLUMNS
@@ -50,13 +49,8 @@ _WAIT = re.compile(
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("pipeline") / "results.pickle"
-    run = subprocess.run(
-        [sys.executable, str(SCRIPT), str(out)], capture_output=True, text=True, timeout=600
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    with open(out, "rb") as handle:
-        return pickle.load(handle)
+    """The program's scenarios, run once in a process of their own."""
+    return run_script_results(SCRIPT, tmp_path_factory.mktemp("pipeline") / "results.pickle")
 
 
 def outcome(results: dict[str, Any], name: str) -> dict[str, Any]:
@@ -196,12 +190,6 @@ def test_input_stage_is_saved_and_older_files_load(results, tmp_path):
     trace = outcome(results, "fit_dataset")["trace"]
     loaded = PlacementTrace.load(trace.save(tmp_path / "pipeline.tfplace"))
     pdt.assert_frame_equal(loaded.ops, trace.ops)
-    old = PlacementTrace(
-        ops=trace.ops.drop(columns="input_stage"),
-        events=trace.events,
-        transfers=trace.transfers,
-        devices=list(trace.devices),
-        mode="function",
-    )
+    old = dataclasses.replace(trace, ops=trace.ops.drop(columns="input_stage"))  # before it
     loaded = PlacementTrace.load(old.save(tmp_path / "old.tfplace"))
     assert list(loaded.ops.columns) == OPS_COLUMNS and loaded.ops["input_stage"].isna().all()

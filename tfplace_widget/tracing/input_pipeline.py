@@ -336,15 +336,8 @@ def drop_foreign_partitions(graph: Any, foreign: frozenset) -> None:
     """
     if not foreign:
         return
-    kept = []
-    for partition in graph.partition_graphs:
+    for index in reversed(range(len(graph.partition_graphs))):
+        partition = graph.partition_graphs[index]
         named = [node.name for node in partition.node if node.op not in _BOUNDARY_TYPES]
         if named and all(name in foreign for name in named):
-            continue
-        kept.append(partition)
-    if len(kept) < len(graph.partition_graphs):
-        copies = [type(part)() for part in kept]
-        for copy, part in zip(copies, kept, strict=True):
-            copy.CopyFrom(part)
-        del graph.partition_graphs[:]
-        graph.partition_graphs.extend(copies)
+            del graph.partition_graphs[index]
