@@ -76,7 +76,7 @@ class InputPipeline:
         return ""
 
 
-def input_pipeline_from_xspace(data: bytes) -> InputPipeline:
+def input_pipeline_from_xspace(data: bytes | Any) -> InputPipeline:
     """The tf.data threads, function runs (with their stage) and ``IteratorGetNext`` waits of
     an ``.xplane.pb``."""
     pipeline = InputPipeline()
@@ -96,17 +96,26 @@ def _read_host(plane: Any, origin_ns: int, pipeline: InputPipeline) -> None:
     processes: list[tuple[int, int, int, int]] = []  # (thread, start, end, run id)
     waits: list[tuple[Any, int, int, int]] = []  # (step id, thread, start, duration)
     done: dict[Any, tuple[str, str]] = {}  # step id -> (node, type) of its IteratorGetNext
+    # Events read on tf.data's threads; on the others (the step's), only its waits.
+    on_data = {
+        key
+        for key, name in names.items()
+        if name.startswith(("Iterator", "Instantiated", "ExecutorState::"))
+        or name.endswith(_PRODUCE)
+    }
+    elsewhere = {key for key, name in names.items() if name in (_WAIT, _DONE)}
     for line in plane.lines:
+        wanted = elsewhere
         if _text(line.name).startswith(_TF_DATA_THREAD):
             pipeline.threads.add(line.id)
+            wanted = on_data
+        events = [event for event in line.events if event.metadata_id in wanted]
+        if not events:
+            continue
         line_ns = _line_start_ns(line, origin_ns)
         enclosing: list[tuple[int, str]] = []  # (end_us, kind) of open stage events
-        for event in sorted(line.events, key=lambda e: (e.offset_ps, -e.duration_ps)):
-            name = names.get(event.metadata_id, "")
-            if not name.startswith(("Iterator", "Instantiated", "Executor")) and not (
-                name.endswith(_PRODUCE)
-            ):
-                continue
+        for event in sorted(events, key=lambda e: (e.offset_ps, -e.duration_ps)):
+            name = names[event.metadata_id]
             start, duration = _span_us(line_ns, event)
             while enclosing and enclosing[-1][0] < start:
                 enclosing.pop()

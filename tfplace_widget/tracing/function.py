@@ -31,7 +31,7 @@ from ..sources.functions import function_display_name
 from ..sources.input_pipeline import input_pipeline_from_xspace
 from ..sources.raw import function_protos
 from ..sources.xla import xla_from_xspace
-from ..sources.xspace import HOST_PLANE, records_from_xspace
+from ..sources.xspace import HOST_PLANE, parse_xspace, records_from_xspace
 from .function_copies import calls_run_copies, is_copy, reachable_functions
 from .input_pipeline import (
     add_input_stages,
@@ -110,9 +110,10 @@ def trace_function(
     log.append(captured.text)
     devices = [d.name for d in tf.config.list_logical_devices()]
     with paused_gc():
-        records = records_from_xspace(space)
+        parsed = parse_xspace(space)  # read twice below, parsed once
+        records = records_from_xspace(parsed)
         xla = xla_from_xspace(space) if b"hlo_module" in space else None
-        pipeline = input_pipeline_from_xspace(space)
+        pipeline = input_pipeline_from_xspace(parsed)
         on_data = pipeline.records_on_threads(records)
         timed = {op for index, op in enumerate(records.op) if index not in on_data}
         graphs = _graphs_that_ran(_unique_graphs(graphs, timed, optimize), timed, notes)
