@@ -193,3 +193,17 @@ def test_input_stage_is_saved_and_older_files_load(results, tmp_path):
     old = dataclasses.replace(trace, ops=trace.ops.drop(columns="input_stage"))  # before it
     loaded = PlacementTrace.load(old.save(tmp_path / "old.tfplace"))
     assert list(loaded.ops.columns) == OPS_COLUMNS and loaded.ops["input_stage"].isna().all()
+
+
+def test_a_gpu_leaves_the_input_pipeline_where_it_ran(results):
+    """On a machine with a GPU, tf.data still runs its functions on the iterator's device
+    (``CapturedFunction::Instantiate``: ``default_device_to_target``): the prediction keeps
+    the map's ops where TensorFlow ran them here (was, once they had rows: 60 of them on
+    GPU:0), the op the user put on CPU:1 included."""
+    from tfplace_widget import predict_placement
+
+    trace = outcome(results, "fit_dataset")["trace"]
+    predicted = predict_placement(trace, gpus=1).ops.set_index("op")["device"]
+    ran = _pipeline(trace).set_index("op")["device"]
+    assert predicted[ran.index].to_dict() == ran.to_dict()
+    assert ran["on_cpu1"] == CPU1
