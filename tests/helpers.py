@@ -131,3 +131,18 @@ def run_python(code: str, timeout: float = 180) -> Any:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done
+
+
+def run_script_results(script: Path, out: Path, timeout: float = 600) -> Any:
+    """Run a test script in a process of its own (``python script out``) and return what it
+    pickled into ``out``; a failure shows the end of its stderr."""
+    import pickle
+
+    done = run_python(
+        f"import runpy, sys; sys.argv = [{str(script)!r}, {str(out)!r}]; "
+        f"runpy.run_path({str(script)!r}, run_name='__main__')",
+        timeout=timeout,
+    )
+    assert done.returncode == 0
+    with open(out, "rb") as handle:
+        return pickle.load(handle)

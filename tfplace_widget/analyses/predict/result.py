@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ...model.capture import import_tensorflow
-from ...model.devices import device_sort_key, task_of
+from ...model.devices import device_sort_key, parse_device, short_device, task_of
 from ...model.graphfacts import GraphFacts
 from ..resources import Pinned, pinned_arguments
 from .cache import _facts_cache, _FactsCache, _in_order
@@ -180,8 +180,41 @@ def _predict_trace(
     arguments = _pinned_arguments(trace, facts, gpus)
     pinned = {name: argument.device for name, argument in arguments.items()}
     reasons = {name: argument.reason for name, argument in arguments.items()}
+    for name, (device, reason) in _input_pipeline_pins(trace, devices).items():
+        pinned.setdefault(name, device)
+        reasons.setdefault(name, reason)
     columns, placer = _predict(facts, devices, soft, details, pinned, master_task(trace), reasons)
     return _predicted_trace(trace, facts, columns, devices, gpus, soft, details, placer)
+
+
+def _input_pipeline_pins(trace: Any, devices: list[str]) -> dict[str, tuple[str, str]]:
+    """The input pipeline's ops (``input_stage`` set) without a device request of their own:
+    tf.data runs its functions on the iterator's device (``default_device_to_target``), which
+    GPUs do not change, so they stay where they ran. Op -> (device, reason)."""
+    ops = trace.ops
+    if "input_stage" not in ops or not ops["input_stage"].notna().any():
+        return {}
+    rows = ops[ops["input_stage"].notna() & ops["device"].isin(devices)]
+    pins = {}
+    for op, device, requested, stage in zip(
+        rows["op"], rows["device"], rows["requested_device"], rows["input_stage"], strict=True
+    ):
+        if _device_type(requested):
+            continue  # a device of its own asked for: the placer decides
+        pins[op] = (
+            device,
+            f"Input pipeline (stage {stage}): tf.data runs its functions on the iterator's "
+            f"device, GPUs or not, and an op without a tf.device of its own runs there: "
+            f"{short_device(device)}.",
+        )
+    return pins
+
+
+def _device_type(requested: str) -> str | None:
+    try:
+        return parse_device(requested).type
+    except ValueError:
+        return None
 
 
 def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, Pinned]:
