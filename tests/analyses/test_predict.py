@@ -386,6 +386,28 @@ def test_tf2_variables_go_to_the_gpu_with_their_reads(tf2_results: dict) -> None
     assert devices["J"] == CPU[0]  # StringJoin
 
 
+def test_every_op_placed_with_an_assumed_variable_says_so(tf2_results: dict) -> None:
+    """Issue 30 item 7: the trace keeps where a variable is (CPU:0), not whether it was made
+    under tf.device('/CPU:0') or with no device (then a GPU machine makes it on GPU:0). The
+    prediction assumes no device; the read placed with it says so, not only the _Arg."""
+    result = tf2_results["variable_made_on_cpu0"]
+    assert "error" not in result, result.get("traceback")
+    real, predicted = result["real"], result["predicted"]
+    [read] = [op for op, row in real.items() if row[1] == "ReadVariableOp"]
+    # What TensorFlow did with CPU:1 as the default device (a GPU's role): the read stays on
+    # the variable's CPU:0, the ops after it go to CPU:1.
+    assert real[read][0] == CPU[0] and real["doubled"][0] == CPU[1] == real["S"][0]
+    assumption = "This rests on an assumption the trace cannot check"
+    device, _, how, reason = predicted[read]
+    assert (device, how) == (GPU0, "colocated")
+    assert assumption in reason
+    assert "made under tf.device('/CPU:0'), it would be on CPU:0, and so would this op" in reason
+    [arg] = [op for op, row in predicted.items() if row[1] == "_Arg" and "handle" in row[3]]
+    assert arg in reason and "Assumed made that way" in predicted[arg][3]
+    # An op whose device does not depend on the variable's says nothing of it.
+    assert predicted["doubled"][0] == GPU0 and assumption not in predicted["doubled"][3]
+
+
 # ---------------------------------------------------------------------------------------------
 # Real Keras and tf.data code: where resources live with a GPU (issue 20)
 # ---------------------------------------------------------------------------------------------

@@ -35,10 +35,13 @@ _DT_RESOURCE = 20
 
 @dataclass(frozen=True)
 class Pinned:
-    """Where an ``_Arg`` lives before the placer runs, and why."""
+    """Where an ``_Arg`` lives before the placer runs, and why. ``assumed``: when that device
+    is an assumption the trace cannot check (where a variable was made), what the ops placed
+    with it say about it (``""``: no assumption)."""
 
     device: str
     reason: str
+    assumed: str = ""
 
 
 def pinned_arguments(
@@ -79,9 +82,17 @@ def pinned_arguments(
         elif not may_move or device != first_cpu:
             pinned[name] = Pinned(device, _made_there(kind, user, device, may_move))
         elif name in asked and _names(asked[name][1], device):
-            pinned[name] = Pinned(device, _made_with_its_ops(kind, user, device, asked[name], gpu))
+            pinned[name] = Pinned(
+                device,
+                _made_with_its_ops(kind, user, device, asked[name], gpu),
+                _assumed(name, "under the tf.device its ops ask for", "with no tf.device", gpu),
+            )
         else:
-            pinned[name] = Pinned(gpu, _moves(kind, user, device, gpu))
+            pinned[name] = Pinned(
+                gpu,
+                _moves(kind, user, device, gpu),
+                _assumed(name, "with no tf.device", f"under tf.device('{_cpu(device)}')", device),
+            )
     return pinned
 
 
@@ -214,6 +225,22 @@ def _made_with_its_ops(kind: str, user: str, device: str, asked: tuple, gpu: str
         f"{short} with a GPU (made with no device, it would be on {short_device(gpu)}); "
         f"{_PINNED}."
     )
+
+
+def _assumed(name: str, made: str, other: str, otherwise: str) -> str:
+    """What an op placed with the resource ``name`` says of the assumption it rests on:
+    the resource is assumed ``made`` so; made ``other`` it would be on ``otherwise``."""
+    return (
+        f"This rests on an assumption the trace cannot check (it keeps the device a variable "
+        f"is on, not the tf.device it was made under): that {name}'s variable was made {made}; "
+        f"made {other}, it would be on {short_device(otherwise)}, and so would this op."
+    )
+
+
+def _cpu(device: str) -> str:
+    """``/CPU:0``: the tf.device a user writes for ``device``."""
+    short = short_device(device)
+    return short if short.startswith("/") else f"/{short}"
 
 
 def _moves(kind: str, user: str, device: str, gpu: str) -> str:

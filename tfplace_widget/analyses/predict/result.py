@@ -79,20 +79,22 @@ def _predict(
     pinned: Mapping[str, str] | None,
     local_task: str = "",
     pinned_reasons: Mapping[str, str] | None = None,
+    pinned_assumed: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], _Placer]:
     """:func:`predict_devices`'s columns (arrays), and the placer (its errors, codes and edge
-    table, which the predicted trace reuses)."""
+    table, which the predicted trace reuses). ``pinned_assumed``: per pinned node whose device
+    is an assumption, what the nodes placed with it add to their reasons."""
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
     import_tensorflow()  # the registries below: TF's start-up lines go to no cell
     placer = _Placer(facts, devices, soft_placement, details, pinned, local_task, pinned_reasons)
     placer.run()
-    explain = _Reasons(placer)
+    explain = _Reasons(placer, pinned_assumed)
     codes = placer.code_array
     device_names = np.array([*placer.devices, ""], dtype=object)
     placer.assigned_array = np.asarray(placer.assigned, dtype=np.int64)
     predicted = device_names[placer.assigned_array]
-    own = sorted(placer.special | set(placer.failed))  # explained one by one
+    own = sorted(placer.special | set(placer.failed) | explain.assumed_nodes)  # one by one
     representative = placer.representative
     if details:  # the reason may name the node's dtypes: per (code, dtypes)
         how, reason = [], []
@@ -180,7 +182,10 @@ def _predict_trace(
     arguments = _pinned_arguments(trace, facts, gpus)
     pinned = {name: argument.device for name, argument in arguments.items()}
     reasons = {name: argument.reason for name, argument in arguments.items()}
-    columns, placer = _predict(facts, devices, soft, details, pinned, master_task(trace), reasons)
+    assumed = {name: argument.assumed for name, argument in arguments.items() if argument.assumed}
+    columns, placer = _predict(
+        facts, devices, soft, details, pinned, master_task(trace), reasons, assumed
+    )
     return _predicted_trace(trace, facts, columns, devices, gpus, soft, details, placer)
 
 
