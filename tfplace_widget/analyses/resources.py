@@ -96,6 +96,8 @@ def pinned_arguments(
     return pinned
 
 
+# How the reason of a variable's argument moved to the GPU by assumption says so.
+ASSUMED_MADE = "Assumed made that way"
 _PINNED = "the runtime pins the argument to the resource's device before the placer runs"
 
 
@@ -247,7 +249,7 @@ def _moves(kind: str, user: str, device: str, gpu: str) -> str:
     short, to = short_device(device), short_device(gpu)
     return (
         f"A function argument: {_variable(kind)} ({user}), on {short} here, where TF "
-        f"makes a variable with no tf.device when there is no GPU. Assumed made that way: with "
+        f"makes a variable with no tf.device when there is no GPU. {ASSUMED_MADE}: with "
         f"a GPU, TF makes it on {to}, and {_PINNED} (made under tf.device('/cpu:0') or by a "
         f"strategy on the CPU, it would stay on {short})."
     )

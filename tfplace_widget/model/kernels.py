@@ -174,6 +174,18 @@ def has_kernel(node_def: Any, device_type: str) -> bool:
     return _match(op_kernels, device_type, attrs, label) is not None
 
 
+def has_xla_kernel(node_def: Any, device_type: str = "XLA_GPU_JIT") -> bool:
+    """Whether XLA can compile this node def for ``device_type`` (``XLA_GPU_JIT``: in a
+    ``jit_compile=True`` function on a GPU): a compilation kernel of that type matches its
+    attrs (:func:`~.registry.xla_jit_kernels`)."""
+    op_kernels = registry.xla_jit_kernels(node_def.op)
+    if op_kernels is None:
+        return False
+    attrs = _attrs_with_defaults(node_def, op_kernels.op_def)
+    label = attrs[_LABEL_ATTR].s.decode() if _LABEL_ATTR in attrs else ""
+    return _match(op_kernels, device_type, attrs, label) is not None
+
+
 def _match(op_kernels: OpKernels, device_type: str, attrs: Any, label: str) -> Kernel | None:
     """The kernel TensorFlow would pick for ``device_type``: the highest-priority match of that
     type, else (for a non-symbolic type) the highest-priority matching ``DEFAULT`` kernel."""
