@@ -131,6 +131,44 @@ def variable_made_on_cpu0() -> dict:
     return {"predicted": rows(predicted), "real": rows(real)}
 
 
+@scenario
+def keras_variables_on_cpu1() -> dict:
+    """A Keras model whose variables are made under tf.device('/cpu:1'): predicted with a GPU
+    (Keras's default compiles its step with XLA there), and its step compiled with XLA for real
+    (jit_compile=True) here, run on CPU:0 as a GPU would run it."""
+    import keras
+    import numpy as np
+
+    def make(**options: Any) -> Any:
+        with tf.device("/cpu:1"):
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+            model.compile(optimizer="adam", loss="mse", **options)
+            model.build((None, 4))
+            model.optimizer.build(model.trainable_variables)
+        return model
+
+    data = (np.ones((8, 4), "float32"), np.ones((8, 2), "float32"))
+    predicted = predict_placement(trace_placement(make().train_on_batch, *data), gpus=1)
+    try:
+        make(jit_compile=True).train_on_batch(*data)
+        refused = ""
+    except tf.errors.InvalidArgumentError as exc:
+        refused = str(exc)
+    ops = predicted.ops
+    return {
+        "notes": predicted.notes,
+        "how": sorted(set(ops["how"].astype(str))),
+        "args": dict(
+            zip(
+                ops.loc[ops["type"] == "_Arg", "op"],
+                ops.loc[ops["type"] == "_Arg", "reason"],
+                strict=True,
+            )
+        ),
+        "refused": refused,
+    }
+
+
 if __name__ == "__main__":
     with open(sys.argv[1], "wb") as out:
         pickle.dump(RESULTS, out)

@@ -408,6 +408,22 @@ def test_every_op_placed_with_an_assumed_variable_says_so(tf2_results: dict) -> 
     assert predicted["doubled"][0] == GPU0 and assumption not in predicted["doubled"][3]
 
 
+def test_a_keras_step_with_its_variables_on_another_device_fails_with_xla(tf2_results: dict):
+    """Issue 30 item 4: on a GPU Keras compiles the step with XLA on GPU:0, which cannot use a
+    variable made on another device. TensorFlow's own verdict, with CPU:0 in the GPU's role:
+    the same step compiled with jit_compile=True fails."""
+    result = tf2_results["keras_variables_on_cpu1"]
+    assert "error" not in result, result.get("traceback")
+    assert "Trying to access resource" in result["refused"]
+    assert f"located in device {CPU[1]} from device {CPU[0]}" in result["refused"]
+    [note] = [n for n in result["notes"] if "Keras 3 would compile" in n]
+    assert "the step fails: XLA runs it on GPU:0" in note
+    assert f"located in device {CPU[1]} from device {GPU0}" in note
+    assert "xla" not in result["how"]  # the per-op placement: what runs with jit_compile=False
+    failing = [r for r in result["args"].values() if "XLA cannot use a variable" in r]
+    assert failing and all("(CPU:1)" in r for r in failing)
+
+
 # ---------------------------------------------------------------------------------------------
 # Real Keras and tf.data code: where resources live with a GPU (issue 20)
 # ---------------------------------------------------------------------------------------------
