@@ -492,7 +492,9 @@ def test_real_code_that_runs_on_gpus_is_not_refused(real_code: dict, name: str) 
     prediction = real(real_code, name)["gpu"]
     refused = prediction.ops[prediction.ops["how"] == "error"]
     assert refused.empty, refused[["op", "type", "reason"]].to_string()
-    assert len(prediction.notes) == 1, prediction.notes  # no "TensorFlow would refuse"
+    # no "TensorFlow would refuse"; model.fit's step: what Keras's XLA would do (issue 30)
+    others = [n for n in prediction.notes[1:] if "Keras 3 would compile" not in n]
+    assert not others, prediction.notes
 
 
 @pytest.mark.parametrize(

@@ -239,10 +239,10 @@ def test_a_compilable_step_is_one_cluster_without_per_op_findings(tf, keras, tra
         batches(tf),
         fn_kwargs={"epochs": 1, "verbose": 0},
     )
-    compiled = real.ops[real.ops["how"] == "xla"]
-    if not compiled.empty:  # TF 2.16's profile records no XLA instruction
-        assert not compiled["type"].isin(["IteratorGetNext", "OptionalFromValue"]).any()
-        assert compiled["type"].isin(set(xla["type"])).all()
+    real_xla = real.ops[real.ops["how"] == "xla"]
+    if not real_xla.empty:  # TF 2.16's profile records no XLA instruction
+        assert not real_xla["type"].isin(["IteratorGetNext", "OptionalFromValue"]).any()
+        assert set(real_xla["function"]) == set(xla["function"])
     # No per-op finding inside the cluster: no fallback, no host-memory arithmetic there.
     findings = predicted.findings
     inside = set(xla["op"])

@@ -224,7 +224,7 @@ def _mark_cluster(predicted: Any, inside: np.ndarray, gpu: str, name: str, keras
     if not inside.any():
         return
     short = short_device(gpu)
-    unless = " (unless it was compiled with jit_compile=False)" if keras.requested != True else ""  # noqa: E712
+    unless = "" if keras.requested is True else " (unless it was compiled with jit_compile=False)"
     reasons = ops["reason"].astype(str).to_numpy(dtype=object, copy=True)
     devices = ops["device"].astype(str).to_numpy(dtype=object, copy=True)
     rows = np.flatnonzero(inside)
