@@ -166,19 +166,18 @@ def _describe(value: Any) -> str:
 
 def has_kernel(node_def: Any, device_type: str) -> bool:
     """Whether a kernel of any ``device_type`` (``XLA_CPU``, ``TPU``...) serves this node def."""
-    op_kernels = registry.registered_kernels(node_def.op)
-    if op_kernels is None:
-        return False
-    attrs = _attrs_with_defaults(node_def, op_kernels.op_def)
-    label = attrs[_LABEL_ATTR].s.decode() if _LABEL_ATTR in attrs else ""
-    return _match(op_kernels, device_type, attrs, label) is not None
+    return _served(registry.registered_kernels(node_def.op), node_def, device_type)
 
 
 def has_xla_kernel(node_def: Any, device_type: str = "XLA_GPU_JIT") -> bool:
     """Whether XLA can compile this node def for ``device_type`` (``XLA_GPU_JIT``: in a
     ``jit_compile=True`` function on a GPU): a compilation kernel of that type matches its
     attrs (:func:`~.registry.xla_jit_kernels`)."""
-    op_kernels = registry.xla_jit_kernels(node_def.op)
+    return _served(registry.xla_jit_kernels(node_def.op), node_def, device_type)
+
+
+def _served(op_kernels: OpKernels | None, node_def: Any, device_type: str) -> bool:
+    """Whether one of ``op_kernels`` of ``device_type`` matches the node def's attrs."""
     if op_kernels is None:
         return False
     attrs = _attrs_with_defaults(node_def, op_kernels.op_def)
