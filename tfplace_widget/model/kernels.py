@@ -172,8 +172,23 @@ def has_kernel(node_def: Any, device_type: str) -> bool:
 def has_xla_kernel(node_def: Any, device_type: str = "XLA_GPU_JIT") -> bool:
     """Whether XLA can compile this node def for ``device_type`` (``XLA_GPU_JIT``: in a
     ``jit_compile=True`` function on a GPU): a compilation kernel of that type matches its
-    attrs (:func:`~.registry.xla_jit_kernels`)."""
-    return _served(registry.xla_jit_kernels(node_def.op), node_def, device_type)
+    attrs (:func:`~.registry.xla_jit_kernels`). Cached per op type and the attrs its
+    compilation kernels constrain, as :func:`kernel_facts` is."""
+    op_kernels = registry.xla_jit_kernels(node_def.op)
+    if op_kernels is None:
+        return False
+    attrs = node_def.attr
+    key = (node_def.op, device_type) + tuple(
+        (attrs[name].type or attrs[name].SerializeToString()) if name in attrs else None
+        for name in op_kernels.key_attrs
+    )
+    found = _xla_cache.get(key)
+    if found is None:
+        found = _xla_cache[key] = _served(op_kernels, node_def, device_type)
+    return found
+
+
+_xla_cache: dict[tuple, bool] = {}
 
 
 def _served(op_kernels: OpKernels | None, node_def: Any, device_type: str) -> bool:
