@@ -125,14 +125,17 @@ class OpKernels:
 
 @lru_cache(maxsize=4096)
 def registered_kernels(op_type: str) -> OpKernels | None:
-    """The op type's kernels and OpDef; None when TensorFlow does not know the op type."""
+    """The op type's kernels and OpDef; None when TensorFlow does not know the op type. XLA's
+    compilation kernels (:data:`SYMBOLIC_DEVICE_TYPES`, :func:`xla_jit_kernels`) are left
+    out: the registry holds them only once XLA compiled something in this process, and the
+    facts read from these kernels must not depend on that."""
     import_tensorflow()  # a first import's start-up lines go to no cell (capture.py)
-    return _read_kernels(op_type, None)
+    return _read_kernels(op_type, SYMBOLIC_DEVICE_TYPES, keep=False)
 
 
-def _read_kernels(op_type: str, device_types: frozenset | None) -> OpKernels | None:
-    """The op type's kernels of ``device_types`` (all: ``None``) as registered now, and its
-    OpDef; None when TensorFlow does not know the op type."""
+def _read_kernels(op_type: str, device_types: frozenset, keep: bool = True) -> OpKernels | None:
+    """The op type's kernels of ``device_types`` (with ``keep=False``: of the others) as
+    registered now, and its OpDef; None when TensorFlow does not know the op type."""
     from tensorflow.python.framework import kernels
 
     op_def = registered_op_def(op_type)
@@ -144,7 +147,7 @@ def _read_kernels(op_type: str, device_types: frozenset | None) -> OpKernels | N
         return None
     parsed = []
     for kernel in registered:
-        if device_types is not None and kernel.device_type not in device_types:
+        if (kernel.device_type in device_types) != keep:
             continue
         constraints = []
         for constraint in kernel.constraint:
