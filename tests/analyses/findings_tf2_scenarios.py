@@ -6,7 +6,10 @@ shrunk so that each step runs in well under a second: ``examples/vision/mnist_co
 (Conv2D, MaxPooling2D, Dropout, Adam), ``examples/nlp/text_classification_from_scratch.py``
 (its end-to-end model: ``TextVectorization`` on raw strings), ``examples/nlp/
 bidirectional_lstm_imdb.py`` (Embedding and LSTM), a GRU, and the mixed precision guide's
-``mixed_float16`` policy (a ``LossScaleOptimizer``). Each result is a trace and its
+``mixed_float16`` policy (a ``LossScaleOptimizer``), and ``model.fit`` traced as the bound
+method (``examples/nlp/text_classification_with_transformer.py`` shrunk, with validation data;
+a ``MirroredStrategy`` over the two CPUs; a ``tf.data`` pipeline with a ``tf.py_function`` and
+a ``StaticHashTable`` made under ``tf.device('/CPU:0')``). Each result is a trace and its
 prediction on one GPU (``predict_placement(trace, gpus=1)``).
 
 Usage: ``python tests/analyses/findings_tf2_scenarios.py OUT.pickle``
@@ -189,6 +192,123 @@ def variables_on_cpu1():
         model.optimizer.build(model.trainable_variables)
     x, y = np.ones((16, 8), "float32"), np.ones((16, 1), "float32")
     return _train(model, x, y)
+
+
+def _text_classifier(dtype: str) -> Any:
+    """keras-io's Transformer text classifier, shrunk: token and position embeddings, one
+    attention block; its ``keras.Input(shape=(maxlen,))`` left at the default float32 (as the
+    example has it) or given ``dtype``."""
+    keras.utils.set_random_seed(0)
+
+    class TokenAndPositionEmbedding(keras.layers.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.token_emb = keras.layers.Embedding(20, 8)
+            self.pos_emb = keras.layers.Embedding(6, 8)
+
+        def call(self, x: Any) -> Any:
+            positions = keras.ops.arange(0, 6, 1)
+            return self.token_emb(x) + self.pos_emb(positions)
+
+    inputs = keras.Input(shape=(6,), dtype=dtype)
+    x = TokenAndPositionEmbedding()(inputs)
+    x = x + keras.layers.MultiHeadAttention(2, 4)(x, x)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    outputs = keras.layers.Dense(2, activation="softmax")(x)
+    model = keras.Model(inputs, outputs)
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def _fit(model: Any, dataset: Any, **kwargs: Any) -> Any:
+    """``model.fit`` traced as a user would: the bound method, its keyword arguments."""
+    return trace_placement(model.fit, dataset, fn_kwargs={"epochs": 1, "verbose": 0, **kwargs})
+
+
+def _token_batches(dtype: str) -> Any:
+    ids = np.random.RandomState(0).randint(0, 20, (8, 6)).astype(dtype)
+    return tf.data.Dataset.from_tensor_slices((ids, np.arange(8) % 2)).batch(4).prefetch(2)
+
+
+@scenario
+def fit_text():
+    """The text classifier trained with model.fit on a prefetched tf.data dataset, with
+    validation data: fit runs a training and an evaluation copy of its step."""
+    batches = _token_batches("int64")
+    return _fit(_text_classifier("float32"), batches, validation_data=batches)
+
+
+@scenario
+def fit_text_int64():
+    """The same, its keras.Input declared int64: the finding's fix, tried."""
+    return _fit(_text_classifier("int64"), _token_batches("int64"))
+
+
+@scenario
+def fit_prefetch_to_device():
+    """The lever the iterator finding names, tried under model.fit: batches prefetched to
+    CPU:1 (the GPU on a GPU machine)."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile("sgd", "mse")
+    x, y = np.ones((8, 4), "float32"), np.ones((8, 2), "float32")
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+    return _fit(model, batches.apply(tf.data.experimental.prefetch_to_device("/cpu:1")))
+
+
+@scenario
+def fit_mirrored():
+    """model.fit under a MirroredStrategy over the two CPUs: two replicas, the strategy's own
+    reductions and variable updates between them."""
+    keras.utils.set_random_seed(0)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+    x, y = np.ones((8, 4), "float32"), np.ones((8, 1), "float32")
+    return trace_placement(model.fit, x, y, fn_kwargs={"epochs": 1, "verbose": 0, "batch_size": 4})
+
+
+@scenario
+def fit_lookup_table():
+    """A tf.data pipeline with a tf.py_function, and a model whose string work the user put
+    on the CPU with tf.device, looking words up in a StaticHashTable made there."""
+    keras.utils.set_random_seed(0)
+    with tf.device("/CPU:0"):
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(["a", "b", "c"]), tf.constant([1, 2, 3], tf.int64)
+            ),
+            default_value=0,
+        )
+
+    def lower(text: Any) -> Any:
+        out = tf.py_function(lambda t: tf.strings.lower(t), [text], tf.string)
+        out.set_shape(())
+        return out
+
+    texts = tf.constant(["A b", "B c", "c a", "a a"])
+    batches = (
+        tf.data.Dataset.from_tensor_slices((texts, [0, 1, 0, 1]))
+        .map(lambda t, y: (lower(t), y))
+        .batch(2)
+        .prefetch(1)
+    )
+
+    class Bag(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = keras.layers.Embedding(5, 4)
+            self.dense = keras.layers.Dense(2)
+
+        def call(self, text: Any) -> Any:
+            with tf.device("/CPU:0"):
+                ids = table.lookup(tf.strings.split(text).to_tensor(""))
+            return self.dense(tf.reduce_mean(self.embed(ids), 1))
+
+    model = Bag()
+    model.compile("adam", "sparse_categorical_crossentropy")
+    return _fit(model, batches)
 
 
 def main(out: str) -> None:

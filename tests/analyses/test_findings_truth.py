@@ -226,3 +226,145 @@ def test_every_gpu_finding_of_a_cpu_only_run_reads_as_a_prediction(scenarios, na
     gpu_kinds = findings[findings["kind"].isin(["cpu_fallback", "ping_pong"])]
     for message in gpu_kinds["message"]:
         assert "on a machine with a gpu" in message.lower(), message
+
+
+# -- model.fit: causes the trace shows, fixes in the user's code, once per step ------------------
+FIT = ["fit_text", "fit_text_int64", "fit_prefetch_to_device", "fit_mirrored", "fit_lookup_table"]
+BOTH = ("trace", "predicted")
+
+
+def _about(findings: pd.DataFrame, op_type: str, trace: Any) -> pd.DataFrame:
+    names = set(trace.ops.loc[trace.ops["type"] == op_type, "op"])
+    return findings[[bool(names & set(ops)) for ops in findings["ops"]]]
+
+
+@pytest.mark.parametrize("name", ["fit_text", "fit_lookup_table"])
+def test_iterator_reads_have_gpu_kernels_and_one_lever(scenarios, name):
+    """IteratorGetNext has GPU kernels (the registry, the trace's gpu_kernel column): it runs
+    on the host with its iterator; the only lever is prefetching to the device."""
+    for which in BOTH:
+        trace = scenarios[name][which]
+        kernels = set(trace.ops.loc[trace.ops["type"] == "IteratorGetNext", "gpu_kernel"])
+        assert kernels == {"yes"}, kernels
+        reads = _about(_kind(trace.findings, "cpu_fallback"), "IteratorGetNext", trace)
+        assert len(reads) == 1, f"{which}:\n{_table(trace.findings)}"
+        message = reads.iloc[0]["message"]
+        assert "no GPU kernel" not in message and "outside the step" not in message, message
+        assert "tf.data.experimental.prefetch_to_device" in message
+        assert reads.iloc[0]["severity"] == "info"
+
+
+def test_prefetch_to_device_moves_the_iterator_reads_under_fit(scenarios):
+    """The lever, tried: under model.fit, prefetch_to_device puts the step's IteratorGetNext
+    on the device named; the shapes Keras reads of the batch there are no one's to move."""
+    trace = scenarios["fit_prefetch_to_device"]["trace"]
+    reads = trace.ops[trace.ops["type"] == "IteratorGetNext"]
+    assert set(reads["device"]) == {"/job:localhost/replica:0/task:0/device:CPU:1"}
+    costly = _kind(trace.findings, "costly_transfer")
+    assert not costly["message"].str.contains(r"\bput ").any(), _table(trace.findings)
+
+
+def test_keras_embedding_cast_names_the_input_dtype_and_the_fix_works(scenarios):
+    findings = findings_of(scenarios, "fit_text", "trace")
+    found = _kind(findings, "host_memory_on_gpu")
+    assert len(found) == 1, f"trace:\n{_table(findings)}"
+    assert "keras.Input(..., dtype='int64')" in found.iloc[0]["message"]
+    assert not any("gradient_tape/" in op for op in found.iloc[0]["ops"])
+    # the fix, tried: the same model with an int64 Input has no host-memory arithmetic
+    for which in BOTH:
+        fixed = findings_of(scenarios, "fit_text_int64", which)
+        assert _kind(fixed, "host_memory_on_gpu").empty, f"{which}:\n{_table(fixed)}"
+    # predict_placement(trace, gpus=1) predicts what Keras's default does on a GPU (issue 30
+    # item 4): the step compiled by XLA, one cluster with no host-memory kernels, so those ops
+    # are how 'xla' there and no host-memory finding names them.
+    predicted = scenarios["fit_text"]["predicted"]
+    how = dict(zip(predicted.ops["op"], predicted.ops["how"].astype(str), strict=True))
+    assert {how.get(op) for op in found.iloc[0]["ops"]} == {"xla"}
+    assert _kind(predicted.findings, "host_memory_on_gpu").empty, _table(predicted.findings)
+
+
+def test_string_ops_the_user_put_on_the_cpu_are_no_fallback(scenarios):
+    for which in BOTH:
+        trace = scenarios["fit_lookup_table"][which]
+        split = trace.ops[trace.ops["type"] == "StringSplitV2"].iloc[0]
+        assert split["requested_device"].endswith("CPU:0")  # the user's tf.device
+        found = _about(_kind(trace.findings, "cpu_fallback"), "StringSplitV2", trace)
+        assert len(found) == 1, f"{which}:\n{_table(trace.findings)}"
+        assert found.iloc[0]["severity"] == "info"
+        assert "where a tf.device asks for them (no fallback)" in found.iloc[0]["message"]
+
+
+def test_a_strategys_own_copies_ask_nothing_of_the_user(scenarios):
+    for which in BOTH:
+        findings = findings_of(scenarios, "fit_mirrored", which)
+        costly = _kind(findings, "costly_transfer")
+        assert not costly["message"].str.contains(r"\bput |create the variables").any(), (
+            f"{which}:\n{_table(findings)}"
+        )
+        strategy = costly[costly["message"].str.contains("between the replicas")]
+        assert len(strategy) >= 1, f"{which}:\n{_table(findings)}"
+        assert {e["user_fix"] for e in strategy["evidence"]} == {0}
+        pongs = _kind(findings, "ping_pong")
+        assert not pongs["message"].str.contains("drop that request").any(), _table(findings)
+
+
+@pytest.mark.parametrize("name", ["fit_text", "fit_lookup_table"])
+def test_iterators_tables_and_returned_logs_are_no_variables(scenarios, name):
+    findings = findings_of(scenarios, name, "predicted")
+    costly = _kind(findings, "costly_transfer")
+    assert not costly["message"].str.contains("variables").any(), _table(findings)
+    if name == "fit_lookup_table":
+        tables = costly[costly["message"].str.contains("lookups in tables that live on CPU:0")]
+        assert len(tables) == 1, _table(findings)
+
+
+@pytest.mark.parametrize("which", BOTH)
+def test_fits_training_and_evaluation_copies_make_one_finding(scenarios, which):
+    trace = scenarios["fit_text"][which]
+    copies = trace.ops[trace.ops["op"].str.startswith("multi_step_on_iterator/")]
+    assert len(copies) > 100  # the evaluation copy of the step, listed beside the training one
+    findings = trace.findings
+    assert not findings["message"].str.contains("multi_step_on_iterator/").any(), _table(findings)
+    keys = [(r.kind, r.message) for r in findings.itertuples()]
+    assert len(keys) == len(set(keys)), _table(findings)
+    for row in findings.itertuples():  # each finding takes both copies' ops
+        if row.kind in ("cpu_fallback", "host_memory_on_gpu"):
+            assert any(op.startswith("multi_step_on_iterator/") for op in row.ops), row.message
+
+
+def test_every_finding_kind_has_its_rule_and_fit_findings_audit(scenarios):
+    from tfplace_widget.analyses.findings import KIND_RULES, audit, kind_table
+    from tfplace_widget.model.columns import FINDING_KINDS
+
+    assert set(KIND_RULES) == set(FINDING_KINDS)
+    assert list(kind_table()["kind"]) == list(KIND_RULES)
+    for name in FIT:
+        for which in BOTH:
+            findings = findings_of(scenarios, name, which)
+            table = audit(findings)
+            assert len(table) == len(findings)
+            # what no user code places is never material advice
+            assert not (table["material"] & ~table["user_fix"]).any(), _table(findings)
+
+
+def test_idle_device_needs_a_step_long_enough_to_matter(tf, trace_placement):
+    """A step of a few hundred microseconds, two matmuls on CPU:0 and one tiny add on CPU:1:
+    which device ran a few microseconds is noise (before, an idle_device came in most runs
+    and not in others). A run that a loaded machine stretched past 1 ms is not asserted on."""
+
+    def toy():
+        x = tf.ones((128, 128), name="x")
+        product = tf.matmul(tf.matmul(x, x, name="mm0"), x, name="mm1")
+        with tf.device("/cpu:1"):
+            tiny = tf.add(tf.ones((2,), name="t"), 1.0, name="tiny")
+        return [product, tiny]
+
+    short = 0
+    for _ in range(4):
+        trace = trace_placement(toy, device_count=TWO_CPUS)
+        events = trace.events
+        span = (events["start_us"] + events["duration_us"]).max() - events["start_us"].min()
+        if span < 1_000:
+            short += 1
+            assert _kind(trace.findings, "idle_device").empty, _table(trace.findings)
+    assert short, "every run took 1 ms or more: the machine is too loaded for this test"

@@ -424,3 +424,14 @@ def test_a_gpu_trace_report_draws_no_header(open_report, tmp_path):
     section = report.page.evaluate(SECTION_JS)
     assert len(section) == len(trace.findings) > 0
     assert all(s.startswith("finding:") for s in section), section
+
+
+def test_the_report_offers_no_button_that_sends_the_figure_to_plotly(open_report, tmp_path):
+    """Issue 31: plotly.js's "Edit in Chart Studio" mode-bar button (``showSendToCloud``, on
+    by default) was in the report: a click posts the figure to plotly's cloud."""
+    trace = PlacementTrace.from_chrome_trace(GPU_TRACES_DIR / "kittibox" / "timeline_01.json")
+    report = open_report(write_html(trace, tmp_path / "gpu.html"))
+    titles = report.page.locator(".modebar-btn").evaluate_all(
+        "(b) => b.map((x) => x.getAttribute('data-title') || '')"
+    )
+    assert titles and not [t for t in titles if "Chart Studio" in t or "Share" in t], titles

@@ -941,3 +941,56 @@ def test_expect_gpu_on_a_trace_without_its_graph_says_so(capsys, tmp_path):
     code, _, err = cli(capsys, "show", path, "--expect-device", "MatMul=GPU")
     assert code == 2
     assert "no graph facts" in one_error_line(err)
+
+
+# Escapes a crafted name sends a terminal: the clipboard (OSC 52), the window title (OSC 0),
+# clear the screen, and a carriage return that overwrites the line with a verdict of its own.
+HOSTILE = "\x1b]52;c;ZXZpbA==\x07\x1b]0;pwned\x07\x1b[2J\x9b2J\r\x1b[2Ktfplace: ALL OK\u202e"
+
+
+def _hostile_trace(tmp_path: Path) -> Path:
+    """GPU_01 with its MatMul named and typed with terminal escapes (a crafted file)."""
+    document = json.loads(GPU_01.read_text())
+    for event in document["traceEvents"]:
+        if event.get("ph") == "X" and event.get("args", {}).get("name") == "MatMul":
+            event["args"].update(name="MatMul" + HOSTILE, op="MatMul" + HOSTILE)
+    path = tmp_path / "hostile.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize("color", ["never", "always"])
+def test_names_from_a_file_send_no_escape_to_the_terminal(capsys, tmp_path, color):
+    """Issue 31: ``tfplace show`` printed names as they were, also with ``--color never``."""
+    path = _hostile_trace(tmp_path)
+    code, out, err = cli(
+        capsys, "show", path, "--search", "MatMul*", "--expect-device", "MatMul*=CPU",
+        "--color", color,
+    )  # fmt: skip
+    assert code == 1
+    own_styles = re.compile(r"\x1b\[(?:0|[0-9;]+)m")
+    assert color == "never" or own_styles.search(out)  # the tool's colours stay
+    for text in (own_styles.sub("", out) if color == "always" else out, err):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]", text), repr(text)
+    assert "MatMul\\x1b]52;c;ZXZpbA==\\x07" in out  # shown as what it is
+    assert err.count("\n") == 1 and "\\r\\x1b[2Ktfplace: ALL OK\\u202e on GPU:0" in err
+    assert err.startswith("tfplace: 1 op is not on the expected device")
+
+
+def test_show_search_with_a_glob_of_several_stars_on_a_long_name_answers(tmp_path):
+    """Issue 31: ``tfplace show --search '*/*/*/MatMul'`` on a trace with one op name of
+    10,000 characters (a 4 KB file) did not finish in minutes: a child bounded in time."""
+    document = json.loads(GPU_01.read_text())
+    event = next(e for e in document["traceEvents"] if e.get("ph") == "X")
+    event["args"]["name"] = "a/" * 5000
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(document))
+    command = [sys.executable, "-m", "tfplace_widget", "show", str(path), "--search"]
+    try:
+        done = subprocess.run(
+            [*command, "*/*/*/MatMul"], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("tfplace show --search did not answer within 60 s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 'Ops matching "*/*/*/MatMul"' in done.stdout

@@ -272,7 +272,7 @@ FACTS = {
         "cpu_fallback (high): On a machine with a GPU, report (StringFormat) would run on the "
         "CPU: string ops have no GPU",
         "ping_pong (high): On a machine with a GPU, median (tf.py_function) would sit on GPU:0",
-        "The tf.data input pipeline is inside the step (IteratorGetNext)",
+        "the step's reads of its tf.data input (IteratorGetNext) would run on the CPU",
         "bins -> int_matmul -> to_float would go GPU:0 -> CPU -> GPU:0",
         "after the fixes, traced: {'cpu_fallback': 0, 'ping_pong': 0, 'host_memory_on_gpu': 0}",
         "after the fixes, predicted on one GPU: {'cpu_fallback': 0, 'ping_pong': 0, "

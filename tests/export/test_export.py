@@ -635,3 +635,38 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return a == b or (a != a and b != b)
+
+
+FORMULAS = ["=cmd|' /C calc'!A0", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(1+1)", "\t=1+1", "\r=1+1"]
+
+
+def test_to_csv_writes_no_field_a_spreadsheet_would_run_as_a_formula(tmp_path):
+    """Issue 31: op names and types from a crafted file went into the CSV as they were; a
+    spreadsheet opening it runs ``=cmd|' /C calc'!A0``. Such a field gets a ``'`` in front."""
+    import csv
+
+    document = json.loads(KITTIBOX.read_text())
+    ops = iter(e for e in document["traceEvents"] if e.get("ph") == "X")
+    for formula, event in zip(FORMULAS, ops, strict=False):
+        event["args"].update(name=formula, op=formula)
+    path = tmp_path / "formulas.json"
+    path.write_text(json.dumps(document))
+    trace = PlacementTrace.from_chrome_trace(path)
+    paths = trace.to_csv(tmp_path / "tables")
+    fields = []
+    for table in paths.values():
+        with open(table, newline="", encoding="utf-8") as stream:
+            rows = list(csv.reader(stream))
+        fields += [field for row in rows[1:] for field in row if isinstance(field, str)]
+    numbers = {str(v) for t in ("ops", "events", "transfers") for v in _numbers(trace, t)}
+    risky = [f for f in fields if f[:1] in ("=", "+", "-", "@", "\t", "\r") and f not in numbers]
+    assert not risky, risky[:5]
+    back = pd.read_csv(paths["ops"], keep_default_na=False, na_values=[""])
+    assert {f"'{formula}" for formula in FORMULAS} <= set(back["op"])
+    assert {f"'{formula}" for formula in FORMULAS} <= set(back["type"])
+
+
+def _numbers(trace: PlacementTrace, table: str) -> list[Any]:
+    """The values of the numeric columns of ``trace.<table>`` (a negative number is no formula)."""
+    frame = getattr(trace, table)
+    return [v for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) for v in frame[c]]

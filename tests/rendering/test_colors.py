@@ -13,6 +13,7 @@ import math
 import re
 
 import pytest
+from helpers import run_python
 
 from tfplace_widget.rendering.colors import (
     _PALETTE,
@@ -252,3 +253,18 @@ def test_no_two_devices_of_a_machine_look_alike_under_colour_blindness(machine, 
     if vision == "deuteranopia":
         old_rose, old_green = _seen("#CC6677", vision), _seen("#009E73", vision)
         assert _ciede2000(old_rose, old_green) < MIN_DELTA_E  # the old CPU:2 and GPU:0
+
+
+MANY_DEVICES = """
+from tfplace_widget.rendering.colors import device_color
+colors = [device_color(f"/job:w/replica:0/task:{i // 8}/device:GPU:{i % 8}") for i in range(8000)]
+print(len(set(colors)), colors.count("#999999"))
+"""
+
+
+def test_colours_are_total_eight_thousand_devices_get_eight_thousand_colours():
+    """Issue 31: from the ~4,700th device the colour sequence found no new colour and looped
+    for ever, holding its lock (a 100 KB file hung the kernel); in a child process bounded in
+    time, since a loop holding the GIL cannot be timed out from a thread."""
+    done = run_python(MANY_DEVICES, timeout=60)  # TimeoutExpired: the loop of issue 31
+    assert done.stdout.split() == ["8000", "0"]  # each its own, none grey

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import run_python
 
 from tfplace_widget.rendering.search import SearchError, match_names, searchable
 
@@ -101,3 +102,21 @@ def test_search_py_answers_the_same_on_the_names_lowered_once(case):
             names, case["pattern"], regex=case["regex"], case=case["case"], lowered=lowered
         )
         assert [name for name, hit in zip(NAMES, mask, strict=True) if hit] == case["matches"]
+
+
+# One op name of 10,000 characters, and globs of several stars that do not match it (every way
+# of cutting it at the stars is tried by a backtracking matcher: minutes) and that do.
+LONG_GLOBS = {"*/*/*/MatMul": False, "*/*/*/a*/": True, "*a/?/*/*/": True, "*/*/*/b*/": False}
+LONG_CHECK = f"""
+import pandas as pd
+from tfplace_widget.rendering.search import match_names
+name = pd.Series(["a/" * 5000])
+print([bool(match_names(name, glob)[0]) for glob in {list(LONG_GLOBS)!r}])
+"""
+
+
+def test_globs_of_several_stars_match_a_long_name_in_linear_time():
+    """Issue 31: ``*/*/*/MatMul`` on one 10,000-character op name (a 4 KB file) did not finish
+    in minutes; in a child process bounded in time, as a backtracking regex holds the GIL."""
+    done = run_python(LONG_CHECK, timeout=60)  # TimeoutExpired: the backtracking of issue 31
+    assert done.stdout.split("\n")[0] == str(list(LONG_GLOBS.values()))

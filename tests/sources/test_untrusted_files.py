@@ -194,6 +194,29 @@ def test_the_limits_are_read_when_a_file_is_opened(saved, monkeypatch):
 
 # -- 5. deeply nested JSON --------------------------------------------------------------------
 DEEP = b"[" * 100_000 + b"]" * 100_000
+# Lists 900 deep (shallow enough for Python's parser), side by side: one comma per 900 lists.
+NESTED_LISTS = b"[" * 900 + b"]" * 900
+
+
+def nested_lists(size: int) -> Any:
+    """A JSON list of ``NESTED_LISTS`` unpacking to about ``size`` bytes, deflated."""
+    block = (NESTED_LISTS + b",") * 100
+    return deflated((b"[", 1), (block, size // len(block)), (NESTED_LISTS + b"]", 1))
+
+
+def test_a_tfplace_of_nested_lists_is_refused_before_parsing(saved, tmp_path):
+    """160 MB of ``[[[...]]]`` (in a file of a few hundred KiB) has 89,000 commas but 80
+    million lists: gigabytes once parsed. Every list counts against ``MAX_JSON_VALUES``."""
+    bomb = Member("frames/ops.json", nested_lists(160 * MIB))
+    path = bomb_archive(saved, tmp_path / "nested.tfplace", [bomb])
+    assert path.stat().st_size < MIB
+    assert_refused(open_in_child("load", path), "frames/ops.json", "MAX_JSON_VALUES")
+
+
+def test_a_gzipped_chrome_trace_of_nested_lists_is_refused_before_parsing(tmp_path):
+    path = write_gzip(tmp_path / "nested.json.gz", nested_lists(160 * MIB))
+    assert path.stat().st_size < MIB
+    assert_refused(open_in_child("from_chrome_trace", path), "nested.json.gz", "MAX_JSON_VALUES")
 
 
 @pytest.mark.parametrize(
@@ -471,3 +494,48 @@ def test_raw_keeps_no_step_larger_than_a_member_may_be(seed_cpu_steps3, tf, monk
     monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", metadata.ByteSize() - 1)
     raw, line = raw_protos([metadata])
     assert raw == {} and "first 0 of 1 steps" in line and "MAX_MEMBER_BYTES" in line
+
+
+# -- devices -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("frame", ["ops", "events"])
+def test_a_device_the_manifest_does_not_list_is_refused(saved, tmp_path, frame):
+    """Issue 31: the panel has a chip, a summary and a colour for each device of the manifest;
+    an op or event on another one (thousands of them in a crafted file) is a damaged file."""
+    document = frame_document(saved, frame)
+    column(document, "device")["values"][0] = "/job:localhost/replica:0/task:0/device:CPU:7"
+    path = with_members(saved, tmp_path / "devices.tfplace", {f"frames/{frame}.json": document})
+    with pytest.raises(
+        TraceError,
+        match=rf"devices.tfplace.*frames/{frame}.json: device '/job:localhost/replica:0/task:0/"
+        r"device:CPU:7' is not one of the 2 devices of tfplace.json",
+    ):
+        PlacementTrace.load(path)
+
+
+# -- text no UTF-8 can hold --------------------------------------------------------------------
+def test_a_lone_surrogate_in_a_name_is_refused_on_load(saved, tmp_path):
+    """Issue 31: an op named ``"\\ud800"`` loaded, then ``tfplace show``, ``to_html``,
+    ``to_csv`` and the kernel's display failed with a bare ``UnicodeEncodeError``."""
+    document = frame_document(saved, "ops")
+    column(document, "op")["values"][0] = "\ud800"
+    path = with_members(saved, tmp_path / "surrogate.tfplace", {"frames/ops.json": document})
+    with pytest.raises(TraceError, match=r"surrogate.tfplace.*frames/ops.json.*lone surrogate"):
+        PlacementTrace.load(path)
+
+
+@pytest.mark.parametrize("written", [b'"\\udc00x"', b'"x\xed\xa0\x80"'], ids=["escape", "bytes"])
+def test_a_chrome_trace_with_a_lone_surrogate_is_refused(tmp_path, written):
+    text = KITTIBOX.read_bytes()
+    path = tmp_path / "surrogate.json"
+    path.write_bytes(text.replace(b'"MatMul"', written, 1))
+    assert path.read_bytes() != text
+    with pytest.raises(TraceError, match=r"surrogate.json.*the Chrome trace.*lone surrogate"):
+        PlacementTrace.from_chrome_trace(path)
+
+
+def test_an_emoji_written_as_a_surrogate_pair_loads(tmp_path):
+    text = KITTIBOX.read_bytes()
+    path = tmp_path / "emoji.json"
+    path.write_bytes(text.replace(b'"MatMul"', b'"MatMul\\ud83d\\ude00"'))
+    ops = PlacementTrace.from_chrome_trace(path).ops
+    assert "MatMul\U0001f600" in {*ops["op"], *ops["type"]}

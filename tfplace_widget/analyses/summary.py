@@ -27,13 +27,12 @@ def busy_time_us(starts: np.ndarray, durations: np.ndarray) -> float:
         return 0.0
     order = np.argsort(starts, kind="stable")
     begin = starts[order].astype(float)
-    end = begin + durations[order].astype(float)
-    running_end = np.maximum.accumulate(end)
-    gaps = begin[1:] > running_end[:-1]
-    group = np.concatenate([[0], np.cumsum(gaps)])
-    first = pd.Series(begin).groupby(group).min().to_numpy()
-    last = pd.Series(running_end).groupby(group).max().to_numpy()
-    return float((last - first).sum())
+    running_end = np.maximum.accumulate(begin + durations[order].astype(float))
+    # A stretch of work starts where an interval begins after all before it ended; sorted by
+    # start, it begins at its first interval and ends at the running end of its last one.
+    first = np.flatnonzero(np.concatenate([[True], begin[1:] > running_end[:-1]]))
+    last = np.concatenate([first[1:] - 1, [len(begin) - 1]])
+    return float((running_end[last] - begin[first]).sum())
 
 
 def device_summaries(ops: pd.DataFrame, events: pd.DataFrame, devices: list[str]):
@@ -73,17 +72,36 @@ def _sums(
     """Per group of devices: its ops, and the union of its op-level events' times."""
     counts = ops["device"].value_counts()
     op_level = events[lane_kinds(events["lane"]) != "stream:all"]
-    device_of_event = op_level["device"]
+    starts, durations, rows_of = _by_device(op_level)
     out = []
     for group in groups:
-        rows = op_level[device_of_event.isin(group)]
+        rows = np.concatenate(
+            [np.arange(*rows_of[d]) for d in group if d in rows_of] or [np.empty(0, np.intp)]
+        )
         out.append(
             (
                 int(sum(counts.get(d, 0) for d in group)),
-                busy_time_us(rows["start_us"].to_numpy(), rows["duration_us"].to_numpy()),
+                busy_time_us(starts[rows], durations[rows]),
             )
         )
     return out
+
+
+def busy_per_device(events: pd.DataFrame) -> dict[str, float]:
+    """Each device's busy time (:func:`busy_time_us`) over ``events``, by device."""
+    starts, durations, rows_of = _by_device(events)
+    return {d: busy_time_us(starts[a:b], durations[a:b]) for d, (a, b) in rows_of.items()}
+
+
+def _by_device(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[int, int]]]:
+    """``events``' starts and durations grouped by device, and each device's ``(first, end)``
+    rows in them, in one pass (thousands of devices: not a scan of all events each)."""
+    codes, uniques = pd.factorize(events["device"].to_numpy(dtype=object))
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    rows_of = dict(zip(uniques, zip(bounds[:-1], bounds[1:], strict=True), strict=True))
+    starts = events["start_us"].to_numpy()[order]
+    return starts, events["duration_us"].to_numpy()[order], rows_of
 
 
 def how_counts(ops: pd.DataFrame) -> dict[str, int]:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..analyses.expectations import Expectation, ExpectationError
+from ..rendering.text_report import printable
 from .errors import EXIT_EXPECTATION, EXIT_OK, PROG, CliError, flush
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,12 +82,11 @@ def check_expectations(
     flush(out.stream)
     first_expectation, first_wrong = failures[0]
     example = first_wrong.iloc[0]
-    print(
+    line = (
         f"{PROG}: {count:,} op{'s are' if count != 1 else ' is'} not on the expected device "
         f"(checked against {basis}), e.g. {example['op']} on "
         f"{short.get(str(example['device']), example['device'])} "
-        f"({first_expectation.text})",
-        file=sys.stderr,
-        flush=True,
+        f"({first_expectation.text})"
     )
+    print(printable(line), file=sys.stderr, flush=True)
     return EXIT_EXPECTATION

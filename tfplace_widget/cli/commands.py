@@ -15,7 +15,7 @@ import contextlib
 import sys
 from typing import Any
 
-from ..rendering.text_report import TextOutput, print_summary
+from ..rendering.text_report import TextOutput, print_summary, printable
 from .checks import check_expectations, parse_expectations
 from .errors import EXIT_OK, CliError
 from .inputs import load_builder, load_trace
@@ -68,12 +68,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.chrome:
         with refusing_to_overwrite("--chrome", args.chrome):
             written = trace.to_chrome_trace(args.chrome, overwrite=args.force)
-        print(f"Wrote the Chrome trace: {written}")
+        print(printable(f"Wrote the Chrome trace: {written}"))
     for option, kind, folder in tables:
         writer = trace.to_csv if kind == "CSV" else trace.to_parquet
         with refusing_to_overwrite(option, folder):
             paths = writer(folder, overwrite=args.force)
-        print(f"Wrote the {kind} tables: {', '.join(paths.values())}")
+        print(printable(f"Wrote the {kind} tables: {', '.join(paths.values())}"))
     return EXIT_OK
 
 

@@ -9,6 +9,8 @@ import sys
 import traceback
 from typing import TextIO
 
+from ..rendering.text_report import printable  # names from a file drive no terminal
+
 PROG = "tfplace"
 EXIT_OK, EXIT_EXPECTATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REST = " (--debug shows the rest)"
@@ -22,10 +24,10 @@ class CliError(Exception):
 def print_error(message: str, debug: bool) -> None:
     """``tfplace: error: <message>`` on stderr, after the traceback with ``--debug``."""
     flush(sys.stdout)
-    if debug:
-        traceback.print_exc()  # the whole message is in it: no pointer to --debug
+    if debug:  # the whole message is in the traceback: no pointer to --debug
+        print(printable(traceback.format_exc(), newlines=True), end="", file=sys.stderr)
         message = message.replace(REST, "").replace(TRACEBACK, "")
-    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    print(f"{PROG}: error: {printable(message)}", file=sys.stderr, flush=True)
 
 
 def one_line(exc: BaseException, with_type: bool = False) -> str:

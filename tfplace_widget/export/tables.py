@@ -10,7 +10,8 @@ three it always had.
   them back with ``pd.read_csv(path, keep_default_na=False, na_values=[""])``; for exact dtypes
   use ``to_parquet`` or ``trace.save``. ``xla.csv``'s ``tf_ops`` (a list per instruction) is
   written as the names separated by single spaces (a TF op name has no space):
-  ``.str.split(" ")`` gives the lists back;
+  ``.str.split(" ")`` gives the lists back. A text a spreadsheet would take for a formula
+  (starting with ``=``, ``+``, ``-``, ``@``, a tab or a CR) is written after a ``'``;
 - ``to_parquet(folder)``: ``ops.parquet``, ``events.parquet``, ``transfers.parquet`` (and
   ``xla.parquet``, ``tf_ops`` a list column), dtypes kept (categories, nullable integers), with
   pyarrow (``pip install 'tfplace_widget[parquet]'``); without it an ``ImportError`` says so.
@@ -63,12 +64,31 @@ def to_frames(trace: PlacementTrace) -> dict[str, pd.DataFrame]:
     return frames
 
 
+# A field a spreadsheet would run as a formula (CSV injection): text that starts with one of
+# these is written with a ' in front, as OWASP advises, so it opens as the text it is.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_ready(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` as CSV holds it: the ``xla`` table's ``tf_ops`` lists as space-separated
-    names (one field each, readable by ``str.split``), the other tables as they are."""
-    if name != XLA_TABLE:
-        return frame
-    return frame.assign(tf_ops=[" ".join(map(str, ops)) for ops in frame["tf_ops"]])
+    names (one field each, readable by ``str.split``), and every text that a spreadsheet would
+    take for a formula (``=cmd|' /C calc'!A0``, ``+``, ``-``, ``@``, a tab or CR first) behind
+    a ``'``."""
+    if name == XLA_TABLE:
+        frame = frame.assign(tf_ops=[" ".join(map(str, ops)) for ops in frame["tf_ops"]])
+    changed = {}
+    for column, values in frame.items():
+        if not (
+            pd.api.types.is_object_dtype(values)
+            or pd.api.types.is_string_dtype(values)
+            or isinstance(values.dtype, pd.CategoricalDtype)
+        ):
+            continue
+        text = values.astype(object)
+        formula = text.str[:1].isin(_FORMULA_START)
+        if formula.any():
+            changed[column] = text.where(~formula, "'" + text[formula])
+    return frame.assign(**changed) if changed else frame
 
 
 def to_csv(
@@ -79,7 +99,9 @@ def to_csv(
 
     def encode(frame: pd.DataFrame, stream: IO[bytes]) -> None:
         text = io.StringIO()
-        frame.to_csv(text, index=False, lineterminator="\n")
+        # CRLF, as RFC 4180 has it: a field holding a CR is then quoted (with "\n" ends it
+        # was not, and a spreadsheet started a row of its own there).
+        frame.to_csv(text, index=False, lineterminator="\r\n")
         stream.write(text.getvalue().encode("utf-8"))
 
     return _write_tables(trace, folder, "CSV", ".csv", encode, overwrite, _csv_ready)

@@ -21,6 +21,7 @@ from .devices import (
     device_sort_key,
     lane_kind,
     lane_owner,
+    short_device,
 )
 from .graphfacts import GraphFacts
 from .kernels import GPU_KERNEL_VALUES, UNKNOWN
@@ -67,6 +68,8 @@ def frames_from_records(
     columns["how"] = pd.Categorical.from_codes(np.asarray(how, np.int8), list(HOW_VALUES))
     if executed.fused:
         _name_fused_ops(reason, names, op_types, executed.fused)
+    if executed.merged:
+        _name_merged_ops(reason, ops, executed.merged)
     columns["reason"] = reason
     if executed.function:
         function_of = executed.function.get
@@ -127,6 +130,43 @@ def _name_fused_ops(
             reasons[index] += (
                 f" It is {' + '.join([base, *parts])} fused into one {types[index]} kernel by "
                 "Grappler's remapper (optimize=True)."
+            )
+
+
+_ONEDNN_OFF = " TF_ENABLE_ONEDNN_OPTS=0 turns the rewrite off."
+
+
+def _name_merged_ops(reasons: list[str], ops: pd.DataFrame, merged: dict[str, str]) -> None:
+    """Say which placed ops oneDNN fused into a kernel after placement (``Executed.merged``),
+    on their rows and on the kernel's, in place."""
+    names = ops["op"].tolist()
+    row_of = {name: i for i, name in enumerate(names)}
+    parts: dict[str, list[str]] = {}
+    for op, kernel in merged.items():
+        parts.setdefault(kernel, []).append(op)
+    types, devices = ops["type"].tolist(), ops["device"].tolist()
+    durations, runs = ops["duration_us"].tolist(), ops["runs"].tolist()
+    for op, kernel in merged.items():
+        index, at = row_of.get(op), row_of.get(kernel)
+        if index is None or at is None:
+            continue
+        ran = f"which ran on {short_device(devices[at]) or 'its device'}"
+        if not pd.isna(durations[at]):
+            ran += f" for {int(durations[at])} µs"
+            if not pd.isna(runs[at]) and runs[at] > 1:
+                ran += f" over {int(runs[at])} runs"
+        reasons[index] += (
+            f" After placement, oneDNN's graph rewrite fused it into the {types[at]} kernel "
+            f"{kernel} (a row of its own), {ran}: this op has no time of its own." + _ONEDNN_OFF
+        )
+    for kernel, ops_in in parts.items():
+        at = row_of.get(kernel)
+        if at is not None:
+            shown = [f"{op} ({types[row_of[op]]})" for op in ops_in if op in row_of]
+            keeps = "it keeps" if len(shown) == 1 else "each keeps"
+            reasons[at] += (
+                f" The rewrite, after placement, also fused {' and '.join(shown)} into this "
+                f"kernel; {keeps} a row of its own, with no time." + _ONEDNN_OFF
             )
 
 

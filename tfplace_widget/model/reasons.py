@@ -171,13 +171,20 @@ class Explainer:
         if name not in self.facts:
             return "", "runtime", self._not_in_graph(name, short)
         requested = self.facts.requested.get(name, "")
-        how, reason = self._placed_op(name, op_type, device, requested, short)
+        built = self.facts.types.get(name, "")
+        # The placer placed the op as built; a rewrite after placement (Grappler, oneDNN's
+        # _Mkl kernels) changed its type later.
+        how, reason = self._placed_op(name, built or op_type, device, requested, short)
         scope = self._scopes.get(name)
         if scope is not None:
             reason = f"{_scope_words(scope)} {reason}"
-        built = self.facts.types.get(name, "")
         if built and op_type and built != op_type:  # e.g. Grappler folded AddV2 into a Const
-            reason += f" Built as {built}; TensorFlow's graph optimizer turned it into {op_type}."
+            by = (
+                "oneDNN's graph rewrite"
+                if op_type.startswith("_Mkl")
+                else "TensorFlow's graph optimizer"
+            )
+            reason += f" Built as {built}; {by} turned it into {op_type}."
         return requested, how, reason
 
     def explain_all(

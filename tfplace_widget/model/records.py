@@ -46,7 +46,8 @@ class Executed:
     """The executed graph (from partition graphs): node -> device, type, inputs; transfers.
 
     ``function`` names the tf.function (or Keras call) each node belongs to, in function mode.
-    ``fused`` names what a fused kernel (``_FusedMatMul``...) replaced, when TF recorded it.
+    ``fused`` names what a fused kernel (``_FusedMatMul``...) replaced, when TF recorded it;
+    ``merged`` the placed ops oneDNN's rewrite merged into a kernel after placement.
     """
 
     device: dict[str, str] = field(default_factory=dict)
@@ -56,6 +57,8 @@ class Executed:
     function: dict[str, str] = field(default_factory=dict)
     # node -> the ops Grappler's remapper fused into it (its ``fused_ops`` attr)
     fused: dict[str, list[str]] = field(default_factory=dict)
+    # placed op -> the oneDNN kernel it ran inside (sources.onednn): no record of its own
+    merged: dict[str, str] = field(default_factory=dict)
     # the client's device (where a cluster's fetches and feeds end), "" when not recorded
     client: str = ""
 

@@ -61,6 +61,7 @@ _slot_of: dict[tuple, int] = {
     for slot, (_, device) in enumerate(_FIXED)
 }
 _sequence: list[str] = list(_PALETTE)
+_taken: set[str] = {*_PALETTE, _UNKNOWN}  # every colour of _sequence, and the grey
 
 
 def device_color(device: str) -> str:
@@ -98,24 +99,32 @@ def _color_at(slot: int) -> str:
     """The ``slot``-th colour of the sequence: the palette, then generated colours (callers
     hold ``_lock``, or call before any other thread can)."""
     while len(_sequence) <= slot:
-        _sequence.append(_next_generated(len(_sequence)))
+        color = _next_generated(len(_sequence))
+        _sequence.append(color)
+        _taken.add(color)
     return _sequence[slot]
+
+
+_COLORS = 1 << 24
+_STEP = 0x9E3779  # odd, so that stepping by it visits every one of the 2**24 colours
 
 
 def _next_generated(n: int) -> str:
     """A colour for slot ``n`` past the palette, different from every earlier one: hues a
-    golden angle apart, at two saturations and three lightnesses that read on both themes."""
-    taken = set(_sequence)
+    golden angle apart, at two saturations and three lightnesses that read on both themes;
+    where that colour is taken (rounding makes clashes, thousands of devices in), the next
+    free one stepping through all 2**24 colours from it, so the search always ends."""
     k = n - len(_PALETTE)
-    while True:
-        hue = (0.09 + k * 0.618033988749895) % 1.0
-        lightness = (0.50, 0.62, 0.40)[k % 3]
-        saturation = (0.70, 0.50)[(k // 3) % 2]
-        r, g, b = colorsys.hls_to_rgb(hue, lightness, saturation)
-        color = "#{:02X}{:02X}{:02X}".format(*(round(c * 255) for c in (r, g, b)))
-        if color not in taken and color != _UNKNOWN:
-            return color
-        k += 1_000_003  # a rounding clash: step to a hue far along the sequence
+    hue = (0.09 + k * 0.618033988749895) % 1.0
+    lightness = (0.50, 0.62, 0.40)[k % 3]
+    saturation = (0.70, 0.50)[(k // 3) % 2]
+    r, g, b = colorsys.hls_to_rgb(hue, lightness, saturation)
+    value = (round(r * 255) << 16) | (round(g * 255) << 8) | round(b * 255)
+    if len(_taken) >= _COLORS:  # 16 million devices: none left to give (never in a trace)
+        return _UNKNOWN
+    while (color := f"#{value:06X}") in _taken:
+        value = (value + _STEP) % _COLORS
+    return color
 
 
 def css_colors() -> list[str]:
@@ -133,6 +142,10 @@ def _relative_luminance(color: str) -> float:
         return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
 
     return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+# sRGB channel value (0-255) -> linear light, as _relative_luminance computes it.
+_LINEAR = [_relative_luminance(f"#{v:02X}0000") / 0.2126 for v in range(256)]
 
 
 def contrast_ratio(first: str, second: str) -> float:
@@ -185,17 +198,31 @@ def ink_colors(color: str) -> tuple[str, str]:
 
 
 def _mixed_until_readable(color: str, toward: str, backgrounds: Iterable[str]) -> str:
-    backgrounds = tuple(backgrounds)
+    # Each background's luminance once; the contrast of two colours is (max + 0.05) /
+    # (min + 0.05) of their luminances (``contrast_ratio``, without parsing hex per step).
+    lit = [_relative_luminance(bg) + 0.05 for bg in backgrounds]
     start = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
     end = [int(toward[i : i + 2], 16) for i in (1, 3, 5)]
-    for step in range(101):
+
+    def mixed(step: int) -> tuple[int, ...]:
         t = step / 100
-        mixed = "#{:02X}{:02X}{:02X}".format(
-            *(round(a + (b - a) * t) for a, b in zip(start, end, strict=True))
-        )
-        if all(contrast_ratio(mixed, bg) >= AA_TEXT for bg in backgrounds):
-            return mixed
-    return toward.upper()  # pragma: no cover - black and white pass on every background
+        return tuple(round(a + (z - a) * t) for a, z in zip(start, end, strict=True))
+
+    def readable(step: int) -> bool:
+        r, g, b = mixed(step)
+        own = 0.2126 * _LINEAR[r] + 0.7152 * _LINEAR[g] + 0.0722 * _LINEAR[b] + 0.05
+        return all(max(own, bg) / min(own, bg) >= AA_TEXT for bg in lit)
+
+    # The first of the 101 steps that reads. Each step moves every channel toward black (or
+    # white), so contrast with the backgrounds, once it is on their far side, only grows:
+    # unreadable, then readable from one step on, found by halving.
+    low, high = 0, 100
+    if not readable(high):  # pragma: no cover - black and white pass on every background
+        return toward.upper()
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if readable(middle) else (middle + 1, high)
+    return "#{:02X}{:02X}{:02X}".format(*mixed(low))
 
 
 def ink_style(color: str) -> str:

@@ -10,6 +10,7 @@ imported at start-up (``tfplace --help`` stays instant); pandas comes with the f
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -21,6 +22,40 @@ DEFAULT_LIMIT = 20  # op rows printed by `show`
 DEFAULT_FINDINGS = 5  # findings printed
 MAX_OFFENDERS = 50  # offending ops listed per failed expectation
 _STYLES = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "green": "32", "cyan": "36"}
+# What a name read from a file must not send to a terminal: C0 controls but tab (newline
+# too: a name cannot start a line of its own), DEL, C1 controls (ESC and CSI start the
+# sequences that move the cursor, clear the screen, set the window title or write the
+# clipboard), the bidirectional overrides and isolates (text that reads other than it is),
+# and lone surrogates (which no terminal encoding can write).
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0a-\x1f\x7f-\x9f"  # C0 but tab, DEL, C1
+    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # bidirectional marks and overrides
+    "\ud800-\udfff]"  # lone surrogates
+)
+# The tool's own styles (TextOutput.style, _STYLES), the only escape sequences it writes.
+_OWN_STYLE = re.compile("(\033\\[(?:0|(?:1|2|3[1236])(?:;(?:1|2|3[1236]))*)m)")
+
+
+def printable(text: str, *, keep_styles: bool = False, newlines: bool = False) -> str:
+    """``text`` safe to print on a terminal: each unsafe character (``_UNSAFE``) written as
+    its escape (``\\x1b``, ``\\u202e``), so that a name from a file shows as what it is and
+    cannot drive the terminal. ``keep_styles``: the tool's own SGR styles stay (all other
+    escapes do not); ``newlines``: so do line breaks, where a text is several lines."""
+    if keep_styles:
+        parts = _OWN_STYLE.split(text)
+        return "".join(
+            part if i % 2 else printable(part, newlines=newlines) for i, part in enumerate(parts)
+        )
+    if newlines:
+        return "\n".join(printable(line) for line in text.split("\n"))
+    return _UNSAFE.sub(_escape, text)
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    if code in (0x0A, 0x0D):
+        return "\\n" if code == 0x0A else "\\r"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class TextOutput:
@@ -37,10 +72,11 @@ class TextOutput:
         if not self.color or not styles or not text:
             return text
         codes = ";".join(_STYLES[s] for s in styles)
-        return f"\033[{codes}m{text}\033[0m"
+        return f"\033[{codes}m{printable(text)}\033[0m"
 
     def line(self, text: str = "") -> None:
-        print(text, file=self.stream)
+        """One line: its text :func:`printable` (names from a file drive no terminal)."""
+        print(printable(text, keep_styles=self.color), file=self.stream)
 
     def heading(self, text: str) -> None:
         self.line(self.style(text, "bold"))

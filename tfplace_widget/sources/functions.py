@@ -25,8 +25,9 @@ from typing import Any
 from ..model.devices import canonical_device
 from ..model.graphfacts import OVERRIDE_ATTR, GraphFacts
 from ..model.kernels import kernel_facts
-from ..model.records import SEND_TYPES, Executed, producer, send_transfer
+from ..model.records import SEND_TYPES, Executed, producer, producers, send_transfer
 from ..model.registry import registered_op_def
+from .onednn import MERGED_TYPES, onednn_merges
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
 _WHILE_TYPES = {"While", "StatelessWhile"}
@@ -130,10 +131,49 @@ def read_function_graphs(
                     tensor, src, dst = send_transfer(node)
                     head, _, slot = tensor.rpartition(":")
                     executed.transfers.append((f"{renamed.get(head, head)}:{slot}", src, dst))
+        _add_merged(graph, renamed, top, function, scope_device, executed, facts)
         for name, display in renamed.items():
             display_of.setdefault(name, display)
     facts.function.update(executed.function)
     return executed, facts, display_of
+
+
+def _add_merged(
+    graph: Any,
+    renamed: dict[str, str],
+    top: _Body,
+    function: str,
+    scope_device: str,
+    executed: Executed,
+    facts: FunctionFacts,
+) -> None:
+    """The placed ops oneDNN merged into a kernel after placement (``sources.onednn``): the
+    graph after placement (``post_optimization_graph``) has them, the partitions do not."""
+    placed = graph.post_optimization_graph.node
+    # One pass over the placed graph's types; the rest only where an op went missing.
+    if not any(n.op in MERGED_TYPES and n.name not in renamed for n in placed):
+        return
+    ran = [node for partition in graph.partition_graphs for node in partition.node]
+    by_name = {n.name: n for n in placed}
+    merged = onednn_merges(
+        {n.name: n.op for n in placed},
+        {n.name: producers(n.input[:]) for n in placed},
+        {n.name: n.op for n in ran},
+        {n.name: producers(n.input[:]) for n in ran},
+    )
+    for name, kernel in merged.items():
+        origin = _resolve(name, top, scope_device)
+        if origin is None:  # not a node def of the function: leave it out
+            continue
+        node = by_name[name]
+        wanted = without_instances(name)
+        display = _unique(wanted, function, executed.device)
+        executed.device[display] = canonical_device(node.device)
+        executed.type[display] = node.op
+        executed.inputs[display] = [renamed.get(i, i) for i in producers(node.input[:])]
+        executed.function[display] = origin.body.function
+        executed.merged[display] = renamed[kernel]
+        _add_facts(facts, display, origin, display[: len(display) - len(wanted)])
 
 
 def without_instances(name: str) -> str:

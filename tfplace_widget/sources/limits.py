@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import reprlib
 import struct
 from typing import IO, Any
@@ -26,7 +27,8 @@ MAX_ARCHIVE_BYTES = 1 << 30
 # Members of one .tfplace (a trace writes about ten, plus one per RunMetadata step kept).
 MAX_MEMBERS = 10_000
 # JSON values in the documents of one file (each costs up to ~70 bytes once parsed, so this
-# bounds what parsing can take, about 1 GB, however the values are packed).
+# bounds what parsing can take, about 1 GB, however the values are packed): counted before
+# parsing, one per comma and one per list or object (``[[[]]]`` is three values, no comma).
 MAX_JSON_VALUES = 16_000_000
 _CHUNK = 1 << 20
 # The zip's central directory: 46 bytes per member plus its name and extra fields.
@@ -95,19 +97,42 @@ def read_bounded(stream: IO[bytes], where: str, what: str, budget: Budget | None
     return out.getvalue()
 
 
+def json_values(data: bytes) -> int:
+    """At least the number of values the JSON ``data`` parses to, counted without parsing it:
+    one per comma, one per list or object opened, and one (brackets and commas in strings count
+    too: never fewer, so what parsing can take is bounded by this count)."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") + 1
+
+
 def parse_json(data: bytes, where: str, what: str, budget: Budget | None = None) -> Any:
     """``data`` parsed as JSON; a ``TraceError`` naming ``what`` for more values than
-    ``MAX_JSON_VALUES`` (counted before parsing: one per comma) or nesting deeper than Python
-    can parse (a ``RecursionError`` otherwise). ``ValueError`` for JSON that is malformed."""
+    ``MAX_JSON_VALUES`` (counted before parsing, :func:`json_values`) or nesting deeper than
+    Python can parse (a ``RecursionError`` otherwise). ``ValueError`` for JSON that is
+    malformed."""
     budget = budget or Budget(where)
-    budget.take_values(data.count(b",") + 1, what)
+    budget.take_values(json_values(data), what)
     try:
-        return json.loads(data)
+        document = json.loads(data)
     except RecursionError:
         raise TraceError(
             f"{where!r}: {what} nests lists or objects deeper than Python can parse, which no "
             "trace does; the file is damaged or was made to crash its reader."
         ) from None
+    if _SURROGATE.search(data):  # rare (an emoji as \ud83d\ude00): check the text
+        try:
+            json.dumps(document, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TraceError(
+                f"{where!r}: {what} holds a lone surrogate ({exc.object[exc.start]!r}), text "
+                "that no UTF-8 file or terminal can hold; the file is damaged or was made to "
+                "break its readers."
+            ) from None
+    return document
+
+
+# What a lone surrogate in JSON is written as: an escape \ud800-\udfff, or its UTF-8-like
+# bytes (which json.loads lets through).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 def zip_directory_size(data: bytes) -> int | None:
@@ -152,7 +177,7 @@ def check_savable(members: dict[str, bytes], where: str) -> None:
     ``ValueError`` saying which limit to raise), so that a saved trace can be opened again."""
     largest = max(members, key=lambda name: len(members[name]))
     total = sum(len(data) for data in members.values())
-    values = sum(d.count(b",") + 1 for name, d in members.items() if name.endswith(".json"))
+    values = sum(json_values(d) for name, d in members.items() if name.endswith(".json"))
     for past, what, name in (
         (len(members[largest]) > MAX_MEMBER_BYTES, f"{largest} would take", "MAX_MEMBER_BYTES"),
         (total > MAX_ARCHIVE_BYTES, "its members would take", "MAX_ARCHIVE_BYTES"),

@@ -15,6 +15,7 @@ from ..model.graphfacts import GraphFacts, facts_from_graph
 from ..model.records import SEND_TYPES, Executed, Records, producers
 from ..model.trace import PlacementTrace
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
+from .onednn import add_merged_nodes
 from .xla import XlaProfile
 from .xla_graph import LAUNCH_TYPES, add_graph_clusters
 
@@ -60,6 +61,8 @@ def build_trace(
                 capped or len(records.op) - before >= frames.STEP_STATS_CAP
             )  # one cap, read when called
         executed = executed_graph(metadatas[0].partition_graphs) if metadatas else Executed()
+        if facts is not None:
+            add_merged_nodes(executed, facts)
         trace = frames.frames_from_records(
             records,
             step_starts,

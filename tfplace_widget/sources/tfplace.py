@@ -110,9 +110,11 @@ def load(path: str | os.PathLike) -> PlacementTrace:
         _add_xla_op(frames["ops"], predicted)
         if "frames/xla.json" in reader.names:
             frames["xla"] = reader.frame("xla")
+        devices = reader.devices(info)
+        reader.check_devices(frames, devices)
         trace = PlacementTrace(
             **frames,
-            devices=reader.devices(info),
+            devices=devices,
             inputs=reader.inputs(),
             log=reader.read("log.txt").decode("utf-8", "surrogateescape"),
             source=reader.field(info, "source", str, "a string"),
@@ -264,6 +266,19 @@ class _Reader:
                 "'/job:localhost/replica:0/task:0/device:CPU:0'",
             )
         return devices
+
+    def check_devices(self, frames: dict[str, Any], devices: list[str]) -> None:
+        """Every op and event is on one of the manifest's ``devices`` (as tracing writes it):
+        a device the panel has no chip for, and no colour given, is a damaged file."""
+        known = set(devices)
+        for name in ("ops", "events"):
+            odd = next((d for d in frames[name]["device"].unique() if d not in known), None)
+            if odd is not None:
+                raise self.damaged(
+                    f"frames/{name}.json",
+                    f"device {str(odd)[:100]!r} is not one of the {len(known):,} devices of "
+                    f"{MANIFEST}",
+                )
 
     def field(
         self,

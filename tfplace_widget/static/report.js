@@ -241,7 +241,11 @@ new ResizeObserver(() => fitTable()).observe(el("tfplace-table"));
 const T = DATA.timeline;
 const figure = decode(DATA.figure);
 const plot = el("tfplace-timeline");
-const CONFIG = { displaylogo: false, responsive: true };
+// No "Edit in Chart Studio" button: plotly.js shows it by default, and it would send the
+// figure to plotly's cloud (nothing is fetched or sent from the page).
+const CONFIG = {
+  displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false,
+};
 // The mode-bar buttons stay for the mouse, out of the tab order (the op table is the
 // keyboard's way to the bars, as in the panel's timeline.js); plotly remakes them on redraws.
 function untab() {

@@ -78,9 +78,15 @@ function translatePattern(text) {
 // search.compile_glob: the glob as a RegExp over a whole name: * any run of characters, ? one
 // character (a code point, the u flag; a newline too, the s flag), the rest itself ([ and ]
 // included). Case-sensitive: without "match case" the text and the names are lower-cased.
+// Linear in the name: each run between two stars is matched where it first occurs, by
+// (?:(?!run).)*run, which can neither pass that place nor give it up (.* per star backtracks).
 function compileGlob(text) {
-  const body = text.split(/([*?])/).map(
-    (part) => (part === "*" ? ".*" : part === "?" ? "." : escapeRegExp(part))).join("");
+  const runs = text.split("*").map(
+    (part) => part.split("?").map(escapeRegExp).join("."));
+  const last = runs.pop();
+  if (runs.length === 0) return new RegExp(`^(?:${last})$`, "su");
+  const middle = runs.slice(1).filter((run) => run !== "");
+  const body = runs[0] + middle.map((run) => `(?:(?!${run}).)*${run}`).join("") + `.*${last}`;
   return new RegExp(`^(?:${body})$`, "su");
 }
 

@@ -1,7 +1,11 @@
 const DIGEST = $DIGEST;
 const WAIT_MS = $WAIT_MS;
 const TYPED = { f4: Float32Array, f8: Float64Array, i4: Int32Array };
-const CONFIG = { displaylogo: false, responsive: false };
+// No "Edit in Chart Studio" button: plotly.js shows it by default, and it would send the
+// figure to plotly's cloud (nothing is fetched or sent from the page).
+const CONFIG = {
+  displaylogo: false, responsive: false, showSendToCloud: false, showEditInChartStudio: false,
+};
 // What the timeline is to a screen reader and the keyboard: the op table is its keyboard path.
 const TIMELINE_LABEL = "Timeline of the ops on each device. From the keyboard, pick an op in the "
   + "op table (Tab to its rows, Up and Down, Enter): its bar is ringed here.";

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 
 import ipywidgets as widgets
+from ipywidgets.widgets.widget_bool import ToggleButtonStyle
 
 from ..analyses.summary import DeviceSummary, TaskSummary, format_us
 from ..model.devices import name_in_task, short_device
@@ -62,6 +63,9 @@ class DeviceChips(widgets.Box):
         """Make the chips of a trace (``pressed``: devices the filter shows), grouped by
         ``tasks`` when given (a trace across a cluster); tasks folded before stay folded. Returns the chips' colours, for the table's style sheet."""
         old = self.children
+        # One layout and one style for all the chips of a trace: three widgets per chip made
+        # thousands of devices take tens of seconds to show.
+        self._look = dict(layout=widgets.Layout(width="auto"), style=ToggleButtonStyle())
         summary_of = {s.device: s for s in devices}
         self.chip_of, self.task_chip_of, self.fold_of, self._groups = {}, {}, {}, {}
         self._members = {t.task: t.devices for t in tasks}
@@ -106,7 +110,7 @@ class DeviceChips(widgets.Box):
         chip = widgets.ToggleButton(
             description=f"{name} · {summary.ops:,} ops · {format_us(summary.busy_us)} busy",
             tooltip=f"{summary.device}: click to show only its ops",
-            layout=widgets.Layout(width="auto"),
+            **self._look,
         )
         chip.add_class("tfplace-chip")
         chip.add_class(color_class(device_color(summary.device)))

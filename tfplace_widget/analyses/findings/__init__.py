@@ -43,6 +43,7 @@ from .base import (
     Finding,
     listed_names,
 )
+from .catalogue import AUDIT_COLUMNS, KIND_RULES, KindRule, audit, kind_table
 from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, find_costly_transfers
 from .fallbacks import find_cpu_fallbacks
 from .placement import (
@@ -60,6 +61,11 @@ from .transfers import (
 from .xla import find_xla_hidden, find_xla_outside, find_xla_recompile, find_xla_time
 
 __all__ = [
+    "AUDIT_COLUMNS",
+    "KIND_RULES",
+    "KindRule",
+    "audit",
+    "kind_table",
     "BUSY_SHARE",
     "COLUMNS",
     "COSTLY_BYTES",
@@ -146,7 +152,27 @@ def find_findings(trace: Any) -> pd.DataFrame:
     found += find_xla_time(context)
     found += find_xla_recompile(context)
     found += find_xla_outside(context)
-    return _frame(_capped(found))
+    return _frame(_capped(_one_per_copy(context, found)))
+
+
+def _one_per_copy(context: Context, found: list[Finding]) -> list[Finding]:
+    """One finding where the copies of a function (``fit``'s training and evaluation steps)
+    have the same one: the first keeps its message, takes the copies' ops, and counts them
+    (``function_copies``)."""
+    kept: dict[tuple, Finding] = {}
+    for finding in found:
+        key = (
+            finding.kind,
+            finding.predicted,
+            frozenset(context.original(op) for op in finding.ops),
+        )
+        first = kept.get(key)
+        if first is None:
+            kept[key] = finding
+            continue
+        first.ops = list(dict.fromkeys([*first.ops, *finding.ops]))
+        first.evidence["function_copies"] = int(first.evidence.get("function_copies", 1)) + 1
+    return list(kept.values())
 
 
 def _capped(found: list[Finding]) -> list[Finding]:

@@ -42,6 +42,8 @@ _CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (co
 GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 # Generators and host constants that follow their consumers: never findings of their own.
 FOLLOWERS = {"Const", "HostConst"}
+# A distribution strategy's replica scope (``replica_1/...``).
+REPLICA = re.compile(r"(^|/)replica_\d+/")
 
 
 @dataclass
@@ -87,6 +89,7 @@ class Context:
     duration_of: dict[str, float] | None = None
     runtime: set[str] | None = None
     position: dict[str, int] | None = None
+    copy_of: dict[str, str] | None = None
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -240,11 +243,10 @@ class Context:
         no GPU kernel; ``requested`` when the user put it there (a tf.device) or when it is a
         function's resource argument, which lives where its variable or table was made (a
         ``host`` kernel, such as a VarHandleOp's, is a GPU kernel: no cause of its own)."""
-        kernel = self.gpu_kernel.get(anchor, "")
-        if kernel in NO_GPU:
-            return ("colocated", anchor)
         if device_type(self.requested.get(anchor, "")) == "CPU":
             return ("requested", anchor)
+        if self.gpu_kernel.get(anchor, "") in NO_GPU:
+            return ("colocated", anchor)
         if self.type_of.get(anchor) in _ARGUMENT_TYPES:
             return ("requested", anchor)
         return ("", "")
@@ -256,6 +258,11 @@ class Context:
         if device_type(self.requested.get(name, "")) == "CPU":
             return ("requested", "")
         return ("", "")
+
+    def asked_cpu(self, name: str) -> bool:
+        """A ``tf.device`` put ``name`` on a CPU: there because the code asked, whatever its
+        kernels (no fallback)."""
+        return device_type(self.requested.get(name, "")) == "CPU"
 
     def _predict_here(self, facts: Any) -> None:
         """One GPU, soft placement on: an op with a GPU kernel and no CPU request goes to the
@@ -316,6 +323,29 @@ class Context:
     def _kernel_facts(self, op: str) -> Any:
         facts = getattr(self.trace, "facts", None)
         return getattr(facts, "kernels", {}).get(op) if facts is not None else None
+
+    # -- copies of one function (fit's training and evaluation steps) ------------------------
+    def original(self, name: str) -> str:
+        """The op ``name`` is a copy of, or ``name``. Two functions of one name (the training
+        and the evaluation copy of Keras's ``multi_step_on_iterator``) run the same ops: the
+        later one's are listed as ``<function>/<op>`` (sources/functions.py), of the same type
+        as ``<op>``."""
+        if self.copy_of is None:
+            functions = (
+                set(self.ops["function"].dropna().astype(str)) if "function" in self.ops else set()
+            )
+            self.copy_of = {}
+            for op, op_type in self.type_of.items():
+                head, sep, rest = op.partition("/")
+                if sep and head in functions and self.type_of.get(rest) == op_type:
+                    self.copy_of[op] = rest
+        return self.copy_of.get(name, name)
+
+    def originals(self, names: Iterable[str]) -> list[str]:
+        """``names`` without the copies whose original is among them, in their order."""
+        names = list(dict.fromkeys(names))
+        present = set(names)
+        return [n for n in names if self.original(n) == n or self.original(n) not in present]
 
     # -- small helpers ----------------------------------------------------------------------------
     def attrs(self, name: str) -> dict[str, str]:
@@ -443,6 +473,18 @@ def in_order(context: Context, names: Iterable[str]) -> list[str]:
         context.position = {name: i for i, name in enumerate(context.device_of)}
     position = context.position
     return sorted(set(names), key=lambda n: position.get(n, len(position)))
+
+
+def replicated(context: Context) -> bool:
+    """A distribution strategy ran the step: MirroredStrategy names replica N's ops
+    ``replica_N/...`` and places each replica with a device scope of its own."""
+    return any(REPLICA.search(name) for name in context.type_of)
+
+
+def is_gradient(name: str) -> bool:
+    """Made by TensorFlow's gradient code: a ``gradients/`` or ``gradient_tape/`` scope at any
+    depth (``StatefulPartitionedCall/gradient_tape/...`` inside Keras's ``fit``)."""
+    return any(f"/{prefix}" in f"/{name}" for prefix in GRADIENT_PREFIXES)
 
 
 def follower(context: Context, name: str) -> bool:

@@ -17,13 +17,15 @@ import pandas as pd
 from ...model.devices import short_device
 from ..summary import format_bytes, format_us
 from .base import (
-    GRADIENT_PREFIXES,
+    REPLICA,
     Context,
     Finding,
     all_on_one_gpu,
     copied_op,
     device_type,
+    is_gradient,
     listed_names,
+    replicated,
 )
 from .fallbacks import is_pipeline
 from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
@@ -36,6 +38,11 @@ TOP_TRANSFERS = 3  # directions reported under costly_transfer
 _METADATA_TYPES = {"Shape", "ShapeN", "Size", "Rank"}
 # A control edge between devices: the partitioner sends a dummy "<op>/ctrl/_N" tensor.
 _CONTROL = re.compile(r"^(?P<op>.+)/ctrl/_\d+(?::\d+)?$")
+# Ops that hand a function's results back: its output identities, Keras's optional logs.
+_RETURN_TYPES = {"Identity", "IdentityN", "OptionalFromValue"}
+# Ops that read a variable's value (a resource input that is a variable, not a table or an
+# iterator).
+_VARIABLE_READS = ("ReadVariableOp", "ResourceGather", "ResourceGatherNd")
 
 
 def find_costly_transfers(context: Context) -> list[Finding]:
@@ -52,6 +59,7 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     signals: dict[tuple[str, str], int] = {}
     columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
     crossing = cross_task_flags(transfers)
+    strategy = replicated(context)
     for (tensor, src, dst, size), network in zip(
         columns.itertuples(index=False), crossing, strict=True
     ):
@@ -66,7 +74,7 @@ def find_costly_transfers(context: Context) -> list[Finding]:
         if _stays_in_host_memory(context, producer, src, dst):
             continue
         consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
-        io = "feed" if is_feed(context, tensor, producer) else "" if consumers else "fetch"
+        io = _io_of(context, tensor, producer, consumers, strategy)
         row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
         directions.setdefault((src, dst, io), []).append(row)
     findings = [
@@ -77,6 +85,35 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     ]
     findings.sort(key=lambda f: (f.severity != "info", *f.cost), reverse=True)
     return findings[:TOP_TRANSFERS]
+
+
+def _io_of(
+    context: Context, tensor: str, producer: str, consumers: list[str], strategy: bool
+) -> str:
+    """What a copy is for the user: ``feed`` (the step's inputs: arguments, feeds and its
+    tf.data batches), ``fetch`` (its results: read by nothing, or only by the identities and
+    optionals that return them, such as Keras's logs), ``replicas`` (between the replicas of
+    a distribution strategy, which places them with its own device scopes: its reductions,
+    variable reads and syncs), or
+    ``""`` (the step's own compute)."""
+    if strategy and any(
+        REPLICA.search(n) or context.how.get(n) == "explicit" for n in (producer, *consumers)
+    ):
+        return "replicas"
+    if is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, "")):
+        return "feed"
+    if all(_returned(context, c) for c in consumers):
+        return "fetch"
+    return ""
+
+
+def _returned(context: Context, name: str, hops: int = 4) -> bool:
+    """Whether ``name`` only hands a tensor back to the caller: an identity or optional read
+    by nothing but others of its kind (the function's outputs)."""
+    if context.type_of.get(name) not in _RETURN_TYPES:
+        return False
+    readers = [c for c in context.consumers.get(name, []) if c in context.type_of]
+    return hops > 0 and all(_returned(context, c, hops - 1) for c in readers)
 
 
 def _stays_in_host_memory(context: Context, producer: str, src: str, dst: str) -> bool:
@@ -133,23 +170,49 @@ def _direction_finding(
     lead = "On a machine with a GPU, there would be " if predicted else ""
     variables = _variables_read(context, producers)
     updated = _variables_updated(context, consumers)
+    tables = _tables_read(context, producers)
+    user_fix = 1
     if io == "feed":
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's inputs, copied in "
-            "every step: feed them from a tf.data pipeline that prefetches, so the copy overlaps "
-            "the previous step."
+            "every step. From a tf.data pipeline, tf.data.experimental.prefetch_to_device makes "
+            "that copy ahead of the step (a plain prefetch keeps batches in host memory)."
+        )
+    elif io == "fetch" and (consumers or _returned(context, biggest[1])):
+        # handed back through the function's outputs (a tf.function's are identities)
+        user_fix = 0
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's results, going "
+            "back to the caller through the function's outputs (under Keras's fit, its logs): "
+            "nothing in the step to change."
         )
     elif io == "fetch":
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's results, going "
             "back to the caller: fetch only what you need."
         )
+    elif io == "replicas":
+        user_fix = 0
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers} between the replicas of a "
+            f"distribution strategy ({listed_names(producers)} to {listed_names(consumers)}): "
+            "the strategy places each replica and makes these copies itself (its reductions of "
+            "the loss and gradients, its variable updates); nothing in your code places them."
+        )
+    elif tables:
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: lookups in tables that live "
+            f"on {s_src} ({listed_names(tables)}), read on {s_dst}: a table stays where it was "
+            "made. Doing the lookup in the input pipeline (dataset.map) makes its result part of "
+            "the batch."
+        )
     elif consumers and all(context.type_of.get(c) in _METADATA_TYPES for c in consumers):
         one = len(consumers) == 1
+        user_fix = 0  # the placer's rule, or TensorFlow's gradient code
         made = (
             f" TensorFlow's gradient code made {'it' if one else 'them'}: nothing in your code "
             "asks for this copy."
-            if all(c.startswith(GRADIENT_PREFIXES) for c in consumers)
+            if all(is_gradient(c) for c in consumers)
             else ""
         )
         message = (
@@ -158,6 +221,18 @@ def _direction_finding(
             f"read{'s' * one} only the shape of {listed_names(producers)}, yet the whole tensor is "
             "copied: the placer puts an op that reads only shapes on the device of its first "
             f"input.{made}"
+        )
+    elif producers and all(context.type_of.get(p) in _METADATA_TYPES for p in producers):
+        user_fix = 0
+        made = (
+            "TensorFlow's gradient code and Keras's own shape checks make them"
+            if any(is_gradient(o) for o in producers + consumers)
+            else "a shape is a few int32 values"
+        )
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: shapes "
+            f"({listed_names(producers)}) read on {s_dst}: the placer puts an op that reads only "
+            f"a shape with its input, on {s_src}; {made}: nothing in your code to change."
         )
     elif variables:
         message = (
@@ -176,6 +251,7 @@ def _direction_finding(
             f"where they live ({s_dst})."
         )
     elif producers and consumers and all_on_one_gpu(context, producers + consumers):
+        user_fix = 0
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: {listed_names(producers)} and "
             f"{listed_names(consumers)} all run on {context.short(producers[0])}, yet the tensors "
@@ -185,6 +261,7 @@ def _direction_finding(
         )
     elif stuck := _fallbacks_among(context, producers, consumers, src, dst):
         other = [o for o in (producers if stuck[0] in consumers else consumers) if o not in stuck]
+        user_fix = 0  # the cpu_fallback finding has the fix
         where = "would run" if context.predicted_view else "run"
         one = len(stuck) == 1
         message = (
@@ -201,9 +278,10 @@ def _direction_finding(
             "device."
         )
     elif getattr(context.trace, "facts", None) is None:
+        user_fix = 0
         made = (
             f"; TensorFlow's gradient code made {listed_names(producers)}"
-            if producers and all(p.startswith(GRADIENT_PREFIXES) for p in producers)
+            if producers and all(is_gradient(p) for p in producers)
             else ""
         )
         message = (
@@ -215,7 +293,10 @@ def _direction_finding(
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: keep the producers and "
             "consumers of these tensors on one device."
         )
+    if not user_fix:  # what nothing in the user's code makes is said, never urged
+        severity = "info"
     evidence = {"copies": count, "bytes": moved if sizes else -1, "time_us": seconds}
+    evidence["user_fix"] = user_fix
     evidence["steps"] = steps
     if signals:
         evidence["control_signals"] = signals
@@ -249,12 +330,27 @@ def _fallbacks_among(
 
 
 def _variables_read(context: Context, producers: list[str]) -> list[str]:
-    """The variables ``producers`` read, when every one of them is a variable read."""
+    """The variables ``producers`` read, when every one of them is a variable read (not an
+    iterator's batch, a table's lookup or a call's results: resources that are no variable)."""
     facts = getattr(context.trace, "facts", None)
     resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
-    if not producers or not all(resource_inputs.get(p) for p in producers):
+    if not producers or not all(
+        resource_inputs.get(p) and context.type_of.get(p, "").startswith(_VARIABLE_READS)
+        for p in producers
+    ):
         return []
     return sorted({v for p in producers for v in resource_inputs[p]})
+
+
+def _tables_read(context: Context, producers: list[str]) -> list[str]:
+    """The lookup tables ``producers`` read, when every one of them is a table lookup."""
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    if not producers or not all(
+        context.type_of.get(p, "").startswith("LookupTable") for p in producers
+    ):
+        return []
+    return sorted({v for p in producers for v in resource_inputs.get(p, ())}) or producers
 
 
 def _variables_updated(context: Context, consumers: list[str]) -> list[str]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from ...model.registry import gpu_cast_options
 from .base import (
+    NO_GPU,
     ON_GPU,
     Context,
     Finding,
@@ -51,12 +52,13 @@ def find_cpu_fallbacks(context: Context) -> list[Finding]:
         # follows its input or consumer there (Shape, Identity): that op's finding covers it.
         return bool(cause) or context.gpu_kernel.get(name, "NA") not in ON_GPU
 
-    # A dataset or iterator op in the step runs on the host with its iterator, wherever a
-    # prediction puts it (iterators have no GPU kernel: the resource lives on the CPU).
+    # A dataset or iterator op in the step runs with its iterator, whose resource a tf.data
+    # pipeline makes on the host (IteratorGetNext and IteratorV2 have GPU kernels; only
+    # prefetch_to_device makes an iterator on the GPU): one finding, with that lever.
     pipeline = [
         n
         for n, t in context.type_of.items()
-        if is_pipeline(t) and n in context.view and n not in context.duplicated
+        if is_pipeline(t) and context.view.get(n) == "CPU" and n not in context.duplicated
     ]
     findings: list[Finding] = []
     if pipeline:
@@ -114,6 +116,8 @@ def _fallback_finding(context: Context, names: list[str], stretch: set[str]) -> 
     copies = len(neighbours)
     known = bool(causes) and causes <= {"no", "dtype", "colocated"}
     severity = "high" if known and copies else ("medium" if known or copies else "info")
+    if all(context.asked_cpu(n) for n in names):  # where the code asked: no fallback
+        severity = "info"
     ops = list(names)
     for name in names:  # the constants that feed it go with it, and the anchors it follows
         ops += [n for n in context.inputs.get(name, []) if follower(context, n)]
@@ -126,7 +130,12 @@ def _fallback_finding(context: Context, names: list[str], stretch: set[str]) -> 
         severity,
         ops,
         message,
-        {"ops": len(names), "gpu_neighbours": copies, "duration_us": duration},
+        {
+            "ops": len(names),
+            "gpu_neighbours": copies,
+            "duration_us": duration,
+            "user_fix": int(known),
+        },
         (duration, 0.0, float(copies)),
         predicted=context.predicted_view,
     )
@@ -149,6 +158,12 @@ def _fallback_message(context: Context, names: list[str], causes: set[str]) -> s
             "graph was not given, so whether a GPU kernel exists is unknown. Load the trace "
             "with its graph (PlacementTrace.from_run_metadata(..., graph=)) to see why."
         )
+    if all(context.asked_cpu(n) for n in names):
+        # A tf.device (the user's, or a Keras preprocessing layer's) put them there: no
+        # fallback, whatever their kernels; the step still waits on them.
+        subject += f" on the CPU where a tf.device asks for {'it' if one else 'them'} (no fallback)"
+    else:
+        subject += " on the CPU"
     if any(is_string_op(context, n) for n in names):
         where_to = (
             f"Do the work of {scope.rsplit('/', 1)[-1]} in the input pipeline (dataset.map), "
@@ -156,10 +171,10 @@ def _fallback_message(context: Context, names: list[str], causes: set[str]) -> s
             if scope
             else "Turn strings into numbers in the input pipeline (tf.data), before the step."
         )
-        return f"{prefix}{subject} on the CPU: string ops have no GPU kernel. {where_to}"
+        return f"{prefix}{subject}: string ops have no GPU kernel. {where_to}"
     if set(types) <= _PY_FUNC_TYPES:
         return (
-            f"{prefix}{subject} on the CPU: tf.numpy_function has no GPU kernel. Write its "
+            f"{prefix}{subject}: tf.numpy_function has no GPU kernel. Write its "
             "body with TensorFlow ops, or run it in the input pipeline (tf.data)."
         )
     if causes == {"dtype"} and len(types) == 1:
@@ -167,7 +182,7 @@ def _fallback_message(context: Context, names: list[str], causes: set[str]) -> s
     if causes == {"colocated"}:
         anchors = sorted({context.why_cpu[n][1] for n in names if context.why_cpu[n][1]})
         return (
-            f"{prefix}{subject} on the CPU although {'it has' if one else 'they have'} a GPU "
+            f"{prefix}{subject} although {'it has' if one else 'they have'} a GPU "
             f"kernel: {'it shares' if one else 'they share'} a resource with "
             f"{listed_names(anchors) or 'a CPU-only op'}, which has no GPU kernel. Move that resource "
             "(and its readers) out of the step, or use a resource type with a GPU kernel."
@@ -189,7 +204,7 @@ def _fallback_message(context: Context, names: list[str], causes: set[str]) -> s
         anchors = sorted({context.why_cpu[n][1] for n in names if context.why_cpu[n][1]})
         because.append(f"the rest share a resource with {listed_names(anchors)}, which has none")
     return (
-        f"{prefix}{subject} on the CPU: {'; '.join(because)}. Do it outside the step (in the "
+        f"{prefix}{subject}: {'; '.join(because)}. Do it outside the step (in the "
         "input pipeline, or once before), or use ops that have one."
     )
 
@@ -230,33 +245,39 @@ def gpu_cast(op_type: str, attrs: dict[str, str]) -> str:
 
 
 def _pipeline_finding(context: Context, pipeline: list[str]) -> Finding:
-    readers = [
-        n
-        for n in pipeline
-        if context.why_cpu.get(n, ("", ""))[0] == "colocated"
-        or context.type_of.get(n, "").startswith("IteratorGetNext")
-    ]
-    names = listed_names(pipeline)
-    where = (
-        "would run on the CPU on a machine with a GPU"
-        if context.predicted_view
-        else "runs on the CPU"
+    """The step's reads of a ``tf.data`` iterator. ``IteratorGetNext`` has GPU kernels (the
+    kernel registry's, the ``gpu_kernel`` column): it runs on the host because the iterator it
+    reads lives there (a plain ``prefetch`` keeps batches in host memory), so each batch is
+    copied to the GPU in the step. The one lever is in the user's pipeline:
+    ``prefetch_to_device`` (or a strategy's ``experimental_distribute_dataset``); ``info``,
+    with ``user_fix`` 1, since the copy is what every GPU step with host data pays."""
+    names = listed_names(context.originals(pipeline))
+    where = "would run" if context.predicted_view else "run"
+    without = sorted(
+        {context.type_of.get(n, "") for n in pipeline if context.gpu_kernel.get(n) in NO_GPU}
+    )
+    cause = "they read a tf.data iterator, which lives in host memory" + (
+        f" ({listed_names(without)} {'has' if len(without) == 1 else 'have'} no GPU kernel)"
+        if without
+        else ""
     )
     message = (
-        f"The tf.data input pipeline is inside the step ({names}) and {where}: iterators and "
-        "datasets have no GPU kernel and their readers stay with them. Iterate the dataset "
-        "outside the step and pass batches in, with dataset.prefetch(tf.data.AUTOTUNE) so the "
-        "copy to the GPU overlaps the step."
+        f"{context.on_a_gpu_machine()}the step's reads of its tf.data input ({names}) {where} "
+        f"on the CPU: {cause}, so each batch is copied to the GPU inside the step. To have the "
+        "copy made ahead of the step, end the dataset with "
+        "tf.data.experimental.prefetch_to_device('/gpu:0') (or feed it through a "
+        "distribution strategy's experimental_distribute_dataset, which prefetches to the "
+        "device); otherwise there is nothing to change."
     )
     duration = summed_duration(context, pipeline)
     consumers = {c for n in pipeline for c in context.consumers.get(n, [])} - set(pipeline)
     copies = sum(context.view.get(c) == "GPU" for c in consumers)
     return Finding(
         "cpu_fallback",
-        "high" if copies else "medium",
+        "info",
         pipeline,
-        message,
-        {"ops": len(pipeline), "readers": len(readers), "duration_us": duration},
+        message[0].upper() + message[1:],
+        {"ops": len(pipeline), "gpu_readers": copies, "duration_us": duration, "user_fix": 1},
         (duration, 0.0, float(len(pipeline))),
         predicted=context.predicted_view,
     )

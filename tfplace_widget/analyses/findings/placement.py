@@ -11,7 +11,6 @@ import pandas as pd
 from ...model.devices import parse_device, short_device
 from .base import (
     FOLLOWERS,
-    GRADIENT_PREFIXES,
     NO_GPU,
     Context,
     Finding,
@@ -19,6 +18,7 @@ from .base import (
     copied_op,
     device_type,
     in_order,
+    is_gradient,
     listed_names,
     summed_duration,
 )
@@ -143,14 +143,14 @@ def find_host_memory_on_gpu(context: Context) -> list[Finding]:
             or context.view.get(name) != "GPU"
             or context.type_of.get(name) in FOLLOWERS
             or context.is_runtime(name)
-            or name.startswith(GRADIENT_PREFIXES)
+            or is_gradient(name)
         ):
             continue
         cast = _float_cast_source(context, name)
         if cast:
             casts[name] = cast
             by_type.setdefault(context.type_of.get(name, ""), []).append(name)
-    findings = []
+    findings = _input_cast_findings(context, casts, by_type)
     for op_type, names in sorted(by_type.items()):
         copies = _memory_crossings(context, names)
         if not copies:  # host ops among host ops copy nothing: harmless
@@ -167,7 +167,7 @@ def find_host_memory_on_gpu(context: Context) -> list[Finding]:
         dtype = context.dtypes(names[0])
         dtype = f"{dtype} " if dtype else ""
         made = context.attrs(sources[0])
-        typed = listed_names([f"{n} ({op_type})" for n in names])
+        typed = listed_names([f"{n} ({op_type})" for n in context.originals(names)])
         message = (
             f"{context.on_a_gpu_machine()}{typed} {verb} in host memory: the GPU kernel of "
             f"{dtype}{op_type} keeps its inputs and outputs on the host, and "
@@ -193,6 +193,82 @@ def find_host_memory_on_gpu(context: Context) -> list[Finding]:
     return findings
 
 
+# Where a step's data comes in: its arguments, feeds, and the batches of its tf.data iterator.
+_STEP_INPUT_TYPES = {"_Arg", "Placeholder", "IteratorGetNext", "IteratorGetNextSync"}
+_INPUT_VIEWS = {"Identity", "Cast", "Reshape", "ExpandDims", "Squeeze", "StridedSlice"}
+
+
+def _input_cast_findings(
+    context: Context, casts: dict[str, str], by_type: dict[str, list[str]]
+) -> list[Finding]:
+    """Integer arithmetic on ids the step's own input carried as floats: Keras's
+    ``Embedding`` casts a float input to int32 (a ``keras.Input`` left at its default
+    float32), and int32 arithmetic (its ``take``'s bounds) has GPU kernels in host memory
+    only. Keras's code is not the user's: the lever is the input's dtype, ``int64``, whose GPU
+    kernels compute in device memory (kernel registry) and which Keras's ``Embedding`` keeps.
+    One finding per cast; those ops leave ``by_type``."""
+    fed = {}
+    for name, cast in casts.items():
+        if _fed_by_step_input(context, cast):
+            fed.setdefault(cast, []).append(name)
+    findings = []
+    for cast, names in fed.items():
+        for op_type in list(by_type):
+            by_type[op_type] = [n for n in by_type[op_type] if n not in names]
+        copies = _memory_crossings(context, names)
+        if not copies:
+            continue
+        names = in_order(context, names)
+        made = context.attrs(cast)
+        types = listed_names(sorted({context.type_of.get(n, "") for n in names}))
+        verb = "would sit" if context.predicted_view else "sit"
+        in_embedding = "embedding" in cast.rpartition("/")[0].lower()
+        keras = " (a Keras Embedding casts float ids so)" if in_embedding else ""
+        message = (
+            f"{context.on_a_gpu_machine()}{len(names)} integer op{'s' * (len(names) != 1)} "
+            f"({types}: {listed_names(names, 2)}) {verb} on {context.gpu_name()} but compute in "
+            f"host memory, {copies} tensor{'s cross' if copies > 1 else ' crosses'} between "
+            f"device and host memory every step: {cast} casts the step's input from "
+            f"{made.get('SrcT', 'float')} to {made.get('DstT', 'int32')}{keras}, and the GPU "
+            "kernels of int32 arithmetic keep it on the host. "
+            "Feed the ids as integers: keras.Input(..., dtype='int64') and int64 data (int64 "
+            "arithmetic computes in GPU memory)."
+        )
+        duration = summed_duration(context, names)
+        findings.append(
+            Finding(
+                "host_memory_on_gpu",
+                "medium",
+                [cast, *names],
+                message,
+                {"ops": len(names), "copies": copies, "duration_us": duration, "user_fix": 1},
+                (duration, 0.0, float(len(names))),
+                predicted=context.predicted_view,
+            )
+        )
+    return findings
+
+
+def _fed_by_step_input(context: Context, cast: str, hops: int = 6) -> bool:
+    """Whether ``cast``'s input is the step's own input (an argument, a feed, an iterator's
+    batch), through at most ``hops`` casts, reshapes and identities."""
+    facts = getattr(context.trace, "facts", None)
+    raw = context.trace.inputs or (facts.inputs if facts is not None else {})
+    frontier = list(raw.get(cast, []))[:1]
+    for _ in range(hops):
+        following = []
+        for op in frontier:
+            if op not in context.type_of:  # an argument of a function, in the graph as built
+                return True
+            op_type = context.type_of[op]
+            if op_type in _STEP_INPUT_TYPES:
+                return True
+            if op_type in _INPUT_VIEWS or context.is_runtime(op):
+                following += list(raw.get(op, []))[:1]
+        frontier = following
+    return False
+
+
 def _float_cast_source(context: Context, name: str, hops: int = 8) -> str:
     """The cast of float values to integers that ``name``'s integers come from (through at
     most ``hops`` integer ops), or ""."""
@@ -209,7 +285,7 @@ def _float_cast_source(context: Context, name: str, hops: int = 8) -> str:
                     if (
                         attrs.get("SrcT") in _FLOATS
                         and attrs.get("DstT") not in _FLOATS
-                        and not producer.startswith(GRADIENT_PREFIXES)
+                        and not is_gradient(producer)
                     ):
                         return producer
                 elif attrs and all(v in _INTEGERS for v in attrs.values()):
@@ -249,7 +325,7 @@ def _host_memory_seen(context: Context) -> list[Finding]:
         return []
     copies = sum(host.values())
     typed = listed_names([f"{n} ({context.type_of.get(n, '?')})" for n in names])
-    generated = all(n.startswith(GRADIENT_PREFIXES) for n in names)
+    generated = all(is_gradient(n) for n in names)
     whose = (
         "TensorFlow's gradient code made them: nothing in your code asks for these copies."
         if generated
@@ -268,7 +344,7 @@ def _host_memory_seen(context: Context) -> list[Finding]:
                 "are on the GPU: their GPU kernels keep int32 or shape values in host memory. "
                 f"{whose}"
             ),
-            {"ops": len(names), "copies": copies},
+            {"ops": len(names), "copies": copies, "user_fix": int(not generated)},
             (0.0, 0.0, float(copies)),
             predicted=context.predicted_trace,
         )

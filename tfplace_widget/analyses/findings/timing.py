@@ -4,13 +4,18 @@ busy (a GPU waiting for its input, work that could spread over the devices)."""
 from __future__ import annotations
 
 from ...model.devices import parse_device, short_device
-from ..summary import busy_time_us
+from ..summary import busy_per_device
 from .base import Context, Finding, device_type, listed_names
+from .transfers import step_count
 
 # A device is idle when busy for less than this share of the step while another device is
 # busy for at least BUSY_SHARE of it.
 IDLE_SHARE = 0.25
 BUSY_SHARE = 0.5
+# Material only for a step this long (per step): in a step of tens or hundreds of
+# microseconds, which device ran an op's few microseconds changes from one run to the next
+# (a 30-500 us toy step's idle_device came and went between runs), and nothing worth moving.
+IDLE_MIN_STEP_US = 1_000.0
 
 
 def find_idle_devices(context: Context) -> list[Finding]:
@@ -20,17 +25,16 @@ def find_idle_devices(context: Context) -> list[Finding]:
     lanes = events["lane"].astype(str)
     op_level = events[~lanes.str.endswith("/stream:all")]
     op_level = op_level[op_level["device"].isin(context.trace.devices)]
+    # the runtime's own nodes (_SOURCE, sends and receives) are no work a user could move
+    op_level = op_level[~op_level["op"].map(context.is_runtime)]
     if op_level.empty:
         return []
     starts = op_level["start_us"].to_numpy()
     ends = starts + op_level["duration_us"].to_numpy()
     span = float(ends.max() - starts.min())
-    if span <= 0:
+    if span <= 0 or span / max(1, step_count(context)) < IDLE_MIN_STEP_US:
         return []
-    busy = {
-        device: busy_time_us(group["start_us"].to_numpy(), group["duration_us"].to_numpy())
-        for device, group in op_level.groupby("device", sort=False)
-    }
+    busy = busy_per_device(op_level)
     for device in context.trace.devices:
         busy.setdefault(device, 0.0)
     busiest = max(busy, key=lambda d: busy[d])
@@ -51,6 +55,7 @@ def find_idle_devices(context: Context) -> list[Finding]:
         if kind != "GPU" and kind == "CPU" and other == "GPU":  # the host waiting: as it should
             continue
         mine = context.ops[context.ops["device"] == busiest]
+        mine = mine[~mine["op"].map(context.is_runtime)]
         top = (
             mine.dropna(subset=["duration_us"])
             .sort_values("duration_us", ascending=False)["op"]

@@ -19,6 +19,7 @@ from .base import (
     copied_op,
     copy_key,
     listed_names,
+    replicated,
     summed_duration,
 )
 
@@ -55,6 +56,7 @@ def is_feed(context: Context, tensor: str, producer: str) -> bool:
         op_type in ("_Arg", "Placeholder", "_Recv", "_HostRecv")
         or "_recv_" in tensor
         or "_arg_" in tensor
+        or (producer.startswith("Func/") and "/input/_" in producer)  # an inlined call's input
     )
 
 
@@ -362,6 +364,12 @@ def _ping_pong_finding(
             f"its cpu_fallback finding says why {'it' if one else 'they'} would run on the CPU "
             "and what to do"
         )
+    elif "requested" in causes and replicated(context):
+        fix = (
+            "a distribution strategy puts the CPU part there (its replicas run on the devices it "
+            "was given; this is its own reduction of their results): nothing in your code "
+            "places these ops"
+        )
     elif "requested" in causes:
         fix = (
             "the CPU part is asked for (a tf.device, or tied to an op that is): drop that "
@@ -377,11 +385,20 @@ def _ping_pong_finding(
     duration = summed_duration(context, inside)
     return Finding(
         "ping_pong",
-        "high" if copies >= 2 and causes & {"no", "dtype", "colocated"} else "medium",
+        "high"
+        if copies >= 2 and causes & {"no", "dtype", "colocated"}
+        else "info"
+        if "strategy" in fix
+        else "medium",
         [*before, *inside, *after],
         f"{context.on_a_gpu_machine()}{chain} {verb} {gpu} -> CPU -> {gpu}, {copies} copies a "
         f"step: {fix}.",
-        {"copies": copies, "cpu_ops": len(inside), "duration_us": duration},
+        {
+            "copies": copies,
+            "cpu_ops": len(inside),
+            "duration_us": duration,
+            "user_fix": int("strategy" not in fix),
+        },
         (duration, 0.0, float(copies)),
         predicted=context.predicted_view,
     )

@@ -1,0 +1,101 @@
+"""What each finding kind claims and how it is held to it: the cause it names and what that is
+checked against, whether its fix is in the user's own code, and when it counts as material.
+
+``KIND_RULES`` is the table (one ``KindRule`` per kind of ``FINDING_KINDS``); ``audit`` reads a
+``trace.findings`` frame against it, one row per finding, for a table of every finding kind
+against a corpus (cause checked? fix applicable? material?). A finding's own ``evidence`` may
+say more than its kind: ``user_fix`` (1: the fix is a change in the user's code; 0: nothing in
+it makes the cost, such as a distribution strategy's copies or a step's returned logs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class KindRule:
+    """What a finding kind claims and how it is held to it."""
+
+    cause: str  # what the named cause is checked against ("" when the kind names none)
+    user_fix: bool  # its fix is, by default, a change in the user's own code
+    material: str  # when it is more than ``info``
+
+
+KIND_RULES: dict[str, KindRule] = {
+    "cpu_fallback": KindRule(
+        "kernel registry (gpu_kernel column, dtypes); requested_device (a tf.device is no "
+        "fallback); resource groups of the graph",
+        True,
+        "known cause and copies to GPU neighbours: high; known cause or copies: medium; a "
+        "tf.data iterator read: info",
+    ),
+    "soft_move": KindRule(
+        "the placer's how/reason; the trace's devices; kernel registry", True, "asked for a GPU"
+    ),
+    "costly_transfer": KindRule(
+        "the transfers of the partition graphs; resource inputs (variables vs tables vs "
+        "iterators); host-memory kernels",
+        True,
+        "1 MB or 1 ms a step: high; 10 kB or 10 copies: medium; feeds, fetches and a "
+        "strategy's copies: info (user_fix 0 for fetches and strategies)",
+    ),
+    "cross_task_transfer": KindRule(
+        "the cluster's transfers and RecvTensor records", True, "1 MB a step: medium; 10 MB: high"
+    ),
+    "ping_pong": KindRule(
+        "predicted devices and host-memory kernels (copies that leave device memory)",
+        True,
+        "two copies a step or more; a distribution strategy's own: info (user_fix 0)",
+    ),
+    "host_memory_on_gpu": KindRule(
+        "kernel registry's host-memory GPU kernels; the float -> int cast the values come from "
+        "(gradient code and TensorFlow's own integers are left out)",
+        True,
+        "only with tensors crossing device and host memory",
+    ),
+    "idle_device": KindRule(
+        "the profiler's op times (runtime nodes left out)",
+        True,
+        "a device busy under 25% while another is over 50%, in steps of 1 ms or more",
+    ),
+    "xla_hidden": KindRule("the profile's HLO records", False, "never (info)"),
+    "xla_time": KindRule("the profile's HLO records", False, "never (info)"),
+    "xla_recompile": KindRule(
+        "the profile's compile events and program ids", True, "always (compiles in the steps)"
+    ),
+    "xla_outside": KindRule(
+        "the auto-clustered graph's ops outside clusters", True, "a tf.py_function callback"
+    ),
+    "merged_runs": KindRule("op names on two device types", False, "never (info)"),
+}
+
+AUDIT_COLUMNS = ["kind", "severity", "predicted", "cause_checked", "user_fix", "material"]
+
+
+def audit(findings: pd.DataFrame) -> pd.DataFrame:
+    """One row per finding of ``findings`` (a ``trace.findings`` frame): its kind, severity,
+    whether it is ``predicted``, what its cause is checked against (``cause_checked``),
+    whether its fix is in the user's code (``user_fix``: the finding's evidence, else its
+    kind's rule) and whether it is ``material`` (more than ``info``)."""
+    rows = []
+    for row in findings.itertuples(index=False):
+        rule = KIND_RULES[row.kind]
+        evidence = row.evidence if isinstance(row.evidence, dict) else {}
+        user_fix = bool(evidence.get("user_fix", int(rule.user_fix)))
+        predicted = bool(getattr(row, "predicted", False))
+        rows.append(
+            (row.kind, str(row.severity), predicted, rule.cause, user_fix, row.severity != "info")
+        )
+    return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
+
+
+def kind_table() -> pd.DataFrame:
+    """Every finding kind with what its cause is checked against, whether its fix is in user
+    code by default, and its materiality rule."""
+    return pd.DataFrame(
+        [(kind, r.cause, r.user_fix, r.material) for kind, r in KIND_RULES.items()],
+        columns=["kind", "cause_checked", "user_fix", "material"],
+    )
