@@ -66,6 +66,7 @@ RAW_TYPES = {
     "xspace.pb": "tensorflow.profiler.XSpace",
     "function_graphs.pb": "tensorflow.RunMetadata (function_graphs only)",
     "functions.json": "JSON: display name of each function graph, device_scope",
+    "keras_xla.json": "JSON: how Keras 3 would compile the traced Keras step on a GPU",
 }
 RAW_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _MISSING: Any = object()

@@ -29,6 +29,7 @@ from .cluster import ClusterError, cluster_target, parse_cluster
 from .failures import Phase, explain_run_error
 from .function import trace_function
 from .graph_xla import jit_requested, launched_a_cluster, profiled_run
+from .keras import keras_record
 from .local_cluster import GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
@@ -241,10 +242,13 @@ def _as_tf2(
     startup_log: str,
     reason: str,
 ) -> PlacementTrace:
-    """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log."""
+    """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log. A Keras
+    step's trace records how Keras would compile it on a GPU (read before the run)."""
     note = f"{startup_log}tfplace: {reason}"
+    keras = keras_record(fn)
     trace = trace_function(fn, args, kwargs, **options, note=note)
     trace.mode_reason = reason
+    trace.raw.update(keras)
     return trace
 
 
