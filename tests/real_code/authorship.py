@@ -14,6 +14,7 @@ user writes either.
 from __future__ import annotations
 
 import gc
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ from ground_truth import function_name
 _TRANSPARENT = re.compile(
     r"/(tensorflow/(python/(ops/(?![a-z_]+_grad\.py)|framework/|util/|autograph/|types/|"
     r"profiler/|data/ops/|eager/(?!backprop)|module/)|core/function/)|keras/src/(ops/|random/|"
-    r"api/|backend/common/|backend/tensorflow/(?!trainer)))"
+    r"api/|backend/common/|backend/tensorflow/(?!trainer))|tfplace_widget/)"
 )
 # Past those, every frame that is not the user's is the framework making ops of its own for
 # the user's request (Keras's layers, trainer, optimizers; TensorFlow's gradients and
@@ -51,10 +52,12 @@ class Authorship:
         return (self.writer(key) or "").startswith("user:")
 
 
-def collect(user_dir: str, seen: list) -> Authorship:
+def collect(user_paths: tuple[str, ...], seen: list) -> Authorship:
     """Every op of every ``tf.function`` graph made since the last call (``seen`` holds the
     graphs already looked at, so that programs run in one process keep apart), by its maker;
-    frames in files under ``user_dir`` are the user's."""
+    frames in files whose path starts with one of ``user_paths`` are the user's (the corpus
+    programs, and the oracle where it makes the user's call: a function's arguments are the
+    caller's; the tool's own wrapper of a plain callable is transparent)."""
     from tensorflow.python.framework.func_graph import FuncGraph
 
     known = {id(g) for g in seen}
@@ -67,7 +70,7 @@ def collect(user_dir: str, seen: list) -> Authorship:
             names = {op.name for op in graph.get_operations()}
             result.dataset_functions.setdefault(graph.name, set()).update(names)
         for op in graph.get_operations():
-            made = _maker(op.traceback, user_dir)
+            made = _maker(op.traceback or [], user_paths)
             key = (function, op.name)
             # Several traces of one function: the user's word wins (the same line made it).
             if not result.made_at.get(key, "").startswith("user:"):
@@ -75,10 +78,12 @@ def collect(user_dir: str, seen: list) -> Authorship:
     return result
 
 
-def _maker(frames: list, user_dir: str) -> str:
+def _maker(frames: list, user_paths: tuple[str, ...]) -> str:
     for frame in reversed(list(frames)):  # innermost first
         filename = frame.filename
-        if filename.startswith(user_dir):
+        if not filename.startswith("/"):  # a script run by a relative path
+            filename = os.path.abspath(filename)
+        if filename.startswith(user_paths):
             return f"user:{filename.rsplit('/', 1)[-1]}:{frame.lineno}"
         if not _TRANSPARENT.search(filename):
             return filename.split("site-packages/")[-1]

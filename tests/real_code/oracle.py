@@ -54,7 +54,7 @@ from mapping import map_rows  # noqa: E402
 from tfplace_widget import TraceError, predict_placement, trace_placement  # noqa: E402
 
 KERAS_STEPS = ("train_on_batch", "test_on_batch", "predict_on_batch", "fit")
-USER_CODE = str(HERE / "corpus") + "/"
+USER_CODE = (str(HERE / "corpus") + "/", str(Path(__file__).resolve()))
 _SEEN_GRAPHS: list = []  # tf.function graphs of programs run before in this process
 
 
