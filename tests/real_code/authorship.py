@@ -37,8 +37,8 @@ class Authorship:
     first frame (``"keras/src/layers/core/dense.py"``)."""
 
     made_at: dict[tuple[str, str], str] = field(default_factory=dict)
-    # The graphs of tf.data transformations' functions (``Dataset_map_tokenize``): their op
-    # names, to tell the placer's blocks of those functions in the log.
+    # The graphs of tf.data transformations' functions (``Dataset_map_tokenize``): the names
+    # of their ops (arguments aside), to find the placer's blocks of those functions.
     dataset_functions: dict[str, set[str]] = field(default_factory=dict)
 
     def writer(self, key: tuple[str, ...]) -> str | None:
@@ -66,8 +66,8 @@ def collect(user_paths: tuple[str, ...], seen: list) -> Authorship:
     result = Authorship()
     for graph in graphs:
         function = function_name(graph.name)
-        if graph.name.startswith("Dataset_"):
-            names = {op.name for op in graph.get_operations()}
+        if graph.name.startswith("Dataset_"):  # its ops, without the arguments
+            names = {op.name for op in graph.get_operations() if op.type != "Placeholder"}
             result.dataset_functions.setdefault(graph.name, set()).update(names)
         for op in graph.get_operations():
             made = _maker(op.traceback or [], user_paths)

@@ -311,12 +311,17 @@ def pipeline_check(
         rows.setdefault((op.rsplit("/", 1)[-1], norm_type(op_type)), []).append(device)
     result: dict = {"placed": [0, 0], "missing": [], "disagreements": [], "functions": []}
     for block in blocks:
-        names = {  # the placer's FakeSink Identity of a function's outputs is no op of its own
-            n for n, (t, _) in block.items() if t not in RUNTIME_TYPES and not _FAKE_SINK.match(n)
-        }
-        function = next((f for f, ops in dataset_functions.items() if names <= ops), None)
-        if function is None or not names:
+        # The function whose ops the block places (the largest such: a block may also hold
+        # an eager op's graph placed right after it by the same thread).
+        matches = [
+            (len(ops), f) for f, ops in dataset_functions.items() if ops and ops <= set(block)
+        ]
+        if not matches:
             continue
+        function = max(matches)[1]
+        names = {  # the placer's FakeSink Identity of a function's outputs is no op of its own
+            n for n in dataset_functions[function] if not _FAKE_SINK.match(n)
+        }
         result["functions"].append(function)
         for name in sorted(names):
             op_type, device = block[name]

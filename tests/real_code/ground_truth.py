@@ -23,9 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _PLACER_LINE = re.compile(r"placer\.cc:\d+\] (\S+): \((\S+)\): (\S+)$")
-# absl's prefix: "I0000 00:00:1796490442.782020   23984 placer.cc:162]" (time, thread)
-_PREFIX = re.compile(r"^\S+ (?:\S*:)?([\d.]+)\s+(\d+) ")
-_BLOCK_GAP_S = 0.002  # the placer logs a graph's nodes in one go, microseconds apart
+_THREAD = re.compile(r"^\S+ \S+\s+(\d+) ")  # absl's "I0000 00:00:1796.78   23984 file:line]"
 _EAGER_LINE = re.compile(r"Executing op (\S+) in device (\S+)$")
 _FUNCTION = re.compile(r"^__(?:inference|forward|backward)_(.+?)_\d+$")
 _BODY_COUNTER = re.compile(r"(^|/)(body|cond|then|else|branch\d+)/_\d+(?=/)")
@@ -156,21 +154,20 @@ def log_blocks(lines: list[str]) -> tuple[list[dict[str, tuple[str, str]]], list
     eager: list[tuple[str, str]] = []
     # Per thread: tf.data's threads place their functions while the caller's thread logs
     # its own, and the lines interleave.
-    # its own, and the lines interleave; a pause between two lines starts another graph.
+    # its own, and the lines interleave. (Two graphs one thread places back to back, with no
+    # other line between them and no name in common, stay one block.)
     current: dict[str, dict[str, tuple[str, str]]] = {}
-    last: dict[str, float] = {}
     for line in lines:
-        prefix = _PREFIX.match(line)
-        when, tid = (float(prefix.group(1)), prefix.group(2)) if prefix else (0.0, "")
+        thread = _THREAD.match(line)
+        tid = thread.group(1) if thread else ""
         placed = _PLACER_LINE.search(line)
         if placed:
             name, op_type, device = placed.groups()
             block = current.get(tid)
-            if block is None or name in block or when - last.get(tid, when) > _BLOCK_GAP_S:
+            if block is None or name in block:
                 block = current[tid] = {}
                 blocks.append(block)
             block[name] = (op_type, device)
-            last[tid] = when
             continue
         current.pop(tid, None)
         executed = _EAGER_LINE.search(line)
