@@ -56,8 +56,10 @@ def collect(user_paths: tuple[str, ...], seen: list) -> Authorship:
     """Every op of every ``tf.function`` graph made since the last call (``seen`` holds the
     graphs already looked at, so that programs run in one process keep apart), by its maker;
     frames in files whose path starts with one of ``user_paths`` are the user's (the corpus
-    programs, and the oracle where it makes the user's call: a function's arguments are the
-    caller's; the tool's own wrapper of a plain callable is transparent)."""
+    programs, and the oracle where it makes the user's call; the tool's own wrapper of a
+    plain callable is transparent). A function's arguments are the caller's inputs (the
+    user's data, even where Keras made them the step's arguments); its captures are values
+    made outside it, no op the user writes in it."""
     from tensorflow.python.framework.func_graph import FuncGraph
 
     known = {id(g) for g in seen}
@@ -70,7 +72,7 @@ def collect(user_paths: tuple[str, ...], seen: list) -> Authorship:
             names = {op.name for op in graph.get_operations() if op.type != "Placeholder"}
             result.dataset_functions.setdefault(graph.name, set()).update(names)
         for op in graph.get_operations():
-            made = _maker(op.traceback or [], user_paths)
+            made = _maker(op.type, op.traceback or [], user_paths)
             key = (function, op.name)
             # Several traces of one function: the user's word wins (the same line made it).
             if not result.made_at.get(key, "").startswith("user:"):
@@ -78,8 +80,13 @@ def collect(user_paths: tuple[str, ...], seen: list) -> Authorship:
     return result
 
 
-def _maker(frames: list, user_paths: tuple[str, ...]) -> str:
-    for frame in reversed(list(frames)):  # innermost first
+def _maker(op_type: str, frames: list, user_paths: tuple[str, ...]) -> str:
+    frames = list(frames)
+    if op_type == "Placeholder":  # a function's argument: the caller's input, or a capture
+        if any(f.filename.endswith("capture/capture_container.py") for f in frames):
+            return "a value the function captures"
+        return "user:input"
+    for frame in reversed(frames):  # innermost first
         filename = frame.filename
         if not filename.startswith("/"):  # a script run by a relative path
             filename = os.path.abspath(filename)
