@@ -26,7 +26,7 @@ _PLACER_LINE = re.compile(r"placer\.cc:\d+\] (\S+): \((\S+)\): (\S+)$")
 _THREAD = re.compile(r"^\S+ \S+\s+(\d+) ")  # absl's "I0000 00:00:1796.78   23984 file:line]"
 _EAGER_LINE = re.compile(r"Executing op (\S+) in device (\S+)$")
 _FUNCTION = re.compile(r"^__(?:inference|forward|backward)_(.+?)_\d+$")
-_BODY_COUNTER = re.compile(r"(^|/)(body|cond|then|else|branch\d+)/_\d+(?=/)")
+_BODY_COUNTER = re.compile(r"(^|/)(body|cond|then|else|branch\d+)/_\d+(?=/|$)")
 _CALLS = {"PartitionedCall", "StatefulPartitionedCall"}
 _WHILES = {"While", "StatelessWhile"}
 _IFS = {"If", "StatelessIf"}
