@@ -324,23 +324,22 @@ def _resource_kind(ctx: _Context, name: str) -> str:
 
 
 def _fix_names_framework(finding: Any, ctx: _Context) -> list:
-    """A fix may ask to change only ops the user's own code made (``authorship``)."""
+    """A fix may ask to change only ops the user's own code made (``authorship``). Copies and
+    other runtime-made rows a finding cites as evidence are judged by the tensor they carry
+    (its ``largest X:N``) where it names one; rows with no node def are left unjudged."""
     named = list(finding.ops) + [
         word for word in re.findall(r"[\w./-]+", finding.message) if word in ctx.rows
     ]
+    largest = re.search(r"largest (\S+?):\d+\)", finding.message)
+    if largest:
+        named.append(largest.group(1))
     problems, done = [], set()
     for op in named:
         if op in done:
             continue
         done.add(op)
-        found = ctx.mapping.mapped.get(op)
-        facts = [f for f in (found.tool_fact, found.fact) if f is not None] if found else []
+        facts = _facts_of(ctx, op)
         if not facts:
-            located = ctx.mapping.located.get(op)
-            fact = located[0].fact(located[1]) if located else None
-            facts = [fact] if fact is not None else []
-        if not facts:
-            problems.append(("fix not the user's", f"{op} is made by the runtime"))
             continue
         writers = [ctx.authors.writer(f.key) for f in facts]
         if any((w or "").startswith("user:") for w in writers):
@@ -349,6 +348,16 @@ def _fix_names_framework(finding: Any, ctx: _Context) -> list:
         if writer is not None:
             problems.append(("fix not the user's", f"{op} is made by {writer}"))
     return problems
+
+
+def _facts_of(ctx: _Context, op: str) -> list[NodeFact]:
+    found = ctx.mapping.mapped.get(op)
+    facts = [f for f in (found.tool_fact, found.fact) if f is not None] if found else []
+    if not facts:
+        located = ctx.mapping.located.get(op)
+        fact = located[0].fact(located[1]) if located else None
+        facts = [fact] if fact is not None else []
+    return facts
 
 
 def _reads_resource(fact: NodeFact) -> bool:
