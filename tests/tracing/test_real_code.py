@@ -62,6 +62,8 @@ DEFAULT = [
 XLA_PROGRAMS = ["mnist_convnet_xla", "xla_jit_compile"]
 EVERYTHING = os.environ.get("TFPLACE_REAL_CODE", "").lower() == "all"
 SELECTED = CORPUS if EVERYTHING else DEFAULT
+if EVERYTHING:  # the whole corpus, one process per program: minutes, more than CI's 600 s cap
+    pytestmark = pytest.mark.timeout(3600)
 CHECKS = ("runs", "devices", "how", "prediction", "cpu_resources", "findings")
 
 sys.path.insert(0, str(HERE))
@@ -85,28 +87,43 @@ def _cases(check: str, names: list[str] = CORPUS) -> list[Any]:
 
 # (check, program) -> (when: "always" | "onednn" | "off", why): failures seen on main at
 # d84c8cc (TF 2.21, Keras 3.15), each the subject of an item of issue 30.
-_ITERATOR = (
-    "always",
-    "issue 30 item 5: cpu_fallback says iterators have no GPU kernel (the registry has GPU "
-    "kernels for IteratorGetNext, AnonymousIteratorV3, IteratorV2) and asks to iterate "
-    "outside a step Keras writes",
-)
-_ONEDNN_FUSED = (
+_FUSED = (
     "onednn",
-    "issue 30 item 1: oneDNN fuses Conv2D (+BiasAdd) and BiasAddGrad, which the placement log "
-    "places, into _MklNativeConv2DWithBias/_MklNative* rows that do not name them",
+    "issue 30 item 1: the placement log places Conv2D (.../convolution) and BiasAddGrad, which "
+    "oneDNN's rewrite fuses into _MklNative* rows that do not name them (with "
+    "TF_ENABLE_ONEDNN_OPTS=0 each has its row)",
 )
 _PIPELINE = (
     "always",
-    "issue 30 item 3: the ops of the tf.data functions TF placed during the call (map "
-    "functions, EagerPyFunc) have no row",
+    "issue 30 item 3: the ops of the tf.data functions TF placed while the call ran "
+    "(Dataset_map_* functions, tf.py_function's EagerPyFunc) have no row",
 )
-_PREDICTION_FIX = (
+_CAUSES = (
     "always",
-    "issue 30 item 5: the prediction's costly_transfer calls the iterator a variable, reads "
-    "the step's outputs as variable reads, and asks to move Keras's step ops and outputs",
+    "issue 30 item 5: cpu_fallback says 'iterators and datasets have no GPU kernel' of "
+    "IteratorGetNext (the registry has GPU kernels for IteratorGetNext, AnonymousIteratorV3, "
+    "IteratorV2); the prediction's costly_transfer calls the iterator a variable and reads "
+    "the step's output StatefulPartitionedCall:0 as a read of variables",
 )
-KNOWN: dict[tuple[str, str], tuple[str, str]] = {}
+_KERAS_FIXES = (
+    "always",
+    "issue 30 item 5: fixes name Keras's own step: 'iterate the dataset outside the step' "
+    "(Keras's IteratorGetNext), 'fetch only what you need' (the step's output Identity), "
+    "'create the variables on ...' (Keras's StatefulPartitionedCall, optional)",
+)
+_STRATEGY_FIXES = (
+    "always",
+    "issue 30 item 5: costly_transfer and ping_pong ask to put MirroredStrategy's own "
+    "reduction (replica_1/Sum_1, AddN, Identity_1 made by tf.distribute) and the optimizer's "
+    "ops on another device",
+)
+KNOWN: dict[tuple[str, str], tuple[str, str]] = {
+    **{("complete", name): _FUSED for name in ("dcgan", "mnist_convnet")},
+    **{("pipeline", name): _PIPELINE for name in ("custom_train_step", "dcgan")},
+    **{("causes", name): _CAUSES for name in ("custom_train_step", "dcgan")},
+    **{("fixes", name): _KERAS_FIXES for name in ("custom_train_step", "dcgan")},
+    ("fixes", "mirrored_strategy"): _STRATEGY_FIXES,
+}
 
 
 @pytest.fixture(scope="module")
