@@ -245,7 +245,7 @@ def _matches(requested: str, device: str) -> bool:
 def completeness_check(trace: Any, mapping: Mapping, truths: list[GraphTruth]) -> dict:
     """Every op of the traced call's functions that TensorFlow's placer placed (its log's
     block for each graph the run metadata records: the step function, with the functions it
-    calls inlined) has a row of the trace that is that op, or that names it among the ops it
+    calls inlined; for a Session graph, the nodes the step's fetches need) has a row of the trace that is that op, or that names it among the ops it
     replaced (a column ``replaces``/``fused_ops`` of op names, if the trace has one).
 
     Not covered here: the eager runtime's single ops (``Executing op``) around the step, which
@@ -263,6 +263,8 @@ def completeness_check(trace: Any, mapping: Mapping, truths: list[GraphTruth]) -
         for name in truth.logged:
             if truth.logged_types.get(name) in RUNTIME_TYPES or _CALL_PLUMBING.search(name):
                 continue
+            if truth.needed is not None and name not in truth.needed:
+                continue  # a Session graph's node the traced step's fetches do not run
             result["placed"][1] += 1
             if (id(truth), name) in covered or name in replaced:
                 result["placed"][0] += 1

@@ -99,6 +99,9 @@ class GraphTruth:
     library: dict[str, Any] = field(default_factory=dict)
     eager: bool = False
     function: str = ""  # the instantiated function's display name ("" for a Session graph)
+    # A Session graph: the nodes its step's fetches need (the placer places the whole graph,
+    # initializers too); None for a function, all of which its call runs.
+    needed: set[str] | None = None
 
     def fact(self, display: str) -> NodeFact | None:
         """The node def behind ``display``, or ``None`` (made by the runtime)."""
@@ -367,9 +370,26 @@ def run_graph(builder: Callable[[], Any], cpus: int) -> Run:
             run_metadata=metadata,
         )
     truth = graph_truth(graph.as_graph_def(), list(metadata.partition_graphs))
+    truth.needed = _needed(graph.as_graph_def(), fetches)
     blocks, _ = log_blocks(lines)
     attach_log([truth], blocks)
     return Run([truth], [], lines, [])
+
+
+def _needed(graph_def: Any, fetches: Any) -> set[str]:
+    """The nodes a Session run of ``fetches`` needs: the fetches and everything they depend
+    on, through data and control inputs."""
+    import tensorflow as tf
+
+    inputs = {n.name: [i.lstrip("^").split(":")[0] for i in n.input] for n in graph_def.node}
+    todo = [getattr(f, "op", f).name for f in tf.nest.flatten(fetches)]
+    needed: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in needed:
+            needed.add(name)
+            todo.extend(inputs.get(name, []))
+    return needed
 
 
 def produces_resource(raw_input: str, body: Body) -> bool:

@@ -117,12 +117,32 @@ _STRATEGY_FIXES = (
     "reduction (replica_1/Sum_1, AddN, Identity_1 made by tf.distribute) and the optimizer's "
     "ops on another device",
 )
+_FIT = ("custom_train_step", "dcgan", "text_pipeline", "transformer_classifier")
 KNOWN: dict[tuple[str, str], tuple[str, str]] = {
     **{("complete", name): _FUSED for name in ("dcgan", "mnist_convnet")},
-    **{("pipeline", name): _PIPELINE for name in ("custom_train_step", "dcgan")},
-    **{("causes", name): _CAUSES for name in ("custom_train_step", "dcgan")},
-    **{("fixes", name): _KERAS_FIXES for name in ("custom_train_step", "dcgan")},
+    ("complete", "tf1_graph"): (
+        "always",
+        "not yet diagnosed: Const, Const_1 and mean_squared_error/Cast/x, which the placer "
+        "placed for the step's fetches (Session graph, Grappler and TF's graph optimizer off), "
+        "have no row",
+    ),
+    **{
+        ("pipeline", name): _PIPELINE
+        for name in ("custom_train_step", "dcgan", "text_pipeline", "tf_data")
+    },
+    **{("causes", name): _CAUSES for name in (*_FIT, "tf_data")},
+    **{("fixes", name): _KERAS_FIXES for name in _FIT},
+    ("fixes", "tf_data"): (
+        "always",
+        "issue 30 item 5: the prediction's costly_transfer asks to 'create the variables' of "
+        "an iterator (it names the iterator a variable) and cites Keras's Flatten Reshape",
+    ),
     ("fixes", "mirrored_strategy"): _STRATEGY_FIXES,
+    ("how", "text_pipeline"): (
+        "always",
+        "issue 30 item 2: the _EagerConst the runtime feeds to fit's step has a row with how "
+        "'runtime'; TF's graph shows a node def requesting /CPU:0",
+    ),
 }
 
 
