@@ -19,7 +19,7 @@ only ops the user's own code made (``authorship``: TensorFlow's creation stack o
 Findings of the trace and of the prediction are both held, and tabled per kind (cause true?
 fix applicable? material?).
 
-By default a subset runs (one process, about 30 s); ``TFPLACE_REAL_CODE=all`` runs the whole
+By default a subset runs (one process, about 12 s); ``TFPLACE_REAL_CODE=all`` runs the whole
 corpus, one process per program (a few minutes). The tables go to the test output and to
 ``artifacts/real-code-agreement.md`` (``real-code-agreement-onednn-off.md`` when run with
 ``TF_ENABLE_ONEDNN_OPTS=0``).
@@ -57,7 +57,7 @@ DEFAULT = [
     "text_classification",
     "tf1_graph",
     "xla_jit_compile",  # about 3 s; mnist_convnet_xla (about 14 s) runs with the rest
-    "text_pipeline",  # model.fit on tf.data with py_function and a lookup table: about 3 s
+    "text_pipeline",  # model.fit, tf.data, py_function, a lookup table: about +4 s
 ]
 XLA_PROGRAMS = ["mnist_convnet_xla", "xla_jit_compile"]
 EVERYTHING = os.environ.get("TFPLACE_REAL_CODE", "").lower() == "all"
