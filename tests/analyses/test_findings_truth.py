@@ -281,6 +281,10 @@ def test_keras_embedding_cast_names_the_input_dtype_and_the_fix_works(scenarios)
     how = dict(zip(predicted.ops["op"], predicted.ops["how"].astype(str), strict=True))
     assert {how.get(op) for op in found.iloc[0]["ops"]} == {"xla"}
     assert _kind(predicted.findings, "host_memory_on_gpu").empty, _table(predicted.findings)
+    # ... and the trace's own finding agrees: compiled on this CPU-only machine, Keras's
+    # default reads as jit_compile=False, so it holds only for that and says so, as info.
+    assert found.iloc[0]["severity"] == "info", _table(findings)
+    assert "only if the step runs with jit_compile=False" in found.iloc[0]["message"]
 
 
 def test_string_ops_the_user_put_on_the_cpu_are_no_fallback(scenarios):

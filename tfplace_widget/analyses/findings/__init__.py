@@ -156,7 +156,51 @@ def find_findings(trace: Any) -> pd.DataFrame:
     found += find_xla_recompile(context)
     found += find_xla_outside(context)
     found += find_input_waits(trace)  # reads the input pipeline's rows, which context leaves out
-    return _frame(_capped(_one_per_copy(context, found)))
+    return _frame(_capped(_one_per_copy(context, _as_keras_xla_would(trace, found))))
+
+
+# Predicted kinds about ops placed one by one: inside an XLA cluster none of them arises.
+_PER_OP_KINDS = frozenset({"cpu_fallback", "ping_pong", "host_memory_on_gpu", "costly_transfer"})
+JIT_FALSE_ONLY = (
+    " This holds only if the step runs with jit_compile=False: with Keras's default on a GPU "
+    "(jit_compile='auto'), XLA compiles this step into one cluster on the GPU, and none of "
+    "these ops is placed on its own (predict_placement(trace, gpus=1) shows it)."
+)
+
+
+def _as_keras_xla_would(trace: Any, found: list[Finding]) -> list[Finding]:
+    """The predicted findings of a CPU-only trace of a Keras step made consistent with what
+    Keras's XLA does on a GPU machine (``predict_placement``'s answer): a per-op finding about
+    ops Keras would compile into one XLA cluster is dropped when the model asks for XLA or for
+    Keras's unresolved default, and reads as what ``jit_compile=False`` would do (``info``)
+    when this machine cannot tell its default from an explicit ``False``."""
+    if getattr(trace, "predicted", False) or not any(f.predicted for f in found):
+        return found
+    from ..predict.keras_xla import xla_cluster_ops
+
+    try:
+        cluster, step_ops, certain = xla_cluster_ops(trace)
+    except Exception:  # a damaged record must not cost the other findings
+        return found
+    if not cluster:
+        return found
+    outside = set(trace.ops["op"].astype(str)) - step_ops
+    kept = []
+    for finding in found:
+        about_cluster = (
+            finding.predicted
+            and finding.kind in _PER_OP_KINDS
+            and any(op in cluster for op in finding.ops)
+            and not any(op in outside for op in finding.ops)
+        )
+        if not about_cluster:
+            kept.append(finding)
+        elif not certain:
+            finding.severity = "info"
+            finding.message += JIT_FALSE_ONLY
+            finding.evidence["jit_compile_false_only"] = 1
+            kept.append(finding)
+    return kept
 
 
 def _one_per_copy(context: Context, found: list[Finding]) -> list[Finding]:

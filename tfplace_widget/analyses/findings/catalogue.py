@@ -72,7 +72,7 @@ KIND_RULES: dict[str, KindRule] = {
     "merged_runs": KindRule("op names on two device types", False, "never (info)"),
     "input_wait": KindRule(
         "the profile's IteratorGetNext waits and tf.data's function runs",
-        False,  # it names what made the wait; no change of the pipeline is offered
+        False,  # the user's when the wait went to their dataset's functions (evidence)
         "waits of 50% of the calls' time or more, after the first wait too",
     ),
 }

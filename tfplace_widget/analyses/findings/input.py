@@ -66,10 +66,13 @@ def find_input_waits(trace: Any) -> list[Finding]:
         f"{format_us(span)}; {len(waited)} waits in {listed_names(waits)}): the "
         f"step blocked until tf.data made the next element.{made}{python}"
     )
+    # The cause is in the user's code when the time went to their dataset's functions; waits
+    # with no function behind them are the loop's own (Keras's adapter of arrays): info.
+    yours = bool(parts)
     return [
         Finding(
             kind="input_wait",
-            severity="medium" if steady_share >= 0.5 else "info",
+            severity="medium" if steady_share >= 0.5 and yours else "info",
             ops=[*waits, *longest["op"].tolist()],
             message=message,
             evidence={
@@ -77,6 +80,7 @@ def find_input_waits(trace: Any) -> list[Finding]:
                 "share": round(share, 3),
                 "steady_share": round(steady_share, 3),
                 "waits": len(waited),
+                "user_fix": int(yours),
             },
             cost=(total, 0.0, float(len(waited))),
         )

@@ -223,6 +223,29 @@ def apply_keras_xla(predicted: Any, trace: Any, keras: KerasXla, gpus: int) -> s
     return _note(keras, name, _cluster_words(gpu, int(inside.sum()), outside) + _if_made(assumed))
 
 
+def xla_cluster_ops(trace: Any) -> tuple[frozenset, frozenset, bool]:
+    """What Keras's XLA would compile into one cluster of ``trace``'s ops on a machine with a
+    GPU (as :func:`apply_keras_xla` predicts it): ``(ops, step_ops, certain)``. ``ops``: the
+    step's ops XLA fuses, when the trace records a Keras step (``trace.raw[RAW_NAME]``) whose
+    every op XLA can compile for a GPU, else empty; ``step_ops``: every row of the step's
+    functions (its ``_Arg``s too); ``certain``: the model asked for XLA (``True``) or for
+    Keras's default unresolved (``"auto"``), not ``"auto or False"`` (a model compiled on a
+    machine without a GPU, where an explicit ``jit_compile=False`` reads the same)."""
+    none: tuple[frozenset, frozenset, bool] = (frozenset(), frozenset(), False)
+    keras = KerasXla.from_raw(getattr(trace, "raw", None))
+    if keras is None or "function" not in trace.ops:
+        return none
+    step = keras_step(trace)
+    if step is None or step.unsupported:  # per op: what runs with jit_compile=False
+        return none
+    ops = trace.ops
+    of_step = ops["function"].astype(str).isin(step.functions)
+    inside = of_step & ~ops["type"].astype(str).isin(_RUNTIME_TYPES)
+    inside &= ops["how"].astype(str) != "runtime"
+    names = ops["op"].astype(str)
+    return frozenset(names[inside]), frozenset(names[of_step]), keras.requested != "auto or False"
+
+
 def _if_made(assumed: list[str]) -> str:
     """What the cluster rests on when the step's variables are assumed made on the GPU."""
     if not assumed:
