@@ -34,6 +34,9 @@ from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, norm
 from .overrides import apply_to_graph, check_overrides
 
 MODES = ("auto", "graph", "function")
+# One TF2 trace at a time per process (see _as_tf2); .active: this thread's trace is running.
+_TF2_TRACE_LOCK = threading.Lock()
+_tf2_tracing = threading.local()
 TRACE_OPTIONS = (
     "fn_kwargs",
     "mode",
@@ -241,9 +244,24 @@ def _as_tf2(
     startup_log: str,
     reason: str,
 ) -> PlacementTrace:
-    """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log."""
+    """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log.
+
+    One TF2 trace at a time in the process: TensorFlow's profiler and its function library are
+    the process's, so a second thread waits for the first trace to finish (its ops, not the
+    other's); a trace started from inside one (re-entrantly, in the same thread) is refused."""
     note = f"{startup_log}tfplace: {reason}"
-    trace = trace_function(fn, args, kwargs, **options, note=note)
+    if getattr(_tf2_tracing, "active", False):
+        raise TraceError(
+            "Another trace is running in this thread: trace_placement (or show_placement) was "
+            "called from inside the code it traces. Trace the outer call only, or call it after "
+            "that trace has finished."
+        )
+    with _TF2_TRACE_LOCK:
+        _tf2_tracing.active = True
+        try:
+            trace = trace_function(fn, args, kwargs, **options, note=note)
+        finally:
+            _tf2_tracing.active = False
     trace.mode_reason = reason
     return trace
 
