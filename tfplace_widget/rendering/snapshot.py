@@ -18,6 +18,7 @@ until they fit), on at most ``MAX_LANES`` lanes.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Callable, Sequence
 
@@ -64,7 +65,7 @@ def panel_snapshot_html(
     shown = min(len(rows), SNAPSHOT_ROWS)
     parts = [
         snapshot_note("panel", shown, len(trace.ops)),
-        header_html(trace, notes),
+        header_html(_cut_texts(trace), [_cut(note, MAX_MESSAGE) for note in notes]),
         chips_html(trace),
         findings_html(findings, findings_note, trace=trace),
         timeline_svg(figure) if figure is not None else "",
@@ -105,7 +106,7 @@ def guarded(make: Callable[[], str]) -> str:
     except Exception as exc:
         return (
             "<div class='tfplace-snapshot-note'>No static snapshot of this panel: "
-            f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>"
+            f"{html.escape(type(exc).__name__)}: {html.escape(_cut(str(exc), MAX_MESSAGE))}</div>"
         )
 
 
@@ -132,17 +133,32 @@ def snapshot_note(what: str, shown: int, total: int) -> str:
 
 
 def chips_html(trace: PlacementTrace) -> str:
-    """One chip per device in its colour: its ops and busy time."""
+    """One chip per device in its colour (the first ``MAX_LANES``): its ops and busy time."""
     chips = []
-    for summary in device_summaries(trace.ops, trace.events, trace.devices):
+    summaries = device_summaries(trace.ops, trace.events, trace.devices)
+    for summary in summaries[:MAX_LANES]:
         color = device_color(summary.device)
+        name = _cut(short_device(summary.device) or summary.device, MAX_NAME)
         chips.append(
-            f"<span class='tfplace-snapshot-chip' title='{html.escape(summary.device)}' "
+            f"<span class='tfplace-snapshot-chip' title='{html.escape(_cut(summary.device, MAX_NAME))}' "
             f"style='background:{color};color:{text_color_on(color)}'>"
-            f"{html.escape(short_device(summary.device) or summary.device)} · {summary.ops:,} ops"
+            f"{html.escape(name)} · {summary.ops:,} ops"
             f" · {html.escape(format_us(summary.busy_us))} busy</span>"
         )
+    if len(summaries) > MAX_LANES:
+        chips.append(f"<span>and {len(summaries) - MAX_LANES:,} more devices</span>")
     return f"<div class='tfplace-snapshot-chips'>{''.join(chips)}</div>"
+
+
+def _cut_texts(trace: PlacementTrace) -> PlacementTrace:
+    """``trace`` with the texts its header shows cut: its source, mode reason and the first
+    ``MAX_FINDINGS`` notes."""
+    return dataclasses.replace(
+        trace,
+        source=_cut(trace.source, MAX_NAME),
+        mode_reason=_cut(trace.mode_reason, MAX_MESSAGE),
+        notes=[_cut(note, MAX_MESSAGE) for note in trace.notes[:MAX_FINDINGS]],
+    )
 
 
 def findings_html(
