@@ -994,3 +994,18 @@ def test_show_search_with_a_glob_of_several_stars_on_a_long_name_answers(tmp_pat
         pytest.fail("tfplace show --search did not answer within 60 s")
     assert done.returncode == 0, done.stderr[-2000:]
     assert 'Ops matching "*/*/*/MatMul"' in done.stdout
+
+
+def test_one_long_name_does_not_pad_every_line_of_show(capsys, tmp_path):
+    """Issue 31: one 50 MB op name padded every line of ``tfplace show`` to 50 MB (524 MB of
+    output from a 157 KB file); here 1 MB: every line stays short, the name cut with "…"."""
+    document = json.loads(GPU_01.read_text())
+    event = next(e for e in document["traceEvents"] if e.get("ph") == "X")
+    event["args"]["name"] = "n" * 1_000_000
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(document))
+    code, out, _ = cli(capsys, "show", path, "--limit", "0")
+    assert code == 0
+    lines = out.splitlines()
+    assert max(map(len, lines)) < 2000, sorted(map(len, lines))[-3:]
+    assert any("nnnnnnnn…" in line for line in lines)
