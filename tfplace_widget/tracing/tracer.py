@@ -12,6 +12,7 @@ import contextlib
 import difflib
 import math
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,7 +30,7 @@ from .cluster import ClusterError, cluster_target, parse_cluster
 from .failures import Phase, explain_run_error
 from .function import trace_function
 from .graph_xla import jit_requested, launched_a_cluster, profiled_run
-from .local_cluster import GraphJob, RemoteRunError, run_on_local_cluster
+from .local_cluster import EXPOSED_NOTE, GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
 
@@ -213,6 +214,9 @@ def trace_placement(
             printed = startup_log + captured.text + getattr(exc, "cluster_log", "")
             attach_log(exc, printed, recent=captured.text)
         raise
+    if servers_log.startswith(EXPOSED_NOTE):  # said on the terminal, not only in trace.log
+        warning = servers_log.split("\n", 1)[0].replace("tfplace: ", "tfplace: warning: ", 1)
+        print(warning, file=sys.stderr, flush=True)
     graph_def = graph.as_graph_def()  # once, for the facts and for trace.raw
     facts = facts_from_graph(graph, graph_def=graph_def)
     name = getattr(fn, "__name__", type(fn).__name__)
