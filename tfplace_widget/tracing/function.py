@@ -474,7 +474,7 @@ def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:
             return call()
     except TraceError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in the traced code ends no process
         if interrupted is not None and interrupted.is_set():
             raise KeyboardInterrupt from exc  # Ctrl-C cancelled the call
         placement = _placement_error(exc) or xla_compile_error(exc)
