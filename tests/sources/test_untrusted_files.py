@@ -539,3 +539,16 @@ def test_an_emoji_written_as_a_surrogate_pair_loads(tmp_path):
     path.write_bytes(text.replace(b'"MatMul"', b'"MatMul\\ud83d\\ude00"'))
     ops = PlacementTrace.from_chrome_trace(path).ops
     assert "MatMul\U0001f600" in {*ops["op"], *ops["type"]}
+
+
+def test_a_log_past_the_member_limit_is_cut_and_the_trace_saved(saved, tmp_path, monkeypatch):
+    """Issue 31: ``tfplace run`` of a program that printed ~600 MB lost its trace ("log.txt
+    would take more than 256 MiB"); here with the limit at 1 MiB and a 3 MB log."""
+    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", MIB)
+    trace = PlacementTrace.load(saved)
+    trace.log = "first line\n" + "é" * 3_000_000 + "\nlast line"
+    path = trace.save(tmp_path / "chatty.tfplace")
+    log = PlacementTrace.load(path).log
+    assert log.startswith("first line\n") and log.endswith("\nlast line")
+    assert "characters of this log were cut here when the trace was saved" in log
+    assert f"trace.log held {len(trace.log):,}" in log
