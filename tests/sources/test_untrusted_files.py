@@ -552,3 +552,23 @@ def test_a_log_past_the_member_limit_is_cut_and_the_trace_saved(saved, tmp_path,
     assert log.startswith("first line\n") and log.endswith("\nlast line")
     assert "characters of this log were cut here when the trace was saved" in log
     assert f"trace.log held {len(trace.log):,}" in log
+
+
+def test_a_truncated_gzip_is_called_truncated_not_a_bomb(tmp_path):
+    """Issue 31: a 300-byte truncated ``.json.gz`` was called a possible decompression bomb
+    (the last 4 bytes, read as the trailer's length, were from the middle of the stream)."""
+    import gzip
+    import random
+
+    events = [
+        {"ph": "X", "name": f"op{i}", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(3000)
+    ]
+    packed = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    for size in [300, *random.Random(31).sample(range(20, len(packed) - 8), 20)]:
+        path = tmp_path / "cut.json.gz"
+        path.write_bytes(packed[:size])
+        with pytest.raises(TraceError) as caught:
+            PlacementTrace.from_chrome_trace(path)
+        message = str(caught.value)
+        assert "cannot be decompressed (it may be truncated)" in message, (size, message)
+        assert "bomb" not in message
