@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .limits import shown
+from .limits import MAX_ABS_US, shown
 
 Check = Callable[[pd.Series], str | None]  # what is wrong with the column, or None
 
@@ -66,6 +66,24 @@ def _integer(nullable: bool) -> Check:
         return f"must hold {kind}, not {_what_it_holds(column)}"
 
     return check
+
+
+def _time(check: Check, duration: bool = False) -> Check:
+    """``check`` (numbers, or whole numbers), and microseconds of a trace: below 1e17 in
+    magnitude, and a duration not negative (as the Chrome trace reader checks them)."""
+
+    def check_time(column: pd.Series) -> str | None:
+        problem = check(column)
+        if problem is not None:
+            return problem
+        values = column.to_numpy(dtype=float, na_value=math.nan)
+        if (np.abs(values) >= MAX_ABS_US).any():
+            return "holds a time of 1e17 microseconds or more (3,000 years), which no trace has"
+        if duration and (values < 0).any():
+            return "holds a negative duration, which no trace has"
+        return None
+
+    return check_time
 
 
 def _flag(column: pd.Series) -> str | None:
@@ -167,14 +185,18 @@ def schemas() -> dict[str, dict[str, Check]]:
     ops.update(
         how=_categories(HOW_VALUES, "error"),  # a prediction's may be an error
         gpu_kernel=_categories(GPU_KERNEL_VALUES),
-        start_us=_number,
-        duration_us=_number,
+        start_us=_time(_number),
+        duration_us=_time(_number, duration=True),
         runs=_integer(nullable=True),
         output_bytes=_integer(nullable=True),
         xla_op=_text_or_missing,
     )
     events = dict.fromkeys(EVENTS_COLUMNS, _text)
-    events.update(thread=_integer(False), start_us=_integer(False), duration_us=_integer(False))
+    events.update(
+        thread=_integer(False),
+        start_us=_time(_integer(False)),
+        duration_us=_time(_integer(False), duration=True),
+    )
     transfers = dict.fromkeys(TRANSFERS_COLUMNS, _text)
     transfers.update(bytes=_integer(nullable=True), cross_task=_flag)
     findings = {
@@ -187,7 +209,11 @@ def schemas() -> dict[str, dict[str, Check]]:
     }
     assert list(findings) == FINDINGS_COLUMNS
     xla = dict.fromkeys(XLA_COLUMNS, _text)
-    xla.update(start_us=_integer(False), duration_us=_integer(False), tf_ops=_op_lists)
+    xla.update(
+        start_us=_time(_integer(False)),
+        duration_us=_time(_integer(False), duration=True),
+        tf_ops=_op_lists,
+    )
     return {
         "ops": ops,
         "events": events,
@@ -227,3 +253,14 @@ def check_frame(frame: pd.DataFrame, name: str) -> str | None:
         if problem is not None:
             return f"column {column!r} {problem}"
     return None
+
+
+def text_columns_of_empty(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``frame``, its text columns made ``object`` when it has no rows (where any dtype
+    passes :func:`check_frame`): an empty frame read from a file joins and compares with a
+    traced one (a ``float64`` ``src_device`` made ``compare`` fail inside pandas)."""
+    if len(frame):
+        return frame
+    schema = {**schemas()[name], **OPTIONAL.get(name, {})}
+    text = [c for c in frame.columns if schema.get(c) in (_text, _text_or_missing)]
+    return frame.astype(dict.fromkeys(text, object)) if text else frame
