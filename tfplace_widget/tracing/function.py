@@ -18,7 +18,6 @@ import glob
 import inspect
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -33,6 +32,7 @@ from ..sources.xla import xla_from_xspace
 from ..sources.xspace import HOST_PLANE, records_from_xspace
 from .function_copies import calls_run_copies, is_copy, reachable_functions
 from .overrides import override_function_defs
+from .profile_dir import profile_dir
 from .xla import add_xla_clusters, xla_compile_error, xla_origin
 
 _XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
@@ -90,7 +90,7 @@ def trace_function(
         with (
             capture_native_output() as captured,
             _tf_settings(soft_placement, optimize) as as_the_user,
-            tempfile.TemporaryDirectory(prefix="tfplace-profile-") as logdir,
+            profile_dir() as logdir,
         ):
             graphs, space = _run(
                 call, device_scope, steps, warmup, logdir, notes, overrides, as_the_user
