@@ -306,6 +306,10 @@ def _most_negative(document: dict, name: str) -> None:
     column(document, name)["values"][0] = -(2**63)
 
 
+def _no_category(document: dict, name: str) -> None:
+    column(document, name)["values"][0] = -1  # a category's code for "missing"
+
+
 def _negative(document: dict, name: str) -> None:
     column(document, name)["values"][0] = -5
 
@@ -334,6 +338,10 @@ def _index(document: dict, name: str) -> None:
         ("events", "start_us", _most_negative, "column 'start_us' holds a time of 1e17"),
         ("events", "duration_us", _negative, "column 'duration_us' holds a negative duration"),
         ("ops", "duration_us", _negative, "column 'duration_us' holds a negative duration"),
+        # found by tests/sources/test_fuzz_members.py: the Chrome export failed, or wrote a
+        # file its reader refused
+        ("events", "thread", _most_negative, "column 'thread' holds -2**63"),
+        ("ops", "how", _no_category, "column 'how' has a missing value"),
     ],
 )
 def test_a_frame_the_trace_cannot_use_is_refused_naming_the_column(

@@ -86,14 +86,25 @@ def _time(check: Check, duration: bool = False) -> Check:
     return check_time
 
 
+def _thread_id(column: pd.Series) -> str | None:
+    """Whole numbers that a Chrome trace can hold as ``args.thread`` (not -2**63)."""
+    problem = _integer(False)(column)
+    if problem is None and (column == np.iinfo(np.int64).min).any():
+        return "holds -2**63, which is no thread id"
+    return problem
+
+
 def _flag(column: pd.Series) -> str | None:
     if column.dtype == bool:
         return None
     return f"must hold true/false flags, not {_what_it_holds(column)}"
 
 
-def _categories(values: tuple[str, ...], *more: str, ordered: bool = False) -> Check:
-    """A category of exactly ``values`` (and then ``more``, as a prediction's ``how`` has)."""
+def _categories(
+    values: tuple[str, ...], *more: str, ordered: bool = False, missing: bool = True
+) -> Check:
+    """A category of exactly ``values`` (and then ``more``, as a prediction's ``how`` has);
+    with ``missing`` False, every row has one."""
     allowed = [list(values), [*values, *more]]
 
     def check(column: pd.Series) -> str | None:
@@ -103,6 +114,8 @@ def _categories(values: tuple[str, ...], *more: str, ordered: bool = False) -> C
             and list(dtype.categories) in allowed
             and bool(dtype.ordered) == ordered
         ):
+            if not missing and column.isna().any():
+                return "has a missing value, where every op of a trace has one"
             return None
         return f"must be a category of {', '.join(values)}, not {_what_it_holds(column)}"
 
@@ -183,7 +196,7 @@ def schemas() -> dict[str, dict[str, Check]]:
 
     ops = dict.fromkeys(OPS_COLUMNS, _text)
     ops.update(
-        how=_categories(HOW_VALUES, "error"),  # a prediction's may be an error
+        how=_categories(HOW_VALUES, "error", missing=False),  # a prediction's may be an error
         gpu_kernel=_categories(GPU_KERNEL_VALUES),
         start_us=_time(_number),
         duration_us=_time(_number, duration=True),
@@ -193,7 +206,7 @@ def schemas() -> dict[str, dict[str, Check]]:
     )
     events = dict.fromkeys(EVENTS_COLUMNS, _text)
     events.update(
-        thread=_integer(False),
+        thread=_thread_id,
         start_us=_time(_integer(False)),
         duration_us=_time(_integer(False), duration=True),
     )
@@ -258,8 +271,10 @@ def check_frame(frame: pd.DataFrame, name: str) -> str | None:
 def text_columns_of_empty(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     """``frame``, its text columns made ``object`` when it has no rows (where any dtype
     passes :func:`check_frame`): an empty frame read from a file joins and compares with a
-    traced one (a ``float64`` ``src_device`` made ``compare`` fail inside pandas)."""
-    if len(frame):
+    traced one (a ``float64`` ``src_device`` made ``compare`` fail inside pandas). Only
+    ``transfers``, which ``compare`` joins: a prediction's empty ``events`` are ``float64`` as
+    made, and stay so."""
+    if len(frame) or name != "transfers":
         return frame
     schema = {**schemas()[name], **OPTIONAL.get(name, {})}
     text = [c for c in frame.columns if schema.get(c) in (_text, _text_or_missing)]
