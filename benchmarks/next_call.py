@@ -1,7 +1,22 @@
-"""``python -m benchmarks.next_call [--quick] [--repeats N] [--json PATH]``: what a trace costs
-the user's own next call (issue 25), side by side with a steady call, in one process.
+"""``python -m benchmarks.next_call [--quick] [--repeats N] [--first-call-only] [--json PATH]``:
+what a trace costs the user's own next call, side by side with a steady call.
 
-Two workloads, each called by the user and cached before anything is timed:
+**The trace as the function's first call** (issue 30; ``first_call``): in a fresh process per
+run, the workload is made and, before anything else calls it, ``trace_placement`` runs it
+(defaults); then the user's next call is timed, then steady calls (after 2 untimed ones). Two
+workloads: ``f`` below, and a MobileNetV2 training step
+(``keras.applications.MobileNetV2(input_shape=(96, 96, 3), weights=None, classes=10)``, SGD,
+batch 8, ``model.train_on_batch``; no download). Each run is made with this commit's trace and
+with the trace as before issue 30 (``instantiate_for_the_user`` switched off in that process:
+the user's function was then never instantiated with the user's settings), and, for reference,
+without a trace: the user's own first call, then their second (what a next call costs anyway),
+the three alternating. One more process per workload and variant counts the functions
+TensorFlow instantiates in the next call (``RunMetadata.function_graphs``), outside the timed
+runs. This section takes 15-20 minutes on a loaded 2-core machine (each MobileNetV2 process
+30-60 s; ``--first-call-repeats``, ``--quick``: 2).
+
+**A function already called** (issue 25): two workloads, each called by the user and cached
+before anything is timed, in one process:
 
 - ``f``: one ``tf.function`` of about 300 ops (``make_function``: 6 chains of elementwise ops
   on a 128x128 matrix, each around a matmul, summed);
@@ -41,6 +56,29 @@ from .measure import Timing, fmt_ms, time_cpu_once
 TARGET = 1.5  # the next call after a trace, at most this times a steady call
 CHAINS, LENGTH, SIZE = 6, 12, 128  # f: 6 chains of 2 x 12 elementwise ops around a matmul
 STEADY_CALLS = 30
+FIRST_CALL_STEADY = {"f": 20, "mobilenet": 8}  # steady calls per fresh process
+FIRST_CALL_WORKLOADS = {
+    "f": "`f`, a tf.function of about 300 ops",
+    "mobilenet": "MobileNetV2 training step (96x96x3, 10 classes, batch 8, SGD, "
+    "`model.train_on_batch`)",
+}
+VARIANTS = ("now", "before", "untraced")
+FIRST_CALL_ROWS = [
+    ("steady call (baseline)", "steady"),
+    ("**the user's next call after a trace that was the first call (this commit)**", "next_now"),
+    ("the same before issue 30 (the function left uninstantiated)", "next_before"),
+    (
+        "the user's second call, no trace (their own first call instantiated and ran it; "
+        "reference)",
+        "next_untraced",
+    ),
+    ("trace_placement as the first call (this commit)", "first_now"),
+    ("trace_placement as the first call, before issue 30", "first_before"),
+    (
+        "the user's own first call, no trace (Python tracing + instantiation + run)",
+        "first_untraced",
+    ),
+]
 ROWS = [
     ("steady call (the user's function, instantiated and cached; baseline)", "steady"),
     ("**the user's next call after trace_placement (this commit)**", "after_trace"),
@@ -112,6 +150,98 @@ def make_train_step(tf: Any) -> tuple[Any, tuple]:
     x = tf.random.stateless_uniform((64, 784), seed=(3, 4))
     y = tf.random.stateless_uniform((64,), seed=(5, 6), maxval=10, dtype=tf.int32)
     return model.train_on_batch, (x, y)
+
+
+def make_mobilenet_step(tf: Any) -> tuple[Any, tuple]:
+    """``(model.train_on_batch, (x, y))`` of a MobileNetV2 (96x96x3, 10 classes, batch 8)."""
+    keras = tf.keras
+    keras.utils.set_random_seed(0)
+    model = keras.applications.MobileNetV2(input_shape=(96, 96, 3), weights=None, classes=10)
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=False),
+    )
+    x = tf.random.stateless_uniform((8, 96, 96, 3), seed=(3, 4))
+    y = tf.random.stateless_uniform((8,), seed=(5, 6), maxval=10, dtype=tf.int32)
+    return model.train_on_batch, (x, y)
+
+
+def first_call_child(workload: str, variant: str, count: bool) -> dict[str, Any]:
+    """One fresh process's run: the trace as the workload's first call (``variant`` ``"now"``,
+    or ``"before"`` issue 30), or the user's own first call (``"untraced"``); then the next
+    call and steady calls (``count``: the instantiations in the next call instead of times)."""
+    with quiet_fds():
+        import tensorflow as tf
+
+        tf.config.list_logical_devices()
+    from tfplace_widget import trace_placement
+    from tfplace_widget.tracing import function
+
+    if variant == "before":  # the trace as it was before issue 30
+        function.instantiate_for_the_user = lambda *args, **kwargs: None
+    fn, args = (make_function if workload == "f" else make_mobilenet_step)(tf)
+    with quiet_fds():
+        first = (lambda: fn(*args)) if variant == "untraced" else lambda: trace_placement(fn, *args)
+        first_wall, first_cpu, _ = time_cpu_once(first)
+    if count:
+        return {"instantiations": instantiations(lambda: fn(*args))}
+    next_wall, next_cpu, _ = time_cpu_once(lambda: fn(*args))
+    for _ in range(2):
+        fn(*args)
+    steady: dict[str, list[float]] = {"seconds": [], "cpu": []}
+    for _ in range(FIRST_CALL_STEADY[workload]):
+        wall, cpu, _ = time_cpu_once(lambda: fn(*args))
+        steady["seconds"].append(wall)
+        steady["cpu"].append(cpu)
+    return {
+        "first": {"seconds": [first_wall], "cpu": [first_cpu]},
+        "next": {"seconds": [next_wall], "cpu": [next_cpu]},
+        "steady": steady,
+    }
+
+
+def run_child(workload: str, variant: str, count: bool = False) -> dict[str, Any]:
+    """:func:`first_call_child` in a process of its own."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        command = [sys.executable, "-m", "benchmarks.next_call", "--child", workload]
+        command += ["--variant", variant, "--out", out.name] + (["--count"] if count else [])
+        run = subprocess.run(
+            command, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent
+        )
+        if run.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{run.stderr[-3000:]}")
+        return json.loads(Path(out.name).read_text())
+
+
+def measure_first_call(repeats: int) -> dict[str, Any]:
+    """Each workload ``repeats`` times per variant, the variants alternating."""
+    results: dict[str, Any] = {}
+    for workload in FIRST_CALL_WORKLOADS:
+        timings = {key: Timing() for _, key in FIRST_CALL_ROWS}
+        for repeat in range(repeats):
+            for variant in VARIANTS:
+                run = run_child(workload, variant)
+                for key in ("first", "next"):
+                    timings[f"{key}_{variant}"].seconds += run[key]["seconds"]
+                    timings[f"{key}_{variant}"].cpu += run[key]["cpu"]
+                if variant == "now":
+                    timings["steady"].seconds += run["steady"]["seconds"]
+                    timings["steady"].cpu += run["steady"]["cpu"]
+                log(
+                    f"{workload} repeat {repeat + 1}/{repeats} ({variant}): next call "
+                    f"{fmt_ms(run['next']['seconds'][0])} (CPU {fmt_ms(run['next']['cpu'][0])}), "
+                    f"steady {fmt_ms(statistics.median(run['steady']['seconds']))}"
+                )
+        results[workload] = {
+            "timings": {k: {"seconds": t.seconds, "cpu": t.cpu} for k, t in timings.items()},
+            "instantiations": {
+                variant: run_child(workload, variant, count=True)["instantiations"]
+                for variant in VARIANTS
+            },
+        }
+    return results
 
 
 def graph_ops(tf: Any, f: Any, args: tuple) -> int:
@@ -222,7 +352,17 @@ def machine() -> dict[str, str]:
     }
 
 
-def measure(repeats: int) -> dict[str, Any]:
+def measure(repeats: int, first_call_repeats: int, first_call_only: bool) -> dict[str, Any]:
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    results: dict[str, Any] = {"first_call_repeats": first_call_repeats}
+    results["first_call"] = measure_first_call(first_call_repeats)
+    if not first_call_only:
+        results.update(measure_cached(repeats))
+    results["machine"] = dict(machine(), **{"load average at start": load})
+    return results
+
+
+def measure_cached(repeats: int) -> dict[str, Any]:
     with quiet_fds():
         import tensorflow as tf
 
@@ -230,20 +370,21 @@ def measure(repeats: int) -> dict[str, Any]:
     from tfplace_widget import trace_placement
 
     results: dict[str, Any] = {"repeats": repeats, "steady_calls": STEADY_CALLS}
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     f, args = make_function(tf)
     log(f"next call: f has {graph_ops(tf, f, args)} ops in its graph")
     results["f"] = measure_workload("f", f, args, repeats, trace_placement)
     results["f"]["graph_ops"] = graph_ops(tf, f, args)
     step, data = make_train_step(tf)
     results["train_step"] = measure_workload("train step", step, data, repeats, trace_placement)
-    results["machine"] = dict(machine(), **{"load average at start": load})
     return results
 
 
 def render(results: dict[str, Any]) -> str:
     m = results["machine"]
-    lines = [
+    lines = render_first_call(results)
+    if "f" not in results:
+        return "\n".join(lines)
+    lines += [
         "### The user's next call after a trace (issue 25)",
         "",
         f"`python -m benchmarks.next_call` ({results['repeats']} repeats), measured {m['date']}"
@@ -292,13 +433,80 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def render_first_call(results: dict[str, Any]) -> list[str]:
+    m = results["machine"]
+    lines = [
+        "### The user's next call after a trace that was the function's first call (issue 30)",
+        "",
+        f"`python -m benchmarks.next_call` ({results['first_call_repeats']} fresh processes per "
+        f"workload and variant), measured {m['date']} with tfplace_widget at {m['tfplace_widget']}"
+        f", on {m['nproc']} cores ({m['cpu']}), TensorFlow {m['tensorflow']}, Python "
+        f"{m['python']}; load average {m['load average at start']} at start, "
+        f"{m['load average']} at end. Median [min–max] over n runs; CPU time is the process's "
+        "(all threads).",
+        "",
+    ]
+    for workload, title in FIRST_CALL_WORKLOADS.items():
+        w = results["first_call"][workload]
+        t = {k: Timing(v["seconds"], v["cpu"]) for k, v in w["timings"].items()}
+        steady, steady_cpu = t["steady"].median, statistics.median(t["steady"].cpu)
+        lines += [
+            f"{title}:",
+            "",
+            "| what | wall | x steady call | CPU time, median [min–max] | x steady call, CPU |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for label, row in FIRST_CALL_ROWS:
+            cpu = Timing(t[row].cpu)
+            lines.append(
+                f"| {label} | {t[row].ms()} | {t[row].median / steady:.2f}x | {cpu.ms()} "
+                f"| {cpu.median / steady_cpu:.2f}x |"
+            )
+        cpu = {key: statistics.median(timing.cpu) for key, timing in t.items()}
+        ratio_cpu = cpu["next_now"] / steady_cpu
+        verdict = "met" if ratio_cpu <= TARGET else "missed"
+        made = w["instantiations"]
+        lines += [
+            "",
+            f"Next call / steady call in CPU time: **{ratio_cpu:.2f}x** (target <= {TARGET}x: "
+            f"**{verdict}**; wall {t['next_now'].median / steady:.2f}x), before issue 30 "
+            f"{cpu['next_before'] / steady_cpu:.1f}x; against the user's second call without a "
+            f"trace: **{cpu['next_now'] / cpu['next_untraced']:.2f}x** in CPU time. Functions "
+            f"TensorFlow instantiated in that call: **{made['now']}** (before issue 30: "
+            f"{made['before']}; the second call without a trace: {made['untraced']}). The trace "
+            f"takes {cpu['first_now'] - cpu['first_before']:+.2f} s of CPU more than before "
+            "(the user's instantiation, made ahead).",
+            "",
+        ]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.next_call", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="5 repeats instead of 15")
     parser.add_argument("--repeats", type=int, help="repeats (default 15, quick 5)")
     parser.add_argument("--json", type=Path, help="save the raw numbers as JSON here")
+    parser.add_argument(
+        "--first-call-only", action="store_true", help="only the trace-as-first-call runs"
+    )
+    parser.add_argument(
+        "--first-call-repeats",
+        type=int,
+        help="fresh processes per workload and variant (default 4, quick 2)",
+    )
+    parser.add_argument("--child", choices=sorted(FIRST_CALL_WORKLOADS), help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--variant", choices=VARIANTS, default="now", help=argparse.SUPPRESS)
+    parser.add_argument("--count", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    results = measure(args.repeats or (5 if args.quick else 15))
+    if args.child:
+        args.out.write_text(json.dumps(first_call_child(args.child, args.variant, args.count)))
+        return 0
+    results = measure(
+        args.repeats or (5 if args.quick else 15),
+        args.first_call_repeats or (2 if args.quick else 4),
+        args.first_call_only,
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     print(render(results))

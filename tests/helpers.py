@@ -46,6 +46,23 @@ def conflicting_colocation() -> Any:
         return tf.add(weights.read_value(), anchor, name="mixed")
 
 
+def instantiations(call: Any) -> int:
+    """How many functions TensorFlow instantiated during ``call()``: it records a placed graph
+    (``RunMetadata.function_graphs``) for every instantiation, and for nothing it runs from
+    its kernel cache."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    ctx.enable_run_metadata()
+    ctx.export_run_metadata()
+    try:
+        call()
+        return len(ctx.export_run_metadata().function_graphs)
+    finally:
+        ctx.disable_run_metadata()
+        ctx.disable_graph_collection()
+
+
 def op_row(trace: Any, name: str) -> pd.Series:
     """The single ``ops`` row of ``name`` (fails if there is none or several)."""
     rows = trace.ops[trace.ops["op"] == name]
@@ -114,3 +131,18 @@ def run_python(code: str, timeout: float = 180) -> Any:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done
+
+
+def run_script_results(script: Path, out: Path, timeout: float = 600) -> Any:
+    """Run a test script in a process of its own (``python script out``) and return what it
+    pickled into ``out``; a failure shows the end of its stderr."""
+    import pickle
+
+    done = run_python(
+        f"import runpy, sys; sys.argv = [{str(script)!r}, {str(out)!r}]; "
+        f"runpy.run_path({str(script)!r}, run_name='__main__')",
+        timeout=timeout,
+    )
+    assert done.returncode == 0
+    with open(out, "rb") as handle:
+        return pickle.load(handle)

@@ -29,6 +29,8 @@ x = tf.ones((100,))
 v = tf.Variable(tf.ones((3,)))
 with tf.device("/cpu:1"):
     w = tf.Variable(tf.ones((3,)))
+with tf.device("/CPU:0"):  # where a variable with no tf.device is made here too
+    on_cpu = tf.Variable(tf.ones((3,)), name="on_cpu")
 
 
 def compare(fn: Any, *args: Any, **options: Any) -> dict[str, Any]:
@@ -99,6 +101,72 @@ def call_under_cpu1() -> dict:
         return tf.reduce_sum(x * 2.0) + v.read_value()
 
     return compare(h, x, device_scope="/cpu:1")
+
+
+@scenario
+def variable_made_on_cpu0() -> dict:
+    """A variable made under tf.device('/CPU:0') read in a function: predicted with a GPU from a
+    plain call, and run for real with the call under tf.device('/cpu:1'), CPU:1 standing in for
+    a GPU (the device an op with no request of its own goes to)."""
+
+    def make() -> Any:
+        @tf.function
+        def r(x: Any) -> Any:
+            doubled = tf.multiply(on_cpu.read_value(), 2.0, name="doubled")
+            return tf.reduce_sum(doubled, name="S") + tf.reduce_sum(x)
+
+        return r
+
+    def rows(trace: Any) -> dict:
+        ops = trace.ops.drop_duplicates("op")
+        return {
+            op: (device, op_type, str(how), reason)
+            for op, device, op_type, how, reason in zip(
+                ops["op"], ops["device"], ops["type"], ops["how"], ops["reason"], strict=True
+            )
+        }
+
+    predicted = predict_placement(trace_placement(make(), x), gpus=1)
+    real = trace_placement(make(), x, device_scope="/cpu:1")
+    return {"predicted": rows(predicted), "real": rows(real)}
+
+
+@scenario
+def keras_variables_on_cpu1() -> dict:
+    """A Keras model whose variables are made under tf.device('/cpu:1'): predicted with a GPU
+    (Keras's default compiles its step with XLA there), and its step compiled with XLA for real
+    (jit_compile=True) here, run on CPU:0 as a GPU would run it."""
+    import keras
+    import numpy as np
+
+    def make(**options: Any) -> Any:
+        with tf.device("/cpu:1"):
+            model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+            model.compile(optimizer="adam", loss="mse", **options)
+            model.build((None, 4))
+            model.optimizer.build(model.trainable_variables)
+        return model
+
+    data = (np.ones((8, 4), "float32"), np.ones((8, 2), "float32"))
+    predicted = predict_placement(trace_placement(make().train_on_batch, *data), gpus=1)
+    try:
+        make(jit_compile=True).train_on_batch(*data)
+        refused = ""
+    except tf.errors.InvalidArgumentError as exc:
+        refused = str(exc)
+    ops = predicted.ops
+    return {
+        "notes": predicted.notes,
+        "how": sorted(set(ops["how"].astype(str))),
+        "args": dict(
+            zip(
+                ops.loc[ops["type"] == "_Arg", "op"],
+                ops.loc[ops["type"] == "_Arg", "reason"],
+                strict=True,
+            )
+        ),
+        "refused": refused,
+    }
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from helpers import GPU_TRACES
 
 from tfplace_widget.model.kernels import (
@@ -266,3 +267,40 @@ def test_every_op_that_ran_on_a_gpu_in_the_real_traces_has_a_gpu_kernel():
             assert known is not False, f"{path.name}: {op_type} ran on a GPU"
             checked += known is True
     assert checked > 50
+
+
+def test_xla_compilation_kernels_are_read_from_the_registry(tf):
+    """Issue 30: what XLA can compile for a GPU (``XLA_GPU_JIT``) is in TensorFlow's kernel
+    registry once XLA registered its compilation kernels (the CPU wheel has the GPU ones too),
+    checked against XLA itself compiling the same ops here (``XLA_CPU_JIT``)."""
+    from tfplace_widget.model.kernels import has_xla_kernel
+    from tfplace_widget.model.registry import registered_kernels
+
+    graph = tf.Graph()
+    with graph.as_default():
+        words, numbers = tf.constant(["a"]), tf.constant([1.0])
+        tf.identity(words, name="words")
+        tf.strings.join([words, words], name="joined")
+        tf.identity(numbers, name="numbers")
+        tf.matmul([[1.0]], [[2.0]], name="product")
+    node = {op.name: op.node_def for op in graph.get_operations()}
+    assert has_xla_kernel(node["numbers"]) and has_xla_kernel(node["product"])
+    assert not has_xla_kernel(node["words"])  # Identity has XLA kernels, none for strings
+    assert not has_xla_kernel(node["joined"])  # StringJoin has none at all
+    # The kernel facts stay those of the placer's device types, whatever XLA registered.
+    assert not {k.device_type for k in registered_kernels("MatMul").kernels} & {
+        "XLA_CPU_JIT",
+        "XLA_GPU_JIT",
+    }
+
+    @tf.function(jit_compile=True)
+    def strings(x):
+        return tf.identity(x)
+
+    @tf.function(jit_compile=True)
+    def floats(x):
+        return tf.identity(x)
+
+    floats(tf.constant([1.0]))  # compiles and runs
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Detected unsupported operations"):
+        strings(tf.constant(["a"]))

@@ -28,6 +28,7 @@ ISSUE_OPS_COLUMNS = [
     "kernels",  # issue 12: device types with a kernel for the node def ("CPU GPU")
     "gpu_kernel",  # issue 12: yes / host / dtype / no / NA
     "xla_op",  # issue 23: the HLO instruction an op of an XLA cluster went into (<NA> outside)
+    "input_stage",  # issue 30: the tf.data stage whose function ran the op (<NA> outside)
 ]
 ISSUE_EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 ISSUE_TRANSFERS_COLUMNS = [

@@ -239,3 +239,110 @@ def _matches(requested: str, device: str) -> bool:
     if spec.device_type and spec.device_type.upper() != (have.device_type or "").upper():
         return False
     return spec.device_index is None or spec.device_index == have.device_index
+
+
+# -- completeness: every op TensorFlow placed has a row ----------------------------------------
+def completeness_check(trace: Any, mapping: Mapping, truths: list[GraphTruth]) -> dict:
+    """Every op of the traced call's functions that TensorFlow's placer placed (its log's
+    block for each graph the run metadata records: the step function, with the functions it
+    calls inlined; for a Session graph, the nodes the step's fetches need) has a row of the trace that is that op, or that names it among the ops it
+    replaced (a column ``replaces``/``fused_ops`` of op names, if the trace has one).
+
+    Not covered here: the eager runtime's single ops (``Executing op``) around the step, which
+    ``device_check`` compares per type; the functions of ``tf.data`` transformations
+    (``pipeline_check``); and the plumbing of a call's boundary the runtime makes when it
+    instantiates or inlines a function (``_Arg``, ``_Retval``, ``Func/.../input/_N``), which
+    two runs number differently (the tool wraps a plain callable in a function of its own,
+    into which the user's calls are inlined) and which no name pairs across them."""
+    covered = {(id(t), name) for found in mapping.mapped.values() for t, name in found.places}
+    replaced = _replaced_ops(trace)
+    result: dict = {"placed": [0, 0], "missing": [], "missing_types": Counter()}
+    for truth in truths:
+        if truth.eager or not truth.logged or _outside_the_step(truth):
+            continue
+        for name in truth.logged:
+            if truth.logged_types.get(name) in RUNTIME_TYPES or _CALL_PLUMBING.search(name):
+                continue
+            if truth.needed is not None and name not in truth.needed:
+                continue  # a Session graph's node the traced step's fetches do not run
+            result["placed"][1] += 1
+            if (id(truth), name) in covered or name in replaced:
+                result["placed"][0] += 1
+                continue
+            op_type = truth.logged_types.get(name, "?")
+            result["missing_types"][op_type] += 1
+            result["missing"].append(
+                {"op": name, "type": op_type, "function": truth.function or "(top)"}
+            )
+    result["missing_types"] = dict(result["missing_types"])
+    return result
+
+
+_CALL_PLUMBING = re.compile(r"(^|/)Func/.*/(input|output|output_control_node)/_\d+$")
+
+
+def _outside_the_step(truth: GraphTruth) -> bool:
+    """A graph the call ran besides its functions' bodies: the eager runtime's wrapper of one
+    op (``__wrapped__MapDataset...``), or the one-time initializer a ``tf.function`` runs on its
+    first call for the variables that call made (only ``AssignVariableOp`` and
+    ``.../Initializer/...``): the oracle's run is that first call, the tool's trace need not be."""
+    if truth.function.startswith("__wrapped__"):
+        return True
+    ops = [(name, t) for name, t in truth.logged_types.items() if t not in RUNTIME_TYPES]
+    return bool(ops) and all(t == "AssignVariableOp" or "/Initializer/" in name for name, t in ops)
+
+
+def _replaced_ops(trace: Any) -> set[str]:
+    """Op names a fused row says it stands for (no such column on today's trace)."""
+    names: set[str] = set()
+    for column in ("replaces", "fused_ops", "fused"):
+        if column in trace.ops.columns:
+            for value in trace.ops[column].dropna():
+                items = value if isinstance(value, list | tuple) else str(value).split(",")
+                names.update(str(v).strip().split("/")[-1] for v in items if v)
+    return names
+
+
+_FAKE_SINK = re.compile(r"^FakeSink\d*$")
+
+
+def pipeline_check(
+    trace: Any, mapping: Mapping, blocks: list[dict], dataset_functions: dict[str, set]
+) -> dict:
+    """Every op of a ``tf.data`` function TensorFlow's placer placed during the call (a log
+    block that no recorded graph claims and whose names are those of a ``Dataset_*`` function
+    graph) has a row of that type named after it (``.../EagerPyFunc``), on the logged device;
+    rows that are ops of the step (mapped to its graphs) do not count."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    columns = (trace.ops["op"], trace.ops["type"], trace.ops["device"])
+    for op, op_type, device in zip(*columns, strict=True):
+        if op in mapping.mapped:
+            continue
+        rows.setdefault((op.rsplit("/", 1)[-1], norm_type(op_type)), []).append(device)
+    result: dict = {"placed": [0, 0], "missing": [], "disagreements": [], "functions": []}
+    for block in blocks:
+        # The function whose ops the block places (the largest such: a block may also hold
+        # an eager op's graph placed right after it by the same thread).
+        matches = [
+            (len(ops), f) for f, ops in dataset_functions.items() if ops and ops <= set(block)
+        ]
+        if not matches:
+            continue
+        function = max(matches)[1]
+        names = {  # the placer's FakeSink Identity of a function's outputs is no op of its own
+            n for n in dataset_functions[function] if not _FAKE_SINK.match(n)
+        }
+        result["functions"].append(function)
+        for name in sorted(names):
+            op_type, device = block[name]
+            result["placed"][1] += 1
+            devices = rows.get((name.rsplit("/", 1)[-1], norm_type(op_type)))
+            if not devices:
+                result["missing"].append({"op": name, "type": op_type, "function": function})
+            elif any(_same_device(d, device) for d in devices):
+                result["placed"][0] += 1
+            else:
+                result["disagreements"].append(
+                    {"op": name, "type": op_type, "tool": devices, "tf": device}
+                )
+    return result

@@ -61,12 +61,15 @@ def prediction_check(predicted: Any, mapping: Mapping, cpu_only: list[str]) -> d
     return {"errors": errors, "cpu_checked": checked, "cpu_wrong": wrong}
 
 
+GPU_SERVING = ("GPU", "DEFAULT")  # a DEFAULT kernel serves every device type
+
+
 def gpu_kernel_registered(node: Any) -> bool:
-    """Whether TensorFlow registers a GPU kernel matching this node def's attrs."""
+    """Whether TensorFlow registers a GPU (or DEFAULT) kernel matching this node def's attrs."""
     from tensorflow.python.framework import kernels
 
     for kernel in kernels.get_registered_kernels_for_op(node.op).kernel:
-        if kernel.device_type == "GPU" and all(_meets(c, node) for c in kernel.constraint):
+        if kernel.device_type in GPU_SERVING and all(_meets(c, node) for c in kernel.constraint):
             return True
     return False
 
@@ -95,30 +98,116 @@ def _dtypes(node: Any) -> set[int]:
     return found
 
 
-def findings_check(trace: Any, mapping: Mapping, framework_only: bool) -> dict:
-    """Each finding's causes against TF's facts, and its fix against what the user can do."""
-    findings = trace.findings
+def kernel_column_check(trace: Any, mapping: Mapping) -> dict:
+    """Each row's ``gpu_kernel`` against the kernel registry, for the node def TensorFlow's
+    graph holds: ``yes``/``host`` need a GPU kernel matching its attrs, ``dtype`` a GPU kernel
+    for the type but none for these attrs, ``no`` none at all. Rows whose type is not the node
+    def's (oneDNN's ``_Mkl`` rewrites) are left out."""
+    from tensorflow.python.framework import kernels
+
+    result: dict = {"checked": 0, "disagreements": []}
+    for row in trace.ops.itertuples(index=False):
+        found = mapping.mapped.get(row.op)
+        fact = found.fact if found else None
+        if fact is None or row.type != fact.node.op or row.gpu_kernel in ("NA", None, ""):
+            continue
+        any_gpu = any(
+            k.device_type in GPU_SERVING
+            for k in kernels.get_registered_kernels_for_op(row.type).kernel
+        )
+        matching = gpu_kernel_registered(fact.node)
+        expected = {True: {"yes", "host"}, False: {"dtype"} if any_gpu else {"no"}}[matching]
+        result["checked"] += 1
+        if row.gpu_kernel not in expected:
+            result["disagreements"].append(
+                {"op": row.op, "type": row.type, "tool": row.gpu_kernel, "tf": "/".join(expected)}
+            )
+    return result
+
+
+def findings_check(
+    trace: Any, predicted: Any, mapping: Mapping, framework_only: bool, authors: Any
+) -> dict:
+    """Each finding of the trace and of the prediction: its causes against TF's facts, its
+    fix against what the user's code wrote, and whether it is material."""
     facts = {op: found.fact for op, found in mapping.mapped.items() if found.fact is not None}
     has_gpu = any("GPU" in d.upper() for d in trace.devices)
     results = {  # ops whose output the traced run's partition graphs hand back to the caller
         op for op, (tool, name) in mapping.located.items() if name in tool.retval_fed
     }
-    flagged = []
-    for finding in findings.itertuples(index=False):
-        problems = _finding_problems(finding, facts, results, has_gpu, framework_only)
-        if not problems:
-            continue
-        details = [detail for _, detail in problems]
-        more = f" (+{len(details) - 3} more)" if len(details) > 3 else ""
-        flagged.append(  # one entry per finding, with its problems
-            {
-                "kind": finding.kind,
-                "check": ", ".join(sorted({check for check, _ in problems})),
-                "detail": "; ".join(details[:3]) + more,
-                "message": finding.message,
-            }
-        )
-    return {"by_kind": dict(Counter(findings["kind"])), "flagged": flagged}
+    context = _Context(trace, mapping, facts, results, has_gpu, framework_only, authors)
+    flagged, rows = [], []
+    for source, table in (("trace", trace.findings), ("prediction", predicted.findings)):
+        seen: Counter = Counter()
+        for finding in table.itertuples(index=False):
+            seen[(finding.kind, finding.message)] += 1
+            problems = _finding_problems(finding, context)
+            share = _time_share(trace, list(finding.ops))
+            duplicate = seen[(finding.kind, finding.message)] > 1
+            material = share >= MATERIAL_SHARE and not duplicate
+            offers_fix = bool(_FIX.search(finding.message))
+            checks = {check for check, _ in problems}
+            rows.append(
+                {
+                    "kind": finding.kind,
+                    "source": source,
+                    "cause": "false cause" not in checks and "present tense" not in checks,
+                    "fix": None if not offers_fix else not checks & FIX_CHECKS,
+                    "material": material,
+                    "share": round(share, 4),
+                    "duplicate": duplicate,
+                }
+            )
+            if not problems:
+                continue
+            details = [detail for _, detail in problems]
+            more = f" (+{len(details) - 3} more)" if len(details) > 3 else ""
+            flagged.append(  # one entry per finding, with its problems
+                {
+                    "kind": finding.kind,
+                    "source": source,
+                    "check": ", ".join(sorted(checks)),
+                    "detail": "; ".join(details[:3]) + more,
+                    "message": finding.message,
+                }
+            )
+    return {
+        "by_kind": dict(Counter(trace.findings["kind"])),
+        "predicted_by_kind": dict(Counter(predicted.findings["kind"])),
+        "flagged": flagged,
+        "rows": rows,
+    }
+
+
+# A finding is material when the ops it names take at least this share of the traced step's
+# op time, and it is not a repeat of another (a necessary condition: it says nothing of
+# stability across steps, nor of bytes on a GPU machine).
+MATERIAL_SHARE = 0.01
+FIX_CHECKS = {"fix impossible", "fix not the user's"}
+# A fix: an imperative after a sentence break or a colon ("... step: fetch only what you need").
+_FIX = re.compile(
+    r"(^|[.:;]\s+|, or )(iterate|cast|move|create|place|put|run|fetch|use|keep|give|pass|make|"
+    r"feed|prefetch|wrap|set|call|remove|drop|avoid|compile|return|batch|split|merge|read)\b",
+    re.IGNORECASE,
+)
+
+
+def _time_share(trace: Any, ops: list[str]) -> float:
+    durations = trace.ops["duration_us"].fillna(0)
+    total = float(durations.sum())
+    if total <= 0:
+        return 0.0
+    return float(durations[trace.ops["op"].isin(ops)].sum()) / total
+
+
+class _Context:
+    """What a finding is held against (one trace)."""
+
+    def __init__(self, trace, mapping, facts, results, has_gpu, framework_only, authors):
+        self.rows = set(trace.ops["op"])
+        self.types = dict(zip(trace.ops["op"], trace.ops["type"], strict=False))
+        self.mapping, self.facts, self.results = mapping, facts, results
+        self.has_gpu, self.framework_only, self.authors = has_gpu, framework_only, authors
 
 
 _PRESENT_ON_GPU = re.compile(
@@ -126,10 +215,9 @@ _PRESENT_ON_GPU = re.compile(
 )
 
 
-def _finding_problems(
-    finding: Any, facts: dict, results: set[str], has_gpu: bool, framework_only: bool
-) -> list:
+def _finding_problems(finding: Any, ctx: _Context) -> list:
     message, ops = finding.message, list(finding.ops)
+    facts = ctx.facts
     problems = []
 
     def fact_of(op: str) -> NodeFact | None:
@@ -138,10 +226,14 @@ def _finding_problems(
     if re.search(r"\b(has|have) no GPU kernel", message):
         for op in ops:
             fact = fact_of(op)
-            if fact is None or fact.node.op == "Const" or _reads_resource(fact):
+            if fact is None or fact.node.op == "Const":
+                continue
+            kind = _resource_kind_of_reader(fact)
+            if kind and kind not in message.lower():
                 continue  # a resource's reader stays with its resource: not a kernel claim
-            if gpu_kernel_registered(fact.node):
-                problems.append(("false cause", f"{op} ({fact.node.op}) has a GPU kernel"))
+            for op_type in [fact.node.op, *RESOURCE_MAKERS.get(kind, ())]:
+                if _type_has_gpu_kernel(op_type, fact.node if op_type == fact.node.op else None):
+                    problems.append(("false cause", f"{op_type} (of {op}) has a GPU kernel"))
     anchors = re.search(r"a resource with (.+?), which has none", message)
     if anchors:
         for anchor in re.split(r", | and ", anchors.group(1)):
@@ -159,22 +251,117 @@ def _finding_problems(
                 continue
             if DT_STRING in _dtypes(fact.node):
                 problems.append(("fix impossible", f"cast of string op {op}"))
-            elif framework_only or FRAMEWORK.search(op):
+            elif ctx.framework_only or FRAMEWORK.search(op):
                 problems.append(("fix impossible", f"cast inside framework op {op}"))
     largest = re.search(r"largest (\S+?):\d+\)", message)
-    if "going back to the caller" in message and largest and largest.group(1) not in results:
+    if "going back to the caller" in message and largest and largest.group(1) not in ctx.results:
         problems.append(("false cause", f"{largest.group(1)} feeds no _Retval in TF's graph"))
+    if re.search(r"\breads? of variables", message) and largest:
+        producer = ctx.types.get(largest.group(1), "")
+        if producer and not VARIABLE_READS.match(producer):
+            problems.append(
+                ("false cause", f"{largest.group(1)} ({producer}) is no read of a variable")
+            )
+    named = re.search(r"variables that live on \S+ \(([^)]*)\)", message)
+    for name in re.split(r", | and ", named.group(1)) if named else []:
+        kind = _resource_kind(ctx, name.strip())
+        if kind and kind != "variable":
+            problems.append(("false cause", f"{name.strip()} is a {kind}, not a variable"))
     strings = [op for op in ops if fact_of(op) and DT_STRING in _dtypes(fact_of(op).node)]
     if finding.kind == "ping_pong" and "run on the GPU" in message and strings:
         problems.append(("fix impossible", f"string ops on the GPU: {strings[:3]}"))
     prediction = re.search(r"\bwould\b|on a machine with", message)
-    if not has_gpu and _PRESENT_ON_GPU.search(message) and not prediction:
+    if not ctx.has_gpu and _PRESENT_ON_GPU.search(message) and not prediction:
         problems.append(("present tense", "speaks of a GPU as there on a CPU-only run"))
+    if _FIX.search(message) and ctx.authors is not None and ctx.authors.made_at:
+        problems += _fix_names_framework(finding, ctx)
     return problems
+
+
+RESOURCE_MAKERS = {  # the ops that make (and iterate) a resource of each kind
+    "iterator": ("AnonymousIteratorV3", "IteratorV2", "IteratorGetNext"),
+    "lookup table": ("HashTableV2", "MutableHashTableV2"),
+    "variable": ("VarHandleOp",),
+}
+VARIABLE_READS = re.compile(r"^(ReadVariableOp|ResourceGather\w*|_Read\w*)$")
+_KIND_OF_CONSUMER = (
+    (re.compile(r"Iterator|^MakeIterator$|^DeleteIterator$"), "iterator"),
+    (re.compile(r"^(LookupTable|InitializeTable)"), "lookup table"),
+    (VARIABLE_CONSUMERS, "variable"),
+)
+
+
+def _type_has_gpu_kernel(op_type: str, node: Any | None) -> bool:
+    from tensorflow.python.framework import kernels
+
+    if node is not None:
+        return gpu_kernel_registered(node)
+    registered = kernels.get_registered_kernels_for_op(op_type).kernel
+    return any(k.device_type in GPU_SERVING for k in registered)
+
+
+def _resource_kind_of_reader(fact: NodeFact) -> str:
+    if not _reads_resource(fact):
+        return ""
+    return next((kind for pattern, kind in _KIND_OF_CONSUMER if pattern.search(fact.node.op)), "")
+
+
+def _resource_kind(ctx: _Context, name: str) -> str:
+    """What a resource named in a finding is, by the ops that consume it in the tool's graph
+    of the step (``iterator`` is read by ``IteratorGetNext``: an iterator)."""
+    for tool, _ in {id(t): (t, n) for t, n in ctx.mapping.located.values()}.values():
+        if tool.top is None:
+            continue
+        consumers = [
+            n.op
+            for n in tool.top.nodes.values()
+            if any(i.lstrip("^").split(":")[0] == name for i in n.input)
+        ]
+        for pattern, kind in _KIND_OF_CONSUMER:
+            if any(pattern.search(c) for c in consumers):
+                return kind
+    return ""
+
+
+def _fix_names_framework(finding: Any, ctx: _Context) -> list:
+    """A fix may ask to change only ops the user's own code made (``authorship``). Copies and
+    other runtime-made rows a finding cites as evidence are judged by the tensor they carry
+    (its ``largest X:N``) where it names one; rows with no node def are left unjudged."""
+    named = list(finding.ops) + [
+        word for word in re.findall(r"[\w./-]+", finding.message) if word in ctx.rows
+    ]
+    largest = re.search(r"largest (\S+?):\d+\)", finding.message)
+    if largest:
+        named.append(largest.group(1))
+    problems, done = [], set()
+    for op in named:
+        if op in done:
+            continue
+        done.add(op)
+        facts = _facts_of(ctx, op)
+        if not facts:
+            continue
+        writers = [ctx.authors.writer(f.key) for f in facts]
+        if any((w or "").startswith("user:") for w in writers):
+            continue
+        writer = next((w for w in writers if w), None)
+        if writer is not None:
+            problems.append(("fix not the user's", f"{op} is made by {writer}"))
+    return problems
+
+
+def _facts_of(ctx: _Context, op: str) -> list[NodeFact]:
+    found = ctx.mapping.mapped.get(op)
+    facts = [f for f in (found.tool_fact, found.fact) if f is not None] if found else []
+    if not facts:
+        located = ctx.mapping.located.get(op)
+        fact = located[0].fact(located[1]) if located else None
+        facts = [fact] if fact is not None else []
+    return facts
 
 
 def _reads_resource(fact: NodeFact) -> bool:
     return any(produces_resource(i, fact.body) for i in fact.node.input if i[:1] != "^")
 
 
-__all__ = ["DT_RESOURCE", "findings_check", "prediction_check"]
+__all__ = ["DT_RESOURCE", "findings_check", "kernel_column_check", "prediction_check"]

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _PLACER_LINE = re.compile(r"placer\.cc:\d+\] (\S+): \((\S+)\): (\S+)$")
+_THREAD = re.compile(r"^\S+ \S+\s+(\d+) ")  # absl's "I0000 00:00:1796.78   23984 file:line]"
 _EAGER_LINE = re.compile(r"Executing op (\S+) in device (\S+)$")
 _FUNCTION = re.compile(r"^__(?:inference|forward|backward)_(.+?)_\d+$")
-_BODY_COUNTER = re.compile(r"(^|/)(body|cond|then|else|branch\d+)/_\d+(?=/)")
+_BODY_COUNTER = re.compile(r"(^|/)(body|cond|then|else|branch\d+)/_\d+(?=/|$)")
 _CALLS = {"PartitionedCall", "StatefulPartitionedCall"}
 _WHILES = {"While", "StatelessWhile"}
 _IFS = {"If", "StatelessIf"}
@@ -92,11 +93,15 @@ class GraphTruth:
     raw_placed: dict[str, str] = field(default_factory=dict)  # raw name -> device
     types: dict[str, str] = field(default_factory=dict)  # display name -> op type
     logged: dict[str, str] = field(default_factory=dict)  # display name -> logged device
+    logged_types: dict[str, str] = field(default_factory=dict)  # display name -> logged type
     retval_fed: set[str] = field(default_factory=set)  # display names feeding a _Retval
     top: Body | None = None
     library: dict[str, Any] = field(default_factory=dict)
     eager: bool = False
     function: str = ""  # the instantiated function's display name ("" for a Session graph)
+    # A Session graph: the nodes its step's fetches need (the placer places the whole graph,
+    # initializers too); None for a function, all of which its call runs.
+    needed: set[str] | None = None
 
     def fact(self, display: str) -> NodeFact | None:
         """The node def behind ``display``, or ``None`` (made by the runtime)."""
@@ -150,17 +155,24 @@ def log_blocks(lines: list[str]) -> tuple[list[dict[str, tuple[str, str]]], list
     runtime's ``(type, device)`` executions, from captured fd-2 lines."""
     blocks: list[dict[str, tuple[str, str]]] = []
     eager: list[tuple[str, str]] = []
-    current: dict[str, tuple[str, str]] | None = None
+    # Per thread: tf.data's threads place their functions while the caller's thread logs
+    # its own, and the lines interleave.
+    # its own, and the lines interleave. (Two graphs one thread places back to back, with no
+    # other line between them and no name in common, stay one block.)
+    current: dict[str, dict[str, tuple[str, str]]] = {}
     for line in lines:
+        thread = _THREAD.match(line)
+        tid = thread.group(1) if thread else ""
         placed = _PLACER_LINE.search(line)
         if placed:
             name, op_type, device = placed.groups()
-            if current is None or name in current:
-                current = {}
-                blocks.append(current)
-            current[name] = (op_type, device)
+            block = current.get(tid)
+            if block is None or name in block:
+                block = current[tid] = {}
+                blocks.append(block)
+            block[name] = (op_type, device)
             continue
-        current = None
+        current.pop(tid, None)
         executed = _EAGER_LINE.search(line)
         if executed:
             eager.append(executed.groups())
@@ -214,21 +226,42 @@ def graph_truth(
     return truth
 
 
-def attach_log(truths: list[GraphTruth], blocks: list[dict[str, tuple[str, str]]]) -> None:
-    """Give each graph the placer block that placed it (the one sharing most names)."""
+def attach_log(truths: list[GraphTruth], blocks: list[dict[str, tuple[str, str]]]) -> list[int]:
+    """Give each graph the placer block that placed it (the one sharing most names); the
+    indices of the blocks no recorded graph claims (graphs another runtime placed: the
+    functions of ``tf.data`` transformations)."""
+    claimed = set()
     for truth in truths:
         if not truth.raw_placed:
             continue
         names = set(truth.raw_placed)
-        best = max(blocks, key=lambda b: len(names & set(b)), default=None)
-        if best is None or not names & set(best):
+        best = max(  # most names shared, then fewest names of one and not the other
+            range(len(blocks)),
+            key=lambda i: (len(names & set(blocks[i])), -len(names ^ set(blocks[i]))),
+            default=None,
+        )
+        if best is None or not names & set(blocks[best]):
             continue
-        truth.logged = {display_name(raw): device for raw, (_, device) in best.items()}
+        claimed.add(best)
+        truth.logged = {display_name(raw): device for raw, (_, device) in blocks[best].items()}
+        truth.logged_types = {display_name(raw): t for raw, (t, _) in blocks[best].items()}
+    return [i for i in range(len(blocks)) if i not in claimed]
 
 
-def run_function(call: Callable[[], Any]) -> tuple[list[GraphTruth], list[tuple], list[str]]:
+@dataclass
+class Run:
+    """What TensorFlow said of one call: its placed graphs, eager executions, log lines, and
+    the placer blocks of graphs outside the run metadata (``tf.data`` functions)."""
+
+    truths: list[GraphTruth]
+    eager_ops: list[tuple]
+    lines: list[str]
+    dataset_blocks: list[dict[str, tuple[str, str]]]
+
+
+def run_function(call: Callable[[], Any]) -> Run:
     """Call TF2 code once as its user would, Grappler off: the graphs placed, the eager ops
-    executed ``(type, device)``, and the captured log lines."""
+    executed ``(type, device)``, the captured log lines and the unclaimed placer blocks."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -253,9 +286,9 @@ def run_function(call: Callable[[], Any]) -> tuple[list[GraphTruth], list[tuple]
         eager = _is_eager_op(pre)
         truths.append(graph_truth(pre, list(graph.partition_graphs), eager, name))
     blocks, eager_ops = log_blocks(lines)
-    attach_log(truths, blocks)
+    unclaimed = attach_log(truths, blocks)
     _call_scopes(truths, eager_ops)
-    return truths, eager_ops, lines
+    return Run(truths, eager_ops, lines, [blocks[i] for i in unclaimed])
 
 
 def _call_scopes(truths: list[GraphTruth], eager_ops: list[tuple]) -> None:
@@ -276,6 +309,12 @@ def _call_scopes(truths: list[GraphTruth], eager_ops: list[tuple]) -> None:
             truth.top.scope_device = device
 
 
+# Nodes of an instantiated graph that its FunctionDef does not hold: arguments and results,
+# and the ``_EagerConst`` the runtime adds for an eager constant fed to the call (``model.fit``'s
+# step on a ``tf.data`` iterator).
+_NOT_IN_FUNCTION_DEF = ("_Arg", "_Retval", "_DeviceArg", "_EagerConst")
+
+
 def instantiated_functions(function_graphs: list) -> list[str]:
     """The display name of the function each recorded graph instantiated (the eager
     context's FunctionDef with the same node names), ``""`` when none matches."""
@@ -290,7 +329,7 @@ def instantiated_functions(function_graphs: list) -> list[str]:
     names = []
     for graph in function_graphs:
         nodes = graph.pre_optimization_graph.node
-        body = frozenset(n.name for n in nodes if n.op not in ("_Arg", "_Retval", "_DeviceArg"))
+        body = frozenset(n.name for n in nodes if n.op not in _NOT_IN_FUNCTION_DEF)
         names.append(known.get(body, ""))
     return names
 
@@ -302,7 +341,7 @@ def _is_eager_op(pre_graph: Any) -> bool:
     return not pre_graph.library.function and all(n.name == n.op for n in users)
 
 
-def run_graph(builder: Callable[[], Any], cpus: int) -> tuple[list[GraphTruth], list, list[str]]:
+def run_graph(builder: Callable[[], Any], cpus: int) -> Run:
     """Build the graph and run one step in a Session with ``cpus`` CPUs and the placement log
     on (``ConfigProto(log_device_placement=True)``), Grappler off."""
     import tensorflow as tf
@@ -331,9 +370,26 @@ def run_graph(builder: Callable[[], Any], cpus: int) -> tuple[list[GraphTruth], 
             run_metadata=metadata,
         )
     truth = graph_truth(graph.as_graph_def(), list(metadata.partition_graphs))
+    truth.needed = _needed(graph.as_graph_def(), fetches)
     blocks, _ = log_blocks(lines)
     attach_log([truth], blocks)
-    return [truth], [], lines
+    return Run([truth], [], lines, [])
+
+
+def _needed(graph_def: Any, fetches: Any) -> set[str]:
+    """The nodes a Session run of ``fetches`` needs: the fetches and everything they depend
+    on, through data and control inputs."""
+    import tensorflow as tf
+
+    inputs = {n.name: [i.lstrip("^").split(":")[0] for i in n.input] for n in graph_def.node}
+    todo = [getattr(f, "op", f).name for f in tf.nest.flatten(fetches)]
+    needed: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in needed:
+            needed.add(name)
+            todo.extend(inputs.get(name, []))
+    return needed
 
 
 def produces_resource(raw_input: str, body: Body) -> bool:

@@ -31,6 +31,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE / "corpus")]
 
+import authorship  # noqa: E402
 import xla_truth  # noqa: E402
 
 XLA_DUMP = tempfile.mkdtemp(prefix="tfplace-xla-dump-")
@@ -53,6 +54,8 @@ from mapping import map_rows  # noqa: E402
 from tfplace_widget import TraceError, predict_placement, trace_placement  # noqa: E402
 
 KERAS_STEPS = ("train_on_batch", "test_on_batch", "predict_on_batch", "fit")
+USER_CODE = (str(HERE / "corpus") + "/", str(Path(__file__).resolve()))
+_SEEN_GRAPHS: list = []  # tf.function graphs of programs run before in this process
 
 
 def run_program(name: str) -> dict[str, Any]:
@@ -71,7 +74,7 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
     options = dict(spec.get("options", {}))
     if "builder" in spec:
         fn, args = spec["builder"], ()
-        truths, eager_ops, _ = ground_truth.run_graph(fn, options["device_count"]["CPU"])
+        run = ground_truth.run_graph(fn, options["device_count"]["CPU"])
         expected_mode = "graph"
     else:
         fn, args = spec["fn"], tuple(spec.get("args", ()))
@@ -82,10 +85,11 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
             with tf.device(scope) if scope else contextlib.nullcontext():
                 fn(*args, **kwargs)
 
-        truths, eager_ops, _ = ground_truth.run_function(call)
+        run = ground_truth.run_function(call)
         expected_mode = "function"
         if kwargs:
             options["fn_kwargs"] = kwargs
+    truths, eager_ops = run.truths, run.eager_ops
     try:
         trace = trace_placement(fn, *args, **options)
     except TraceError as exc:  # TF ran it (above); the tool could not trace it
@@ -93,6 +97,7 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
     predicted = predict_placement(trace, gpus=1)
     mapping = map_rows(trace, truths)
     framework_only = getattr(fn, "__name__", "") in KERAS_STEPS
+    authors = authorship.collect(USER_CODE, _SEEN_GRAPHS)
     return {
         "program": name,
         "source": source_of(module),
@@ -102,10 +107,16 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
         "devices": checks.device_check(trace, mapping, eager_ops, truths),
         "how": checks.how_check(trace, mapping),
         "prediction": claims.prediction_check(predicted, mapping, spec.get("cpu_only", [])),
-        "findings": claims.findings_check(trace, mapping, framework_only),
+        "completeness": checks.completeness_check(trace, mapping, truths),
+        "pipeline": checks.pipeline_check(
+            trace, mapping, run.dataset_blocks, authors.dataset_functions
+        ),
+        "kernels": claims.kernel_column_check(trace, mapping),
+        "findings": claims.findings_check(trace, predicted, mapping, framework_only, authors),
         "xla": _xla_check(trace, fn, args, eager_ops, options.get("device_scope"))
         if spec.get("xla")
         else None,
+        "onednn": onednn_on(),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -124,6 +135,14 @@ def _xla_check(
             result, text, xla_truth.dumped_modules(XLA_DUMP)
         )
     return result
+
+
+def onednn_on() -> bool:
+    """Whether TensorFlow runs with oneDNN's rewrites (its default on x86 unless
+    ``TF_ENABLE_ONEDNN_OPTS=0``)."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
 
 
 _SOURCE = re.compile(r"(?:Reproduces|Follows) (\S+) (\S+) \(commit ([0-9a-f]{40})")

@@ -15,23 +15,29 @@ def agreement_table(results: dict[str, dict[str, Any]]) -> str:
     """Markdown: per program, ops agreeing with TF's log and partition graphs, how-checks,
     prediction errors, CPU-only resources predicted elsewhere, findings flagged."""
     lines = [
-        "| program | mode | ops | devices = placement log | devices = partition graphs "
-        "| ops not mapped | how = graph's rule | prediction errors | CPU-only resources "
-        "off the CPU | findings flagged / listed |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| program | mode | oneDNN | seconds | ops | devices = placement log "
+        "| devices = partition graphs | ops not mapped | step ops placed with a row "
+        "| tf.data ops placed with a row | how = graph's rule | gpu_kernel = registry "
+        "| prediction errors | CPU-only resources off the CPU | findings flagged / listed |",
+        "| --- " * 15 + "|",
     ]
     for name, result in results.items():
         if "error" in result or "tool_error" in result:
             what = "oracle error" if "error" in result else "the tool raised"
-            lines.append(f"| {name} | {what} | | | | | | | | |")
+            lines.append(f"| {name} | {what} |" + " |" * 13)
             continue
         devices, how = result["devices"], result["how"]
         prediction, findings = result["prediction"], result["findings"]
-        listed = sum(findings["by_kind"].values())
+        kernels = result["kernels"]
+        listed = len(findings["rows"])
         lines.append(
-            f"| {name} | {result['mode']} | {result['ops']} | {_ratio(devices['log'])} "
+            f"| {name} | {result['mode']} | {'on' if result['onednn'] else 'off'} "
+            f"| {result['seconds']} | {result['ops']} | {_ratio(devices['log'])} "
             f"| {_ratio(devices['partition'])} | {sum(devices['unmapped'].values())} "
-            f"| {_ratio([how['agree'], how['checked']])} | {len(prediction['errors'])} "
+            f"| {_ratio(result['completeness']['placed'])} | {_ratio(result['pipeline']['placed'])} "
+            f"| {_ratio([how['agree'], how['checked']])} "
+            f"| {_ratio([kernels['checked'] - len(kernels['disagreements']), kernels['checked']])} "
+            f"| {len(prediction['errors'])} "
             f"| {len(prediction['cpu_wrong'])}/{prediction['cpu_checked']} "
             f"| {len(findings['flagged'])}/{listed} |"
         )
@@ -39,18 +45,59 @@ def agreement_table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def findings_table(results: dict[str, dict[str, Any]]) -> str:
-    """Markdown: each finding kind (rows) against the corpus (columns), listed (flagged)."""
+    """Markdown: each finding kind (rows; the trace's and the prediction's) against the corpus
+    (columns): ``listed`` and, when any, how many state a false cause (``c``), offer a fix the
+    user cannot apply (``f``), or are not material (``m``)."""
     ran = {n: r for n, r in results.items() if "findings" in r}
-    kinds = sorted({k for r in ran.values() for k in r["findings"]["by_kind"]})
+    kinds = sorted({(f["source"], f["kind"]) for r in ran.values() for f in r["findings"]["rows"]})
     lines = ["| kind | " + " | ".join(ran) + " |", "| --- |" + " --- |" * len(ran)]
-    for kind in kinds:
+    for source, kind in kinds:
         cells = []
         for result in ran.values():
-            listed = result["findings"]["by_kind"].get(kind, 0)
-            flagged = sum(f["kind"] == kind for f in result["findings"]["flagged"])
-            cells.append(f"{listed} ({flagged} flagged)" if flagged else str(listed or ""))
-        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+            rows = [
+                f for f in result["findings"]["rows"] if f["kind"] == kind and f["source"] == source
+            ]
+            cells.append(_cell(rows))
+        lines.append(f"| {kind} ({source}) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def findings_summary(results: dict[str, dict[str, Any]]) -> str:
+    """Markdown: per finding kind over the whole corpus, how many are listed, how many state a
+    true cause, offer an applicable fix (of those offering one) and are material."""
+    totals: dict[tuple[str, str], list[int]] = {}
+    for result in results.values():
+        for f in result.get("findings", {}).get("rows", []):
+            t = totals.setdefault((f["kind"], f["source"]), [0, 0, 0, 0, 0])
+            t[0] += 1
+            t[1] += f["cause"]
+            t[2] += f["fix"] is not None
+            t[3] += f["fix"] is True
+            t[4] += f["material"]
+    lines = [
+        "| kind | listed | cause true | fix applicable / fixes offered | material |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for (kind, source), (n, cause, fixes, fix_ok, material) in sorted(totals.items()):
+        lines.append(
+            f"| {kind} ({source}) | {n} | {cause}/{n} | {fix_ok}/{fixes} | {material}/{n} |"
+        )
+    return "\n".join(lines)
+
+
+def _cell(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    marks = [
+        f"{count}{mark}"
+        for count, mark in (
+            (sum(not f["cause"] for f in rows), "c"),
+            (sum(f["fix"] is False for f in rows), "f"),
+            (sum(not f["material"] for f in rows), "m"),
+        )
+        if count
+    ]
+    return f"{len(rows)} ({' '.join(marks)})" if marks else str(len(rows))
 
 
 def xla_table(results: dict[str, dict[str, Any]]) -> str:
@@ -99,7 +146,30 @@ def disagreements(results: dict[str, dict[str, Any]]) -> str:
         for w in result["prediction"]["cpu_wrong"]:
             lines.append(f"- {name}: predicted {w['op']} ({w['resource']}) on {w['predicted']}")
         for f in result["findings"]["flagged"]:
-            lines.append(f"- {name}: {f['kind']} {f['check']}: {f['detail']}: {f['message']}")
+            lines.append(
+                f"- {name}: {f['kind']} ({f['source']}) {f['check']}: {f['detail']}: {f['message']}"
+            )
+        missing = result["completeness"]["missing_types"]
+        if missing:
+            lines.append(f"- {name}: ops TF placed in the step with no row: {missing}")
+        for m in result["completeness"]["missing"][:5]:
+            lines.append(f"  - {m['op']} ({m['type']}) in {m['function']}")
+        pipeline = result["pipeline"]
+        if pipeline["missing"]:
+            types = sorted({m["type"] for m in pipeline["missing"]})
+            lines.append(
+                f"- {name}: {len(pipeline['missing'])} ops of tf.data functions "
+                f"{sorted(set(pipeline['functions']))} TF placed have no row ({', '.join(types)})"
+            )
+        for d in pipeline["disagreements"]:
+            lines.append(
+                f"- {name}: tf.data op {d['op']} ({d['type']}): tool {d['tool']}, TF {d['tf']}"
+            )
+        for d in result["kernels"]["disagreements"]:
+            lines.append(
+                f"- {name}: gpu_kernel of {d['op']} ({d['type']}): tool {d['tool']}, "
+                f"registry {d['tf']}"
+            )
         xla = result.get("xla") or {}
         for d in xla.get("disagreements", []):
             lines.append(

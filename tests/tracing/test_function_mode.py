@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import instantiations
 
 from tfplace_widget import PlacementPanel, TraceError, show_placement, trace_placement
 from tfplace_widget.model.frames import OPS_COLUMNS
@@ -372,23 +373,6 @@ def test_after_a_trace_tensorflow_keeps_no_graphs_of_later_calls(tf, double):
     assert len(context.context().export_run_metadata().function_graphs) == 0
 
 
-def _instantiations(call: Any) -> int:
-    """How many functions TensorFlow instantiated during ``call()``: it records a placed graph
-    (``RunMetadata.function_graphs``) for every instantiation, and for nothing it runs from
-    its kernel cache."""
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    ctx.enable_run_metadata()
-    ctx.export_run_metadata()
-    try:
-        call()
-        return len(ctx.export_run_metadata().function_graphs)
-    finally:
-        ctx.disable_run_metadata()
-        ctx.disable_graph_collection()
-
-
 @pytest.mark.parametrize(
     "options", [{}, {"optimize": True}, {"overrides": {"twice_*": "/cpu:0"}}], ids=str
 )
@@ -412,17 +396,33 @@ def test_a_trace_leaves_the_users_instantiated_function_cached(tf, options):
     concrete = step.get_concrete_function(x)
     name = concrete.function_def.signature.name
     fdef = ctx.get_function_def(name).SerializeToString(deterministic=True)
-    assert _instantiations(lambda: step(x)) == 0  # the user's instantiation, cached
+    assert instantiations(lambda: step(x)) == 0  # the user's instantiation, cached
     for _ in range(2):  # a second trace records the copies again
         trace = trace_placement(step, x, **options)
         assert {"twice_a", "twice_b"} <= set(trace.ops["op"])
         assert set(trace.ops["function"]) == {"step"}
-    assert _instantiations(lambda: step(x)) == 0
+    assert instantiations(lambda: step(x)) == 0
     assert step.get_concrete_function(x).function_def.signature.name == name
     assert ctx.get_function_def(name).SerializeToString(deterministic=True) == fdef
     assert not [f for f in ctx.list_function_names() if "_tfplace_copy" in f]
     ctx.clear_kernel_cache()  # what the trace did before: the check sees an instantiation
-    assert _instantiations(lambda: step(x)) == 1
+    assert instantiations(lambda: step(x)) == 1
+
+
+def test_the_next_call_after_a_first_call_trace_instantiates_nothing(scenarios):
+    """Issue 30: when the trace is the function's first call, the user's next call finds the
+    function instantiated with the user's settings (TensorFlow records no placed graph in it),
+    for a tf.function with any options, one XLA compiles (whose cancelled call would run: it
+    is not made again) and for Keras's train_on_batch, whose step function Keras makes during
+    the trace. The trace moves the user's state only by its warmup + steps
+    calls, and a second trace shows the same rows. (Was: one instantiation, e.g. 5 s for a
+    MobileNetV2 training step.)"""
+    found = result(scenarios, "next_call_after_a_first_call_trace")
+    for label, seen in found.items():
+        calls = 1 if label == "warmup=0" else 2
+        assert seen["next"] == 0, f"{label}: the next call instantiated {seen['next']}"
+        assert seen["moved"] == (calls, 1), label
+        assert seen["same_rows"], label
 
 
 def test_a_one_element_iterator_says_the_warm_up_call_took_it(tf):

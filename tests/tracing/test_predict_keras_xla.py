@@ -155,3 +155,101 @@ def test_a_traced_xla_cluster_is_said_when_predicting_from_the_trace(compiled): 
     unlisted = int((~xla_ops["op"].isin(set(predicted.ops["op"]))).sum())
     assert (f"has no row for {unlisted:,} of them" in note) == (unlisted > 0)
     assert not [n for n in predict_placement(compiled, gpus=0).notes if "XLA cluster" in n]
+
+
+# -- issue 30 item 4: what XLA does with the step, decided as Keras and XLA do -----------------
+def hashing_model(keras, tf, **compile_options):
+    """A custom layer with string ops: Keras's supports_jit says yes (layers do by default),
+    XLA has no kernel for them."""
+
+    class Hash(keras.layers.Layer):
+        def call(self, x):
+            buckets = tf.strings.to_hash_bucket_fast(tf.strings.as_string(x), 10)
+            return x + tf.cast(buckets, x.dtype)
+
+    model = keras.Sequential([keras.Input((4,)), Hash(), keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss="mse", **compile_options)
+    return model
+
+
+def batches(tf):
+    return tf.data.Dataset.from_tensor_slices((tf.ones((16, 4)), tf.ones((16, 2)))).batch(8)
+
+
+def test_a_step_xla_cannot_compile_is_predicted_to_fail(tf, keras, trace_placement):
+    import re
+
+    from keras.src.trainers.trainer import model_supports_jit
+
+    model = hashing_model(keras, tf)
+    assert model_supports_jit(model)  # so Keras's 'auto' picks XLA on a machine with a GPU
+    # What a user gets with XLA: the same model compiled with jit_compile=True, run here.
+    with pytest.raises(tf.errors.InvalidArgumentError) as failed:
+        hashing_model(keras, tf, jit_compile=True).train_on_batch(tf.ones((8, 4)), tf.ones((8, 2)))
+    message = str(failed.value)
+    assert "Detected unsupported operations when trying to compile graph" in message
+    refused = set(re.findall(r"No registered '(\w+)' OpKernel for XLA_CPU_JIT", message))
+    assert refused
+    trace = trace_placement(model.fit, batches(tf), fn_kwargs={"epochs": 1, "verbose": 0})
+    for predicted in (
+        predict_placement(trace, gpus=1),
+        predict_placement(
+            model.fit, gpus=1, args=(batches(tf),), fn_kwargs={"epochs": 1, "verbose": 0}
+        ),
+    ):
+        [note] = keras_notes(predicted)
+        assert "the step fails, since XLA cannot compile 2 of its ops (no XLA_GPU_JIT" in note
+        assert all(f"({op_type}" in note for op_type in refused), (refused, note)
+        assert "Detected unsupported operations when trying to compile graph" in note
+        assert "on XLA_GPU_JIT" in note and "jit_compile=False" in note
+        assert "one XLA cluster" not in note
+        ops = predicted.ops
+        assert not (ops["how"] == "xla").any()  # the per-op placement: what runs without XLA
+        string_ops = ops[ops["type"].isin(["AsString", "StringToHashBucketFast"])]
+        assert len(string_ops) == 2
+        assert string_ops["reason"].str.contains("no XLA_GPU_JIT kernel for").all()
+        assert (
+            not ops.loc[~ops.index.isin(string_ops.index), "reason"]
+            .str.contains("XLA_GPU_JIT")
+            .any()
+        )
+
+
+def test_a_compilable_step_is_one_cluster_without_per_op_findings(tf, keras, trace_placement):
+    model = small_model(keras)
+    trace = trace_placement(model.fit, batches(tf), fn_kwargs={"epochs": 1, "verbose": 0})
+    assert "keras_xla.json" in trace.raw  # the trace keeps Keras's decision for later
+    predicted = predict_placement(trace, gpus=1)
+    [note] = keras_notes(predicted)
+    assert "the whole step (its" in note and "runs as one XLA cluster on one GPU" in note
+    assert "IteratorGetNext" in note  # Keras's loop around the step is not compiled
+    # The variables were made with no tf.device: on the GPU by assumption, which the note says.
+    assert "This assumes the variables of" in note and "the step would fail" in note
+    ops = predicted.ops
+    gpu = "/job:localhost/replica:0/task:0/device:GPU:0"
+    xla = ops[ops["how"] == "xla"]
+    assert (xla["device"] == gpu).all() and set(xla["function"]) == {"one_step_on_data"}
+    assert xla["reason"].str.contains("With jit_compile=False it would go to").all()
+    loop = ops[ops["type"] == "IteratorGetNext"]
+    assert len(loop) == 1 and loop["how"].iloc[0] != "xla"
+    # What XLA compiles for real (here on XLA:CPU, jit_compile=True): the ops of the step
+    # function, not those of Keras's loop around it.
+    real = trace_placement(
+        small_model(keras, jit_compile=True).fit,
+        batches(tf),
+        fn_kwargs={"epochs": 1, "verbose": 0},
+    )
+    real_xla = real.ops[real.ops["how"] == "xla"]
+    if not real_xla.empty:  # TF 2.16's profile records no XLA instruction
+        assert not real_xla["type"].isin(["IteratorGetNext", "OptionalFromValue"]).any()
+        assert set(real_xla["function"]) == set(xla["function"])
+    # No per-op finding inside the cluster: no fallback, no host-memory arithmetic there.
+    findings = predicted.findings
+    inside = set(xla["op"])
+    for kind in ("cpu_fallback", "host_memory_on_gpu"):
+        named = {op for ops_ in findings.loc[findings["kind"] == kind, "ops"] for op in ops_}
+        assert not named & inside, (kind, named & inside)
+    # host-memory copies between the cluster's ops are gone
+    producers = predicted.transfers["tensor"].str.rpartition(":")[0]
+    same = predicted.transfers["src_device"] == predicted.transfers["dst_device"]
+    assert not (producers.isin(inside) & same).any()

@@ -19,6 +19,7 @@ import pickle
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
@@ -37,6 +38,9 @@ import numpy as np  # noqa: E402
 
 from tfplace_widget import TraceError, trace_placement  # noqa: E402
 from tfplace_widget.model.capture import capture_native_output  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for helpers
+from helpers import instantiations  # noqa: E402
 
 RESULTS: dict[str, Any] = {}
 
@@ -203,6 +207,68 @@ def keras_train_warmup_zero():
     before = int(model.optimizer.iterations.numpy())
     trace = trace_placement(model.train_on_batch, features, labels, warmup=0)
     return {"trace": trace, "iterations": int(model.optimizer.iterations.numpy()) - before}
+
+
+@scenario
+def next_call_after_a_first_call_trace():
+    """Issue 30: traces that are the function's first call ever; for each, the instantiations
+    TensorFlow makes in the user's next call, the user's state moved by the trace and by that
+    call, and whether a second trace shows the same rows."""
+
+    def rows(trace: Any) -> list:
+        return sorted(map(tuple, trace.ops[["op", "type", "device", "how"]].to_numpy()))
+
+    def fresh_function() -> tuple[Any, Any]:
+        counter = tf.Variable(0.0)
+
+        @tf.function
+        def step(v):
+            counter.assign_add(1.0)
+            with tf.device("/cpu:1"):
+                y = tf.tanh(tf.multiply(v, 2.0, name="twice"))
+            return tf.add(y, 1.0, name="plus")
+
+        return step, counter
+
+    found = {}
+    for label, options in (
+        ("defaults", {}),
+        ("warmup=0", {"warmup": 0}),
+        ("optimize=True", {"optimize": True}),
+        ("device_scope", {"device_scope": "/cpu:1"}),
+        ("overrides", {"overrides": {"twice": "/cpu:0"}}),
+    ):
+        step, counter = fresh_function()
+        first = trace_placement(step, x, **options)
+        moved = counter.numpy()
+        found[label] = {
+            "next": instantiations(lambda step=step: step(x)),
+            "moved": (moved, counter.numpy() - moved),
+            "same_rows": rows(first) == rows(trace_placement(step, x, **options)),
+        }
+    counter = tf.Variable(0.0)
+
+    @tf.function(jit_compile=True)
+    def compiled(v):
+        counter.assign_add(1.0)
+        return tf.tanh(v) * 2.0
+
+    first = trace_placement(compiled, x)
+    moved = counter.numpy()
+    found["jit_compile"] = {
+        "next": instantiations(lambda: compiled(x)),
+        "moved": (moved, counter.numpy() - moved),
+        "same_rows": rows(first) == rows(trace_placement(compiled, x)),
+    }
+    model = make_model()
+    first = trace_placement(model.train_on_batch, features, labels)
+    moved = int(model.optimizer.iterations.numpy())
+    found["train_on_batch"] = {
+        "next": instantiations(lambda: model.train_on_batch(features, labels)),
+        "moved": (moved, int(model.optimizer.iterations.numpy()) - moved),
+        "same_rows": rows(first) == rows(trace_placement(model.train_on_batch, features, labels)),
+    }
+    return found
 
 
 @scenario

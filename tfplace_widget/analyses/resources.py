@@ -36,10 +36,13 @@ HOST = "/job:localhost/replica:0/task:0/device:CPU:0"
 
 @dataclass(frozen=True)
 class Pinned:
-    """Where an ``_Arg`` lives before the placer runs, and why."""
+    """Where an ``_Arg`` lives before the placer runs, and why. ``assumed``: when that device
+    is an assumption the trace cannot check (where a variable was made), what the ops placed
+    with it say about it (``""``: no assumption)."""
 
     device: str
     reason: str
+    assumed: str = ""
 
 
 def pinned_arguments(
@@ -80,12 +83,22 @@ def pinned_arguments(
         elif not may_move or device != first_cpu:
             pinned[name] = Pinned(device, _made_there(kind, user, device, may_move))
         elif name in asked and _names(asked[name][1], device):
-            pinned[name] = Pinned(device, _made_with_its_ops(kind, user, device, asked[name], gpu))
+            pinned[name] = Pinned(
+                device,
+                _made_with_its_ops(kind, user, device, asked[name], gpu),
+                _assumed(name, "under the tf.device its ops ask for", "with no tf.device", gpu),
+            )
         else:
-            pinned[name] = Pinned(gpu, _moves(kind, user, device, gpu))
+            pinned[name] = Pinned(
+                gpu,
+                _moves(kind, user, device, gpu),
+                _assumed(name, "with no tf.device", f"under tf.device('{_cpu(device)}')", device),
+            )
     return pinned
 
 
+# How the reason of a variable's argument moved to the GPU by assumption says so.
+ASSUMED_MADE = "Assumed made that way"
 _PINNED = "the runtime pins the argument to the resource's device before the placer runs"
 
 
@@ -217,11 +230,27 @@ def _made_with_its_ops(kind: str, user: str, device: str, asked: tuple, gpu: str
     )
 
 
+def _assumed(name: str, made: str, other: str, otherwise: str) -> str:
+    """What an op placed with the resource ``name`` says of the assumption it rests on:
+    the resource is assumed ``made`` so; made ``other`` it would be on ``otherwise``."""
+    return (
+        f"This rests on an assumption the trace cannot check (it keeps the device a variable "
+        f"is on, not the tf.device it was made under): that {name}'s variable was made {made}; "
+        f"made {other}, it would be on {short_device(otherwise)}, and so would this op."
+    )
+
+
+def _cpu(device: str) -> str:
+    """``/CPU:0``: the tf.device a user writes for ``device``."""
+    short = short_device(device)
+    return short if short.startswith("/") else f"/{short}"
+
+
 def _moves(kind: str, user: str, device: str, gpu: str) -> str:
     short, to = short_device(device), short_device(gpu)
     return (
         f"A function argument: {_variable(kind)} ({user}), on {short} here, where TF "
-        f"makes a variable with no tf.device when there is no GPU. Assumed made that way: with "
+        f"makes a variable with no tf.device when there is no GPU. {ASSUMED_MADE}: with "
         f"a GPU, TF makes it on {to}, and {_PINNED} (made under tf.device('/cpu:0') or by a "
         f"strategy on the CPU, it would stay on {short})."
     )

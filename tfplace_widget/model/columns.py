@@ -18,6 +18,8 @@ OPS_COLUMNS = [
     "gpu_kernel",
     # the HLO instruction (fusion) an op of an XLA cluster went into; <NA> outside XLA
     "xla_op",
+    # the tf.data stage (dataset op) whose function ran the op; <NA> for the traced calls' ops
+    "input_stage",
 ]
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 # cross_task: source and destination are on different tasks (job/replica/task) of a cluster
@@ -49,4 +51,5 @@ FINDING_KINDS = (
     "xla_recompile",
     "xla_outside",
     "merged_runs",
+    "input_wait",
 )

@@ -78,6 +78,7 @@ def frames_from_records(
         columns["function"] = [""] * len(names)
     columns["kernels"], columns["gpu_kernel"] = _kernel_columns(names, facts)
     columns["xla_op"] = _missing_text(len(names))  # set by tracing.xla
+    columns["input_stage"] = _missing_text(len(names))  # set by tracing.input_pipeline
     ops = pd.DataFrame({name: columns[name] for name in OPS_COLUMNS}, index=ops.index)
     if ops.empty:  # e.g. XLA ran the whole call: text columns stay text, for .str and filters
         text = ["op", "type", "device", "requested_device", "reason", "function", "kernels"]

@@ -166,7 +166,33 @@ def _describe(value: Any) -> str:
 
 def has_kernel(node_def: Any, device_type: str) -> bool:
     """Whether a kernel of any ``device_type`` (``XLA_CPU``, ``TPU``...) serves this node def."""
-    op_kernels = registry.registered_kernels(node_def.op)
+    return _served(registry.registered_kernels(node_def.op), node_def, device_type)
+
+
+def has_xla_kernel(node_def: Any, device_type: str = "XLA_GPU_JIT") -> bool:
+    """Whether XLA can compile this node def for ``device_type`` (``XLA_GPU_JIT``: in a
+    ``jit_compile=True`` function on a GPU): a compilation kernel of that type matches its
+    attrs (:func:`~.registry.xla_jit_kernels`). Cached per op type and the attrs its
+    compilation kernels constrain, as :func:`kernel_facts` is."""
+    op_kernels = registry.xla_jit_kernels(node_def.op)
+    if op_kernels is None:
+        return False
+    attrs = node_def.attr
+    key = (node_def.op, device_type) + tuple(
+        (attrs[name].type or attrs[name].SerializeToString()) if name in attrs else None
+        for name in op_kernels.key_attrs
+    )
+    found = _xla_cache.get(key)
+    if found is None:
+        found = _xla_cache[key] = _served(op_kernels, node_def, device_type)
+    return found
+
+
+_xla_cache: dict[tuple, bool] = {}
+
+
+def _served(op_kernels: OpKernels | None, node_def: Any, device_type: str) -> bool:
+    """Whether one of ``op_kernels`` of ``device_type`` matches the node def's attrs."""
     if op_kernels is None:
         return False
     attrs = _attrs_with_defaults(node_def, op_kernels.op_def)

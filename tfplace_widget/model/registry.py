@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .capture import import_tensorflow
+from .capture import capture_native_output, import_tensorflow
 
 # Device types DEFAULT kernels do not serve: XLA registers these as symbolic (op_kernel.cc).
 SYMBOLIC_DEVICE_TYPES = frozenset({"XLA_CPU_JIT", "XLA_GPU_JIT", "TPU_XLA_JIT"})
@@ -125,8 +125,17 @@ class OpKernels:
 
 @lru_cache(maxsize=4096)
 def registered_kernels(op_type: str) -> OpKernels | None:
-    """The op type's kernels and OpDef; None when TensorFlow does not know the op type."""
+    """The op type's kernels and OpDef; None when TensorFlow does not know the op type. XLA's
+    compilation kernels (:data:`SYMBOLIC_DEVICE_TYPES`, :func:`xla_jit_kernels`) are left
+    out: the registry holds them only once XLA compiled something in this process, and the
+    facts read from these kernels must not depend on that."""
     import_tensorflow()  # a first import's start-up lines go to no cell (capture.py)
+    return _read_kernels(op_type, SYMBOLIC_DEVICE_TYPES, keep=False)
+
+
+def _read_kernels(op_type: str, device_types: frozenset, keep: bool = True) -> OpKernels | None:
+    """The op type's kernels of ``device_types`` (with ``keep=False``: of the others) as
+    registered now, and its OpDef; None when TensorFlow does not know the op type."""
     from tensorflow.python.framework import kernels
 
     op_def = registered_op_def(op_type)
@@ -138,6 +147,8 @@ def registered_kernels(op_type: str) -> OpKernels | None:
         return None
     parsed = []
     for kernel in registered:
+        if (kernel.device_type in device_types) != keep:
+            continue
         constraints = []
         for constraint in kernel.constraint:
             allowed = constraint.allowed_values.list
@@ -163,6 +174,33 @@ def registered_kernels(op_type: str) -> OpKernels | None:
                 lists.append(arg.number_attr or arg.type_list_attr)
     key_attrs = tuple(dict.fromkeys((*constrained, *lists, LABEL_ATTR)))
     return OpKernels(tuple(parsed), constrained, op_def, key_attrs)
+
+
+@lru_cache(maxsize=4096)
+def xla_jit_kernels(op_type: str) -> OpKernels | None:
+    """The op type's XLA compilation kernels (``XLA_GPU_JIT``, ``XLA_CPU_JIT``: the ops XLA can
+    compile, with their dtype constraints) and OpDef; None when TensorFlow does not know the
+    op type. XLA adds them to TensorFlow's kernel registry on its first compilation
+    (``XlaOpRegistry::RegisterCompilationKernels``), so the registry lists none before one:
+    :func:`xla_kernels_registered` compiles a one-op function first (without running it).
+    The CPU wheel registers ``XLA_GPU_JIT`` too (its GPU backend's op filter included)."""
+    xla_kernels_registered()
+    return _read_kernels(op_type, SYMBOLIC_DEVICE_TYPES)
+
+
+@lru_cache(maxsize=1)
+def xla_kernels_registered() -> bool:
+    """Make XLA register its compilation kernels, once: ``x + 1`` compiled to HLO with
+    ``experimental_get_compiler_ir`` (nothing runs; about 0.1 s). Idempotent in TensorFlow:
+    a process that compiled with XLA already has them."""
+    tf, _ = import_tensorflow()
+    compiled = tf.function(lambda x: x + 1.0, jit_compile=True)
+    with capture_native_output():  # XLA's start-up lines (CUDA probing) are no cell's
+        try:
+            compiled.experimental_get_compiler_ir(tf.TensorSpec([], tf.float32))(stage="hlo")
+        except (TypeError, ValueError):  # a TensorFlow whose compiler IR takes tensors only
+            compiled(tf.constant(1.0))
+    return True
 
 
 @lru_cache(maxsize=4096)

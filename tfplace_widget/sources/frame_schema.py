@@ -203,6 +203,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         runs=_integer(nullable=True),
         output_bytes=_integer(nullable=True),
         xla_op=_text_or_missing,
+        input_stage=_text_or_missing,
     )
     events = dict.fromkeys(EVENTS_COLUMNS, _text)
     events.update(
@@ -237,8 +238,13 @@ def schemas() -> dict[str, dict[str, Check]]:
 
 
 OPTIONAL = {
-    # xla_op: added on load to files written before it (and absent from predictions)
-    "ops": {"predicted_device": _text, "traced_device": _text, "xla_op": _text_or_missing},
+    # xla_op, input_stage: added on load to files written before them (absent from predictions)
+    "ops": {
+        "predicted_device": _text,
+        "traced_device": _text,
+        "xla_op": _text_or_missing,
+        "input_stage": _text_or_missing,
+    },
     "transfers": {"cross_task": _flag, "predicted": _flag, "copy": _text},
     # predicted: absent from files written before it (their findings are found again)
     "findings": {"predicted": _flag},

@@ -75,7 +75,12 @@ def function_display_name(name: str) -> str:
 
 
 def read_function_graphs(
-    function_graphs: Sequence[Any], names: Sequence[str], scope_device: str = ""
+    function_graphs: Sequence[Any],
+    names: Sequence[str],
+    scope_device: str = "",
+    *,
+    last: int | None = None,
+    renamed_out: list[dict[str, str]] | None = None,
 ) -> tuple[Executed, FunctionFacts, dict[str, str]]:
     """The executed graph, the node facts, and executed name -> display name, of every
     instantiated function.
@@ -84,6 +89,9 @@ def read_function_graphs(
     single op run eagerly). ``scope_device`` is an outer ``tf.device`` around the whole call.
     A node name used by two functions is prefixed with the later function's name; the
     profiler names executions by executed name only, so those go to the first function.
+    Entries from index ``last`` on (the input pipeline's functions) come after the others,
+    whatever their size; ``renamed_out``, when given, receives per entry (in input order)
+    executed name -> display name.
     """
     executed = Executed()
     facts = FunctionFacts()
@@ -91,17 +99,23 @@ def read_function_graphs(
     canonical: dict[str, str] = {}
     # Named functions first, largest first, so the step the user asked about keeps the plain
     # names; ops run eagerly (one small graph each) are named eager/<op>.
+    later = len(names) if last is None else last
     order = sorted(
         range(len(names)),
-        key=lambda i: (names[i] == "eager", -len(function_graphs[i].pre_optimization_graph.node)),
+        key=lambda i: (
+            i >= later,
+            names[i] == "eager",
+            -len(function_graphs[i].pre_optimization_graph.node),
+        ),
     )
+    renamed_of: dict[int, dict[str, str]] = {}
     for index in order:
         graph, function = function_graphs[index], names[index]
         eager = function == "eager"
         pre = graph.pre_optimization_graph
         library = {f.signature.name: f for f in pre.library.function}
         top = _Body({n.name: n for n in pre.node}, function, library)
-        renamed: dict[str, str] = {}
+        renamed: dict[str, str] = renamed_of.setdefault(index, {})
         for partition in graph.partition_graphs:
             for node in partition.node:
                 origin = _resolve(node.name, top, "" if eager else scope_device)
@@ -135,6 +149,8 @@ def read_function_graphs(
         for name, display in renamed.items():
             display_of.setdefault(name, display)
     facts.function.update(executed.function)
+    if renamed_out is not None:
+        renamed_out.extend(renamed_of[index] for index in range(len(names)))
     return executed, facts, display_of
 
 

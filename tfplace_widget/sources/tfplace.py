@@ -66,6 +66,7 @@ RAW_TYPES = {
     "xspace.pb": "tensorflow.profiler.XSpace",
     "function_graphs.pb": "tensorflow.RunMetadata (function_graphs only)",
     "functions.json": "JSON: display name of each function graph, device_scope",
+    "keras_xla.json": "JSON: how Keras 3 would compile the traced Keras step on a GPU",
 }
 RAW_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _MISSING: Any = object()
@@ -316,12 +317,14 @@ def _add_cross_task(transfers: Any) -> None:
 
 
 def _add_xla_op(ops: Any, predicted: bool) -> None:
-    """Files saved before issue 23 have no ``xla_op`` column: add it, missing (in place), so a
-    loaded trace has the columns of a fresh one (a prediction has none)."""
+    """Files saved before issue 23 have no ``xla_op`` column, before issue 30 no
+    ``input_stage``: add them, missing (in place), so a loaded trace has the columns of a
+    fresh one (a prediction has neither)."""
     import pandas as pd
 
-    if "xla_op" not in ops.columns and not predicted:
-        ops["xla_op"] = pd.array([pd.NA] * len(ops), dtype="string")
+    for column in ("xla_op", "input_stage"):
+        if column not in ops.columns and not predicted:
+            ops[column] = pd.array([pd.NA] * len(ops), dtype="string")
 
 
 def _what_it_is(data: bytes) -> str:

@@ -98,7 +98,10 @@ def parse_xspace(data: bytes) -> Any:
     """Parse an ``.xplane.pb``; string fields come back as ``bytes``.
 
     Raises :class:`TraceError` if ``data`` is empty, is not a protobuf, or holds no profiler plane.
+    An XSpace this function parsed is returned as it is (readers of one profile parse it once).
     """
+    if isinstance(data, _xspace_class()):
+        return data
     if not isinstance(data, (bytes, bytearray)):
         raise TypeError(f"parse_xspace takes the file's bytes, not {type(data).__name__}.")
     if not data:
@@ -122,8 +125,9 @@ def parse_xspace(data: bytes) -> Any:
     return space
 
 
-def records_from_xspace(data: bytes) -> Records:
-    """Op executions in an ``.xplane.pb`` as records (µs since the epoch).
+def records_from_xspace(data: bytes | Any) -> Records:
+    """Op executions in an ``.xplane.pb`` (or the XSpace ``parse_xspace`` made of it) as
+    records (µs since the epoch).
 
     Host ops get lane ``/host:CPU`` (the caller puts in the op's placed device) and thread = the
     line id. GPU kernels get ``/device:GPU:N/stream:<id>``, copies

@@ -5,10 +5,12 @@ Placement comes from the placed graphs of every function the call instantiates
 (``context.enable_run_metadata()``), timing from the TF2 profiler (XSpace). The calls run copies
 of the user's FunctionDefs under other names (``function_copies``), so TensorFlow instantiates
 and records them afresh while the user's own instantiations stay in its kernel cache: the user's
-next call costs what it would have without the trace. What the trace changes in TensorFlow's
-process-wide state (soft placement, Grappler options, run-metadata collection) is restored
-before it returns; the user's own state (weights, optimizer slots, iterators, RNG) changes only
-as the ``warmup + steps`` calls change it.
+next call costs what it would have without the trace. When the trace was a function's first
+call, the function is then instantiated for the user, with nothing run
+(``function_copies.instantiate_for_the_user``), so that call does not pay it either. What the
+trace changes in TensorFlow's process-wide state (soft placement, Grappler options, run-metadata
+collection) is restored before it returns; the user's own state (weights, optimizer slots,
+iterators, RNG) changes only as the ``warmup + steps`` calls change it.
 """
 
 from __future__ import annotations
@@ -26,16 +28,36 @@ from ..model.errors import TraceError, attach_log, ran_out_message
 from ..model.frames import frames_from_records
 from ..model.gc_pause import paused_gc
 from ..model.trace import PlacementTrace
-from ..sources.functions import function_display_name, read_function_graphs
+from ..sources.functions import function_display_name
+from ..sources.input_pipeline import input_pipeline_from_xspace
 from ..sources.raw import function_protos
 from ..sources.xla import xla_from_xspace
-from ..sources.xspace import HOST_PLANE, records_from_xspace
-from .function_copies import calls_run_copies, is_copy, reachable_functions
+from ..sources.xspace import HOST_PLANE, parse_xspace, records_from_xspace
+from .function_copies import (
+    UserCall,
+    calls_run_copies,
+    instantiate_for_the_user,
+    is_copy,
+    reachable_functions,
+)
+from .input_pipeline import (
+    add_input_stages,
+    drop_foreign_partitions,
+    input_notes,
+    read_with_pipeline,
+)
 from .overrides import override_function_defs
 from .profile_dir import profile_dir
-from .xla import add_xla_clusters, xla_compile_error, xla_origin
+from .xla import (
+    JIT_NOT_RECORDED,
+    JIT_SHOWN,
+    add_xla_clusters,
+    jit_note,
+    xla_compile_error,
+    xla_notes,
+    xla_origin,
+)
 
-_XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 _RUNTIME_STARTED_FIX = (
     "tf.config.set_logical_device_configuration(\n"
     "    tf.config.list_physical_devices('CPU')[0],\n"
@@ -86,6 +108,7 @@ def trace_function(
     log += _starting_devices(device_count)
     call, name, notes = _callable(fn, args, dict(kwargs or {}))
     captured = None
+    user_calls: dict[str, UserCall] = {}
     try:
         with (
             capture_native_output() as captured,
@@ -93,8 +116,10 @@ def trace_function(
             profile_dir() as logdir,
         ):
             graphs, space = _run(
-                call, device_scope, steps, warmup, logdir, notes, overrides, as_the_user
+                call, device_scope, steps, warmup, logdir, notes, overrides, as_the_user, user_calls
             )
+        if _calls_the_users_functions(fn):  # with the user's settings back: see the function
+            instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
     except (TraceError, KeyboardInterrupt) as exc:
         if captured is not None:  # what the failed calls printed is not lost
             failed_log = "\n".join(line for line in [*log, captured.text] if line)
@@ -103,24 +128,31 @@ def trace_function(
     log.append(captured.text)
     devices = [d.name for d in tf.config.list_logical_devices()]
     with paused_gc():
-        records = records_from_xspace(space)
+        parsed = parse_xspace(space)  # read twice below, parsed once
+        records = records_from_xspace(parsed)
         xla = xla_from_xspace(space) if b"hlo_module" in space else None
-        timed = set(records.op)
+        pipeline = input_pipeline_from_xspace(parsed)
+        on_data = pipeline.records_on_threads(records)
+        timed = {op for index, op in enumerate(records.op) if index not in on_data}
         graphs = _graphs_that_ran(_unique_graphs(graphs, timed, optimize), timed, notes)
         names = _function_names(graphs, preferred=name)
-        executed, facts, display_of = read_function_graphs(graphs, names, device_scope or "")
+        executed, facts, display_of, data = read_with_pipeline(
+            graphs, names, device_scope or "", records, on_data, pipeline, devices
+        )
         _place_records(records, display_of, executed.device)
         origin = xla_origin(records, xla)
         trace = frames_from_records(
             records, origin, executed, facts, available_devices=devices, source=name
         )
+        add_input_stages(trace, data.stages, data.functions)
         if xla is not None:
             add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
         trace.raw = function_protos(space, graphs, names, device_scope)  # kept by trace.save
     if trace.xla.empty:  # e.g. TensorFlow 2.16: no instruction events in its profile
         notes = [n.replace(JIT_SHOWN, JIT_NOT_RECORDED) for n in notes]
     if not notes:
-        notes += _xla_notes(graphs, executed.type, shown=not trace.xla.empty)
+        notes += xla_notes(graphs, executed.type, shown=not trace.xla.empty)
+    notes += input_notes(trace, pipeline)
     trace.mode = "function"
     trace.notes = notes
     trace.log = "\n".join(line for line in log + notes if line)
@@ -219,7 +251,7 @@ def _callable(fn: Any, args: tuple, kwargs: dict) -> tuple[Callable[[], Any], st
     if _is_tf_function(fn):
         name = getattr(fn, "__name__", "tf.function")
         if getattr(fn, "_jit_compile", None) is True:
-            notes.append(_jit_note(name, keras=False))
+            notes.append(jit_note(name, keras=False))
         return (lambda: fn(*args, **kwargs)), name, notes
     if _is_keras_layer(fn):
         # model(x) is never XLA-compiled (only Keras's train/test/predict steps are).
@@ -236,12 +268,21 @@ def _callable(fn: Any, args: tuple, kwargs: dict) -> tuple[Callable[[], Any], st
         # train_on_batch & co. convert results to numpy: they run eagerly and call
         # their own tf.functions (the training step), which are traced.
         if getattr(owner, "jit_compile", False) is True:
-            notes.append(_jit_note(getattr(owner, "name", "the model")))
+            notes.append(jit_note(getattr(owner, "name", "the model")))
         name = f"{getattr(owner, 'name', type(owner).__name__)}.{fn.__name__}"
         return (lambda: fn(*args, **kwargs)), name, notes
     name = getattr(fn, "__name__", type(fn).__name__)
     wrapped = tf.function(fn)
     return (lambda: _call_plain(wrapped, name, args, kwargs)), name, notes
+
+
+def _calls_the_users_functions(fn: Any) -> bool:
+    """Whether the traced calls call the user's own ``tf.function``s (a tf.function, a Keras
+    model's ``train_on_batch`` & co.), which the user calls again, rather than one made for the
+    trace around a model or a plain callable (:func:`_callable`)."""
+    return _is_tf_function(fn) or (
+        inspect.ismethod(fn) and _is_keras_layer(getattr(fn, "__self__", None))
+    )
 
 
 def _call_plain(wrapped: Any, name: str, args: tuple, kwargs: dict) -> Any:
@@ -273,31 +314,6 @@ def _tracing_error(exc: BaseException) -> bool:
             "Using a symbolic",
         )
     ) or type(exc).__name__ in ("OperatorNotAllowedInGraphError", "NotImplementedError")
-
-
-JIT_SHOWN = (
-    "XLA places the whole cluster on one device. trace.ops lists its ops (how 'xla', "
-    "the HLO instruction each went into in xla_op); trace.xla the instructions that ran, "
-    "with their times."
-)
-# What the note says instead when this TensorFlow's profile recorded no XLA instruction.
-JIT_NOT_RECORDED = (
-    "XLA places the whole cluster on one device. This TensorFlow's profile recorded no XLA "
-    "instruction, so the cluster's ops are not listed."
-)
-
-
-def _jit_note(name: str, keras: bool = True) -> str:
-    shown = JIT_SHOWN
-    if not keras:
-        return (
-            f"{name} is compiled with XLA (tf.function(jit_compile=True)): it runs as one XLA "
-            f"cluster. {shown}"
-        )
-    return (
-        f"{name} is compiled with XLA (jit_compile=True; Keras 3 picks it whenever a GPU is "
-        f"visible): the whole step runs as one XLA cluster. {shown}"
-    )
 
 
 def _xla_why(fn: Any) -> str:
@@ -398,8 +414,10 @@ def _run(
     notes: list[str],
     overrides: Mapping[str, str] | None = None,
     as_the_user: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    user_calls: dict[str, UserCall] | None = None,
 ) -> tuple[list, bytes]:
-    """Run the calls; return the placed function graphs and the profiler's XSpace bytes."""
+    """Run the calls; return the placed function graphs and the profiler's XSpace bytes.
+    ``user_calls`` receives the first call of each function the last traced call made."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -428,11 +446,14 @@ def _run(
                 ) from exc
             try:
                 for index in range(steps):
+                    copies.user_calls.clear()  # the last call's functions: the next call's
                     _user_call(call, ("step", index, warmup, steps))
             finally:
                 tf.profiler.experimental.stop()
         metadata = ctx.export_run_metadata()
         copies.restore_names(metadata.function_graphs)
+        if user_calls is not None:
+            user_calls.update(copies.user_calls)
     finally:
         ctx.export_run_metadata()  # on failure too: nothing collected here outlives the trace
         ctx.disable_run_metadata()
@@ -662,6 +683,7 @@ def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:
                 match = _named(known[body], preferred)
                 _keep_only(pre, body)
                 leftover = frozenset().union(*inside) - body
+                drop_foreign_partitions(graph, nodes - body)
                 for partition in graph.partition_graphs:
                     _drop_leftovers(partition, leftover)
         names.append(match)
@@ -746,29 +768,3 @@ def _place_records(records: Any, display_of: dict[str, str], device_of: dict[str
         keep.append(index)
     if len(keep) != len(records.op):
         records.keep(keep)
-
-
-def _xla_notes(graphs: list, types: Mapping[str, str], shown: bool = False) -> list[str]:
-    if not any(t in _XLA_TYPES for t in types.values()):
-        for graph in graphs:
-            for node in graph.pre_optimization_graph.node:
-                attr = node.attr
-                if "_XlaMustCompile" in attr and attr["_XlaMustCompile"].b:
-                    break
-            else:
-                continue
-            break
-        else:
-            return []
-    if shown:  # the profile named the instructions: tracing.xla listed the clusters' ops
-        return [
-            "XLA compiled part of this call (a tf.function with jit_compile=True): XLA places "
-            "each cluster on one device. trace.ops lists its ops (how 'xla', the HLO "
-            "instruction each went into in xla_op); trace.xla the instructions that ran."
-        ]
-    return [
-        "XLA compiled part of this call (an XLA cluster op ran): ops inside a cluster are "
-        "not placed one by one, so the trace shows the cluster, not them. For a Keras model "
-        "compile with model.compile(..., jit_compile=False); for a tf.function, "
-        "jit_compile=False."
-    ]

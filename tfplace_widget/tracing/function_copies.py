@@ -13,6 +13,17 @@ with the functions it calls (``PartitionedCall``'s ``f``, loop bodies, branches.
 renamed too, so TensorFlow instantiates it afresh and records it, and leaves the user's entries
 alone. Removing the copies afterwards (``remove_function``) drops exactly their cached kernels.
 
+When the trace was a function's first call, the user's own function has no instantiation with
+the user's settings yet, and the user's next call would pay it (25 s for that training step).
+:func:`instantiate_for_the_user` makes it for them after the trace, with nothing run: each
+function the trace called is called once more as the user calls it (its name, the same inputs,
+the user's settings and device) under a cancellation manager cancelled beforehand. TensorFlow
+instantiates the function and caches its kernel, then refuses to start it ("Function was
+cancelled before it was started"): no op runs, so no variable, iterator or RNG moves. A
+function already instantiated costs a cache lookup. Not so a function XLA compiles: its call is
+one XlaLaunch kernel that runs in spite of the cancelled manager, so it is never called again
+(the traced calls ran the user's own, with the user's Grappler settings).
+
 A top-level function that TensorFlow renames when it is called (the experimental small-constant
 and summary optimizers fold arguments into ``<name>`` + a suffix) is called as it is. So is a
 function XLA compiles (``_XlaMustCompile``: ``jit_compile=True``, a Keras step on a GPU): XLA
@@ -24,9 +35,10 @@ cluster from the profile and the function's FunctionDef (``tracing.xla``).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 COPY_MARK = "_tfplace_copy"
 _FUNCTION_ATTRS = ("f", "body", "cond", "then_branch", "else_branch", "branches")
@@ -72,6 +84,16 @@ def reachable_functions(ctx: Any, names: Iterable[str]) -> list[str]:
     return found
 
 
+class UserCall(NamedTuple):
+    """A call of the user's function as the trace's code made it (its first): enough to make
+    the same call again (:func:`instantiate_for_the_user`)."""
+
+    name: Any  # as ``Context.call_function`` got it (str or bytes)
+    inputs: Any
+    num_outputs: int
+    device: str  # the calling thread's device scope (``Context.device_name``)
+
+
 class FunctionCopies:
     """The copies registered for one trace, by round: ``new_round`` starts a set under new
     names (the traced calls after overrides run a rewritten set, never instantiated before)."""
@@ -84,6 +106,7 @@ class FunctionCopies:
         self._original_of: dict[str, str] = {}  # every copy's name -> the user's function
         self._xla_compiled: dict[str, bool] = {}
         self.xla_called: set[str] = set()  # the user's XLA functions called eagerly
+        self.user_calls: dict[str, UserCall] = {}  # each function called: its first call
 
     def renamed(self, fname: str) -> str:
         """The copy the call of ``fname`` runs (made on first use), or ``fname`` itself."""
@@ -206,10 +229,12 @@ def calls_run_copies(
 
     def call_function(name: Any, tensor_inputs: Any, num_outputs: int) -> Any:
         text = name.decode("utf-8") if isinstance(name, bytes) else name
-        if copies.xla_compiled(text):
+        if copies.xla_compiled(text):  # already the user's own call: not made again after
             copies.xla_called.add(text)
             with as_the_user():
                 return original(name, tensor_inputs, num_outputs)
+        if text not in copies.user_calls:
+            copies.user_calls[text] = UserCall(name, tensor_inputs, num_outputs, ctx.device_name)
         copy = copies.renamed(text)
         if copy != text:
             name = copy.encode("utf-8") if isinstance(name, bytes) else copy
@@ -224,3 +249,34 @@ def calls_run_copies(
         else:
             ctx.call_function = shadowed
         copies.remove()
+
+
+def instantiate_for_the_user(calls: Iterable[UserCall], keep_device: bool = True) -> None:
+    """Have TensorFlow instantiate and cache each call's function as the user's own call of it
+    would (the settings in force, the call's device; with ``keep_device=False`` the device in
+    force now, e.g. without the trace's ``device_scope``), without running it: the call is made
+    under a cancellation manager cancelled beforehand (see the module's docstring), given to
+    this call only (``cancellation.context()`` would cancel every thread's calls). Call it with
+    the user's settings restored and run-metadata collection off."""
+    from tensorflow.python.eager import cancellation, context, execute
+    from tensorflow.python.framework import errors
+
+    ctx = context.context()
+    cancelled = cancellation.CancellationManager()
+    cancelled.start_cancel()
+    for call in calls:
+        device = ctx.device(call.device or None) if keep_device else contextlib.nullcontext()
+        # Any error but the expected refusal means the function cannot be made ahead (the
+        # user's next call will say why, as it would have): nothing to do here.
+        with device, contextlib.suppress(errors.OpError):
+            # What Context.call_function does under a cancellation context.
+            attrs = tuple(itertools.chain(*ctx.function_call_options.as_attrs().items()))
+            name = call.name.decode("utf-8") if isinstance(call.name, bytes) else call.name
+            execute.execute_with_cancellation(
+                name,
+                num_outputs=call.num_outputs,
+                inputs=call.inputs,
+                attrs=attrs,
+                ctx=ctx,
+                cancellation_manager=cancelled,
+            )

@@ -30,6 +30,7 @@ from .cluster import ClusterError, cluster_target, parse_cluster
 from .failures import Phase, explain_run_error
 from .function import trace_function
 from .graph_xla import jit_requested, launched_a_cluster, profiled_run
+from .keras import keras_record
 from .local_cluster import EXPOSED_NOTE, GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
@@ -248,7 +249,8 @@ def _as_tf2(
     startup_log: str,
     reason: str,
 ) -> PlacementTrace:
-    """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log.
+    """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log. A Keras
+    step's trace records how Keras would compile it on a GPU (read before the run).
 
     One TF2 trace at a time in the process: TensorFlow's profiler and its function library are
     the process's, so a second thread waits for the first trace to finish (its ops, not the
@@ -263,10 +265,12 @@ def _as_tf2(
     with _TF2_TRACE_LOCK:
         _tf2_tracing.active = True
         try:
+            keras = keras_record(fn)
             trace = trace_function(fn, args, kwargs, **options, note=note)
         finally:
             _tf2_tracing.active = False
     trace.mode_reason = reason
+    trace.raw.update(keras)
     return trace
 
 

@@ -12,7 +12,7 @@ function's debug info (the stack that built the node). Nothing is compiled again
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -355,3 +355,59 @@ def xla_compile_error(exc: BaseException) -> str:
         f"out of {function} (into a tf.function without jit_compile around the compiled "
         "part), or trace it with jit_compile=False."
     )
+
+
+XLA_LAUNCH_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
+
+
+JIT_SHOWN = (
+    "XLA places the whole cluster on one device. trace.ops lists its ops (how 'xla', "
+    "the HLO instruction each went into in xla_op); trace.xla the instructions that ran, "
+    "with their times."
+)
+# What the note says instead when this TensorFlow's profile recorded no XLA instruction.
+JIT_NOT_RECORDED = (
+    "XLA places the whole cluster on one device. This TensorFlow's profile recorded no XLA "
+    "instruction, so the cluster's ops are not listed."
+)
+
+
+def jit_note(name: str, keras: bool = True) -> str:
+    """The note for a call whose step XLA compiles whole (a Keras step or a jit tf.function)."""
+    shown = JIT_SHOWN
+    if not keras:
+        return (
+            f"{name} is compiled with XLA (tf.function(jit_compile=True)): it runs as one XLA "
+            f"cluster. {shown}"
+        )
+    return (
+        f"{name} is compiled with XLA (jit_compile=True; Keras 3 picks it whenever a GPU is "
+        f"visible): the whole step runs as one XLA cluster. {shown}"
+    )
+
+
+def xla_notes(graphs: list, types: Mapping[str, str], shown: bool = False) -> list[str]:
+    """The note for a call of which XLA compiled part (a jit function it calls, or a cluster op)."""
+    if not any(t in XLA_LAUNCH_TYPES for t in types.values()):
+        for graph in graphs:
+            for node in graph.pre_optimization_graph.node:
+                attr = node.attr
+                if "_XlaMustCompile" in attr and attr["_XlaMustCompile"].b:
+                    break
+            else:
+                continue
+            break
+        else:
+            return []
+    if shown:  # the profile named the instructions: tracing.xla listed the clusters' ops
+        return [
+            "XLA compiled part of this call (a tf.function with jit_compile=True): XLA places "
+            "each cluster on one device. trace.ops lists its ops (how 'xla', the HLO "
+            "instruction each went into in xla_op); trace.xla the instructions that ran."
+        ]
+    return [
+        "XLA compiled part of this call (an XLA cluster op ran): ops inside a cluster are "
+        "not placed one by one, so the trace shows the cluster, not them. For a Keras model "
+        "compile with model.compile(..., jit_compile=False); for a tf.function, "
+        "jit_compile=False."
+    ]

@@ -24,7 +24,8 @@ What can be known depends on the trace:
 
 The rules live by family: ``fallbacks`` (cpu_fallback), ``placement`` (soft_move,
 host_memory_on_gpu, merged_runs), ``costly`` (costly_transfer), ``transfers`` (ping_pong, cross_task_transfer) and
-``timing`` (idle_device), ``xla`` (xla_time: where an XLA cluster's time went; xla_recompile: a cluster compiled again for new input shapes; xla_outside: ops auto-clustering left out; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
+``timing`` (idle_device), ``input`` (input_wait: the calls blocked in ``IteratorGetNext`` for a
+material share of their time), ``xla`` (xla_time: where an XLA cluster's time went; xla_recompile: a cluster compiled again for new input shapes; xla_outside: ops auto-clustering left out; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
 kind capped at ``MAX_PER_KIND`` and the frame built.
 """
 
@@ -46,6 +47,7 @@ from .base import (
 from .catalogue import AUDIT_COLUMNS, KIND_RULES, KindRule, audit, kind_table
 from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, find_costly_transfers
 from .fallbacks import find_cpu_fallbacks
+from .input import INPUT_SHARE, find_input_waits
 from .placement import (
     find_host_memory_on_gpu,
     find_merged_runs,
@@ -71,6 +73,7 @@ __all__ = [
     "COSTLY_BYTES",
     "COSTLY_US",
     "IDLE_SHARE",
+    "INPUT_SHARE",
     "KINDS",
     "MAX_NAMED",
     "MAX_PER_KIND",
@@ -137,7 +140,7 @@ def find_findings(trace: Any) -> pd.DataFrame:
                 f"find_findings takes a PlacementTrace, not {type(trace).__name__} (it has no "
                 f"{name!r}). Make one with trace_placement(...) or PlacementTrace.from_*()."
             )
-    context = Context.of(trace)
+    context = Context.of(_the_calls_only(trace))
     found: list[Finding] = []
     found += find_merged_runs(context)
     found += find_cpu_fallbacks(context)
@@ -152,6 +155,7 @@ def find_findings(trace: Any) -> pd.DataFrame:
     found += find_xla_time(context)
     found += find_xla_recompile(context)
     found += find_xla_outside(context)
+    found += find_input_waits(trace)  # reads the input pipeline's rows, which context leaves out
     return _frame(_capped(_one_per_copy(context, found)))
 
 
@@ -173,6 +177,23 @@ def _one_per_copy(context: Context, found: list[Finding]) -> list[Finding]:
         first.ops = list(dict.fromkeys([*first.ops, *finding.ops]))
         first.evidence["function_copies"] = int(first.evidence.get("function_copies", 1)) + 1
     return list(kept.values())
+
+
+def _the_calls_only(trace: Any) -> Any:
+    """``trace`` without the rows of its input pipeline (``input_stage`` set): tf.data runs
+    its functions on the iterator's device by its own rule, so the step's findings (a CPU
+    fallback, a transfer, an idle device) are not about them."""
+    ops = trace.ops
+    if "input_stage" not in ops or not ops["input_stage"].notna().any():
+        return trace
+    import copy
+
+    pipeline = ops["input_stage"].notna()
+    calls = copy.copy(trace)
+    calls.ops = ops[~pipeline].reset_index(drop=True)
+    events = trace.events
+    calls.events = events[~events["op"].isin(set(ops["op"][pipeline]))].reset_index(drop=True)
+    return calls
 
 
 def _capped(found: list[Finding]) -> list[Finding]:

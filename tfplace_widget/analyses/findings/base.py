@@ -196,7 +196,13 @@ class Context:
         if self.gpus:  # recorded (or predicted) with a GPU: the trace says it
             for name, device in self.device_of.items():
                 kind = device_type(device)
-                if kind in ("GPU", "CPU") and not self.is_runtime(name):
+                # An op XLA compiled (or would) is no op placed on its own: no fallback, no
+                # host-memory argument, no copy of its own (the xla findings cover clusters).
+                if (
+                    kind in ("GPU", "CPU")
+                    and not self.is_runtime(name)
+                    and self.how.get(name) != "xla"
+                ):
                     self.view[name] = "GPU" if name in self.duplicated else kind
             reasons = dict(zip(self.ops["op"], self.ops["reason"].astype(str), strict=True))
             for name, kind in self.view.items():

@@ -70,6 +70,11 @@ KIND_RULES: dict[str, KindRule] = {
         "the auto-clustered graph's ops outside clusters", True, "a tf.py_function callback"
     ),
     "merged_runs": KindRule("op names on two device types", False, "never (info)"),
+    "input_wait": KindRule(
+        "the profile's IteratorGetNext waits and tf.data's function runs",
+        False,  # it names what made the wait; no change of the pipeline is offered
+        "waits of 50% of the calls' time or more, after the first wait too",
+    ),
 }
 
 AUDIT_COLUMNS = ["kind", "severity", "predicted", "cause_checked", "user_fix", "material"]

@@ -7,6 +7,7 @@ of the former ``analyses/predict.py`` unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ...model.devices import short_device, task_of
@@ -23,7 +24,9 @@ _HOST_RUNTIME_TYPES = frozenset({"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval
 class _Reasons:
     """``how`` and ``reason`` from what the simulation did (not guessed afterwards)."""
 
-    def __init__(self, placer: _Placer) -> None:
+    def __init__(self, placer: _Placer, assumed: Mapping[str, str] | None = None) -> None:
+        """``assumed``: per pinned node (a function's resource ``_Arg``) whose device is an
+        assumption, the sentence every node placed with it adds (:meth:`_assumptions`)."""
         self.p = placer
         self.has_gpu = "GPU" in placer.types_present
         self.available = ", ".join(short_device(d) for d in placer.devices)
@@ -31,8 +34,15 @@ class _Reasons:
         for i in list(placer.parent):
             root = placer.find(i)
             self._group_sizes[root] = self._group_sizes.get(root, 0) + 1
+        self.assumed_of = self._assumptions(assumed or {})
+        self.assumed_nodes = set(self.assumed_of)
 
     def __call__(self, i: int) -> tuple[str, str]:
+        how, reason = self._explain(i)
+        assumed = self.assumed_of.get(i)
+        return (how, f"{reason} {assumed}") if assumed else (how, reason)
+
+    def _explain(self, i: int) -> tuple[str, str]:
         p = self.p
         node = p.nodes[i]
         if i in p.failed:
@@ -43,6 +53,42 @@ class _Reasons:
         if node.op_type in _HOST_RUNTIME_TYPES:
             return "runtime", self._unpinned(i, node) + self._placed(i, node, short)[1]
         return self._placed(i, node, short)
+
+    def _assumptions(self, assumed: Mapping[str, str]) -> dict[int, str]:
+        """The nodes whose device follows a pinned node's assumed device, each with that
+        node's sentence: its resource or colocation group, the results that return it, and the
+        ops the placer puts with their input (Identity, Shape...) or their consumers (a
+        constant) when those follow it. The pinned node's own reason states it already."""
+        p = self.p
+        sources = {p.index[name]: text for name, text in assumed.items() if name in p.index}
+        if not sources:
+            return {}
+        found: dict[int, str] = {}
+        for j, text in sources.items():
+            if j in p.parent:
+                for member in self._members(p.find(j)):
+                    found.setdefault(member, text)
+        for i, source in p.result_sources.items():
+            if source in sources or source in found:
+                found.setdefault(i, sources.get(source) or found[source])
+        chosen = [i for i, how in p.how_chosen.items() if how in ("input", "consumers")]
+        changed = True
+        while changed:  # followers of followers, in any order
+            changed = False
+            for i in chosen:
+                if i in found:
+                    continue
+                node = p.nodes[i]
+                if p.how_chosen[i] == "input":
+                    led = [node.inputs[0]] if node.inputs else []
+                else:
+                    led = list(dict.fromkeys(c for c in node.consumers.tolist() if c >= 0))
+                if led and all(j in found or j in sources for j in led):
+                    found[i] = found.get(led[0]) or sources[led[0]]
+                    changed = True
+        for j in sources:
+            found.pop(j, None)
+        return found
 
     def _pinned(self, i: int, node: _Node, short: str) -> str:
         """A node the runtime placed before the placer ran (``PinArgsAndRets``)."""

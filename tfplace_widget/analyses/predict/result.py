@@ -4,9 +4,10 @@
 (:mod:`.reasons`); :func:`predict_trace` turns a traced :class:`PlacementTrace` with its graph
 facts into a predicted one (ops, predicted copies, notes), the pure part of
 :func:`~tfplace_widget.tracing.predict.predict_placement`, which traces a function first.
-With GPUs, its notes say what XLA would do there (issue 23): a Keras step Keras 3 would
-compile with XLA (:func:`keras_xla_note`) or the traced run's XLA clusters
-(:func:`xla_clusters_note`) run whole on one GPU, not op by op.
+With GPUs, its notes say what XLA would do there (issues 23, 30): a Keras step Keras 3 would
+compile with XLA (:func:`.keras_xla.apply_keras_xla`: one cluster on one GPU, or a step XLA
+cannot compile) or the traced run's XLA clusters (:func:`xla_clusters_note`) run whole on one
+GPU, not op by op.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import numpy as np
 import pandas as pd
 
 from ...model.capture import import_tensorflow
-from ...model.devices import device_sort_key, task_of
+from ...model.devices import device_sort_key, parse_device, short_device, task_of
 from ...model.graphfacts import GraphFacts
 from ..resources import Pinned, pinned_arguments
 from .cache import _facts_cache, _FactsCache, _in_order
 from .details import NodeDetail
 from .devices import gpu_devices, master_task, predicted_devices
+from .keras_xla import KerasXla, apply_keras_xla
 from .placer import _Placer
 from .reasons import _Reasons
 from .transfers import _copies_between, _edge_tensors
@@ -79,20 +81,22 @@ def _predict(
     pinned: Mapping[str, str] | None,
     local_task: str = "",
     pinned_reasons: Mapping[str, str] | None = None,
+    pinned_assumed: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], _Placer]:
     """:func:`predict_devices`'s columns (arrays), and the placer (its errors, codes and edge
-    table, which the predicted trace reuses)."""
+    table, which the predicted trace reuses). ``pinned_assumed``: per pinned node whose device
+    is an assumption, what the nodes placed with it add to their reasons."""
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
     import_tensorflow()  # the registries below: TF's start-up lines go to no cell
     placer = _Placer(facts, devices, soft_placement, details, pinned, local_task, pinned_reasons)
     placer.run()
-    explain = _Reasons(placer)
+    explain = _Reasons(placer, pinned_assumed)
     codes = placer.code_array
     device_names = np.array([*placer.devices, ""], dtype=object)
     placer.assigned_array = np.asarray(placer.assigned, dtype=np.int64)
     predicted = device_names[placer.assigned_array]
-    own = sorted(placer.special | set(placer.failed))  # explained one by one
+    own = sorted(placer.special | set(placer.failed) | explain.assumed_nodes)  # one by one
     representative = placer.representative
     if details:  # the reason may name the node's dtypes: per (code, dtypes)
         how, reason = [], []
@@ -145,16 +149,20 @@ def predict_trace(
     returns once it has a trace (``details``: :func:`.details.node_details` of its graph).
 
     With GPUs, a note after the first says what XLA would do there: for ``keras`` (the traced
-    callable was a Keras step XLA would compile on a GPU) :func:`keras_xla_note`, otherwise,
-    when the traced run had XLA clusters (ops with ``how == "xla"``), :func:`xla_clusters_note`.
+    callable was a Keras step XLA would compile on a GPU; by default what the trace recorded
+    of it, ``trace.raw``) :func:`.keras_xla.apply_keras_xla`, which also marks the step's ops,
+    otherwise, when the traced run had XLA clusters (ops with ``how == "xla"``),
+    :func:`xla_clusters_note`.
     """
     predicted = _predict_trace(trace, gpus, soft, details)
     unlisted = _unlisted(trace, predicted)
-    note = (
-        keras_xla_note(keras, gpus, unlisted)
-        if keras is not None
-        else xla_clusters_note(trace, gpus, unlisted)
-    )
+    if keras is None:
+        keras = KerasXla.from_raw(getattr(trace, "raw", None))
+    if keras is not None:
+        note = apply_keras_xla(predicted, trace, keras, gpus)
+        note += _unlisted_note(unlisted) if note else ""
+    else:
+        note = xla_clusters_note(trace, gpus, unlisted)
     if note:
         predicted.notes.insert(1, note)
     return predicted
@@ -180,8 +188,44 @@ def _predict_trace(
     arguments = _pinned_arguments(trace, facts, gpus)
     pinned = {name: argument.device for name, argument in arguments.items()}
     reasons = {name: argument.reason for name, argument in arguments.items()}
-    columns, placer = _predict(facts, devices, soft, details, pinned, master_task(trace), reasons)
+    for name, (device, reason) in _input_pipeline_pins(trace, devices).items():
+        pinned.setdefault(name, device)
+        reasons.setdefault(name, reason)
+    assumed = {name: argument.assumed for name, argument in arguments.items() if argument.assumed}
+    columns, placer = _predict(
+        facts, devices, soft, details, pinned, master_task(trace), reasons, assumed
+    )
     return _predicted_trace(trace, facts, columns, devices, gpus, soft, details, placer)
+
+
+def _input_pipeline_pins(trace: Any, devices: list[str]) -> dict[str, tuple[str, str]]:
+    """The input pipeline's ops (``input_stage`` set) without a device request of their own:
+    tf.data runs its functions on the iterator's device (``default_device_to_target``), which
+    GPUs do not change, so they stay where they ran. Op -> (device, reason)."""
+    ops = trace.ops
+    if "input_stage" not in ops or not ops["input_stage"].notna().any():
+        return {}
+    rows = ops[ops["input_stage"].notna() & ops["device"].isin(devices)]
+    pins = {}
+    for op, device, requested, stage in zip(
+        rows["op"], rows["device"], rows["requested_device"], rows["input_stage"], strict=True
+    ):
+        if _device_type(requested):
+            continue  # a device of its own asked for: the placer decides
+        pins[op] = (
+            device,
+            f"Input pipeline (stage {stage}): tf.data runs its functions on the iterator's "
+            f"device, GPUs or not, and an op without a tf.device of its own runs there: "
+            f"{short_device(device)}.",
+        )
+    return pins
+
+
+def _device_type(requested: str) -> str | None:
+    try:
+        return parse_device(requested).type
+    except ValueError:
+        return None
 
 
 def _pinned_arguments(trace: Any, facts: GraphFacts, gpus: int) -> dict[str, Pinned]:
@@ -300,55 +344,11 @@ def _predicted_trace(
     return result
 
 
-@dataclass(frozen=True)
-class KerasXla:
-    """A Keras step that Keras 3 would compile with XLA on a machine with a GPU (what
-    :func:`~tfplace_widget.tracing.predict.keras_xla` found): the model's ``name``, the
-    ``step`` traced (``train_on_batch``...) and its ``jit_compile`` as far as this machine can
-    tell: ``True``, ``"auto"`` (Keras 3's default, not resolved yet), or ``"auto or False"``
-    (a model compiled on a machine without a GPU, where the default resolves to ``False`` as
-    ``jit_compile=False`` does)."""
-
-    model: str
-    step: str
-    requested: Any  # True, "auto" or "auto or False"
-
-
-def keras_xla_note(keras: KerasXla, gpus: int, unlisted: int = 0) -> str:
-    """What a prediction with ``gpus`` GPUs says about a Keras step that XLA would compile on
-    a GPU: that the whole step would run as one XLA cluster on one GPU, so the per-op placement
-    predicted is what runs only with ``jit_compile=False``. ``unlisted``: ops XLA compiled in
-    the traced run that the prediction has no row for (:func:`_unlisted_note`). ``""`` for
-    ``gpus == 0`` (no GPU: "auto" gives no XLA and the prediction is what Keras runs)."""
-    if gpus <= 0:
-        return ""
-    step = f"{keras.model}.{keras.step}"
-    then = (
-        "the whole step runs as one XLA cluster on one GPU (GPU:0 unless it is called under "
-        "tf.device), its ops fused into XLA instructions, not placed one by one: the per-op "
-        "placement predicted here is what runs only with model.compile(..., jit_compile=False)."
-        + _unlisted_note(unlisted)
-    )
-    if keras.requested is True:
-        return f"On a GPU, Keras compiles {step} with XLA (jit_compile=True): {then}"
-    if keras.requested == "auto":
-        return (
-            f"On a machine with a GPU, Keras 3 would compile {step} with XLA (jit_compile="
-            f"'auto', its default, picks XLA when a GPU is visible): {then}"
-        )
-    return (
-        f"On a machine with a GPU, Keras 3 would compile {step} with XLA unless the model was "
-        "compiled with jit_compile=False: the default, jit_compile='auto', picks XLA when a "
-        "GPU is visible (here, without one, it reads False as jit_compile=False does, so this "
-        f"machine cannot tell which was passed). With XLA, {then}"
-    )
-
-
 def xla_clusters_note(trace: Any, gpus: int, unlisted: int = 0) -> str:
     """What a prediction with ``gpus`` GPUs says when the traced run had XLA clusters (its ops
     with ``how == "xla"``, their cluster in ``function``): each cluster runs whole on one GPU,
-    so the per-op placement predicted for its ops is what runs without XLA; ``unlisted`` as in
-    :func:`keras_xla_note`. ``""`` without GPUs or clusters."""
+    so the per-op placement predicted for its ops is what runs without XLA; ``unlisted``: ops
+    XLA compiled in the traced run that the prediction has no row for (:func:`_unlisted_note`). ``""`` without GPUs or clusters."""
     xla = _xla_ops(trace)
     if gpus <= 0 or xla is None:
         return ""
