@@ -994,3 +994,40 @@ def test_show_search_with_a_glob_of_several_stars_on_a_long_name_answers(tmp_pat
         pytest.fail("tfplace show --search did not answer within 60 s")
     assert done.returncode == 0, done.stderr[-2000:]
     assert 'Ops matching "*/*/*/MatMul"' in done.stdout
+
+
+def test_one_long_name_does_not_pad_every_line_of_show(capsys, tmp_path):
+    """Issue 31: one 50 MB op name padded every line of ``tfplace show`` to 50 MB (524 MB of
+    output from a 157 KB file); here 1 MB: every line stays short, the name cut with "…"."""
+    document = json.loads(GPU_01.read_text())
+    event = next(e for e in document["traceEvents"] if e.get("ph") == "X")
+    event["args"]["name"] = "n" * 1_000_000
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(document))
+    code, out, _ = cli(capsys, "show", path, "--limit", "0")
+    assert code == 0
+    lines = out.splitlines()
+    assert max(map(len, lines)) < 2000, sorted(map(len, lines))[-3:]
+    assert any("nnnnnnnn…" in line for line in lines)
+
+
+@pytest.mark.parametrize("mode", ["graph", "function"])
+def test_run_of_code_calling_sys_exit_is_an_error_saying_so(capsys, tmp_path, mode, tf):
+    """Issue 31: a builder calling ``sys.exit(5)`` while traced ended ``tfplace run`` with exit
+    code 5 and nothing on stderr; and the one error line pointed at a traceback "chained
+    above" that only --debug shows."""
+    path = tmp_path / f"exits_{mode}.py"
+    path.write_text(
+        "import sys\nimport tensorflow as tf\n\n\ndef build(*args):\n"
+        "    tf.constant(1.0, name='before')\n    sys.exit(5)\n"
+    )
+    target = f"{path}:build"
+    code, _, err = cli(capsys, "run", target, "--mode", mode, "-o", tmp_path / "t.tfplace")
+    assert code == 2
+    line = one_error_line(err)
+    assert "SystemExit: 5" in line and "(--debug shows the traceback)" in line, line
+    assert "chained above" not in line
+    code, _, err = cli(
+        capsys, "run", target, "--mode", mode, "-o", tmp_path / "t.tfplace", "--debug"
+    )
+    assert code == 2 and "Traceback" in err and "\nSystemExit: 5\n" in err

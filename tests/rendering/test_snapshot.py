@@ -323,3 +323,24 @@ def test_findings_still_being_found_are_said_to_be_left_out(seed_cpu):
     html = panel_snapshot_html(seed_cpu, figure, findings_note="finding them in 30,000 ops...")
     assert "Findings:</b> not in this snapshot (finding them in 30,000 ops...)" in html
     assert "costly_transfer" in panel_snapshot_html(seed_cpu, figure, findings=seed_cpu.findings)
+
+
+def test_a_device_name_of_millions_of_characters_leaves_the_snapshot_small(seed_cpu):
+    """Issue 31: a 32 KB file with a 5M-character job name gave a 20 MB snapshot."""
+    long_cpu1 = CPU1.replace("job:localhost", "job:" + "j" * 5_000_000)
+
+    def renamed(frame: pd.DataFrame) -> pd.DataFrame:
+        columns = [c for c in frame.columns if "device" in c and frame[c].dtype == object]
+        return frame.assign(**{c: frame[c].replace({CPU1: long_cpu1}) for c in columns})
+
+    hostile = dataclasses.replace(
+        seed_cpu,
+        ops=renamed(seed_cpu.ops),
+        events=renamed(seed_cpu.events),
+        transfers=renamed(seed_cpu.transfers),
+        devices=[long_cpu1 if d == CPU1 else d for d in seed_cpu.devices],
+        source="s" * 5_000_000,
+    )
+    html = snapshot_of(PlacementPanel(hostile))
+    assert len(html) < OUTPUT_BUDGET, len(html)
+    assert "jjjjjjjjjj…" in html  # cut, saying so

@@ -29,6 +29,7 @@ from tfplace_widget import PlacementTrace, TraceError, show_placement
 from tfplace_widget.sources import limits
 
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
+CPU_01 = "ikhlestov-tensorflow-profiling/CPU_timeline_01.json"
 # Generous for a loaded 2-core CI machine: the refusals take well under a second here.
 SECONDS = 20
 # What a refusal may take: one member up to the limit (a bomb whose size is only found by
@@ -301,6 +302,18 @@ def _extra_column_of_dicts(document: dict, name: str) -> None:
     document["columns"].append({"name": name, "dtype": "object", "values": [{}] * rows})
 
 
+def _most_negative(document: dict, name: str) -> None:
+    column(document, name)["values"][0] = -(2**63)
+
+
+def _no_category(document: dict, name: str) -> None:
+    column(document, name)["values"][0] = -1  # a category's code for "missing"
+
+
+def _negative(document: dict, name: str) -> None:
+    column(document, name)["values"][0] = -5
+
+
 def _index(document: dict, name: str) -> None:
     start, stop, step = document["index"]["range"]
     document["index"]["range"] = [start + 5, stop + 5, step]
@@ -321,6 +334,14 @@ def _index(document: dict, name: str) -> None:
         ("transfers", "bytes", _strings, "column 'bytes' must hold whole numbers"),
         ("transfers", "notes", _extra_column_of_dicts, "column 'notes' holds a dict"),
         ("findings", "evidence", _strings, "column 'evidence' must hold objects of named"),
+        # issue 31: loaded, then the Chrome export wrote a file its own reader refused
+        ("events", "start_us", _most_negative, "column 'start_us' holds a time of 1e17"),
+        ("events", "duration_us", _negative, "column 'duration_us' holds a negative duration"),
+        ("ops", "duration_us", _negative, "column 'duration_us' holds a negative duration"),
+        # found by tests/sources/test_fuzz_members.py: the Chrome export failed, or wrote a
+        # file its reader refused
+        ("events", "thread", _most_negative, "column 'thread' holds -2**63"),
+        ("ops", "how", _no_category, "column 'how' has a missing value"),
     ],
 )
 def test_a_frame_the_trace_cannot_use_is_refused_naming_the_column(
@@ -539,3 +560,55 @@ def test_an_emoji_written_as_a_surrogate_pair_loads(tmp_path):
     path.write_bytes(text.replace(b'"MatMul"', b'"MatMul\\ud83d\\ude00"'))
     ops = PlacementTrace.from_chrome_trace(path).ops
     assert "MatMul\U0001f600" in {*ops["op"], *ops["type"]}
+
+
+def test_a_log_past_the_member_limit_is_cut_and_the_trace_saved(saved, tmp_path, monkeypatch):
+    """Issue 31: ``tfplace run`` of a program that printed ~600 MB lost its trace ("log.txt
+    would take more than 256 MiB"); here with the limit at 1 MiB and a 3 MB log."""
+    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", MIB)
+    trace = PlacementTrace.load(saved)
+    trace.log = "first line\n" + "é" * 3_000_000 + "\nlast line"
+    path = trace.save(tmp_path / "chatty.tfplace")
+    log = PlacementTrace.load(path).log
+    assert log.startswith("first line\n") and log.endswith("\nlast line")
+    assert "characters of this log were cut here when the trace was saved" in log
+    assert f"trace.log held {len(trace.log):,}" in log
+
+
+def test_a_truncated_gzip_is_called_truncated_not_a_bomb(tmp_path):
+    """Issue 31: a 300-byte truncated ``.json.gz`` was called a possible decompression bomb
+    (the last 4 bytes, read as the trailer's length, were from the middle of the stream)."""
+    import gzip
+    import random
+
+    events = [
+        {"ph": "X", "name": f"op{i}", "ts": i, "dur": 1, "pid": 1, "tid": 1} for i in range(3000)
+    ]
+    packed = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    for size in [300, *random.Random(31).sample(range(20, len(packed) - 8), 20)]:
+        path = tmp_path / "cut.json.gz"
+        path.write_bytes(packed[:size])
+        with pytest.raises(TraceError) as caught:
+            PlacementTrace.from_chrome_trace(path)
+        message = str(caught.value)
+        assert "cannot be decompressed (it may be truncated)" in message, (size, message)
+        assert "bomb" not in message
+
+
+def test_an_empty_transfers_frame_of_any_dtype_compares(tmp_path):
+    """Issue 31: an empty ``transfers`` frame whose ``src_device`` was ``float64`` loaded (an
+    empty column may have any dtype), then ``compare()`` failed inside pandas."""
+    from tfplace_widget import compare
+
+    original = PlacementTrace.from_chrome_trace(GPU_TRACES / CPU_01)
+    saved = Path(original.save(tmp_path / "cpu.tfplace"))
+    document = frame_document(saved, "transfers")
+    document.update(rows=0, index={"range": [0, 0, 1]})
+    for spec in document["columns"]:
+        spec["values"] = []
+    column(document, "src_device")["dtype"] = "float64"
+    path = with_members(saved, tmp_path / "empty.tfplace", {"frames/transfers.json": document})
+    loaded = PlacementTrace.load(path)
+    diff = compare(loaded, original)  # a pandas ValueError on main
+    assert loaded.transfers.empty and loaded.transfers["src_device"].dtype == object
+    assert diff.transfers.empty and set(diff.ops["status"]) == {"same"}

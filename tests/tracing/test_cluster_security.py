@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -236,7 +237,7 @@ def test_without_a_namespace_a_local_cluster_is_refused_naming_the_opt_in(
 
 
 def test_the_opt_in_runs_the_cluster_on_the_machines_network_and_says_so(
-    trace_placement, spy, monkeypatch
+    trace_placement, spy, monkeypatch, capfd
 ):
     monkeypatch.setenv(local_cluster.NO_NAMESPACE_ENV, "1")
     monkeypatch.setenv(local_cluster.ALLOW_EXPOSED_ENV, "1")
@@ -248,6 +249,21 @@ def test_the_opt_in_runs_the_cluster_on_the_machines_network_and_says_so(
         "TFPLACE_CLUSTER_NO_NAMESPACE=1 turns network namespaces off)"
     ) in trace.log
     assert len(spy.children) == 1 and not alive(spy.children[0])
+    # Issue 31: said on the terminal too, not only in trace.log
+    err = capfd.readouterr().err
+    assert "tfplace: warning: the local cluster's servers ran on this machine's network" in err
+
+
+def test_the_cluster_process_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):
+    """Issue 31: the child ran as ``python -c``, so a ``json.py`` in the working directory was
+    imported by it (run as the user, before any namespace)."""
+    marker = tmp_path / "imported"
+    (tmp_path / "json.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    with tempfile.TemporaryFile("w+b") as log, local_cluster._child(log, "host") as child:
+        answer = local_cluster.read_frame(child.stdout)  # the first frame: its network
+    assert answer is not None and answer[0]["network"] == "host", answer
+    assert not marker.exists()
 
 
 REFUSED = r"""

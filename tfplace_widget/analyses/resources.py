@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.devices import device_sort_key, parse_device, short_device
+from ..model.errors import TraceError
 from ..model.graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts
+from ..sources.limits import parse_json
 
 HOST = "/job:localhost/replica:0/task:0/device:CPU:0"
-_DT_RESOURCE = 20
 
 
 @dataclass(frozen=True)
@@ -261,40 +262,28 @@ def _moves(kind: str, user: str, device: str, gpu: str) -> str:
 def _handle_data(trace: Any) -> dict[tuple[str, str], bool]:
     """Per ``(function, _Arg name)`` of a function-mode trace: does the placed resource
     ``_Arg`` carry its handle's dtypes (``_handle_dtypes``, set by the runtime from the
-    handle: variables have them)? Empty when the trace keeps no function graphs."""
-    raw = getattr(trace, "raw", None) or {}
-    data = raw.get("function_graphs.pb")
+    handle: variables have them)? Read from ``raw/functions.json`` (parsed under the limits of
+    any member of a file: the ``raw/`` protos are not parsed); empty when the trace keeps none
+    (a file saved before it did, or a damaged one: no evidence, not an error)."""
+    data = (getattr(trace, "raw", None) or {}).get("functions.json")
     if getattr(trace, "mode", "") != "function" or not data:
         return {}
-    if _last_read and _last_read[0] is data:  # the panel predicts one trace per GPU count
-        return _last_read[1]
-    import json
-
-    from tensorflow.core.protobuf import config_pb2
-
-    holder = config_pb2.RunMetadata()
     try:
-        holder.ParseFromString(bytes(data))
-        names = json.loads(raw.get("functions.json", b"{}")).get("names", [])
-    except Exception:  # a damaged or foreign file: no evidence, not an error
+        document = parse_json(bytes(data), "raw/functions.json", "raw/functions.json")
+    except (TraceError, ValueError):
         return {}
-    found: dict[tuple[str, str], bool] = {}
-    for index, graph in enumerate(holder.function_graphs):
-        function = names[index] if index < len(names) else ""
-        for partition in graph.partition_graphs:
-            for node in partition.node:
-                if node.op == "_Arg" and node.attr["T"].type == _DT_RESOURCE:
-                    dtypes = (
-                        node.attr["_handle_dtypes"].list.type
-                        if "_handle_dtypes" in node.attr
-                        else ()
-                    )
-                    found[(function, node.name)] = bool(len(dtypes))
-    _last_read[:] = [data, found]
-    return found
-
-
-_last_read: list = []  # [the function_graphs.pb bytes read last, what was found in them]
+    rows = document.get("resource_args") if isinstance(document, dict) else None
+    if not isinstance(rows, list):
+        return {}
+    return {
+        (row[0], row[1]): row[2]
+        for row in rows
+        if isinstance(row, list)
+        and len(row) == 3
+        and isinstance(row[0], str)
+        and isinstance(row[1], str)
+        and isinstance(row[2], bool)
+    }
 
 
 def _node_name(facts: GraphFacts, display: str) -> tuple[str, str]:

@@ -15,6 +15,7 @@ PROG = "tfplace"
 EXIT_OK, EXIT_EXPECTATION, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 REST = " (--debug shows the rest)"
 TRACEBACK = " (--debug shows the traceback)"
+CHAINED = " (its traceback is chained above)"
 
 
 class CliError(Exception):
@@ -27,6 +28,8 @@ def print_error(message: str, debug: bool) -> None:
     if debug:  # the whole message is in the traceback: no pointer to --debug
         print(printable(traceback.format_exc(), newlines=True), end="", file=sys.stderr)
         message = message.replace(REST, "").replace(TRACEBACK, "")
+    else:  # a TraceError of the user's code points at a traceback only --debug shows
+        message = message.replace(CHAINED, TRACEBACK)
     print(f"{PROG}: error: {printable(message)}", file=sys.stderr, flush=True)
 
 

@@ -44,7 +44,7 @@ def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = Tr
     if findings is not None:
         members["frames/findings.json"] = _json(frame_to_json(findings, "trace.findings"))
     members["inputs.json"] = _json(trace.inputs)
-    members["log.txt"] = trace.log.encode("utf-8", "surrogateescape")
+    members["log.txt"] = _log_text(trace.log).encode("utf-8", "surrogateescape")
     if trace.facts is not None:
         members["facts.json"] = _json(facts_to_json(trace.facts))
     for name, data in trace.raw.items():
@@ -75,6 +75,20 @@ def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = Tr
 
     write_atomically(where, "the trace", write, overwrite=overwrite)
     return where
+
+
+def _log_text(log: str) -> str:
+    """``log``, or its start and end with a line saying how much was cut between them, so that
+    ``log.txt`` fits in ``limits.MAX_MEMBER_BYTES`` (a program that printed gigabytes while
+    traced still saves its trace: a character takes at most 4 bytes)."""
+    keep = limits.MAX_MEMBER_BYTES // 10  # characters at each end: at most 80% of the limit
+    if len(log) <= 2 * keep:
+        return log
+    cut = len(log) - 2 * keep
+    return (
+        f"{log[:keep]}\n[tfplace: {cut:,} characters of this log were cut here when the trace "
+        f"was saved, to fit limits.MAX_MEMBER_BYTES; trace.log held {len(log):,}]\n{log[-keep:]}"
+    )
 
 
 def _json(value: Any, indent: int | None = None) -> bytes:

@@ -18,6 +18,7 @@ until they fit), on at most ``MAX_LANES`` lanes.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Callable, Sequence
 
@@ -32,6 +33,7 @@ from ..model.trace import PlacementTrace
 from .colors import device_color, text_color_on
 from .figure import TimelineFigure
 from .html_parts import TABLE_COLUMNS, header_html, table_cells
+from .text_report import cut
 
 SNAPSHOT_ROWS = 20
 MAX_FINDINGS = 10
@@ -64,7 +66,7 @@ def panel_snapshot_html(
     shown = min(len(rows), SNAPSHOT_ROWS)
     parts = [
         snapshot_note("panel", shown, len(trace.ops)),
-        header_html(trace, notes),
+        header_html(_cut_texts(trace), [cut(note, MAX_MESSAGE) for note in notes]),
         chips_html(trace),
         findings_html(findings, findings_note, trace=trace),
         timeline_svg(figure) if figure is not None else "",
@@ -105,7 +107,7 @@ def guarded(make: Callable[[], str]) -> str:
     except Exception as exc:
         return (
             "<div class='tfplace-snapshot-note'>No static snapshot of this panel: "
-            f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>"
+            f"{html.escape(type(exc).__name__)}: {html.escape(cut(str(exc), MAX_MESSAGE))}</div>"
         )
 
 
@@ -132,17 +134,32 @@ def snapshot_note(what: str, shown: int, total: int) -> str:
 
 
 def chips_html(trace: PlacementTrace) -> str:
-    """One chip per device in its colour: its ops and busy time."""
+    """One chip per device in its colour (the first ``MAX_LANES``): its ops and busy time."""
     chips = []
-    for summary in device_summaries(trace.ops, trace.events, trace.devices):
+    summaries = device_summaries(trace.ops, trace.events, trace.devices)
+    for summary in summaries[:MAX_LANES]:
         color = device_color(summary.device)
+        name = cut(short_device(summary.device) or summary.device, MAX_NAME)
         chips.append(
-            f"<span class='tfplace-snapshot-chip' title='{html.escape(summary.device)}' "
+            f"<span class='tfplace-snapshot-chip' title='{html.escape(cut(summary.device, MAX_NAME))}' "
             f"style='background:{color};color:{text_color_on(color)}'>"
-            f"{html.escape(short_device(summary.device) or summary.device)} · {summary.ops:,} ops"
+            f"{html.escape(name)} · {summary.ops:,} ops"
             f" · {html.escape(format_us(summary.busy_us))} busy</span>"
         )
+    if len(summaries) > MAX_LANES:
+        chips.append(f"<span>and {len(summaries) - MAX_LANES:,} more devices</span>")
     return f"<div class='tfplace-snapshot-chips'>{''.join(chips)}</div>"
+
+
+def _cut_texts(trace: PlacementTrace) -> PlacementTrace:
+    """``trace`` with the texts its header shows cut: its source, mode reason and the first
+    ``MAX_FINDINGS`` notes."""
+    return dataclasses.replace(
+        trace,
+        source=cut(trace.source, MAX_NAME),
+        mode_reason=cut(trace.mode_reason, MAX_MESSAGE),
+        notes=[cut(note, MAX_MESSAGE) for note in trace.notes[:MAX_FINDINGS]],
+    )
 
 
 def findings_html(
@@ -168,7 +185,7 @@ def findings_html(
                 f"<li style='border-left-color:{color}'><span class='tfplace-snapshot-badge' "
                 f"style='background:{color}'>{html.escape(str(severity))}</span>"
                 f"<code>{html.escape(str(kind))}</code>"
-                f"{html.escape(_cut(str(message), MAX_MESSAGE))}"
+                f"{html.escape(cut(str(message), MAX_MESSAGE))}"
                 f" <span style='opacity:.7'>({count:,} op{'s' if count != 1 else ''})</span></li>"
             )
         title = (
@@ -188,7 +205,7 @@ def table_html(labels: Sequence[str], cells: Sequence[Sequence[str]], colors: Se
     head = "".join(f"<th>{html.escape(label)}</th>" for label in labels)
     body = []
     for row, color in zip(cells, colors, strict=True):
-        tds = [f"<td>{html.escape(_cut(str(cell), MAX_NAME))}</td>" for cell in row]
+        tds = [f"<td>{html.escape(cut(str(cell), MAX_NAME))}</td>" for cell in row]
         if tds:
             tds[0] = f"<td style='border-left-color:{color}'>" + tds[0][4:]
         body.append(f"<tr>{''.join(tds)}</tr>")
@@ -218,7 +235,7 @@ def timeline_svg(figure: TimelineFigure, max_rects: int = MAX_RECTS) -> str:
             )
         parts.append(
             f"<text x='{LABEL_WIDTH - 6}' y='{y * LANE_HEIGHT + 13}' text-anchor='end' "
-            f"fill='currentColor'>{html.escape(_cut(label, 28))}</text>"
+            f"fill='currentColor'>{html.escape(cut(label, 28))}</text>"
         )
     for lane, x0, x1, color in _merged_bars(figure, len(lanes), span, max_rects):
         parts.append(
@@ -287,7 +304,3 @@ def _merged_bars(
         x_end = min((int(reach[tail]) - base) * resolution, PLOT_WIDTH)
         bars.append((lane, x_start, max(x_end, x_start + 1), device_color(devices[device])))
     return bars[:max_rects]
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -58,6 +58,16 @@ def _escape(match: re.Match) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+# Characters of a cell shown in a table's padded columns, and in its last column.
+MAX_COLUMN = 80
+MAX_LAST_COLUMN = 1000
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit - 1`` characters and "…"."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class TextOutput:
     """Plain text to ``stream``, with ANSI styles only when asked or when it is a terminal."""
 
@@ -90,9 +100,15 @@ class TextOutput:
         styles: dict[int, Callable[[str], tuple[str, ...]]] | None = None,
         indent: str = "  ",
     ) -> None:
-        """Rows in aligned columns (the last one not padded), under a dimmed header."""
-        widths = [max(len(str(v)) for v in column) for column in zip(header, *rows, strict=False)]
+        """Rows in aligned columns (the last one not padded), under a dimmed header. A cell
+        longer than ``MAX_COLUMN`` characters (``MAX_LAST_COLUMN`` in the last column) is cut
+        with "…": one long name does not widen every line."""
         last = len(header) - 1
+        rows = [
+            [cut(str(v), MAX_LAST_COLUMN if i == last else MAX_COLUMN) for i, v in enumerate(r)]
+            for r in rows
+        ]
+        widths = [max(len(str(v)) for v in column) for column in zip(header, *rows, strict=False)]
 
         def cells(values: list[str], header_row: bool) -> str:
             parts = []

@@ -16,7 +16,7 @@ from . import limits
 from .files import read_trace_bytes
 
 # Microseconds: 10^17 us is over 3,000 years; anything beyond is a broken field, not a time.
-MAX_ABS_US = 10**17
+MAX_ABS_US = limits.MAX_ABS_US
 
 
 def trace_from_chrome(path: str | os.PathLike) -> PlacementTrace:

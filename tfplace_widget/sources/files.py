@@ -25,6 +25,9 @@ def trace_format(path: str | os.PathLike) -> str:
     return "binary"
 
 
+_DEFLATE_MAX_RATIO = 1032  # the most deflate unpacks one byte to (258 bytes from 2 bits)
+
+
 def read_trace_bytes(where: str) -> bytes:
     """The bytes of a trace file, gunzipped when it is gzip (``.gz``, or by its magic bytes).
 
@@ -38,8 +41,11 @@ def read_trace_bytes(where: str) -> bytes:
     if raw[:2] != b"\x1f\x8b":
         return raw
     # The trailer's length (modulo 2**32) is a floor for the last gzip member's: a claim above
-    # the limit refuses the file at once; a lower one is checked against the bytes unpacked.
-    if len(raw) >= 18 and int.from_bytes(raw[-4:], "little") > limits.MAX_MEMBER_BYTES:
+    # the limit refuses the file at once, if deflate can reach it from this many bytes (at most
+    # 1032 times as many); a claim it cannot reach is no trailer (a truncated file, which
+    # unpacking says), and a lower one is checked against the bytes unpacked.
+    claim = int.from_bytes(raw[-4:], "little") if len(raw) >= 18 else 0
+    if limits.MAX_MEMBER_BYTES < claim <= _DEFLATE_MAX_RATIO * len(raw):
         raise limits.too_large(where, "the gzip file", "MAX_MEMBER_BYTES")
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unpacked:

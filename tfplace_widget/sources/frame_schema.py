@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .limits import shown
+from .limits import MAX_ABS_US, shown
 
 Check = Callable[[pd.Series], str | None]  # what is wrong with the column, or None
 
@@ -68,14 +68,43 @@ def _integer(nullable: bool) -> Check:
     return check
 
 
+def _time(check: Check, duration: bool = False) -> Check:
+    """``check`` (numbers, or whole numbers), and microseconds of a trace: below 1e17 in
+    magnitude, and a duration not negative (as the Chrome trace reader checks them)."""
+
+    def check_time(column: pd.Series) -> str | None:
+        problem = check(column)
+        if problem is not None:
+            return problem
+        values = column.to_numpy(dtype=float, na_value=math.nan)
+        if (np.abs(values) >= MAX_ABS_US).any():
+            return "holds a time of 1e17 microseconds or more (3,000 years), which no trace has"
+        if duration and (values < 0).any():
+            return "holds a negative duration, which no trace has"
+        return None
+
+    return check_time
+
+
+def _thread_id(column: pd.Series) -> str | None:
+    """Whole numbers that a Chrome trace can hold as ``args.thread`` (not -2**63)."""
+    problem = _integer(False)(column)
+    if problem is None and (column == np.iinfo(np.int64).min).any():
+        return "holds -2**63, which is no thread id"
+    return problem
+
+
 def _flag(column: pd.Series) -> str | None:
     if column.dtype == bool:
         return None
     return f"must hold true/false flags, not {_what_it_holds(column)}"
 
 
-def _categories(values: tuple[str, ...], *more: str, ordered: bool = False) -> Check:
-    """A category of exactly ``values`` (and then ``more``, as a prediction's ``how`` has)."""
+def _categories(
+    values: tuple[str, ...], *more: str, ordered: bool = False, missing: bool = True
+) -> Check:
+    """A category of exactly ``values`` (and then ``more``, as a prediction's ``how`` has);
+    with ``missing`` False, every row has one."""
     allowed = [list(values), [*values, *more]]
 
     def check(column: pd.Series) -> str | None:
@@ -85,6 +114,8 @@ def _categories(values: tuple[str, ...], *more: str, ordered: bool = False) -> C
             and list(dtype.categories) in allowed
             and bool(dtype.ordered) == ordered
         ):
+            if not missing and column.isna().any():
+                return "has a missing value, where every op of a trace has one"
             return None
         return f"must be a category of {', '.join(values)}, not {_what_it_holds(column)}"
 
@@ -165,17 +196,21 @@ def schemas() -> dict[str, dict[str, Check]]:
 
     ops = dict.fromkeys(OPS_COLUMNS, _text)
     ops.update(
-        how=_categories(HOW_VALUES, "error"),  # a prediction's may be an error
+        how=_categories(HOW_VALUES, "error", missing=False),  # a prediction's may be an error
         gpu_kernel=_categories(GPU_KERNEL_VALUES),
-        start_us=_number,
-        duration_us=_number,
+        start_us=_time(_number),
+        duration_us=_time(_number, duration=True),
         runs=_integer(nullable=True),
         output_bytes=_integer(nullable=True),
         xla_op=_text_or_missing,
         input_stage=_text_or_missing,
     )
     events = dict.fromkeys(EVENTS_COLUMNS, _text)
-    events.update(thread=_integer(False), start_us=_integer(False), duration_us=_integer(False))
+    events.update(
+        thread=_thread_id,
+        start_us=_time(_integer(False)),
+        duration_us=_time(_integer(False), duration=True),
+    )
     transfers = dict.fromkeys(TRANSFERS_COLUMNS, _text)
     transfers.update(bytes=_integer(nullable=True), cross_task=_flag)
     findings = {
@@ -188,7 +223,11 @@ def schemas() -> dict[str, dict[str, Check]]:
     }
     assert list(findings) == FINDINGS_COLUMNS
     xla = dict.fromkeys(XLA_COLUMNS, _text)
-    xla.update(start_us=_integer(False), duration_us=_integer(False), tf_ops=_op_lists)
+    xla.update(
+        start_us=_time(_integer(False)),
+        duration_us=_time(_integer(False), duration=True),
+        tf_ops=_op_lists,
+    )
     return {
         "ops": ops,
         "events": events,
@@ -233,3 +272,16 @@ def check_frame(frame: pd.DataFrame, name: str) -> str | None:
         if problem is not None:
             return f"column {column!r} {problem}"
     return None
+
+
+def text_columns_of_empty(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``frame``, its text columns made ``object`` when it has no rows (where any dtype
+    passes :func:`check_frame`): an empty frame read from a file joins and compares with a
+    traced one (a ``float64`` ``src_device`` made ``compare`` fail inside pandas). Only
+    ``transfers``, which ``compare`` joins: a prediction's empty ``events`` are ``float64`` as
+    made, and stay so."""
+    if len(frame) or name != "transfers":
+        return frame
+    schema = {**schemas()[name], **OPTIONAL.get(name, {})}
+    text = [c for c in frame.columns if schema.get(c) in (_text, _text_or_missing)]
+    return frame.astype(dict.fromkeys(text, object)) if text else frame

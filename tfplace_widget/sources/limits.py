@@ -30,6 +30,9 @@ MAX_MEMBERS = 10_000
 # bounds what parsing can take, about 1 GB, however the values are packed): counted before
 # parsing, one per comma and one per list or object (``[[[]]]`` is three values, no comma).
 MAX_JSON_VALUES = 16_000_000
+# A time or duration in microseconds, in a Chrome trace or a .tfplace frame: below this in
+# magnitude (3,000 years; int64 and float64 both hold it exactly enough), a duration not negative.
+MAX_ABS_US = 10**17
 _CHUNK = 1 << 20
 # The zip's central directory: 46 bytes per member plus its name and extra fields.
 _DIRECTORY_BYTES_PER_MEMBER = 46 + 2 * 256

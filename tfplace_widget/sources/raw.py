@@ -18,6 +18,7 @@ from . import limits
 # about 56 MB (its GraphDef to 6 MB), so a long multi-step trace would otherwise double its
 # memory. Steps past the budget are left out, and the trace's log says so.
 RAW_BUDGET_BYTES = 256 << 20
+_DT_RESOURCE = 20
 
 
 def raw_protos(
@@ -82,6 +83,29 @@ def function_protos(
         "xspace.pb": bytes(space),
         "function_graphs.pb": holder.SerializeToString(),
         "functions.json": json.dumps(
-            {"names": list(names), "device_scope": device_scope or ""}
+            {
+                "names": list(names),
+                "device_scope": device_scope or "",
+                "resource_args": resource_args(holder, names),
+            }
         ).encode(),
     }
+
+
+def resource_args(holder: Any, names: Sequence[str]) -> list[list[Any]]:
+    """``[function, _Arg name, has handle dtypes]`` of each resource ``_Arg`` in the partition
+    graphs of ``holder`` (a ``RunMetadata``'s ``function_graphs``; ``names[i]`` is the i-th
+    one's function): does the runtime's placed ``_Arg`` carry its handle's dtypes
+    (``_handle_dtypes``; variables have them)? Kept in ``functions.json`` so that predictions
+    read it as JSON, never parsing the ``raw/`` protos of a file."""
+    found = []
+    for index, graph in enumerate(holder.function_graphs):
+        function = names[index] if index < len(names) else ""
+        for partition in graph.partition_graphs:
+            for node in partition.node:
+                if node.op == "_Arg" and node.attr["T"].type == _DT_RESOURCE:
+                    has = "_handle_dtypes" in node.attr and len(
+                        node.attr["_handle_dtypes"].list.type
+                    )
+                    found.append([function, node.name, bool(has)])
+    return found

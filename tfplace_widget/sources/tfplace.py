@@ -49,7 +49,7 @@ from ..model.errors import TraceError, read_file
 from . import limits
 from .facts_json import facts_from_json, names_map
 from .frame_json import FrameFormatError, frame_from_json
-from .frame_schema import check_frame
+from .frame_schema import check_frame, text_columns_of_empty
 from .limits import shown
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -237,7 +237,7 @@ class _Reader:
                 f"{self.where!r}: {member} cannot be trace.{name}: {problem}. The file was "
                 f"changed after it was saved, or not written by tfplace_widget. {_SAVE_FIX}"
             )
-        return frame
+        return text_columns_of_empty(frame, name)
 
     def inputs(self) -> dict[str, list[str]]:
         value = self.json("inputs.json")

@@ -54,7 +54,7 @@ def build(
                     result = fn()
             else:
                 result = fn()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in a builder ends no process
             if guard.called:  # stopped at a tf.function (whatever the builder made of it)
                 raise CallsTfFunction(guard.called[0]) from None
             if refused:  # the builder failed because a write into an outer graph was refused

@@ -20,7 +20,6 @@ import glob
 import inspect
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -48,6 +47,7 @@ from .input_pipeline import (
     read_with_pipeline,
 )
 from .overrides import override_function_defs
+from .profile_dir import profile_dir
 from .xla import (
     JIT_NOT_RECORDED,
     JIT_SHOWN,
@@ -113,7 +113,7 @@ def trace_function(
         with (
             capture_native_output() as captured,
             _tf_settings(soft_placement, optimize) as as_the_user,
-            tempfile.TemporaryDirectory(prefix="tfplace-profile-") as logdir,
+            profile_dir() as logdir,
         ):
             graphs, space = _run(
                 call, device_scope, steps, warmup, logdir, notes, overrides, as_the_user, user_calls
@@ -495,7 +495,7 @@ def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:
             return call()
     except TraceError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in the traced code ends no process
         if interrupted is not None and interrupted.is_set():
             raise KeyboardInterrupt from exc  # Ctrl-C cancelled the call
         placement = _placement_error(exc) or xla_compile_error(exc)

@@ -51,7 +51,12 @@ NO_NAMESPACE_ENV = "TFPLACE_CLUSTER_NO_NAMESPACE"  # "1": act as a platform with
 START_TIMEOUT_S = 120.0  # importing TensorFlow in the child and starting its servers
 STOP_WAIT_S = 5.0  # for the killed child to be reaped
 POLL_S = 0.1  # how often a wait for the child lets Ctrl-C through
-CHILD_SOURCE = (Path(__file__).parent / "cluster_child.py").read_text(encoding="utf-8")
+# Run as `python -c`, whose sys.path starts with "" (the working directory): dropped first, so
+# that a json.py (or tensorflow/) there is never imported by the child.
+CHILD_SOURCE = 'import sys\nif sys.path[:1] == [""]:\n    del sys.path[0]\n' + (
+    Path(__file__).parent / "cluster_child.py"
+).read_text(encoding="utf-8")
+EXPOSED_NOTE = "tfplace: the local cluster's servers ran on this machine's network"
 
 
 @dataclass
@@ -286,7 +291,7 @@ def _converse(
     run = ClusterRun()
     if network is not None and network[0].get("network") == "host":
         run.note = (
-            "tfplace: the local cluster's servers ran on this machine's network, reachable "
+            f"{EXPOSED_NOTE}, reachable "
             f"from other hosts for the length of the trace ({ALLOW_EXPOSED_ENV}=1; no network "
             f"namespace: {network[0].get('why') or why}).\n"
         )

@@ -12,6 +12,7 @@ import contextlib
 import difflib
 import math
 import re
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,11 +31,14 @@ from .failures import Phase, explain_run_error
 from .function import trace_function
 from .graph_xla import jit_requested, launched_a_cluster, profiled_run
 from .keras import keras_record
-from .local_cluster import GraphJob, RemoteRunError, run_on_local_cluster
+from .local_cluster import EXPOSED_NOTE, GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
 
 MODES = ("auto", "graph", "function")
+# One TF2 trace at a time per process (see _as_tf2); .active: this thread's trace is running.
+_TF2_TRACE_LOCK = threading.Lock()
+_tf2_tracing = threading.local()
 TRACE_OPTIONS = (
     "fn_kwargs",
     "mode",
@@ -211,6 +215,9 @@ def trace_placement(
             printed = startup_log + captured.text + getattr(exc, "cluster_log", "")
             attach_log(exc, printed, recent=captured.text)
         raise
+    if servers_log.startswith(EXPOSED_NOTE):  # said on the terminal, not only in trace.log
+        warning = servers_log.split("\n", 1)[0].replace("tfplace: ", "tfplace: warning: ", 1)
+        print(warning, file=sys.stderr, flush=True)
     graph_def = graph.as_graph_def()  # once, for the facts and for trace.raw
     facts = facts_from_graph(graph, graph_def=graph_def)
     name = getattr(fn, "__name__", type(fn).__name__)
@@ -243,10 +250,25 @@ def _as_tf2(
     reason: str,
 ) -> PlacementTrace:
     """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log. A Keras
-    step's trace records how Keras would compile it on a GPU (read before the run)."""
+    step's trace records how Keras would compile it on a GPU (read before the run).
+
+    One TF2 trace at a time in the process: TensorFlow's profiler and its function library are
+    the process's, so a second thread waits for the first trace to finish (its ops, not the
+    other's); a trace started from inside one (re-entrantly, in the same thread) is refused."""
     note = f"{startup_log}tfplace: {reason}"
-    keras = keras_record(fn)
-    trace = trace_function(fn, args, kwargs, **options, note=note)
+    if getattr(_tf2_tracing, "active", False):
+        raise TraceError(
+            "Another trace is running in this thread: trace_placement (or show_placement) was "
+            "called from inside the code it traces. Trace the outer call only, or call it after "
+            "that trace has finished."
+        )
+    with _TF2_TRACE_LOCK:
+        _tf2_tracing.active = True
+        try:
+            keras = keras_record(fn)
+            trace = trace_function(fn, args, kwargs, **options, note=note)
+        finally:
+            _tf2_tracing.active = False
     trace.mode_reason = reason
     trace.raw.update(keras)
     return trace
