@@ -125,6 +125,12 @@ def kernel_column_check(trace: Any, mapping: Mapping) -> dict:
     return result
 
 
+def _returned(ctx: Any, op: str) -> bool:
+    """Whether ``op``'s output reaches a ``_Retval`` of the run's partition graphs: itself, or
+    (a call TensorFlow inlined, so absent there as a node) an op of its body."""
+    return op in ctx.results or any(name.startswith(op + "/") for name in ctx.results)
+
+
 def findings_check(
     trace: Any, predicted: Any, mapping: Mapping, framework_only: bool, authors: Any
 ) -> dict:
@@ -254,7 +260,7 @@ def _finding_problems(finding: Any, ctx: _Context) -> list:
             elif ctx.framework_only or FRAMEWORK.search(op):
                 problems.append(("fix impossible", f"cast inside framework op {op}"))
     largest = re.search(r"largest (\S+?):\d+\)", message)
-    if "going back to the caller" in message and largest and largest.group(1) not in ctx.results:
+    if "going back to the caller" in message and largest and not _returned(ctx, largest.group(1)):
         problems.append(("false cause", f"{largest.group(1)} feeds no _Retval in TF's graph"))
     if re.search(r"\breads? of variables", message) and largest:
         producer = ctx.types.get(largest.group(1), "")
