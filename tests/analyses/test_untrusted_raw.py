@@ -58,9 +58,8 @@ print("RESULT" + json.dumps({
 """
 
 
-# A record that the traced step was Keras's (tracing/keras.py): predictions then read the
-# step's graph from raw/function_graphs.pb (analyses/predict/keras_xla.py, merged after this
-# test was written), parsing the crafted member again.
+# A record that the traced step was Keras's (tracing/keras.py): predictions then ask what XLA
+# would compile (analyses/predict/keras_xla.py), from the record, not raw/function_graphs.pb.
 KERAS_RECORD = {"raw/keras_xla.json": b'{"model": "m", "step": "train_step", "requested": true}'}
 
 
@@ -68,13 +67,7 @@ KERAS_RECORD = {"raw/keras_xla.json": b'{"model": "m", "step": "train_step", "re
     "extra",
     [
         {},
-        pytest.param(
-            KERAS_RECORD,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 31 Medium 4, open: keras_xla.keras_step parses raw/function_graphs.pb",
-            ),
-        ),
+        KERAS_RECORD,
     ],
     ids=["plain", "keras-record"],
 )

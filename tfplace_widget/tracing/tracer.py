@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..analyses.predict.keras_xla import RAW_NAME, step_record
 from ..model.capture import CapturedText, capture_native_output, import_tensorflow
 from ..model.devices import parse_device
 from ..model.errors import TraceError, attach_log
@@ -271,6 +272,9 @@ def _as_tf2(
             _tf2_tracing.active = False
     trace.mode_reason = reason
     trace.raw.update(keras)
+    compiled = step_record(trace)  # what XLA would compile, from this run's own graphs
+    if compiled is not None:
+        trace.raw[RAW_NAME] = compiled
     return trace
 
 

@@ -31,7 +31,9 @@ import numpy as np
 import pandas as pd
 
 from ...model.devices import short_device
+from ...model.errors import TraceError
 from ...model.kernels import has_xla_kernel
+from ...sources.limits import parse_json
 from ..resources import ASSUMED_MADE, _resource_users
 
 # trace.raw's member where trace_placement records how Keras would compile the traced step.
@@ -88,21 +90,43 @@ class _Step:
 
 
 def keras_step(trace: Any) -> _Step | None:
-    """The Keras step of a function-mode ``trace`` (its function graphs in ``trace.raw``),
-    with the nodes XLA could not compile for a GPU; ``None`` when the trace holds no Keras
-    step function. The last trace's answer is kept (the panel predicts a trace per GPU count)."""
-    raw = getattr(trace, "raw", None) or {}
-    data = raw.get("function_graphs.pb")
-    if getattr(trace, "mode", "") != "function" or not data:
+    """The Keras step of a function-mode ``trace``, with the nodes XLA could not compile for a
+    GPU, as :func:`step_record` wrote it into the trace's Keras record when it traced
+    (``trace.raw[RAW_NAME]``, read under the JSON limits of every member: a file's raw protos
+    are never parsed); ``None`` when the trace holds no Keras step function."""
+    if getattr(trace, "mode", "") != "function":
         return None
-    if _last_step and _last_step[0] is data and _last_step[1] is trace.ops:
-        return _last_step[2]
-    found = _read_step(trace, raw, data)
-    _last_step[:] = [data, trace.ops, found]
-    return found
+    data = (getattr(trace, "raw", None) or {}).get(RAW_NAME)
+    if not data:
+        return None
+    try:
+        found = parse_json(bytes(data), f"raw/{RAW_NAME}", f"raw/{RAW_NAME}")["compiled"]
+        graph = str(found["graph"])
+        unsupported = tuple(
+            (str(name), str(op), str(attrs)) for name, op, attrs in found["unsupported"]
+        )
+    except (TraceError, ValueError, KeyError, TypeError):  # none, or a damaged record
+        return None
+    shown = set(trace.ops["function"].astype(str)) if "function" in trace.ops else set()
+    steps = frozenset(name for name in shown if _STEP.match(name))
+    return _Step(graph, steps, unsupported) if steps else None
 
 
-_last_step: list = []  # [function_graphs.pb bytes, the ops frame, keras_step's answer for them]
+def step_record(trace: Any) -> bytes | None:
+    """The trace's Keras record (``trace.raw[RAW_NAME]``) with the step XLA would compile, read
+    from the function graphs this process just recorded (``function_graphs.pb``: the tracer's
+    own, never a file's): its graph's name and the nodes without an ``XLA_GPU_JIT`` kernel.
+    ``None`` when the trace has no record or no Keras step function."""
+    raw = getattr(trace, "raw", None) or {}
+    record, data = raw.get(RAW_NAME), raw.get("function_graphs.pb")
+    if not record or not data or getattr(trace, "mode", "") != "function":
+        return None
+    step = _read_step(trace, raw, data)
+    if step is None:
+        return None
+    document = json.loads(bytes(record))
+    document["compiled"] = {"graph": step.graph, "unsupported": [list(u) for u in step.unsupported]}
+    return json.dumps(document).encode()
 
 
 def _read_step(trace: Any, raw: Any, data: bytes) -> _Step | None:
