@@ -176,10 +176,12 @@ def batches(tf):
     return tf.data.Dataset.from_tensor_slices((tf.ones((16, 4)), tf.ones((16, 2)))).batch(8)
 
 
-def test_a_step_xla_cannot_compile_is_predicted_to_fail(tf, keras, trace_placement):
+def test_a_step_xla_cannot_compile_is_predicted_to_fail(tf, keras, trace_placement, tmp_path):
     import re
 
     from keras.src.trainers.trainer import model_supports_jit
+
+    from tfplace_widget import PlacementTrace
 
     model = hashing_model(keras, tf)
     assert model_supports_jit(model)  # so Keras's 'auto' picks XLA on a machine with a GPU
@@ -191,8 +193,11 @@ def test_a_step_xla_cannot_compile_is_predicted_to_fail(tf, keras, trace_placeme
     refused = set(re.findall(r"No registered '(\w+)' OpKernel for XLA_CPU_JIT", message))
     assert refused
     trace = trace_placement(model.fit, batches(tf), fn_kwargs={"epochs": 1, "verbose": 0})
+    trace.save(tmp_path / "step.tfplace")
+    loaded = PlacementTrace.load(tmp_path / "step.tfplace")  # the record, no proto parsed
     for predicted in (
         predict_placement(trace, gpus=1),
+        predict_placement(loaded, gpus=1),
         predict_placement(
             model.fit, gpus=1, args=(batches(tf),), fn_kwargs={"epochs": 1, "verbose": 0}
         ),
