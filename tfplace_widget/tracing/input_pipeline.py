@@ -104,6 +104,8 @@ def dataset_function_graphs(
     from tensorflow.python.eager import context
 
     wanted = {without_instances(name) for name in ran}
+    if not wanted and not (produced and sources is not None):
+        return [], [], set()
     ctx = context.context()
     bodies: dict[str, Any] = {}
     for fname in ctx.list_function_names():
@@ -112,15 +114,18 @@ def dataset_function_graphs(
                 bodies[fname] = ctx.get_function_def(fname)
             except Exception:  # removed meanwhile
                 continue
-    chosen = _functions_that_ran(wanted, bodies) if wanted else []
+    chosen: list[str] = []
     made: set[str] = set()
     if produced and sources is not None:
         given = reachable_functions(ctx, _functions_of(sources.given))
         for fname, fdef in sources.made.items():
             bodies.setdefault(fname, fdef)
         made = set(sources.made)
-        read = [f for f in [*given, *sorted(made)] if f in bodies]
-        chosen += [f for f in dict.fromkeys(read) if f not in chosen]
+        chosen = [f for f in dict.fromkeys([*given, *sorted(made)]) if f in bodies]
+        for fname in chosen:  # a timed name of these is theirs, not a namesake's elsewhere
+            wanted -= _hits(wanted, bodies[fname])
+    others = {f: fdef for f, fdef in bodies.items() if f not in chosen}
+    chosen += _functions_that_ran(wanted, others) if wanted else []
     if not chosen:
         return [], [], set()
     target = _iterator_device(step_graphs, devices)
