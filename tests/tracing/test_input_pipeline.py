@@ -172,7 +172,8 @@ def test_a_map_function_the_profiler_timed_nothing_of_has_rows(results):
     assert {"Cast", "RealDiv", "Const", "Identity"} <= types, types
     assert _agree_with_the_log(rows, entry["log"]) == len(rows)
     assert rows["duration_us"].isna().all(), rows[["op", "duration_us"]]
-    assert rows["reason"].str.startswith("Input pipeline (Dataset_map_lambda").all()
+    assert rows["reason"].str.startswith("Input pipeline (Dataset_map_lambda, stage Map)").all()
+    assert set(rows["input_stage"]) == {"Map"}  # its dataset's kind: no run of it to name one
 
 
 def test_kerass_own_adapter_functions_have_rows(results):

@@ -156,7 +156,7 @@ def trace_function(
         trace = frames_from_records(
             records, origin, executed, facts, available_devices=devices, source=name
         )
-        add_input_stages(trace, data.stages, data.functions, data.made)
+        add_input_stages(trace, data)
         if xla is not None:
             add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
         trace.raw = function_protos(space, graphs, names, device_scope)  # kept by trace.save

@@ -49,6 +49,7 @@ class DatasetSources:
     given: list = field(default_factory=list)
     before: set[str] = field(default_factory=set)
     made: dict[str, Any] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)  # given function -> its dataset's kind
     _ctx: Any = None
 
     def snapshot(self) -> None:
@@ -117,7 +118,7 @@ def dataset_function_graphs(
     chosen: list[str] = []
     made: set[str] = set()
     if produced and sources is not None:
-        given = reachable_functions(ctx, _functions_of(sources.given))
+        given = reachable_functions(ctx, _functions_of(sources.given, sources.kinds))
         for fname, fdef in sources.made.items():
             bodies.setdefault(fname, fdef)
         made = set(sources.made)
@@ -136,9 +137,10 @@ def dataset_function_graphs(
     return graphs, names, {function_display_name(f) for f in made}
 
 
-def _functions_of(given: Iterable[Any]) -> list[str]:
+def _functions_of(given: Iterable[Any], kinds: dict[str, str]) -> list[str]:
     """The functions of the datasets (and of the iterators' datasets) in ``given`` and of
-    their input datasets, by their FunctionDef names."""
+    their input datasets, by their FunctionDef names; ``kinds`` receives each one's dataset
+    kind (``Map`` for a ``_MapDataset``'s)."""
     found: list[str] = []
     pending = [getattr(each, "_dataset", each) for each in given]
     seen: set[int] = set()
@@ -151,9 +153,11 @@ def _functions_of(given: Iterable[Any]) -> list[str]:
             wrappers, inputs = list(dataset._functions()), list(dataset._inputs())
         except Exception:  # not a tf.data dataset after all
             continue
+        kind = type(dataset).__name__.strip("_").removesuffix("Dataset")
         for wrapper in wrappers:
             name = getattr(getattr(wrapper, "function", None), "name", b"")
             found.append(name.decode() if isinstance(name, bytes) else str(name))
+            kinds.setdefault(found[-1], kind)
         pending += inputs
     return [name for name in found if name]
 
@@ -182,6 +186,7 @@ class PipelineRows:
     stages: dict[str, str] = field(default_factory=dict)  # display name -> stage
     functions: set[str] = field(default_factory=set)  # display names of its functions
     made: set[str] = field(default_factory=set)  # those of datasets the calls made themselves
+    kinds: dict[str, str] = field(default_factory=dict)  # display name -> its dataset's kind
 
 
 def read_with_pipeline(
@@ -213,6 +218,8 @@ def read_with_pipeline(
         renamed_out=renamed,
     )
     rows = PipelineRows(functions=set(data_names), made=made)
+    if sources is not None:
+        rows.kinds = {function_display_name(f): k for f, k in sources.kinds.items()}
     for each in renamed[len(graphs) :]:
         for executed_name, display in each.items():
             rows.display.setdefault(executed_name, display)
@@ -354,12 +361,12 @@ def record_stages(
     return {display: counts.most_common(1)[0][0] for display, counts in seen.items()}
 
 
-def add_input_stages(
-    trace: Any, stages: dict[str, str], functions: set[str], made: set[str] = frozenset()
-) -> None:
+def add_input_stages(trace: Any, rows: PipelineRows) -> None:
     """Fill ``input_stage`` for the rows of the input pipeline's functions: the stage that ran
-    the op, or (an op the profiler did not time) the stage that ran its function's other ops;
-    the reason of a function of a dataset the calls ``made`` themselves says so."""
+    the op, or (an op the profiler did not time) the stage that ran its function's other ops,
+    or (a function it timed nothing of) its dataset's kind; the reason of a function of a
+    dataset the calls made themselves says so."""
+    stages, functions, made = rows.stages, rows.functions, rows.made
     if not functions:
         return
     ops = trace.ops
@@ -369,7 +376,9 @@ def add_input_stages(
             of_function.setdefault(function, Counter())[stages[op]] += 1
     main = {f: counts.most_common(1)[0][0] for f, counts in of_function.items()}
     column = [
-        (stages.get(op) or main.get(function) or "tf.data") if function in functions else None
+        (stages.get(op) or main.get(function) or rows.kinds.get(function) or "tf.data")
+        if function in functions
+        else None
         for op, function in zip(ops["op"], ops["function"], strict=True)
     ]
     ops["input_stage"] = pd.array(column, dtype="string")
