@@ -190,6 +190,7 @@ def test_kerass_own_adapter_functions_have_rows(results):
     assert {"RandomShuffle", "Range", "GatherV2", "TensorSliceDataset"} <= set(rows["type"])
     assert rows["reason"].str.contains("Keras's data adapter").all()
     assert rows["input_stage"].str.contains("Map").all(), set(rows["input_stage"])
+    assert results["context_patched"] is False  # TensorFlow's context left as it was
     user = _pipeline(outcome(results, "fit_dataset")["trace"])
     assert not user["reason"].str.contains("Keras's data adapter").any()
 
