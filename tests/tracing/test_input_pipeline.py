@@ -137,6 +137,64 @@ def test_the_py_function_is_a_row_of_its_dataset_stage(results):
     assert list(trace.ops.columns) == OPS_COLUMNS
 
 
+def _logged(log: str) -> dict[tuple[str, str], set[str]]:
+    """(node, op type) -> the devices TensorFlow's placement log gave it."""
+    placed: dict[tuple[str, str], set[str]] = {}
+    for node, op_type, device in _PLACED.findall(log):
+        placed.setdefault((node, op_type), set()).add(device)
+    return placed
+
+
+def _agree_with_the_log(rows: Any, log: str) -> int:
+    """Every row of ``rows`` is on a device TensorFlow's log gave the node of that name and
+    type; how many were compared (an op's node name without its function's prefix)."""
+    placed = _logged(log)
+    compared = 0
+    for op, op_type, function, device in zip(
+        rows["op"], rows["type"], rows["function"], rows["device"], strict=True
+    ):
+        logged = placed.get((op.removeprefix(f"{function}/"), _op_type(op_type)))
+        assert logged is not None, (op, op_type, function)
+        assert device in logged, (op, device, logged)
+        compared += 1
+    return compared
+
+
+def test_a_map_function_the_profiler_timed_nothing_of_has_rows(results):
+    """The map before a full shuffle buffer ran in the warm-up call (which filled the
+    buffer), not in the traced one: the profiler timed none of its ops, yet TensorFlow
+    instantiated it for the iterator the step read, and its log places each of its ops. Each
+    has a row, on TensorFlow's device, with no time (was: no row at all)."""
+    entry = outcome(results, "untimed_map")
+    rows = _pipeline(entry["trace"])
+    assert set(rows["function"]) == {"Dataset_map_lambda"}, rows[["op", "function"]]
+    types = {_op_type(t) for t in rows["type"]}
+    assert {"Cast", "RealDiv", "Const", "Identity"} <= types, types
+    assert _agree_with_the_log(rows, entry["log"]) == len(rows)
+    assert rows["duration_us"].isna().all(), rows[["op", "duration_us"]]
+    assert rows["reason"].str.startswith("Input pipeline (Dataset_map_lambda, stage Map)").all()
+    assert set(rows["input_stage"]) == {"Map"}  # its dataset's kind: no run of it to name one
+
+
+def test_kerass_own_adapter_functions_have_rows(results):
+    """``fit`` on arrays: Keras makes its own datasets over them (a shuffled permutation,
+    batch slices, a gather of each batch) and drops them before ``fit`` returns, and their
+    functions with them. Every op of those functions has a row on TensorFlow's device, with
+    its stage, and the rows say the dataset is Keras's, not the user's (was: no row)."""
+    entry = outcome(results, "fit_arrays")
+    rows = _pipeline(entry["trace"])
+    functions = set(rows["function"])
+    assert {"Dataset_map_permutation", "Dataset_flat_map_slice_batch_indices"} <= functions
+    assert any(f.startswith("Dataset_map_grab_batch") for f in functions), functions
+    assert _agree_with_the_log(rows, entry["log"]) >= 20
+    assert {"RandomShuffle", "Range", "GatherV2", "TensorSliceDataset"} <= set(rows["type"])
+    assert rows["reason"].str.contains("Keras's data adapter").all()
+    assert rows["input_stage"].str.contains("Map").all(), set(rows["input_stage"])
+    assert results["context_patched"] is False  # TensorFlow's context left as it was
+    user = _pipeline(outcome(results, "fit_dataset")["trace"])
+    assert not user["reason"].str.contains("Keras's data adapter").any()
+
+
 def _wait_ms(trace: Any) -> tuple[float, int]:
     found = [_WAIT.search(note) for note in trace.notes]
     found = [m for m in found if m]

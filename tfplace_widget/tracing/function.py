@@ -41,7 +41,9 @@ from .function_copies import (
     reachable_functions,
 )
 from .input_pipeline import (
+    DatasetSources,
     add_input_stages,
+    datasets_among,
     drop_foreign_partitions,
     input_notes,
     read_with_pipeline,
@@ -109,6 +111,7 @@ def trace_function(
     call, name, notes = _callable(fn, args, dict(kwargs or {}))
     captured = None
     user_calls: dict[str, UserCall] = {}
+    sources = DatasetSources(datasets_among([*args, *dict(kwargs or {}).values()]))
     try:
         with (
             capture_native_output() as captured,
@@ -116,7 +119,16 @@ def trace_function(
             profile_dir() as logdir,
         ):
             graphs, space = _run(
-                call, device_scope, steps, warmup, logdir, notes, overrides, as_the_user, user_calls
+                call,
+                device_scope,
+                steps,
+                warmup,
+                logdir,
+                notes,
+                overrides,
+                as_the_user,
+                user_calls,
+                sources,
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
             instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
@@ -137,14 +149,14 @@ def trace_function(
         graphs = _graphs_that_ran(_unique_graphs(graphs, timed, optimize), timed, notes)
         names = _function_names(graphs, preferred=name)
         executed, facts, display_of, data = read_with_pipeline(
-            graphs, names, device_scope or "", records, on_data, pipeline, devices
+            graphs, names, device_scope or "", records, on_data, pipeline, devices, sources
         )
         _place_records(records, display_of, executed.device)
         origin = xla_origin(records, xla)
         trace = frames_from_records(
             records, origin, executed, facts, available_devices=devices, source=name
         )
-        add_input_stages(trace, data.stages, data.functions)
+        add_input_stages(trace, data)
         if xla is not None:
             add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
         trace.raw = function_protos(space, graphs, names, device_scope)  # kept by trace.save
@@ -415,9 +427,11 @@ def _run(
     overrides: Mapping[str, str] | None = None,
     as_the_user: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     user_calls: dict[str, UserCall] | None = None,
+    sources: DatasetSources | None = None,
 ) -> tuple[list, bytes]:
     """Run the calls; return the placed function graphs and the profiler's XSpace bytes.
-    ``user_calls`` receives the first call of each function the last traced call made."""
+    ``user_calls`` receives the first call of each function the last traced call made;
+    ``sources`` the functions there were before the traced calls."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -436,6 +450,8 @@ def _run(
                 xla = [ctx.get_function_def(f) for f in called if copies.xla_compiled(f)]
                 copies.new_round()  # rewritten copies under new names, never instantiated
                 copies.add(called, lambda fdefs: override_function_defs(fdefs, overrides, xla))
+            if sources is not None:
+                sources.snapshot()
             try:
                 tf.profiler.experimental.start(logdir)
             except tf.errors.AlreadyExistsError as exc:
@@ -455,6 +471,8 @@ def _run(
         if user_calls is not None:
             user_calls.update(copies.user_calls)
     finally:
+        if sources is not None:
+            sources.close()
         ctx.export_run_metadata()  # on failure too: nothing collected here outlives the trace
         ctx.disable_run_metadata()
         # enable_run_metadata also turned on graph collection, which disabling run metadata

@@ -38,17 +38,75 @@ _DATASET_FUNCTION = re.compile(r"^__inference_Dataset_.+_(\d+)$")
 _ITERATOR_TYPES = ("IteratorGetNext", "IteratorGetNextAsOptional", "IteratorGetNextSync")
 
 
+@dataclass
+class DatasetSources:
+    """Where the datasets the traced calls read come from: the datasets and iterators among
+    the call's arguments (``given``), and the tf.data functions the calls made themselves
+    (``made``, their FunctionDefs: Keras's data adapter makes its datasets over arrays in
+    ``fit`` and drops them, and their functions leave the eager context, before ``fit``
+    returns)."""
+
+    given: list = field(default_factory=list)
+    before: set[str] = field(default_factory=set)
+    made: dict[str, Any] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)  # given function -> its dataset's kind
+    _ctx: Any = None
+
+    def snapshot(self) -> None:
+        """Just before the traced calls: remember the functions the eager context holds, and
+        keep the FunctionDef of every tf.data function removed from it until :meth:`close`."""
+        from tensorflow.python.eager import context
+
+        ctx = self._ctx = context.context()
+        self.before = set(ctx.list_function_names())
+        remove = type(ctx).remove_function
+
+        def keeping(name: Any) -> None:
+            self._keep(name)
+            remove(ctx, name)
+
+        ctx.remove_function = keeping  # the instance's only: AtomicFunction calls it there
+
+    def close(self) -> None:
+        """After the traced calls: keep the calls' tf.data functions still in the context too,
+        and leave the context's ``remove_function`` as it was."""
+        ctx, self._ctx = self._ctx, None
+        if ctx is None:
+            return
+        vars(ctx).pop("remove_function", None)
+        for fname in ctx.list_function_names():
+            if fname not in self.before:
+                self._keep(fname)
+
+    def _keep(self, name: Any) -> None:
+        fname = name.decode() if isinstance(name, bytes) else str(name)
+        if fname in self.before or not _DATASET_FUNCTION.match(fname) or is_copy(fname):
+            return
+        try:
+            self.made.setdefault(fname, self._ctx.get_function_def(fname))
+        except Exception:  # already gone: nothing to keep
+            return
+
+
 def dataset_function_graphs(
-    ran: Iterable[str], step_graphs: Sequence[Any], devices: Sequence[str]
-) -> tuple[list[Any], list[str]]:
-    """``(function graphs, display names)`` of the tf.data functions whose nodes are among
-    ``ran`` (names of op events on tf.data's threads), each placed by tf.data's rule on the
-    device of the ``IteratorGetNext`` of ``step_graphs`` (the calls' recorded entries)."""
+    ran: Iterable[str],
+    step_graphs: Sequence[Any],
+    devices: Sequence[str],
+    sources: DatasetSources | None = None,
+    produced: bool = False,
+) -> tuple[list[Any], list[str], set[str]]:
+    """``(function graphs, display names, display names of the calls' own)`` of the tf.data
+    functions that ran, each placed by tf.data's rule on the device of the ``IteratorGetNext``
+    of ``step_graphs`` (the calls' recorded entries). A function ran when nodes of it are
+    among ``ran`` (names of op events on tf.data's threads), or, when the calls' iterator
+    ``produced`` elements, when it is a function of the datasets the calls read (``sources``:
+    of a dataset or iterator they were given, or made by the calls themselves), the profiler
+    having timed none of its ops (they are cheap, or the elements were made before)."""
     from tensorflow.python.eager import context
 
     wanted = {without_instances(name) for name in ran}
-    if not wanted:
-        return [], []
+    if not wanted and not (produced and sources is not None):
+        return [], [], set()
     ctx = context.context()
     bodies: dict[str, Any] = {}
     for fname in ctx.list_function_names():
@@ -57,12 +115,67 @@ def dataset_function_graphs(
                 bodies[fname] = ctx.get_function_def(fname)
             except Exception:  # removed meanwhile
                 continue
+    chosen: list[str] = []
+    made: set[str] = set()
+    if produced and sources is not None:
+        given = reachable_functions(ctx, _functions_of(sources.given, sources.kinds))
+        for fname, fdef in sources.made.items():
+            bodies.setdefault(fname, fdef)
+        made = set(sources.made)
+        chosen = [f for f in dict.fromkeys([*given, *sorted(made)]) if f in bodies]
+        for fname in chosen:  # a timed name of these is theirs, not a namesake's elsewhere
+            wanted -= _hits(wanted, bodies[fname])
+    others = {f: fdef for f, fdef in bodies.items() if f not in chosen}
+    chosen += _functions_that_ran(wanted, others) if wanted else []
+    if not chosen:
+        return [], [], set()
     target = _iterator_device(step_graphs, devices)
     graphs, names = [], []
-    for fname in _functions_that_ran(wanted, bodies):
+    for fname in chosen:
         graphs.append(_placed_entry(ctx, bodies[fname], target, devices))
         names.append(function_display_name(fname))
-    return graphs, names
+    return graphs, names, {function_display_name(f) for f in made}
+
+
+def _functions_of(given: Iterable[Any], kinds: dict[str, str]) -> list[str]:
+    """The functions of the datasets (and of the iterators' datasets) in ``given`` and of
+    their input datasets, by their FunctionDef names; ``kinds`` receives each one's dataset
+    kind (``Map`` for a ``_MapDataset``'s)."""
+    found: list[str] = []
+    pending = [getattr(each, "_dataset", each) for each in given]
+    seen: set[int] = set()
+    while pending:
+        dataset = pending.pop()
+        if id(dataset) in seen or not hasattr(dataset, "_inputs"):
+            continue
+        seen.add(id(dataset))
+        try:
+            wrappers, inputs = list(dataset._functions()), list(dataset._inputs())
+        except Exception:  # not a tf.data dataset after all
+            continue
+        kind = type(dataset).__name__.strip("_").removesuffix("Dataset")
+        for wrapper in wrappers:
+            name = getattr(getattr(wrapper, "function", None), "name", b"")
+            found.append(name.decode() if isinstance(name, bytes) else str(name))
+            kinds.setdefault(found[-1], kind)
+        pending += inputs
+    return [name for name in found if name]
+
+
+def datasets_among(values: Iterable[Any]) -> list[Any]:
+    """The ``tf.data`` datasets and iterators among ``values`` (a call's arguments, one level
+    into lists, tuples and dicts)."""
+    import tensorflow as tf
+
+    found = []
+    for value in values:
+        inner = value.values() if isinstance(value, dict) else value
+        for each in inner if isinstance(value, list | tuple | dict) else [value]:
+            if isinstance(each, tf.data.Dataset) or isinstance(
+                getattr(each, "_dataset", None), tf.data.Dataset
+            ):
+                found.append(each)
+    return found
 
 
 @dataclass
@@ -72,6 +185,8 @@ class PipelineRows:
     display: dict[str, str] = field(default_factory=dict)  # executed name -> display name
     stages: dict[str, str] = field(default_factory=dict)  # display name -> stage
     functions: set[str] = field(default_factory=set)  # display names of its functions
+    made: set[str] = field(default_factory=set)  # those of datasets the calls made themselves
+    kinds: dict[str, str] = field(default_factory=dict)  # display name -> its dataset's kind
 
 
 def read_with_pipeline(
@@ -82,14 +197,18 @@ def read_with_pipeline(
     on_data: set[int],
     pipeline: InputPipeline,
     devices: Sequence[str],
+    sources: DatasetSources | None = None,
 ) -> tuple[Executed, FunctionFacts, dict[str, str], PipelineRows]:
     """``read_function_graphs`` of the calls' ``graphs`` and of the tf.data functions whose
     ops ``records`` timed on tf.data's threads (``on_data``; after the calls', which keep the
-    plain names). Those records are renamed to their display names here (``""``, dropped
+    plain names), and of the datasets the calls read that ``sources`` names (when their
+    iterator produced elements during the calls). Those records are renamed to their display names here (``""``, dropped
     later, for an op of no such function), never taken for an op of the calls' that has the
     same name."""
     ran = {records.op[index] for index in on_data}
-    data_graphs, data_names = dataset_function_graphs(ran, graphs, devices)
+    data_graphs, data_names, made = dataset_function_graphs(
+        ran, graphs, devices, sources, produced=bool(pipeline.waits)
+    )
     renamed: list[dict[str, str]] = []
     executed, facts, display_of = read_function_graphs(
         [*graphs, *data_graphs],
@@ -98,7 +217,9 @@ def read_with_pipeline(
         last=len(graphs),
         renamed_out=renamed,
     )
-    rows = PipelineRows(functions=set(data_names))
+    rows = PipelineRows(functions=set(data_names), made=made)
+    if sources is not None:
+        rows.kinds = {function_display_name(f): k for f, k in sources.kinds.items()}
     for each in renamed[len(graphs) :]:
         for executed_name, display in each.items():
             rows.display.setdefault(executed_name, display)
@@ -240,9 +361,12 @@ def record_stages(
     return {display: counts.most_common(1)[0][0] for display, counts in seen.items()}
 
 
-def add_input_stages(trace: Any, stages: dict[str, str], functions: set[str]) -> None:
+def add_input_stages(trace: Any, rows: PipelineRows) -> None:
     """Fill ``input_stage`` for the rows of the input pipeline's functions: the stage that ran
-    the op, or (an op the profiler did not time) the stage that ran its function's other ops."""
+    the op, or (an op the profiler did not time) the stage that ran its function's other ops,
+    or (a function it timed nothing of) its dataset's kind; the reason of a function of a
+    dataset the calls made themselves says so."""
+    stages, functions, made = rows.stages, rows.functions, rows.made
     if not functions:
         return
     ops = trace.ops
@@ -252,7 +376,9 @@ def add_input_stages(trace: Any, stages: dict[str, str], functions: set[str]) ->
             of_function.setdefault(function, Counter())[stages[op]] += 1
     main = {f: counts.most_common(1)[0][0] for f, counts in of_function.items()}
     column = [
-        (stages.get(op) or main.get(function) or "tf.data") if function in functions else None
+        (stages.get(op) or main.get(function) or rows.kinds.get(function) or "tf.data")
+        if function in functions
+        else None
         for op, function in zip(ops["op"], ops["function"], strict=True)
     ]
     ops["input_stage"] = pd.array(column, dtype="string")
@@ -274,7 +400,13 @@ def add_input_stages(trace: Any, stages: dict[str, str], functions: set[str]) ->
                 f"recorded where it was built); tf.data runs it on the iterator's device: "
                 f"{where}."
             )
-        reasons[index] = f"Input pipeline ({function}, stage {stage}). {reasons[index]}"
+        own = (
+            " A dataset the traced call made itself, not one of yours (Keras's data adapter, "
+            "when fit is given arrays)."
+            if function in made
+            else ""
+        )
+        reasons[index] = f"Input pipeline ({function}, stage {stage}).{own} {reasons[index]}"
     ops["reason"] = reasons
 
 
