@@ -86,63 +86,32 @@ def _cases(check: str, names: list[str] = CORPUS) -> list[Any]:
 
 
 # (check, program) -> (when: "always" | "onednn" | "off", why): failures seen on main at
-# d84c8cc (TF 2.21, Keras 3.15), each the subject of an item of issue 30.
-_FUSED = (
-    "onednn",
-    "issue 30 item 1: the placement log places Conv2D (.../convolution) and BiasAddGrad, which "
-    "oneDNN's rewrite fuses into _MklNative* rows that do not name them (with "
-    "TF_ENABLE_ONEDNN_OPTS=0 each has its row)",
-)
+# 6c002d6 (TF 2.21, Keras 3.15), each the subject of an item of issue 30.
 _PIPELINE = (
     "always",
-    "issue 30 item 3: the ops of the tf.data functions TF placed while the call ran "
-    "(Dataset_map_* functions, tf.py_function's EagerPyFunc) have no row",
+    "issue 30 item 3: ops of the tf.data functions TF placed while the call ran have no row",
 )
 _CAUSES = (
     "always",
-    "issue 30 item 5: cpu_fallback says 'iterators and datasets have no GPU kernel' of "
-    "IteratorGetNext (the registry has GPU kernels for IteratorGetNext, AnonymousIteratorV3, "
-    "IteratorV2); the prediction's costly_transfer calls the iterator a variable and reads "
-    "the step's output StatefulPartitionedCall:0 as a read of variables",
-)
-_KERAS_FIXES = (
-    "always",
-    "issue 30 item 5: fixes name Keras's own step: 'iterate the dataset outside the step' "
-    "(Keras's IteratorGetNext), 'fetch only what you need' (the step's output Identity), "
-    "'create the variables on ...' (Keras's StatefulPartitionedCall, optional)",
-)
-_STRATEGY_FIXES = (
-    "always",
-    "issue 30 item 5: costly_transfer and ping_pong ask to put MirroredStrategy's own "
-    "reduction (replica_1/Sum_1, AddN, Identity_1 made by tf.distribute) and the optimizer's "
-    "ops on another device",
+    "issue 30 item 5: the prediction's costly_transfer says the step's results go 'back to "
+    "the caller through the function's outputs' with largest StatefulPartitionedCall:0, which "
+    "feeds no _Retval in TF's graph of the step",
 )
 _FIT = ("custom_train_step", "dcgan", "text_pipeline", "transformer_classifier")
 KNOWN: dict[tuple[str, str], tuple[str, str]] = {
-    **{("complete", name): _FUSED for name in ("dcgan", "mnist_convnet")},
     ("complete", "tf1_graph"): (
         "always",
-        "not yet diagnosed: Const, Const_1 and mean_squared_error/Cast/x, which the placer "
-        "placed for the step's fetches (Session graph, Grappler and TF's graph optimizer off), "
-        "have no row",
+        "Const, Const_1 and mean_squared_error/Cast/x (the step's fetches need them; the "
+        "placer placed each once) have no row: in the tool's Session run TensorFlow's "
+        "ReplicateConstantsPass (after placement) replaced each by one copy per consuming "
+        "device, Const/replicate/_0 on CPU:0 and Const/replicate/_1 on CPU:1, and the trace "
+        "shows only those copies (how 'runtime'), in its partition graphs and step stats",
     ),
     **{
         ("pipeline", name): _PIPELINE
         for name in ("custom_train_step", "dcgan", "text_pipeline", "tf_data")
     },
-    **{("causes", name): _CAUSES for name in (*_FIT, "tf_data")},
-    **{("fixes", name): _KERAS_FIXES for name in _FIT},
-    ("fixes", "tf_data"): (
-        "always",
-        "issue 30 item 5: the prediction's costly_transfer asks to 'create the variables' of "
-        "an iterator (it names the iterator a variable) and cites Keras's Flatten Reshape",
-    ),
-    ("fixes", "mirrored_strategy"): _STRATEGY_FIXES,
-    ("how", "text_pipeline"): (
-        "always",
-        "issue 30 item 2: the _EagerConst the runtime feeds to fit's step has a row with how "
-        "'runtime'; TF's graph shows a node def requesting /CPU:0",
-    ),
+    **{("causes", name): _CAUSES for name in _FIT},
 }
 
 
