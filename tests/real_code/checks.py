@@ -245,8 +245,11 @@ def _matches(requested: str, device: str) -> bool:
 def completeness_check(trace: Any, mapping: Mapping, truths: list[GraphTruth]) -> dict:
     """Every op of the traced call's functions that TensorFlow's placer placed (its log's
     block for each graph the run metadata records: the step function, with the functions it
-    calls inlined; for a Session graph, the nodes the step's fetches need) has a row of the trace that is that op, or that names it among the ops it
-    replaced (a column ``replaces``/``fused_ops`` of op names, if the trace has one).
+    calls inlined; for a Session graph, the nodes the step's fetches need) has a row of the
+    trace that is that op, or that names it among the ops it replaced (a column
+    ``replaces``/``fused_ops`` of op names, if the trace has one), or, for an op no partition
+    graph holds (oneDNN's rewrite merged it into a ``_Mkl*`` kernel after placement), a row of
+    its name and type on the logged device.
 
     Not covered here: the eager runtime's single ops (``Executing op``) around the step, which
     ``device_check`` compares per type; the functions of ``tf.data`` transformations

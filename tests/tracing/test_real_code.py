@@ -232,7 +232,8 @@ def test_every_op_tensorflow_placed_in_the_step_has_a_row(oracle, name):
     """Every op of the traced call's functions in TensorFlow's placement log (the graphs the
     run metadata records, nested calls inlined; not the eager ops around them, nor the
     one-time variable initializer of a function's first call) is a row of the trace, or is
-    named by the row that replaced it."""
+    named by the row that replaced it (an op oneDNN merged into a ``_Mkl*`` kernel: a row of
+    its name and type as built, on the logged device)."""
     complete = result(oracle, name)["completeness"]
     assert complete["missing"] == [], (complete["missing_types"], complete["missing"][:10])
 
