@@ -193,7 +193,8 @@ FIX_CHECKS = {"fix impossible", "fix not the user's"}
 # A fix: an imperative after a sentence break or a colon ("... step: fetch only what you need").
 _FIX = re.compile(
     r"(^|[.:;]\s+|, or )(iterate|cast|move|create|place|put|run|fetch|use|keep|give|pass|make|"
-    r"feed|prefetch|wrap|set|call|remove|drop|avoid|compile|return|batch|split|merge|read)\b",
+    r"feed|prefetch|wrap|set|call|remove|drop|avoid|compile|return|batch|split|merge|read)\b"
+    r"(?!\s*\()",  # not an op type listed with its numbers: "; Cast (Cast, 6 µs in 3 runs)"
     re.IGNORECASE,
 )
 
