@@ -97,13 +97,6 @@ _PIPELINE = {
     "Dataset_map_tokenize",
     "tf_data": "all 6 of Dataset_map_lambda (Cast, Const, Identity, RealDiv)",
 }
-_CAUSES = (
-    "always",
-    "issue 30 item 5: the prediction's costly_transfer says the step's results go 'back to "
-    "the caller through the function's outputs' with largest StatefulPartitionedCall:0, which "
-    "feeds no _Retval in TF's graph of the step",
-)
-_FIT = ("custom_train_step", "dcgan", "text_pipeline", "transformer_classifier")
 KNOWN: dict[tuple[str, str], tuple[str, str]] = {
     ("complete", "tf1_graph"): (
         "always",
@@ -114,7 +107,6 @@ KNOWN: dict[tuple[str, str], tuple[str, str]] = {
         "shows only those copies (how 'runtime'), in its partition graphs and step stats",
     ),
     **{("pipeline", name): ("always", _NO_ROW + what) for name, what in _PIPELINE.items()},
-    **{("causes", name): _CAUSES for name in _FIT},
 }
 
 
