@@ -40,6 +40,9 @@ class Authorship:
     # The graphs of tf.data transformations' functions (``Dataset_map_tokenize``): the names
     # of their ops (arguments aside), to find the placer's blocks of those functions.
     dataset_functions: dict[str, set[str]] = field(default_factory=dict)
+    # The program's own code makes its model's inputs (``keras.Input``/``layers.Input``): a
+    # fix that asks for another dtype there asks the user to change their own line.
+    writes_inputs: bool = False
 
     def writer(self, key: tuple[str, ...]) -> str | None:
         """Where the op at a node def's key (functions down to its body, its name) was made;

@@ -245,8 +245,11 @@ def _matches(requested: str, device: str) -> bool:
 def completeness_check(trace: Any, mapping: Mapping, truths: list[GraphTruth]) -> dict:
     """Every op of the traced call's functions that TensorFlow's placer placed (its log's
     block for each graph the run metadata records: the step function, with the functions it
-    calls inlined; for a Session graph, the nodes the step's fetches need) has a row of the trace that is that op, or that names it among the ops it
-    replaced (a column ``replaces``/``fused_ops`` of op names, if the trace has one).
+    calls inlined; for a Session graph, the nodes the step's fetches need) has a row of the
+    trace that is that op, or that names it among the ops it replaced (a column
+    ``replaces``/``fused_ops`` of op names, if the trace has one), or, for an op no partition
+    graph holds (oneDNN's rewrite merged it into a ``_Mkl*`` kernel after placement), a row of
+    its name and type on the logged device.
 
     Not covered here: the eager runtime's single ops (``Executing op``) around the step, which
     ``device_check`` compares per type; the functions of ``tf.data`` transformations
@@ -256,6 +259,7 @@ def completeness_check(trace: Any, mapping: Mapping, truths: list[GraphTruth]) -
     into which the user's calls are inlined) and which no name pairs across them."""
     covered = {(id(t), name) for found in mapping.mapped.values() for t, name in found.places}
     replaced = _replaced_ops(trace)
+    unplaced = _rows_in_no_partition_graph(trace, mapping)
     result: dict = {"placed": [0, 0], "missing": [], "missing_types": Counter()}
     for truth in truths:
         if truth.eager or not truth.logged or _outside_the_step(truth):
@@ -266,16 +270,41 @@ def completeness_check(trace: Any, mapping: Mapping, truths: list[GraphTruth]) -
             if truth.needed is not None and name not in truth.needed:
                 continue  # a Session graph's node the traced step's fetches do not run
             result["placed"][1] += 1
-            if (id(truth), name) in covered or name in replaced:
+            op_type = truth.logged_types.get(name, "?")
+            if (
+                (id(truth), name) in covered
+                or name in replaced
+                or _has_row_as_built(unplaced, name, op_type, truth.logged[name])
+            ):
                 result["placed"][0] += 1
                 continue
-            op_type = truth.logged_types.get(name, "?")
             result["missing_types"][op_type] += 1
             result["missing"].append(
                 {"op": name, "type": op_type, "function": truth.function or "(top)"}
             )
     result["missing_types"] = dict(result["missing_types"])
     return result
+
+
+def _rows_in_no_partition_graph(trace: Any, mapping: Mapping) -> dict[tuple, list]:
+    """Rows the tool's own partition graphs do not hold as nodes (an op oneDNN's rewrite
+    merged into a ``_Mkl*`` kernel after placement keeps its row, named and typed as built),
+    by (type, last name part): ``[(name, device)]``."""
+    rows: dict[tuple, list] = {}
+    columns = (trace.ops["op"], trace.ops["type"], trace.ops["device"])
+    for op, op_type, device in zip(*columns, strict=True):
+        if op not in mapping.mapped:
+            rows.setdefault((norm_type(op_type), op.rsplit("/", 1)[-1]), []).append((op, device))
+    return rows
+
+
+def _has_row_as_built(rows: dict[tuple, list], name: str, op_type: str, device: str) -> bool:
+    """A row of that type on the logged device whose name is ``name`` (the tool's name may add
+    the call it traced in front)."""
+    return any(
+        (op == name or op.endswith(f"/{name}")) and _same_device(have, device)
+        for op, have in rows.get((norm_type(op_type), name.rsplit("/", 1)[-1]), [])
+    )
 
 
 _CALL_PLUMBING = re.compile(r"(^|/)Func/.*/(input|output|output_control_node)/_\d+$")

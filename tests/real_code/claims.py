@@ -193,7 +193,8 @@ FIX_CHECKS = {"fix impossible", "fix not the user's"}
 # A fix: an imperative after a sentence break or a colon ("... step: fetch only what you need").
 _FIX = re.compile(
     r"(^|[.:;]\s+|, or )(iterate|cast|move|create|place|put|run|fetch|use|keep|give|pass|make|"
-    r"feed|prefetch|wrap|set|call|remove|drop|avoid|compile|return|batch|split|merge|read)\b",
+    r"feed|prefetch|wrap|set|call|remove|drop|avoid|compile|return|batch|split|merge|read)\b"
+    r"(?!\s*\()",  # not an op type listed with its numbers: "; Cast (Cast, 6 µs in 3 runs)"
     re.IGNORECASE,
 )
 
@@ -333,6 +334,12 @@ def _fix_names_framework(finding: Any, ctx: _Context) -> list:
     """A fix may ask to change only ops the user's own code made (``authorship``). Copies and
     other runtime-made rows a finding cites as evidence are judged by the tensor they carry
     (its ``largest X:N``) where it names one; rows with no node def are left unjudged."""
+    if _INPUT_DTYPE_FIX.search(finding.message):
+        # The fix asks for another dtype of the model's Input (the ops it names are the
+        # evidence, made by Keras's layers for that input): the user's if they write the Input.
+        if ctx.authors.writes_inputs:
+            return []
+        return [("fix not the user's", "the program makes no keras.Input of its own")]
     named = list(finding.ops) + [
         word for word in re.findall(r"[\w./-]+", finding.message) if word in ctx.rows
     ]
@@ -354,6 +361,9 @@ def _fix_names_framework(finding: Any, ctx: _Context) -> list:
         if writer is not None:
             problems.append(("fix not the user's", f"{op} is made by {writer}"))
     return problems
+
+
+_INPUT_DTYPE_FIX = re.compile(r"\bkeras\.Input\([^)]*\bdtype=")
 
 
 def _facts_of(ctx: _Context, op: str) -> list[NodeFact]:

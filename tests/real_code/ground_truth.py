@@ -32,7 +32,11 @@ _WHILES = {"While", "StatelessWhile"}
 _IFS = {"If", "StatelessIf"}
 _CASES = {"Case", "StatelessCase"}
 DT_RESOURCE = 20
-_PASS_THROUGH = {"Identity", "IdentityN", "_Recv", "_HostRecv", "_Send", "_HostSend"}
+# Ops that hand their inputs on unchanged: copies, Identity, and the Optional Keras's
+# ``multi_step_on_iterator`` wraps its step's outputs in before returning them.
+_PASS_THROUGH = {
+    "Identity", "IdentityN", "_Recv", "_HostRecv", "_Send", "_HostSend", "OptionalFromValue",
+}  # fmt: skip
 
 
 def display_name(raw: str) -> str:

@@ -98,6 +98,7 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
     mapping = map_rows(trace, truths)
     framework_only = getattr(fn, "__name__", "") in KERAS_STEPS
     authors = authorship.collect(USER_CODE, _SEEN_GRAPHS)
+    authors.writes_inputs = bool(re.search(r"\bInput\(", Path(module.__file__).read_text()))
     return {
         "program": name,
         "source": source_of(module),

@@ -86,63 +86,27 @@ def _cases(check: str, names: list[str] = CORPUS) -> list[Any]:
 
 
 # (check, program) -> (when: "always" | "onednn" | "off", why): failures seen on main at
-# d84c8cc (TF 2.21, Keras 3.15), each the subject of an item of issue 30.
-_FUSED = (
-    "onednn",
-    "issue 30 item 1: the placement log places Conv2D (.../convolution) and BiasAddGrad, which "
-    "oneDNN's rewrite fuses into _MklNative* rows that do not name them (with "
-    "TF_ENABLE_ONEDNN_OPTS=0 each has its row)",
-)
-_PIPELINE = (
-    "always",
-    "issue 30 item 3: the ops of the tf.data functions TF placed while the call ran "
-    "(Dataset_map_* functions, tf.py_function's EagerPyFunc) have no row",
-)
-_CAUSES = (
-    "always",
-    "issue 30 item 5: cpu_fallback says 'iterators and datasets have no GPU kernel' of "
-    "IteratorGetNext (the registry has GPU kernels for IteratorGetNext, AnonymousIteratorV3, "
-    "IteratorV2); the prediction's costly_transfer calls the iterator a variable and reads "
-    "the step's output StatefulPartitionedCall:0 as a read of variables",
-)
-_KERAS_FIXES = (
-    "always",
-    "issue 30 item 5: fixes name Keras's own step: 'iterate the dataset outside the step' "
-    "(Keras's IteratorGetNext), 'fetch only what you need' (the step's output Identity), "
-    "'create the variables on ...' (Keras's StatefulPartitionedCall, optional)",
-)
-_STRATEGY_FIXES = (
-    "always",
-    "issue 30 item 5: costly_transfer and ping_pong ask to put MirroredStrategy's own "
-    "reduction (replica_1/Sum_1, AddN, Identity_1 made by tf.distribute) and the optimizer's "
-    "ops on another device",
-)
-_FIT = ("custom_train_step", "dcgan", "text_pipeline", "transformer_classifier")
+# 6c002d6 (TF 2.21, Keras 3.15) with oneDNN on and off alike.
+_NO_ROW = "issue 30 item 3: ops of the tf.data functions TF placed while the call ran have no row: "
+_PIPELINE = {
+    "custom_train_step": "all 34 of Dataset_flat_map_slice_batch_indices, "
+    "Dataset_map_grab_batch and Dataset_map_permutation (Const, GatherV2, Identity, NoOp, "
+    "RandomShuffle, Range, Reshape, Slice, TensorSliceDataset)",
+    "dcgan": "1 of 3, the Identity of Dataset_map_lambda",
+    "text_pipeline": "5 of 16, the Identity and NoOp ops of Dataset_map_lambda and "
+    "Dataset_map_tokenize",
+    "tf_data": "all 6 of Dataset_map_lambda (Cast, Const, Identity, RealDiv)",
+}
 KNOWN: dict[tuple[str, str], tuple[str, str]] = {
-    **{("complete", name): _FUSED for name in ("dcgan", "mnist_convnet")},
     ("complete", "tf1_graph"): (
         "always",
-        "not yet diagnosed: Const, Const_1 and mean_squared_error/Cast/x, which the placer "
-        "placed for the step's fetches (Session graph, Grappler and TF's graph optimizer off), "
-        "have no row",
+        "Const, Const_1 and mean_squared_error/Cast/x (the step's fetches need them; the "
+        "placer placed each once) have no row: in the tool's Session run TensorFlow's "
+        "ReplicateConstantsPass (after placement) replaced each by one copy per consuming "
+        "device, Const/replicate/_0 on CPU:0 and Const/replicate/_1 on CPU:1, and the trace "
+        "shows only those copies (how 'runtime'), in its partition graphs and step stats",
     ),
-    **{
-        ("pipeline", name): _PIPELINE
-        for name in ("custom_train_step", "dcgan", "text_pipeline", "tf_data")
-    },
-    **{("causes", name): _CAUSES for name in (*_FIT, "tf_data")},
-    **{("fixes", name): _KERAS_FIXES for name in _FIT},
-    ("fixes", "tf_data"): (
-        "always",
-        "issue 30 item 5: the prediction's costly_transfer asks to 'create the variables' of "
-        "an iterator (it names the iterator a variable) and cites Keras's Flatten Reshape",
-    ),
-    ("fixes", "mirrored_strategy"): _STRATEGY_FIXES,
-    ("how", "text_pipeline"): (
-        "always",
-        "issue 30 item 2: the _EagerConst the runtime feeds to fit's step has a row with how "
-        "'runtime'; TF's graph shows a node def requesting /CPU:0",
-    ),
+    **{("pipeline", name): ("always", _NO_ROW + what) for name, what in _PIPELINE.items()},
 }
 
 
@@ -263,7 +227,8 @@ def test_every_op_tensorflow_placed_in_the_step_has_a_row(oracle, name):
     """Every op of the traced call's functions in TensorFlow's placement log (the graphs the
     run metadata records, nested calls inlined; not the eager ops around them, nor the
     one-time variable initializer of a function's first call) is a row of the trace, or is
-    named by the row that replaced it."""
+    named by the row that replaced it (an op oneDNN merged into a ``_Mkl*`` kernel: a row of
+    its name and type as built, on the logged device)."""
     complete = result(oracle, name)["completeness"]
     assert complete["missing"] == [], (complete["missing_types"], complete["missing"][:10])
 
