@@ -81,6 +81,9 @@ def map_rows(trace: Any, truths: list[GraphTruth]) -> Mapping:
     mapped: dict[str, Mapped] = {}
     eager_rows, unmapped, located = [], Counter(), {}
     for row in trace.ops.itertuples(index=False):
+        if isinstance(getattr(row, "input_stage", None), str):
+            unmapped["input pipeline"] += 1
+            continue
         tool, tool_name = _in_tool_graphs(tools, row)
         if tool is not None:
             located[row.op] = (tool, tool_name)

@@ -87,16 +87,6 @@ def _cases(check: str, names: list[str] = CORPUS) -> list[Any]:
 
 # (check, program) -> (when: "always" | "onednn" | "off", why): failures seen on main at
 # 6c002d6 (TF 2.21, Keras 3.15) with oneDNN on and off alike.
-_NO_ROW = "issue 30 item 3: ops of the tf.data functions TF placed while the call ran have no row: "
-_PIPELINE = {
-    "custom_train_step": "all 34 of Dataset_flat_map_slice_batch_indices, "
-    "Dataset_map_grab_batch and Dataset_map_permutation (Const, GatherV2, Identity, NoOp, "
-    "RandomShuffle, Range, Reshape, Slice, TensorSliceDataset)",
-    "dcgan": "1 of 3, the Identity of Dataset_map_lambda",
-    "text_pipeline": "5 of 16, the Identity and NoOp ops of Dataset_map_lambda and "
-    "Dataset_map_tokenize",
-    "tf_data": "all 6 of Dataset_map_lambda (Cast, Const, Identity, RealDiv)",
-}
 KNOWN: dict[tuple[str, str], tuple[str, str]] = {
     ("complete", "tf1_graph"): (
         "always",
@@ -106,7 +96,6 @@ KNOWN: dict[tuple[str, str], tuple[str, str]] = {
         "device, Const/replicate/_0 on CPU:0 and Const/replicate/_1 on CPU:1, and the trace "
         "shows only those copies (how 'runtime'), in its partition graphs and step stats",
     ),
-    **{("pipeline", name): ("always", _NO_ROW + what) for name, what in _PIPELINE.items()},
 }
 
 

@@ -146,12 +146,33 @@ def read_function_graphs(
                     head, _, slot = tensor.rpartition(":")
                     executed.transfers.append((f"{renamed.get(head, head)}:{slot}", src, dst))
         _add_merged(graph, renamed, top, function, scope_device, executed, facts)
+        _alias_fact_inputs(facts, renamed)
         for name, display in renamed.items():
             display_of.setdefault(name, display)
     facts.function.update(executed.function)
     if renamed_out is not None:
         renamed_out.extend(renamed_of[index] for index in range(len(names)))
     return executed, facts, display_of
+
+
+def _alias_fact_inputs(facts: FunctionFacts, renamed: dict[str, str]) -> None:
+    """Point the facts' edges of one function graph at its ops' display names. ``_add_facts``
+    spells an input by the consumer's own display prefix, which is the producer's only when
+    both or neither were renamed for a name another function has (``_unique``): a map
+    function's ``truediv`` reads its own ``Cast``, shown as ``Dataset_map_lambda/Cast`` beside
+    the step's ``Cast``, not the step's."""
+    alias = {without_instances(name): display for name, display in renamed.items()}
+    if all(alias.get(path) == path for path in alias):
+        return  # nothing renamed: every edge is spelt as shown
+    for name, display in renamed.items():
+        wanted = without_instances(name)
+        prefix = display[: len(display) - len(wanted)]
+        for edges in (facts.inputs, facts.resource_inputs, facts.colocated_with):
+            names = edges.get(display)
+            if names:
+                edges[display] = [
+                    alias.get(n[len(prefix) :] if n.startswith(prefix) else n, n) for n in names
+                ]
 
 
 def _add_merged(
