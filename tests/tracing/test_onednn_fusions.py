@@ -99,7 +99,7 @@ def session_step() -> dict[str, Any]:
 
     from tfplace_widget import trace_placement
 
-    truths, _, _ = run_graph(tf1_convnet, cpus=2)
+    truths = run_graph(tf1_convnet, cpus=2).truths
     # A Session's placer places the whole graph; the step runs what its fetch needs.
     graph_def = tf.compat.v1.GraphDef()
     graph_def.node.extend(truths[0].top.nodes.values())
