@@ -19,6 +19,9 @@ import pandas as pd
 
 from .columns import EVENTS_COLUMNS, XLA_COLUMNS
 
+# The op types that run an XLA cluster: TF2's launch ops and graph-mode auto-clustering's.
+XLA_LAUNCH_TYPES = frozenset({"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"})
+
 
 def empty_xla() -> pd.DataFrame:
     """``trace.xla`` with no row, its columns typed: a copy of one made once (making it takes

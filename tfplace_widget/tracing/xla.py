@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..model.devices import canonical_device, short_device
-from ..model.xla import add_xla, xla_frame
+from ..model.xla import XLA_LAUNCH_TYPES, add_xla, xla_frame
 from ..sources.functions import function_display_name
 from ..sources.xla import _LIBRARY_FILE, XlaProfile, auto_cluster_of_module, function_of_module
 from ..sources.xla_graph import GraphCluster, explain_launch, xla_ops_frame
@@ -355,9 +355,6 @@ def xla_compile_error(exc: BaseException) -> str:
         f"out of {function} (into a tf.function without jit_compile around the compiled "
         "part), or trace it with jit_compile=False."
     )
-
-
-XLA_LAUNCH_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 
 
 JIT_SHOWN = (

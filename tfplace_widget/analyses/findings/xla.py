@@ -24,10 +24,10 @@ saved with its findings, and computing them again finds none.
 from __future__ import annotations
 
 from ...model.devices import short_device
+from ...model.xla import XLA_LAUNCH_TYPES
 from .base import FOLLOWERS, Context, Finding, listed_names, summed_duration
 
 TOP_INSTRUCTIONS = 3  # named in the message
-_XLA_TYPES = {"XlaLaunch", "XlaLaunchV2", "_XlaCompile", "_XlaRun", "_XlaMerge"}
 _AUTO_TYPES = {"_XlaCompile", "_XlaRun", "_XlaMerge"}  # graph-mode auto-clustering's launch
 # Python run on the host: XLA compiles no Python, so no cluster takes it in
 _HOST_CALLBACK_TYPES = {"EagerPyFunc", "PyFunc", "PyFuncStateless"}
@@ -42,7 +42,7 @@ def find_xla_hidden(context: Context) -> list[Finding]:
     (``sources.xla_graph``). Loaded without the graph, an auto-clustered trace says to load it
     with the graph, not to turn XLA off (that would measure another program); a TF2 call whose
     profile named no instruction (TensorFlow 2.16) says that."""
-    launch = [n for n, t in context.type_of.items() if t in _XLA_TYPES]
+    launch = [n for n, t in context.type_of.items() if t in XLA_LAUNCH_TYPES]
     if not launch:
         return []
     ops = context.ops
