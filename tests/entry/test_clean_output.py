@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 from helpers import execute_in_kernel, run_python, stream_texts
 
 SETUP = "import tensorflow as tf\n%load_ext tfplace_widget"
@@ -79,3 +83,37 @@ print(any(type(f).__name__ == "_TensorFlowImport" for f in sys.meta_path), "tens
 def test_a_user_who_set_tf_cpp_min_log_level_keeps_tensorflows_output_as_it_is():
     """Nothing is captured when the user chose what TensorFlow logs; unloading undoes it."""
     assert run_python(RESPECTS_LOG_LEVEL).stdout.split() == ["False", "True", "False", "False"]
+
+
+FAILED_IMPORT = """
+import sys
+from tfplace_widget.model import capture
+if sys.argv[1] == "captured":
+    assert capture.capture_tensorflow_import()
+sys.modules["numpy"] = None  # TensorFlow's import fails after its C++ library has logged
+try:
+    import tensorflow
+except ImportError as exc:
+    print("ImportError:", exc)
+"""
+
+
+def _logged_lines(stderr: str) -> list[str]:
+    """TensorFlow's log lines without their time stamps and thread ids."""
+    return [re.sub(r"^([IWEF])\d{4} [\d:.]+\s+\d+ ", r"\1 ", line) for line in stderr.splitlines()]
+
+
+def test_a_failed_tensorflow_import_still_shows_what_it_wrote():
+    runs = {
+        how: subprocess.run(
+            [sys.executable, "-c", FAILED_IMPORT, how],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=True,
+        )
+        for how in ("captured", "as_it_is")
+    }
+    assert runs["captured"].stdout == runs["as_it_is"].stdout
+    assert "ImportError: import of numpy halted" in runs["captured"].stdout
+    assert _logged_lines(runs["captured"].stderr) == _logged_lines(runs["as_it_is"].stderr)
