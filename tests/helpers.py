@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,34 @@ needs_source_tree = pytest.mark.skipif(
     not (REPO / "pyproject.toml").is_file(),
     reason=f"needs the source tree (pyproject.toml, notebooks/, benchmarks/): {REPO} is not one",
 )
+
+
+# Ctrl-C tests rely on Python's own SIGINT handler (KeyboardInterrupt). A process started with
+# SIGINT ignored (under nohup, as a background job `./dev test &`, on some CI runners) passes
+# SIG_IGN on to every child, and Python leaves it ignored: a SIGINT, even
+# ``_thread.interrupt_main()``, then does nothing. So a test of Ctrl-C installs the handler it
+# relies on, in its own process (``python_ctrl_c``) and first thing in a child script
+# (``CTRL_C_AS_AT_A_TERMINAL``); its children start with SIGINT ignored (``ignore_sigint``, a
+# Popen preexec_fn), so that the background case is the one always tested.
+CTRL_C_AS_AT_A_TERMINAL = (
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+)
+
+
+def ignore_sigint() -> None:
+    """A ``preexec_fn``: the child starts as under ``nohup`` (SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def python_ctrl_c() -> Iterator[None]:
+    """Python's default SIGINT handler in this process for the block (Ctrl-C and
+    ``_thread.interrupt_main()`` raise KeyboardInterrupt), whatever it was started with."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def conflicting_colocation() -> Any:

@@ -77,8 +77,10 @@ def load(ipython: Any) -> None:
     and import the panel (pandas, ipywidgets: about half a second) right after the cell.
     """
     from . import show_placement, trace_placement
+    from .model.capture import capture_tensorflow_import
     from .widgets.bundle_holder import bundle_available, holder
 
+    capture_tensorflow_import()  # TensorFlow's start-up lines go to the first trace's log
     ipython.register_magic_function(tfplace, magic_kind="cell", magic_name="tfplace")
     ipython.push({"show_placement": show_placement, "trace_placement": trace_placement})
     # Send plotly.js now: the page loads it (about a second) while the user writes the first
@@ -98,8 +100,9 @@ def warm_up() -> Any:
 
     In a kernel it runs on the kernel's event loop right after the cell (the main thread is
     idle then, and an import there takes half the time it takes in a thread); elsewhere in a
-    background thread. TensorFlow is left alone: its import logs from C++, which is captured
-    only when a trace imports it. Returns the scheduled handle or the thread.
+    background thread. TensorFlow is left alone: the user imports it when they choose (with
+    its start-up lines captured, ``capture_tensorflow_import``). Returns the scheduled handle
+    or the thread.
     """
     global _warm_up
     if _warm_up is None:
@@ -121,6 +124,9 @@ def _import_panel() -> None:
 def unload(ipython: Any) -> None:
     """Undo :func:`load`: drop the magic and the names it added (if the user kept ours)."""
     from . import show_placement, trace_placement
+    from .model.capture import stop_capturing_tensorflow_import
+
+    stop_capturing_tensorflow_import()
 
     ipython.magics_manager.magics["cell"].pop("tfplace", None)
     ours = {"show_placement": show_placement, "trace_placement": trace_placement}

@@ -185,9 +185,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _isolated_jupyter_env(base: Path) -> dict[str, str]:
+def _isolated_jupyter_env(base: Path, quiet: bool = True) -> dict[str, str]:
     """Environment for the server and its kernels: own Jupyter/IPython dirs, this checkout first
-    on PYTHONPATH (kernels import this tfplace_widget), and Lab settings that keep popups away."""
+    on PYTHONPATH (kernels import this tfplace_widget), and (``quiet``) Lab settings that keep
+    popups away; without them, Lab's settings are its defaults, as for a new user."""
     dirs = {
         "JUPYTER_CONFIG_DIR": base / "config",
         "JUPYTER_DATA_DIR": base / "data",
@@ -198,11 +199,12 @@ def _isolated_jupyter_env(base: Path) -> dict[str, str]:
     }
     for path in dirs.values():
         path.mkdir(parents=True, exist_ok=True)
-    notification = dirs["JUPYTERLAB_SETTINGS_DIR"] / "@jupyterlab" / "apputils-extension"
-    notification.mkdir(parents=True)
-    (notification / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
+    if quiet:
+        notification = dirs["JUPYTERLAB_SETTINGS_DIR"] / "@jupyterlab" / "apputils-extension"
+        notification.mkdir(parents=True)
+        (notification / "notification.jupyterlab-settings").write_text(
+            json.dumps({"fetchNews": "false", "checkForUpdates": False})
+        )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON"))}
     env.update({k: str(v) for k, v in dirs.items()})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)

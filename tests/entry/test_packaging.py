@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -67,7 +68,23 @@ def test_extras_split_test_browser_and_lint_and_dev_has_them_all():
     assert not any(name.startswith(("jupyterlab", "playwright")) for name in extras["test"])
 
 
-def test_the_wheel_ships_the_browsers_javascript_and_css(tmp_path):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The files of the wheel built from the checkout (once per module), by name."""
+    folder = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+        + ["-w", str(folder), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = folder.glob("tfplace_widget-*.whl")
+    with zipfile.ZipFile(built) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_the_wheel_ships_the_browsers_javascript_and_css(wheel):
     """Every file of ``tfplace_widget/static/`` (the widgets' and the HTML report's JavaScript
     and CSS) is tracked, so a clone has it, and is in the wheel as it is in the checkout."""
     static = ROOT / "tfplace_widget" / "static"
@@ -76,18 +93,22 @@ def test_the_wheel_ships_the_browsers_javascript_and_css(tmp_path):
         p.name for p in files
     }
     assert set(files) <= set(tracked_files()), "git add the new files of tfplace_widget/static/"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-        + ["-w", str(tmp_path), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (wheel,) = tmp_path.glob("tfplace_widget-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        shipped = {name: archive.read(name) for name in archive.namelist()}
     for path in files:
         name = f"tfplace_widget/static/{path.name}"
-        assert name in shipped, f"{name} is not in the wheel"
-        assert shipped[name] == path.read_bytes(), f"{name} differs in the wheel"
-    assert "tfplace_widget/static/__init__.py" in shipped
+        assert name in wheel, f"{name} is not in the wheel"
+        assert wheel[name] == path.read_bytes(), f"{name} differs in the wheel"
+    assert "tfplace_widget/static/__init__.py" in wheel
+
+
+def test_the_package_index_page_has_no_link_it_cannot_follow(wheel):
+    """A package index shows the wheel's long description on its own page, where a link or an
+    image relative to the repository (``docs/panel.png``) is broken: the description is a short
+    Markdown page whose links and images, if any, are absolute URLs."""
+    (name,) = [n for n in wheel if n.endswith(".dist-info/METADATA")]
+    headers, _, description = wheel[name].decode().partition("\n\n")
+    assert "Description-Content-Type: text/markdown" in headers.splitlines()
+    assert "show_placement" in description and len(description) < 5000, len(description)
+    targets = re.findall(r"\]\(([^)\s]+)", description) + re.findall(
+        r"(?:src|href)=[\"']([^\"']+)", description
+    )
+    assert [t for t in targets if not t.startswith(("https://", "http://"))] == []

@@ -117,8 +117,10 @@ def test_a_traced_panel_has_a_static_snapshot_beside_its_widget_view(seed_cpu):
     assert "static snapshot of the live panel" in html
     assert f"first {len(seed_cpu.ops)} of {len(seed_cpu.ops)} ops" in html
     for op in ("A", "B", "C", "_SOURCE"):
-        assert f"<td style='border-left-color:{device_color(CPU0)}'>{op}</td>" in html or (
-            f"<td style='border-left-color:{device_color(CPU1)}'>{op}</td>" in html
+        assert f"<td style='border-left-color:{device_color(CPU0)};text-align:left'>{op}</td>" in (
+            html
+        ) or (
+            f"<td style='border-left-color:{device_color(CPU1)};text-align:left'>{op}</td>" in html
         ), op
     assert "CPU:0 · " in html and "CPU:1 · " in html  # the chips
     assert "TensorFlow placement" in html  # the header

@@ -31,6 +31,7 @@ from typing import Any
 
 import psutil
 import pytest
+from helpers import CTRL_C_AS_AT_A_TERMINAL, ignore_sigint, python_ctrl_c
 from test_cluster import PS0, Spy, assert_nothing_left, blocked_dequeue, one_ps_model, record
 
 from tfplace_widget.model.errors import TraceError
@@ -405,7 +406,7 @@ def start_tracing(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
     """A Python process (a session of its own, like a kernel) that traces ``blocked_dequeue``
     on a local cluster, and its temporary folder; killed at the end if still running."""
     script, temporary = tmp_path / "tracing.py", tmp_path / "tmp"
-    script.write_text(TRACING)
+    script.write_text(CTRL_C_AS_AT_A_TERMINAL + TRACING)
     temporary.mkdir()
     env = {
         **os.environ,
@@ -419,6 +420,7 @@ def start_tracing(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
         text=True,
         env=env,
         start_new_session=True,
+        preexec_fn=ignore_sigint,  # as a background `./dev test &` starts it: TRACING sets its own
     )
     try:
         yield process, temporary
@@ -480,7 +482,7 @@ def test_interrupt_main_stops_a_cluster_trace_at_once_leaving_nothing(trace_plac
 
     watcher = threading.Thread(target=interrupt_once_running, daemon=True)
     watcher.start()
-    with pytest.raises(KeyboardInterrupt):
+    with python_ctrl_c(), pytest.raises(KeyboardInterrupt):
         trace_placement(blocked_dequeue, mode="graph", cluster="local:worker=2", warmup=0)
     stopped = time.monotonic()
     watcher.join()

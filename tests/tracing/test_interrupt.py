@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import CTRL_C_AS_AT_A_TERMINAL, ignore_sigint
 
 from tfplace_widget import TraceError
 
@@ -164,6 +165,7 @@ timer.cancel()
 results["streams"] = [sys.stdout is sys.__stdout__, sys.stderr is sys.__stderr__]
 report()
 """.replace("STARTED_TO_INTERRUPT_S", repr(STARTED_TO_INTERRUPT_S))
+SCRIPT = CTRL_C_AS_AT_A_TERMINAL + SCRIPT
 
 
 @pytest.fixture(scope="module")
@@ -177,6 +179,7 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=6 * HANG_S + 60,
+        preexec_fn=ignore_sigint,  # as a background `./dev test &` starts it: SCRIPT sets its own
     )
     assert results.exists(), f"no results (exit {run.returncode}): {run.stderr[-3000:]}"
     return json.loads(results.read_text())

@@ -511,18 +511,101 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None)
 
 
+# What TensorFlow's import wrote while :class:`_TensorFlowImport` captured it, until a trace
+# takes it for its log (import_tensorflow).
+_held_startup = ""
+
+
 def import_tensorflow() -> tuple[Any, str]:
     """``(tensorflow, start-up text)``: TensorFlow imported with its start-up logging captured.
 
     TensorFlow's first import writes CPU-feature, oneDNN and CUDA-probing lines from C++ to the
     process's stderr, which in a notebook lands under whichever cell imported it. Every module
     here that needs TensorFlow gets it through this function, so the text goes into the trace's
-    ``log`` instead. The text is ``""`` when TensorFlow was already imported.
+    ``log`` instead. When TensorFlow was already imported, the text is what
+    :func:`capture_tensorflow_import` kept of that import (once), else ``""``.
     """
+    global _held_startup
     if "tensorflow" in sys.modules:
         import tensorflow
 
-        return tensorflow, ""
+        with _STATE:
+            text, _held_startup = _held_startup, ""
+        return tensorflow, text
     with capture_native_output() as startup:
         import tensorflow
     return tensorflow, startup.text
+
+
+class _TensorFlowImport:
+    """A ``sys.meta_path`` finder that, once, runs the import of the top-level ``tensorflow``
+    module with its output captured; every other import goes on to the next finder."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "tensorflow":
+            return None
+        stop_capturing_tensorflow_import()  # once: this import, whatever happens to it
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _CapturingLoader(spec.loader)
+        return spec
+
+
+class _CapturingLoader:
+    """``loader``, but running the module's code inside :func:`capture_native_output`."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        global _held_startup
+        startup = None
+        try:
+            with capture_native_output() as startup:
+                self._loader.exec_module(module)
+        except BaseException:
+            # A failed import shows everything it wrote, where it would have without us.
+            if startup is not None and startup.text:
+                sys.stderr.write(startup.text)
+            raise
+        with _STATE:
+            _held_startup += startup.text
+
+    def __getattr__(self, name: str) -> Any:  # get_source, is_package, ... for tracebacks
+        return getattr(self._loader, name)
+
+
+_finder: _TensorFlowImport | None = None
+
+
+def capture_tensorflow_import() -> bool:
+    """Keep TensorFlow's start-up lines (CPU features, oneDNN, CUDA probing, written from C++
+    while ``import tensorflow`` runs) out of the notebook cell that imports it next: that
+    import, and only that one, runs with its output captured, and the text goes into the
+    ``log`` of the next trace. Nothing changes when TensorFlow is imported already, or when the
+    user set ``TF_CPP_MIN_LOG_LEVEL`` (their setting decides what TensorFlow shows). A failed
+    import still shows what it wrote. True when the next import will be captured."""
+    global _finder
+    with _STATE:
+        if _finder is not None:
+            return True
+        if "tensorflow" in sys.modules or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+            return False
+        _finder = _TensorFlowImport()
+        sys.meta_path.insert(0, _finder)
+        return True
+
+
+def stop_capturing_tensorflow_import() -> None:
+    """Undo :func:`capture_tensorflow_import` if TensorFlow was not imported since."""
+    global _finder
+    with _STATE:
+        if _finder is not None:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(_finder)
+            _finder = None

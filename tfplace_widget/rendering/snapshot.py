@@ -32,7 +32,7 @@ from ..model.devices import short_device
 from ..model.trace import PlacementTrace
 from .colors import device_color, text_color_on
 from .figure import TimelineFigure
-from .html_parts import TABLE_COLUMNS, header_html, table_cells
+from .html_parts import NUMBER_COLUMNS, TABLE_COLUMNS, header_html, table_cells
 from .text_report import cut
 
 SNAPSHOT_ROWS = 20
@@ -69,11 +69,14 @@ def panel_snapshot_html(
         header_html(_cut_texts(trace), [cut(note, MAX_MESSAGE) for note in notes]),
         chips_html(trace),
         findings_html(findings, findings_note, trace=trace),
-        timeline_svg(figure) if figure is not None else "",
-        table_html(
-            [label for _, label in TABLE_COLUMNS],
-            table_cells(rows.head(shown)),
-            [device_color(d) for d in rows["device"].head(shown)],
+        as_wide_as_the_table(
+            [timeline_svg(figure) if figure is not None else ""],
+            table_html(
+                [label for _, label in TABLE_COLUMNS],
+                table_cells(rows.head(shown)),
+                [device_color(d) for d in rows["device"].head(shown)],
+                [column in NUMBER_COLUMNS for column, _ in TABLE_COLUMNS],
+            ),
         ),
     ]
     return page(parts)
@@ -87,15 +90,22 @@ def comparison_snapshot_html(
     cells: Sequence[Sequence[str]],
     colors: Sequence[str],
     total: int,
+    numbers: Sequence[bool] = (),
 ) -> str:
     """The comparison view as static HTML: its ``summary`` and timeline ``titles`` (HTML the
     view made, already escaped), both timelines, and the first rows of the diff table
-    (``cells``, ``colors`` and ``labels`` as the view's table has them; ``total`` rows)."""
+    (``cells``, ``colors`` and ``labels`` as the view's table has them, ``numbers`` true for
+    its columns of numbers; ``total`` rows)."""
     shown = min(len(cells), SNAPSHOT_ROWS)
-    parts = [snapshot_note("comparison view", shown, total), summary]
+    timelines = []
     for title, figure in zip(titles, figures, strict=True):
-        parts += [title, timeline_svg(figure) if figure is not None else ""]
-    parts.append(table_html(labels, list(cells)[:shown], list(colors)[:shown]))
+        timelines += [title, timeline_svg(figure) if figure is not None else ""]
+    table = table_html(labels, list(cells)[:shown], list(colors)[:shown], numbers)
+    parts = [
+        snapshot_note("comparison view", shown, total),
+        summary,
+        as_wide_as_the_table(timelines, table),
+    ]
     return page(parts)
 
 
@@ -199,17 +209,47 @@ def findings_html(
     return f"<div><b>Findings</b> ({len(findings):,})</div>{''.join(lists)}{tail}"
 
 
-def table_html(labels: Sequence[str], cells: Sequence[Sequence[str]], colors: Sequence[str]) -> str:
+def table_html(
+    labels: Sequence[str],
+    cells: Sequence[Sequence[str]],
+    colors: Sequence[str],
+    numbers: Sequence[bool] = (),
+) -> str:
     """A plain table: ``labels`` as headings, one row of ``cells`` per row, each row marked on
-    the left in its device colour. Cells are text (escaped here) cut to ``MAX_NAME``."""
-    head = "".join(f"<th>{html.escape(label)}</th>" for label in labels)
+    the left in its device colour. Cells are text (escaped here) cut to ``MAX_NAME``; columns
+    whose ``numbers`` entry is true are right-aligned, the others left-aligned.
+
+    The alignment is in each cell's ``style``: the hosts that show a snapshot have style sheets
+    of their own that win over the snapshot's (JupyterLab's and nbconvert's
+    ``.jp-RenderedHTMLCommon td`` right-aligns every cell), but not over a cell's own style."""
+    aligns = ["right" if i < len(numbers) and numbers[i] else "left" for i in range(len(labels))]
+    head = "".join(
+        f"<th style='text-align:{align}'>{html.escape(label)}</th>"
+        for label, align in zip(labels, aligns, strict=True)
+    )
     body = []
     for row, color in zip(cells, colors, strict=True):
-        tds = [f"<td>{html.escape(cut(str(cell), MAX_NAME))}</td>" for cell in row]
+        tds = [
+            f"<td style='text-align:{align}'>{html.escape(cut(str(cell), MAX_NAME))}</td>"
+            for cell, align in zip(row, aligns, strict=True)
+        ]
         if tds:
-            tds[0] = f"<td style='border-left-color:{color}'>" + tds[0][4:]
+            tds[0] = tds[0].replace("style='", f"style='border-left-color:{color};", 1)
         body.append(f"<tr>{''.join(tds)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def as_wide_as_the_table(timelines: Sequence[str], table: str) -> str:
+    """The ``timelines`` (SVGs and their titles) above ``table`` in one box as wide as the
+    table (or as the timeline's own width, if that is wider): the box shrinks to fit its
+    content, and each SVG fills its width. Inline styles, for the reason of
+    :func:`table_html`."""
+    return (
+        "<div class='tfplace-snapshot-body' style='display:inline-block'>"
+        + "".join(timelines)
+        + table
+        + "</div>"
+    )
 
 
 def timeline_svg(figure: TimelineFigure, max_rects: int = MAX_RECTS) -> str:
@@ -224,6 +264,7 @@ def timeline_svg(figure: TimelineFigure, max_rects: int = MAX_RECTS) -> str:
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
         f"viewBox='0 0 {width} {height}' role='img' font-size='11' "
+        "style='display:block;width:100%;height:auto' "
         f"font-family='sans-serif'><title>timeline: {len(figure.events):,} events on "
         f"{len(figure.lanes):,} lanes</title>"
     ]

@@ -251,6 +251,7 @@ class ComparisonView(widgets.VBox):
             _formatted_rows(rows),
             _row_colors(rows),
             len(self.diff.ops),
+            [column.endswith("_us") for column, _ in DIFF_COLUMNS],
         )
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
