@@ -85,8 +85,8 @@ def _cases(check: str, names: list[str] = CORPUS) -> list[Any]:
     return cases
 
 
-# (check, program) -> (when: "always" | "onednn" | "off", why): failures seen on main at
-# 6c002d6 (TF 2.21, Keras 3.15) with oneDNN on and off alike.
+# (check, program) -> (when: "always" | "onednn" | "off", why): failures seen on main (none
+# now: tf1_graph's constants replaced by ReplicateConstantsPass have their rows).
 KNOWN: dict[tuple[str, str], tuple[str, str]] = {}
 
 

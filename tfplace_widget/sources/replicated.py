@@ -14,7 +14,7 @@ log the trace captured (the placer's own ``name: (Type): device`` lines).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ..model.devices import canonical_device
 from ..model.graphfacts import GraphFacts
@@ -26,18 +26,19 @@ _LOGGED = re.compile(r"placer\.cc:\d+\] (\S+): \((\S+)\): (/\S+)$")
 _PRINTED = re.compile(r"^(\S+): \((\S+)\): (/job:\S+)$")
 
 
-def replicas_of(ran_types: Mapping[str, str], built_types: Mapping[str, str]) -> dict[str, list]:
+def replicas_of(ran_types: Mapping[str, str], built_type: Callable[[str], str]) -> dict[str, list]:
     """``{constant as built: [its copies]}``: each op that ran named ``<c>/replicate/_<n>``,
-    not in the graph as built, whose ``<c>`` is, of the same type, and did not run."""
+    not in the graph as built, whose ``<c>`` is (``built_type``: its type as built, or ""), of
+    the same type, and did not run."""
     found: dict[str, list[str]] = {}
     for name, op_type in ran_types.items():
-        if "/replicate/_" not in name or name in built_types:
+        if "/replicate/_" not in name:
             continue
         match = _REPLICA.match(name)
-        if match is None:
+        if match is None or built_type(name):
             continue
         original = match.group(1)
-        if built_types.get(original) == op_type and original not in ran_types:
+        if original not in ran_types and built_type(original) == op_type:
             found.setdefault(original, []).append(name)
     for copies in found.values():  # in the pass's order: _0, _1, ... (one counter per graph)
         copies.sort(key=lambda copy: int(copy.rpartition("_")[2]))
@@ -90,7 +91,7 @@ def add_replicated_constants(executed: Executed, facts: GraphFacts, log: str) ->
     """Graph mode: record the constants the pass replaced (``executed.replicated``) and give
     each the row of the op the placer placed, on the device its placement log names (no row
     when the log does not: a RunMetadata read from a file)."""
-    replicas = replicas_of(executed.type, facts.types)
+    replicas = replicas_of(executed.type, lambda name: facts.types.get(name, ""))
     if not replicas:
         return
     blocks = placement_blocks(log)
