@@ -28,7 +28,7 @@ from ..model.kernels import kernel_facts
 from ..model.records import SEND_TYPES, Executed, producer, producers, send_transfer
 from ..model.registry import registered_op_def
 from .onednn import MERGED_TYPES, onednn_merges
-from .replicated import placed_device, placement_blocks, replicas_of
+from .replicated import PlacementLog, placed_device, replicas_of
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
 _WHILE_TYPES = {"While", "StatelessWhile"}
@@ -97,7 +97,7 @@ def read_function_graphs(
     (its placer's lines, when the user turned the log on: ``sources.replicated``).
     """
     executed = Executed()
-    blocks = placement_blocks(placement_log)
+    log = PlacementLog(placement_log)
     facts = FunctionFacts()
     display_of: dict[str, str] = {}
     canonical: dict[str, str] = {}
@@ -150,7 +150,7 @@ def read_function_graphs(
                     head, _, slot = tensor.rpartition(":")
                     executed.transfers.append((f"{renamed.get(head, head)}:{slot}", src, dst))
         _add_merged(graph, renamed, top, function, scope_device, executed, facts)
-        _add_replicated(graph, renamed, top, (function, scope_device), executed, facts, blocks)
+        _add_replicated(graph, renamed, top, (function, scope_device), executed, facts, log)
         _alias_fact_inputs(facts, renamed)
         for name, display in renamed.items():
             display_of.setdefault(name, display)
@@ -225,7 +225,7 @@ def _add_replicated(
     call: tuple[str, str],
     executed: Executed,
     facts: FunctionFacts,
-    blocks: list[dict[str, tuple[str, str]]],
+    log: PlacementLog,
 ) -> None:
     """The constants ReplicateConstantsPass replaced by per-device copies after placement
     (``sources.replicated``): each is recorded with its copies, and has a row on the device
@@ -245,7 +245,7 @@ def _add_replicated(
     for name, copies in replicas_of(ran, built_type).items():
         origin = origins[name]
         wanted = without_instances(name)
-        device = placed_device(name, origin.node.op, blocks, names)
+        device = placed_device(name, origin.node.op, log.blocks, names)
         display = _unique(wanted, function, executed.device) if device else wanted
         executed.replicated[display] = [renamed[c] for c in copies]
         if device:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import cached_property
 
 from ..model.devices import canonical_device
 from ..model.graphfacts import GraphFacts
@@ -71,6 +72,17 @@ def placement_blocks(log: str) -> list[dict[str, tuple[str, str]]]:
             blocks.append(block)
         block[name] = (op_type, canonical_device(device))
     return blocks
+
+
+class PlacementLog:
+    """A captured log whose placer blocks are parsed on first use (most traces need none)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def blocks(self) -> list[dict[str, tuple[str, str]]]:
+        return placement_blocks(self.text)
 
 
 def placed_device(
