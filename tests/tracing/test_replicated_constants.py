@@ -9,11 +9,14 @@ and a tf.function (two logical CPUs) read small constants on both devices: ``c``
 request, ``k`` requested on CPU:1, and ``big`` (17 elements, never replicated). Each is first run
 as its user runs it with the placement log captured at fd 2, then traced: every op the placer
 placed has a row on the device the log names, and the rows of the copies and of the constant
-say what the pass did. oneDNN on or off (``TF_ENABLE_ONEDNN_OPTS=0``) changes nothing here.
+say what the pass did. Without the log (TF2's default: TensorFlow prints no placement when it
+is turned on after its runtime started) no record gives ``c``'s device: the copies still name
+``c`` and the pass, and no row claims a device for ``c``. oneDNN on or off
+(``TF_ENABLE_ONEDNN_OPTS=0``) changes nothing here.
 
 Two logical CPUs and the placement log must be set before TensorFlow's runtime starts (TF prints
 no placement when it is turned on later): this file runs itself in a child process
-(``python test_replicated_constants.py OUT.pickle``).
+(``python test_replicated_constants.py OUT.pickle [unlogged]``).
 """
 
 from __future__ import annotations
@@ -82,20 +85,37 @@ def function_step() -> dict[str, Any]:
     return {"logged": logged, "mode": trace.mode, "ops": trace.ops[OPS]}
 
 
-def main(out: str) -> None:
+def unlogged_function_step() -> dict[str, Any]:
+    """The tf.function traced in a process whose placement log is off (TF2's default)."""
+    import tensorflow as tf
+
+    from tfplace_widget import trace_placement
+
+    @tf.function
+    def step(x):
+        return reads_on_two_devices() * x
+
+    trace = trace_placement(step, tf.constant(2.0))
+    return {"mode": trace.mode, "ops": trace.ops[OPS]}
+
+
+def main(out: str, logged: bool) -> None:
     import tensorflow as tf
 
     tf.config.set_logical_device_configuration(
         tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2
     )
-    tf.debugging.set_log_device_placement(True)  # before the runtime starts, or TF never logs
-    results = {"graph": session_step(), "function": function_step()}
+    if logged:
+        tf.debugging.set_log_device_placement(True)  # before the runtime starts, or TF never logs
+        results = {"graph": session_step(), "function": function_step()}
+    else:
+        results = {"unlogged": unlogged_function_step()}
     with open(out, "wb") as handle:
         pickle.dump(results, handle)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], logged=sys.argv[2:] != ["unlogged"])
 else:
     import pandas as pd
     import pytest
@@ -103,15 +123,21 @@ else:
     CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
     CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
 
-    @pytest.fixture(scope="module")
-    def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-        out = tmp_path_factory.mktemp("replicated") / "runs.pickle"
+    def _child(folder: Path, *args: str) -> dict[str, Any]:
+        out = folder / "runs.pickle"
         run = subprocess.run(
-            [sys.executable, __file__, str(out)], capture_output=True, text=True, timeout=600
+            [sys.executable, __file__, str(out), *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         assert run.returncode == 0, run.stderr[-4000:]
         with open(out, "rb") as handle:
             return pickle.load(handle)
+
+    @pytest.fixture(scope="module")
+    def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+        return _child(tmp_path_factory.mktemp("replicated"))
 
     @pytest.fixture(params=["graph", "function"])
     def mode(request: pytest.FixtureRequest, runs: dict[str, Any]) -> dict[str, Any]:
@@ -149,3 +175,17 @@ else:
         assert not any(op.startswith("big/replicate") for op in ops.index)
         assert "ReplicateConstantsPass" not in ops.loc["big", "reason"]
         assert ops.loc["big", "how"] == "implicit"
+
+    def test_without_the_placement_log_the_copies_still_name_the_constant(tmp_path):
+        """TF2's default: no placement log, so no record of the placer's device for ``c``; the
+        copies say what they are, and no row claims a device for ``c``."""
+        result = _child(tmp_path, "unlogged")["unlogged"]
+        assert result["mode"] == "function"
+        ops = result["ops"].set_index("op")
+        assert "c" not in ops.index and "k" not in ops.index
+        copies = [op for op in ops.index if op.startswith("c/replicate/_")]
+        assert len(copies) == 2
+        for copy in copies:
+            reason = ops.loc[copy, "reason"]
+            assert "a copy of the constant c (no row: only TensorFlow's placement log" in reason
+            assert "ReplicateConstantsPass made after placement" in reason

@@ -194,7 +194,11 @@ def _name_replicated_constants(
             )
             origin = f"{original} (placed on {short_device(devices[at])}, a row of its own)"
         else:
-            origin = f"{original} (the placement log, not in this trace, has its device)"
+            origin = (
+                f"{original} (no row: only TensorFlow's placement log has its device, and this "
+                "trace has none; in TF2 code, tf.debugging.set_log_device_placement(True) "
+                "before TensorFlow starts lets the trace read it)"
+            )
         for copy in shown:
             reasons[row_of[copy]] = (
                 f"Not in the graph as built: a copy of the constant {origin} that "
