@@ -22,7 +22,6 @@ no placement when it is turned on later): this file runs itself in a child proce
 from __future__ import annotations
 
 import pickle
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,25 +118,14 @@ if __name__ == "__main__":
 else:
     import pandas as pd
     import pytest
+    from helpers import run_script_results
 
     CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
     CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
 
-    def _child(folder: Path, *args: str) -> dict[str, Any]:
-        out = folder / "runs.pickle"
-        run = subprocess.run(
-            [sys.executable, __file__, str(out), *args],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert run.returncode == 0, run.stderr[-4000:]
-        with open(out, "rb") as handle:
-            return pickle.load(handle)
-
     @pytest.fixture(scope="module")
     def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-        return _child(tmp_path_factory.mktemp("replicated"))
+        return run_script_results(Path(__file__), tmp_path_factory.mktemp("rc") / "runs.pickle")
 
     @pytest.fixture(params=["graph", "function"])
     def mode(request: pytest.FixtureRequest, runs: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +167,8 @@ else:
     def test_without_the_placement_log_the_copies_still_name_the_constant(tmp_path):
         """TF2's default: no placement log, so no record of the placer's device for ``c``; the
         copies say what they are, and no row claims a device for ``c``."""
-        result = _child(tmp_path, "unlogged")["unlogged"]
+        result = run_script_results(Path(__file__), tmp_path / "runs.pickle", "unlogged")
+        result = result["unlogged"]
         assert result["mode"] == "function"
         ops = result["ops"].set_index("op")
         assert "c" not in ops.index and "k" not in ops.index
