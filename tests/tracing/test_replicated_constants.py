@@ -85,17 +85,19 @@ def function_step() -> dict[str, Any]:
 
 
 def unlogged_function_step() -> dict[str, Any]:
-    """The tf.function traced in a process whose placement log is off (TF2's default)."""
+    """The tf.function traced in a process whose placement log is off (TF2's default), and
+    its prediction for a machine with a GPU."""
     import tensorflow as tf
 
-    from tfplace_widget import trace_placement
+    from tfplace_widget import predict_placement, trace_placement
 
     @tf.function
     def step(x):
         return reads_on_two_devices() * x
 
     trace = trace_placement(step, tf.constant(2.0))
-    return {"mode": trace.mode, "ops": trace.ops[OPS]}
+    predicted = predict_placement(trace, gpus=1).ops[["op", "type", "device"]]
+    return {"mode": trace.mode, "ops": trace.ops[OPS], "prediction": predicted}
 
 
 def main(out: str, logged: bool) -> None:
@@ -178,3 +180,9 @@ else:
             reason = ops.loc[copy, "reason"]
             assert "a copy of the constant c (no row: only TensorFlow's placement log" in reason
             assert "ReplicateConstantsPass made after placement" in reason
+        # A prediction works from the graph as built, which has c and k (a GPU has no copies:
+        # the pass copies constants placed on a CPU only).
+        predicted = result["prediction"].set_index("op")
+        assert predicted.loc["c", "device"].endswith("/device:GPU:0")  # no request
+        assert predicted.loc["k", "device"] == CPU1  # requested
+        assert not any("/replicate/_" in op for op in predicted.index)

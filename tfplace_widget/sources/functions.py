@@ -228,8 +228,8 @@ def _add_replicated(
     log: PlacementLog,
 ) -> None:
     """The constants ReplicateConstantsPass replaced by per-device copies after placement
-    (``sources.replicated``): each is recorded with its copies, and has a row on the device
-    the placer's log gives it when TensorFlow printed one."""
+    (``sources.replicated``): each is recorded with its copies and its node def's facts, and
+    has a row on the device the placer's log gives it when TensorFlow printed one."""
     if not any("/replicate/_" in name for name in renamed):
         return
     ran = {n.name: n.op for p in graph.partition_graphs for n in p.node}
@@ -246,14 +246,15 @@ def _add_replicated(
         origin = origins[name]
         wanted = without_instances(name)
         device = placed_device(name, origin.node.op, log.blocks, names)
-        display = _unique(wanted, function, executed.device) if device else wanted
+        display = _unique(wanted, function, executed.device)
         executed.replicated[display] = [renamed[c] for c in copies]
+        # Its node def is a fact of the graph as built either way (a prediction places it).
+        _add_facts(facts, display, origin, display[: len(display) - len(wanted)])
         if device:
             executed.device[display] = device
             executed.type[display] = origin.node.op
             executed.inputs[display] = []
             executed.function[display] = origin.body.function
-            _add_facts(facts, display, origin, display[: len(display) - len(wanted)])
 
 
 def without_instances(name: str) -> str:
