@@ -162,13 +162,14 @@ def run_python(code: str, timeout: float = 180) -> Any:
     return done
 
 
-def run_script_results(script: Path, out: Path, timeout: float = 600) -> Any:
-    """Run a test script in a process of its own (``python script out``) and return what it
-    pickled into ``out``; a failure shows the end of its stderr."""
+def run_script_results(script: Path, out: Path, *args: str, timeout: float = 600) -> Any:
+    """Run a test script in a process of its own (``python script out *args``) and return what
+    it pickled into ``out``; a failure shows the end of its stderr."""
     import pickle
 
+    argv = [str(script), str(out), *args]
     done = run_python(
-        f"import runpy, sys; sys.argv = [{str(script)!r}, {str(out)!r}]; "
+        f"import runpy, sys; sys.argv = {argv!r}; "
         f"runpy.run_path({str(script)!r}, run_name='__main__')",
         timeout=timeout,
     )

@@ -300,9 +300,20 @@ def check_trace(run: Run, spec: GraphSpec) -> None:
     for name, device in executed.items():
         assert rows[(name, device)] == 1, (name, device)
     extra = [(op, dev) for op, dev in rows if op not in executed]
-    # ... and the only other rows are the executor's per-partition start nodes.
-    assert {op for op, _ in extra} <= {"_SOURCE"}, extra
-    assert len(extra) <= len({d for d in executed.values()})
+    # ... and the only other rows are the executor's per-partition start nodes and the
+    # constants ReplicateConstantsPass replaced by copies after placement (no partition graph
+    # holds them), on the device of the placer's line for them in the log.
+    replaced = {
+        (op, dev)
+        for op, dev in extra
+        if op in built
+        and built[op].op == "Const"
+        and any(name.startswith(f"{op}/replicate/_") for name in executed)
+    }
+    for op, dev in replaced:
+        assert f"{op}: (Const): {dev}" in trace.log, op
+    assert {op for op, _ in set(extra) - replaced} <= {"_SOURCE"}, extra
+    assert len(set(extra) - replaced) <= len({d for d in executed.values()})
     assert ops.loc[ops["op"] != "_SOURCE", "op"].is_unique
 
     # 2. Every device exists.

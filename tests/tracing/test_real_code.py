@@ -85,18 +85,9 @@ def _cases(check: str, names: list[str] = CORPUS) -> list[Any]:
     return cases
 
 
-# (check, program) -> (when: "always" | "onednn" | "off", why): failures seen on main at
-# 6c002d6 (TF 2.21, Keras 3.15) with oneDNN on and off alike.
-KNOWN: dict[tuple[str, str], tuple[str, str]] = {
-    ("complete", "tf1_graph"): (
-        "always",
-        "Const, Const_1 and mean_squared_error/Cast/x (the step's fetches need them; the "
-        "placer placed each once) have no row: in the tool's Session run TensorFlow's "
-        "ReplicateConstantsPass (after placement) replaced each by one copy per consuming "
-        "device, Const/replicate/_0 on CPU:0 and Const/replicate/_1 on CPU:1, and the trace "
-        "shows only those copies (how 'runtime'), in its partition graphs and step stats",
-    ),
-}
+# (check, program) -> (when: "always" | "onednn" | "off", why): failures seen on main (none
+# now: tf1_graph's constants replaced by ReplicateConstantsPass have their rows).
+KNOWN: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 @pytest.fixture(scope="module")

@@ -70,6 +70,8 @@ def frames_from_records(
         _name_fused_ops(reason, names, op_types, executed.fused)
     if executed.merged:
         _name_merged_ops(reason, ops, executed.merged)
+    if executed.replicated:
+        _name_replicated_constants(reason, names, op_devices, executed.replicated)
     columns["reason"] = reason
     if executed.function:
         function_of = executed.function.get
@@ -168,6 +170,41 @@ def _name_merged_ops(reasons: list[str], ops: pd.DataFrame, merged: dict[str, st
             reasons[at] += (
                 f" The rewrite, after placement, also fused {' and '.join(shown)} into this "
                 f"kernel; {keeps} a row of its own, with no time." + _ONEDNN_OFF
+            )
+
+
+_REPLICATED_BY = "TensorFlow's ReplicateConstantsPass"
+
+
+def _name_replicated_constants(
+    reasons: list[str], names: list[str], devices: list[str], replicated: dict[str, list[str]]
+) -> None:
+    """Say which constants ReplicateConstantsPass replaced by per-device copies after placement
+    (``Executed.replicated``), on the constant's row (if it has one) and its copies', in place."""
+    row_of = {name: i for i, name in enumerate(names)}
+    for original, copies in replicated.items():
+        at = row_of.get(original)
+        shown = [c for c in copies if c in row_of]
+        where = ", ".join(f"{c} on {short_device(devices[row_of[c]])}" for c in shown)
+        if at is not None:
+            reasons[at] += (
+                f" After placement, {_REPLICATED_BY} replaced this constant (at most 16 "
+                f"elements, read on {len(copies)} devices) with one copy per device that reads "
+                f"it ({where}: rows of their own); it did not run and has no time of its own."
+            )
+            origin = f"{original} (placed on {short_device(devices[at])}, a row of its own)"
+        else:
+            origin = (
+                f"{original} (no row: only TensorFlow's placement log has its device, and this "
+                "trace has none; in TF2 code, tf.debugging.set_log_device_placement(True) "
+                "before TensorFlow starts lets the trace read it)"
+            )
+        for copy in shown:
+            reasons[row_of[copy]] = (
+                f"Not in the graph as built: a copy of the constant {origin} that "
+                f"{_REPLICATED_BY} made after placement for its readers on "
+                f"{short_device(devices[row_of[copy]])}: each device that reads a constant of "
+                "at most 16 elements placed on a CPU gets a copy of its own."
             )
 
 

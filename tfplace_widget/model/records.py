@@ -47,7 +47,8 @@ class Executed:
 
     ``function`` names the tf.function (or Keras call) each node belongs to, in function mode.
     ``fused`` names what a fused kernel (``_FusedMatMul``...) replaced, when TF recorded it;
-    ``merged`` the placed ops oneDNN's rewrite merged into a kernel after placement.
+    ``merged`` the placed ops oneDNN's rewrite merged into a kernel after placement;
+    ``replicated`` the constants ReplicateConstantsPass replaced by per-device copies.
     """
 
     device: dict[str, str] = field(default_factory=dict)
@@ -59,6 +60,9 @@ class Executed:
     fused: dict[str, list[str]] = field(default_factory=dict)
     # placed op -> the oneDNN kernel it ran inside (sources.onednn): no record of its own
     merged: dict[str, str] = field(default_factory=dict)
+    # placed constant -> its per-device copies (sources.replicated): it has a row (with no
+    # record) only where the placement log gives its device
+    replicated: dict[str, list[str]] = field(default_factory=dict)
     # the client's device (where a cluster's fetches and feeds end), "" when not recorded
     client: str = ""
 

@@ -28,6 +28,7 @@ from ..model.kernels import kernel_facts
 from ..model.records import SEND_TYPES, Executed, producer, producers, send_transfer
 from ..model.registry import registered_op_def
 from .onednn import MERGED_TYPES, onednn_merges
+from .replicated import PlacementLog, placed_device, replicas_of
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
 _WHILE_TYPES = {"While", "StatelessWhile"}
@@ -81,6 +82,7 @@ def read_function_graphs(
     *,
     last: int | None = None,
     renamed_out: list[dict[str, str]] | None = None,
+    placement_log: str = "",
 ) -> tuple[Executed, FunctionFacts, dict[str, str]]:
     """The executed graph, the node facts, and executed name -> display name, of every
     instantiated function.
@@ -91,9 +93,11 @@ def read_function_graphs(
     profiler names executions by executed name only, so those go to the first function.
     Entries from index ``last`` on (the input pipeline's functions) come after the others,
     whatever their size; ``renamed_out``, when given, receives per entry (in input order)
-    executed name -> display name.
+    executed name -> display name. ``placement_log``: what TensorFlow printed during the calls
+    (its placer's lines, when the user turned the log on: ``sources.replicated``).
     """
     executed = Executed()
+    log = PlacementLog(placement_log)
     facts = FunctionFacts()
     display_of: dict[str, str] = {}
     canonical: dict[str, str] = {}
@@ -146,6 +150,7 @@ def read_function_graphs(
                     head, _, slot = tensor.rpartition(":")
                     executed.transfers.append((f"{renamed.get(head, head)}:{slot}", src, dst))
         _add_merged(graph, renamed, top, function, scope_device, executed, facts)
+        _add_replicated(graph, renamed, top, (function, scope_device), executed, facts, log)
         _alias_fact_inputs(facts, renamed)
         for name, display in renamed.items():
             display_of.setdefault(name, display)
@@ -211,6 +216,45 @@ def _add_merged(
         executed.function[display] = origin.body.function
         executed.merged[display] = renamed[kernel]
         _add_facts(facts, display, origin, display[: len(display) - len(wanted)])
+
+
+def _add_replicated(
+    graph: Any,
+    renamed: dict[str, str],
+    top: _Body,
+    call: tuple[str, str],
+    executed: Executed,
+    facts: FunctionFacts,
+    log: PlacementLog,
+) -> None:
+    """The constants ReplicateConstantsPass replaced by per-device copies after placement
+    (``sources.replicated``): each is recorded with its copies and its node def's facts, and
+    has a row on the device the placer's log gives it when TensorFlow printed one."""
+    if not any("/replicate/_" in name for name in renamed):
+        return
+    ran = {n.name: n.op for p in graph.partition_graphs for n in p.node}
+    function, scope_device = call
+    origins: dict[str, Any] = {}
+
+    def built_type(name: str) -> str:
+        if name not in origins:
+            origins[name] = _resolve(name, top, scope_device)
+        return origins[name].node.op if origins[name] is not None else ""
+
+    names = [n.name for n in graph.post_optimization_graph.node]
+    for name, copies in replicas_of(ran, built_type).items():
+        origin = origins[name]
+        wanted = without_instances(name)
+        device = placed_device(name, origin.node.op, log.blocks, names)
+        display = _unique(wanted, function, executed.device)
+        executed.replicated[display] = [renamed[c] for c in copies]
+        # Its node def is a fact of the graph as built either way (a prediction places it).
+        _add_facts(facts, display, origin, display[: len(display) - len(wanted)])
+        if device:
+            executed.device[display] = device
+            executed.type[display] = origin.node.op
+            executed.inputs[display] = []
+            executed.function[display] = origin.body.function
 
 
 def without_instances(name: str) -> str:

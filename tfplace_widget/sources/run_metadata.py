@@ -16,6 +16,7 @@ from ..model.records import SEND_TYPES, Executed, Records, producers
 from ..model.trace import PlacementTrace
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
 from .onednn import add_merged_nodes
+from .replicated import add_replicated_constants
 from .xla import XlaProfile
 from .xla_graph import LAUNCH_TYPES, add_graph_clusters
 
@@ -63,6 +64,7 @@ def build_trace(
         executed = executed_graph(metadatas[0].partition_graphs) if metadatas else Executed()
         if facts is not None:
             add_merged_nodes(executed, facts)
+            add_replicated_constants(executed, facts, log)
         trace = frames.frames_from_records(
             records,
             step_starts,

@@ -149,7 +149,15 @@ def trace_function(
         graphs = _graphs_that_ran(_unique_graphs(graphs, timed, optimize), timed, notes)
         names = _function_names(graphs, preferred=name)
         executed, facts, display_of, data = read_with_pipeline(
-            graphs, names, device_scope or "", records, on_data, pipeline, devices, sources
+            graphs,
+            names,
+            device_scope or "",
+            records,
+            on_data,
+            pipeline,
+            devices,
+            sources,
+            placement_log=captured.text,
         )
         _place_records(records, display_of, executed.device)
         origin = xla_origin(records, xla)

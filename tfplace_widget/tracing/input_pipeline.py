@@ -198,6 +198,7 @@ def read_with_pipeline(
     pipeline: InputPipeline,
     devices: Sequence[str],
     sources: DatasetSources | None = None,
+    placement_log: str = "",
 ) -> tuple[Executed, FunctionFacts, dict[str, str], PipelineRows]:
     """``read_function_graphs`` of the calls' ``graphs`` and of the tf.data functions whose
     ops ``records`` timed on tf.data's threads (``on_data``; after the calls', which keep the
@@ -216,6 +217,7 @@ def read_with_pipeline(
         scope,
         last=len(graphs),
         renamed_out=renamed,
+        placement_log=placement_log,
     )
     rows = PipelineRows(functions=set(data_names), made=made)
     if sources is not None:
