@@ -129,6 +129,7 @@ def trace_function(
                 as_the_user,
                 user_calls,
                 sources,
+                warm_up_as_the_user=_warms_up_as_the_user(fn, device_scope, overrides),
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
             instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
@@ -288,6 +289,14 @@ def _callable(fn: Any, args: tuple, kwargs: dict) -> tuple[Callable[[], Any], st
     return (lambda: _call_plain(wrapped, name, args, kwargs)), name, notes
 
 
+def _warms_up_as_the_user(fn: Any, device_scope: str | None, overrides: Any) -> bool:
+    """Whether the warm-up's first call of a function the trace defines runs the user's own
+    function (``FunctionCopies.start_warm_up``): for the user's own functions, called as the
+    user calls them (no ``device_scope``), and not when the warm-up's recorded instantiations
+    name the bodies ``overrides`` rewrites."""
+    return _calls_the_users_functions(fn) and not device_scope and not overrides
+
+
 def _calls_the_users_functions(fn: Any) -> bool:
     """Whether the traced calls call the user's own ``tf.function``s (a tf.function, a Keras
     model's ``train_on_batch`` & co.), which the user calls again, rather than one made for the
@@ -373,8 +382,9 @@ def _tf_settings(
     ops run eagerly on their own (TensorFlow's one-op ``__wrapped__<Op>`` functions) are
     dropped on entry, so that the calls instantiate, and record, them again; that costs a
     millisecond or two per op type, and the user's next eager ops reuse the new kernels.
-    Yields what puts the user's Grappler settings back for one call (an XLA function's, whose
-    compiled program XLA finds by the call's ConfigProto).
+    Yields what puts the user's soft placement and Grappler settings back for one call (an XLA
+    function's, whose compiled program XLA finds by the call's ConfigProto; the user's own first
+    call of a function, which TensorFlow caches under those settings).
     """
     import tensorflow as tf
     from tensorflow.python.eager import context
@@ -392,9 +402,14 @@ def _tf_settings(
     def as_the_user() -> Iterator[None]:
         traced = ctx._optimizer_experimental_options
         use_optimizer(dict(optimizer))
+        differs = soft != bool(soft_placement)
+        if differs:
+            tf.config.set_soft_device_placement(soft)
         try:
             yield
         finally:
+            if differs:
+                tf.config.set_soft_device_placement(bool(soft_placement))
             use_optimizer(traced)
 
     try:
@@ -428,10 +443,12 @@ def _run(
     as_the_user: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     user_calls: dict[str, UserCall] | None = None,
     sources: DatasetSources | None = None,
+    warm_up_as_the_user: bool = False,
 ) -> tuple[list, bytes]:
     """Run the calls; return the placed function graphs and the profiler's XSpace bytes.
     ``user_calls`` receives the first call of each function the last traced call made;
-    ``sources`` the functions there were before the traced calls."""
+    ``sources`` the functions there were before the traced calls; ``warm_up_as_the_user``:
+    see ``FunctionCopies.start_warm_up``."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -441,8 +458,10 @@ def _run(
     ctx.export_run_metadata()  # drop what an earlier, failed trace left collected
     try:
         with scope, calls_run_copies(as_the_user) as copies:
-            for index in range(warmup):
-                _user_call(call, ("warmup", index, warmup, steps))
+            warming = copies.start_warm_up(as_the_user) if warm_up_as_the_user and warmup else None
+            with warming or contextlib.nullcontext():
+                for index in range(warmup):
+                    _user_call(call, ("warmup", index, warmup, steps))
             if overrides:  # the warm-up's instantiations name the bodies to rewrite
                 warm = list(ctx.export_run_metadata().function_graphs)
                 called = _reachable_functions(warm)
@@ -466,7 +485,7 @@ def _run(
                     _user_call(call, ("step", index, warmup, steps))
             finally:
                 tf.profiler.experimental.stop()
-        metadata = ctx.export_run_metadata()
+        metadata = copies.with_recorded(ctx.export_run_metadata())
         copies.restore_names(metadata.function_graphs)
         if user_calls is not None:
             user_calls.update(copies.user_calls)
