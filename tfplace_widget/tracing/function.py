@@ -33,6 +33,7 @@ from ..sources.input_pipeline import input_pipeline_from_xspace
 from ..sources.raw import function_protos
 from ..sources.xla import xla_from_xspace
 from ..sources.xspace import HOST_PLANE, parse_xspace, records_from_xspace
+from .ctrl_c import cancelled_by_ctrl_c
 from .function_copies import (
     UserCall,
     calls_run_copies,
@@ -528,7 +529,7 @@ def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:
 
     interrupted = None
     try:
-        with _cancelled_by_ctrl_c() as interrupted:
+        with cancelled_by_ctrl_c() as interrupted:
             return call()
     except TraceError:
         raise
@@ -555,68 +556,6 @@ def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:
             f"Your function raised {_error_line(exc)}. Fix it and trace "
             "again (its traceback is chained above)."
         ) from exc
-
-
-@contextlib.contextmanager
-def _cancelled_by_ctrl_c() -> Iterator[Any]:
-    """Let Ctrl-C cancel the tf.function calls of the block; yields an Event set on Ctrl-C.
-
-    A tf.function call blocks in C++ with the GIL released, where Python never runs its
-    SIGINT handler, so Ctrl-C alone would not stop a blocking dequeue or a long while_loop.
-    Every function call of the block runs under one ``CancellationManager`` (TensorFlow's own
-    mechanism, ``cancellation.CancellationManagerContext``); a watcher thread reads the signal
-    wake-up fd and cancels it on SIGINT, so the call returns and the pending
-    ``KeyboardInterrupt`` is raised. Only in the main thread with Python's default SIGINT
-    handler (as in a kernel running a cell); elsewhere yields ``None`` and changes nothing.
-    Limits: eager ops run one by one outside any tf.function are not cancellable (each is
-    short), and a user's own ``set_wakeup_fd`` receives the signal bytes as before (forwarded).
-    """
-    import signal
-    import threading
-
-    from tensorflow.python.eager import cancellation
-
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-        or cancellation.context() is not None
-    ):
-        yield None
-        return
-    manager = cancellation.CancellationManager()
-    interrupted = threading.Event()  # not manager.is_cancelled: a failing call cancels it too
-    read, write = os.pipe()
-    os.set_blocking(write, False)
-    try:
-        previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-    except ValueError:  # not the main interpreter's main thread
-        os.close(read)
-        os.close(write)
-        yield None
-        return
-
-    def watch() -> None:
-        while True:
-            data = os.read(read, 64)
-            if not data:
-                return
-            if signal.SIGINT in data:
-                interrupted.set()
-                manager.start_cancel()
-            if previous >= 0:
-                with contextlib.suppress(OSError):
-                    os.write(previous, data)
-
-    watcher = threading.Thread(target=watch, name="tfplace-ctrl-c", daemon=True)
-    watcher.start()
-    try:
-        with cancellation.CancellationManagerContext(manager):
-            yield interrupted
-    finally:
-        signal.set_wakeup_fd(previous)
-        os.close(write)  # the watcher reads EOF and ends
-        watcher.join()
-        os.close(read)
 
 
 def _placement_error(exc: BaseException) -> str:
