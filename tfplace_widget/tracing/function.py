@@ -113,6 +113,8 @@ def trace_function(
     captured = None
     user_calls: dict[str, UserCall] = {}
     sources = DatasetSources(datasets_among([*args, *dict(kwargs or {}).values()]))
+    users_soft = tf.config.get_soft_device_placement() == bool(soft_placement)
+    warm_up_as_the_user = _warms_up_as_the_user(fn, device_scope, overrides, users_soft)
     try:
         with (
             capture_native_output() as captured,
@@ -130,7 +132,7 @@ def trace_function(
                 as_the_user,
                 user_calls,
                 sources,
-                warm_up_as_the_user=_warms_up_as_the_user(fn, device_scope, overrides),
+                warm_up_as_the_user=warm_up_as_the_user,
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
             instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
@@ -290,12 +292,20 @@ def _callable(fn: Any, args: tuple, kwargs: dict) -> tuple[Callable[[], Any], st
     return (lambda: _call_plain(wrapped, name, args, kwargs)), name, notes
 
 
-def _warms_up_as_the_user(fn: Any, device_scope: str | None, overrides: Any) -> bool:
+def _warms_up_as_the_user(
+    fn: Any, device_scope: str | None, overrides: Any, users_soft_placement: bool
+) -> bool:
     """Whether the warm-up's first call of a function the trace defines runs the user's own
     function (``FunctionCopies.start_warm_up``): for the user's own functions, called as the
-    user calls them (no ``device_scope``), and not when the warm-up's recorded instantiations
-    name the bodies ``overrides`` rewrites."""
-    return _calls_the_users_functions(fn) and not device_scope and not overrides
+    user calls them (no ``device_scope``; the trace's soft placement the user's, which is in
+    the call's ConfigProto, so in TensorFlow's cache key), and not when the warm-up's recorded
+    instantiations name the bodies ``overrides`` rewrites."""
+    return (
+        _calls_the_users_functions(fn)
+        and not device_scope
+        and not overrides
+        and users_soft_placement
+    )
 
 
 def _calls_the_users_functions(fn: Any) -> bool:
@@ -383,9 +393,9 @@ def _tf_settings(
     ops run eagerly on their own (TensorFlow's one-op ``__wrapped__<Op>`` functions) are
     dropped on entry, so that the calls instantiate, and record, them again; that costs a
     millisecond or two per op type, and the user's next eager ops reuse the new kernels.
-    Yields what puts the user's soft placement and Grappler settings back for one call (an XLA
-    function's, whose compiled program XLA finds by the call's ConfigProto; the user's own first
-    call of a function, which TensorFlow caches under those settings).
+    Yields what puts the user's Grappler settings back for one call (an XLA function's, whose
+    compiled program XLA finds by the call's ConfigProto; the user's own first call of a
+    function, which TensorFlow caches under those settings).
     """
     import tensorflow as tf
     from tensorflow.python.eager import context
@@ -403,14 +413,9 @@ def _tf_settings(
     def as_the_user() -> Iterator[None]:
         traced = ctx._optimizer_experimental_options
         use_optimizer(dict(optimizer))
-        differs = soft != bool(soft_placement)
-        if differs:
-            tf.config.set_soft_device_placement(soft)
         try:
             yield
         finally:
-            if differs:
-                tf.config.set_soft_device_placement(bool(soft_placement))
             use_optimizer(traced)
 
     try:
