@@ -6,8 +6,10 @@ Placement comes from the placed graphs of every function the call instantiates
 of the user's FunctionDefs under other names (``function_copies``), so TensorFlow instantiates
 and records them afresh while the user's own instantiations stay in its kernel cache: the user's
 next call costs what it would have without the trace. When the trace was a function's first
-call, the function is then instantiated for the user, with nothing run
-(``function_copies.instantiate_for_the_user``), so that call does not pay it either. What the
+call, its first warm-up call runs the user's own function with the user's settings, so that it
+is instantiated and its executor built as by the user's first call
+(``FunctionCopies.start_warm_up``); where that cannot be, the function is instantiated for the
+user with nothing run (``function_copies.instantiate_for_the_user``). What the
 trace changes in TensorFlow's process-wide state (soft placement, Grappler options, run-metadata
 collection) is restored before it returns; the user's own state (weights, optimizer slots,
 iterators, RNG) changes only as the ``warmup + steps`` calls change it.

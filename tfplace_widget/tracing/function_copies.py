@@ -120,7 +120,7 @@ class FunctionCopies:
         self.xla_called: set[str] = set()  # the user's XLA functions called eagerly
         self.user_calls: dict[str, UserCall] = {}  # each function called: its first call
         self._defined_before: frozenset[str] | None = None  # during start_warm_up's block
-        self.ran_as_the_user: dict[str, UserCall] = {}  # warm-up calls of the user's own
+        self._ran_as_the_user: dict[str, UserCall] = {}  # warm-up calls of the user's own
         self._copy_run: set[str] = set()  # functions whose copy a call ran
         self._recorded: list[Any] = []  # run metadata collected before each own call
         self._as_the_user: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
@@ -152,7 +152,7 @@ class FunctionCopies:
         return (
             self._defined_before is not None
             and fname not in self._defined_before
-            and fname not in self.ran_as_the_user
+            and fname not in self._ran_as_the_user
             and fname not in self._copy_run
             and self._copyable_call(fname)
         )
@@ -173,7 +173,7 @@ class FunctionCopies:
             self._defined_before = None
         ahead = [
             call._replace(name=self.renamed(fname))
-            for fname, call in self.ran_as_the_user.items()
+            for fname, call in self._ran_as_the_user.items()
             if fname not in self._copy_run
         ]
         instantiate_without_running(ahead)
@@ -181,7 +181,7 @@ class FunctionCopies:
     def call_as_the_user(self, call: UserCall, run: Callable[[], Any]) -> Any:
         """``run()``, the call of the user's own function, with the user's settings and outside
         the run metadata the trace collects (TensorFlow's records of it are dropped)."""
-        self.ran_as_the_user[_text(call.name)] = call
+        self._ran_as_the_user[_text(call.name)] = call
         self._recorded.append(self._ctx.export_run_metadata())
         self._ctx.disable_graph_collection()  # drops what it collected: nothing, just exported
         try:
