@@ -212,7 +212,7 @@ def find_xla_time(context: Context) -> list[Finding]:
         by_instruction = (
             rows.groupby("instruction", sort=False)["duration_us"]
             .sum()
-            .sort_values(ascending=False)
+            .sort_values(ascending=False, kind="stable")  # ties: the first to run first
         )
         top = by_instruction.head(TOP_INSTRUCTIONS)
         parts, ops = [], []
