@@ -162,6 +162,9 @@ def findings_check(
                     "material": material,
                     "share": round(share, 4),
                     "duplicate": duplicate,
+                    "severity": str(finding.severity),
+                    "message": finding.message,
+                    "evidence": {k: v for k, v in finding.evidence.items() if isinstance(v, (int, float))},
                 }
             )
             if not problems:
