@@ -164,7 +164,9 @@ def findings_check(
                     "duplicate": duplicate,
                     "severity": str(finding.severity),
                     "message": finding.message,
-                    "evidence": {k: v for k, v in finding.evidence.items() if isinstance(v, (int, float))},
+                    "evidence": {
+                        k: v for k, v in finding.evidence.items() if isinstance(v, (int, float))
+                    },
                 }
             )
             if not problems:

@@ -42,7 +42,7 @@ from .base import (
     SEVERITIES,
     Context,
     Finding,
-    listed_names,
+    listed_ops,
 )
 from .catalogue import AUDIT_COLUMNS, KIND_RULES, KindRule, audit, kind_table
 from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, find_costly_transfers
@@ -272,7 +272,7 @@ def _capped(found: list[Finding]) -> list[Finding]:
                 ops,
                 (
                     f"{len(rest)} more {kind} findings over {len(set(ops)):,} ops "
-                    f"({listed_names(list(dict.fromkeys(ops)))}): their causes and fixes are those "
+                    f"({listed_ops(ops)}): their causes and fixes are those "
                     "of the findings above; click to see their ops."
                 ),
                 {"findings": len(rest), "ops": len(set(ops)), "duration_us": cost[0]},

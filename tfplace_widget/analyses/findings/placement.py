@@ -20,6 +20,7 @@ from .base import (
     in_order,
     is_gradient,
     listed_names,
+    listed_ops,
     summed_duration,
 )
 from .fallbacks import gpu_cast, is_string_op
@@ -226,7 +227,7 @@ def _input_cast_findings(
         keras = " (a Keras Embedding casts float ids so)" if in_embedding else ""
         message = (
             f"{context.on_a_gpu_machine()}{len(names)} integer op{'s' * (len(names) != 1)} "
-            f"({types}: {listed_names(names, 2)}) {verb} on {context.gpu_name()} but compute in "
+            f"({types}: {listed_ops(names, 2)}) {verb} on {context.gpu_name()} but compute in "
             f"host memory, {copies} tensor{'s cross' if copies > 1 else ' crosses'} between "
             f"device and host memory every step: {cast} casts the step's input from "
             f"{made.get('SrcT', 'float')} to {made.get('DstT', 'int32')}{keras}, and the GPU "

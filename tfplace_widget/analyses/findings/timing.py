@@ -9,7 +9,7 @@ import pandas as pd
 
 from ...model.devices import parse_device, short_device
 from ..summary import busy_per_device
-from .base import Context, Finding, device_type, listed_names
+from .base import Context, Finding, device_type, listed_ops
 from .material import step_of, trace_steps
 from .transfers import step_count
 
@@ -86,7 +86,7 @@ def find_idle_devices(context: Context) -> list[Finding]:
                 (
                     f"{short_device(device)} is idle for {idle:.0%} of the step while "
                     f"{short_device(busiest)} is busy {busy[busiest] / span:.0%} of it (longest: "
-                    f"{listed_names(top, 3)}): {fix}."
+                    f"{listed_ops(top, 3)}): {fix}."
                 ),
                 {
                     "idle_share": round(idle, 3),
@@ -102,9 +102,7 @@ def find_idle_devices(context: Context) -> list[Finding]:
     return findings
 
 
-def _idle_steps(
-    trace: Any, events: pd.DataFrame, device: str, busiest: str
-) -> tuple[int, int]:
+def _idle_steps(trace: Any, events: pd.DataFrame, device: str, busiest: str) -> tuple[int, int]:
     """In how many of the traced steps ``device`` was idle while ``busiest`` was busy (the
     shares of ``IDLE_SHARE`` and ``BUSY_SHARE`` within each step), and how many there were."""
     step, steps = step_of(events, trace_steps(trace))
