@@ -553,10 +553,13 @@ def owner_of(name: str) -> tuple[str, str]:
     return f"{gradient}{what}{replica}", rest
 
 
-def listed_ops(names: Sequence[str], limit: int = MAX_NAMED) -> str:
+def listed_ops(
+    names: Sequence[str], limit: int = MAX_NAMED, types: Mapping[str, str] | None = None
+) -> str:
     """``names`` (op names) as a message lists them: the ops of one Keras layer, optimizer,
     loss or strategy replica under that owner (``owner_of``), with how many there are; the
-    user's own ops by name. The finding's ``ops`` keep every name."""
+    user's own ops by name (with their type from ``types``, when given). The finding's
+    ``ops`` keep every name."""
     groups: dict[str, list[str]] = {}
     for name in dict.fromkeys(names):
         who, rest = owner_of(name)
@@ -564,7 +567,7 @@ def listed_ops(names: Sequence[str], limit: int = MAX_NAMED) -> str:
     shown = []
     for who, rests in groups.items():
         if not any(rests):
-            shown.append(who)
+            shown.append(f"{who} ({types.get(who) or '?'})" if types is not None else who)
         elif len(rests) == 1:
             shown.append(f"{who} ({rests[0]})")
         else:
