@@ -44,7 +44,7 @@ from .base import (
     Finding,
     listed_ops,
 )
-from .catalogue import AUDIT_COLUMNS, KIND_RULES, KindRule, audit, kind_table
+from .catalogue import AUDIT_COLUMNS, KIND_RULES, LISTED, KindRule, audit, kind_table
 from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, find_costly_transfers
 from .fallbacks import find_cpu_fallbacks
 from .input import INPUT_SHARE, find_input_waits
@@ -66,6 +66,7 @@ from .xla import find_xla_hidden, find_xla_outside, find_xla_recompile, find_xla
 __all__ = [
     "AUDIT_COLUMNS",
     "KIND_RULES",
+    "LISTED",
     "KindRule",
     "audit",
     "kind_table",
