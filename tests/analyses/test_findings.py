@@ -28,14 +28,16 @@ MERGED = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_03_merged
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
 
 
-def classic_step(tf: Any) -> Any:
+def classic_step(tf: Any, width: int = 4) -> Any:
     """A step with the four classic fallbacks between GPU-capable float ops: a dataset read in
-    the step, an int32 MatMul, a string op and a tf.py_function."""
-    ds = tf.data.Dataset.from_tensor_slices(np.ones((8, 4), np.float32)).batch(2).repeat()
+    the step, an int32 MatMul (``width`` wide: at 4 it takes a few µs, about 1% of the step; at 512 tens of percent),
+    a string op and a tf.py_function."""
+    ds = tf.data.Dataset.from_tensor_slices(np.ones((8, width), np.float32)).batch(2).repeat()
     batch = tf.compat.v1.data.make_one_shot_iterator(ds).get_next(name="batch")
-    hidden = tf.matmul(batch, tf.ones((4, 4), name="w"), name="dense")
+    hidden = tf.matmul(batch, tf.ones((width, width), name="w"), name="dense")
     counts = tf.cast(hidden, tf.int32, name="to_int")
-    int_mm = tf.matmul(counts, tf.ones((4, 4), tf.int32, name="int_w"), name="int_matmul")
+    int_w = tf.ones((width, width), tf.int32, name="int_w")
+    int_mm = tf.matmul(counts, int_w, name="int_matmul")
     back = tf.cast(int_mm, tf.float32, name="to_float")
     total = tf.reduce_sum(back, name="total")
     label = tf.strings.join(["sum: ", tf.strings.as_string(total, name="as_text")], name="label")
