@@ -502,10 +502,11 @@ def listed_names(names: Sequence[str], limit: int = MAX_NAMED) -> str:
 _CALL_SCOPES = re.compile(r"^(StatefulPartitionedCall|PartitionedCall)(_\d+)?$")
 # A Keras model's scope (Sequential, functional Model), with Keras's uniquifying suffixes.
 _MODEL_SCOPE = re.compile(r"^(sequential|functional|model)(_\d+)*$")
-# An optimizer's scope: Keras's optimizer classes, by their snake-case name.
+# An optimizer's scope: Keras's optimizer classes by their snake-case name (Keras 2 and
+# tf.compat.v1.train's by their class name: SGD, Adam, GradientDescent, Momentum).
 _OPTIMIZER_SCOPE = re.compile(
     r"^(sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|nadam|ftrl|lion|lamb|"
-    r"loss_scale_optimizer)(_\d+)*$",
+    r"loss_scale_optimizer|gradientdescent|momentum)(_\d+)*$",
     re.IGNORECASE,
 )
 _LOSS_SCOPE = "compile_loss"
