@@ -356,7 +356,7 @@ def _measured_calls(trace: Any) -> pd.DataFrame | None:
         return None
     if "input_stage" in ops and ops["input_stage"].notna().any():
         pipeline = set(ops.loc[ops["input_stage"].notna(), "op"])
-        events = events[~events["op"].isin(pipeline)]
+        events = events[~events["op"].isin(pipeline)].reset_index(drop=True)
     return events
 
 
