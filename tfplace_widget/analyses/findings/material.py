@@ -79,10 +79,14 @@ class Steps:
 
     def __init__(self, trace: Any) -> None:
         events = timed_events(trace)
-        self.step, self.count = step_of(events, trace_steps(trace))
-        self.ops = events["op"].astype(str).to_numpy()
-        self.duration = events["duration_us"].astype(float).fillna(0.0).to_numpy()
-        self.total = np.bincount(self.step, weights=self.duration, minlength=self.count)
+        step, self.count = step_of(events, trace_steps(trace))
+        codes, names = pd.factorize(events["op"].astype(str))
+        duration = events["duration_us"].astype(float).fillna(0.0).to_numpy()
+        # each op's time in each step: a finding's share is the sum of its ops' rows
+        self.per_op = np.zeros((len(names), self.count))
+        np.add.at(self.per_op, (codes, step), duration)
+        self.row = {name: i for i, name in enumerate(names)}
+        self.total = self.per_op.sum(axis=0)
         ops = trace.ops
         sizes = ops["output_bytes"] if "output_bytes" in ops else pd.Series(dtype=float)
         sizes = pd.to_numeric(sizes, errors="coerce")
@@ -90,8 +94,8 @@ class Steps:
 
     def shares(self, finding: Finding) -> np.ndarray:
         """The finding's share of each traced step's op time."""
-        named = np.isin(self.ops, list(finding.ops))
-        mine = np.bincount(self.step[named], weights=self.duration[named], minlength=self.count)
+        rows = [self.row[op] for op in set(finding.ops) if op in self.row]
+        mine = self.per_op[rows].sum(axis=0)
         own = finding.cost[0] / self.count if finding.cost[0] > 0 else 0.0
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(self.total > 0, np.maximum(mine, own) / self.total, 0.0)
