@@ -9,6 +9,7 @@ prediction) and as ``predict_placement(trace, gpus=1)`` predicts it.
 from __future__ import annotations
 
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,8 @@ def scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def findings_of(scenarios: dict[str, Any], name: str, which: str) -> pd.DataFrame:
-    return scenarios[name][which].findings
+    """Every finding, the immaterial ones too: what they say must be true as well."""
+    return scenarios[name][which].all_findings
 
 
 def _kind(findings: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -292,8 +294,8 @@ def test_string_ops_the_user_put_on_the_cpu_are_no_fallback(scenarios):
         trace = scenarios["fit_lookup_table"][which]
         split = trace.ops[trace.ops["type"] == "StringSplitV2"].iloc[0]
         assert split["requested_device"].endswith("CPU:0")  # the user's tf.device
-        found = _about(_kind(trace.findings, "cpu_fallback"), "StringSplitV2", trace)
-        assert len(found) == 1, f"{which}:\n{_table(trace.findings)}"
+        found = _about(_kind(trace.all_findings, "cpu_fallback"), "StringSplitV2", trace)
+        assert len(found) == 1, f"{which}:\n{_table(trace.all_findings)}"
         assert found.iloc[0]["severity"] == "info"
         assert "where a tf.device asks for them (no fallback)" in found.iloc[0]["message"]
 
@@ -372,3 +374,108 @@ def test_idle_device_needs_a_step_long_enough_to_matter(tf, trace_placement):
             short += 1
             assert _kind(trace.findings, "idle_device").empty, _table(trace.findings)
     assert short, "every run took 1 ms or more: the machine is too loaded for this test"
+
+
+# -- what a finding lists: material, and framework ops under what made them -----------------
+# An op path of Keras's or TensorFlow's own (a replica, the gradient code, an optimizer) as a
+# message would spell it out; a tensor ("largest replica_1/Sum_1:0") is left out of the check.
+_INTERNAL_PATH = re.compile(
+    r"(?<![\w/])(gradient_tape|gradients|replica_\d+|(sgd|adam|rmsprop)(_\d+)*)/\w"
+)
+
+
+@pytest.mark.parametrize("name", [*KERAS, *FIT])
+def test_messages_name_framework_ops_by_their_layer_optimizer_or_replica(scenarios, name):
+    """Ops Keras, TensorFlow's gradient code or a strategy made are listed under the layer,
+    optimizer or replica that made them (``the gradient of sequential/dense``, ``the optimizer
+    sgd``), never by their internal paths; the finding's ops keep every name."""
+    for which in BOTH:
+        findings = scenarios[name][which].all_findings
+        for row in findings.itertuples():
+            message = re.sub(r"largest \S+", "", row.message)
+            assert not _INTERNAL_PATH.search(message), f"{which}: {row.message}"
+        if name == "fit_mirrored":  # the replicas' ops are listed under their replica
+            assert any("/replica_1/" in op for ops in findings["ops"] for op in ops)
+
+
+def _share_of_the_step(trace: Any, ops: list[str]) -> float:
+    """The ops' share of the traced calls' op time, from the trace's own ``ops`` rows."""
+    rows = trace.ops
+    if "input_stage" in rows:
+        rows = rows[rows["input_stage"].isna()]
+    durations = rows["duration_us"].astype(float).fillna(0.0)
+    return float(durations[rows["op"].isin(ops)].sum() / durations.sum())
+
+
+@pytest.mark.parametrize("name", [*KERAS, *FIT])
+def test_every_listed_finding_is_a_material_share_of_the_step(scenarios, name):
+    """What ``trace.findings`` lists takes at least 1% of the step's op time (a prediction's
+    findings: of the step it was predicted from); the rest stay in ``trace.all_findings``."""
+    from tfplace_widget.analyses.findings import MATERIAL_SHARE
+
+    traced = scenarios[name]["trace"]
+    for which in BOTH:
+        trace = scenarios[name][which]
+        listed, every = trace.findings, trace.all_findings
+        assert len(every) >= len(listed)
+        for row in listed.itertuples():
+            if row.message.endswith("click to see their ops."):  # the rest of a capped kind
+                continue
+            assert _share_of_the_step(traced, row.ops) >= MATERIAL_SHARE, f"{which}: {row.message}"
+            assert row.evidence["material"] == 1
+        for row in every.itertuples():
+            evidence = row.evidence
+            if evidence.get("material") == 0:  # under 1%, or in no more than half the steps
+                steady = 2 * evidence["steady_steps"] > evidence["traced_steps"]
+                assert evidence["step_share"] < MATERIAL_SHARE or not steady
+                assert row.message not in set(listed["message"])
+
+
+def test_fits_steps_are_the_traced_steps_a_finding_must_hold_in(scenarios):
+    """model.fit over 8 samples in batches of 4 runs its step twice, both traced: what
+    fit_text's findings list holds in both steps, and none claims to rest on one step."""
+    findings = scenarios["fit_text"]["trace"].findings
+    assert len(findings), _table(scenarios["fit_text"]["trace"].all_findings)
+    for row in findings.itertuples():
+        assert row.evidence["traced_steps"] == row.evidence["steady_steps"] == 2, row.message
+        assert "rests on one traced step" not in row.message
+
+
+def test_an_idle_device_in_one_step_of_three_is_no_finding(tf, trace_placement):
+    """CPU:0's Python sleeps 40 ms in the first traced step and 3 ms in the next two, CPU:1's
+    3 ms in those two only: over the three steps CPU:1 is idle for most of the time, yet in
+    two steps of three both devices are busy. Not steady: no idle_device. The same program
+    traced for its first step alone has one, and says it rests on one step."""
+    import time
+
+    calls = [0]
+
+    def work(seconds: list[float]) -> Any:
+        def run(x: Any) -> Any:
+            time.sleep(seconds[min(calls[0], len(seconds) - 1)])
+            return x
+
+        return run
+
+    def tick(x: Any) -> Any:
+        calls[0] += 1
+        return x
+
+    def uneven():
+        x = tf.ones((2,), name="x")
+        with tf.device("/cpu:0"):
+            busy = tf.py_function(work([0.0, 0.04, 0.003]), [x], tf.float32, name="busy")
+        with tf.device("/cpu:1"):
+            other = tf.py_function(work([0.0, 0.0, 0.003]), [x], tf.float32, name="other")
+        with tf.control_dependencies([busy, other]):
+            return tf.py_function(tick, [x], tf.float32, name="tick")
+
+    three = trace_placement(uneven, device_count=TWO_CPUS, steps=3)
+    assert three.ops.set_index("op")["runs"]["busy"] == 3
+    idle = _kind(three.all_findings, "idle_device")
+    assert idle.empty, _table(three.all_findings)
+    calls[0] = 0
+    one = trace_placement(uneven, device_count=TWO_CPUS, steps=1)
+    idle = _kind(one.findings, "idle_device")
+    assert len(idle) == 1, _table(one.all_findings)
+    assert "rests on one traced step" in idle.iloc[0]["message"]

@@ -143,9 +143,11 @@ def findings_check(
     }
     context = _Context(trace, mapping, facts, results, has_gpu, framework_only, authors)
     flagged, rows = [], []
-    for source, table in (("trace", trace.findings), ("prediction", predicted.findings)):
+    for source, found in (("trace", trace), ("prediction", predicted)):
+        listed = set(found.findings["message"])
         seen: Counter = Counter()
-        for finding in table.itertuples(index=False):
+        # every finding, those left out as immaterial too: their causes and fixes are held
+        for finding in found.all_findings.itertuples(index=False):
             seen[(finding.kind, finding.message)] += 1
             problems = _finding_problems(finding, context)
             share = _time_share(trace, list(finding.ops))
@@ -160,10 +162,19 @@ def findings_check(
                     "cause": "false cause" not in checks and "present tense" not in checks,
                     "fix": None if not offers_fix else not checks & FIX_CHECKS,
                     "material": material,
+                    "listed": finding.message in listed,
                     "share": round(share, 4),
                     "duplicate": duplicate,
+                    "severity": str(finding.severity),
+                    "message": finding.message,
+                    "evidence": {
+                        k: v for k, v in finding.evidence.items() if isinstance(v, (int, float))
+                    },
                 }
             )
+            if finding.message in listed and not material:
+                problems.append(("not material", f"{share:.2%} of the step's op time"))
+                checks.add("not material")
             if not problems:
                 continue
             details = [detail for _, detail in problems]
@@ -185,8 +196,9 @@ def findings_check(
     }
 
 
-# A finding is material when the ops it names take at least this share of the traced step's
-# op time, and it is not a repeat of another (a necessary condition: it says nothing of
+# A finding is material when the ops it names take at least this share of the traced calls'
+# op time (the input pipeline's own rows left out; an XLA cluster's ops by its instructions'
+# time), and it is not a repeat of another (a necessary condition: it says nothing of
 # stability across steps, nor of bytes on a GPU machine).
 MATERIAL_SHARE = 0.01
 FIX_CHECKS = {"fix impossible", "fix not the user's"}
@@ -200,11 +212,19 @@ _FIX = re.compile(
 
 
 def _time_share(trace: Any, ops: list[str]) -> float:
-    durations = trace.ops["duration_us"].fillna(0)
+    rows = trace.ops
+    if "input_stage" in rows:
+        rows = rows[rows["input_stage"].isna()]
+    durations = rows["duration_us"].astype(float).fillna(0)
+    named = float(durations[rows["op"].isin(ops)].sum())
     total = float(durations.sum())
-    if total <= 0:
-        return 0.0
-    return float(durations[trace.ops["op"].isin(ops)].sum()) / total
+    xla = getattr(trace, "xla", None)
+    if xla is not None and len(xla):
+        wanted = set(ops)
+        mine = xla["tf_ops"].map(lambda tf_ops: bool(wanted.intersection(tf_ops)))
+        named += float(xla.loc[mine, "duration_us"].sum())
+        total += float(xla["duration_us"].sum())
+    return min(1.0, named / total) if total > 0 else 0.0
 
 
 class _Context:

@@ -29,7 +29,7 @@ def agreement_table(results: dict[str, dict[str, Any]]) -> str:
         devices, how = result["devices"], result["how"]
         prediction, findings = result["prediction"], result["findings"]
         kernels = result["kernels"]
-        listed = len(findings["rows"])
+        listed = sum(f.get("listed", True) for f in findings["rows"])
         lines.append(
             f"| {name} | {result['mode']} | {'on' if result['onednn'] else 'off'} "
             f"| {result['seconds']} | {result['ops']} | {_ratio(devices['log'])} "
@@ -49,13 +49,22 @@ def findings_table(results: dict[str, dict[str, Any]]) -> str:
     (columns): ``listed`` and, when any, how many state a false cause (``c``), offer a fix the
     user cannot apply (``f``), or are not material (``m``)."""
     ran = {n: r for n, r in results.items() if "findings" in r}
-    kinds = sorted({(f["source"], f["kind"]) for r in ran.values() for f in r["findings"]["rows"]})
+    kinds = sorted(
+        {
+            (f["source"], f["kind"])
+            for r in ran.values()
+            for f in r["findings"]["rows"]
+            if f.get("listed", True)
+        }
+    )
     lines = ["| kind | " + " | ".join(ran) + " |", "| --- |" + " --- |" * len(ran)]
     for source, kind in kinds:
         cells = []
         for result in ran.values():
             rows = [
-                f for f in result["findings"]["rows"] if f["kind"] == kind and f["source"] == source
+                f
+                for f in result["findings"]["rows"]
+                if f["kind"] == kind and f["source"] == source and f.get("listed", True)
             ]
             cells.append(_cell(rows))
         lines.append(f"| {kind} ({source}) | " + " | ".join(cells) + " |")
@@ -68,19 +77,24 @@ def findings_summary(results: dict[str, dict[str, Any]]) -> str:
     totals: dict[tuple[str, str], list[int]] = {}
     for result in results.values():
         for f in result.get("findings", {}).get("rows", []):
-            t = totals.setdefault((f["kind"], f["source"]), [0, 0, 0, 0, 0])
+            t = totals.setdefault((f["kind"], f["source"]), [0, 0, 0, 0, 0, 0])
+            if not f.get("listed", True):  # left out of trace.findings as immaterial
+                t[5] += 1
+                continue
             t[0] += 1
             t[1] += f["cause"]
             t[2] += f["fix"] is not None
             t[3] += f["fix"] is True
             t[4] += f["material"]
     lines = [
-        "| kind | listed | cause true | fix applicable / fixes offered | material |",
-        "| --- | --- | --- | --- | --- |",
+        "| kind | listed | cause true | fix applicable / fixes offered | material | left out "
+        "(immaterial) |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    for (kind, source), (n, cause, fixes, fix_ok, material) in sorted(totals.items()):
+    for (kind, source), (n, cause, fixes, fix_ok, material, left) in sorted(totals.items()):
         lines.append(
-            f"| {kind} ({source}) | {n} | {cause}/{n} | {fix_ok}/{fixes} | {material}/{n} |"
+            f"| {kind} ({source}) | {n} | {cause}/{n} | {fix_ok}/{fixes} | {material}/{n} "
+            f"| {left} |"
         )
     return "\n".join(lines)
 

@@ -145,8 +145,8 @@ def test_agreement_table(oracle, capsys):
         + report.agreement_table(oracle)
         + "\n\n## Findings per kind over the corpus (trace and prediction)\n\n"
         + report.findings_summary(oracle)
-        + "\n\n## Findings per kind (columns: corpus programs; c: false cause, f: fix the "
-        + "user cannot apply, m: not material)\n\n"
+        + "\n\n## Findings listed per kind (columns: corpus programs; c: false cause, f: fix "
+        + "the user cannot apply, m: not material)\n\n"
         + report.findings_table(oracle)
         + "\n\n## XLA clusters against XLA's dumped HLO and the placement log\n\n"
         + report.xla_table(oracle)
@@ -247,6 +247,14 @@ def test_fixes_name_only_what_the_user_writes(oracle, name):
     TensorFlow's gradients, nor runtime ops like a function's output ``Identity``), and asks
     nothing impossible (a cast of a string)."""
     flagged = _flagged(result(oracle, name), {"fix impossible", "fix not the user's"})
+    assert flagged == [], flagged[:5]
+
+
+@pytest.mark.parametrize("name", _cases("material"))
+def test_every_listed_finding_is_material(oracle, name):
+    """Every finding ``trace.findings`` lists (of the trace and of the prediction) is about
+    at least 1% of the traced calls' op time, and no repeat; the others are left out."""
+    flagged = _flagged(result(oracle, name), {"not material"})
     assert flagged == [], flagged[:5]
 
 

@@ -40,6 +40,9 @@ def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = Tr
     xla = getattr(trace, "xla", None)
     if xla is not None and len(xla):
         members["frames/xla.json"] = _json(frame_to_json(xla, "trace.xla"))
+    measured = getattr(trace, "measured", None)
+    if measured is not None:
+        members["frames/measured.json"] = _json(frame_to_json(measured, "trace.measured"))
     findings = trace.__dict__.get("_findings_cache")
     if findings is not None:
         members["frames/findings.json"] = _json(frame_to_json(findings, "trace.findings"))

@@ -60,6 +60,10 @@ class PlacementTrace:
     # cluster, instruction, kind, device, start_us, duration_us, tf_ops, source); empty
     # without XLA. The cluster's TF ops are in ``ops`` (how "xla", their instruction in xla_op).
     xla: pd.DataFrame = field(default_factory=empty_xla, repr=False)
+    # A prediction's: the op-level runs (``events`` rows) of the calls of the trace it was
+    # predicted from, which say how much of the step a predicted finding is about; None for a
+    # trace that ran (its own ``events`` say it) and for a prediction loaded from a file.
+    measured: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def findings(self) -> pd.DataFrame:
@@ -71,6 +75,15 @@ class PlacementTrace:
 
             cached = self.__dict__["_findings_cache"] = find_findings(self)
         return cached
+
+    @property
+    def all_findings(self) -> pd.DataFrame:
+        """Every finding, the immaterial ones too (``evidence["material"]`` 0: what they are
+        about takes under 1% of the step, or not in most traced steps); ``findings`` lists
+        only the material ones, and the views show those."""
+        from ..analyses.findings import find_findings
+
+        return find_findings(self, immaterial=True)
 
     # -- lookups ------------------------------------------------------------------------------
     def device_of(self, op_name: str) -> str:

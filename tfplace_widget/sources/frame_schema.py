@@ -233,6 +233,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         "events": events,
         "transfers": transfers,
         "findings": findings,
+        "measured": events,  # a prediction's: the events of the trace it was predicted from
         "xla": xla,
     }
 

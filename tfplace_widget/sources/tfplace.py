@@ -18,6 +18,8 @@ member                    what it holds
 ``frames/transfers.json`` ``trace.transfers``
 ``frames/xla.json``       ``trace.xla`` (the HLO instructions XLA ran); files written before it
                           have none, and load with an empty ``xla`` and ``xla_op`` missing
+``frames/measured.json``  a prediction's ``trace.measured`` (the op runs of the trace it was
+                          predicted from, for its findings' materiality), when it has one
 ``frames/findings.json``  ``trace.findings``, when it had been computed (the panel computes it);
                           read back only by the version that wrote it (others find them again)
 ``inputs.json``           ``trace.inputs`` (op -> producers)
@@ -126,6 +128,8 @@ def load(path: str | os.PathLike) -> PlacementTrace:
         )
         if "facts.json" in reader.names:
             trace.facts = reader.facts()
+        if "frames/measured.json" in reader.names:
+            trace.measured = reader.frame("measured")
         if "frames/findings.json" in reader.names and _written_here(manifest):
             # Another version's findings are found again (from facts.json, on first use):
             # the analyses change between versions, the placement they read does not. So are
@@ -139,7 +143,7 @@ def load(path: str | os.PathLike) -> PlacementTrace:
 
 
 # The members load reads (those present), besides raw/.
-_MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, "xla", "findings")))
+_MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, "xla", "measured", "findings")))
 _MEMBERS += ("inputs.json", "log.txt", "facts.json")
 
 

@@ -42,12 +42,13 @@ from .base import (
     SEVERITIES,
     Context,
     Finding,
-    listed_names,
+    listed_ops,
 )
-from .catalogue import AUDIT_COLUMNS, KIND_RULES, KindRule, audit, kind_table
+from .catalogue import AUDIT_COLUMNS, KIND_RULES, LISTED, KindRule, audit, kind_table
 from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, find_costly_transfers
 from .fallbacks import find_cpu_fallbacks
 from .input import INPUT_SHARE, find_input_waits
+from .material import MATERIAL_SHARE, judge, material
 from .placement import (
     find_host_memory_on_gpu,
     find_merged_runs,
@@ -65,6 +66,7 @@ from .xla import find_xla_hidden, find_xla_outside, find_xla_recompile, find_xla
 __all__ = [
     "AUDIT_COLUMNS",
     "KIND_RULES",
+    "LISTED",
     "KindRule",
     "audit",
     "kind_table",
@@ -77,6 +79,7 @@ __all__ = [
     "KINDS",
     "MAX_NAMED",
     "MAX_PER_KIND",
+    "MATERIAL_SHARE",
     "NETWORK_HIGH_BYTES",
     "NETWORK_MEDIUM_BYTES",
     "SEVERITIES",
@@ -125,11 +128,16 @@ def finding_groups(findings: pd.DataFrame, trace: Any = None) -> list[tuple[str,
     return [*groups, (group_header(trace, True), predicted)]
 
 
-def find_findings(trace: Any) -> pd.DataFrame:
-    """Every finding of ``trace`` (a :class:`~tfplace_widget.model.trace.PlacementTrace`) as a
-    DataFrame with ``COLUMNS``: those measured in this run first, then those ``predicted`` for
-    a machine with a GPU the trace did not run on, each group sorted by severity, then cost
+def find_findings(trace: Any, immaterial: bool = False) -> pd.DataFrame:
+    """The material findings of ``trace`` (a :class:`~tfplace_widget.model.trace.PlacementTrace`)
+    as a DataFrame with ``COLUMNS``: those measured in this run first, then those ``predicted``
+    for a machine with a GPU the trace did not run on, each group sorted by severity, then cost
     (time, then bytes, then op count).
+
+    Material (``material.py``): what a finding is about takes at least ``MATERIAL_SHARE`` of
+    the step's time (or of its bytes), in most traced steps; each finding's ``evidence`` has
+    ``step_share``, ``steady_steps`` of ``traced_steps`` and ``material``. ``immaterial=True``
+    lists the others too (``evidence["material"] == 0``), as ``trace.all_findings`` does.
 
     Empty (with those columns) when nothing is worth changing. Raises ``TypeError`` for an
     object without the trace's ``ops`` / ``events`` / ``transfers`` frames.
@@ -156,7 +164,8 @@ def find_findings(trace: Any) -> pd.DataFrame:
     found += find_xla_recompile(context)
     found += find_xla_outside(context)
     found += find_input_waits(trace)  # reads the input pipeline's rows, which context leaves out
-    return _frame(_capped(_one_per_copy(context, _as_keras_xla_would(trace, found))))
+    found = judge(context, _one_per_copy(context, _as_keras_xla_would(trace, found)))
+    return _frame(_capped([f for f in found if immaterial or material(f)]))
 
 
 # Predicted kinds about ops placed one by one: inside an XLA cluster none of them arises.
@@ -264,7 +273,7 @@ def _capped(found: list[Finding]) -> list[Finding]:
                 ops,
                 (
                     f"{len(rest)} more {kind} findings over {len(set(ops)):,} ops "
-                    f"({listed_names(list(dict.fromkeys(ops)))}): their causes and fixes are those "
+                    f"({listed_ops(ops)}): their causes and fixes are those "
                     "of the findings above; click to see their ops."
                 ),
                 {"findings": len(rest), "ops": len(set(ops)), "duration_us": cost[0]},

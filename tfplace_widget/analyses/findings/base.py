@@ -495,3 +495,82 @@ def listed_names(names: Sequence[str], limit: int = MAX_NAMED) -> str:
     names = list(names)
     shown = ", ".join(names[:limit])
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# -- who made an op: the Keras layer, optimizer, loss or strategy a user knows it by ----------
+# Scopes of a call TensorFlow made (Keras's fit calls its step through them).
+_CALL_SCOPES = re.compile(r"^(StatefulPartitionedCall|PartitionedCall)(_\d+)?$")
+# A Keras model's scope (Sequential, functional Model), with Keras's uniquifying suffixes.
+_MODEL_SCOPE = re.compile(r"^(sequential|functional|model)(_\d+)*$")
+# An optimizer's scope: Keras's optimizer classes by their snake-case name (Keras 2 and
+# tf.compat.v1.train's by their class name: SGD, Adam, GradientDescent, Momentum).
+_OPTIMIZER_SCOPE = re.compile(
+    r"^(sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|nadam|ftrl|lion|lamb|"
+    r"loss_scale_optimizer|gradientdescent|momentum)(_\d+)*$",
+    re.IGNORECASE,
+)
+_LOSS_SCOPE = "compile_loss"
+_REPLICA_SCOPE = re.compile(r"^replica_(\d+)$")
+
+
+def owner_of(name: str) -> tuple[str, str]:
+    """``(owner, rest)``: the Keras layer, optimizer, loss or strategy replica that made op
+    ``name``, as a user calls it, and the op's name under it; ``("", name)`` for an op of no
+    such owner (the user's own, named as written).
+
+    ``gradient_tape/replica_1/sequential_1/dense_1/MatMul/MatMul_1`` ->
+    ``("the gradient of sequential_1/dense_1 on replica 1", "MatMul/MatMul_1")``;
+    ``sgd_1/update_0/Mul`` -> ``("the optimizer sgd_1", "update_0/Mul")``."""
+    parts = name.split("/")
+    while len(parts) > 1 and _CALL_SCOPES.match(parts[0]):
+        parts = parts[1:]
+    gradient = replica = ""
+    while len(parts) > 1:
+        if parts[0] in ("gradient_tape", "gradients"):
+            gradient, parts = "the gradient of ", parts[1:]
+        elif match := _REPLICA_SCOPE.match(parts[0]):
+            replica, parts = f" on replica {match.group(1)}", parts[1:]
+        else:
+            break
+    head = parts[0] if len(parts) > 1 else ""
+    if _MODEL_SCOPE.match(head):
+        depth = 2 if len(parts) > 2 else 1
+        what = "/".join(parts[:depth])
+    elif _OPTIMIZER_SCOPE.match(head):
+        depth, what = 1, f"the optimizer {head}"
+        gradient = ""  # an optimizer has no gradient of its own
+    elif head == _LOSS_SCOPE:
+        depth = 2 if len(parts) > 2 else 1
+        what = "Keras's loss " + "/".join(parts[1:depth]) if depth == 2 else "Keras's loss"
+    elif gradient and len(parts) > 1:  # TF1's gradients/<op>_grad/...: the gradient of <op>
+        depth, what = 1, head.removesuffix("_grad")
+    elif gradient:
+        depth, what, gradient = 0, "TensorFlow's gradient code", ""
+    elif replica:
+        depth, what, replica = 0, f"replica {replica.rsplit(' ', 1)[1]} of the strategy", ""
+    else:
+        return "", name
+    rest = "/".join(parts[depth:]) or parts[-1]
+    return f"{gradient}{what}{replica}", rest
+
+
+def listed_ops(
+    names: Sequence[str], limit: int = MAX_NAMED, types: Mapping[str, str] | None = None
+) -> str:
+    """``names`` (op names) as a message lists them: the ops of one Keras layer, optimizer,
+    loss or strategy replica under that owner (``owner_of``), with how many there are; the
+    user's own ops by name (with their type from ``types``, when given). The finding's
+    ``ops`` keep every name."""
+    groups: dict[str, list[str]] = {}
+    for name in dict.fromkeys(names):
+        who, rest = owner_of(name)
+        groups.setdefault(who or name, []).append(rest if who else "")
+    shown = []
+    for who, rests in groups.items():
+        if not any(rests):
+            shown.append(f"{who} ({types.get(who) or '?'})" if types is not None else who)
+        elif len(rests) == 1:
+            shown.append(f"{who} ({rests[0]})")
+        else:
+            shown.append(f"{who} ({len(rests)} ops)")
+    return listed_names(shown, limit)

@@ -21,7 +21,7 @@ class KindRule:
 
     cause: str  # what the named cause is checked against ("" when the kind names none)
     user_fix: bool  # its fix is, by default, a change in the user's own code
-    material: str  # when it is more than ``info``
+    material: str  # when it is more than ``info`` (listed at all: ``LISTED``)
 
 
 KIND_RULES: dict[str, KindRule] = {
@@ -59,7 +59,8 @@ KIND_RULES: dict[str, KindRule] = {
     "idle_device": KindRule(
         "the profiler's op times (runtime nodes left out)",
         True,
-        "a device busy under 25% while another is over 50%, in steps of 1 ms or more",
+        "a device busy under 25% while another is over 50%, in steps of 1 ms or more, in "
+        "most traced steps",
     ),
     "xla_hidden": KindRule("the profile's HLO records", False, "never (info)"),
     "xla_time": KindRule("the profile's HLO records", False, "never (info)"),
@@ -77,6 +78,14 @@ KIND_RULES: dict[str, KindRule] = {
     ),
 }
 
+# When any finding is listed in ``trace.findings`` (material.py); the others are in
+# ``trace.all_findings`` with ``evidence["material"] == 0``.
+LISTED = (
+    "what it names takes at least 1% of the step's op time (or of the bytes its ops output), "
+    "in more than half the traced steps; a prediction's, of the step it was predicted from; "
+    "merged_runs and xla_hidden always"
+)
+
 AUDIT_COLUMNS = ["kind", "severity", "predicted", "cause_checked", "user_fix", "material"]
 
 
@@ -84,16 +93,17 @@ def audit(findings: pd.DataFrame) -> pd.DataFrame:
     """One row per finding of ``findings`` (a ``trace.findings`` frame): its kind, severity,
     whether it is ``predicted``, what its cause is checked against (``cause_checked``),
     whether its fix is in the user's code (``user_fix``: the finding's evidence, else its
-    kind's rule) and whether it is ``material`` (more than ``info``)."""
+    kind's rule) and whether it is ``material`` (listed, ``evidence["material"]``, and more
+    than ``info``)."""
     rows = []
     for row in findings.itertuples(index=False):
         rule = KIND_RULES[row.kind]
         evidence = row.evidence if isinstance(row.evidence, dict) else {}
         user_fix = bool(evidence.get("user_fix", int(rule.user_fix)))
         predicted = bool(getattr(row, "predicted", False))
-        rows.append(
-            (row.kind, str(row.severity), predicted, rule.cause, user_fix, row.severity != "info")
-        )
+        listed = bool(evidence.get("material", 1))
+        material = listed and row.severity != "info"
+        rows.append((row.kind, str(row.severity), predicted, rule.cause, user_fix, material))
     return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
 
 

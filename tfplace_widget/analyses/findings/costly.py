@@ -25,6 +25,7 @@ from .base import (
     device_type,
     is_gradient,
     listed_names,
+    listed_ops,
     replicated,
 )
 from .fallbacks import is_pipeline
@@ -195,7 +196,7 @@ def _direction_finding(
         user_fix = 0
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers} between the replicas of a "
-            f"distribution strategy ({listed_names(producers)} to {listed_names(consumers)}): "
+            f"distribution strategy ({listed_ops(producers)} to {listed_ops(consumers)}): "
             "the strategy places each replica and makes these copies itself (its reductions of "
             "the loss and gradients, its variable updates); nothing in your code places them."
         )
@@ -218,7 +219,7 @@ def _direction_finding(
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: "
             f"{listed_names([f'{c} ({context.type_of.get(c)})' for c in consumers])} on {s_dst} "
-            f"read{'s' * one} only the shape of {listed_names(producers)}, yet the whole tensor is "
+            f"read{'s' * one} only the shape of {listed_ops(producers)}, yet the whole tensor is "
             "copied: the placer puts an op that reads only shapes on the device of its first "
             f"input.{made}"
         )
@@ -231,7 +232,7 @@ def _direction_finding(
         )
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: shapes "
-            f"({listed_names(producers)}) read on {s_dst}: the placer puts an op that reads only "
+            f"({listed_ops(producers)}) read on {s_dst}: the placer puts an op that reads only "
             f"a shape with its input, on {s_src}; {made}: nothing in your code to change."
         )
     elif variables:
@@ -253,8 +254,8 @@ def _direction_finding(
     elif producers and consumers and all_on_one_gpu(context, producers + consumers):
         user_fix = 0
         message = (
-            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: {listed_names(producers)} and "
-            f"{listed_names(consumers)} all run on {context.short(producers[0])}, yet the tensors "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: {listed_ops(producers)} and "
+            f"{listed_ops(consumers)} all run on {context.short(producers[0])}, yet the tensors "
             "cross to host memory: GPU kernels that keep int32 or shape values in host memory "
             "sit among them. Traced with its graph, the findings tell which ops and whether "
             "those values are yours to change."
@@ -266,21 +267,21 @@ def _direction_finding(
         one = len(stuck) == 1
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}, the cost of CPU fallbacks: "
-            f"{listed_names(stuck)} {where} on the CPU ({'its' if one else 'their'} cpu_fallback "
+            f"{listed_ops(stuck)} {where} on the CPU ({'its' if one else 'their'} cpu_fallback "
             f"finding{'' if one else 's'} {'says' if one else 'say'} why and what to do), and "
-            f"{listed_names(other)} on the GPU {'read' if stuck[0] in producers else 'feed'} "
+            f"{listed_ops(other)} on the GPU {'read' if stuck[0] in producers else 'feed'} "
             f"{'it' if one else 'them'}."
         )
     elif producers and consumers:
         message = (
-            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: put {listed_names(producers)} on "
-            f"{s_dst} with {listed_names(consumers)}, or those on {s_src}, so the tensors stay on one "
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: put {listed_ops(producers)} on "
+            f"{s_dst} with {listed_ops(consumers)}, or those on {s_src}, so the tensors stay on one "
             "device."
         )
     elif getattr(context.trace, "facts", None) is None:
         user_fix = 0
         made = (
-            f"; TensorFlow's gradient code made {listed_names(producers)}"
+            f"; TensorFlow's gradient code made {listed_ops(producers)}"
             if producers and all(is_gradient(p) for p in producers)
             else ""
         )

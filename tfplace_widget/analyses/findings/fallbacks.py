@@ -22,6 +22,7 @@ from .base import (
     follower,
     in_order,
     listed_names,
+    listed_ops,
     summed_duration,
 )
 
@@ -150,7 +151,7 @@ def _fallback_message(context: Context, names: list[str], causes: set[str]) -> s
     if scope:
         ops = f"{len(names)} ops under {scope}/ ({listed_names(types)})"
     else:
-        ops = listed_names([f"{n} ({context.type_of.get(n, '') or '?'})" for n in names])
+        ops = listed_ops(names, types=context.type_of)
     subject = f"{ops} {where}"
     if "" in causes:  # seen on the CPU of a GPU trace, why unknown (no graph)
         return (
@@ -184,7 +185,7 @@ def _fallback_message(context: Context, names: list[str], causes: set[str]) -> s
         return (
             f"{prefix}{subject} although {'it has' if one else 'they have'} a GPU "
             f"kernel: {'it shares' if one else 'they share'} a resource with "
-            f"{listed_names(anchors) or 'a CPU-only op'}, which has no GPU kernel. Move that resource "
+            f"{listed_ops(anchors) or 'a CPU-only op'}, which has no GPU kernel. Move that resource "
             "(and its readers) out of the step, or use a resource type with a GPU kernel."
         )
     missing = sorted({context.type_of.get(n, "") for n in names if context.why_cpu[n][0] == "no"})
@@ -202,7 +203,7 @@ def _fallback_message(context: Context, names: list[str], causes: set[str]) -> s
     ] * bool(typed)
     if "colocated" in causes:
         anchors = sorted({context.why_cpu[n][1] for n in names if context.why_cpu[n][1]})
-        because.append(f"the rest share a resource with {listed_names(anchors)}, which has none")
+        because.append(f"the rest share a resource with {listed_ops(anchors)}, which has none")
     return (
         f"{prefix}{subject}: {'; '.join(because)}. Do it outside the step (in the "
         "input pipeline, or once before), or use ops that have one."
@@ -225,9 +226,9 @@ def _dtype_message(context: Context, names: list[str], where: str) -> str:
     )
     cast = gpu_cast(op_type, context.attrs(first))
     if cast:
-        return f"Cast to {cast} before the {op_type} ({listed_names(names)}): {what} has no GPU kernel, {tail}."
+        return f"Cast to {cast} before the {op_type} ({listed_ops(names)}): {what} has no GPU kernel, {tail}."
     return (
-        f"{listed_names(names)} ({op_type}): {what} has no GPU kernel, {tail}. Compute it in dtypes "
+        f"{listed_ops(names)} ({op_type}): {what} has no GPU kernel, {tail}. Compute it in dtypes "
         "its GPU kernels take, or outside the step."
     )
 

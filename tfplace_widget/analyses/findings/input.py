@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..summary import format_us
-from .base import Finding, listed_names
+from .base import Finding, listed_ops
 
 # Material: the calls waited at least this share of their time, over the waits after the
 # first (which also pays for the pipeline's start), and at least MIN_WAIT_US in all.
@@ -63,7 +63,7 @@ def find_input_waits(trace: Any) -> list[Finding]:
     )
     message = (
         f"The traced calls waited {format_us(total)} for input ({100 * share:.0f}% of their "
-        f"{format_us(span)}; {len(waited)} waits in {listed_names(waits)}): the "
+        f"{format_us(span)}; {len(waited)} waits in {listed_ops(_originals(ops, waits))}): the "
         f"step blocked until tf.data made the next element.{made}{python}"
     )
     # The cause is in the user's code when the time went to their dataset's functions; waits
@@ -84,4 +84,16 @@ def find_input_waits(trace: Any) -> list[Finding]:
             },
             cost=(total, 0.0, float(len(waited))),
         )
+    ]
+
+
+def _originals(ops: Any, names: list[str]) -> list[str]:
+    """``names`` without the copies of a function's ops whose original is among them (the
+    evaluation copy of ``fit``'s step lists its ops as ``<function>/<op>``)."""
+    functions = set(ops["function"].dropna().astype(str)) if "function" in ops else set()
+    present = set(names)
+    return [
+        n
+        for n in names
+        if not (n.partition("/")[0] in functions and n.partition("/")[2] in present)
     ]

@@ -20,6 +20,7 @@ from .base import (
     in_order,
     is_gradient,
     listed_names,
+    listed_ops,
     summed_duration,
 )
 from .fallbacks import gpu_cast, is_string_op
@@ -167,11 +168,11 @@ def find_host_memory_on_gpu(context: Context) -> list[Finding]:
         dtype = context.dtypes(names[0])
         dtype = f"{dtype} " if dtype else ""
         made = context.attrs(sources[0])
-        typed = listed_names([f"{n} ({op_type})" for n in context.originals(names)])
+        typed = listed_ops(context.originals(names), types=context.type_of)
         message = (
             f"{context.on_a_gpu_machine()}{typed} {verb} in host memory: the GPU kernel of "
             f"{dtype}{op_type} keeps its inputs and outputs on the host, and "
-            f"{'its' if one else 'their'} values come from {listed_names(sources)}, which "
+            f"{'its' if one else 'their'} values come from {listed_ops(sources)}, which "
             f"{'casts' if len(sources) == 1 else 'cast'} {made.get('SrcT', 'float')} values to "
             f"{made.get('DstT', 'integers')}; so {copies} tensor"
             f"{'s cross' if copies > 1 else ' crosses'} between device and host memory every "
@@ -226,7 +227,7 @@ def _input_cast_findings(
         keras = " (a Keras Embedding casts float ids so)" if in_embedding else ""
         message = (
             f"{context.on_a_gpu_machine()}{len(names)} integer op{'s' * (len(names) != 1)} "
-            f"({types}: {listed_names(names, 2)}) {verb} on {context.gpu_name()} but compute in "
+            f"({types}: {listed_ops(names, 2)}) {verb} on {context.gpu_name()} but compute in "
             f"host memory, {copies} tensor{'s cross' if copies > 1 else ' crosses'} between "
             f"device and host memory every step: {cast} casts the step's input from "
             f"{made.get('SrcT', 'float')} to {made.get('DstT', 'int32')}{keras}, and the GPU "
@@ -324,7 +325,7 @@ def _host_memory_seen(context: Context) -> list[Finding]:
     if not names:
         return []
     copies = sum(host.values())
-    typed = listed_names([f"{n} ({context.type_of.get(n, '?')})" for n in names])
+    typed = listed_ops(names, types=context.type_of)
     generated = all(is_gradient(n) for n in names)
     whose = (
         "TensorFlow's gradient code made them: nothing in your code asks for these copies."

@@ -3,9 +3,14 @@ busy (a GPU waiting for its input, work that could spread over the devices)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pandas as pd
+
 from ...model.devices import parse_device, short_device
 from ..summary import busy_per_device
-from .base import Context, Finding, device_type, listed_names
+from .base import Context, Finding, device_type, listed_ops
+from .material import step_of, trace_steps
 from .transfers import step_count
 
 # A device is idle when busy for less than this share of the step while another device is
@@ -63,6 +68,9 @@ def find_idle_devices(context: Context) -> list[Finding]:
             .tolist()
         )
         idle = 1 - time / span
+        steady, steps = _idle_steps(context.trace, op_level, device, busiest)
+        if steady * 2 <= steps:  # idle in one step, not in the others: noise, not a finding
+            continue
         gpu_idle = device_type(device) == "GPU"
         fix = (
             "feed it: prefetch the input (dataset.prefetch) and move the CPU work it waits on "
@@ -78,19 +86,39 @@ def find_idle_devices(context: Context) -> list[Finding]:
                 (
                     f"{short_device(device)} is idle for {idle:.0%} of the step while "
                     f"{short_device(busiest)} is busy {busy[busiest] / span:.0%} of it (longest: "
-                    f"{listed_names(top, 3)}): {fix}."
+                    f"{listed_ops(top, 3)}): {fix}."
                 ),
                 {
                     "idle_share": round(idle, 3),
                     "busy_us": time,
                     "other_busy_us": busy[busiest],
                     "span_us": span,
+                    "idle_steps": steady,
                 },
                 (span - time, 0.0, 0.0),
                 predicted=context.predicted_trace,
             )
         )
     return findings
+
+
+def _idle_steps(trace: Any, events: pd.DataFrame, device: str, busiest: str) -> tuple[int, int]:
+    """In how many of the traced steps ``device`` was idle while ``busiest`` was busy (the
+    shares of ``IDLE_SHARE`` and ``BUSY_SHARE`` within each step), and how many there were."""
+    step, steps = step_of(events, trace_steps(trace))
+    if steps <= 1:
+        return 1, 1
+    steady = 0
+    for index in range(steps):
+        rows = events[step == index]
+        if rows.empty:
+            continue
+        starts = rows["start_us"].to_numpy()
+        span = float((starts + rows["duration_us"].to_numpy()).max() - starts.min())
+        busy = busy_per_device(rows)
+        if span > 0 and busy.get(busiest, 0.0) >= BUSY_SHARE * span:
+            steady += busy.get(device, 0.0) < IDLE_SHARE * span
+    return steady, steps
 
 
 def _job(name: str) -> str:

@@ -19,6 +19,7 @@ from .base import (
     copied_op,
     copy_key,
     listed_names,
+    listed_ops,
     replicated,
     summed_duration,
 )
@@ -355,7 +356,7 @@ def _py_function_finding(context: Context, name: str) -> Finding:
 def _ping_pong_finding(
     context: Context, inside: list[str], before: list[str], after: list[str]
 ) -> Finding:
-    chain = f"{listed_names(before, 2)} -> {listed_names(inside, 2)} -> {listed_names(after, 2)}"
+    chain = f"{listed_ops(before, 2)} -> {listed_ops(inside, 2)} -> {listed_ops(after, 2)}"
     gpu = context.gpu_name()
     causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
     one = len(inside) == 1

@@ -341,7 +341,23 @@ def _predicted_trace(
     )
     result.facts = facts
     result.predicted = True
+    result.measured = _measured_calls(trace)
     return result
+
+
+def _measured_calls(trace: Any) -> pd.DataFrame | None:
+    """The op-level runs of ``trace``'s calls (its input pipeline's own rows left out), or
+    those it was itself predicted from: how much of the step each op took, for the predicted
+    findings' materiality."""
+    if getattr(trace, "predicted", False):
+        return getattr(trace, "measured", None)
+    events, ops = trace.events, trace.ops
+    if events is None or events.empty:
+        return None
+    if "input_stage" in ops and ops["input_stage"].notna().any():
+        pipeline = set(ops.loc[ops["input_stage"].notna(), "op"])
+        events = events[~events["op"].isin(pipeline)].reset_index(drop=True)
+    return events
 
 
 def xla_clusters_note(trace: Any, gpus: int, unlisted: int = 0) -> str:
