@@ -37,14 +37,19 @@ ONE_STEP = " (This rests on one traced step: trace_placement(..., steps=3) shows
 
 def timed_events(trace: Any) -> pd.DataFrame:
     """The op-level runs of the traced calls (``trace.events`` without the aggregate
-    ``stream:all`` lanes), or for a prediction those of the trace it was predicted from."""
+    ``stream:all`` lanes), or for a prediction those of the trace it was predicted from.
+    XLA's compiles (``_XlaCompile``) are left out: a compile is paid once per shape, not each
+    step (``xla_recompile`` is the finding about compiles that recur), and a first traced
+    step's compile would make everything else in it look small."""
     events = trace.events
     if (events is None or events.empty) and getattr(trace, "measured", None) is not None:
         events = trace.measured
     if events is None or events.empty:
         return pd.DataFrame(columns=["op", "device", "start_us", "duration_us"])
     lanes = events["lane"].astype(str) if "lane" in events else pd.Series("", index=events.index)
-    return events[~lanes.str.endswith("/stream:all")]
+    ops = trace.ops
+    compiles = set(ops.loc[ops["type"].astype(str) == "_XlaCompile", "op"]) if "type" in ops else ()
+    return events[~lanes.str.endswith("/stream:all") & ~events["op"].isin(compiles)]
 
 
 def step_of(events: pd.DataFrame, steps: int | None = None) -> tuple[np.ndarray, int]:
