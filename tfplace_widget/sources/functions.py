@@ -24,9 +24,9 @@ from typing import Any
 
 from ..model.devices import canonical_device
 from ..model.graphfacts import OVERRIDE_ATTR, GraphFacts
-from ..model.kernels import kernel_facts
 from ..model.records import SEND_TYPES, Executed, producer, producers, send_transfer
-from ..model.registry import registered_op_def
+from ..tfadapter.kernels import kernel_facts
+from ..tfadapter.registry import registered_op_def
 from .onednn import MERGED_TYPES, onednn_merges
 from .replicated import PlacementLog, placed_device, replicas_of
 

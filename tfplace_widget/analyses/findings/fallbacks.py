@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from ...model.registry import gpu_cast_options
+from ...tfadapter.registry import gpu_cast_options
 from .base import (
     NO_GPU,
     ON_GPU,
