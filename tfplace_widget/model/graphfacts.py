@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from .kernels import KernelFacts
 
@@ -38,6 +38,11 @@ class GraphFacts:
     # records for the predictor as it reads the node defs; None on facts made otherwise
     # (loaded, function mode), which the predictor then works out itself.
     node_table: ClassVar[NodeTable | None] = None
+    # Not a field either: the kernel registry these facts were read from in this process
+    # (tfplace_widget.tfadapter.registry, set by those who read them), None on facts loaded
+    # from a file. Findings replay the placer and offer casts only with it, so what they say
+    # follows from the trace and its facts, not from what the process happens to have imported.
+    registry: ClassVar[Any] = None
 
     def __contains__(self, name: str) -> bool:
         return name in self.types

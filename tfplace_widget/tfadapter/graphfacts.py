@@ -12,6 +12,7 @@ from typing import Any
 
 from ..model.graphfacts import OVERRIDE_ATTR, GraphFacts, NodeTable
 from ..model.records import producers
+from . import registry
 from .capture import import_tensorflow
 from .gc_pause import paused_gc
 from .kernels import kernel_facts_of
@@ -107,6 +108,7 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
             if pinned:
                 facts.resource_inputs[name] = pinned
     facts.node_table = NodeTable(facts)
+    facts.registry = registry
     return facts
 
 
