@@ -39,9 +39,9 @@ class GraphFacts:
     # (loaded, function mode), which the predictor then works out itself.
     node_table: ClassVar[NodeTable | None] = None
     # Not a field either: the kernel registry these facts were read from in this process
-    # (tfplace_widget.tfadapter.registry, set by those who read them), None on facts loaded
-    # from a file. Findings replay the placer and offer casts only with it, so what they say
-    # follows from the trace and its facts, not from what the process happens to have imported.
+    # (tfadapter.registry.REGISTRY, set by those who read them), None on facts loaded from a
+    # file. Findings replay the placer and offer casts only with it, so what they say follows
+    # from the trace and its facts, not from what the process happens to have imported.
     registry: ClassVar[Any] = None
 
     def __contains__(self, name: str) -> bool:

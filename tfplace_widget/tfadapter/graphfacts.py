@@ -12,11 +12,10 @@ from typing import Any
 
 from ..model.graphfacts import OVERRIDE_ATTR, GraphFacts, NodeTable
 from ..model.records import producers
-from . import registry
 from .capture import import_tensorflow
 from .gc_pause import paused_gc
 from .kernels import kernel_facts_of
-from .registry import may_output_resource_or_ref
+from .registry import REGISTRY, may_output_resource_or_ref
 
 _REF_OR_RESOURCE = ("resource",)
 
@@ -108,7 +107,7 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
             if pinned:
                 facts.resource_inputs[name] = pinned
     facts.node_table = NodeTable(facts)
-    facts.registry = registry
+    facts.registry = REGISTRY
     return facts
 
 

@@ -325,8 +325,8 @@ class Context:
 
     @property
     def registry(self) -> Any:
-        """The kernel registry the trace's facts were read from in this process (the
-        adapter's ``registry`` module), None for facts loaded from a file or none at all."""
+        """The kernel registry the trace's facts were read from in this process
+        (``tfadapter.registry.REGISTRY``), None for facts loaded from a file or none at all."""
         return getattr(getattr(self.trace, "facts", None), "registry", None)
 
     # -- copies of one function (fit's training and evaluation steps) ------------------------
