@@ -1,6 +1,6 @@
-"""Moved to :mod:`tfplace_widget.model.capture`; this import path stays for code and notebooks that use it."""
+"""Moved to :mod:`tfplace_widget.tfadapter.capture`; this import path stays for code and notebooks that use it."""
 
-from .model.capture import (  # noqa: F401
+from .tfadapter.capture import (  # noqa: F401
     CRASH_TAIL_BYTES,
     CapturedText,
     capture_native_output,

@@ -77,7 +77,7 @@ def load(ipython: Any) -> None:
     and import the panel (pandas, ipywidgets: about half a second) right after the cell.
     """
     from . import show_placement, trace_placement
-    from .model.capture import capture_tensorflow_import
+    from .tfadapter.capture import capture_tensorflow_import
     from .widgets.bundle_holder import bundle_available, holder
 
     capture_tensorflow_import()  # TensorFlow's start-up lines go to the first trace's log
@@ -124,7 +124,7 @@ def _import_panel() -> None:
 def unload(ipython: Any) -> None:
     """Undo :func:`load`: drop the magic and the names it added (if the user kept ours)."""
     from . import show_placement, trace_placement
-    from .model.capture import stop_capturing_tensorflow_import
+    from .tfadapter.capture import stop_capturing_tensorflow_import
 
     stop_capturing_tensorflow_import()
 

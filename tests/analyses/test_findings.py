@@ -8,6 +8,8 @@ GPU machine would do. The GPU traces are the vendored real ones.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -318,3 +320,41 @@ def test_many_findings_of_a_kind_end_in_one_line_for_the_rest(tf, trace_placemen
     assert last["message"].startswith(f"{chains - MAX_PER_KIND + 1} more cpu_fallback findings")
     covered = {op for ops in fallbacks["ops"] for op in ops}
     assert {f"int_matmul_{i}" for i in range(chains)} <= covered
+
+
+# -- findings are the trace's, not the process's (issue 32) ---------------------------------------
+def findings_in_a_fresh_process(path: Any, import_tensorflow_first: bool) -> tuple[bool, str]:
+    """``(TensorFlow imported, every finding as JSON)`` of the trace saved at ``path``, loaded
+    in a new Python process that imports TensorFlow first or never."""
+    code = (
+        "import sys\n"
+        + ("import tensorflow\n" if import_tensorflow_first else "")
+        + "from tfplace_widget import PlacementTrace\n"
+        f"found = PlacementTrace.load({str(path)!r}).all_findings\n"
+        "print('tensorflow' in sys.modules)\n"
+        "print(found.to_json(orient='records', default_handler=str))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported, found = done.stdout.splitlines()[-2:]
+    return imported == "True", found
+
+
+def test_a_saved_traces_findings_are_the_same_whether_or_not_tensorflow_is_imported(
+    classic, tmp_path
+):
+    """A CPU trace's findings are a prediction for a GPU machine. Loaded from a file (its
+    findings not saved with it), they are read from the facts the file recorded: the same in a
+    process that never imported TensorFlow as in one that did (on main, one with TensorFlow
+    imported replayed this process's placer and registry and offered a cast the other did not)."""
+    saved = tmp_path / "classic.tfplace"
+    classic.save(saved)
+    bare = PlacementTrace.load(saved)
+    bare.__dict__.pop("_findings_cache", None)
+    bare.save(tmp_path / "bare.tfplace")
+
+    without_tf = findings_in_a_fresh_process(tmp_path / "bare.tfplace", False)
+    with_tf = findings_in_a_fresh_process(tmp_path / "bare.tfplace", True)
+    assert (without_tf[0], with_tf[0]) == (False, True)
+    assert "int_matmul (MatMul): int32 MatMul has no GPU kernel" in without_tf[1]
+    assert with_tf[1] == without_tf[1]

@@ -209,4 +209,7 @@ def test_the_mark_is_saved_and_an_older_file_finds_it_again(cpu_trace, tmp_path)
             archive.writestr(name, members[name])
     reloaded = PlacementTrace.load(older)
     assert "_findings_cache" not in vars(reloaded)
-    pd.testing.assert_frame_equal(reloaded.findings, find_findings(cpu_trace))
+    # Found again from the facts the file recorded (no registry of this process: issue 32),
+    # with the same findings, ops and marks as the trace's own.
+    same = ["kind", "severity", "ops", "predicted"]
+    pd.testing.assert_frame_equal(reloaded.findings[same], find_findings(cpu_trace)[same])

@@ -30,7 +30,8 @@ from tfplace_widget.analyses.predict import (
     predict_devices,
     predict_transfers,
 )
-from tfplace_widget.model.graphfacts import RESOURCE_COLOCATION_EXEMPT, facts_from_graph
+from tfplace_widget.model.graphfacts import RESOURCE_COLOCATION_EXEMPT
+from tfplace_widget.tfadapter.graphfacts import facts_from_graph
 
 CPUS = {"CPU": 3}
 CPU = [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(3)]

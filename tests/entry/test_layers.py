@@ -156,3 +156,66 @@ def test_the_readme_map_names_every_subpackage_once():
     subpackages = [name for name in mapped if not name.endswith(".py")]
     assert sorted(subpackages) == on_disk
     assert len(set(subpackages)) == len(subpackages)
+
+
+# -- TensorFlow has two doors (issue 32) ----------------------------------------------------------
+TENSORFLOW_DOORS = ("tfplace_widget.tfadapter", "tfplace_widget.tracing")
+
+
+def tensorflow_imports(package: Path) -> dict[str, list[int]]:
+    """Module name -> the lines where it imports TensorFlow, for every module under
+    ``package``: import statements anywhere in it (inside functions too), and
+    ``importlib.import_module``/``__import__`` of a ``tensorflow`` name."""
+
+    def is_tensorflow(name: str) -> bool:
+        return name == "tensorflow" or name.startswith("tensorflow.")
+
+    found: dict[str, list[int]] = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                hit = any(is_tensorflow(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                hit = not node.level and is_tensorflow(node.module or "")
+            elif isinstance(node, ast.Call) and node.args:
+                called = ast.unparse(node.func)
+                first = node.args[0]
+                hit = (
+                    called.endswith(("import_module", "__import__"))
+                    and isinstance(first, ast.Constant)
+                    and isinstance(first.value, str)
+                    and is_tensorflow(first.value)
+                )
+            else:
+                hit = False
+            if hit:
+                found.setdefault(name, []).append(node.lineno)
+    return found
+
+
+def test_only_the_adapter_and_tracing_import_tensorflow():
+    """TensorFlow's process, registries and protos are the adapter's (``tfadapter/``), the user's
+    code runs in ``tracing/``: no other module imports TensorFlow, not even inside a function."""
+    found = tensorflow_imports(PACKAGE)
+    outside = {m: lines for m, lines in found.items() if not m.startswith(TENSORFLOW_DOORS)}
+    assert not outside, f"modules outside {TENSORFLOW_DOORS} import tensorflow: {outside}"
+    assert {m.rpartition(".")[0] for m in found} == set(TENSORFLOW_DOORS)
+
+
+def test_an_import_of_tensorflow_inside_a_function_is_found(tmp_path):
+    """The check reads every import, not only the module-level ones."""
+    module = tmp_path / "tfplace_widget" / "analyses" / "late.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(
+        "import importlib\n\n\n"
+        "def dtypes():\n"
+        "    from tensorflow.python.framework import dtypes\n\n"
+        "    return dtypes\n\n\n"
+        "def tf():\n"
+        "    return importlib.import_module('tensorflow')\n"
+    )
+    assert tensorflow_imports(tmp_path / "tfplace_widget") == {
+        "tfplace_widget.analyses.late": [5, 11]
+    }

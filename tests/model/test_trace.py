@@ -367,7 +367,7 @@ def test_device_of_unknown_op_names_close_matches(seed_cpu):
 
 def test_a_graphdef_keeps_the_requests_it_was_written_with(tf):
     """import_graph_def gives a colocated op its anchor's device; the facts keep the request."""
-    from tfplace_widget.model.graphfacts import facts_from_graph
+    from tfplace_widget.tfadapter.graphfacts import facts_from_graph
 
     graph = tf.Graph()
     with graph.as_default():

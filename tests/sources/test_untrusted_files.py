@@ -41,7 +41,7 @@ import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from tfplace_widget import PlacementTrace, TraceError
 if sys.argv[1] == "from_run_metadata":  # it imports TensorFlow first: not the load's memory
-    from tfplace_widget.model.capture import import_tensorflow
+    from tfplace_widget.tfadapter.capture import import_tensorflow
     import_tensorflow()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()

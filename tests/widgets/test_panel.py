@@ -330,8 +330,9 @@ def test_device_of_a_name_on_several_devices_raises_naming_them():
 
 # -- one definition of each helper (issue 11) ------------------------------------------------
 def test_shared_helpers_and_how_values_are_defined_once(panel):
-    from tfplace_widget.model import frames, gc_pause, graphfacts, reasons, records
+    from tfplace_widget.model import frames, reasons, records
     from tfplace_widget.sources import chrome, run_metadata
+    from tfplace_widget.tfadapter import gc_pause, graphfacts
     from tfplace_widget.tracing import function as function_tracer
     from tfplace_widget.widgets import panel as panel_module
 
@@ -341,7 +342,7 @@ def test_shared_helpers_and_how_values_are_defined_once(panel):
     assert not hasattr(frames, "_HOW_CATEGORIES")
     assert not hasattr(graphfacts, "_producer")  # sources.records.producer(s) is the one
     assert graphfacts.producers is records.producers
-    assert gc_pause.paused_gc.__module__ == "tfplace_widget.model.gc_pause"
+    assert gc_pause.paused_gc.__module__ == "tfplace_widget.tfadapter.gc_pause"
     for module in (run_metadata, chrome, function_tracer, graphfacts):
         assert module.paused_gc is gc_pause.paused_gc, module.__name__
 

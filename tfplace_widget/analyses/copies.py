@@ -23,8 +23,8 @@ import re
 import pandas as pd
 
 from ..model.devices import parse_device, short_device
-from ..model.kernels import gpu_host_memory_outputs
 from ..model.trace import PlacementTrace
+from ..tfadapter.registry import gpu_host_memory_outputs
 
 COPIES_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "producer", "cause", "reason"]
 CAUSES = ("input", "producer_on_host", "host_memory_output", "to_host", "cross_device")

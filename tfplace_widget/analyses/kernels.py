@@ -1,11 +1,10 @@
-"""Moved to :mod:`tfplace_widget.model.kernels`; this import path stays for code and notebooks that use it."""
+"""Moved to :mod:`tfplace_widget.model.kernels` (the facts) and
+:mod:`tfplace_widget.tfadapter.kernels` (reading them); this import path stays for code and
+notebooks that use it."""
 
-from ..model.kernels import (  # noqa: F401
-    GPU_KERNEL_VALUES,
-    KERNEL_DEVICE_TYPES,
+from ..model.kernels import GPU_KERNEL_VALUES, KERNEL_DEVICE_TYPES, UNKNOWN, KernelFacts  # noqa: F401
+from ..tfadapter.kernels import (  # noqa: F401
     SYMBOLIC_DEVICE_TYPES,
-    UNKNOWN,
-    KernelFacts,
     device_type_priorities,
     gpu_host_memory_outputs,
     has_kernel,

@@ -81,7 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``tfplace run MODULE_OR_FILE:FUNCTION -o OUT``: trace, save, summarise, check."""
     expectations = parse_expectations(args.expect_device)
     check_output("-o", args.output, SAVED_TRACE, args.force)  # before a trace of minutes
-    from ..model.capture import import_tensorflow
+    from ..tfadapter.capture import import_tensorflow
 
     # TensorFlow's start-up lines go to the trace's log, not the terminal, even when the
     # builder's module imports TensorFlow itself.

@@ -9,14 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import Any, ClassVar
 
-from .capture import import_tensorflow
-from .gc_pause import paused_gc
-from .kernels import KernelFacts, kernel_facts_of
-from .records import producers
-from .registry import may_output_resource_or_ref
+from .kernels import KernelFacts
 
 # The node attribute trace_placement(overrides=...) marks an overridden request with: the pattern.
 OVERRIDE_ATTR = "_tfplace_override"
@@ -43,6 +38,11 @@ class GraphFacts:
     # records for the predictor as it reads the node defs; None on facts made otherwise
     # (loaded, function mode), which the predictor then works out itself.
     node_table: ClassVar[NodeTable | None] = None
+    # Not a field either: the kernel registry these facts were read from in this process
+    # (tfadapter.registry.REGISTRY, set by those who read them), None on facts loaded from a
+    # file. Findings replay the placer and offer casts only with it, so what they say follows
+    # from the trace and its facts, not from what the process happens to have imported.
+    registry: ClassVar[Any] = None
 
     def __contains__(self, name: str) -> bool:
         return name in self.types
@@ -68,7 +68,6 @@ class NodeTable:
         return self.key == (id(facts.types), len(facts.types))
 
 
-_REF_OR_RESOURCE = ("resource",)
 # Op types the placer does not colocate with the producers of their resource inputs: they
 # forward a resource instead of using it (colocation_graph.cc, IsExemptFromResourceInputColocation
 # and the ops registered with REGISTER_INPUT_COLOCATION_EXEMPTION).
@@ -126,97 +125,3 @@ def linked_groups(
     for root, members in groups.items():
         members.add(root)
     return list(groups.values())
-
-
-def facts_from_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
-    """Read the facts from a ``tf.Graph``, a ``GraphDef`` or its serialized bytes (a file:
-    ``sources.files.read_graph_file``). ``graph_def``: the ``tf.Graph``'s own
-    ``as_graph_def()`` when the caller has made it already (it is not made twice)."""
-    tf, _ = import_tensorflow()
-
-    if isinstance(graph, (bytes, bytearray)):
-        graph_def = tf.compat.v1.GraphDef()
-        try:
-            graph_def.ParseFromString(bytes(graph))
-        except Exception as exc:  # google.protobuf.message.DecodeError
-            raise ValueError(
-                "graph bytes are not a serialized GraphDef. Pass graph.as_graph_def() or "
-                "its SerializeToString(), or the tf.Graph itself."
-            ) from exc
-        graph = graph_def
-    written = graph_def
-    if isinstance(graph, tf.compat.v1.GraphDef):
-        # Importing applies colocation: a colocated op's device becomes its anchor's, and the
-        # request it was written with is lost. The node defs are read as written; the imported
-        # graph only answers dtype questions (resource and ref edges).
-        written = graph
-        imported = tf.Graph()
-        with imported.as_default():
-            tf.graph_util.import_graph_def(graph, name="")
-        graph = imported
-    if not isinstance(graph, tf.Graph):
-        raise ValueError(
-            f"graph must be a tf.Graph or a GraphDef, not {type(graph).__name__}. "
-            "Pass the graph you built the ops in (e.g. sess.graph), or leave it out."
-        )
-    with paused_gc():
-        return _facts_from_tf_graph(graph, written)
-
-
-def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
-    facts = GraphFacts()
-    types, requested, inputs = facts.types, facts.requested, facts.inputs
-    if graph_def is None:
-        graph_def = graph.as_graph_def()
-    overridden, colocated_with = facts.overridden, facts.colocated_with
-    nodes = list(graph_def.node)  # one wrapper per node, kept for the kernel facts below
-    attrs = []
-    for node in nodes:
-        name = node.name
-        types[name] = node.op
-        requested[name] = node.device
-        node_inputs = node.input[:]
-        # producers(), inlined: most nodes need no per-input work
-        if node_inputs and (":" in (joined := "".join(node_inputs)) or "^" in joined):
-            node_inputs = producers(node_inputs)
-        inputs[name] = node_inputs
-        attr = node.attr
-        attrs.append(attr)
-        if OVERRIDE_ATTR in attr:
-            overridden[name] = attr[OVERRIDE_ATTR].s.decode()
-        if "_class" in attr:
-            targets = [
-                g.decode()[5:]
-                for g in attr["_class"].list.s
-                if g.startswith(b"loc:@") and g[5:].decode() != name
-            ]
-            if targets:
-                colocated_with[name] = targets
-    if len(types) == len(nodes):  # node names are unique, as in any valid GraphDef
-        names, ops = list(types), list(types.values())
-    else:  # as the loop above: the last node of a name wins, at the first one's place
-        names, ops = [node.name for node in nodes], [node.op for node in nodes]
-    facts.kernels = dict(zip(names, kernel_facts_of(nodes, ops, attrs), strict=True))
-    # Resource/ref dtypes are not in NodeDefs: ask the Graph, but only about ops whose type can
-    # make a resource or ref output at all (by its OpDef), then only about their consumers.
-    # (Per distinct type, then the nodes picked at C speed: no Python call per node.)
-    may = {t for t in set(types.values()) if may_output_resource_or_ref(t)}
-    special = set()
-    for name in compress(types, map(may.__contains__, types.values())):
-        op = graph.get_operation_by_name(name)
-        if any(_is_resource_or_ref(t.dtype) for t in op.outputs):
-            special.add(name)
-    if special:
-        for name, sources in inputs.items():
-            if special.isdisjoint(sources):
-                continue
-            op = graph.get_operation_by_name(name)
-            pinned = [t.op.name for t in op.inputs if _is_resource_or_ref(t.dtype)]
-            if pinned:
-                facts.resource_inputs[name] = pinned
-    facts.node_table = NodeTable(facts)
-    return facts
-
-
-def _is_resource_or_ref(dtype: Any) -> bool:
-    return dtype.name in _REF_OR_RESOURCE or dtype._is_ref_dtype

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from ..tfadapter.registry import SYMBOLIC_DEVICE_TYPES, registered_device_types
 from .devices import DeviceSpec, device_sort_key, parse_device, short_device, task_of
 from .graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts, linked_groups
-from .kernels import SYMBOLIC_DEVICE_TYPES, registered_device_types
 
 HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown", "xla")
 _HOW_CODES = {how: code for code, how in enumerate(HOW_VALUES)}

@@ -9,9 +9,9 @@ from typing import Any
 
 from ..model.errors import TraceError
 from ..model.frames import frames_from_records
-from ..model.gc_pause import paused_gc
 from ..model.records import Executed, Records
 from ..model.trace import PlacementTrace
+from ..tfadapter.gc_pause import paused_gc
 from . import limits
 from .files import read_trace_bytes
 

@@ -9,6 +9,7 @@ import zlib
 from typing import Any
 
 from ..model.errors import TraceError, read_file
+from ..tfadapter.protos import graph_def_type
 from . import limits
 
 
@@ -76,7 +77,5 @@ def read_graph_file(path: str) -> Any:
     data = read_file(path, "the graph file", error=ValueError)
     if trace_format(path) != "text":
         return data
-    import tensorflow as tf
-
     fix = "Write one with tf.io.write_graph(graph, folder, name, as_text=True)."
-    return parse_text_proto(data, tf.compat.v1.GraphDef(), path, fix, error=ValueError)
+    return parse_text_proto(data, graph_def_type()(), path, fix, error=ValueError)

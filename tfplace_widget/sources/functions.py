@@ -24,9 +24,9 @@ from typing import Any
 
 from ..model.devices import canonical_device
 from ..model.graphfacts import OVERRIDE_ATTR, GraphFacts
-from ..model.kernels import kernel_facts
 from ..model.records import SEND_TYPES, Executed, producer, producers, send_transfer
-from ..model.registry import registered_op_def
+from ..tfadapter.kernels import kernel_facts
+from ..tfadapter.registry import REGISTRY, registered_op_def
 from .onednn import MERGED_TYPES, onednn_merges
 from .replicated import PlacementLog, placed_device, replicas_of
 
@@ -99,6 +99,7 @@ def read_function_graphs(
     executed = Executed()
     log = PlacementLog(placement_log)
     facts = FunctionFacts()
+    facts.registry = REGISTRY  # the kernel facts below are this process's registry's
     display_of: dict[str, str] = {}
     canonical: dict[str, str] = {}
     # Named functions first, largest first, so the step the user asked about keeps the plain

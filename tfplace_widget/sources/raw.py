@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from ..tfadapter.protos import run_metadata_type
 from . import limits
 
 # What trace.raw may hold of RunMetadata steps: one step of a 100k-op graph serializes to
@@ -75,9 +76,7 @@ def function_protos(
     """TF2 code: the profiler's XSpace as written, the function graphs the trace was read from
     (one ``RunMetadata`` holding them as ``function_graphs``), and their display names and the
     outer device scope, which ``read_function_graphs`` needs besides them."""
-    from tensorflow.core.protobuf import config_pb2
-
-    holder = config_pb2.RunMetadata()
+    holder = run_metadata_type()()
     holder.function_graphs.extend(graphs)
     return {
         "xspace.pb": bytes(space),

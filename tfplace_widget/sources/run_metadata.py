@@ -7,13 +7,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..model import frames
-from ..model.capture import import_tensorflow
 from ..model.devices import canonical_device
 from ..model.errors import TraceError
-from ..model.gc_pause import paused_gc
-from ..model.graphfacts import GraphFacts, facts_from_graph
+from ..model.graphfacts import GraphFacts
 from ..model.records import SEND_TYPES, Executed, Records, producers
 from ..model.trace import PlacementTrace
+from ..tfadapter.capture import import_tensorflow
+from ..tfadapter.gc_pause import paused_gc
+from ..tfadapter.graphfacts import facts_from_graph
+from ..tfadapter.protos import run_metadata_type
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
 from .onednn import add_merged_nodes
 from .replicated import add_replicated_constants
@@ -85,9 +87,7 @@ def as_list(value: Any) -> list:
 
 
 def load_run_metadata(value: Any) -> Any:
-    from tensorflow.core.protobuf import config_pb2
-
-    if isinstance(value, config_pb2.RunMetadata):  # e.g. empty: the run was not traced
+    if isinstance(value, run_metadata_type()):  # e.g. empty: the run was not traced
         return _check_has_steps(value, "the given RunMetadata")
     if isinstance(value, (bytes, bytearray)):
         return _parse_binary(bytes(value), "the given bytes")
@@ -100,8 +100,6 @@ def load_run_metadata(value: Any) -> Any:
 
 
 def _load_run_metadata_file(path: str) -> Any:
-    from tensorflow.core.protobuf import config_pb2
-
     data = read_trace_bytes(path)
     if not data:
         raise TraceError(
@@ -110,15 +108,13 @@ def _load_run_metadata_file(path: str) -> Any:
         )
     if trace_format(path) == "text":
         fix = "Save one with text_format.MessageToString(run_metadata)."
-        message = parse_text_proto(data, config_pb2.RunMetadata(), path, fix)
+        message = parse_text_proto(data, run_metadata_type()(), path, fix)
         return _check_has_steps(message, path)
     return _parse_binary(data, repr(path))
 
 
 def _parse_binary(data: bytes, what: str) -> Any:
-    from tensorflow.core.protobuf import config_pb2
-
-    message = config_pb2.RunMetadata()
+    message = run_metadata_type()()
     try:
         message.ParseFromString(data)
     except Exception as exc:

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..tfadapter.protos import hlo_proto_type
 from .xspace import (
     _GPU_PLANE,
     _TASK_ENV_PLANE,
@@ -155,9 +156,7 @@ def _read_modules(
 
 
 def _hlo_module(data: bytes) -> Any:
-    from tensorflow.compiler.xla.service import hlo_pb2
-
-    proto = hlo_pb2.HloProto()
+    proto = hlo_proto_type()()
     try:
         proto.ParseFromString(data)
     except Exception:  # a damaged or foreign proto: its instructions stay unnamed

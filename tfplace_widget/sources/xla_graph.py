@@ -44,6 +44,7 @@ from ..model.devices import canonical_device, short_device
 from ..model.kernels import GPU_KERNEL_VALUES
 from ..model.reasons import HOW_VALUES
 from ..model.xla import add_xla, xla_frame
+from ..tfadapter.protos import config_proto_type
 from .xla import XlaProfile, auto_cluster_of_module
 
 # The partition-graph ops that launch a cluster (XlaLaunch: one op compiling and running it).
@@ -105,9 +106,7 @@ def _jit_level(node: Any) -> str:
     """``ON_1``/``ON_2`` from a fallback call's ``config_proto`` attr, else ``""``."""
     if "config_proto" not in node.attr:
         return ""
-    from tensorflow.core.protobuf import config_pb2
-
-    config = config_pb2.ConfigProto()
+    config = config_proto_type()()
     try:
         config.ParseFromString(node.attr["config_proto"].s)
     except Exception:  # not a ConfigProto: the level stays unsaid

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..model.errors import TraceError
 from ..model.records import Records
+from ..tfadapter.protos import xplane_descriptor
 
 HOST_PLANE = "/host:CPU"
 # Launch events of the CUDA driver API; merged into /host:CPU before a profile is written, but a
@@ -64,10 +65,9 @@ def _xspace_class() -> type:
     ("String field had bad UTF-8"); a bytes-typed copy of the schema parses them.
     """
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     proto = descriptor_pb2.FileDescriptorProto()
-    xplane_pb2.DESCRIPTOR.CopyToProto(proto)
+    xplane_descriptor().CopyToProto(proto)
     old_prefix = f".{proto.package}."
     proto.name = "tfplace_xplane_bytes.proto"
     proto.package = "tfplace_xplane"

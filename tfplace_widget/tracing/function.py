@@ -25,16 +25,16 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..model.capture import capture_native_output
 from ..model.errors import TraceError, attach_log, ran_out_message
 from ..model.frames import frames_from_records
-from ..model.gc_pause import paused_gc
 from ..model.trace import PlacementTrace
 from ..sources.functions import function_display_name
 from ..sources.input_pipeline import input_pipeline_from_xspace
 from ..sources.raw import function_protos
 from ..sources.xla import xla_from_xspace
 from ..sources.xspace import HOST_PLANE, parse_xspace, records_from_xspace
+from ..tfadapter.capture import capture_native_output
+from ..tfadapter.gc_pause import paused_gc
 from .ctrl_c import cancelled_by_ctrl_c
 from .function_copies import (
     UserCall,

@@ -18,13 +18,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..analyses.predict.keras_xla import RAW_NAME, step_record
-from ..model.capture import CapturedText, capture_native_output, import_tensorflow
 from ..model.devices import parse_device
 from ..model.errors import TraceError, attach_log
-from ..model.graphfacts import facts_from_graph
 from ..model.trace import PlacementTrace
 from ..sources.raw import raw_protos
 from ..sources.run_metadata import build_trace
+from ..tfadapter.capture import CapturedText, capture_native_output, import_tensorflow
+from ..tfadapter.graphfacts import facts_from_graph
 from . import mode_choice
 from .builder import CallsTfFunction, UsesEagerObjects, build, describe, fed_fetches
 from .cluster import ClusterError, cluster_target, parse_cluster

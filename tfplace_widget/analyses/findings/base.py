@@ -5,7 +5,6 @@ families share (device types, copy names, op durations, name lists)."""
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -324,6 +323,12 @@ class Context:
         facts = getattr(self.trace, "facts", None)
         return getattr(facts, "kernels", {}).get(op) if facts is not None else None
 
+    @property
+    def registry(self) -> Any:
+        """The kernel registry the trace's facts were read from in this process
+        (``tfadapter.registry.REGISTRY``), None for facts loaded from a file or none at all."""
+        return getattr(getattr(self.trace, "facts", None), "registry", None)
+
     # -- copies of one function (fit's training and evaluation steps) ------------------------
     def original(self, name: str) -> str:
         """The op ``name`` is a copy of, or ``name``. Two functions of one name (the training
@@ -380,11 +385,12 @@ class Context:
 
 def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
     """``predict_devices`` (one GPU, soft placement): every placer rule replayed, about 0.1 s
-    per 100k nodes. None without facts, without TensorFlow imported (the placer reads its op
-    and kernel registries; ``tfplace show`` of a saved trace does not import it, seconds, for
-    this), or when the prediction fails: then the kernel columns and resource groups the trace
-    holds alone decide (``_predict_here``)."""
-    if facts is None or "tensorflow" not in sys.modules:
+    per 100k nodes. None without facts read from this process's registry (the placer reads
+    its op and kernel registries: facts loaded from a file are another process's, and
+    ``tfplace show`` of a saved trace does not import TensorFlow, seconds, for them), or when
+    the prediction fails: then the kernel columns and resource groups the trace holds alone
+    decide (``_predict_here``)."""
+    if getattr(facts, "registry", None) is None:
         return None
     from ..predict.devices import master_task, predicted_devices
     from ..predict.result import predict_devices

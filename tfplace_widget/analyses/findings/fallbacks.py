@@ -10,10 +10,9 @@ code (where that layer runs), not about the ops inside it.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
+from typing import Any
 
-from ...model.registry import gpu_cast_options
 from .base import (
     NO_GPU,
     ON_GPU,
@@ -224,7 +223,7 @@ def _dtype_message(context: Context, names: list[str], where: str) -> str:
         if context.predicted_view
         else f"so {subject} {where} on the CPU"
     )
-    cast = gpu_cast(op_type, context.attrs(first))
+    cast = gpu_cast(context.registry, op_type, context.attrs(first))
     if cast:
         return f"Cast to {cast} before the {op_type} ({listed_ops(names)}): {what} has no GPU kernel, {tail}."
     return (
@@ -233,14 +232,15 @@ def _dtype_message(context: Context, names: list[str], where: str) -> str:
     )
 
 
-def gpu_cast(op_type: str, attrs: dict[str, str]) -> str:
+def gpu_cast(registry: Any, op_type: str, attrs: dict[str, str]) -> str:
     """The dtype to cast to so that ``op_type`` with ``attrs`` gets a GPU kernel: the GPU
-    kernels that differ from the node in one type attr only, their dtypes for it, the most
-    common first; "" when no single cast does it, or the registry is not at hand: TensorFlow
-    not imported (``tfplace show`` of a saved trace does not import it, seconds, for this)."""
-    if "tensorflow" not in sys.modules:
+    kernels of ``registry`` (the one the trace's facts were read from, handed in) that differ
+    from the node in one type attr only, their dtypes for it, the most common first; "" when
+    no single cast does it, or there is no registry: facts loaded from a file (``tfplace
+    show`` of a saved trace does not import TensorFlow, seconds, for this)."""
+    if registry is None:
         return ""
-    options = gpu_cast_options(op_type, attrs)
+    options = registry.gpu_cast_options(op_type, attrs)
     ranked = [d for d in _CAST_ORDER if d in options]
     return ranked[0] if ranked else ""
 

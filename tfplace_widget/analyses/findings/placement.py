@@ -104,7 +104,7 @@ def _no_gpu_kernel_fix(context: Context, names: Sequence[str]) -> str:
     one dtype attr stands in the way (the registry's GPU kernels say which), else the CPU."""
     missing = [n for n in names if context.gpu_kernel.get(n) == "no" or is_string_op(context, n)]
     casts = {
-        n: gpu_cast(context.type_of.get(n, ""), context.attrs(n))
+        n: gpu_cast(context.registry, context.type_of.get(n, ""), context.attrs(n))
         for n in names
         if context.gpu_kernel.get(n) == "dtype" and n not in missing
     }

@@ -40,10 +40,11 @@ prediction must equal what TensorFlow did (tests/analyses/test_predict.py).
 The parts, one job each: :mod:`.devices` (device-name maths, the prediction's device set),
 :mod:`.cache` (what every prediction of one GraphFacts shares), :mod:`.nodes` (the placer's
 view of a node), :mod:`.colocation` (colocation groups and candidate devices), :mod:`.placer`
-(the simulation), :mod:`.probe` (what this TensorFlow's placer does where versions differ),
+(the simulation), :mod:`tfplace_widget.tfadapter.probe` (what this TensorFlow's placer does
+where versions differ),
 :mod:`.details` (node details from a GraphDef), :mod:`.reasons` (``how`` and ``reason``),
 :mod:`.transfers` (predicted copies) and :mod:`.result` (the frame and the predicted trace).
-TensorFlow's op and kernel registries are read through :mod:`tfplace_widget.model.registry`.
+TensorFlow's op and kernel registries are read through :mod:`tfplace_widget.tfadapter.registry`.
 Names with a leading underscore are this package's internals, shared between its modules and
 not used outside it (benchmarks aside).
 """
@@ -52,9 +53,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...tfadapter.probe import identity_follows_its_input
 from .details import NodeDetail, node_details
 from .devices import HOST, gpu_devices, master_task, predicted_devices
-from .probe import identity_follows_its_input
 from .result import PREDICTED_COLUMNS, predict_devices, predict_trace
 from .transfers import TRANSFER_PREDICTED_COLUMNS, predict_transfers
 

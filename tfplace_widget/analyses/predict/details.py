@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...model.capture import import_tensorflow
-from ...model.registry import op_outputs, registered_op_def
+from ...tfadapter.capture import import_tensorflow
+from ...tfadapter.protos import dtype_name
+from ...tfadapter.registry import op_outputs, registered_op_def
 
 
 @dataclass(frozen=True)
@@ -26,8 +27,6 @@ class NodeDetail:
 def node_details(graph_def: Any) -> dict[str, NodeDetail]:
     """Per node of a ``GraphDef``: control inputs, output count, input tensors, dtypes."""
     import_tensorflow()
-    from tensorflow.python.framework import dtypes as tf_dtypes
-
     details = {}
     for node in graph_def.node:
         controls, tensors = [], []
@@ -40,9 +39,9 @@ def node_details(graph_def: Any) -> dict[str, NodeDetail]:
         for value in node.attr.values():
             which = value.WhichOneof("value")
             if which == "type":
-                type_names.append(tf_dtypes.as_dtype(value.type).name)
+                type_names.append(dtype_name(value.type))
             elif which == "list" and len(value.list.type):
-                type_names.extend(tf_dtypes.as_dtype(t).name for t in value.list.type)
+                type_names.extend(dtype_name(t) for t in value.list.type)
         details[node.name] = NodeDetail(
             tuple(controls),
             _output_count(node),

@@ -14,7 +14,7 @@ by op.
 So a prediction with GPUs of a Keras step (:func:`apply_keras_xla`) reads the step's
 function graphs as the trace recorded them (``trace.raw``), checks every node of the compiled
 function (and of the functions it calls) against XLA's ``XLA_GPU_JIT`` kernels
-(:func:`~tfplace_widget.model.kernels.has_xla_kernel`), and then either marks the step's ops
+(:func:`~tfplace_widget.tfadapter.kernels.has_xla_kernel`), and then either marks the step's ops
 as one XLA cluster on the GPU (``how == "xla"``, no host-memory copies between them), or, when
 some op has no such kernel, says that the step would fail and which ops make it fail.
 """
@@ -32,8 +32,9 @@ import pandas as pd
 
 from ...model.devices import short_device
 from ...model.errors import TraceError
-from ...model.kernels import has_xla_kernel
 from ...sources.limits import parse_json
+from ...tfadapter.kernels import has_xla_kernel
+from ...tfadapter.protos import dtype_name, run_metadata_type
 from ..resources import ASSUMED_MADE, _resource_users
 
 # trace.raw's member where trace_placement records how Keras would compile the traced step.
@@ -131,9 +132,7 @@ def step_record(trace: Any) -> bytes | None:
 
 def _read_step(trace: Any, raw: Any, data: bytes) -> _Step | None:
     """:func:`keras_step`, read."""
-    from tensorflow.core.protobuf import config_pb2
-
-    holder = config_pb2.RunMetadata()
+    holder = run_metadata_type()()
     try:
         holder.ParseFromString(bytes(data))
         names = json.loads(raw.get("functions.json", b"{}")).get("names", [])
@@ -195,14 +194,12 @@ _FUNCTION_ATTRS = ("f", "cond", "body", "then_branch", "else_branch")
 
 def _type_attrs(node: Any) -> str:
     """``T=string``: the node's type attrs, as TensorFlow's XLA error names them."""
-    from tensorflow.python.framework import dtypes
-
     parts = []
     for name in sorted(node.attr):
         value = node.attr[name]
         if value.WhichOneof("value") == "type":
             try:
-                parts.append(f"{name}={dtypes.as_dtype(value.type).name}")
+                parts.append(f"{name}={dtype_name(value.type)}")
             except TypeError:
                 continue
     return ", ".join(parts)

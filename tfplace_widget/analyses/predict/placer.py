@@ -16,7 +16,8 @@ import numpy as np
 
 from ...model.devices import canonical_device, task_of
 from ...model.graphfacts import GraphFacts
-from ...model.registry import device_type_priorities, is_ref_output, op_outputs
+from ...tfadapter.probe import identity_follows_its_input
+from ...tfadapter.registry import device_type_priorities, is_ref_output, op_outputs
 from .cache import _Classified, _Edges, _facts_cache, _in_order
 from .colocation import _ColocationGraph, _Member
 from .devices import (
@@ -30,7 +31,6 @@ from .devices import (
     _type_key,
 )
 from .nodes import _IDENTITY_TYPES, _METADATA_TYPES, _SINK_ONLY, _Node, _Nodes, _Static
-from .probe import identity_follows_its_input
 
 
 class _Placer(_ColocationGraph):

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ...model.capture import import_tensorflow
 from ...model.devices import device_sort_key, parse_device, short_device, task_of
 from ...model.graphfacts import GraphFacts
+from ...tfadapter.capture import import_tensorflow
 from ..resources import Pinned, pinned_arguments
 from .cache import _facts_cache, _FactsCache, _in_order
 from .details import NodeDetail

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...model.capture import import_tensorflow
 from ...model.devices import crosses_tasks
 from ...model.graphfacts import GraphFacts
+from ...tfadapter.capture import import_tensorflow
 from .cache import _Edges, _edges, _in_order
 from .details import NodeDetail
 

@@ -276,3 +276,19 @@ def gpu_cast_options(op_type: str, attrs: dict[str, str]) -> set[str]:
         if len(wrong) == 1:
             options |= wrong[0]
     return options
+
+
+class Registry:
+    """This process's op and kernel registries, as the one object handed in with facts read
+    from them (``GraphFacts.registry``): what the findings may ask of it. Pickled by name, so
+    a trace sent to another process carries a reference, not a module."""
+
+    def gpu_cast_options(self, op_type: str, attrs: dict[str, str]) -> set[str]:
+        """:func:`gpu_cast_options`."""
+        return gpu_cast_options(op_type, attrs)
+
+    def __reduce__(self) -> str:
+        return "REGISTRY"
+
+
+REGISTRY = Registry()

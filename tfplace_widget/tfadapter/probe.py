@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ...model.capture import capture_native_output, import_tensorflow
+from .capture import capture_native_output, import_tensorflow
 
 
 @lru_cache(maxsize=1)
