@@ -49,9 +49,9 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
     from tensorflow.python.client import timeline
 
     from tfplace_widget import PlacementTrace
-    from tfplace_widget.model import frames, graphfacts
+    from tfplace_widget.model import graphfacts
     from tfplace_widget.model.records import Records
-    from tfplace_widget.sources import raw, run_metadata
+    from tfplace_widget.sources import frames, raw, run_metadata
 
     graph_def = graph.as_graph_def()
     facts = graphfacts.facts_from_graph(graph, graph_def=graph_def)

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 from helpers import CPU0, CPU1, GPU0, TWO_CPUS, op_row
 
-from tfplace_widget.model.graphfacts import facts_from_graph
-from tfplace_widget.model.reasons import (
+from tfplace_widget.explain.run import (
     HOW_VALUES,
     Explainer,
     lacks_kernel,
     registered_device_types,
 )
+from tfplace_widget.model.graphfacts import facts_from_graph
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..model import frames
 from ..model.capture import import_tensorflow
 from ..model.devices import canonical_device
 from ..model.errors import TraceError
@@ -14,6 +13,7 @@ from ..model.gc_pause import paused_gc
 from ..model.graphfacts import GraphFacts, facts_from_graph
 from ..model.records import SEND_TYPES, Executed, Records, producers
 from ..model.trace import PlacementTrace
+from . import frames
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
 from .onednn import add_merged_nodes
 from .replicated import add_replicated_constants

@@ -27,9 +27,9 @@ from typing import Any
 
 from ..model.capture import capture_native_output
 from ..model.errors import TraceError, attach_log, ran_out_message
-from ..model.frames import frames_from_records
 from ..model.gc_pause import paused_gc
 from ..model.trace import PlacementTrace
+from ..sources.frames import frames_from_records
 from ..sources.functions import function_display_name
 from ..sources.input_pipeline import input_pipeline_from_xspace
 from ..sources.raw import function_protos

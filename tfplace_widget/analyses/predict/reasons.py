@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ...explain.rules import colocated_reason, link_words
 from ...model.devices import short_device, task_of
-from ...model.reasons import colocated_reason, link_words
 from .devices import _EMPTY, Name, _matches, _parse
 from .nodes import _Node
 
