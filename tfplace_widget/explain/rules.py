@@ -81,11 +81,13 @@ def soft(
     return f"{asked_text}; the placer could not honour it and moved it to {short}."
 
 
-def dropped_colocation(target: str, where: str) -> str:
-    """Rule 5: soft placement dropped a ``_class`` colocation with ``target`` (on ``where``)."""
+def dropped_colocation(target: str, where: str = "") -> str:
+    """Rule 5: soft placement dropped a ``_class`` colocation with ``target`` (on ``where``,
+    when known): a sentence to add to the op's reason."""
+    runs_on = f", which runs on {where}" if where else ""
     return (
-        f" It was also colocated with {target} (tf.compat.v1.colocate_with), "
-        f"which runs on {where}: that conflicted, and soft placement dropped it."
+        f" It was also colocated with {target} (tf.compat.v1.colocate_with){runs_on}: that "
+        "conflicted, and soft placement dropped it."
     )
 
 
@@ -148,9 +150,10 @@ def with_consumers(consumers: Sequence[str], short: str) -> str:
     )
 
 
-def no_gpu_kernel(op_type: str, dtypes: str = "") -> str:
-    """Why no GPU kernel serves an op: for its type, or ``for <dtypes>`` of its node def."""
-    return f"{op_type} has no GPU kernel" + (f" for {dtypes}" if dtypes else "")
+def no_kernel(op_type: str, device_type: str, dtypes: str = "") -> str:
+    """Rule 2: no kernel of ``device_type`` serves an op: for its type, or ``for <dtypes>`` of
+    its node def (a kernel registered for other dtypes)."""
+    return f"{op_type} has no {device_type} kernel" + (f" for {dtypes}" if dtypes else "")
 
 
 def resource_source(

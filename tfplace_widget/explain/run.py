@@ -415,10 +415,10 @@ class Explainer:
             if node.has(device_type):
                 return ""
             if device_type == "GPU" and node.gpu_kernel == "dtype" and node.dtypes:
-                return rules.no_gpu_kernel(op_type, node.dtypes)
-            return f"{op_type} has no {device_type} kernel"
+                return rules.no_kernel(op_type, "GPU", node.dtypes)
+            return rules.no_kernel(op_type, device_type)
         if lacks_kernel(self.kernel_types(op_type), device_type):
-            return f"{op_type} has no {device_type} kernel"
+            return rules.no_kernel(op_type, device_type)
         return ""
 
     def _not_in_graph(self, name: str, short: str) -> str:
