@@ -279,14 +279,14 @@ class _Reasons:
 
     def _soft(self, i: int, node: _Node, request: Name, short: str) -> str:
         p = self.p
-        wanted = request[3]
-        missing = ""
-        if wanted is not None and wanted not in dict(node.kernel_types):
+        wanted, exists = request[3], bool(p._matching(request))
+        missing = ""  # kernel_types holds the predicted machine's device types only
+        if exists and wanted is not None and wanted not in dict(node.kernel_types):
             missing = rules.no_kernel(node.op_type, wanted, self._dtypes(i, wanted))
         return rules.soft(
             rules.asked(node.request, p.facts, node.name),
             short,
-            exists=bool(p._matching(request)),
+            exists=exists,
             available=self.available,
             where="there",
             missing=missing,
