@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from helpers import CPU0, GPU0, TWO_CPUS
 
-from tfplace_widget.model.frames import PlacementTrace
-from tfplace_widget.model.reasons import Explainer
+from tfplace_widget.explain.run import Explainer
+from tfplace_widget.sources.frames import PlacementTrace
 from tfplace_widget.tfadapter.graphfacts import facts_from_graph
 
 

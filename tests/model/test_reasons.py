@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from helpers import CPU0, CPU1, GPU0, TWO_CPUS, op_row
 
-from tfplace_widget.model.reasons import (
+from tfplace_widget.explain.run import (
     HOW_VALUES,
     Explainer,
     lacks_kernel,

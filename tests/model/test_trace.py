@@ -7,7 +7,7 @@ import re
 import pytest
 from helpers import CPU0, CPU1, SEED_N, TWO_CPUS, op_row
 
-from tfplace_widget.model.frames import EVENTS_COLUMNS, OPS_COLUMNS, TRANSFERS_COLUMNS
+from tfplace_widget.sources.frames import EVENTS_COLUMNS, OPS_COLUMNS, TRANSFERS_COLUMNS
 
 FLOAT32 = 4
 

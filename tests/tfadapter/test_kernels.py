@@ -234,7 +234,7 @@ def test_a_placed_op_beside_a_gpu_without_a_kernel_for_its_dtype(tf):
     """On a GPU machine (devices as a GPU trace lists them), the reason names the dtype."""
     from helpers import CPU0, GPU0
 
-    from tfplace_widget.model.reasons import Explainer
+    from tfplace_widget.explain.run import Explainer
     from tfplace_widget.tfadapter.graphfacts import facts_from_graph
 
     graph = tf.Graph()

@@ -22,7 +22,7 @@ import pytest
 from helpers import instantiations
 
 from tfplace_widget import PlacementPanel, TraceError, show_placement, trace_placement
-from tfplace_widget.model.frames import OPS_COLUMNS
+from tfplace_widget.sources.frames import OPS_COLUMNS
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
@@ -337,8 +337,8 @@ def test_function_mode_puts_gpu_kernels_on_stream_lanes_and_host_ops_on_their_de
     and every execution is named as the placed graph names it."""
     from test_xspace import constructed_gpu_xspace
 
-    from tfplace_widget.model.frames import frames_from_records
     from tfplace_widget.model.records import Executed
+    from tfplace_widget.sources.frames import frames_from_records
     from tfplace_widget.sources.xspace import records_from_xspace
     from tfplace_widget.tracing.function import _place_records
 

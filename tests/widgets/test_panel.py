@@ -330,8 +330,9 @@ def test_device_of_a_name_on_several_devices_raises_naming_them():
 
 # -- one definition of each helper (issue 11) ------------------------------------------------
 def test_shared_helpers_and_how_values_are_defined_once(panel):
-    from tfplace_widget.model import frames, reasons, records
-    from tfplace_widget.sources import chrome, run_metadata
+    from tfplace_widget.explain import run as reasons
+    from tfplace_widget.model import records
+    from tfplace_widget.sources import chrome, frames, run_metadata
     from tfplace_widget.tfadapter import gc_pause, graphfacts
     from tfplace_widget.tracing import function as function_tracer
     from tfplace_widget.widgets import panel as panel_module

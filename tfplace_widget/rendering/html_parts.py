@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ..analyses.summary import format_bytes, format_us, how_counts, transfer_bytes_text
+from ..explain import HOW_VALUES
 from ..model.devices import short_device, tasks_of
-from ..model.reasons import HOW_VALUES
 from ..model.trace import PlacementTrace
 from .colors import device_color, ink_style
 

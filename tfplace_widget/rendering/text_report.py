@@ -175,7 +175,7 @@ def print_summary(
         short_names,
     )
     from ..analyses.summary import transfer_bytes_text as bytes_text
-    from ..model.reasons import HOW_VALUES
+    from ..explain import HOW_VALUES
     from .html_parts import MODE_LABELS, PREDICTED_WORDS
     from .search import match_names
 

@@ -8,12 +8,12 @@ import os
 from typing import Any
 
 from ..model.errors import TraceError
-from ..model.frames import frames_from_records
 from ..model.records import Executed, Records
 from ..model.trace import PlacementTrace
 from ..tfadapter.gc_pause import paused_gc
 from . import limits
 from .files import read_trace_bytes
+from .frames import frames_from_records
 
 # Microseconds: 10^17 us is over 3,000 years; anything beyond is a broken field, not a time.
 MAX_ABS_US = limits.MAX_ABS_US

@@ -182,6 +182,7 @@ def _what_it_holds(column: pd.Series) -> str:
 def schemas() -> dict[str, dict[str, Check]]:
     """Each frame's known columns and their checks: required ones first, then the optional ones
     (those of a prediction; ``cross_task`` is added on load to files written before it)."""
+    from ..explain import HOW_VALUES
     from ..model.columns import (
         EVENTS_COLUMNS,
         FINDING_KINDS,
@@ -192,7 +193,6 @@ def schemas() -> dict[str, dict[str, Check]]:
         XLA_COLUMNS,
     )
     from ..model.kernels import GPU_KERNEL_VALUES
-    from ..model.reasons import HOW_VALUES
 
     ops = dict.fromkeys(OPS_COLUMNS, _text)
     ops.update(

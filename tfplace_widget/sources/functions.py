@@ -7,7 +7,7 @@ defs and the library of nested functions and loop bodies) and the placed partiti
 into primitive ops, naming them ``call/op``, ``while/body/_9/while/add`` or
 ``cond/then/_3/cond/add``; the ``_N`` numbers change from run to run. This module maps every
 executed node back to the node def it came from and reads its request, colocation and resource
-edges from that node def, so the same :class:`~tfplace_widget.model.reasons.Explainer` rules apply as
+edges from that node def, so the same :class:`~tfplace_widget.explain.Explainer` rules apply as
 in graph mode. One rule names every executed node, the body's ops and the runtime's plumbing
 around them alike: the ``_N`` after a ``body``/``cond``/``then``/``else``/``branch<k>`` segment
 (which inlined instance) is dropped, so ``while/body/_9/while/add`` is ``while/body/while/add``

@@ -6,7 +6,6 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..model import frames
 from ..model.devices import canonical_device
 from ..model.errors import TraceError
 from ..model.graphfacts import GraphFacts
@@ -16,6 +15,7 @@ from ..tfadapter.capture import import_tensorflow
 from ..tfadapter.gc_pause import paused_gc
 from ..tfadapter.graphfacts import facts_from_graph
 from ..tfadapter.protos import run_metadata_type
+from . import frames
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
 from .onednn import add_merged_nodes
 from .replicated import add_replicated_constants

@@ -314,7 +314,7 @@ def _written_here(manifest: dict) -> bool:
 def _add_cross_task(transfers: Any) -> None:
     """Files saved before issue 15 have no ``cross_task`` column: compute it (in place), so
     every loaded trace has the columns of a fresh one (a prediction's as well)."""
-    from ..model.frames import cross_task
+    from .frames import cross_task
 
     if "cross_task" not in transfers.columns:
         transfers["cross_task"] = cross_task(transfers)

@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..explain import HOW_VALUES
 from ..model.columns import OPS_COLUMNS
 from ..model.devices import canonical_device, short_device
 from ..model.kernels import GPU_KERNEL_VALUES
-from ..model.reasons import HOW_VALUES
 from ..model.xla import add_xla, xla_frame
 from ..tfadapter.protos import config_proto_type
 from .xla import XlaProfile, auto_cluster_of_module

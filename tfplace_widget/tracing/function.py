@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..model.errors import TraceError, attach_log, ran_out_message
-from ..model.frames import frames_from_records
 from ..model.trace import PlacementTrace
+from ..sources.frames import frames_from_records
 from ..sources.functions import function_display_name
 from ..sources.input_pipeline import input_pipeline_from_xspace
 from ..sources.raw import function_protos

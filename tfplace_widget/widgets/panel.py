@@ -20,8 +20,8 @@ import ipywidgets as widgets
 import pandas as pd
 
 from ..analyses.summary import device_summaries, task_summaries
+from ..explain import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
 from ..model.devices import tasks_of
-from ..model.reasons import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
 from ..model.trace import PlacementTrace
 from ..rendering.colors import device_color
 from ..rendering.html_parts import (

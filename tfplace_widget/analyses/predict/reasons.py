@@ -1,8 +1,8 @@
 """The ``how`` and ``reason`` of each predicted node, from what the simulation did.
 
 :class:`_Reasons` reads the placer's state after :meth:`~.placer._Placer.run` (who pinned a
-group, which heuristic chose, what soft placement dropped), not guessed afterwards. Moved out
-of the former ``analyses/predict.py`` unchanged.
+group, which heuristic chose, what soft placement dropped), not guessed afterwards, to pick the
+rule; the sentences are :mod:`tfplace_widget.explain.rules`', which a run's reasons say too.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ...explain import rules
+from ...explain.rules import colocated_reason, link_words
 from ...model.devices import short_device, task_of
-from ...model.reasons import colocated_reason, link_words
 from .devices import _EMPTY, Name, _matches, _parse
 from .nodes import _Node
 
@@ -143,12 +144,7 @@ class _Reasons:
         pinner = member.assigned_by if member is not None else -1
         request = _parse(node.request) if node.request else _EMPTY
         dropped = p.colocation_dropped.get(i)
-        dropped_text = (
-            f" It was also colocated with {dropped} (tf.compat.v1.colocate_with), which soft "
-            "placement dropped because the two could not share a device."
-            if dropped
-            else ""
-        )
+        dropped_text = self._dropped(i, dropped) if dropped else ""
         demanded = p.demanded.get(i, _EMPTY)
         if self._group_sizes.get(root, 1) > 1:
             # An op that uses a resource runs where the resource is; another member of a group
@@ -178,11 +174,21 @@ class _Reasons:
     def _resource_source(self, i: int, root: int) -> int:
         """The producer of a resource or ref node ``i`` uses, in its group (-1: none)."""
         p = self.p
-        for producer in p.facts.resource_inputs.get(p.names[i], ()):
-            j = p.index.get(producer, -1)
-            if j >= 0 and j != i and p.find(j) == root:
-                return j
-        return -1
+        index = p.index
+
+        def in_group(producer: str) -> bool:
+            return producer in index and p.find(index[producer]) == root
+
+        return index.get(rules.resource_source(p.names[i], p.facts, in_group), -1)
+
+    def _dropped(self, i: int, target: str) -> str:
+        """The sentence of node ``i``'s colocation with ``target`` that soft placement dropped
+        (``target``'s device named when it is another node's)."""
+        p = self.p
+        j = p.index.get(target, i)
+        return rules.dropped_colocation(
+            target, short_device(p.devices[p.assigned[j]]) if j != i else ""
+        )
 
     def _as_if_alone(self, i: int, node: _Node, pinner: int) -> bool:
         """Whether the group, which nobody asked for a device for and no argument pinned, put
@@ -267,64 +273,47 @@ class _Reasons:
 
     def _explicit(self, node: _Node, short: str) -> str:
         request = _parse(node.request)
-        if request[3] is not None and request[4] is not None:
-            return f"Requested {node.request} with tf.device; placed exactly there ({short})."
-        return (
-            f"Requested {node.request} (a partial device spec); the placer would choose "
-            f"{short}, the first matching device with a kernel."
-        )
+        how = rules.asked_how(self.p.facts, node.name)
+        partial = request[3] is None or request[4] is None
+        return rules.explicit(node.request, how, short, partial=partial)
 
     def _soft(self, i: int, node: _Node, request: Name, short: str) -> str:
         p = self.p
-        if not p._matching(request):
-            return (
-                f"Requested {node.request}, which does not exist there (devices: "
-                f"{self.available}); soft placement moved it to {short}."
-            )
-        wanted = request[3]
-        if wanted is not None and wanted not in dict(node.kernel_types):
-            return (
-                f"Requested {node.request}, but {node.op_type} has no {wanted} kernel"
-                f"{self._for_dtypes(i, wanted)}; soft placement moved it to {short}."
-            )
-        return (
-            f"Requested {node.request}; its colocation group could not go there, so soft "
-            f"placement moved it to {short}."
+        wanted, exists = request[3], bool(p._matching(request))
+        missing = ""  # kernel_types holds the predicted machine's device types only
+        if exists and wanted is not None and wanted not in dict(node.kernel_types):
+            missing = rules.no_kernel(node.op_type, wanted, self._dtypes(i, wanted))
+        return rules.soft(
+            rules.asked(node.request, p.facts, node.name),
+            short,
+            exists=exists,
+            available=self.available,
+            where="there",
+            missing=missing,
+            group_blocked=True,
         )
 
-    def _for_dtypes(self, i: int, device_type: str) -> str:
+    def _dtypes(self, i: int, device_type: str) -> str:
+        """The dtypes no ``device_type`` kernel serves, when only some of its kernels' do."""
         p = self.p
         kernels = getattr(p.facts, "kernels", {}).get(p.nodes[i].name)
         detail = p.details.get(p.nodes[i].name)
         if device_type == "GPU" and kernels is not None and kernels.gpu_kernel == "dtype":
-            dtypes = detail.dtypes if detail is not None and detail.dtypes else "these attrs"
-            return f" for {dtypes}"
+            return detail.dtypes if detail is not None and detail.dtypes else "these attrs"
         return ""
 
     def _implicit(self, i: int, node: _Node, short: str) -> str:
         p = self.p
         chosen = p.how_chosen.get(i, "")
         if chosen == "input":
-            source = p.nodes[node.inputs[0]].name
-            return (
-                f"No device requested: the placer puts a {node.op_type} with its input "
-                f"({source}) to avoid a copy, so it runs on {short}."
-            )
+            return rules.follows_input(node.op_type, p.nodes[node.inputs[0]].name, short)
         if chosen == "consumers":
-            distinct = list(dict.fromkeys(c for c in node.consumers.tolist() if c >= 0))
-            shown = ", ".join(p.names[c] for c in distinct[:3])
-            if len(distinct) > 3:
-                shown += f" and {len(distinct) - 3:,} more"
-            return (
-                f"No device requested: an op with no inputs is placed with its consumers "
-                f"({shown}), so it runs on {short}."
-            )
+            consumers = [p.names[c] for c in node.consumers.tolist() if c >= 0]
+            return rules.with_consumers(consumers, short)
         supported = dict(node.kernel_types)
         if self.has_gpu and "GPU" not in supported:
-            return (
-                f"No device requested and {node.op_type} has no GPU kernel"
-                f"{self._for_dtypes(i, 'GPU')}, so the placer chose the CPU: {short}."
-            )
+            missing = rules.no_kernel(node.op_type, "GPU", self._dtypes(i, "GPU"))
+            return rules.implicit_no_kernel(missing, short)
         kernels = getattr(p.facts, "kernels", {}).get(node.name)
         host = ""
         if kernels is not None and kernels.gpu_kernel == "host" and short.startswith("GPU"):
@@ -334,20 +323,7 @@ class _Reasons:
             )
         local = p.local_task
         if local and task_of(p.devices[p.assigned[i]]) == local:
-            return (
-                f"No device requested: the placer takes the highest-priority device type with "
-                f"a kernel for {node.op_type} (GPU before CPU) and, among those, a device of "
-                f"the task the session runs on ({local}, its master) before other tasks': "
-                f"{short}.{host}"
-            )
+            return rules.implicit_local_task(node.op_type, local, short, host)
         if local:
-            return (
-                f"No device requested: the placer takes the highest-priority device type with "
-                f"a kernel for {node.op_type} (GPU before CPU) first, the session's own task "
-                f"({local}) only among equals, and that task has none of that type: "
-                f"{short}.{host}"
-            )
-        return (
-            f"No device requested: the placer takes the highest-priority device type with a "
-            f"kernel for {node.op_type} (GPU before CPU), lowest index first: {short}.{host}"
-        )
+            return rules.implicit_remote_task(node.op_type, local, short, host)
+        return rules.implicit_default(node.op_type, short, host)

@@ -249,7 +249,7 @@ def _predicted_trace(
     placer: _Placer,
 ) -> Any:
     """The predicted :class:`PlacementTrace` from :func:`_predict`'s columns."""
-    from ...model.frames import OPS_COLUMNS
+    from ...model.columns import OPS_COLUMNS
     from ...model.trace import PlacementTrace
 
     from_trace = _from_trace(trace, placer.cache)
@@ -501,7 +501,7 @@ def _facts_columns(placer: _Placer, facts: GraphFacts) -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def _how_categories() -> list[str]:
     """The predicted ops frame's ``how`` categories."""
-    from ...model.reasons import HOW_VALUES
+    from ...explain import HOW_VALUES
 
     return [*HOW_VALUES, "error"]
 
@@ -512,7 +512,7 @@ _EMPTY_EVENTS: list[pd.DataFrame] = []
 def _no_events() -> pd.DataFrame:
     """A new empty events frame (a copy of one made once)."""
     if not _EMPTY_EVENTS:
-        from ...model.frames import EVENTS_COLUMNS
+        from ...model.columns import EVENTS_COLUMNS
 
         _EMPTY_EVENTS.append(pd.DataFrame({c: [] for c in EVENTS_COLUMNS}))
     return _EMPTY_EVENTS[0].copy()

@@ -1,8 +1,9 @@
-"""Why each op sits where it does: the ``how`` and ``reason`` columns.
+"""Why each op of a run sits where it does: the ``how`` and ``reason`` columns.
 
-The rules follow TensorFlow's placer (core/common_runtime/placer.cc, colocation_graph.cc); see
-``placement-rules.md`` in the project's shared notes. Pure Python: the kernel registry is asked
-through an injectable function so tests and loaded traces need no TensorFlow session.
+Which placer rule placed each op, read from the graph and the devices its ops ran on; the
+sentences are :mod:`.rules`' (a prediction's reasons say them the same way). Pure Python: the
+kernel registry is asked through an injectable function so tests and loaded traces need no
+TensorFlow session.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from ..model.devices import DeviceSpec, device_sort_key, parse_device, short_device, task_of
+from ..model.graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts, linked_groups
 from ..tfadapter.registry import SYMBOLIC_DEVICE_TYPES, registered_device_types
-from .devices import DeviceSpec, device_sort_key, parse_device, short_device, task_of
-from .graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts, linked_groups
+from . import rules
+from .rules import HOW_VALUES, colocated_reason, functional_owner, link_words
 
-HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown", "xla")
 _HOW_CODES = {how: code for code, how in enumerate(HOW_VALUES)}
 _UNDECIDED: Any = object()
 
@@ -59,16 +61,6 @@ _PS_OP_TYPES = {
     "DecisionTreeResource",
     "TreeEnsembleVariable",
     "TreeEnsembleResourceHandleOp",
-}
-_FUNCTIONAL_TYPES = {
-    "While",
-    "StatelessWhile",
-    "If",
-    "StatelessIf",
-    "Case",
-    "StatelessCase",
-    "PartitionedCall",
-    "StatefulPartitionedCall",
 }
 _FOLLOWS_INPUT_TYPES = {"Shape", "ShapeN", "Size", "Rank", "Identity"}
 # A session run without the function convention (a cluster's master session, a partial run,
@@ -280,10 +272,7 @@ class Explainer:
             # Soft placement drops a colocation that conflicts with a stronger constraint
             # (e.g. a resource edge to a variable on another device): say so, then why.
             how, reason = self._placed_by_request(name, op_type, device, requested, short)
-            return how, (
-                f"{reason} It was also colocated with {target} (tf.compat.v1.colocate_with), "
-                f"which runs on {where}: that conflicted, and soft placement dropped it."
-            )
+            return how, reason + rules.dropped_colocation(target, where)
         return self._placed_by_request(name, op_type, device, requested, short)
 
     def _placed_by_request(
@@ -316,19 +305,15 @@ class Explainer:
         return "implicit", self._implicit(name, op_type, device, short)
 
     def _explicit(self, name: str, requested: str, request: DeviceSpec, short: str) -> str:
-        how = self._asked_how(name)
+        how = rules.asked_how(self.facts, name)
         if (
             self.chief is not None  # a cluster: which task it got matters
             and request.type is None
             and (request.job is not None or request.task is not None)
         ):
             return self._task_request(name, requested, request, how, short)
-        if request.type is not None and request.index is not None:
-            return f"Requested {requested} {how}; placed exactly there ({short})."
-        return (
-            f"Requested {requested} (a partial device spec) {how}; the placer chose "
-            f"{short}, the first matching device with a kernel."
-        )
+        partial = request.type is None or request.index is None
+        return rules.explicit(requested, how, short, partial=partial)
 
     def _task_request(
         self, name: str, requested: str, request: DeviceSpec, how: str, short: str
@@ -368,31 +353,16 @@ class Explainer:
             return short_device(device)
         return f"{task_of(spec)}/{spec.short()}"
 
-    def _asked_how(self, name: str) -> str:
-        """How the op's request was made: ``tf.device``, or ``overrides=`` (and its pattern)."""
-        pattern = self.facts.overridden.get(name) if self.facts is not None else None
-        return f"through overrides ({pattern!r})" if pattern else "with tf.device"
-
     def _soft(
         self, name: str, op_type: str, requested: str, request: DeviceSpec, short: str
     ) -> str:
-        exists = any(request.matches(s) for s in self.device_specs)
-        available = ", ".join(self._short(d) for d in self.devices) or "none"
-        missing = request.type and self.lacks_kernel_for(name, op_type, request.type)
-        asked = f"Requested {requested}"
-        if self.facts is not None and name in self.facts.overridden:
-            asked += f" {self._asked_how(name)}"
-        if not exists:
-            anyway = f" Where it exists, this op would not run there either: {missing}." * bool(
-                missing
-            )
-            return (
-                f"{asked}, which does not exist here (devices: {available}); "
-                f"soft placement moved it to {short}.{anyway}"
-            )
-        if missing:
-            return f"{asked}, but {missing}; soft placement moved it to {short}."
-        return f"{asked}; the placer could not honour it and moved it to {short}."
+        return rules.soft(
+            rules.asked(requested, self.facts, name),
+            short,
+            exists=any(request.matches(s) for s in self.device_specs),
+            available=", ".join(self._short(d) for d in self.devices) or "none",
+            missing=request.type and self.lacks_kernel_for(name, op_type, request.type) or "",
+        )
 
     def _implicit(self, name: str, op_type: str, device: str, short: str) -> str:
         if device == self.default and self.chief is not None:
@@ -411,43 +381,29 @@ class Explainer:
             jobs = {t[0] for t in self.tasks}
             if not task and (job == "chief" or (job == "worker" and "chief" not in jobs)):
                 where = f"the chief ({where})"
-            return (
-                f"No device requested: the placer takes the highest-priority device type with "
-                f"a kernel for {op_type} (GPU before CPU) and, among those, a device of the "
-                f"task the session runs on, its master, {where}, where fetched values go, "
-                f"before other tasks': {short}."
-            )
+            return rules.implicit_local_task(op_type, where, short)
         if device == self.default:
             gpu_hint = (
                 ""
                 if self.has_gpu
                 else " On a machine with a GPU and a GPU kernel for it, that is GPU:0."
             )
-            return (
-                f"No device requested: the placer takes the highest-priority device type with a "
-                f"kernel for {op_type} (GPU before CPU), lowest index first: {short}.{gpu_hint}"
-            )
+            return rules.implicit_default(op_type, short, gpu_hint)
         spec = _safe_parse(device)
         on_cpu_beside_gpu = self.has_gpu and spec is not None and spec.type == "CPU"
         missing = on_cpu_beside_gpu and self.lacks_kernel_for(name, op_type, "GPU")
         if missing:
-            return f"No device requested and {missing}, so the placer chose the CPU: {short}."
+            return rules.implicit_no_kernel(missing, short)
         inputs = self.executed_inputs.get(name) or (
             self.facts.inputs.get(name, []) if self.facts else []
         )
         if op_type in _FOLLOWS_INPUT_TYPES and inputs:
             source = inputs[0]
             if self.placed.get(source) == device:
-                return (
-                    f"No device requested: the placer puts a {op_type} with its input "
-                    f"({source}) to avoid a copy, so it runs on {short}."
-                )
+                return rules.follows_input(op_type, source, short)
         consumers = self._consumers_of(name)
         if not inputs and consumers and all(self.placed.get(c) == device for c in consumers):
-            return (
-                f"No device requested: an op with no inputs is placed with its consumers "
-                f"({', '.join(consumers[:3])}), so it runs on {short}."
-            )
+            return rules.with_consumers(consumers, short)
         return f"No device requested: TF's placer chose {short} (colocation heuristics)."
 
     def lacks_kernel_for(self, name: str, op_type: str, device_type: str) -> str:
@@ -459,14 +415,14 @@ class Explainer:
             if node.has(device_type):
                 return ""
             if device_type == "GPU" and node.gpu_kernel == "dtype" and node.dtypes:
-                return f"{op_type} has no GPU kernel for {node.dtypes}"
-            return f"{op_type} has no {device_type} kernel"
+                return rules.no_kernel(op_type, "GPU", node.dtypes)
+            return rules.no_kernel(op_type, device_type)
         if lacks_kernel(self.kernel_types(op_type), device_type):
-            return f"{op_type} has no {device_type} kernel"
+            return rules.no_kernel(op_type, device_type)
         return ""
 
     def _not_in_graph(self, name: str, short: str) -> str:
-        owner = _functional_owner(name, self.facts)
+        owner = functional_owner(name, self.facts)
         if owner:
             return (
                 f"Not in the graph as built: TF created it when lowering {owner} "
@@ -488,18 +444,13 @@ class Explainer:
         return link_words(self.facts, name, partner)
 
     def _resource_source(self, name: str) -> str:
-        """The producer of a resource or ref this op uses, when the placer colocates them (a
-        consumer exempt from resource colocation, e.g. a function call, has none)."""
+        """The producer of a resource or ref this op uses, when the placer colocates them."""
         facts = self.facts
         assert facts is not None
-        producers = facts.resource_inputs.get(name, ())
         group = self._groups.get(name, ())
-        found = next((p for p in producers if p in group), "")
-        if found or facts.types.get(name) in RESOURCE_COLOCATION_EXEMPT:
-            return found
-        # Inside a loop body or branch the resource comes in as the body's argument, which the
-        # runtime lowered away (Enter/Switch carry it from the resource, all on its device).
-        return next((p for p in producers if p not in facts), "")
+        return rules.resource_source(
+            name, facts, group.__contains__, lambda producer: producer not in facts
+        )
 
     def _constraining_partner(self, name: str) -> str:
         """The member of this op's colocation group that decides its device.
@@ -543,42 +494,6 @@ class Explainer:
                     consumers.setdefault(i, []).append(op)
             self._consumers = consumers
         return self._consumers.get(name, [])
-
-
-def link_words(facts: GraphFacts, name: str, partner: str) -> str:
-    """How op ``name`` is tied to ``partner`` in the placer's colocation groups, in words
-    (after "it"); the trace's reasons and the prediction's say it the same way."""
-    resource = facts.resource_inputs
-    if partner in resource.get(name, ()) or name in resource.get(partner, ()):
-        if facts.types.get(partner) == "_Arg":
-            return (
-                f"shares a resource/ref edge with {partner} (the resource's handle, passed in "
-                "as a function argument)"
-            )
-        owner = "" if partner in facts else _functional_owner(name, facts)
-        if owner:
-            return (
-                f"shares a resource/ref edge with {partner}, the argument that carries the "
-                f"resource into the body of {owner} ({facts.types[owner]})"
-            )
-        return f"shares a resource/ref edge with {partner}"
-    colocated = facts.colocated_with
-    if partner in colocated.get(name, ()) or name in colocated.get(partner, ()):
-        return f"is colocated with {partner} (tf.compat.v1.colocate_with)"
-    return (
-        f"is in one colocation group with {partner} (joined by resource/ref edges and "
-        "tf.compat.v1.colocate_with)"
-    )
-
-
-def colocated_reason(requested: str, link: str, short: str) -> str:
-    """The reason of an op placed by its colocation group (``link``: :func:`link_words`)."""
-    if requested:
-        return (
-            f"Asked for {requested}, but it {link}; TF's placer keeps them together and "
-            f"ignored the request, so it runs on {short}."
-        )
-    return f"No device requested, but it {link}, which pins both to one device: {short}."
 
 
 def _client_copy(name: str, op_type: str) -> str:
@@ -632,19 +547,6 @@ def _colocation_groups(facts: GraphFacts) -> dict[str, frozenset]:
         for node in frozen:
             groups[node] = frozen
     return groups
-
-
-def _functional_owner(name: str, facts: GraphFacts | None) -> str:
-    """The functional op (while/cond/call) whose lowering created ``name``, if any."""
-    if facts is None:
-        return ""
-    path = name[5:] if name.startswith("Func/") else name
-    parts = path.split("/")
-    for end in range(len(parts) - 1, 0, -1):
-        prefix = "/".join(parts[:end])
-        if facts.types.get(prefix) in _FUNCTIONAL_TYPES:
-            return prefix
-    return ""
 
 
 def _task(device: str) -> tuple | None:

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .columns import EVENTS_COLUMNS, OPS_COLUMNS, TRANSFERS_COLUMNS
-from .devices import (
+from ..explain import HOW_VALUES, Explainer
+from ..model.columns import EVENTS_COLUMNS, OPS_COLUMNS, TRANSFERS_COLUMNS
+from ..model.devices import (
     canonical_device,
     crosses_tasks,
     device_sort_key,
@@ -23,11 +24,10 @@ from .devices import (
     lane_owner,
     short_device,
 )
-from .graphfacts import GraphFacts
-from .kernels import GPU_KERNEL_VALUES, UNKNOWN
-from .reasons import HOW_VALUES, Explainer
-from .records import Executed, Records, producer
-from .trace import PlacementTrace
+from ..model.graphfacts import GraphFacts
+from ..model.kernels import GPU_KERNEL_VALUES, UNKNOWN
+from ..model.records import Executed, Records, producer
+from ..model.trace import PlacementTrace
 
 # Step-stats collection stops at 2**20 nodes (step_stats_collector.cc).
 STEP_STATS_CAP = 1 << 20
