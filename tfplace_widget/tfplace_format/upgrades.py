@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ..model.columns import OPS_ADDED_LATER
-from ..model.frames import cross_task
+from ..model.devices import crosses_tasks
 
 
 def add_missing_columns(frames: dict[str, pd.DataFrame], predicted: bool) -> None:
@@ -17,7 +17,8 @@ def add_missing_columns(frames: dict[str, pd.DataFrame], predicted: bool) -> Non
     each of ``OPS_ADDED_LATER`` missing on every row (a prediction has none of them)."""
     transfers, ops = frames["transfers"], frames["ops"]
     if "cross_task" not in transfers.columns:
-        transfers["cross_task"] = cross_task(transfers)
+        sources, targets = transfers["src_device"].tolist(), transfers["dst_device"].tolist()
+        transfers["cross_task"] = crosses_tasks(sources, targets)  # as model.frames makes it
     for column in OPS_ADDED_LATER:
         if column not in ops.columns and not predicted:
             ops[column] = pd.array([pd.NA] * len(ops), dtype="string")
