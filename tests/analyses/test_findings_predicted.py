@@ -36,7 +36,7 @@ from tfplace_widget.analyses.findings import (
 from tfplace_widget.export.html import report_data, report_html, unpack_json
 from tfplace_widget.rendering.snapshot import findings_html
 from tfplace_widget.rendering.text_report import TextOutput, print_summary
-from tfplace_widget.sources.tfplace import MANIFEST
+from tfplace_widget.tfplace_format.layout import MANIFEST
 
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
 PREDICTED_KINDS = {"cpu_fallback", "ping_pong"}

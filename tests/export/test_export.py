@@ -26,8 +26,8 @@ from tfplace_widget.analyses.findings import find_findings
 from tfplace_widget.export import TraceWriteError
 from tfplace_widget.export.chrome_trace import chrome_trace
 from tfplace_widget.model.errors import TraceFileNotFound
-from tfplace_widget.sources.frame_json import frame_from_json, frame_to_json
-from tfplace_widget.sources.tfplace import FORMAT_VERSION, MANIFEST
+from tfplace_widget.tfplace_format.frame_json import frame_from_json, frame_to_json
+from tfplace_widget.tfplace_format.layout import FORMAT_VERSION, MANIFEST
 from tfplace_widget.tracing.dispatch import as_trace
 
 FRAMES = ("ops", "events", "transfers")
@@ -173,7 +173,7 @@ def test_saving_over_a_file_replaces_it_whole(seed_cpu, seed_none, tmp_path, mon
     path = tmp_path / "t.tfplace"
     seed_cpu.save(path)
     before = path.read_bytes()
-    import tfplace_widget.export.archive as archive
+    import tfplace_widget.tfplace_format.writer as archive
 
     def broken(*_: Any) -> Any:
         raise TypeError("boom")

@@ -27,6 +27,7 @@ from helpers import GPU_TRACES
 
 from tfplace_widget import PlacementTrace, TraceError, show_placement
 from tfplace_widget.sources import limits
+from tfplace_widget.tfplace_format import limits as archive_limits
 
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
 CPU_01 = "ikhlestov-tensorflow-profiling/CPU_timeline_01.json"
@@ -134,7 +135,7 @@ def test_eight_raw_members_of_1_gib_are_refused(saved, tmp_path):
 
 def test_members_within_the_limit_one_by_one_but_not_together(saved, tmp_path):
     size = limits.MAX_MEMBER_BYTES - MIB
-    count = limits.MAX_ARCHIVE_BYTES // size + 1
+    count = archive_limits.MAX_ARCHIVE_BYTES // size + 1
     bombs = [Member(f"raw/step_{k}.pb", zeros(size)) for k in range(count)]
     path = bomb_archive(saved, tmp_path / "total.tfplace", bombs)
     assert_refused(open_in_child("load", path), f"raw/step_{count - 1}.pb", "1 GiB")
@@ -178,7 +179,7 @@ def test_a_file_past_the_limit_is_refused_unread(tmp_path, where):
     assert_refused(open_in_child("from_run_metadata", path), str(path), "256 MiB")
 
 
-@pytest.mark.parametrize("count", [limits.MAX_MEMBERS + 1, 120_000])
+@pytest.mark.parametrize("count", [archive_limits.MAX_MEMBERS + 1, 120_000])
 def test_an_archive_with_too_many_members_is_refused(saved, tmp_path, count):
     """Past MAX_MEMBERS, refused after the directory is read, or (past a directory that many
     members would fill) before zipfile parses it."""

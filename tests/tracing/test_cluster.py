@@ -351,7 +351,7 @@ def test_a_trace_saved_before_cross_task_gets_the_column_on_load(seed_cpu, tmp_p
     import zipfile
 
     from tfplace_widget import PlacementTrace
-    from tfplace_widget.sources.frame_json import frame_to_json
+    from tfplace_widget.tfplace_format.frame_json import frame_to_json
 
     path = seed_cpu.save(tmp_path / "new.tfplace")
     old = tmp_path / "old.tfplace"

@@ -1,9 +1,8 @@
-"""Writing a :class:`~tfplace_widget.model.trace.PlacementTrace` out (reading is ``sources``).
+"""Writing a :class:`~tfplace_widget.model.trace.PlacementTrace` out for other tools (a
+``.tfplace`` file, ``trace.save``, is ``tfplace_format``'s).
 
 Pure data code, no widget import:
 
-- ``archive``: ``trace.save(path)``, one ``.tfplace`` file (a zip of JSON documents and the raw
-  protos) that keeps everything the panel shows (``sources.tfplace`` reads it back);
 - ``chrome_trace``: ``trace.to_chrome_trace(path)``, trace-event JSON for Perfetto UI and
   chrome://tracing;
 - ``tables``: ``trace.to_frames()``, ``to_csv(folder)`` and ``to_parquet(folder)``;

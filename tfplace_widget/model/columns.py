@@ -21,6 +21,10 @@ OPS_COLUMNS = [
     # the tf.data stage (dataset op) whose function ran the op; <NA> for the traced calls' ops
     "input_stage",
 ]
+# Columns of ``ops`` added after the first ``.tfplace`` files: text where there is some, missing
+# elsewhere; a file written before one has none, and loads with it missing on every row (a
+# prediction has none of them). A new column of this kind is named here and in OPS_COLUMNS.
+OPS_ADDED_LATER = ("xla_op", "input_stage")
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 # cross_task: source and destination are on different tasks (job/replica/task) of a cluster
 # trace.xla: one row per executed HLO instruction of an XLA cluster

@@ -34,7 +34,7 @@ class GraphFacts:
     kernels: dict[str, KernelFacts] = field(default_factory=dict)
     # Ops whose request came from trace_placement(overrides=...): name -> the pattern.
     overridden: dict[str, str] = field(default_factory=dict)
-    # Not a field (not compared, not saved by export.facts_json): what facts_from_graph
+    # Not a field (not compared, not saved by tfplace_format.facts_json): what facts_from_graph
     # records for the predictor as it reads the node defs; None on facts made otherwise
     # (loaded, function mode), which the predictor then works out itself.
     node_table: ClassVar[NodeTable | None] = None

@@ -136,27 +136,34 @@ class PlacementTrace:
             f"{len(self.events)} events, {len(self.transfers)} transfers)"
         )
 
-    # -- save, load, export (tfplace_widget.export) ----------------------------------------------
+    # -- save, load (tfplace_widget.tfplace_format), export (tfplace_widget.export) -------------
     def save(self, path: str | os.PathLike, *, overwrite: bool = True) -> str:
         """Write everything the panel shows to one ``.tfplace`` file (a zip of JSON tables and
-        the raw protos, see :mod:`tfplace_widget.export.archive`); return the path.
+        the raw protos, see :mod:`tfplace_widget.tfplace_format.layout`); return the path.
 
         ``PlacementTrace.load(path)`` or ``show_placement(path)`` opens it again with the same
         frames (dtypes included), ``device_of``, findings and panel. An existing file is
         replaced once the new one is complete; ``overwrite=False`` keeps it (a
         ``FileExistsError``), even one another process makes while this one writes.
         """
-        from ..export.archive import save
+        from ..export.output import write_atomically
+        from ..tfplace_format.writer import save
 
-        return save(self, path, overwrite=overwrite)
+        findings = self.__dict__.get("_findings_cache")
+        return save(self, path, write_file=write_atomically, overwrite=overwrite, findings=findings)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PlacementTrace:
         """The trace :meth:`save` wrote to ``path``; a ``TraceError`` naming the file and the
         fix when it is missing, not a ``.tfplace`` file, damaged, or from a newer version."""
-        from ..sources.tfplace import load
+        from ..tfplace_format.reader import read
 
-        return load(path)
+        saved = read(path)
+        trace = cls(**saved.fields)
+        trace.facts, trace.measured, trace.raw = saved.facts, saved.measured, saved.raw
+        if saved.findings is not None:
+            trace.__dict__["_findings_cache"] = saved.findings
+        return trace
 
     def to_chrome_trace(self, path: str | os.PathLike, *, overwrite: bool = True) -> str:
         """Write the timeline as Chrome trace-event JSON (gzipped when ``path`` ends in

@@ -7,8 +7,9 @@ executions) and an :class:`Executed` graph (where each node ran), the common for
 - ``xspace``: the TF2 profiler's XSpace (host ops and GPU stream kernels);
 - ``functions``: the placed graphs of instantiated ``tf.function``s (function mode);
 - ``xla``: the HLO modules and executed instructions of XLA clusters in an XSpace;
-- ``tfplace``: a saved ``.tfplace`` file (with the ``frame_json``/``facts_json`` codecs and
-  ``frame_schema``'s checks), within ``limits``.
+
+each within ``limits``, the bounds on what a file from someone else can make them hold. A saved
+``.tfplace`` file is read by ``tfplace_format``.
 """
 
 from ..model.records import Executed, Records

@@ -7,6 +7,8 @@ CPUs, one traced step): its largest ``.tfplace`` member is 56 MB (``raw/run_meta
 members 162 MB, 4.3 million JSON values; TensorFlow's ``timeline.py`` writes its Chrome trace as
 65 MB of JSON with 2.0 million values. The limits are read when a file is opened: a user who
 trusts a larger file can raise them (``tfplace_widget.sources.limits.MAX_MEMBER_BYTES = ...``).
+The limits of a ``.tfplace`` archive as a whole (its total size, its member count) are
+``tfplace_widget.tfplace_format.limits``.
 """
 
 from __future__ import annotations
@@ -15,17 +17,14 @@ import io
 import json
 import re
 import reprlib
-import struct
+import sys
+from types import ModuleType
 from typing import IO, Any
 
 from ..model.errors import TraceError
 
 # One unpacked .tfplace member, or one trace file (plain or gunzipped).
 MAX_MEMBER_BYTES = 256 << 20
-# All members of one .tfplace read together (and the .tfplace file itself).
-MAX_ARCHIVE_BYTES = 1 << 30
-# Members of one .tfplace (a trace writes about ten, plus one per RunMetadata step kept).
-MAX_MEMBERS = 10_000
 # JSON values in the documents of one file (each costs up to ~70 bytes once parsed, so this
 # bounds what parsing can take, about 1 GB, however the values are packed): counted before
 # parsing, one per comma and one per list or object (``[[[]]]`` is three values, no comma).
@@ -34,8 +33,6 @@ MAX_JSON_VALUES = 16_000_000
 # magnitude (3,000 years; int64 and float64 both hold it exactly enough), a duration not negative.
 MAX_ABS_US = 10**17
 _CHUNK = 1 << 20
-# The zip's central directory: 46 bytes per member plus its name and extra fields.
-_DIRECTORY_BYTES_PER_MEMBER = 46 + 2 * 256
 
 
 def size_text(limit: int) -> str:
@@ -52,18 +49,23 @@ def shown(value: Any) -> str:
     return reprlib.repr(value)
 
 
-def too_large(where: str, what: str, name: str, verb: str = "unpacks to") -> TraceError:
-    """The refusal of ``what`` in ``where`` for passing the limit ``name`` (a constant here)."""
+def too_large(
+    where: str, what: str, name: str, verb: str = "unpacks to", limits: ModuleType | None = None
+) -> TraceError:
+    """The refusal of ``what`` in ``where`` for passing the limit ``name`` (a constant of the
+    module ``limits``: this one when not given)."""
+    module = limits or sys.modules[__name__]
     return TraceError(
-        f"{where!r}: {what} {verb} more than {size_text(globals()[name])}, the limit for one file "
-        f"opened (tfplace_widget.sources.limits.{name}); a trace of 100,000 ops needs a fraction "
+        f"{where!r}: {what} {verb} more than {size_text(getattr(module, name))}, the limit for one "
+        f"file opened ({module.__name__}.{name}); a trace of 100,000 ops needs a fraction "
         "of it, so this is not a real trace (it may be a decompression bomb). If "
         "you trust the file and it really is that large, raise the limit."
     )
 
 
 class Budget:
-    """What the members of one file have taken so far, against the per-file limits."""
+    """What the documents of one file have taken so far, against the per-file limits (the
+    bytes of all members of a ``.tfplace``: ``tfplace_format.limits.ArchiveBudget``)."""
 
     def __init__(self, where: str) -> None:
         self.where = where
@@ -72,8 +74,6 @@ class Budget:
 
     def take_bytes(self, count: int, what: str) -> None:
         self.bytes += count
-        if self.bytes > MAX_ARCHIVE_BYTES:
-            raise too_large(self.where, f"with {what}, the members", "MAX_ARCHIVE_BYTES")
 
     def take_values(self, count: int, what: str) -> None:
         self.values += count
@@ -136,62 +136,3 @@ def parse_json(data: bytes, where: str, what: str, budget: Budget | None = None)
 # What a lone surrogate in JSON is written as: an escape \ud800-\udfff, or its UTF-8-like
 # bytes (which json.loads lets through).
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
-
-
-def zip_directory_size(data: bytes) -> int | None:
-    """The size the zip in ``data`` gives its central directory (which ``zipfile`` reads and
-    parses whole before any member), found as ``zipfile`` finds it; ``None`` if not found."""
-    end = data.rfind(b"PK\x05\x06", max(0, len(data) - (1 << 16) - 22))
-    if len(data) >= 22 and data[-22:-18] == b"PK\x05\x06" and data[-2:] == b"\0\0":
-        end = len(data) - 22  # no comment: where zipfile looks first
-    if end < 0 or end + 22 > len(data):
-        return None
-    size = struct.unpack_from("<L", data, end + 12)[0]
-    locator = end - 20
-    if locator >= 56 and data[locator : locator + 4] == b"PK\x06\x07":  # ZIP64: its size wins
-        record = locator - 56
-        if data[record : record + 4] == b"PK\x06\x06":
-            size = struct.unpack_from("<Q", data, record + 40)[0]
-    return size
-
-
-def check_zip_directory(data: bytes, where: str) -> None:
-    """Refuse a zip whose central directory is larger than ``MAX_MEMBERS`` members need."""
-    size = zip_directory_size(data)
-    if size is not None and size > MAX_MEMBERS * _DIRECTORY_BYTES_PER_MEMBER:
-        raise TraceError(
-            f"{where!r}: its zip directory takes {size:,} bytes, more than {MAX_MEMBERS:,} "
-            "members (tfplace_widget.sources.limits.MAX_MEMBERS) would; a trace has about ten, "
-            "so this is not a .tfplace file tfplace_widget wrote."
-        )
-
-
-def check_member_count(count: int, where: str) -> None:
-    if count > MAX_MEMBERS:
-        raise TraceError(
-            f"{where!r} holds {count:,} members, more than {MAX_MEMBERS:,} "
-            "(tfplace_widget.sources.limits.MAX_MEMBERS); a trace has about ten, so this is "
-            "not a .tfplace file tfplace_widget wrote."
-        )
-
-
-def check_savable(members: dict[str, bytes], where: str) -> None:
-    """Refuse to write a ``.tfplace`` file that these limits would refuse to open (a
-    ``ValueError`` saying which limit to raise), so that a saved trace can be opened again."""
-    largest = max(members, key=lambda name: len(members[name]))
-    total = sum(len(data) for data in members.values())
-    values = sum(json_values(d) for name, d in members.items() if name.endswith(".json"))
-    for past, what, name in (
-        (len(members[largest]) > MAX_MEMBER_BYTES, f"{largest} would take", "MAX_MEMBER_BYTES"),
-        (total > MAX_ARCHIVE_BYTES, "its members would take", "MAX_ARCHIVE_BYTES"),
-        (values > MAX_JSON_VALUES, f"its JSON would hold {values:,} values,", "MAX_JSON_VALUES"),
-        (len(members) > MAX_MEMBERS, f"it would have {len(members):,} members,", "MAX_MEMBERS"),
-    ):
-        if past:
-            limit = globals()[name]
-            more = size_text(limit) if name.endswith("_BYTES") else f"{limit:,}"
-            raise ValueError(
-                f"Cannot save the trace to {where!r}: {what} more than {more}, the limit a "
-                f".tfplace file is opened with (tfplace_widget.sources.limits.{name}). Trace "
-                "fewer steps, or raise the limit, here and wherever the file will be opened."
-            )

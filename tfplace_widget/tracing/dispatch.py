@@ -12,7 +12,7 @@ from typing import Any
 
 from ..model.trace import PlacementTrace
 from ..sources.files import trace_format
-from ..sources.tfplace import is_archive
+from ..tfplace_format.reader import is_archive
 
 
 def as_trace(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementTrace:

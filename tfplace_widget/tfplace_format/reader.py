@@ -1,42 +1,4 @@
-"""The ``.tfplace`` format, and its reader: ``PlacementTrace.load(path)`` (``trace.save`` writes it, ``export.archive``).
-
-The format (version 1) is a zip archive (deflate) of plain documents, readable with any zip
-tool and a JSON parser, and safe to open: nothing in it is executed or unpickled, members are
-read by name into memory (never extracted to disk) within the size limits of
-``sources.limits``, and every field is type-checked on load (the frames against
-``frame_schema``).
-
-========================  =====================================================================
-member                    what it holds
-========================  =====================================================================
-``tfplace.json``          the manifest: ``format`` ("tfplace_widget trace"), ``version``, the
-                          writer's version, and the trace's small fields (``devices``,
-                          ``source``, ``mode``, ``mode_reason``, ``truncated``, ``predicted``,
-                          ``notes``) and the list of ``raw`` members with their proto type
-``frames/ops.json``       ``trace.ops``, column-wise, with each column's dtype (``frame_json``)
-``frames/events.json``    ``trace.events``
-``frames/transfers.json`` ``trace.transfers``
-``frames/xla.json``       ``trace.xla`` (the HLO instructions XLA ran); files written before it
-                          have none, and load with an empty ``xla`` and ``xla_op`` missing
-``frames/measured.json``  a prediction's ``trace.measured`` (the op runs of the trace it was
-                          predicted from, for its findings' materiality), when it has one
-``frames/findings.json``  ``trace.findings``, when it had been computed (the panel computes it);
-                          read back only by the version that wrote it (others find them again)
-``inputs.json``           ``trace.inputs`` (op -> producers)
-``log.txt``               ``trace.log`` (UTF-8)
-``facts.json``            ``trace.facts`` field by field (``facts_json``), when present
-``raw/<name>``            ``trace.raw``: the protos the trace was made from (graph mode:
-                          ``run_metadata_<step>.pb`` and ``graph_def.pb``; TF2 code:
-                          ``xspace.pb``, ``function_graphs.pb`` and ``functions.json``), kept
-                          as they were for a later version to re-derive columns from
-========================  =====================================================================
-
-JSON and not Parquet: a shared file must open wherever tfplace_widget is installed, and
-pyarrow is optional. Column-wise JSON of a 100k-op trace deflates to a few MB and round-trips
-every dtype exactly. A reader refuses a newer ``version`` (with the upgrade to install), and
-ignores members and manifest keys it does not know, so additions within a version stay
-readable by older readers.
-"""
+"""The reader of ``.tfplace`` files (the format: ``layout``): ``PlacementTrace.load(path)``."""
 
 from __future__ import annotations
 
@@ -45,32 +7,22 @@ import os
 import re
 import zipfile
 import zlib
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
 
 from ..model.errors import TraceError, read_file
+from ..model.graphfacts import GraphFacts
+from ..sources import limits as shared
+from ..sources.limits import shown
 from . import limits
 from .facts_json import facts_from_json, names_map
 from .frame_json import FrameFormatError, frame_from_json
-from .frame_schema import check_frame, text_columns_of_empty
-from .limits import shown
+from .layout import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, RAW_NAME, SUFFIX
+from .schema import check_frame, text_columns_of_empty
+from .upgrades import add_missing_columns, current_findings, written_here
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..model.trace import PlacementTrace
-
-FORMAT = "tfplace_widget trace"
-FORMAT_VERSION = 1
-SUFFIX = ".tfplace"
-MANIFEST = "tfplace.json"
-FRAMES = ("ops", "events", "transfers")
-# Proto type of each raw member a tracer writes, for a reader that wants to parse it.
-RAW_TYPES = {
-    "graph_def.pb": "tensorflow.GraphDef",
-    "xspace.pb": "tensorflow.profiler.XSpace",
-    "function_graphs.pb": "tensorflow.RunMetadata (function_graphs only)",
-    "functions.json": "JSON: display name of each function graph, device_scope",
-    "keras_xla.json": "JSON: how Keras 3 would compile the traced Keras step on a GPU",
-}
-RAW_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _MISSING: Any = object()
 # A device as TensorFlow names it in full (device_name_utils.cc: job names and types are a
 # letter, then letters, digits and underscores).
@@ -90,59 +42,67 @@ def is_archive(path: str | os.PathLike) -> bool:
         return False
 
 
-def load(path: str | os.PathLike) -> PlacementTrace:
-    """The trace :func:`save` wrote to ``path``.
+@dataclass
+class SavedTrace:
+    """What one ``.tfplace`` file holds, checked: ``PlacementTrace(**fields)``, then the
+    attributes set on it (``PlacementTrace.load`` builds the trace; this module does not know
+    the class)."""
+
+    fields: dict[str, Any]
+    facts: GraphFacts | None = None
+    measured: pd.DataFrame | None = None
+    # The findings saved with the trace, when this version wrote them (``upgrades``).
+    findings: pd.DataFrame | None = None
+    raw: dict[str, bytes] = field(default_factory=dict)
+
+
+def read(path: str | os.PathLike) -> SavedTrace:
+    """What :func:`~tfplace_widget.tfplace_format.writer.save` wrote to ``path``, upgraded to
+    the columns of a trace made now.
 
     A missing file is a ``TraceFileNotFound``; a file that is not a ``.tfplace`` archive, a
     damaged one, one written by a newer version (``version`` above ``FORMAT_VERSION``), one
-    past the size limits of ``sources.limits`` or one whose frames lack a column or hold the
-    wrong kind of values in one (``frame_schema``) is a :class:`TraceError` naming the file,
-    the member and what to do.
+    past the size limits (``sources.limits``, ``tfplace_format.limits``) or one whose frames
+    lack a column or hold the wrong kind of values in one (``schema``) is a
+    :class:`TraceError` naming the file, the member and what to do.
     """
-    from ..model.trace import PlacementTrace
-
     reader = _Reader(os.fspath(path))
     with reader.archive:
         manifest = reader.json(MANIFEST)
         _check_manifest(manifest, reader.where)
         info = reader.field(manifest, "trace", dict, "an object")
         frames = {name: reader.frame(name) for name in FRAMES}
-        _add_cross_task(frames["transfers"])
         predicted = reader.field(info, "predicted", bool, "true or false")
-        _add_xla_op(frames["ops"], predicted)
+        add_missing_columns(frames, predicted)
         if "frames/xla.json" in reader.names:
             frames["xla"] = reader.frame("xla")
         devices = reader.devices(info)
         reader.check_devices(frames, devices)
-        trace = PlacementTrace(
-            **frames,
-            devices=devices,
-            inputs=reader.inputs(),
-            log=reader.read("log.txt").decode("utf-8", "surrogateescape"),
-            source=reader.field(info, "source", str, "a string"),
-            truncated=reader.field(info, "truncated", bool, "true or false"),
-            mode=reader.field(info, "mode", str, "a string"),
-            mode_reason=reader.field(info, "mode_reason", str, "a string", default=""),
-            notes=reader.field(info, "notes", list, "a list of strings", str),
-            predicted=predicted,
+        saved = SavedTrace(
+            fields=dict(
+                **frames,
+                devices=devices,
+                inputs=reader.inputs(),
+                log=reader.read("log.txt").decode("utf-8", "surrogateescape"),
+                source=reader.field(info, "source", str, "a string"),
+                truncated=reader.field(info, "truncated", bool, "true or false"),
+                mode=reader.field(info, "mode", str, "a string"),
+                mode_reason=reader.field(info, "mode_reason", str, "a string", default=""),
+                notes=reader.field(info, "notes", list, "a list of strings", str),
+                predicted=predicted,
+            )
         )
         if "facts.json" in reader.names:
-            trace.facts = reader.facts()
+            saved.facts = reader.facts()
         if "frames/measured.json" in reader.names:
-            trace.measured = reader.frame("measured")
-        if "frames/findings.json" in reader.names and _written_here(manifest):
-            # Another version's findings are found again (from facts.json, on first use):
-            # the analyses change between versions, the placement they read does not. So are
-            # those saved without the ``predicted`` column (issue 24): which are predictions
-            # is not in them.
-            findings = reader.frame("findings")
-            if "predicted" in findings:
-                trace.__dict__["_findings_cache"] = findings
-        trace.raw = {name[len("raw/") :]: reader.read(name) for name in _raw_members(reader.names)}
-    return trace
+            saved.measured = reader.frame("measured")
+        if "frames/findings.json" in reader.names and written_here(manifest):
+            saved.findings = current_findings(reader.frame("findings"))
+        saved.raw = {name[len("raw/") :]: reader.read(name) for name in _raw_members(reader.names)}
+    return saved
 
 
-# The members load reads (those present), besides raw/.
+# The members :func:`read` reads (those present), besides raw/.
 _MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, "xla", "measured", "findings")))
 _MEMBERS += ("inputs.json", "log.txt", "facts.json")
 
@@ -153,8 +113,8 @@ def _raw_members(names: Any) -> list[str]:
 
 
 class _Reader:
-    """One ``.tfplace`` file opened for :func:`load`: its members read by name into memory
-    (never extracted), within the limits of ``sources.limits``, each error naming the member."""
+    """One ``.tfplace`` file opened for :func:`read`: its members read by name into memory
+    (never extracted), within the limits (``sources.limits``, ``tfplace_format.limits``), each error naming the member."""
 
     def __init__(self, where: str) -> None:
         self.where = where
@@ -172,7 +132,7 @@ class _Reader:
             raise TraceError(f"{where!r} is a damaged .tfplace file ({exc}). {_SAVE_FIX}") from exc
         limits.check_member_count(len(self.archive.infolist()), where)
         self.names = self.archive.namelist()
-        self.budget = limits.Budget(where)
+        self.budget = limits.ArchiveBudget(where)
         if MANIFEST not in self.names:
             raise TraceError(
                 f"{where!r}: it is a zip, but not a .tfplace file (it has no {MANIFEST}). "
@@ -189,7 +149,7 @@ class _Reader:
                 continue
             claimed = self.archive.getinfo(name).file_size
             total += claimed
-            if claimed > limits.MAX_MEMBER_BYTES:
+            if claimed > shared.MAX_MEMBER_BYTES:
                 raise limits.too_large(self.where, name, "MAX_MEMBER_BYTES", "would unpack to")
             if total > limits.MAX_ARCHIVE_BYTES:
                 what = f"with {name}, the members"
@@ -207,7 +167,7 @@ class _Reader:
             )
         try:
             with self.archive.open(name) as member:
-                return limits.read_bounded(member, self.where, name, self.budget)
+                return shared.read_bounded(member, self.where, name, self.budget)
         except TraceError:
             raise
         # CRC, truncation, a bad deflate stream, encryption, an unknown compression method
@@ -224,7 +184,7 @@ class _Reader:
 
     def json(self, name: str) -> Any:
         try:
-            return limits.parse_json(self.read(name), self.where, name, self.budget)
+            return shared.parse_json(self.read(name), self.where, name, self.budget)
         except ValueError as exc:
             raise self.damaged(name, exc) from exc
 
@@ -302,33 +262,6 @@ class _Reader:
         ):
             raise self.damaged(MANIFEST, f"{key} is {shown(value)}, not {expected}")
         return value
-
-
-def _written_here(manifest: dict) -> bool:
-    """Was the file written by this version of tfplace_widget?"""
-    from ..model.version import __version__
-
-    return manifest.get("written_by") == f"tfplace_widget {__version__}"
-
-
-def _add_cross_task(transfers: Any) -> None:
-    """Files saved before issue 15 have no ``cross_task`` column: compute it (in place), so
-    every loaded trace has the columns of a fresh one (a prediction's as well)."""
-    from .frames import cross_task
-
-    if "cross_task" not in transfers.columns:
-        transfers["cross_task"] = cross_task(transfers)
-
-
-def _add_xla_op(ops: Any, predicted: bool) -> None:
-    """Files saved before issue 23 have no ``xla_op`` column, before issue 30 no
-    ``input_stage``: add them, missing (in place), so a loaded trace has the columns of a
-    fresh one (a prediction has neither)."""
-    import pandas as pd
-
-    for column in ("xla_op", "input_stage"):
-        if column not in ops.columns and not predicted:
-            ops[column] = pd.array([pd.NA] * len(ops), dtype="string")
 
 
 def _what_it_is(data: bytes) -> str:

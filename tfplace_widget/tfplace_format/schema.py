@@ -3,8 +3,9 @@
 A ``.tfplace`` file may come from anyone: a frame whose columns the panel, the findings or the
 command line cannot work with (a missing ``device``, dicts where op names belong, strings in a
 time column) is refused when the file is opened, naming the column, instead of failing later
-deep inside pandas. The schema is what tracing makes (``frames.OPS_COLUMNS`` and their dtypes,
-a prediction's extra columns, the findings' ``COLUMNS``); text columns may be ``object`` (of
+deep inside pandas. The schema is what tracing makes: the columns of ``model.columns`` (text
+unless a check below says otherwise; ``OPS_ADDED_LATER`` text or missing, and absent from older
+files), a prediction's extra columns, the findings' columns; text columns may be ``object`` (of
 ``str``) or ``str`` dtype, as both occur; an empty frame's columns may have any dtype (a
 prediction's empty ``events`` are ``float64``). Other columns, which a newer version may add,
 are kept when they hold plain values (text, numbers, flags, categories).
@@ -20,7 +21,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .limits import MAX_ABS_US, shown
+from ..model.columns import (
+    EVENTS_COLUMNS,
+    FINDING_KINDS,
+    FINDINGS_COLUMNS,
+    OPS_ADDED_LATER,
+    OPS_COLUMNS,
+    SEVERITIES,
+    TRANSFERS_COLUMNS,
+    XLA_COLUMNS,
+)
+from ..sources.limits import MAX_ABS_US, shown
 
 Check = Callable[[pd.Series], str | None]  # what is wrong with the column, or None
 
@@ -183,18 +194,10 @@ def schemas() -> dict[str, dict[str, Check]]:
     """Each frame's known columns and their checks: required ones first, then the optional ones
     (those of a prediction; ``cross_task`` is added on load to files written before it)."""
     from ..explain import HOW_VALUES
-    from ..model.columns import (
-        EVENTS_COLUMNS,
-        FINDING_KINDS,
-        FINDINGS_COLUMNS,
-        OPS_COLUMNS,
-        SEVERITIES,
-        TRANSFERS_COLUMNS,
-        XLA_COLUMNS,
-    )
     from ..model.kernels import GPU_KERNEL_VALUES
 
     ops = dict.fromkeys(OPS_COLUMNS, _text)
+    ops.update(dict.fromkeys(OPS_ADDED_LATER, _text_or_missing))
     ops.update(
         how=_categories(HOW_VALUES, "error", missing=False),  # a prediction's may be an error
         gpu_kernel=_categories(GPU_KERNEL_VALUES),
@@ -202,8 +205,6 @@ def schemas() -> dict[str, dict[str, Check]]:
         duration_us=_time(_number, duration=True),
         runs=_integer(nullable=True),
         output_bytes=_integer(nullable=True),
-        xla_op=_text_or_missing,
-        input_stage=_text_or_missing,
     )
     events = dict.fromkeys(EVENTS_COLUMNS, _text)
     events.update(
@@ -239,12 +240,11 @@ def schemas() -> dict[str, dict[str, Check]]:
 
 
 OPTIONAL = {
-    # xla_op, input_stage: added on load to files written before them (absent from predictions)
+    # OPS_ADDED_LATER: added on load to files written before them (absent from predictions)
     "ops": {
         "predicted_device": _text,
         "traced_device": _text,
-        "xla_op": _text_or_missing,
-        "input_stage": _text_or_missing,
+        **dict.fromkeys(OPS_ADDED_LATER, _text_or_missing),
     },
     "transfers": {"cross_task": _flag, "predicted": _flag, "copy": _text},
     # predicted: absent from files written before it (their findings are found again)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .limits import shown
+from ..sources.limits import shown
 
 _INFINITY = {"Infinity": math.inf, "-Infinity": -math.inf}
 

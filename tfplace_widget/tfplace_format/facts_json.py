@@ -18,7 +18,7 @@ from typing import Any
 
 from ..model.graphfacts import GraphFacts
 from ..model.kernels import GPU_KERNEL_VALUES, KernelFacts
-from .limits import shown
+from ..sources.limits import shown
 
 _STRING_MAPS = ("types", "requested", "overridden", "function")
 _LIST_MAPS = ("colocated_with", "resource_inputs", "inputs")
@@ -27,7 +27,7 @@ _LIST_MAPS = ("colocated_with", "resource_inputs", "inputs")
 def facts_to_json(facts: GraphFacts) -> dict[str, Any]:
     """The fields of ``facts`` as a JSON-ready dict; ``TypeError`` for a facts class or field
     this format does not know (so a new field cannot be dropped silently)."""
-    from .functions import CallScope, FunctionFacts
+    from ..sources.functions import CallScope, FunctionFacts
 
     kind = type(facts).__name__
     if type(facts) not in (GraphFacts, FunctionFacts):
@@ -63,7 +63,7 @@ def facts_to_json(facts: GraphFacts) -> dict[str, Any]:
 def facts_from_json(document: Any) -> GraphFacts:
     """The facts :func:`facts_to_json` wrote; ``ValueError`` naming the field that is malformed
     (every value is type-checked: the analyses read them as they would fresh facts)."""
-    from .functions import CallScope, FunctionFacts
+    from ..sources.functions import CallScope, FunctionFacts
 
     if not isinstance(document, dict):
         raise ValueError("the graph facts are not a JSON object")

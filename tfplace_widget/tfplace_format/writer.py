@@ -1,33 +1,58 @@
-"""``trace.save(path)``: write a trace as one ``.tfplace`` file (the format: ``sources.tfplace``)."""
+"""The writer of ``.tfplace`` files (the format: ``layout``): ``trace.save(path)``."""
 
 from __future__ import annotations
 
 import json
 import os
 import zipfile
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import IO, Any, Protocol
 
-from ..sources import limits
-from ..sources.facts_json import facts_to_json
-from ..sources.frame_json import frame_to_json
-from ..sources.tfplace import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, RAW_NAME, RAW_TYPES
-from .output import write_atomically
+import pandas as pd
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..model.trace import PlacementTrace
+from ..sources import limits as shared
+from . import limits
+from .facts_json import facts_to_json
+from .frame_json import frame_to_json
+from .layout import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, RAW_NAME, raw_type
 
-
-def raw_type(name: str) -> str:
-    """The proto type of a raw member, by its name."""
-    if name.startswith("run_metadata"):
-        return "tensorflow.RunMetadata"
-    return RAW_TYPES.get(name, "bytes")
+# How the file is written: ``write_file(path, what, write, overwrite=...)`` calls ``write`` on
+# a stream and puts the result at ``path`` (``export.output.write_atomically``: whole or not
+# at all, errors naming the path).
+WriteFile = Callable[..., None]
 
 
-def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = True) -> str:
-    """Write ``trace`` to ``path`` (a ``.tfplace`` file; see the module docstring); return the
-    path. The file appears complete or not at all; a :class:`TraceWriteError` names the path
-    when it cannot be written (a ``FileExistsError`` too when it exists and not ``overwrite``)."""
+class Savable(Protocol):
+    """What :func:`save` reads of a trace (a ``PlacementTrace``)."""
+
+    ops: pd.DataFrame
+    events: pd.DataFrame
+    transfers: pd.DataFrame
+    devices: list[str]
+    inputs: dict[str, list[str]]
+    log: str
+    source: str
+    truncated: bool
+    mode: str
+    mode_reason: str
+    notes: list[str]
+    facts: Any
+    predicted: bool
+    raw: dict[str, bytes]
+
+
+def save(
+    trace: Savable,
+    path: str | os.PathLike,
+    *,
+    write_file: WriteFile,
+    overwrite: bool = True,
+    findings: pd.DataFrame | None = None,
+) -> str:
+    """Write ``trace`` (and its ``findings``, when computed) to ``path`` as a ``.tfplace`` file
+    (see ``layout``) with ``write_file``; return the path. The file appears complete or not at
+    all; a :class:`TraceWriteError` names the path when it cannot be written (a
+    ``FileExistsError`` too when it exists and not ``overwrite``)."""
     from ..model.version import __version__
 
     where = os.fspath(path)
@@ -43,7 +68,6 @@ def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = Tr
     measured = getattr(trace, "measured", None)
     if measured is not None:
         members["frames/measured.json"] = _json(frame_to_json(measured, "trace.measured"))
-    findings = trace.__dict__.get("_findings_cache")
     if findings is not None:
         members["frames/findings.json"] = _json(frame_to_json(findings, "trace.findings"))
     members["inputs.json"] = _json(trace.inputs)
@@ -76,15 +100,15 @@ def save(trace: PlacementTrace, path: str | os.PathLike, *, overwrite: bool = Tr
             for name, data in members.items():
                 archive.writestr(name, data)
 
-    write_atomically(where, "the trace", write, overwrite=overwrite)
+    write_file(where, "the trace", write, overwrite=overwrite)
     return where
 
 
 def _log_text(log: str) -> str:
     """``log``, or its start and end with a line saying how much was cut between them, so that
-    ``log.txt`` fits in ``limits.MAX_MEMBER_BYTES`` (a program that printed gigabytes while
+    ``log.txt`` fits in ``sources.limits.MAX_MEMBER_BYTES`` (a program that printed gigabytes while
     traced still saves its trace: a character takes at most 4 bytes)."""
-    keep = limits.MAX_MEMBER_BYTES // 10  # characters at each end: at most 80% of the limit
+    keep = shared.MAX_MEMBER_BYTES // 10  # characters at each end: at most 80% of the limit
     if len(log) <= 2 * keep:
         return log
     cut = len(log) - 2 * keep
