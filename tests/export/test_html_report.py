@@ -312,8 +312,16 @@ def test_trace_to_html_is_write_html(seed_cpu, tmp_path):
     assert by_method == by_function
 
 
-US_VALUES = [0.0, 0.4, 0.5, 1.5, 2.5, 3.0, 12.49, 999.4, 999.5, 1000.0, 1234.5, 12_345.0]
-US_VALUES += [99_949.9, 999_999.0, 1_000_000.0, 1_234_567.0, 12_345_678.9]
+# The durations both languages show alike: summary.format_us and format.js's formatUs (its
+# node test, tests/js/format.test.mjs, reads the same file).
+FORMAT_CASES = json.loads((Path(__file__).parents[1] / "format_cases.json").read_text("utf-8"))
+US_VALUES = [case["us"] for case in FORMAT_CASES["cases"]]
+
+
+@pytest.mark.parametrize("case", FORMAT_CASES["cases"], ids=lambda c: str(c["us"]))
+def test_format_us_answers_as_the_cases_say(case):
+    assert format_us(case["us"]) == case["text"]
+
 
 
 def test_the_pages_times_read_as_the_panels(tmp_path):

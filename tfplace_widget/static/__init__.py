@@ -6,9 +6,9 @@
 - ``bundle_entry.js``, ``holder.js``, ``timeline.js``/``timeline.css``: the plotly.js holder and
   the timeline (``$NAME`` placeholders filled by ``bundle_holder.fill_js``);
 - ``search.js``, ``format.js``, ``report.js``/``report.css``: the HTML report's script (the
-  panel's search rules and ``format_us`` in JavaScript, checked against the Python on shared
-  cases by ``tests/js/`` and ``tests/rendering/``, then the page, which drives ``table.js``)
-  and its style sheet (after ``table.css``);
+  panel's search rules and ``format_us`` in JavaScript, each checked with the Python on one
+  file of cases, ``tests/search_cases.json`` and ``tests/format_cases.json``; then the page,
+  which drives ``table.js``) and its style sheet (after ``table.css``);
 - ``snapshot.css``: the style sheet of the panel's static snapshot (``rendering.snapshot``, the
   ``text/html`` that nbconvert and GitHub show where no widget is drawn; no script).
 
