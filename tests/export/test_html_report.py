@@ -323,7 +323,6 @@ def test_format_us_answers_as_the_cases_say(case):
     assert format_us(case["us"]) == case["text"]
 
 
-
 def test_the_pages_times_read_as_the_panels(tmp_path):
     """The table's start and duration: ``summary.format_us`` and the page's ``formatUs``."""
     node = shutil.which("node") or shutil.which("nodejs")
