@@ -43,15 +43,16 @@ module.exports = [
     rules: { "no-unused-vars": ["error", { varsIgnorePattern: "^bundleEntry$" }] },
   },
   {
-    // The HTML report's script: search.js and format.js, then report.js, in one async function
-    // of a classic <script> (report.js awaits at its top level); plotly.js comes after it.
+    // The HTML report's script: search.js and format.js, table.js (without its last line, the
+    // export), then report.js, in one async function of a classic <script> (report.js awaits
+    // at its top level); plotly.js comes after it.
     files: ["tfplace_widget/static/{search,format}.js"],
     languageOptions: { sourceType: "script" },
     rules: { "no-unused-vars": ["error", { vars: "local" }] },  // what report.js calls
   },
   {
     files: ["tfplace_widget/static/report.js"],
-    languageOptions: { globals: readonly("matchNames SearchError formatUs Plotly") },
+    languageOptions: { globals: readonly("matchNames SearchError formatUs renderOpTable Plotly") },
   },
   {
     files: ["tests/js/**/*.mjs"],

@@ -288,11 +288,16 @@ def test_report_data_is_column_arrays_not_records(seed_cpu):
 
 # -- the page's script: the files of static/ (its search: tests/rendering/test_search_cases.py) -------------
 def test_the_page_holds_the_static_scripts_and_style_sheet_as_they_are(seed_cpu):
-    """The page runs ``static/search.js``, ``format.js`` and ``report.js`` unchanged (the files
-    ``tests/js/`` runs under node), in one async function, and styles with ``report.css``."""
+    """The page runs ``static/search.js``, ``format.js``, the panel's op table ``table.js``
+    (without its export) and ``report.js`` unchanged (the files ``tests/js/`` runs under node),
+    in one async function, and styles with ``table.css`` and ``report.css``."""
     page = report_html(seed_cpu)
     script = page.split("'use strict';\n(async () => {\n", 1)[1].split("})().catch(", 1)[0]
-    assert script == "\n".join(static.text(n) for n in ("search.js", "format.js", "report.js"))
+    table = static.text("table.js")
+    assert table.endswith("\nexport default { render: renderOpTable };\n")
+    files = [static.text("search.js"), static.text("format.js"), table.rpartition("export")[0]]
+    assert script == "\n".join([*files, static.text("report.js")])
+    assert f"<style>\n{static.text('table.css')}</style>" in page
     assert f"<style>\n{static.text('report.css')}</style>" in page
 
 
@@ -307,8 +312,15 @@ def test_trace_to_html_is_write_html(seed_cpu, tmp_path):
     assert by_method == by_function
 
 
-US_VALUES = [0.0, 0.4, 0.5, 1.5, 2.5, 3.0, 12.49, 999.4, 999.5, 1000.0, 1234.5, 12_345.0]
-US_VALUES += [99_949.9, 999_999.0, 1_000_000.0, 1_234_567.0, 12_345_678.9]
+# The durations both languages show alike: summary.format_us and format.js's formatUs (its
+# node test, tests/js/format.test.mjs, reads the same file).
+FORMAT_CASES = json.loads((Path(__file__).parents[1] / "format_cases.json").read_text("utf-8"))
+US_VALUES = [case["us"] for case in FORMAT_CASES["cases"]]
+
+
+@pytest.mark.parametrize("case", FORMAT_CASES["cases"], ids=lambda c: str(c["us"]))
+def test_format_us_answers_as_the_cases_say(case):
+    assert format_us(case["us"]) == case["text"]
 
 
 def test_the_pages_times_read_as_the_panels(tmp_path):

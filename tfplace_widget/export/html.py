@@ -2,11 +2,11 @@
 
 The file opens from disk in any current browser, offline: no server, no kernel, nothing
 fetched. It holds the panel's header (``panel_html.header_html``), the device chips, the
-search box (the panel's rules, ported to JavaScript: ``SEARCH_JS``), the findings,
-"showing N of M ops", the timeline and the op table, and works like the panel: typing narrows
-the table and outlines the matching bars (the rest dimmed), a chip, a finding or the op-type
-menu keeps only those ops, a click on a row rings the op in the timeline and a click on a bar
-picks its op. The findings measured in this run come first; those predicted for a machine with
+search box (the panel's rules, in JavaScript: ``SEARCH_JS``), the findings,
+"showing N of M ops", the timeline and the op table (the panel's own: ``static/table.js``),
+and works like the panel: typing narrows the table and outlines the matching bars (the rest
+dimmed), a chip, a finding or the op-type menu keeps only those ops, a click on a row rings
+the op in the timeline and a click on a bar picks its op. The findings measured in this run come first; those predicted for a machine with
 a GPU that the run did not have follow under a header of their own (``finding_groups``).
 
 How it is built, so that it stays the panel's picture:
@@ -85,12 +85,15 @@ MAX_XLA_ROWS = 500  # instructions listed in the report's XLA table (the longest
 GZIP_LEVEL = 6
 FORMAT_VERSION = 1  # of the JSON document in the page (data-version), for tools that read it
 
-# The page's script and style sheet, in static/: the panel's search rules
-# (``tfplace_widget.rendering.search``) and ``summary.format_us`` ported to JavaScript, free of the DOM
-# (tests/js/ runs them under node), then the page itself.
+# The page's script and style sheets, in static/: the panel's search rules
+# (``tfplace_widget.rendering.search``) and ``summary.format_us`` in JavaScript, free of the DOM
+# (tests/js/ runs them under node), the panel's op table (``table.js``, its anywidget module as
+# a script), then the page itself, which hands the table a model of its own.
 SEARCH_JS = static.text("search.js")
 FORMAT_JS = static.text("format.js")
+TABLE_JS = static.page_script("table.js")
 _APP_JS = static.text("report.js")
+_TABLE_CSS = static.text("table.css")
 _CSS = static.text("report.css")
 
 
@@ -133,7 +136,8 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n",
             "<meta name='viewport' content='width=device-width, initial-scale=1'>\n",
             f"<meta name='generator' content='tfplace_widget {html.escape(__version__)}'>\n",
-            f"<title>{html.escape(title)}</title>\n<style>\n{_CSS}</style>\n</head>\n<body>\n",
+            f"<title>{html.escape(title)}</title>\n<style>\n{_TABLE_CSS}</style>\n",
+            f"<style>\n{_CSS}</style>\n</head>\n<body>\n",
             "<main class='tfplace-report'>\n",
             f"<header id='tfplace-header'>{header}</header>\n",
             "<div id='tfplace-chips'></div>\n",
@@ -160,6 +164,8 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             SEARCH_JS,
             "\n",
             FORMAT_JS,
+            "\n",
+            TABLE_JS,
             "\n",
             _APP_JS,
             "})().catch((error) => {\n",

@@ -38,7 +38,7 @@ PAGE_SIZE = 50
 # column): a column of short values has a fixed width in em (its heading with the sort arrow
 # and its values fit; a
 # longer value is cut with an ellipsis, whole on hover); the names and reasons share what is
-# left, each at least ``min_em``. ``static/table.js`` and ``report.js`` apply it.
+# left, each at least ``min_em``. ``static/table.js`` applies it (the panel's and the report's).
 TABLE_WIDTHS: dict[str, dict[str, float]] = {
     "op": {"share": 0.42, "min_em": 9},
     "type": {"share": 0.22, "min_em": 5.5},

@@ -75,167 +75,83 @@ function cell(row, name) {
   return column.values[column.codes[row]];
 }
 
-// What a cell shows: the requested device in its short form (CPU:0), the rest as they are.
-function shown(row, name) {
-  if (name === "requested_device") return columns[name].short[columns[name].codes[row]];
-  return cell(row, name);
-}
-
 function deviceColor(row) { return DATA.device_colors[columns.device.codes[row]]; }
 function deviceInk(row) { return DATA.device_inks[columns.device.codes[row]]; }
+function fullDevice(row) { return columns.device_full[columns.device.codes[row]]; }
 
-// Column widths in px for a box `width` px wide (DATA.column_widths: html_parts.TABLE_WIDTHS),
-// as the panel's table.js sizes them: fixed columns in em, the others share what is left.
-function fitColumns(widths, width, em) {
-  let fixed = 0, shares = 0;
-  for (const [name] of DATA.column_labels) {
-    const w = widths[name] ?? { share: 1, min_em: 5 };
-    if (w.em) fixed += w.em * em; else shares += w.share;
+// The op table is the panel's (static/table.js's renderOpTable), given a model of this page:
+// the panel's table reads its traits (those of widgets.table.OpTable) from an anywidget model
+// and sets them when it is used, and its kernel answers; here the page answers (answerTable).
+// put: the page gives the table a value (a new value tells it, and it redraws once); set and
+// save_changes: the table's side, as on an anywidget model.
+const tableColumns = DATA.column_labels.map(([name]) => name);
+let pageRows = new Int32Array(0);  // the rows (of `columns`) on the table's page
+const tableModel = (() => {
+  const traits = {
+    columns: tableColumns, labels: DATA.column_labels.map(([, label]) => label),
+    widths: DATA.column_widths, page_size: PAGE_SIZE,
+  };
+  const listeners = new Map();
+  const touched = new Set();  // what the table set since it last saved
+  const put = (name, value) => {
+    if (traits[name] === value) return;
+    traits[name] = value;
+    for (const listener of listeners.get("change:" + name) ?? []) listener();
+  };
+  return {
+    put,
+    get: (name) => traits[name],
+    set(name, value) { touched.add(name); put(name, value); },
+    on(event, listener) {
+      if (!listeners.has(event)) listeners.set(event, []);
+      listeners.get(event).push(listener);
+    },
+    save_changes() {
+      const names = new Set(touched);
+      touched.clear();
+      answerTable(names);
+    },
+  };
+})();
+
+// The table was used: a row picked (again: unpicked), a header sorts, the pager turns.
+function answerTable(touched) {
+  const get = tableModel.get;
+  if (touched.has("selected_op")) {
+    const op = get("selected_op"), device = get("selected_device");
+    const at = pageRows.findIndex((row) => names[row] === op && fullDevice(row) === device);
+    if (at >= 0) select(pageRows[at], false);
+  } else if (touched.has("sort_by") || touched.has("sort_ascending")) {
+    state.sortBy = get("sort_by");
+    state.ascending = get("sort_ascending");
+    update(false);
+  } else if (touched.has("page")) {
+    state.page = get("page");
+    showPage();
   }
-  const rest = Math.max(0, width - fixed);
-  return DATA.column_labels.map(([name]) => {
-    const w = widths[name] ?? { share: 1, min_em: 5 };
-    return Math.floor(w.em ? w.em * em : Math.max(w.min_em * em, rest * w.share / shares));
-  });
 }
 
-function fitTable() {
-  const scroller = el("tfplace-table").querySelector(".tfplace-table-scroll");
-  const table = scroller?.querySelector("table");
-  if (!table || !scroller.clientWidth) return;
-  const em = parseFloat(getComputedStyle(table).fontSize) || 13;
-  const px = fitColumns(DATA.column_widths, scroller.clientWidth, em);
-  Array.from(table.querySelectorAll("col")).forEach((col, i) => { col.style.width = px[i] + "px"; });
-  table.style.width = px.reduce((a, b) => a + b, 0) + "px";
-}
-
-const NUMBER_COLUMNS = new Set(DATA.numbers);
-let focusRow = 0;  // the row that holds the rows' tab stop
-
-function activate(event, action) {
-  if (event.key === "Enter" || event.key === " ") {
-    event.preventDefault();  // Space would scroll the page
-    action();
-  }
-}
-
-// What had the focus in the table, to give it back after a redraw.
-function focusedInTable(root) {
-  const active = document.activeElement;
-  if (!active || !root.contains(active)) return null;
-  if (active.dataset.op !== undefined) return `tr[data-op="${CSS.escape(active.dataset.op)}"]`;
-  if (active.tagName === "TH") return `th[data-column="${CSS.escape(active.dataset.column)}"]`;
-  if (active.dataset.pager) return `button[data-pager="${active.dataset.pager}"]`;
-  return null;
-}
-
-// The pager above a scrolling table; from the keyboard, as the panel's (static/table.js): Tab
-// to the pager, the headers (Enter/Space sorts) and the rows (one tab stop, Up/Down/Home/End
-// move, Enter/Space picks the op and rings its bar in the timeline).
-function renderTable() {
-  const root = el("tfplace-table");
-  const refocus = focusedInTable(root);
+// The page of `visible` the table shows: its rows as text (the requested device also in its
+// short form, CPU:0), their devices and colours, the pick and the order.
+function showPage() {
   const pages = Math.max(1, Math.ceil(visible.length / PAGE_SIZE));
   state.page = Math.min(state.page, pages - 1);
-  const pager = document.createElement("div");
-  pager.className = "tfplace-pager";
-  const prev = document.createElement("button");
-  prev.textContent = "\u2039 prev";
-  prev.dataset.pager = "prev";
-  prev.setAttribute("aria-label", "previous page");
-  prev.disabled = state.page <= 0;
-  prev.addEventListener("click", () => { state.page -= 1; renderTable(); });
-  const next = document.createElement("button");
-  next.textContent = "next \u203A";
-  next.dataset.pager = "next";
-  next.setAttribute("aria-label", "next page");
-  next.disabled = state.page >= pages - 1;
-  next.addEventListener("click", () => { state.page += 1; renderTable(); });
-  const where = document.createElement("span");
-  where.textContent = `page ${state.page + 1} of ${pages}`;
-  pager.append(prev, where, next);
-
-  const table = document.createElement("table");
-  table.setAttribute("aria-label", `ops, page ${state.page + 1} of ${pages}: Enter on a row `
-    + "picks its op and rings its bar in the timeline");
-  const group = document.createElement("colgroup");
-  for (const [name] of DATA.column_labels) {
-    const col = document.createElement("col");
-    col.className = "tfplace-col-" + name;
-    group.appendChild(col);
-  }
-  table.appendChild(group);
-  const head = table.createTHead().insertRow();
-  for (const [name, label] of DATA.column_labels) {
-    const th = document.createElement("th");
-    th.textContent = label + (name === state.sortBy ? (state.ascending ? " \u25B2" : " \u25BC") : "");
-    th.title = "Sort by " + label;
-    th.dataset.column = name;
-    th.tabIndex = 0;
-    th.setAttribute("aria-sort", name === state.sortBy ? (state.ascending ? "ascending" : "descending") : "none");
-    if (NUMBER_COLUMNS.has(name)) th.classList.add("tfplace-number");
-    const sort = () => {
-      if (state.sortBy === name) state.ascending = !state.ascending;
-      else { state.sortBy = name; state.ascending = true; }
-      update(false);
-    };
-    th.addEventListener("click", sort);
-    th.addEventListener("keydown", (event) => activate(event, sort));
-    head.appendChild(th);
-  }
-  const body = table.createTBody();
-  const start = state.page * PAGE_SIZE;
-  const end = Math.min(start + PAGE_SIZE, visible.length);
-  const at = visible.subarray(start, end).indexOf(state.selected);
-  focusRow = at >= 0 ? at : Math.min(focusRow, Math.max(0, end - start - 1));
-  for (let k = start; k < end; k++) {
-    const row = visible[k];
-    const r = k - start;
-    const tr = body.insertRow();
-    tr.dataset.op = names[row];
-    tr.tabIndex = r === focusRow ? 0 : -1;
-    tr.style.setProperty("--tfplace-device", deviceColor(row));
-    const [light, dark] = deviceInk(row);
-    tr.style.setProperty("--tfplace-ink-light", light);
-    tr.style.setProperty("--tfplace-ink-dark", dark);
-    if (row === state.selected) tr.classList.add("tfplace-selected");
-    tr.setAttribute("aria-selected", String(row === state.selected));
-    for (const [name] of DATA.column_labels) {
-      const td = tr.insertCell();
-      td.textContent = shown(row, name);  // never parsed as HTML
-      td.title = cell(row, name);          // the whole text on hover
-      td.dataset.column = name;
-      if (NUMBER_COLUMNS.has(name)) td.classList.add("tfplace-number");
-    }
-    const pick = () => { focusRow = r; select(row, false); };
-    tr.addEventListener("click", pick);
-    tr.addEventListener("keydown", (event) => {
-      const moves = { ArrowDown: r + 1, ArrowUp: r - 1, Home: 0, End: end - start - 1 };
-      if (event.key in moves) {
-        event.preventDefault();
-        const target = body.rows[Math.max(0, Math.min(end - start - 1, moves[event.key]))];
-        tr.tabIndex = -1;
-        target.tabIndex = 0;
-        focusRow = target.sectionRowIndex;
-        target.focus();
-        return;
-      }
-      activate(event, pick);
-    });
-  }
-  const scroller = document.createElement("div");
-  scroller.className = "tfplace-table-scroll";
-  scroller.appendChild(table);
-  root.replaceChildren(pager, scroller);
-  fitTable();
-  if (refocus) {
-    const again = root.querySelector(refocus);
-    const target = again && !again.disabled ? again
-      : root.querySelector("button[data-pager]:not(:disabled)");
-    target?.focus({ preventScroll: true });
-  }
+  pageRows = visible.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE);
+  const rows = Array.from(pageRows);
+  const requested = columns.requested_device;
+  const picked = state.selected;
+  tableModel.put("row_colors", rows.map(deviceColor));
+  tableModel.put("row_inks", rows.map(deviceInk));
+  tableModel.put("row_devices", rows.map(fullDevice));
+  tableModel.put("requested_short", rows.map((row) => requested.short[requested.codes[row]]));
+  tableModel.put("selected_op", picked < 0 ? "" : names[picked]);
+  tableModel.put("selected_device", picked < 0 ? "" : fullDevice(picked));
+  tableModel.put("sort_by", state.sortBy);
+  tableModel.put("sort_ascending", state.ascending);
+  tableModel.put("page", state.page);
+  tableModel.put("total", visible.length);
+  tableModel.put("rows", rows.map((row) => tableColumns.map((name) => cell(row, name))));
 }
-new ResizeObserver(() => fitTable()).observe(el("tfplace-table"));
 
 // -- timeline ------------------------------------------------------------------------------
 const T = DATA.timeline;
@@ -460,7 +376,7 @@ function renderDetails() {
   const title = document.createElement("b");
   title.textContent = names[row];
   const rest = document.createElement("span");
-  rest.textContent = ` (${cell(row, "type")}) on ${columns.device_full[columns.device.codes[row]]}` +
+  rest.textContent = ` (${cell(row, "type")}) on ${fullDevice(row)}` +
     ` \u00b7 how: ${cell(row, "how")} \u00b7 ${cell(row, "reason")}`;
   box.replaceChildren(title, rest);
 }
@@ -471,7 +387,7 @@ function select(row, fromTimeline) {
     const at = visible.indexOf(state.selected);
     if (at >= 0) state.page = Math.floor(at / PAGE_SIZE);
   }
-  renderTable();
+  showPage();
   renderDetails();
   ring();
   drawTimeline();
@@ -504,7 +420,7 @@ function update(fromFilters) {
   for (let k = 0; k < order.length; k++) if (mask[order[k]]) kept[n++] = order[k];
   visible = kept.subarray(0, n);
   if (fromFilters) state.page = 0;
-  renderTable();
+  showPage();
   const filtering = Boolean(state.text) || state.devices.size > 0 || state.type !== ""
     || state.finding >= 0;
   if (fromFilters) { highlight(filtering); drawTimeline(); }
@@ -538,6 +454,7 @@ async function start() {
   renderChips();
   renderFindings();
   update(true);
+  renderOpTable({ model: tableModel, el: el("tfplace-table") });
   document.body.dataset.tableMs = performance.now().toFixed(1);  // for benchmarks and tests
   await plotlyReady;
   if (typeof Plotly === "undefined") {

@@ -1,4 +1,9 @@
-// The op table (widgets/table.py): the pager above a scrolling table of one page of rows.
+// The op table: the pager above a scrolling table of one page of rows, for the panel
+// (widgets/table.py, this file is its anywidget _esm) and the HTML report (export/html.py runs
+// it as a script, without the last line, and hands it a model of its own: report.js).
+// `model` is the data source: an anywidget model (get, set, save_changes, on "change:NAME")
+// with the traits of widgets.table.OpTable; a click sets traits and saves them, and whoever
+// holds the rows (the panel's kernel, the report's page) answers with a new page.
 // The columns are sized to the table's box (fitColumns) so that the table fits its output: a long
 // name is cut short with an ellipsis and shown whole on hover (title); numbers are right-aligned. From the keyboard, Tab reaches the
 // pager, each column header (Enter or Space sorts) and the rows (one tab stop: the picked row or
@@ -21,7 +26,7 @@ function fitColumns(columns, widths, width, em) {
   });
 }
 
-function render({ model, el }) {
+function renderOpTable({ model, el }) {
   el.classList.add("tfplace-table");
   const root = document.createElement("div");
   el.appendChild(root);
@@ -211,4 +216,4 @@ function render({ model, el }) {
   observer.observe(el);
   return () => observer.disconnect();
 }
-export default { render };
+export default { render: renderOpTable };
