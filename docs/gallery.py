@@ -1,0 +1,153 @@
+"""MkDocs hook: the example notebooks as gallery pages, rendered with their outputs.
+
+The notebooks in ``notebooks/`` are stored without outputs. At build time each is executed
+(nbclient, one fresh ``python3`` kernel, in a temporary copy of the folder so that nothing is
+written into the clone) and converted with nbconvert's ``basic`` HTML template into the page
+``gallery/<name>/``. The widget state is not stored, so each panel shows its static snapshot
+(``text/html`` beside the widget view), as GitHub and nbviewer show a notebook saved from
+JupyterLab.
+
+``TFPLACE_DOCS_NOTEBOOKS`` picks which notebooks run: ``all`` (the default), ``none``, or
+name prefixes separated by commas (``01,04``). The others are rendered without outputs,
+with a note that says so, so that every gallery link resolves in every build. Executed
+notebooks are cached in ``.docs-cache/`` (git ignores it), keyed by the notebook and the
+package's source, so a rebuild re-runs only what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+PACKAGE = ROOT / "tfplace_widget"
+CACHE = ROOT / ".docs-cache" / "notebooks"
+SELECT_ENV = "TFPLACE_DOCS_NOTEBOOKS"
+CELL_TIMEOUT_S = 300
+PLACEHOLDER = "<!-- tfplace-notebook -->"
+
+_rendered: dict[str, str] = {}  # gallery page path -> the notebook's HTML
+
+
+def _notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
+
+
+def _selected(path: Path) -> bool:
+    choice = os.environ.get(SELECT_ENV, "all").strip()
+    if choice == "all":
+        return True
+    if choice in ("", "none"):
+        return False
+    return any(path.name.startswith(prefix.strip()) for prefix in choice.split(","))
+
+
+def _title(path: Path) -> str:
+    import nbformat
+
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip().replace("`", "")
+    return path.stem
+
+
+def _page(path: Path) -> str:
+    return f"gallery/{path.stem}.md"
+
+
+def _source_key(path: Path) -> str:
+    digest = hashlib.sha256(path.read_bytes())
+    for source in sorted(PACKAGE.rglob("*")):
+        if source.is_file() and source.suffix in (".py", ".js", ".css", ".json"):
+            digest.update(str(source.relative_to(PACKAGE)).encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _executed(path: Path, key: str):
+    """The notebook with its outputs: from the cache, or run now."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    cached = CACHE / f"{path.stem}-{key}.ipynb"
+    if cached.is_file():
+        return nbformat.read(cached, as_version=4)
+    notebook = nbformat.read(path, as_version=4)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tfplace-docs-") as folder:
+        shutil.copytree(NOTEBOOKS, folder, dirs_exist_ok=True)
+        NotebookClient(
+            notebook,
+            timeout=CELL_TIMEOUT_S,
+            kernel_name="python3",
+            store_widget_state=False,  # nbconvert then shows each panel's static snapshot
+            resources={"metadata": {"path": folder}},
+        ).execute()
+    print(f"gallery: executed {path.name} in {time.perf_counter() - started:.1f} s")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for old in CACHE.glob(f"{path.stem}-*.ipynb"):
+        old.unlink()
+    nbformat.write(notebook, cached)
+    return notebook
+
+
+def _html(path: Path) -> str:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    if _selected(path):
+        notebook = _executed(path, _source_key(path))
+        note = ""
+    else:
+        notebook = nbformat.read(path, as_version=4)
+        note = (
+            "<p class='tfplace-gallery-note'>This build did not execute this notebook "
+            f"({SELECT_ENV}); <code>./dev docs</code> renders it with its outputs.</p>"
+        )
+    body, _ = HTMLExporter(template_name="basic").from_notebook_node(notebook)
+    source = f"notebooks/{path.name}"
+    return f"{note}<p class='tfplace-gallery-source'>Source: <code>{source}</code></p>{body}"
+
+
+def on_config(config):
+    """Fill the nav's Gallery section with one page per notebook."""
+    pages = [{"Overview": "gallery/index.md"}]
+    pages += [{_title(path): _page(path)} for path in _notebooks()]
+    for entry in config.nav:
+        if isinstance(entry, dict) and "Gallery" in entry:
+            entry["Gallery"] = pages
+    return config
+
+
+def on_files(files, config):
+    """Add the gallery pages (generated: nothing is written into docs/)."""
+    from mkdocs.structure.files import File
+
+    lines = [
+        "# Gallery",
+        "",
+        "The example notebooks of `notebooks/`, executed when this site was built and shown with",
+        "their outputs. Each panel is its static snapshot (the header, the device chips, the",
+        "findings, the first rows of the table and the timeline); open the notebook in JupyterLab",
+        "(`./dev demo`) for the live panel.",
+        "",
+    ]
+    for path in _notebooks():
+        lines.append(f"- [{_title(path)}]({path.stem}.md)")
+        files.append(File.generated(config, _page(path), content=f"{PLACEHOLDER}\n"))
+        _rendered[_page(path)] = _html(path)
+    files.append(File.generated(config, "gallery/index.md", content="\n".join(lines) + "\n"))
+    return files
+
+
+def on_page_content(html, page, config, files):
+    """The notebook's HTML goes in after Markdown, so that Markdown never reads it."""
+    rendered = _rendered.get(page.file.src_uri)
+    return html.replace(PLACEHOLDER, rendered) if rendered is not None else html
