@@ -11,7 +11,7 @@ JupyterLab.
 name prefixes separated by commas (``01,04``). The others are rendered without outputs,
 with a note that says so, so that every gallery link resolves in every build. Executed
 notebooks are cached in ``.docs-cache/`` (git ignores it), keyed by the notebook and the
-package's source, so a rebuild re-runs only what changed.
+package's source, so a rebuild re-runs only what changed (``TFPLACE_DOCS_CACHE`` moves it).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 PACKAGE = ROOT / "tfplace_widget"
-CACHE = ROOT / ".docs-cache" / "notebooks"
+CACHE = Path(os.environ.get("TFPLACE_DOCS_CACHE") or ROOT / ".docs-cache" / "notebooks")
 SELECT_ENV = "TFPLACE_DOCS_NOTEBOOKS"
 CELL_TIMEOUT_S = 300
 PLACEHOLDER = "<!-- tfplace-notebook -->"
