@@ -2,10 +2,12 @@
 
 The notebooks in ``notebooks/`` are stored without outputs. At build time each is executed
 (nbclient, one fresh ``python3`` kernel, in a temporary copy of the folder so that nothing is
-written into the clone) and converted with nbconvert's ``basic`` HTML template into the page
-``gallery/<name>/``. The widget state is not stored, so each panel shows its static snapshot
-(``text/html`` beside the widget view), as GitHub and nbviewer show a notebook saved from
-JupyterLab.
+written into the clone) and converted with nbconvert's ``lab`` HTML template, as
+``jupyter nbconvert --to html`` converts it, into ``gallery/<name>.html``; the page
+``gallery/<name>/`` shows that file in an iframe, so that neither the theme's style sheet nor
+JupyterLab's touches the other. The widget state is not stored, so each panel shows its static
+snapshot (``text/html`` beside the widget view), as GitHub and nbviewer show a notebook saved
+from JupyterLab.
 
 ``TFPLACE_DOCS_NOTEBOOKS`` picks which notebooks run: ``all`` (the default), ``none``, or
 name prefixes separated by commas (``01,04``). The others are rendered without outputs,
@@ -21,6 +23,7 @@ import os
 import shutil
 import tempfile
 import time
+from html import escape as html_escape
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +34,7 @@ SELECT_ENV = "TFPLACE_DOCS_NOTEBOOKS"
 CELL_TIMEOUT_S = 300
 PLACEHOLDER = "<!-- tfplace-notebook -->"
 
-_rendered: dict[str, str] = {}  # gallery page path -> the notebook's HTML
+_notes: dict[str, str] = {}  # gallery page path -> a note when not executed
 
 
 def _notebooks() -> list[Path]:
@@ -98,7 +101,8 @@ def _executed(path: Path, key: str):
     return notebook
 
 
-def _html(path: Path) -> str:
+def _html(path: Path) -> tuple[str, str]:
+    """A note when the notebook was not executed, and its whole HTML page."""
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -111,9 +115,8 @@ def _html(path: Path) -> str:
             "<p class='tfplace-gallery-note'>This build did not execute this notebook "
             f"({SELECT_ENV}); <code>./dev docs</code> renders it with its outputs.</p>"
         )
-    body, _ = HTMLExporter(template_name="basic").from_notebook_node(notebook)
-    source = f"notebooks/{path.name}"
-    return f"{note}<p class='tfplace-gallery-source'>Source: <code>{source}</code></p>{body}"
+    page, _ = HTMLExporter(template_name="lab").from_notebook_node(notebook)
+    return note, page
 
 
 def on_config(config):
@@ -141,13 +144,32 @@ def on_files(files, config):
     ]
     for path in _notebooks():
         lines.append(f"- [{_title(path)}]({path.stem}.md)")
-        files.append(File.generated(config, _page(path), content=f"{PLACEHOLDER}\n"))
-        _rendered[_page(path)] = _html(path)
+        note, html = _html(path)
+        _notes[_page(path)] = note
+        files.append(File.generated(config, f"gallery/{path.stem}.html", content=html))
+        files.append(
+            File.generated(
+                config, _page(path), content=f"---\nhide:\n  - toc\n---\n\n{PLACEHOLDER}\n"
+            )
+        )
     files.append(File.generated(config, "gallery/index.md", content="\n".join(lines) + "\n"))
     return files
 
 
 def on_page_content(html, page, config, files):
-    """The notebook's HTML goes in after Markdown, so that Markdown never reads it."""
-    rendered = _rendered.get(page.file.src_uri)
-    return html.replace(PLACEHOLDER, rendered) if rendered is not None else html
+    """The notebook's iframe goes in after Markdown, so that Markdown never reads it."""
+    src_uri = page.file.src_uri
+    if src_uri not in _notes:
+        return html
+    name = Path(src_uri).stem
+    notebook = files.get_file_from_path(f"gallery/{name}.html")
+    frame = (
+        f"{_notes[src_uri]}<p class='tfplace-gallery-source'>Source: "
+        f"<code>notebooks/{name}.ipynb</code> (<a href='{notebook.url_relative_to(page.file)}'>"
+        "open the page on its own</a>)</p>"
+        f"<iframe class='tfplace-notebook' title='{html_escape(page.title)}' "
+        f"src='{notebook.url_relative_to(page.file)}' loading='eager' "
+        "onload='this.style.height = this.contentDocument.documentElement.scrollHeight + 32 + \"px\"'>"
+        "</iframe>"
+    )
+    return html.replace(PLACEHOLDER, frame)

@@ -1,6 +1,6 @@
 """The documentation site's gallery page of an executed notebook, opened in Chromium from a
-local server: the notebook's panel shows as its static snapshot (chips, table and timeline),
-visible and not empty. Builds the site as ``tests/entry/test_docs.py`` does (notebook 04 only).
+local server: the notebook (nbconvert's page, in an iframe) shows its panel as its static
+snapshot (chips, table and timeline), visible and not empty. Builds the site as ``tests/entry/test_docs.py`` does (notebook 04 only).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_the_gallery_page_shows_the_notebooks_panel_snapshot(served_site, chromi
     try:
         page = context.new_page()
         page.goto(f"{served_site}/gallery/{EXECUTED}/")
-        snapshot = page.locator(".tfplace-snapshot").first
+        snapshot = page.frame_locator("iframe.tfplace-notebook").locator(".tfplace-snapshot").first
         snapshot.wait_for(state="visible", timeout=30_000)
         snapshot.scroll_into_view_if_needed()
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -80,8 +80,10 @@ def test_the_api_reference_documents_every_public_name_and_its_parameters(site):
 
 def test_the_gallery_shows_an_executed_notebook_with_its_panel_snapshot(site):
     executed = page(site, f"gallery/{EXECUTED}")
-    assert "tfplace-snapshot-chips" in executed and "<svg" in executed
+    assert f"src='../{EXECUTED}.html'" in executed  # the notebook, in an iframe
     assert "tfplace-gallery-note" not in executed
+    notebook = (site / "gallery" / f"{EXECUTED}.html").read_text(encoding="utf-8")
+    assert "tfplace-snapshot-chips" in notebook and "<svg" in notebook
     others = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9]*.ipynb"))
     assert len(others) == 7
     for name in others:
