@@ -42,8 +42,18 @@ _LAZY = {
 def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPanel:
     """Trace ``fn(*args)`` (or take a trace, RunMetadata or trace file) and show the panel.
 
-    ``fn`` is TF2 code (a tf.function, a Keras model, ``model.train_on_batch``, any callable)
-    or a TF1 graph builder; options are those of :func:`trace_placement`, keyword-only.
+    Args:
+        fn_or_trace: TF2 code (a ``tf.function``, a Keras model, ``model.train_on_batch``,
+            any callable) or a TF1 graph builder, run as ``trace_placement`` runs it; or an
+            already made ``PlacementTrace``, a ``RunMetadata``, or a trace file path
+            (``.tfplace``, Chrome-trace ``.json``/``.json.gz``, ``.pb``/``.pbtxt``).
+        *args: Positional arguments passed to ``fn`` (TF2 code).
+        **options: Keyword-only: the options of ``trace_placement``, and ``compare_to=`` (a
+            trace, or anything this function takes) to open the panel on a comparison.
+            Unknown options raise ``TypeError``.
+
+    Returns:
+        The panel widget; ``panel.trace`` is the ``PlacementTrace`` it shows.
     """
     from .widgets.panel import show_placement as show
 
@@ -53,7 +63,30 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
 def trace_placement(fn: Any, *args: Any, **options: Any) -> PlacementTrace:
     """Run ``fn`` for real with a full trace and explain where each op was placed.
 
-    See :func:`tfplace_widget.tracing.tracer.trace_placement` for the options (keyword-only).
+    Args:
+        fn: TF2 code (a ``tf.function``, a Keras model or layer, a bound method such as
+            ``model.train_on_batch`` or ``model.fit``, any callable), run in the eager
+            runtime as ``fn(*args, **fn_kwargs)``; or a TF1 graph builder (no arguments),
+            run in a fresh ``tf.Graph`` and ``tf.compat.v1.Session``, which returns the
+            fetches (or ``None``: every sink op).
+        *args: Positional arguments passed to ``fn``.
+        **options: Keyword-only: ``fn_kwargs`` (keyword arguments for ``fn``), ``mode``
+            (``"auto"``, ``"function"``, ``"graph"``), ``device_count`` (e.g.
+            ``{"CPU": 2}``), ``soft_placement``, ``optimize`` (Grappler on), ``device_scope``
+            (an outer ``tf.device``), ``steps`` and ``warmup`` (traced and untraced calls: a
+            training step runs ``warmup + steps`` times), ``overrides`` (``{op or glob:
+            device}`` requests set before placement), and for graph builders only
+            ``feed_dict``, ``timeout_s``, ``config``, ``cluster`` and ``target``. The user
+            guide's "Without the panel" page describes each.
+
+    Returns:
+        The trace: ``ops``, ``events``, ``transfers``, ``findings``, ``device_of(name)``.
+
+    Raises:
+        TraceError: The code failed or cannot be traced (the original exception chained;
+            ``error.log`` keeps what it printed).
+        ValueError: A bad option value, such as an override pattern that matches no op.
+        TypeError: An argument of the wrong type or an unknown option.
     """
     from .tracing.tracer import trace_placement as trace
 
@@ -63,9 +96,21 @@ def trace_placement(fn: Any, *args: Any, **options: Any) -> PlacementTrace:
 def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> PlacementTrace:
     """Predict where TensorFlow would place every op on this machine plus ``gpus`` GPUs.
 
-    Traces ``fn`` here first (the options of :func:`trace_placement`; positional arguments in
-    ``args=``) or takes a trace made with its graph. See
-    :func:`tfplace_widget.tracing.predict.predict_placement`.
+    Args:
+        fn_or_trace: A function, traced here first as ``trace_placement`` traces it, or a
+            ``PlacementTrace`` made with its graph (``trace_placement``, or
+            ``from_run_metadata(..., graph=)``).
+        gpus: How many GPUs to add (``GPU:0`` ... ``GPU:gpus-1``) to the trace's devices.
+        **trace_options: The options of ``trace_placement`` for a function (its positional
+            arguments in ``args=``), and ``soft_placement=``.
+
+    Returns:
+        A ``PlacementTrace`` with ``predicted == True``: ``ops.device`` is where the placer
+        would put each node, ``how``/``reason`` say why, ``transfers`` lists the predicted
+        copies and ``events`` is empty.
+
+    Raises:
+        ValueError: A trace without its graph, or a bad option value.
     """
     from .tracing.predict import predict_placement as predict
 
@@ -73,10 +118,17 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
 
 
 def compare(a: Any, b: Any) -> PlacementDiff:
-    """What changed from placement ``a`` to ``b``: moved ops, added and removed transfers,
-    busy time per device, and a summary. ``a`` and ``b`` are traces, or anything
-    :func:`show_placement` accepts (a function is traced with the default options). See
-    :func:`tfplace_widget.analyses.compare.compare`.
+    """What changed from placement ``a`` to ``b``.
+
+    Args:
+        a: The first placement: a ``PlacementTrace``, or anything ``show_placement`` takes (a
+            function is traced with the default options, a path is read).
+        b: The second placement, the same way.
+
+    Returns:
+        A ``PlacementDiff``: ``ops`` (one row per op in either, with its status: same, moved,
+        replaced, only_a, only_b), ``transfers``, ``devices`` (busy time per device),
+        ``summary`` and ``moved``.
     """
     from .analyses.compare import compare as diff
     from .tracing.dispatch import as_trace
@@ -86,8 +138,16 @@ def compare(a: Any, b: Any) -> PlacementDiff:
 
 def show_comparison(a: Any, b: Any, **kwargs: Any) -> ComparisonView:
     """Show ``compare(a, b)``: both timelines on the same lanes and time axis, the moved ops
-    outlined in both, the diff table and its summary. ``a``/``b``: traces or anything
-    :func:`show_placement` takes. See :func:`tfplace_widget.widgets.comparison.show_comparison`.
+    outlined in both, the diff table and its summary.
+
+    Args:
+        a: The first placement: a ``PlacementTrace`` or anything ``show_placement`` takes.
+        b: The second placement, the same way.
+        **kwargs: Keyword-only: ``labels``, the names of the two sides on screen (default
+            ``("a", "b")``).
+
+    Returns:
+        The comparison view widget; its ``diff`` is ``compare(a, b)``.
     """
     from .widgets.comparison import show_comparison as show
 
@@ -106,14 +166,22 @@ def __getattr__(name: str) -> Any:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext tfplace_widget``: add ``show_placement``, ``trace_placement`` and ``%%tfplace``."""
+    """``%load_ext tfplace_widget``: add ``show_placement``, ``trace_placement`` and ``%%tfplace``.
+
+    Args:
+        ipython: The IPython shell loading the extension.
+    """
     from .magics import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """``%unload_ext tfplace_widget``: remove what loading added."""
+    """``%unload_ext tfplace_widget``: remove what loading added.
+
+    Args:
+        ipython: The IPython shell unloading the extension.
+    """
     from .magics import unload
 
     unload(ipython)

@@ -59,12 +59,12 @@ def test_version_and_licence_come_from_one_place():
     assert (ROOT / "tfplace_widget" / "py.typed").exists()
 
 
-def test_extras_split_test_browser_and_lint_and_dev_has_them_all():
+def test_extras_split_test_browser_lint_and_docs_and_dev_has_them_all():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
-    assert {"test", "browser", "lint", "dev"} <= set(extras)
-    assert extras["dev"] == ["tfplace_widget[test,browser,lint]"]
+    assert {"test", "browser", "lint", "docs", "dev"} <= set(extras)
+    assert extras["dev"] == ["tfplace_widget[test,browser,lint,docs]"]
     assert not any(name.startswith(("jupyterlab", "playwright")) for name in extras["test"])
 
 

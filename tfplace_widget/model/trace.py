@@ -87,11 +87,20 @@ class PlacementTrace:
 
     # -- lookups ------------------------------------------------------------------------------
     def device_of(self, op_name: str) -> str:
-        """The device of one op; ``KeyError`` naming close matches if there is no such op.
+        """The device of one op.
 
-        A name with rows on several devices (``_SOURCE`` in every partition, an op of a
-        tf.function called under two ``tf.device`` scopes, merged runs) has no one answer:
-        ``ValueError`` naming them all (``trace.ops[trace.ops["op"] == name]`` lists each).
+        Args:
+            op_name: The op's name as ``ops["op"]`` has it (e.g. ``"C"``).
+
+        Returns:
+            Its device's full name, e.g. ``"/job:localhost/replica:0/task:0/device:CPU:1"``.
+
+        Raises:
+            KeyError: No op of that name; the message names close matches.
+            ValueError: The name has rows on several devices (``_SOURCE`` in every partition,
+                an op of a tf.function called under two ``tf.device`` scopes, merged runs),
+                so there is no one answer; the message names them all
+                (``trace.ops[trace.ops["op"] == name]`` lists each).
         """
         index = self._device_index()
         if op_name in index:
@@ -127,7 +136,14 @@ class PlacementTrace:
         return cached
 
     def consumers_of(self, op_name: str) -> list[str]:
-        """Ops of the executed graph that read an output of ``op_name``."""
+        """Ops of the executed graph that read an output of ``op_name``.
+
+        Args:
+            op_name: The op's name as ``ops["op"]`` has it.
+
+        Returns:
+            The names of the ops that read one of its outputs (empty when none does).
+        """
         return [op for op, inputs in self.inputs.items() if op_name in inputs]
 
     def __repr__(self) -> str:
@@ -139,12 +155,22 @@ class PlacementTrace:
     # -- save, load (tfplace_widget.tfplace_format), export (tfplace_widget.export) -------------
     def save(self, path: str | os.PathLike, *, overwrite: bool = True) -> str:
         """Write everything the panel shows to one ``.tfplace`` file (a zip of JSON tables and
-        the raw protos, see :mod:`tfplace_widget.tfplace_format.layout`); return the path.
+        the raw protos).
 
         ``PlacementTrace.load(path)`` or ``show_placement(path)`` opens it again with the same
-        frames (dtypes included), ``device_of``, findings and panel. An existing file is
-        replaced once the new one is complete; ``overwrite=False`` keeps it (a
-        ``FileExistsError``), even one another process makes while this one writes.
+        frames (dtypes included), ``device_of``, findings and panel.
+
+        Args:
+            path: The file to write.
+            overwrite: Replace an existing file, once the new one is complete (the default);
+                ``False`` keeps it, even one another process makes while this one writes.
+
+        Returns:
+            The path written.
+
+        Raises:
+            TraceWriteError: The file cannot be written (also an ``OSError``), or it exists and
+                ``overwrite`` is ``False`` (then also a ``FileExistsError``).
         """
         from ..export.output import write_atomically
         from ..tfplace_format.writer import save
@@ -154,8 +180,18 @@ class PlacementTrace:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PlacementTrace:
-        """The trace :meth:`save` wrote to ``path``; a ``TraceError`` naming the file and the
-        fix when it is missing, not a ``.tfplace`` file, damaged, or from a newer version."""
+        """The trace ``save`` wrote to ``path``.
+
+        Args:
+            path: A ``.tfplace`` file.
+
+        Returns:
+            The trace, with the same frames (dtypes included) and findings.
+
+        Raises:
+            TraceError: The file is missing, not a ``.tfplace`` file, damaged, past the size
+                limits, or from a newer version; the message names the file and the fix.
+        """
         from ..tfplace_format.reader import read
 
         saved = read(path)
@@ -166,43 +202,87 @@ class PlacementTrace:
         return trace
 
     def to_chrome_trace(self, path: str | os.PathLike, *, overwrite: bool = True) -> str:
-        """Write the timeline as Chrome trace-event JSON (gzipped when ``path`` ends in
-        ``.gz``) for Perfetto UI and chrome://tracing; return the path; ``overwrite`` as in
-        :meth:`save`. See :mod:`tfplace_widget.export.chrome_trace`."""
+        """Write the timeline as Chrome trace-event JSON for Perfetto UI and chrome://tracing.
+
+        Args:
+            path: The file to write; gzipped when it ends in ``.gz``.
+            overwrite: As in ``save``.
+
+        Returns:
+            The path written.
+
+        Raises:
+            ValueError: The trace is a prediction (no events): save it instead.
+            TraceWriteError: As in ``save``.
+        """
         from ..export.chrome_trace import write_chrome_trace
 
         return write_chrome_trace(self, path, overwrite=overwrite)
 
     def to_html(self, path: str | os.PathLike, *, search: str = "", overwrite: bool = True) -> str:
-        """Write one self-contained HTML report (header, device chips, the searchable table
-        and the timeline, plotly.js embedded: opens offline, no kernel); return the path.
-        ``search`` opens it narrowed; ``overwrite`` as in :meth:`save`. See
-        :mod:`tfplace_widget.export.html`."""
+        """Write one self-contained HTML report: the header, device chips, the searchable
+        table and the timeline, plotly.js embedded (it opens offline, with no kernel).
+
+        Args:
+            path: The file to write.
+            search: A search the report opens with (the panel's rules), ``""`` for none.
+            overwrite: As in ``save``.
+
+        Returns:
+            The path written.
+
+        Raises:
+            TraceWriteError: As in ``save``.
+        """
         from ..export.html import write_html
 
         return str(write_html(self, path, search=search, overwrite=overwrite))
 
     def to_frames(self) -> dict[str, pd.DataFrame]:
-        """Copies of ``ops``, ``events`` and ``transfers`` (in that order, by name), then
-        ``xla`` when an XLA cluster ran (one row per executed HLO instruction), to change or
-        join without changing the trace."""
+        """Copies of the trace's tables, to change or join without changing the trace.
+
+        Returns:
+            ``ops``, ``events`` and ``transfers`` (in that order, by name), then ``xla`` when
+            an XLA cluster ran (one row per executed HLO instruction).
+        """
         from ..export.tables import to_frames
 
         return to_frames(self)
 
     def to_csv(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
         """Write ``ops.csv``, ``events.csv`` and ``transfers.csv`` (and ``xla.csv`` when an
-        XLA cluster ran) into ``folder`` (made if missing); return their paths by frame name. ``overwrite=False``: none is written when
-        one exists. See :func:`tfplace_widget.export.tables.to_csv`."""
+        XLA cluster ran): UTF-8, a header, no index column.
+
+        Args:
+            folder: Where to write them (made if missing).
+            overwrite: Replace existing files (the default); ``False`` writes none of them
+                when one exists.
+
+        Returns:
+            The paths written, by frame name.
+
+        Raises:
+            TraceWriteError: As in ``save``.
+        """
         from ..export.tables import to_csv
 
         return to_csv(self, folder, overwrite=overwrite)
 
     def to_parquet(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
         """Write ``ops.parquet``, ``events.parquet`` and ``transfers.parquet`` (and
-        ``xla.parquet``) into ``folder``;
-        needs pyarrow (``pip install 'tfplace_widget[parquet]'``): an ``ImportError`` saying so
-        without it. ``overwrite`` as in :meth:`to_csv`."""
+        ``xla.parquet``), dtypes kept.
+
+        Args:
+            folder: Where to write them (made if missing).
+            overwrite: As in ``to_csv``.
+
+        Returns:
+            The paths written, by frame name.
+
+        Raises:
+            ImportError: pyarrow is not installed (``pip install 'tfplace_widget[parquet]'``).
+            TraceWriteError: As in ``save``.
+        """
         from ..export.tables import to_parquet
 
         return to_parquet(self, folder, overwrite=overwrite)
@@ -214,8 +294,19 @@ class PlacementTrace:
     ) -> PlacementTrace:
         """Build a trace from a RunMetadata (proto, serialized bytes, or a .pb/.pbtxt path).
 
-        ``run_metadata`` may also be a list of them (several traced steps of one graph).
-        Without ``graph`` the requested devices are unknown and ``how`` says ``unknown``.
+        Args:
+            run_metadata: A ``RunMetadata`` proto, its bytes, or a ``.pb``/``.pbtxt`` path; or
+                a list of them (several traced steps of one graph).
+            graph: The graph that ran: a ``tf.Graph``, ``GraphDef``, its bytes, or a
+                ``.pb``/``.pbtxt`` path. Without it the requested devices are unknown and
+                ``how`` says ``unknown``.
+            devices: Devices of the machine to list in ``devices`` even if no op ran on them.
+
+        Returns:
+            The trace.
+
+        Raises:
+            TraceError: A file that is missing, damaged or not a RunMetadata.
         """
         from ..sources.run_metadata import trace_from_run_metadata
 
@@ -223,7 +314,19 @@ class PlacementTrace:
 
     @classmethod
     def from_chrome_trace(cls, path: str | os.PathLike) -> PlacementTrace:
-        """Build a trace from a Chrome-trace JSON written by TF's ``timeline.py``."""
+        """Build a trace from a Chrome-trace JSON written by TF's ``timeline.py``.
+
+        Args:
+            path: The ``.json`` file (``.json.gz``: read gzipped; names in any case).
+
+        Returns:
+            The trace; ``how`` says ``unknown`` (the file has no graph).
+
+        Raises:
+            TraceError: The file is damaged or has a bad field (a time that is not a finite
+                number of microseconds, a negative duration...), naming the record and the
+                field.
+        """
         from ..sources.chrome import trace_from_chrome
 
         return trace_from_chrome(path)

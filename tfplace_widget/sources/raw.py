@@ -1,8 +1,8 @@
 """``trace.raw``: the protos a trace was made from, serialized, by file name.
 
 Kept so that a saved trace (``.tfplace``) carries its sources and a later version can re-derive
-columns from them. Serializing is a copy of what TensorFlow returned: see the README ("Save,
-share, export") for what it costs in memory.
+columns from them. Serializing is a copy of what TensorFlow returned: see the user guide's
+"Save, share, export" (docs/guide/save-export.md) for what it costs in memory.
 """
 
 from __future__ import annotations

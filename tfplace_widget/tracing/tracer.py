@@ -94,7 +94,7 @@ def trace_placement(
     model or layer, a bound method, or when arguments are given, and when a zero-argument
     ``fn`` calls a tf.function or uses eager objects made outside it (``trace.mode_reason``
     says which ran and why). ``warmup`` untraced calls, then ``steps`` traced ones: a call
-    with side effects (a training step) runs ``warmup + steps`` times. See the README for the
+    with side effects (a training step) runs ``warmup + steps`` times. See docs/guide/ for the
     other options. ``overrides={"C": "/cpu:0", "tower_1/*": "/gpu:1"}`` sets the requested
     device of the ops named (or matched by the glob) before placement, as ``tf.device`` would;
     a pattern that matches no op raises ``ValueError``. ``cluster="local:worker=2,ps=1"`` runs

@@ -278,8 +278,12 @@ class PlacementPanel(PanelActions, widgets.VBox):
         return bundle
 
     def show_trace(self, trace: PlacementTrace) -> None:
-        """Put ``trace`` on screen (header, chips, table, timeline, log), keeping the search;
-        with "as on a machine with N GPUs" ticked, its predicted placement on that machine."""
+        """Put a trace on screen (header, chips, table, timeline, log), keeping the search.
+
+        Args:
+            trace: The trace to show; with "as on a machine with N GPUs" ticked, its predicted
+                placement on that machine is shown instead.
+        """
         self.traced = trace
         self._can_predict()
         if self.as_gpus.value:

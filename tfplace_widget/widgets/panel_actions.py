@@ -42,9 +42,17 @@ class PanelActions:
     ) -> PlacementTrace | None:
         """Trace the builder again with the panel's settings; on failure keep the last result.
 
-        ``overrides`` (``{op: device}``) are merged into the panel's ``overrides`` option, and
-        kept for the re-runs after. What was on screen before becomes "the previous run";
-        ``compare=True`` shows the comparison with it at once."""
+        What was on screen before becomes "the previous run".
+
+        Args:
+            overrides: ``{op: device}`` requests merged into the panel's ``overrides`` option,
+                and kept for the re-runs after.
+            compare: Show the comparison with the previous run at once.
+
+        Returns:
+            The new trace, or ``None`` when the run failed (the panel shows why) or the panel
+            shows a loaded trace, which has no builder to re-run.
+        """
         if self.builder is None:
             self._show_message(
                 "This panel shows a loaded trace; there is no graph builder to "
@@ -80,9 +88,15 @@ class PanelActions:
         return trace
 
     def compare_with(self, trace: PlacementTrace, label: str = "compare_to") -> None:
-        """Show the comparison of ``trace`` (as ``a``, named ``label``) with the trace on
-        screen (``b``), as after a re-run (the compare toggle then leads back to the single
-        view); the next re-run compares with the run before it again."""
+        """Show the comparison of ``trace`` with the trace on screen, as after a re-run.
+
+        The compare toggle then leads back to the single view; the next re-run compares with
+        the run before it again.
+
+        Args:
+            trace: The placement shown as ``a``; the trace on screen is ``b``.
+            label: The name of ``a`` on screen.
+        """
         if not isinstance(trace, PlacementTrace):
             raise TypeError(f"compare_with takes a PlacementTrace, not {type(trace).__name__}.")
         self._previous = trace
@@ -260,16 +274,30 @@ class PanelActions:
 
     # -- save ----------------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike = ".") -> str:
-        """Write the trace on screen to a new ``.tfplace`` file in ``folder`` (the notebook's
-        folder by default: a kernel runs there); return its path. The Save button calls it."""
+        """Write the trace on screen to a new ``.tfplace`` file; the Save button calls it.
+
+        Args:
+            folder: Where to write it: the notebook's folder by default (a kernel runs there).
+                An existing file is never overwritten: the name is a new one.
+
+        Returns:
+            The path written.
+        """
         trace = self.trace
         return write_new_file(
             _new_file_base(folder, trace), ".tfplace", lambda p: trace.save(p, overwrite=False)
         )
 
     def export_html(self, folder: str | os.PathLike = ".") -> str:
-        """Write the trace on screen as a self-contained HTML report in ``folder`` (with the
-        current search); return its path. The Export HTML button calls it."""
+        """Write the trace on screen as a self-contained HTML report with the current search;
+        the Export HTML button calls it.
+
+        Args:
+            folder: Where to write it, as in ``save``; the name is a new one.
+
+        Returns:
+            The path written.
+        """
         trace, search = self.trace, self.search.value
         return write_new_file(
             _new_file_base(folder, trace),
