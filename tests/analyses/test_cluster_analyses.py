@@ -159,7 +159,9 @@ def receive_time(trace: Any) -> dict[tuple[str, str], float]:
 
 
 def test_cross_task_transfers_are_one_finding_per_pair_of_tasks(ps2):
-    found = find_findings(ps2)
+    # every pair's finding, listed or not: on a loaded machine a scalar's copy can fall under
+    # the material share of a step whose time varies
+    found = find_findings(ps2, immaterial=True)
     cross = found[found["kind"] == "cross_task_transfer"]
     rows = cross_task_rows(ps2)
     expected = {
@@ -208,7 +210,7 @@ def test_severity_of_a_cross_task_transfer_follows_its_bytes(ps2, monkeypatch):
     """The w read (40 kB a step) is high once the threshold is below it."""
     monkeypatch.setattr(findings_module, "NETWORK_HIGH_BYTES", 40_000)
     monkeypatch.setattr(findings_module, "NETWORK_MEDIUM_BYTES", 400)
-    found = find_findings(ps2)
+    found = find_findings(ps2, immaterial=True)
     cross = found[found["kind"] == "cross_task_transfer"]
     severity = {pair_of(f.message): f.severity for f in cross.itertuples()}
     assert severity[("/job:ps/task:0", "/job:worker/task:0")] == "high"
@@ -239,7 +241,7 @@ def test_costly_transfer_keeps_to_copies_inside_a_task(ps1, ps2):
 def test_no_cpu_fallback_when_every_task_has_a_gpu(ps2):
     """b (a float32 VarHandleOp on /job:ps/task:1) has a GPU kernel: with a GPU on each task
     it and its read stay on the GPU, so there is no fallback to report."""
-    found = find_findings(ps2)
+    found = find_findings(ps2, immaterial=True)
     assert "cpu_fallback" not in set(found["kind"])
     assert "soft_move" not in set(found["kind"])
     # idle_device depends on the timing (a worker waiting for another's tensor on a loaded
@@ -351,7 +353,7 @@ def towers(trace_placement: Any) -> Any:
 
 
 def test_gradients_relayed_by_the_chief_are_named_with_the_fix(towers):
-    cross = find_findings(towers)
+    cross = find_findings(towers, immaterial=True)
     cross = cross[cross["kind"] == "cross_task_transfer"]
     by_pair = {pair_of(f.message): f for f in cross.itertuples()}
     relay = by_pair[("/job:worker/task:1", "/job:worker/task:0")]
