@@ -65,7 +65,13 @@ from ..rendering.figure import (
     SELECTED_COLOR,
     TimelineFigure,
 )
-from ..rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, TABLE_WIDTHS, header_html
+from ..rendering.html_parts import (
+    NUMBER_COLUMNS,
+    PAGE_SIZE,
+    TABLE_COLUMNS,
+    TABLE_WIDTHS,
+    header_html,
+)
 from ..rendering.plotly_js import plotly_js_path
 from ..rendering.search import SEARCH_HELP, SEARCH_PLACEHOLDER
 from ..rendering.snapshot import SEVERITY_COLORS
@@ -76,7 +82,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 COLUMNS = TABLE_COLUMNS  # the panel's table: the same columns and headings
 _CODED = ("type", "device", "requested_device", "how", "reason")
-_NUMBERS = ("start_us", "duration_us", "runs")
 XLA_COLUMN = ("xla_op", "XLA")  # in the op table when an op went into an XLA instruction
 # Its width, fixed: its heading (with the sort arrow) fits, and so do the other columns at
 # 800 px when the names and reasons share what is left in proportion to their least widths.
@@ -201,7 +206,7 @@ def report_data(
         "values": [short_device(d) or d for d in full_devices],
         "codes": columns["device"]["codes"],
     }
-    for name in _NUMBERS:
+    for name in NUMBER_COLUMNS:
         values = ops[name] if name in ops else pd.Series(np.nan, index=ops.index)
         numbers = pd.to_numeric(values, errors="coerce").astype("float64")
         columns[name] = as_base64(numbers.to_numpy(dtype=np.float64, na_value=np.nan))
@@ -228,7 +233,7 @@ def report_data(
         "page_size": PAGE_SIZE,
         "column_labels": labels,
         "column_widths": widths,
-        "numbers": list(_NUMBERS),
+        "numbers": list(NUMBER_COLUMNS),
         "columns": columns,
         "device_colors": [device_color(d) for d in full_devices],
         "device_inks": [ink_colors(device_color(d)) for d in full_devices],
