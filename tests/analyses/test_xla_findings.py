@@ -85,7 +85,9 @@ def test_a_cluster_fed_one_shape_is_not(fixed):
     assert _recompiles(fixed).empty, fixed.findings[["kind", "message"]]
     counts = fixed.xla.attrs["compiles"][fixed.xla["cluster"].iloc[0]]
     assert counts["compiles"] == 0 and counts["ran"] == 1  # compiled in the warm-up only
-    assert "xla_time" in set(fixed.findings["kind"])
+    # found, listed or not: beside the step's other ops the cluster's few µs can fall under
+    # the material share on a loaded machine (CI once listed only the cpu_fallback)
+    assert "xla_time" in set(fixed.all_findings["kind"])
 
 
 def test_a_loaded_trace_keeps_the_saved_finding_and_recomputes_none(varying, tmp_path):
