@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from .devices import canonical_device
 
@@ -41,6 +41,14 @@ class Records:
             setattr(self, column.name, [values[i] for i in rows])
 
 
+class BuiltAt(NamedTuple):
+    """The innermost frame of the user's own code on the Python stack that made an op."""
+
+    path: str  # the file, as Python named it (absolute for a module, ``<stdin>``...)
+    line: int
+    function: str  # the function (``<module>`` at a file's top level)
+
+
 @dataclass
 class Executed:
     """The executed graph (from partition graphs): node -> device, type, inputs; transfers.
@@ -65,6 +73,16 @@ class Executed:
     replicated: dict[str, list[str]] = field(default_factory=dict)
     # the client's device (where a cluster's fetches and feeds end), "" when not recorded
     client: str = ""
+    # node -> where the user's code made it (``tfadapter.origins``); None: made by code but no
+    # frame of the user's recorded. Empty when the trace did not record sources; otherwise a
+    # node missing here was added by TensorFlow's runtime (_Send, _Recv, copies, Grappler).
+    built_at: dict[str, BuiltAt | None] = field(default_factory=dict)
+    # function mode: node -> (its FunctionDef's name, its node def's name there), from which
+    # the tracer reads ``built_at`` (the FunctionDef name None where it is not known)
+    made_by: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    # the names of the traced Keras model's layers (its own included), for each op's ``layer``;
+    # None when the call named no Keras model
+    layers: frozenset[str] | None = None
 
 
 SEND_TYPES = ("_Send", "_HostSend")

@@ -67,6 +67,7 @@ class _Body:
     function: str  # display name of the tf.function this body belongs to
     library: dict[str, Any]
     arg_types: dict[str, int] = field(default_factory=dict)  # FunctionDef input args
+    definition: str | None = None  # its FunctionDef's name (None where not known)
 
 
 def function_display_name(name: str) -> str:
@@ -83,6 +84,7 @@ def read_function_graphs(
     last: int | None = None,
     renamed_out: list[dict[str, str]] | None = None,
     placement_log: str = "",
+    definitions: Sequence[str | None] = (),
 ) -> tuple[Executed, FunctionFacts, dict[str, str]]:
     """The executed graph, the node facts, and executed name -> display name, of every
     instantiated function.
@@ -95,6 +97,9 @@ def read_function_graphs(
     whatever their size; ``renamed_out``, when given, receives per entry (in input order)
     executed name -> display name. ``placement_log``: what TensorFlow printed during the calls
     (its placer's lines, when the user turned the log on: ``sources.replicated``).
+    Each node made from a node def is recorded in ``Executed.made_by`` (where its stack is:
+    ``tfadapter.origins``), with the FunctionDef name ``definitions[i]`` for entry ``i``'s own
+    node defs (None when not given).
     """
     executed = Executed()
     log = PlacementLog(placement_log)
@@ -119,7 +124,8 @@ def read_function_graphs(
         eager = function == "eager"
         pre = graph.pre_optimization_graph
         library = {f.signature.name: f for f in pre.library.function}
-        top = _Body({n.name: n for n in pre.node}, function, library)
+        definition = definitions[index] if index < len(definitions) else None
+        top = _Body({n.name: n for n in pre.node}, function, library, definition=definition)
         renamed: dict[str, str] = renamed_of.setdefault(index, {})
         for partition in graph.partition_graphs:
             for node in partition.node:
@@ -136,6 +142,7 @@ def read_function_graphs(
                     executed.fused[display] = [f.decode() for f in node.attr["fused_ops"].list.s]
                 if origin is not None:
                     _add_facts(facts, display, origin, display[: len(display) - len(wanted)])
+                    executed.made_by[display] = (origin.body.definition, origin.node.name)
                     if eager:  # the eager runtime, not the user, set its device
                         facts.requested[display] = ""
                         facts.scope[display] = CallScope("", "", "eager")
@@ -217,6 +224,7 @@ def _add_merged(
         executed.function[display] = origin.body.function
         executed.merged[display] = renamed[kernel]
         _add_facts(facts, display, origin, display[: len(display) - len(wanted)])
+        executed.made_by[display] = (origin.body.definition, origin.node.name)
 
 
 def _add_replicated(
@@ -256,6 +264,7 @@ def _add_replicated(
             executed.type[display] = origin.node.op
             executed.inputs[display] = []
             executed.function[display] = origin.body.function
+            executed.made_by[display] = (origin.body.definition, origin.node.name)
 
 
 def without_instances(name: str) -> str:
@@ -311,6 +320,7 @@ def _resolve(name: str, body: _Body, scope_device: str, outer: CallScope | None 
             function_display_name(function_name) if is_call else body.function,
             body.library,
             {a.name: a.type for a in inner.signature.input_arg},
+            definition=function_name,
         )
         inner_scope = scope
         if call.device:

@@ -9,11 +9,12 @@ from typing import Any
 from ..model.devices import canonical_device
 from ..model.errors import TraceError
 from ..model.graphfacts import GraphFacts
-from ..model.records import SEND_TYPES, Executed, Records, producers
+from ..model.records import SEND_TYPES, BuiltAt, Executed, Records, producers
 from ..model.trace import PlacementTrace
 from ..tfadapter.capture import import_tensorflow
 from ..tfadapter.gc_pause import paused_gc
 from ..tfadapter.graphfacts import facts_from_graph
+from ..tfadapter.origins import graph_built_at
 from ..tfadapter.protos import run_metadata_type
 from . import frames
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
@@ -37,7 +38,11 @@ def trace_from_run_metadata(
     # A tf.Graph's GraphDef, made once for the facts and for trace.raw.
     graph_def = graph.as_graph_def() if hasattr(graph, "as_graph_def") else None
     facts = facts_from_graph(graph, graph_def=graph_def) if graph is not None else None
-    trace = build_trace(metadatas, facts, available_devices=devices, log=startup_log)
+    # a tf.Graph keeps the stack that made each op (a GraphDef does not)
+    built = graph_built_at(graph.get_operations()) if hasattr(graph, "get_operations") else None
+    trace = build_trace(
+        metadatas, facts, available_devices=devices, log=startup_log, built_at=built
+    )
     trace.raw, dropped = raw_protos(metadatas, graph_def if graph_def is not None else graph)
     trace.log += dropped
     return trace
@@ -50,9 +55,11 @@ def build_trace(
     log: str = "",
     source: str = "",
     xla_profile: XlaProfile | None = None,
+    built_at: dict[str, BuiltAt | None] | None = None,
 ) -> PlacementTrace:
     """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`;
-    ``xla_profile``: the HLO instructions of auto-clustered clusters (``add_graph_clusters``)."""
+    ``xla_profile``: the HLO instructions of auto-clustered clusters (``add_graph_clusters``);
+    ``built_at``: where the user's code made each op of the graph (``tfadapter.origins``)."""
     with paused_gc():
         records = Records()
         step_starts: list[int] = []
@@ -64,6 +71,7 @@ def build_trace(
                 capped or len(records.op) - before >= frames.STEP_STATS_CAP
             )  # one cap, read when called
         executed = executed_graph(metadatas[0].partition_graphs) if metadatas else Executed()
+        executed.built_at = built_at or {}
         if facts is not None:
             add_merged_nodes(executed, facts)
             add_replicated_constants(executed, facts, log)

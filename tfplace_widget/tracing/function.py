@@ -33,6 +33,7 @@ from ..sources.xla import xla_from_xspace
 from ..sources.xspace import HOST_PLANE, parse_xspace, records_from_xspace
 from ..tfadapter.capture import capture_native_output
 from ..tfadapter.gc_pause import paused_gc
+from ..tfadapter.origins import function_built_at
 from .function_copies import (
     UserCall,
     calls_run_copies,
@@ -48,6 +49,7 @@ from .input_pipeline import (
     input_notes,
     read_with_pipeline,
 )
+from .keras import layer_names
 from .overrides import override_function_defs
 from .profile_dir import profile_dir
 from .xla import (
@@ -147,7 +149,8 @@ def trace_function(
         on_data = pipeline.records_on_threads(records)
         timed = {op for index, op in enumerate(records.op) if index not in on_data}
         graphs = _graphs_that_ran(_unique_graphs(graphs, timed, optimize), timed, notes)
-        names = _function_names(graphs, preferred=name)
+        definitions = _function_def_names(graphs, preferred=name)
+        names = _function_names(definitions)
         executed, facts, display_of, data = read_with_pipeline(
             graphs,
             names,
@@ -158,7 +161,9 @@ def trace_function(
             devices,
             sources,
             placement_log=captured.text,
+            definitions=definitions,
         )
+        _record_sources(executed, fn, args, kwargs)
         _place_records(records, display_of, executed.device)
         origin = xla_origin(records, xla)
         trace = frames_from_records(
@@ -662,12 +667,22 @@ def _graphs_that_ran(graphs: list, timed: set[str], notes: list[str]) -> list:
     return ran or graphs  # only untimed ops (Const, Identity...): keep what was recorded
 
 
-def _function_names(graphs: list, preferred: str = "") -> list[str]:
-    """The tf.function each entry instantiated; ``eager`` for an op run eagerly on its own."""
+def _function_names(definitions: list[str | None]) -> list[str]:
+    """The tf.function each entry instantiated (``definitions``: its FunctionDef name, from
+    :func:`_function_def_names`); ``eager`` for an op run eagerly on its own."""
     return [
         "eager" if fname == "" else function_display_name(fname or "function")
-        for fname in _function_def_names(graphs, preferred)
+        for fname in definitions
     ]
+
+
+def _record_sources(executed: Any, fn: Any, args: tuple, kwargs: Mapping[str, Any] | None) -> None:
+    """Where the user's code made each executed node (the stacks TensorFlow keeps per
+    registered function, read once per function) and the Keras layers the call runs."""
+    from tensorflow.python.eager import context
+
+    executed.built_at = function_built_at(executed.made_by, context.context().get_graph_debug_info)
+    executed.layers = layer_names(fn, args, dict(kwargs or {}))
 
 
 def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:

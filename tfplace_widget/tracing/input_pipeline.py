@@ -199,13 +199,14 @@ def read_with_pipeline(
     devices: Sequence[str],
     sources: DatasetSources | None = None,
     placement_log: str = "",
+    definitions: Sequence[str | None] = (),
 ) -> tuple[Executed, FunctionFacts, dict[str, str], PipelineRows]:
     """``read_function_graphs`` of the calls' ``graphs`` and of the tf.data functions whose
     ops ``records`` timed on tf.data's threads (``on_data``; after the calls', which keep the
     plain names), and of the datasets the calls read that ``sources`` names (when their
     iterator produced elements during the calls). Those records are renamed to their display names here (``""``, dropped
     later, for an op of no such function), never taken for an op of the calls' that has the
-    same name."""
+    same name. ``definitions``: the FunctionDef name of each of ``graphs``."""
     ran = {records.op[index] for index in on_data}
     data_graphs, data_names, made = dataset_function_graphs(
         ran, graphs, devices, sources, produced=bool(pipeline.waits)
@@ -218,6 +219,7 @@ def read_with_pipeline(
         last=len(graphs),
         renamed_out=renamed,
         placement_log=placement_log,
+        definitions=definitions,
     )
     rows = PipelineRows(functions=set(data_names), made=made)
     if sources is not None:

@@ -25,6 +25,7 @@ from ..sources.raw import raw_protos
 from ..sources.run_metadata import build_trace
 from ..tfadapter.capture import CapturedText, capture_native_output, import_tensorflow
 from ..tfadapter.graphfacts import facts_from_graph
+from ..tfadapter.origins import graph_built_at
 from . import mode_choice
 from .builder import CallsTfFunction, UsesEagerObjects, build, describe, fed_fetches
 from .cluster import ClusterError, cluster_target, parse_cluster
@@ -231,7 +232,13 @@ def trace_placement(
     )
     metadatas = [step.message for step in kept]
     trace = build_trace(
-        metadatas, facts, available_devices=devices, log=log, source=name, xla_profile=xla_profile
+        metadatas,
+        facts,
+        available_devices=devices,
+        log=log,
+        source=name,
+        xla_profile=xla_profile,
+        built_at=graph_built_at(graph.get_operations()),
     )
     # kept by trace.save: the bytes TensorFlow returned, not serialized a second time
     trace.raw, dropped = raw_protos(kept, graph_def)
