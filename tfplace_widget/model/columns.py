@@ -26,14 +26,11 @@ OPS_COLUMNS = [
     "source",
     # the same frame's full path and line ("/home/me/train.py:42"), for an editor
     "source_path",
-    # the Keras layer whose call made the op ("sequential/dense_1"), "" outside any layer, <NA>
-    # where the traced call named no Keras model
-    "layer",
 ]
 # Columns of ``ops`` added after the first ``.tfplace`` files: text where there is some, missing
 # elsewhere; a file written before one has none, and loads with it missing on every row (a
 # prediction has none of them). A new column of this kind is named here and in OPS_COLUMNS.
-OPS_ADDED_LATER = ("xla_op", "input_stage", "source", "source_path", "layer")
+OPS_ADDED_LATER = ("xla_op", "input_stage", "source", "source_path")
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 # cross_task: source and destination are on different tasks (job/replica/task) of a cluster
 # trace.xla: one row per executed HLO instruction of an XLA cluster

@@ -80,9 +80,6 @@ class Executed:
     # function mode: node -> (its FunctionDef's name, its node def's name there), from which
     # the tracer reads ``built_at`` (the FunctionDef name None where it is not known)
     made_by: dict[str, tuple[str | None, str]] = field(default_factory=dict)
-    # the names of the traced Keras model's layers (its own included), for each op's ``layer``;
-    # None when the call named no Keras model
-    layers: frozenset[str] | None = None
 
 
 SEND_TYPES = ("_Send", "_HostSend")

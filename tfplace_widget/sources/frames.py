@@ -82,9 +82,7 @@ def frames_from_records(
     columns["kernels"], columns["gpu_kernel"] = _kernel_columns(names, facts)
     columns["xla_op"] = _missing_text(len(names))  # set by tracing.xla
     columns["input_stage"] = _missing_text(len(names))  # set by tracing.input_pipeline
-    columns["source"], columns["source_path"], columns["layer"] = source_columns(
-        names, op_types, executed
-    )
+    columns["source"], columns["source_path"] = source_columns(names, op_types, executed)
     ops = pd.DataFrame({name: columns[name] for name in OPS_COLUMNS}, index=ops.index)
     if ops.empty:  # e.g. XLA ran the whole call: text columns stay text, for .str and filters
         text = ["op", "type", "device", "requested_device", "reason", "function", "kernels"]

@@ -1,12 +1,11 @@
-"""The ``source``, ``source_path`` and ``layer`` columns of ``trace.ops``: where the user's code
-made each op, from the frames the tracers recorded (``Executed.built_at``) and the traced Keras
-model's layer names (``Executed.layers``)."""
+"""The ``source`` and ``source_path`` columns of ``trace.ops``: where the user's code made each
+op, from the frames the tracers recorded (``Executed.built_at``)."""
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -17,7 +16,6 @@ from ..model.records import BuiltAt, Executed
 RUNTIME_TYPES = frozenset(
     {"_Arg", "_Retval", "_Send", "_Recv", "_HostSend", "_HostRecv", "_DeviceArg", "_DeviceRetval"}
 )
-_UNIQUIFIED = re.compile(r"^(.+)_\d+$")
 
 
 def source_text(built: BuiltAt, cwd: str) -> str:
@@ -32,8 +30,8 @@ def source_text(built: BuiltAt, cwd: str) -> str:
 
 def source_columns(
     names: Sequence[str], types: Sequence[str], executed: Executed, cwd: str | None = None
-) -> tuple[pd.array, pd.array, pd.array]:
-    """``(source, source_path, layer)`` of the ops ``names`` (of ``types``). ``source`` is ""
+) -> tuple[Any, Any]:
+    """``(source, source_path)`` of the ops ``names`` (of ``types``). ``source`` is ""
     for an op TensorFlow's runtime added, missing where the trace recorded no stack for it."""
     n = len(names)
     built = executed.built_at
@@ -59,29 +57,4 @@ def source_columns(
             text, where = texts[frame]
             source.append(text)
             path.append(where)
-    layers = executed.layers
-    layer = [None] * n if layers is None else [layer_path(name, layers) for name in names]
-    return (
-        pd.array(source, dtype="string"),
-        pd.array(path, dtype="string"),
-        pd.array(layer, dtype="string"),
-    )
-
-
-def layer_path(name: str, layers: frozenset[str]) -> str:
-    """The layers named in op ``name``'s scopes (Keras names an op's scope after the layer
-    that made it: ``sequential/dense_1/MatMul`` -> ``sequential/dense_1``; TensorFlow makes a
-    scope used again unique with ``_<n>``, ``dense_1_2`` is ``dense_1`` called again), "" for
-    an op outside every layer. Gradients are their layer's (``gradient_tape/sequential/...``)."""
-    path: list[str] = []
-    for scope in name.split("/")[:-1]:
-        layer = scope if scope in layers else None
-        if layer is None:
-            match = _UNIQUIFIED.match(scope)
-            if match and match.group(1) in layers:
-                layer = match.group(1)
-        if layer is not None:
-            path.append(layer)
-        elif path:
-            break
-    return "/".join(path)
+    return pd.array(source, dtype="string"), pd.array(path, dtype="string")

@@ -360,6 +360,6 @@ def xla_ops_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         "gpu_kernel": pd.Categorical(["NA"] * n, categories=list(GPU_KERNEL_VALUES)),
         "xla_op": pd.array(column("xla_op", None), dtype="string"),
         "input_stage": pd.array([None] * n, dtype="string"),
-        **{c: pd.array([None] * n, dtype="string") for c in ("source", "source_path", "layer")},
+        **{c: pd.array([None] * n, dtype="string") for c in ("source", "source_path")},
     }
     return pd.DataFrame(frame)[OPS_COLUMNS]

@@ -49,7 +49,6 @@ from .input_pipeline import (
     input_notes,
     read_with_pipeline,
 )
-from .keras import layer_names
 from .overrides import override_function_defs
 from .profile_dir import profile_dir
 from .xla import (
@@ -163,7 +162,7 @@ def trace_function(
             placement_log=captured.text,
             definitions=definitions,
         )
-        _record_sources(executed, fn, args, kwargs)
+        _record_sources(executed)
         _place_records(records, display_of, executed.device)
         origin = xla_origin(records, xla)
         trace = frames_from_records(
@@ -676,13 +675,12 @@ def _function_names(definitions: list[str | None]) -> list[str]:
     ]
 
 
-def _record_sources(executed: Any, fn: Any, args: tuple, kwargs: Mapping[str, Any] | None) -> None:
-    """Where the user's code made each executed node (the stacks TensorFlow keeps per
-    registered function, read once per function) and the Keras layers the call runs."""
+def _record_sources(executed: Any) -> None:
+    """Where the user's code made each executed node: the stacks TensorFlow keeps per
+    registered function, read once per function."""
     from tensorflow.python.eager import context
 
     executed.built_at = function_built_at(executed.made_by, context.context().get_graph_debug_info)
-    executed.layers = layer_names(fn, args, dict(kwargs or {}))
 
 
 def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:

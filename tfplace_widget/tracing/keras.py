@@ -138,37 +138,3 @@ def keras_record(fn: Any) -> dict[str, bytes]:
     except Exception:  # another Keras's objects: no record rather than a failed trace
         return {}
     return {RAW_NAME: found.to_json()} if found is not None else {}
-
-
-def layer_names(fn: Any, args: tuple = (), kwargs: dict | None = None) -> frozenset[str] | None:
-    """The names of the Keras layers the traced call runs, as its ops' scopes name them: of
-    ``fn`` (a model or layer, one's method, a step Keras made) and of the models among its
-    arguments and, for a function, the globals and closure cells its code names (a
-    ``train_step`` calling a module-level ``model``). ``None`` when none is a Keras layer."""
-    found = [fn, getattr(fn, "__self__", None), _keras_model_of(fn)]
-    found += [*args, *(kwargs or {}).values()]
-    function = getattr(fn, "python_function", fn)
-    code = getattr(function, "__code__", None)
-    if code is not None:
-        named = getattr(function, "__globals__", {})
-        found += [named[name] for name in code.co_names if name in named]
-        for cell in getattr(function, "__closure__", None) or ():
-            try:
-                found.append(cell.cell_contents)
-            except ValueError:  # an empty cell
-                continue
-    names: set[str] = set()
-    for value in found:
-        if value is not None and _is_keras_layer(value):
-            flatten = getattr(value, "_flatten_layers", None)
-            layers = flatten(include_self=True, recursive=True) if flatten else [value]
-            names.update(layer.name for layer in layers if getattr(layer, "name", None))
-    return frozenset(names) if names else None
-
-
-def _is_keras_layer(value: Any) -> bool:
-    """A Keras 3 layer or model (Keras's ``Layer`` among its classes)."""
-    return any(
-        cls.__name__ == "Layer" and (cls.__module__ or "").startswith("keras")
-        for cls in type(value).__mro__
-    )
