@@ -29,6 +29,8 @@ ISSUE_OPS_COLUMNS = [
     "gpu_kernel",  # issue 12: yes / host / dtype / no / NA
     "xla_op",  # issue 23: the HLO instruction an op of an XLA cluster went into (<NA> outside)
     "input_stage",  # issue 30: the tf.data stage whose function ran the op (<NA> outside)
+    "source",  # issue 33: the user's line that made the op ("" for the runtime's ops)
+    "source_path",  # issue 33: that line's file as a full path, for an editor
 ]
 ISSUE_EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 ISSUE_TRANSFERS_COLUMNS = [

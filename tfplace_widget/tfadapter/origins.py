@@ -53,11 +53,12 @@ def innermost_user_frame(frames: Iterable[tuple[str, int, str]]) -> BuiltAt | No
 
 
 def graph_built_at(operations: Iterable[Any]) -> dict[str, BuiltAt | None]:
-    """Name -> the user's frame, of ``tf.Graph`` operations (their ``op.traceback``)."""
+    """Name -> the user's frame, of ``tf.Graph`` operations (their ``op.traceback``; None for
+    an op with no stack, as those ``tf.graph_util.import_graph_def`` made)."""
     built: dict[str, BuiltAt | None] = {}
     for op in operations:
         stack = op.traceback
-        built[op.name] = innermost_user_frame(
+        built[op.name] = stack and innermost_user_frame(
             (frame.filename, frame.lineno, frame.name) for frame in reversed(stack)
         )
     return built
@@ -65,12 +66,16 @@ def graph_built_at(operations: Iterable[Any]) -> dict[str, BuiltAt | None]:
 
 def function_built_at(
     made_by: Mapping[str, tuple[str | None, str]],
-    debug_info_of: Callable[[str], Any],
+    debug_info_of: Callable[[str], Any] | None = None,
 ) -> dict[str, BuiltAt | None]:
     """Executed name -> the user's frame, for nodes ``made_by`` names as ``(FunctionDef name,
     node def name)``; ``debug_info_of(function name)`` is its ``GraphDebugInfo`` (called once
-    per function). A function the runtime no longer knows, or a node it has no stack for,
-    gives None."""
+    per function; by default the eager runtime's, ``context.get_graph_debug_info``). A
+    function the runtime no longer knows, or a node it has no stack for, gives None."""
+    if debug_info_of is None:
+        from tensorflow.python.eager import context
+
+        debug_info_of = context.context().get_graph_debug_info
     frames_of: dict[str | None, Callable[[str], BuiltAt | None]] = {}
     built: dict[str, BuiltAt | None] = {}
     for name, (definition, node) in made_by.items():

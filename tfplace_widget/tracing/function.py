@@ -162,7 +162,7 @@ def trace_function(
             placement_log=captured.text,
             definitions=definitions,
         )
-        _record_sources(executed)
+        executed.built_at = function_built_at(executed.made_by)  # the user's lines
         _place_records(records, display_of, executed.device)
         origin = xla_origin(records, xla)
         trace = frames_from_records(
@@ -667,20 +667,11 @@ def _graphs_that_ran(graphs: list, timed: set[str], notes: list[str]) -> list:
 
 
 def _function_names(definitions: list[str | None]) -> list[str]:
-    """The tf.function each entry instantiated (``definitions``: its FunctionDef name, from
-    :func:`_function_def_names`); ``eager`` for an op run eagerly on its own."""
+    """The tf.function each entry's FunctionDef is; ``eager`` for an op run eagerly alone."""
     return [
         "eager" if fname == "" else function_display_name(fname or "function")
         for fname in definitions
     ]
-
-
-def _record_sources(executed: Any) -> None:
-    """Where the user's code made each executed node: the stacks TensorFlow keeps per
-    registered function, read once per function."""
-    from tensorflow.python.eager import context
-
-    executed.built_at = function_built_at(executed.made_by, context.context().get_graph_debug_info)
 
 
 def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:
