@@ -50,3 +50,18 @@ test("globs of several stars match a long name in linear time", () => {
     assert.equal(matchNames([name], [name], glob, false, false)[0], expected, glob);
   }
 });
+
+// search.match_source's port, on the same cases (tests/search_cases.json's source_cases).
+const { matchSource } = loadScript("search.js", ["matchSource"]);
+const sourceValues = [];
+const sourceCodes = table.source_paths.map((path) => {
+  if (path === null) return -1;  // not recorded
+  if (!sourceValues.includes(path)) sourceValues.push(path);
+  return sourceValues.indexOf(path);
+});
+for (const c of table.source_cases) {
+  test(`source ${JSON.stringify(c.text)} case=${c.case}`, () => {
+    const mask = matchSource(sourceValues, sourceCodes, c.text, c.case);
+    assert.deepEqual([...mask.keys()].filter((i) => mask[i] === 1), c.matches);
+  });
+}

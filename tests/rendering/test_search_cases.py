@@ -19,7 +19,13 @@ import pandas as pd
 import pytest
 from helpers import run_python
 
-from tfplace_widget.rendering.search import SearchError, match_names, searchable
+from tfplace_widget.rendering.search import (
+    SearchError,
+    filter_ops,
+    match_names,
+    match_source,
+    searchable,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE = json.loads((REPO / "tests" / "search_cases.json").read_text(encoding="utf-8"))
@@ -120,3 +126,17 @@ def test_globs_of_several_stars_match_a_long_name_in_linear_time():
     in minutes; in a child process bounded in time, as a backtracking regex holds the GIL."""
     done = run_python(LONG_CHECK, timeout=60)  # TimeoutExpired: the backtracking of issue 31
     assert done.stdout.split("\n")[0] == str(list(LONG_GLOBS.values()))
+
+
+@pytest.mark.parametrize("case", TABLE["source_cases"], ids=lambda c: f"{c['text']!r}-{c['case']}")
+def test_a_line_of_the_users_code_finds_the_ops_it_made(case):
+    """``train.py:42`` (``search.match_source``) finds the ops that line made, and ``filter_ops``
+    (the panel's and ``tfplace show``'s search) adds them to the ops whose name matches."""
+    paths = pd.Series(TABLE["source_paths"], dtype="string")
+    got = match_source(paths, case["text"], case=case["case"])
+    assert [i for i, hit in enumerate(got) if hit] == case["matches"]
+    ops = pd.DataFrame({"op": [f"op{i}" for i in range(len(paths))], "source_path": paths})
+    mask = filter_ops(ops, case["text"], case=case["case"])
+    assert [i for i, hit in enumerate(mask) if hit] == (
+        case["matches"] if case["text"] else list(range(len(paths)))
+    )

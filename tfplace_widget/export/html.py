@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 COLUMNS = TABLE_COLUMNS  # the panel's table: the same columns and headings
 _CODED = ("type", "device", "requested_device", "how", "reason")
+SOURCE_COLUMNS = ("source", "source_path")  # coded, -1 where not recorded; absent if nowhere
 XLA_COLUMN = ("xla_op", "XLA")  # in the op table when an op went into an XLA instruction
 # Its width, fixed: its heading (with the sort arrow) fits, and so do the other columns at
 # 800 px when the names and reasons share what is left in proportion to their least widths.
@@ -198,6 +199,10 @@ def report_data(
         values = ops[name] if name in ops else pd.Series([""] * len(ops))
         codes, uniques = pd.factorize(values.astype(object).fillna("").astype(str))
         columns[name] = {"values": list(uniques), "codes": codes.tolist()}
+    for name in SOURCE_COLUMNS:  # the user's lines, for the details and a train.py:42 search
+        if name in ops and ops[name].notna().any():
+            codes, uniques = pd.factorize(ops[name].astype(object))  # <NA>: code -1
+            columns[name] = {"values": list(uniques), "codes": codes.tolist()}
     requested = columns["requested_device"]
     requested["short"] = [short_device(v) or v for v in requested["values"]]  # CPU:0
     full_devices = columns["device"]["values"]

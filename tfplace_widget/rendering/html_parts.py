@@ -151,9 +151,27 @@ def details_html(trace: PlacementTrace, op: str) -> str:
         f"<b class='tfplace-ink' style='{ink_style(color)}'>{html.escape(row['device'])}</b>"
         " · how: "
         f"<b>{html.escape(str(row['how']))}</b><br>{html.escape(row['reason'])}<br>"
+        f"{_source_html(row)}"
         f"inputs: {names(inputs)}<br>outputs: {names(outputs)}<br>"
         f"transfers:<ul style='margin:0'>{moves}</ul></div>"
     )
+
+
+# What the op details say of an op with an empty ``source``.
+RUNTIME_SOURCE = "made by TensorFlow's runtime, not by your code"
+
+
+def _source_html(row: pd.Series) -> str:
+    """``source: train.py:42 in step`` (its full path in the tooltip) line of the op details;
+    what made it for an op of the runtime's; nothing where the trace recorded no source."""
+    source = row.get("source")
+    if not isinstance(source, str):  # <NA>, or a trace (file) without the column
+        return ""
+    if not source:
+        return f"source: <i class='tfplace-source'>{RUNTIME_SOURCE}</i><br>"
+    path = row.get("source_path")
+    title = f" title='{html.escape(path, quote=True)}'" if isinstance(path, str) else ""
+    return f"source: <code class='tfplace-source'{title}>{html.escape(source)}</code><br>"
 
 
 def message_html(text: str, kind: str = "info") -> str:

@@ -27,8 +27,14 @@ SEARCH_PLACEHOLDER = "search op names: text, glob (A*), or regex"
 SEARCH_HELP = (
     "Plain text: any part of an op name. With * or ?: a shell glob over the whole name "
     "(A* starts with A, */add_1 ends with /add_1; * crosses /). Any case unless 'match case'. "
-    "Tick 'regex' for a regular expression (it matches anywhere unless anchored: ^ and $)."
+    "Tick 'regex' for a regular expression (it matches anywhere unless anchored: ^ and $). "
+    "A line of your code, train.py:42, finds the ops it made."
 )
+
+
+# A search for a line of the user's code (``train.py:42``, ``models/net.py:7``): it also finds
+# the ops whose ``source_path`` is that file (its name or its path's tail) and line.
+_SOURCE_QUERY = re.compile(r"^[^\s*?:]+\.[A-Za-z0-9_]+:\d+$")
 
 
 class SearchError(ValueError):
@@ -134,8 +140,11 @@ def filter_ops(
     types: Iterable[str] = (),
     lowered: pd.Series | None = None,
 ) -> np.ndarray:
-    """Mask of ops matching the search text, one of ``devices`` and one of ``types`` (if any)."""
+    """Mask of ops matching the search text, one of ``devices`` and one of ``types`` (if any).
+    A text such as ``train.py:42`` also matches the ops that line made (:func:`match_source`)."""
     mask = match_names(ops["op"], text, regex=regex, case=case, lowered=lowered)
+    if not regex and "source_path" in ops:
+        mask = mask | match_source(ops["source_path"], text, case=case)
     devices = list(devices)
     if devices:
         mask &= ops["device"].isin(devices).to_numpy(dtype=bool)
@@ -151,3 +160,14 @@ def matching_lines(text_lines: list[str], text: str, *, regex: bool = False, cas
         return text_lines
     series = pd.Series(text_lines, dtype=object)
     return series[match_names(series, text, regex=regex, case=case)].tolist()
+
+
+def match_source(paths: pd.Series, text: str, *, case: bool = False) -> np.ndarray:
+    """Mask of the ops made at the line ``text`` names (``train.py:42``, a path's tail
+    ``models/net.py:7``, or the full path), from their ``source_path`` (``/home/me/train.py:42``):
+    the same line only, not ``train.py:420``. All False for any other text."""
+    if not _SOURCE_QUERY.match(text):
+        return np.zeros(len(paths), dtype=bool)
+    values = paths.fillna("") if case else paths.fillna("").str.lower()
+    wanted = text if case else text.lower()
+    return ((values == wanted) | values.str.endswith("/" + wanted.lstrip("/"))).to_numpy(dtype=bool)

@@ -177,7 +177,7 @@ def print_summary(
     from ..analyses.summary import transfer_bytes_text as bytes_text
     from ..explain import HOW_VALUES
     from .html_parts import MODE_LABELS, PREDICTED_WORDS
-    from .search import match_names
+    from .search import filter_ops
 
     ops, transfers = trace.ops, trace.transfers
     mode = PREDICTED_WORDS if trace.predicted else MODE_LABELS.get(trace.mode, "loaded from a file")
@@ -259,7 +259,7 @@ def print_summary(
     if not search and not list_ops:
         return
     out.line("")
-    mask = match_names(ops["op"].astype(str), search)
+    mask = filter_ops(ops.assign(op=ops["op"].astype(str)), search)
     matching = ops[mask]
     listed = matching if not limit else matching.head(limit)
     title = f'Ops matching "{search}"' if search else "Ops"
@@ -269,6 +269,8 @@ def print_summary(
     out.heading(f"{title} ({count})")
     if len(listed):
         timed = not trace.predicted
+        # where the user's code made each op, when the trace recorded it ("" for the runtime's)
+        sourced = "source" in listed and bool(listed["source"].notna().any())
         rows = [
             [
                 str(r.op),
@@ -278,14 +280,23 @@ def print_summary(
                 _time(r.start_us, format_us) if timed else "",
                 _time(r.duration_us, format_us) if timed else "",
                 str(r.reason),
+                *([_source_cell(r.source)] if sourced else []),
             ]
             for r in listed.itertuples(index=False)
         ]
         out.table(
             rows,
-            ["op", "type", "device", "how", "start", "duration", "reason"],
+            ["op", "type", "device", "how", "start", "duration", "reason"]
+            + (["source"] if sourced else []),
             right=(4, 5),
         )
+
+
+def _source_cell(source: Any) -> str:
+    """An op's ``source`` for the table: the line, "runtime" for an op TensorFlow added."""
+    if not isinstance(source, str):  # <NA>: not recorded
+        return ""
+    return source or "runtime"
 
 
 def _time(value: Any, format_us: Callable[[float], str]) -> str:

@@ -378,7 +378,22 @@ function renderDetails() {
   const rest = document.createElement("span");
   rest.textContent = ` (${cell(row, "type")}) on ${fullDevice(row)}` +
     ` \u00b7 how: ${cell(row, "how")} \u00b7 ${cell(row, "reason")}`;
-  box.replaceChildren(title, rest);
+  box.replaceChildren(title, rest, ...sourceParts(row));
+}
+
+// The details' "source:" (html_parts._source_html): the user's line (its full path in the
+// tooltip), what made an op of the runtime's, nothing where the trace recorded none.
+function sourceParts(row) {
+  const source = columns.source;
+  const code = source ? source.codes[row] : -1;
+  if (code < 0) return [];
+  const text = source.values[code];
+  const value = document.createElement(text ? "code" : "i");
+  value.className = "tfplace-source";
+  value.textContent = text || "made by TensorFlow's runtime, not by your code";
+  const paths = columns.source_path;
+  if (text && paths && paths.codes[row] >= 0) value.title = paths.values[paths.codes[row]];
+  return [document.createElement("br"), "source: ", value];
 }
 
 function select(row, fromTimeline) {
@@ -398,6 +413,11 @@ function update(fromFilters) {
   let mask;
   try {
     mask = matchNames(names, lowered, state.text, state.regex, state.caseSensitive);
+    const paths = columns.source_path;  // a train.py:42 search finds the ops that line made
+    if (paths && !state.regex) {
+      const made = matchSource(paths.values, paths.codes, state.text, state.caseSensitive);
+      for (let i = 0; i < total; i++) mask[i] |= made[i];
+    }
     message.textContent = "";
     message.hidden = true;
   } catch (error) {

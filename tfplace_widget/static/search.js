@@ -131,3 +131,20 @@ function matchNames(names, lowered, text, regex, caseSensitive) {
   for (let i = 0; i < names.length; i++) mask[i] = pattern.test(haystack[i]) ? 1 : 0;
   return mask;
 }
+
+// search.match_source: 1 where the op was made at the line ``text`` names (``train.py:42``, a
+// path's tail or the whole path), from the coded ``source_path`` column (``values``, ``codes``,
+// -1 where not recorded); all 0 for any other text. The same line only: not train.py:420.
+const SOURCE_QUERY = /^[^\s*?:]+\.[A-Za-z0-9_]+:\d+$/;
+function matchSource(values, codes, text, caseSensitive) {
+  const mask = new Uint8Array(codes.length);
+  if (!SOURCE_QUERY.test(text)) return mask;
+  const wanted = caseSensitive ? text : text.toLowerCase();
+  const tail = "/" + wanted.replace(/^\/+/, "");
+  const hits = values.map((value) => {
+    const path = caseSensitive ? value : value.toLowerCase();
+    return path === wanted || path.endsWith(tail);
+  });
+  for (let i = 0; i < codes.length; i++) mask[i] = codes[i] >= 0 && hits[codes[i]] ? 1 : 0;
+  return mask;
+}
