@@ -1031,3 +1031,23 @@ def test_run_of_code_calling_sys_exit_is_an_error_saying_so(capsys, tmp_path, mo
         capsys, "run", target, "--mode", mode, "-o", tmp_path / "t.tfplace", "--debug"
     )
     assert code == 2 and "Traceback" in err and "\nSystemExit: 5\n" in err
+
+
+def test_show_finds_the_ops_a_line_of_the_users_code_made(capsys, seed_cpu, tmp_path):
+    """``tfplace show --search conftest.py:N`` lists the op that line made, with its source;
+    the panel's op details say it too, and that the runtime made a copy."""
+    from tfplace_widget.rendering.html_parts import RUNTIME_SOURCE, details_html
+
+    source = seed_cpu.ops.set_index("op").loc["C", "source"]  # conftest.py:NN in inputs_cpu
+    line = source.split(" in ")[0]
+    path = tmp_path / "seed.tfplace"
+    seed_cpu.save(path)
+    code, out, _ = cli(capsys, "show", path, "--search", line)
+    assert code == 0
+    listed = section(out, f'Ops matching "{line}"')
+    assert any(row.split()[:1] == ["C"] and row.rstrip().endswith(source) for row in listed), listed
+    assert not any(row.split()[:1] in (["A"], ["B"]) for row in listed)
+    assert "<code class='tfplace-source'" in details_html(seed_cpu, "C")
+    assert source in details_html(seed_cpu, "C")
+    recv = seed_cpu.ops.loc[seed_cpu.ops["type"] == "_Recv", "op"].iloc[0]
+    assert RUNTIME_SOURCE in details_html(seed_cpu, recv)

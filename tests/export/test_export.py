@@ -673,3 +673,31 @@ def _numbers(trace: PlacementTrace, table: str) -> list[Any]:
     """The values of the numeric columns of ``trace.<table>`` (a negative number is no formula)."""
     frame = getattr(trace, table)
     return [v for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) for v in frame[c]]
+
+
+def test_source_is_saved_and_an_older_file_loads_without_it(seed_cpu, tmp_path):
+    """The seed's ops point at conftest.py's lines that made them; saving keeps the column, and
+    a file written before it (no ``source``) loads with it missing, not empty (the runtime's)."""
+    conftest = Path(__file__).resolve().parents[1] / "conftest.py"
+    lines = conftest.read_text().splitlines()
+    ops = seed_cpu.ops.set_index("op")
+    for name in ("A", "B", "C"):
+        path, _, line = ops.loc[name, "source_path"].rpartition(":")
+        assert Path(path) == conftest and f'name="{name}"' in lines[int(line) - 1]
+        assert ops.loc[name, "source"].endswith(f":{line} in inputs_cpu")
+    assert set(ops.loc[ops["type"].isin(["_Send", "_Recv", "_Retval"]), "source"]) == {""}
+    loaded = round_trip(seed_cpu, tmp_path)
+    pd.testing.assert_frame_equal(
+        loaded.ops[["source", "source_path"]], seed_cpu.ops[["source", "source_path"]]
+    )
+    # A file of the version before: the same trace without the columns.
+    ops_now = seed_cpu.ops
+    try:
+        seed_cpu.ops = ops_now.drop(columns=["source", "source_path"])
+        seed_cpu.save(tmp_path / "older.tfplace")
+    finally:
+        seed_cpu.ops = ops_now
+    old = PlacementTrace.load(tmp_path / "older.tfplace")
+    assert list(old.ops.columns) == list(seed_cpu.ops.columns)
+    assert old.ops["source"].isna().all() and old.ops["source_path"].isna().all()
+    assert str(old.ops["source"].dtype) == "string"
