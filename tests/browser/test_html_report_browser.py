@@ -96,6 +96,26 @@ def open_report(chromium, request) -> Iterator:
     assert not errors, errors
 
 
+def test_a_line_of_code_finds_its_op_and_the_details_name_the_line(seed_cpu, open_report, tmp_path):
+    """Searching ``conftest.py:N`` (the line that made C) lists C alone; C's details say that
+    line (its full path in the tooltip), a copy's that TensorFlow's runtime made it."""
+    ops = seed_cpu.ops.set_index("op")
+    source, path = ops.loc["C", "source"], ops.loc["C", "source_path"]
+    report = open_report(write_html(seed_cpu, tmp_path / "seed.html"))
+    report.type(source.split(" in ")[0])
+    assert report.rows() == ["C"]
+    report.page.click("#tfplace-table tbody tr[data-op='C']")
+    details = report.page.locator("#tfplace-details")
+    details.wait_for(state="visible")
+    assert f"source: {source}" in details.inner_text()
+    assert details.locator(".tfplace-source").get_attribute("title") == path
+    report.page.screenshot(path=str(SCREENSHOTS / "html-report-source.png"), full_page=True)
+    recv = ops.index[ops["type"] == "_Recv"][0]
+    report.type(recv)
+    report.page.click(f"#tfplace-table tbody tr[data-op='{recv}']")
+    assert "made by TensorFlow's runtime, not by your code" in details.inner_text()
+
+
 def test_seed_report_search_narrows_table_and_timeline(seed_cpu, open_report, tmp_path):
     path = write_html(seed_cpu, tmp_path / "seed.html")
     report = open_report(path)
