@@ -54,13 +54,19 @@ def innermost_user_frame(frames: Iterable[tuple[str, int, str]]) -> BuiltAt | No
 
 def graph_built_at(operations: Iterable[Any]) -> dict[str, BuiltAt | None]:
     """Name -> the user's frame, of ``tf.Graph`` operations (their ``op.traceback``; None for
-    an op with no stack, as those ``tf.graph_util.import_graph_def`` made)."""
+    an op with no stack, as those ``tf.graph_util.import_graph_def`` made). TensorFlow's own
+    filter (``get_user_frames``, in C++) drops its frames; the few left are searched here."""
     built: dict[str, BuiltAt | None] = {}
+    user = is_user_file
     for op in operations:
         stack = op.traceback
-        built[op.name] = stack and innermost_user_frame(
-            (frame.filename, frame.lineno, frame.name) for frame in reversed(stack)
-        )
+        found = None
+        if stack:
+            for frame in reversed(stack.get_user_frames()):
+                if user(frame.filename):
+                    found = BuiltAt(frame.filename, frame.lineno, frame.name)
+                    break
+        built[op.name] = found
     return built
 
 
