@@ -43,15 +43,6 @@ def is_user_file(path: str) -> bool:
     return not path.startswith(_PACKAGE_DIR) and not path.startswith(_STDLIB_DIRS)
 
 
-def innermost_user_frame(frames: Iterable[tuple[str, int, str]]) -> BuiltAt | None:
-    """The first of ``frames`` (innermost first: ``(file, line, function)``) in the user's
-    code, or None."""
-    for path, line, function in frames:
-        if is_user_file(path):
-            return BuiltAt(path, line, function)
-    return None
-
-
 def graph_built_at(operations: Iterable[Any]) -> dict[str, BuiltAt | None]:
     """Name -> the user's frame, of ``tf.Graph`` operations (their ``op.traceback``; None for
     an op with no stack, as those ``tf.graph_util.import_graph_def`` made). TensorFlow's own

@@ -7,21 +7,24 @@ from typing import Any
 
 import pandas as pd
 
-from ..model.columns import OPS_ADDED_LATER
+from ..model.columns import OPS_ADDED_LATER, OPS_COLUMNS
 from ..model.devices import crosses_tasks
 
 
 def add_missing_columns(frames: dict[str, pd.DataFrame], predicted: bool) -> None:
-    """Add (in place) the columns a file written before them lacks, so that every loaded trace
+    """Add (in ``frames``) the columns a file written before them lacks, so that every loaded trace
     has the columns of a fresh one: ``transfers.cross_task`` computed (a prediction's as well),
     each of ``OPS_ADDED_LATER`` missing on every row (a prediction has none of them)."""
     transfers, ops = frames["transfers"], frames["ops"]
     if "cross_task" not in transfers.columns:
         sources, targets = transfers["src_device"].tolist(), transfers["dst_device"].tolist()
         transfers["cross_task"] = crosses_tasks(sources, targets)  # as sources.frames makes it
-    for column in OPS_ADDED_LATER:
-        if column not in ops.columns and not predicted:
-            ops[column] = pd.array([pd.NA] * len(ops), dtype="string")
+    missing = [c for c in OPS_ADDED_LATER if c not in ops.columns and not predicted]
+    for column in missing:
+        ops[column] = pd.array([pd.NA] * len(ops), dtype="string")
+    if missing:  # where a fresh trace has them (a file may lack one added before another)
+        order = [c for c in OPS_COLUMNS if c in ops.columns]
+        frames["ops"] = ops[order + [c for c in ops.columns if c not in order]]
 
 
 def written_here(manifest: dict[str, Any]) -> bool:
