@@ -26,12 +26,11 @@ from test_properties import builder_for, graph_specs, two_variables_one_colocati
 
 from tfplace_widget import PlacementTrace, TraceError, predict_placement, trace_placement
 from tfplace_widget.analyses.predict import (
-    node_details,
     predict_devices,
     predict_transfers,
 )
 from tfplace_widget.model.graphfacts import RESOURCE_COLOCATION_EXEMPT
-from tfplace_widget.tfadapter.graphfacts import facts_from_graph
+from tfplace_widget.tfadapter.graphfacts import facts_from_graph, node_details
 
 CPUS = {"CPU": 3}
 CPU = [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(3)]
@@ -254,7 +253,7 @@ def test_shape_and_identity_follow_their_input(rows: Any) -> None:
     assert shape["type"] == "Shape" and shape["device"] == GPU0
     assert "puts a Shape with its input (MM)" in shape["reason"]
     ident = rows.loc["Ident"]
-    from tfplace_widget.analyses.predict import identity_follows_its_input
+    from tfplace_widget.tfadapter.probe import identity_follows_its_input
 
     if identity_follows_its_input():  # on the CPU although Identity has a GPU kernel
         assert ident["device"] == CPU[0]

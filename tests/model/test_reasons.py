@@ -11,9 +11,9 @@ from tfplace_widget.explain.run import (
     HOW_VALUES,
     Explainer,
     lacks_kernel,
-    registered_device_types,
 )
 from tfplace_widget.tfadapter.graphfacts import facts_from_graph
+from tfplace_widget.tfadapter.registry import registered_device_types
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_implicit_generator_follows_its_consumers(tf, trace_placement):
 def test_implicit_identity_follows_its_input(variable_trace):
     """Where this TensorFlow's placer puts a lone Identity with its input (not 2.16's), it
     runs with its read on CPU:1; else on the first device, CPU:0; the reason says which."""
-    from tfplace_widget.analyses.predict import identity_follows_its_input
+    from tfplace_widget.tfadapter.probe import identity_follows_its_input
 
     follows = identity_follows_its_input()
     plain = op_row(variable_trace, "plain")

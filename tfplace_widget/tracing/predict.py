@@ -19,9 +19,10 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..analyses.predict.details import node_details
 from ..analyses.predict.result import predict_trace
 from ..model.trace import PlacementTrace
+from ..tfadapter.graphfacts import node_details
+from ..tfadapter.registry import REGISTRY
 from . import tracer
 from .function import is_tf2_callable
 from .keras import KERAS_STEPS, keras_xla
@@ -77,7 +78,7 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     else:
         keras = keras_xla(fn_or_trace)  # before the run: it may settle the model's jit_compile
         trace, details, soft = _trace_for_facts(fn_or_trace, trace_options)
-    return predict_trace(trace, gpus, soft, details, keras)
+    return predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
 
 
 def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:

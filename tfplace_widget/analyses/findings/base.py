@@ -400,7 +400,11 @@ def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, s
     devices = predicted_devices(context.trace.devices, 1)
     try:
         frame = predict_devices(
-            facts, devices, soft_placement=True, local_task=master_task(context.trace)
+            facts,
+            devices,
+            soft_placement=True,
+            local_task=master_task(context.trace),
+            registry=facts.registry,
         )
     except Exception:  # a prediction that fails must not cost the other findings
         return None
