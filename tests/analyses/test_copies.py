@@ -8,12 +8,13 @@ from helpers import GPU_TRACES
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget.analyses.copies import CAUSES, COPIES_COLUMNS, explain_copies
+from tfplace_widget.tfadapter.registry import REGISTRY
 
 IKHLESTOV = GPU_TRACES / "ikhlestov-tensorflow-profiling"
 
 
 def _causes(path) -> dict[str, str]:
-    copies = explain_copies(PlacementTrace.from_chrome_trace(path))
+    copies = explain_copies(PlacementTrace.from_chrome_trace(path), REGISTRY)
     assert list(copies.columns) == COPIES_COLUMNS
     assert set(copies["cause"]) <= set(CAUSES)
     assert copies["reason"].str.len().gt(0).all()
@@ -24,7 +25,7 @@ def test_every_copy_in_every_real_gpu_trace_has_a_cause():
     counted = Counter()
     for path in sorted(GPU_TRACES.rglob("*.json")):
         trace = PlacementTrace.from_chrome_trace(path)
-        copies = explain_copies(trace)
+        copies = explain_copies(trace, REGISTRY)
         assert len(copies) == len(trace.transfers)
         counted.update(copies["cause"])
     # No copy in them comes from an op that ran on the CPU: every GPU-side copy is an input,
