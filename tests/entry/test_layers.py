@@ -219,3 +219,68 @@ def test_an_import_of_tensorflow_inside_a_function_is_found(tmp_path):
     assert tensorflow_imports(tmp_path / "tfplace_widget") == {
         "tfplace_widget.analyses.late": [5, 11]
     }
+
+
+# -- the analyses run no TensorFlow: its registries are handed in (issue 32) -----------------------
+ADAPTER = "tfplace_widget.tfadapter"
+NO_ADAPTER = ("analyses", "explain")
+# The re-export file for the old path tfplace_widget.analyses.kernels, deleted with the other
+# shims (issue 32); nothing in the package imports it.
+OLD_PATH_SHIMS = frozenset({"tfplace_widget.analyses.kernels"})
+
+
+def adapter_imports(package: Path, subpackages: tuple[str, ...]) -> dict[str, list[int]]:
+    """Module name -> the lines where it imports from ``tfplace_widget.tfadapter`` (absolute or
+    relative, anywhere in the module: inside functions too), for the modules of ``subpackages``
+    of ``package``."""
+    found: dict[str, list[int]] = {}
+    for sub in subpackages:
+        for path in sorted((package / sub).rglob("*.py")):
+            parts = list(path.relative_to(package.parent).with_suffix("").parts)
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            base = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom):
+                    if node.level:
+                        head = base.split(".")[: len(base.split(".")) - node.level + 1]
+                        targets = [".".join([*head, *([node.module] if node.module else [])])]
+                        if not node.module:
+                            targets = [f"{targets[0]}.{alias.name}" for alias in node.names]
+                    else:
+                        targets = [node.module or ""]
+                elif isinstance(node, ast.Import):
+                    targets = [alias.name for alias in node.names]
+                else:
+                    continue
+                if any(t == ADAPTER or t.startswith(ADAPTER + ".") for t in targets):
+                    found.setdefault(name, []).append(node.lineno)
+    return found
+
+
+def test_the_analyses_and_the_explainer_import_nothing_from_the_adapter():
+    """Predictions, findings, copies and reasons get TensorFlow's kernel and placer facts
+    handed in (``model.kernel_registry.KernelRegistry``: the trace's facts carry this process's
+    registry, ``predict_placement`` hands it in): ``analyses/`` and ``explain/`` import nothing
+    from ``tfadapter/``, not even inside a function."""
+    found = adapter_imports(PACKAGE, NO_ADAPTER)
+    unexpected = {m: lines for m, lines in found.items() if m not in OLD_PATH_SHIMS}
+    assert not unexpected, f"modules of {NO_ADAPTER} importing {ADAPTER}: {unexpected}"
+
+
+def test_an_import_from_the_adapter_inside_a_function_is_found(tmp_path):
+    """The check reads relative and absolute imports, inside functions too."""
+    module = tmp_path / "tfplace_widget" / "explain" / "late.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(
+        "from ..model import devices\n\n\n"
+        "def lookup():\n"
+        "    from ..tfadapter.registry import REGISTRY\n\n"
+        "    return REGISTRY\n\n\n"
+        "def probe():\n"
+        "    from .. import tfadapter\n"
+        "    import tfplace_widget.tfadapter.probe\n\n"
+        "    return tfadapter, tfplace_widget\n"
+    )
+    assert adapter_imports(tmp_path / "tfplace_widget", NO_ADAPTER) == {
+        "tfplace_widget.explain.late": [5, 11, 12]
+    }
