@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from helpers import GPU_TRACES
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget.analyses.copies import CAUSES, COPIES_COLUMNS, explain_copies
+from tfplace_widget.model.kernel_registry import MissingRegistryError
 from tfplace_widget.tfadapter.registry import REGISTRY
 
 IKHLESTOV = GPU_TRACES / "ikhlestov-tensorflow-profiling"
@@ -32,6 +34,15 @@ def test_every_copy_in_every_real_gpu_trace_has_a_cause():
     # a host-memory output (int32 values, shapes) or a result going back to the host.
     assert set(counted) == {"input", "host_memory_output", "to_host"}
     assert sum(counted.values()) == 26 == 1 + 6 + 6 + 11 + 2
+
+
+def test_a_gpu_ops_copy_to_the_gpu_asks_the_registry_handed_in():
+    """A Chrome trace has no graph facts, so no registry of its own: whether the GPU kernel of
+    a GPU op kept its output in host memory is asked of the one handed in, never of whatever
+    TensorFlow the process imports (issue 32)."""
+    trace = PlacementTrace.from_chrome_trace(GPU_TRACES / "kittibox" / "timeline_01.json")
+    with pytest.raises(MissingRegistryError, match="explain_copies"):
+        explain_copies(trace)
 
 
 def test_kittibox_int32_chains_are_host_memory_round_trips():

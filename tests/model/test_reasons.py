@@ -12,8 +12,9 @@ from tfplace_widget.explain.run import (
     Explainer,
     lacks_kernel,
 )
+from tfplace_widget.model.graphfacts import GraphFacts
 from tfplace_widget.tfadapter.graphfacts import facts_from_graph
-from tfplace_widget.tfadapter.registry import registered_device_types
+from tfplace_widget.tfadapter.registry import REGISTRY, registered_device_types
 
 
 @pytest.fixture(scope="module")
@@ -288,6 +289,27 @@ def test_lacks_kernel_reads_default_kernels_as_serving_every_device():
     # (NoOp's own list changes once XLA compiles something: XLA registers XLA_*_JIT kernels.)
     assert lacks_kernel(frozenset({"DEFAULT"}), "XLA_CPU_JIT")
     assert not lacks_kernel(frozenset({"DEFAULT"}), "TPU")
+
+
+def test_the_kernel_registry_is_handed_in_not_looked_up():
+    """Facts not read in this process (a loaded trace's, here without kernel facts) bring no
+    registry: the explainer claims no missing kernel; the readers hand in this process's, and
+    facts read here carry it (issue 32)."""
+    placed = {"joined": CPU0}
+    facts = GraphFacts(types={"joined": "StringJoin"})
+    bare = Explainer(facts, placed, [GPU0, CPU0], executed_inputs={})
+    _, how, reason = bare.explain("joined", "StringJoin", CPU0)
+    assert how == "implicit" and "no GPU kernel" not in reason
+    handed = Explainer(
+        facts, placed, [GPU0, CPU0], {}, kernel_types=REGISTRY.registered_device_types
+    )
+    _, how, reason = handed.explain("joined", "StringJoin", CPU0)
+    assert how == "implicit" and "StringJoin has no GPU kernel" in reason
+    facts.registry = REGISTRY
+    _, how, reason = Explainer(facts, placed, [GPU0, CPU0], {}).explain(
+        "joined", "StringJoin", CPU0
+    )
+    assert how == "implicit" and "StringJoin has no GPU kernel" in reason
 
 
 def _gpu_explainer(tf: Any, build: Any, placed: dict[str, str]) -> Explainer:
