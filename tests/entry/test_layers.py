@@ -229,31 +229,39 @@ NO_ADAPTER = ("analyses", "explain")
 OLD_PATH_SHIMS = frozenset({"tfplace_widget.analyses.kernels"})
 
 
+def imported(node: ast.AST, package: str) -> list[str]:
+    """The modules an import statement ``node`` of a module of ``package`` names (relative
+    imports resolved); ``[]`` for any other node."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if not node.level:
+        return [node.module or ""]
+    head = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+    if node.module:
+        return [f"{head}.{node.module}"]
+    return [f"{head}.{alias.name}" for alias in node.names]
+
+
 def adapter_imports(package: Path, subpackages: tuple[str, ...]) -> dict[str, list[int]]:
     """Module name -> the lines where it imports from ``tfplace_widget.tfadapter`` (absolute or
     relative, anywhere in the module: inside functions too), for the modules of ``subpackages``
     of ``package``."""
     found: dict[str, list[int]] = {}
-    for sub in subpackages:
-        for path in sorted((package / sub).rglob("*.py")):
-            parts = list(path.relative_to(package.parent).with_suffix("").parts)
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            base = name if path.name == "__init__.py" else name.rpartition(".")[0]
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.ImportFrom):
-                    if node.level:
-                        head = base.split(".")[: len(base.split(".")) - node.level + 1]
-                        targets = [".".join([*head, *([node.module] if node.module else [])])]
-                        if not node.module:
-                            targets = [f"{targets[0]}.{alias.name}" for alias in node.names]
-                    else:
-                        targets = [node.module or ""]
-                elif isinstance(node, ast.Import):
-                    targets = [alias.name for alias in node.names]
-                else:
-                    continue
-                if any(t == ADAPTER or t.startswith(ADAPTER + ".") for t in targets):
-                    found.setdefault(name, []).append(node.lineno)
+    paths = sorted(p for sub in subpackages for p in (package / sub).rglob("*.py"))
+    for path in paths:
+        dotted = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        name = dotted.removesuffix(".__init__")
+        home = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        lines = [
+            node.lineno
+            for node in ast.walk(tree)
+            if any(t == ADAPTER or t.startswith(f"{ADAPTER}.") for t in imported(node, home))
+        ]
+        if lines:
+            found[name] = lines
     return found
 
 
@@ -267,20 +275,28 @@ def test_the_analyses_and_the_explainer_import_nothing_from_the_adapter():
     assert not unexpected, f"modules of {NO_ADAPTER} importing {ADAPTER}: {unexpected}"
 
 
+LAZY_ADAPTER_IMPORTS = """\
+from ..model import devices
+
+
+def lookup():
+    from ..tfadapter.registry import REGISTRY
+
+    return REGISTRY
+
+
+def probe():
+    from .. import tfadapter
+    import tfplace_widget.tfadapter.probe
+
+    return tfadapter, tfplace_widget
+"""
+
+
 def test_an_import_from_the_adapter_inside_a_function_is_found(tmp_path):
     """The check reads relative and absolute imports, inside functions too."""
-    module = tmp_path / "tfplace_widget" / "explain" / "late.py"
-    module.parent.mkdir(parents=True)
-    module.write_text(
-        "from ..model import devices\n\n\n"
-        "def lookup():\n"
-        "    from ..tfadapter.registry import REGISTRY\n\n"
-        "    return REGISTRY\n\n\n"
-        "def probe():\n"
-        "    from .. import tfadapter\n"
-        "    import tfplace_widget.tfadapter.probe\n\n"
-        "    return tfadapter, tfplace_widget\n"
-    )
-    assert adapter_imports(tmp_path / "tfplace_widget", NO_ADAPTER) == {
-        "tfplace_widget.explain.late": [5, 11, 12]
-    }
+    package = tmp_path / "tfplace_widget"
+    (package / "explain").mkdir(parents=True)
+    (package / "explain" / "late.py").write_text(LAZY_ADAPTER_IMPORTS)
+    found = adapter_imports(package, NO_ADAPTER)
+    assert found == {"tfplace_widget.explain.late": [5, 11, 12]}

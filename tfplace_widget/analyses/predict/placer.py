@@ -45,14 +45,13 @@ class _Placer(_ColocationGraph):
     def __init__(
         self,
         facts: GraphFacts,
+        registry: KernelRegistry,
         devices: Sequence[str],
         soft: bool,
         details: Mapping[str, Any] | None,
         pinned: Mapping[str, str] | None = None,
         local_task: str = "",
         pinned_reasons: Mapping[str, str] | None = None,
-        *,
-        registry: KernelRegistry,
     ) -> None:
         self.facts = facts
         self.registry = registry  # what TensorFlow registered, handed in (kernel_registry.py)

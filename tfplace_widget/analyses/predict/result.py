@@ -68,15 +68,9 @@ def predict_devices(
     by default the one ``facts`` were read with (``facts.registry``); facts loaded from a file
     have none, and then :class:`~tfplace_widget.model.kernel_registry.MissingRegistryError`.
     """
+    found = require_registry(registry, facts, "predict_devices")
     columns, placer = _predict(
-        facts,
-        devices,
-        soft_placement,
-        details,
-        pinned,
-        local_task,
-        pinned_reasons,
-        registry=require_registry(registry, facts, "predict_devices"),
+        facts, devices, soft_placement, details, pinned, local_task, pinned_reasons, registry=found
     )
     frame = pd.DataFrame(columns, columns=PREDICTED_COLUMNS)
     frame.attrs["errors"] = [message for _, message in placer.errors]
@@ -101,14 +95,7 @@ def _predict(
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
     placer = _Placer(
-        facts,
-        devices,
-        soft_placement,
-        details,
-        pinned,
-        local_task,
-        pinned_reasons,
-        registry=registry,
+        facts, registry, devices, soft_placement, details, pinned, local_task, pinned_reasons
     )
     placer.run()
     explain = _Reasons(placer, pinned_assumed)
