@@ -18,7 +18,8 @@ core/common_runtime/placer.cc and colocation_graph.cc (TF 2.21) step by step:
    before the other tasks of a cluster, then name; the first is taken,
    except that metadata ops (Shape, Size, Rank, ShapeN) and a lone Identity take their input's
    device when it is a candidate (the Identity only where this TensorFlow's placer does so: not
-   in 2.16: the handed-in registry's ``identity_follows_its_input``); placing a node pins its whole group there;
+   in 2.16: the handed-in registry's ``identity_follows_its_input``); placing a node pins its
+   whole group there;
 5. generators (no inputs, one non-ref output) come last and join their consumers when these
    all share one candidate device;
 6. in a function graph, an ``_Arg`` is already where the caller's value is (a resource's: where

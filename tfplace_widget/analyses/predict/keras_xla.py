@@ -88,9 +88,9 @@ class _Step:
 
 def keras_step(trace: Any) -> _Step | None:
     """The Keras step of a function-mode ``trace``, with the nodes XLA could not compile for a
-    GPU, as :func:`~tfplace_widget.tracing.keras.step_record` wrote it into the trace's Keras record when it traced
-    (``trace.raw[RAW_NAME]``, read under the JSON limits of every member: a file's raw protos
-    are never parsed); ``None`` when the trace holds no Keras step function."""
+    GPU, as :func:`~tfplace_widget.tracing.keras.step_record` wrote it into the trace's Keras
+    record when it traced (``trace.raw[RAW_NAME]``, read under the JSON limits of every member:
+    a file's raw protos are never parsed); ``None`` when the trace holds no Keras step function."""
     if getattr(trace, "mode", "") != "function":
         return None
     data = (getattr(trace, "raw", None) or {}).get(RAW_NAME)

@@ -154,7 +154,8 @@ def predict_trace(
 ) -> PlacementTrace:
     """The prediction of ``trace`` (traced with its graph facts) with ``gpus`` GPUs added to its
     devices, soft placement ``soft``: what :func:`~tfplace_widget.tracing.predict.predict_placement`
-    returns once it has a trace (``details``: :func:`~tfplace_widget.tfadapter.graphfacts.node_details` of its graph).
+    returns once it has a trace (``details``:
+    :func:`~tfplace_widget.tfadapter.graphfacts.node_details` of its graph).
 
     With GPUs, a note after the first says what XLA would do there: for ``keras`` (the traced
     callable was a Keras step XLA would compile on a GPU; by default what the trace recorded
@@ -162,7 +163,8 @@ def predict_trace(
     otherwise, when the traced run had XLA clusters (ops with ``how == "xla"``),
     :func:`xla_clusters_note`. ``registry``: what TensorFlow registered, handed in by the
     caller that runs TensorFlow (by default the one the trace's facts were read with; a trace
-    loaded from a file has none: :class:`~tfplace_widget.model.kernel_registry.MissingRegistryError`).
+    loaded from a file has none:
+    :class:`~tfplace_widget.model.kernel_registry.MissingRegistryError`).
     """
     predicted = _predict_trace(trace, gpus, soft, details, registry)
     unlisted = _unlisted(trace, predicted)
