@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 from helpers import CPU0, CPU1, GPU_TRACES, TWO_CPUS
 
-from tfplace_widget import show_comparison  # the package export
+from tfplace_widget import (
+    SearchError,
+    show_comparison,  # the package export
+)
 from tfplace_widget.analyses.compare import compare
-from tfplace_widget.rendering.search import SearchError
 from tfplace_widget.widgets.comparison import ComparisonView
 
 
