@@ -27,9 +27,8 @@ import pandas as pd
 import pytest
 from helpers import GPU_TRACES, REPO, needs_source_tree, run_python
 
-from tfplace_widget import PlacementTrace, static
+from tfplace_widget import PlacementTrace, TraceWriteError, static
 from tfplace_widget.analyses.summary import format_us
-from tfplace_widget.export import TraceWriteError
 from tfplace_widget.export.html import (
     FORMAT_JS,
     plotly_path,

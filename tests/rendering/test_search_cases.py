@@ -19,7 +19,8 @@ import pandas as pd
 import pytest
 from helpers import run_python
 
-from tfplace_widget.rendering.search import SearchError, match_names, searchable
+from tfplace_widget import SearchError
+from tfplace_widget.rendering.search import match_names, searchable
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE = json.loads((REPO / "tests" / "search_cases.json").read_text(encoding="utf-8"))

@@ -112,7 +112,7 @@ def write_html(
 
     ``search`` fills the search box (the report opens narrowed to it). The file appears
     complete or not at all; a path that cannot be written is a
-    :class:`~tfplace_widget.export.TraceWriteError` (a ``TraceError`` and an ``OSError``)
+    :class:`~tfplace_widget.TraceWriteError` (a ``TraceError`` and an ``OSError``)
     naming it; with ``overwrite=False`` an existing path is kept and is a ``FileExistsError``
     too. A prediction (no events) still writes a report: its timeline is empty.
     """

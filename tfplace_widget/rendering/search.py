@@ -22,6 +22,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from ..model.errors import SearchError
+
 # What the search box says, in the panel and in the HTML report: a placeholder and its tooltip.
 SEARCH_PLACEHOLDER = "search op names: text, glob (A*), or regex"
 SEARCH_HELP = (
@@ -29,10 +31,6 @@ SEARCH_HELP = (
     "(A* starts with A, */add_1 ends with /add_1; * crosses /). Any case unless 'match case'. "
     "Tick 'regex' for a regular expression (it matches anywhere unless anchored: ^ and $)."
 )
-
-
-class SearchError(ValueError):
-    """The search text cannot be used (an invalid regular expression)."""
 
 
 def compile_query(text: str, *, regex: bool = False, case: bool = False) -> re.Pattern | None:

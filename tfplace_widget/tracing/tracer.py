@@ -19,15 +19,15 @@ from typing import Any
 
 from ..analyses.predict.keras_xla import RAW_NAME
 from ..model.devices import parse_device
-from ..model.errors import TraceError, attach_log
+from ..model.errors import CallsTfFunction, ClusterError, TraceError, UsesEagerObjects, attach_log
 from ..model.trace import PlacementTrace
 from ..sources.raw import raw_protos
 from ..sources.run_metadata import build_trace
 from ..tfadapter.capture import CapturedText, capture_native_output, import_tensorflow
 from ..tfadapter.graphfacts import facts_from_graph
 from . import mode_choice
-from .builder import CallsTfFunction, UsesEagerObjects, build, describe, fed_fetches
-from .cluster import ClusterError, cluster_target, parse_cluster
+from .builder import build, describe, fed_fetches
+from .cluster import cluster_target, parse_cluster
 from .failures import Phase, explain_run_error
 from .function import trace_function
 from .graph_xla import jit_requested, launched_a_cluster, profiled_run
