@@ -224,9 +224,6 @@ def test_an_import_of_tensorflow_inside_a_function_is_found(tmp_path):
 # -- the analyses run no TensorFlow: its registries are handed in (issue 32) -----------------------
 ADAPTER = "tfplace_widget.tfadapter"
 NO_ADAPTER = ("analyses", "explain")
-# The re-export file for the old path tfplace_widget.analyses.kernels, deleted with the other
-# shims (issue 32); nothing in the package imports it.
-OLD_PATH_SHIMS = frozenset({"tfplace_widget.analyses.kernels"})
 
 
 def imported(node: ast.AST, package: str) -> list[str]:
@@ -271,8 +268,7 @@ def test_the_analyses_and_the_explainer_import_nothing_from_the_adapter():
     registry, ``predict_placement`` hands it in): ``analyses/`` and ``explain/`` import nothing
     from ``tfadapter/``, not even inside a function."""
     found = adapter_imports(PACKAGE, NO_ADAPTER)
-    unexpected = {m: lines for m, lines in found.items() if m not in OLD_PATH_SHIMS}
-    assert not unexpected, f"modules of {NO_ADAPTER} importing {ADAPTER}: {unexpected}"
+    assert not found, f"modules of {NO_ADAPTER} importing {ADAPTER}: {found}"
 
 
 LAZY_ADAPTER_IMPORTS = """\

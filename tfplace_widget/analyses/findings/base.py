@@ -17,7 +17,7 @@ from ...model.devices import parse_device, short_device
 from ...model.graphfacts import linked_groups
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
-# gpu_kernel values (analyses/kernels.py): a GPU kernel, one computing in host memory, GPU
+# gpu_kernel values (model/kernels.py): a GPU kernel, one computing in host memory, GPU
 # kernels but none for this op's dtype, no GPU kernel at all, unknown (no node def).
 NO_GPU = ("no", "dtype")
 ON_GPU = ("yes", "host")
