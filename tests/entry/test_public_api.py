@@ -20,6 +20,8 @@ INTERNAL_ERRORS = {
     "CliError": "the tfplace command's own bad input: main() prints it and exits 2",
     "ExpectationError": "a bad --expect-device: the command line turns it into a CliError",
     "RemoteRunError": "a failed run in a cluster's child: the tracer raises TF's own error",
+    "MissingRegistryError": "an analysis called without TensorFlow's registry, which every "
+    "public entry point hands in (predict_placement, the readers' facts)",
 }
 
 
