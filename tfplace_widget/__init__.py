@@ -1,5 +1,8 @@
 """tfplace_widget: see where TensorFlow placed every op, why, and when it ran.
 
+The public API is what ``__all__`` names; every other module is internal. Every exception a user
+can catch is here. ``examples`` (the vendored GPU traces) is the one public subpackage.
+
 Thin on purpose: TensorFlow, pandas and plotly load on first use, so ``%load_ext`` is instant.
 ``show_placement`` and ``trace_placement`` are the entry points themselves, importing their
 implementation on first call.
@@ -9,33 +12,57 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .model.errors import TraceError
+from .model.errors import (
+    CallsTfFunction,
+    ClusterError,
+    FrameFormatError,
+    SearchError,
+    TraceError,
+    TraceFileNotFound,
+    TraceWriteError,
+    UsesEagerObjects,
+)
 from .model.version import __version__ as __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyses.compare import PlacementDiff
+    from .model.devices import task_of
     from .model.trace import PlacementTrace
+    from .tfadapter.capture import capture_native_output
     from .widgets.comparison import ComparisonView
     from .widgets.panel import PlacementPanel
 
 __all__ = [
+    "CallsTfFunction",
+    "ClusterError",
+    "ComparisonView",
+    "FrameFormatError",
     "PlacementDiff",
     "PlacementPanel",
     "PlacementTrace",
+    "SearchError",
     "TraceError",
+    "TraceFileNotFound",
+    "TraceWriteError",
+    "UsesEagerObjects",
+    "capture_native_output",
     "compare",
     "load_ipython_extension",
     "predict_placement",
     "show_comparison",
     "show_placement",
+    "task_of",
     "trace_placement",
     "unload_ipython_extension",
 ]
 
 _LAZY = {
+    "ComparisonView": ("widgets.comparison", "ComparisonView"),
     "PlacementDiff": ("analyses.compare", "PlacementDiff"),
     "PlacementTrace": ("model.trace", "PlacementTrace"),
     "PlacementPanel": ("widgets.panel", "PlacementPanel"),
+    "capture_native_output": ("tfadapter.capture", "capture_native_output"),
+    "task_of": ("model.devices", "task_of"),
 }
 
 

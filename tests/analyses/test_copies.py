@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from helpers import GPU_TRACES
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget.analyses.copies import CAUSES, COPIES_COLUMNS, explain_copies
+from tfplace_widget.model.kernel_registry import MissingRegistryError
+from tfplace_widget.tfadapter.registry import REGISTRY
 
 IKHLESTOV = GPU_TRACES / "ikhlestov-tensorflow-profiling"
 
 
 def _causes(path) -> dict[str, str]:
-    copies = explain_copies(PlacementTrace.from_chrome_trace(path))
+    copies = explain_copies(PlacementTrace.from_chrome_trace(path), REGISTRY)
     assert list(copies.columns) == COPIES_COLUMNS
     assert set(copies["cause"]) <= set(CAUSES)
     assert copies["reason"].str.len().gt(0).all()
@@ -24,13 +27,22 @@ def test_every_copy_in_every_real_gpu_trace_has_a_cause():
     counted = Counter()
     for path in sorted(GPU_TRACES.rglob("*.json")):
         trace = PlacementTrace.from_chrome_trace(path)
-        copies = explain_copies(trace)
+        copies = explain_copies(trace, REGISTRY)
         assert len(copies) == len(trace.transfers)
         counted.update(copies["cause"])
     # No copy in them comes from an op that ran on the CPU: every GPU-side copy is an input,
     # a host-memory output (int32 values, shapes) or a result going back to the host.
     assert set(counted) == {"input", "host_memory_output", "to_host"}
     assert sum(counted.values()) == 26 == 1 + 6 + 6 + 11 + 2
+
+
+def test_a_gpu_ops_copy_to_the_gpu_asks_the_registry_handed_in():
+    """A Chrome trace has no graph facts, so no registry of its own: whether the GPU kernel of
+    a GPU op kept its output in host memory is asked of the one handed in, never of whatever
+    TensorFlow the process imports (issue 32)."""
+    trace = PlacementTrace.from_chrome_trace(GPU_TRACES / "kittibox" / "timeline_01.json")
+    with pytest.raises(MissingRegistryError, match="explain_copies"):
+        explain_copies(trace)
 
 
 def test_kittibox_int32_chains_are_host_memory_round_trips():

@@ -26,12 +26,13 @@ from test_properties import builder_for, graph_specs, two_variables_one_colocati
 
 from tfplace_widget import PlacementTrace, TraceError, predict_placement, trace_placement
 from tfplace_widget.analyses.predict import (
-    node_details,
     predict_devices,
     predict_transfers,
 )
 from tfplace_widget.model.graphfacts import RESOURCE_COLOCATION_EXEMPT
-from tfplace_widget.tfadapter.graphfacts import facts_from_graph
+from tfplace_widget.model.kernel_registry import MissingRegistryError
+from tfplace_widget.tfadapter.graphfacts import facts_from_graph, node_details
+from tfplace_widget.tfadapter.registry import REGISTRY
 
 CPUS = {"CPU": 3}
 CPU = [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(3)]
@@ -254,7 +255,7 @@ def test_shape_and_identity_follow_their_input(rows: Any) -> None:
     assert shape["type"] == "Shape" and shape["device"] == GPU0
     assert "puts a Shape with its input (MM)" in shape["reason"]
     ident = rows.loc["Ident"]
-    from tfplace_widget.analyses.predict import identity_follows_its_input
+    from tfplace_widget.tfadapter.probe import identity_follows_its_input
 
     if identity_follows_its_input():  # on the CPU although Identity has a GPU kernel
         assert ident["device"] == CPU[0]
@@ -345,6 +346,26 @@ def test_a_trace_without_its_graph_names_the_fix() -> None:
 def test_gpus_is_checked(seed_cpu: PlacementTrace, gpus: Any, error: type) -> None:
     with pytest.raises(error, match="gpus must be"):
         predict_placement(seed_cpu, gpus=gpus)
+
+
+def test_facts_from_a_file_are_predicted_with_the_registry_handed_in(
+    seed_cpu: PlacementTrace, tmp_path: Path
+) -> None:
+    """The placer replay asks TensorFlow nothing itself (issue 32): facts read in this process
+    carry its registry; facts loaded from a file carry none, so predict_devices names the fix
+    instead of asking whatever TensorFlow is imported, gives the same answer with the registry
+    handed in, and predict_placement (which runs TensorFlow's side) hands in this process's."""
+    seed_cpu.save(tmp_path / "seed.tfplace")
+    loaded = PlacementTrace.load(tmp_path / "seed.tfplace")
+    assert seed_cpu.facts.registry is REGISTRY and loaded.facts.registry is None
+    devices = [*CPU[:2], GPU0]
+    with pytest.raises(MissingRegistryError, match=r"registry=tfplace_widget\.tfadapter"):
+        predict_devices(loaded.facts, devices, soft_placement=True)
+    here = predict_devices(seed_cpu.facts, devices, soft_placement=True)
+    handed = predict_devices(loaded.facts, devices, soft_placement=True, registry=REGISTRY)
+    assert handed.equals(here) and handed.attrs == here.attrs
+    from_file, traced = predict_placement(loaded, gpus=1), predict_placement(seed_cpu, gpus=1)
+    assert from_file.ops[["op", "device", "how"]].equals(traced.ops[["op", "device", "how"]])
 
 
 def test_options_are_checked(seed_cpu: PlacementTrace) -> None:

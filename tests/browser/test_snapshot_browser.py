@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import nbformat
 
-from tfplace_widget.panel import PlacementPanel
+from tfplace_widget import PlacementPanel
 
 from .conftest import SCREENSHOTS
 

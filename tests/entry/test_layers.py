@@ -219,3 +219,80 @@ def test_an_import_of_tensorflow_inside_a_function_is_found(tmp_path):
     assert tensorflow_imports(tmp_path / "tfplace_widget") == {
         "tfplace_widget.analyses.late": [5, 11]
     }
+
+
+# -- the analyses run no TensorFlow: its registries are handed in (issue 32) -----------------------
+ADAPTER = "tfplace_widget.tfadapter"
+NO_ADAPTER = ("analyses", "explain")
+
+
+def imported(node: ast.AST, package: str) -> list[str]:
+    """The modules an import statement ``node`` of a module of ``package`` names (relative
+    imports resolved); ``[]`` for any other node."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if not node.level:
+        return [node.module or ""]
+    head = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+    if node.module:
+        return [f"{head}.{node.module}"]
+    return [f"{head}.{alias.name}" for alias in node.names]
+
+
+def adapter_imports(package: Path, subpackages: tuple[str, ...]) -> dict[str, list[int]]:
+    """Module name -> the lines where it imports from ``tfplace_widget.tfadapter`` (absolute or
+    relative, anywhere in the module: inside functions too), for the modules of ``subpackages``
+    of ``package``."""
+    found: dict[str, list[int]] = {}
+    paths = sorted(p for sub in subpackages for p in (package / sub).rglob("*.py"))
+    for path in paths:
+        dotted = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        name = dotted.removesuffix(".__init__")
+        home = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        lines = [
+            node.lineno
+            for node in ast.walk(tree)
+            if any(t == ADAPTER or t.startswith(f"{ADAPTER}.") for t in imported(node, home))
+        ]
+        if lines:
+            found[name] = lines
+    return found
+
+
+def test_the_analyses_and_the_explainer_import_nothing_from_the_adapter():
+    """Predictions, findings, copies and reasons get TensorFlow's kernel and placer facts
+    handed in (``model.kernel_registry.KernelRegistry``: the trace's facts carry this process's
+    registry, ``predict_placement`` hands it in): ``analyses/`` and ``explain/`` import nothing
+    from ``tfadapter/``, not even inside a function."""
+    found = adapter_imports(PACKAGE, NO_ADAPTER)
+    assert not found, f"modules of {NO_ADAPTER} importing {ADAPTER}: {found}"
+
+
+LAZY_ADAPTER_IMPORTS = """\
+from ..model import devices
+
+
+def lookup():
+    from ..tfadapter.registry import REGISTRY
+
+    return REGISTRY
+
+
+def probe():
+    from .. import tfadapter
+    import tfplace_widget.tfadapter.probe
+
+    return tfadapter, tfplace_widget
+"""
+
+
+def test_an_import_from_the_adapter_inside_a_function_is_found(tmp_path):
+    """The check reads relative and absolute imports, inside functions too."""
+    package = tmp_path / "tfplace_widget"
+    (package / "explain").mkdir(parents=True)
+    (package / "explain" / "late.py").write_text(LAZY_ADAPTER_IMPORTS)
+    found = adapter_imports(package, NO_ADAPTER)
+    assert found == {"tfplace_widget.explain.late": [5, 11, 12]}

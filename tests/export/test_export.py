@@ -21,11 +21,15 @@ import pandas as pd
 import pytest
 from helpers import CPU1, GPU_TRACES
 
-from tfplace_widget import PlacementTrace, TraceError, show_placement
+from tfplace_widget import (
+    PlacementTrace,
+    TraceError,
+    TraceFileNotFound,
+    TraceWriteError,
+    show_placement,
+)
 from tfplace_widget.analyses.findings import find_findings
-from tfplace_widget.export import TraceWriteError
 from tfplace_widget.export.chrome_trace import chrome_trace
-from tfplace_widget.model.errors import TraceFileNotFound
 from tfplace_widget.tfplace_format.frame_json import frame_from_json, frame_to_json
 from tfplace_widget.tfplace_format.layout import FORMAT_VERSION, MANIFEST
 from tfplace_widget.tracing.dispatch import as_trace

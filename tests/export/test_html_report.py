@@ -27,9 +27,8 @@ import pandas as pd
 import pytest
 from helpers import GPU_TRACES, REPO, needs_source_tree, run_python
 
-from tfplace_widget import PlacementTrace, static
+from tfplace_widget import PlacementTrace, TraceWriteError, static
 from tfplace_widget.analyses.summary import format_us
-from tfplace_widget.export import TraceWriteError
 from tfplace_widget.export.html import (
     FORMAT_JS,
     plotly_path,
@@ -289,15 +288,19 @@ def test_report_data_is_column_arrays_not_records(seed_cpu):
 # -- the page's script: the files of static/ (its search: tests/rendering/test_search_cases.py) -------------
 def test_the_page_holds_the_static_scripts_and_style_sheet_as_they_are(seed_cpu):
     """The page runs ``static/search.js``, ``format.js``, the panel's op table ``table.js``
-    (without its export) and ``report.js`` unchanged (the files ``tests/js/`` runs under node),
-    in one async function, and styles with ``table.css`` and ``report.css``."""
+    and findings list ``findings.js`` (each without its export, in a scope of its own) and
+    ``report.js`` unchanged (the files ``tests/js/`` runs under node), in one async function,
+    and styles with ``table.css``, ``findings.css`` and ``report.css``."""
     page = report_html(seed_cpu)
     script = page.split("'use strict';\n(async () => {\n", 1)[1].split("})().catch(", 1)[0]
-    table = static.text("table.js")
-    assert table.endswith("\nexport default { render: renderOpTable };\n")
-    files = [static.text("search.js"), static.text("format.js"), table.rpartition("export")[0]]
-    assert script == "\n".join([*files, static.text("report.js")])
-    assert f"<style>\n{static.text('table.css')}</style>" in page
+    assert script.startswith(static.text("search.js") + "\n" + static.text("format.js") + "\n")
+    assert script.endswith(static.text("report.js"))
+    for name, exported in (("table.js", "renderOpTable"), ("findings.js", "renderFindingsList")):
+        module = static.text(name)
+        assert module.endswith(f"\nexport default {{ render: {exported} }};\n")
+        assert module.rpartition("export default")[0] in script
+    css = static.text("table.css") + static.text("findings.css")
+    assert f"<style>\n{css}</style>" in page
     assert f"<style>\n{static.text('report.css')}</style>" in page
 
 

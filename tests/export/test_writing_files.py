@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tfplace_widget import PlacementTrace, TraceError, trace_placement
+from tfplace_widget import PlacementTrace, TraceError, TraceWriteError, trace_placement
 from tfplace_widget.cli import main
 from tfplace_widget.examples import GPU_TRACES
-from tfplace_widget.export import TraceWriteError
 from tfplace_widget.export.output import write_atomically
 
 GPU_01 = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_01.json"

@@ -11,9 +11,10 @@ from tfplace_widget.explain.run import (
     HOW_VALUES,
     Explainer,
     lacks_kernel,
-    registered_device_types,
 )
+from tfplace_widget.model.graphfacts import GraphFacts
 from tfplace_widget.tfadapter.graphfacts import facts_from_graph
+from tfplace_widget.tfadapter.registry import REGISTRY, registered_device_types
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +132,7 @@ def test_implicit_generator_follows_its_consumers(tf, trace_placement):
 def test_implicit_identity_follows_its_input(variable_trace):
     """Where this TensorFlow's placer puts a lone Identity with its input (not 2.16's), it
     runs with its read on CPU:1; else on the first device, CPU:0; the reason says which."""
-    from tfplace_widget.analyses.predict import identity_follows_its_input
+    from tfplace_widget.tfadapter.probe import identity_follows_its_input
 
     follows = identity_follows_its_input()
     plain = op_row(variable_trace, "plain")
@@ -288,6 +289,27 @@ def test_lacks_kernel_reads_default_kernels_as_serving_every_device():
     # (NoOp's own list changes once XLA compiles something: XLA registers XLA_*_JIT kernels.)
     assert lacks_kernel(frozenset({"DEFAULT"}), "XLA_CPU_JIT")
     assert not lacks_kernel(frozenset({"DEFAULT"}), "TPU")
+
+
+def test_the_kernel_registry_is_handed_in_not_looked_up():
+    """Facts not read in this process (a loaded trace's, here without kernel facts) bring no
+    registry: the explainer claims no missing kernel; the readers hand in this process's, and
+    facts read here carry it (issue 32)."""
+    placed = {"joined": CPU0}
+    facts = GraphFacts(types={"joined": "StringJoin"})
+    bare = Explainer(facts, placed, [GPU0, CPU0], executed_inputs={})
+    _, how, reason = bare.explain("joined", "StringJoin", CPU0)
+    assert how == "implicit" and "no GPU kernel" not in reason
+    handed = Explainer(
+        facts, placed, [GPU0, CPU0], {}, kernel_types=REGISTRY.registered_device_types
+    )
+    _, how, reason = handed.explain("joined", "StringJoin", CPU0)
+    assert how == "implicit" and "StringJoin has no GPU kernel" in reason
+    facts.registry = REGISTRY
+    _, how, reason = Explainer(facts, placed, [GPU0, CPU0], {}).explain(
+        "joined", "StringJoin", CPU0
+    )
+    assert how == "implicit" and "StringJoin has no GPU kernel" in reason
 
 
 def _gpu_explainer(tf: Any, build: Any, placed: dict[str, str]) -> Explainer:

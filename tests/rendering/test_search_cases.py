@@ -19,13 +19,8 @@ import pandas as pd
 import pytest
 from helpers import run_python
 
-from tfplace_widget.rendering.search import (
-    SearchError,
-    filter_ops,
-    match_names,
-    match_source,
-    searchable,
-)
+from tfplace_widget import SearchError
+from tfplace_widget.rendering.search import filter_ops, match_names, match_source, searchable
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE = json.loads((REPO / "tests" / "search_cases.json").read_text(encoding="utf-8"))

@@ -31,8 +31,7 @@ import pytest
 from helpers import CPU0, CPU1, SEED_N, kernels_forward_native_output
 from test_html_report import HOSTILE
 
-from tfplace_widget import PlacementTrace, show_comparison, show_placement
-from tfplace_widget.panel import PlacementPanel
+from tfplace_widget import PlacementPanel, PlacementTrace, show_comparison, show_placement
 from tfplace_widget.rendering.colors import device_color
 from tfplace_widget.rendering.figure import TimelineFigure
 from tfplace_widget.rendering.snapshot import (
@@ -310,7 +309,7 @@ def test_bars_are_merged_to_a_bounded_number_of_rects():
 
 
 def test_a_trace_without_events_has_a_snapshot_without_bars(seed_cpu):
-    from tfplace_widget.analyses.predict import predict_placement
+    from tfplace_widget import predict_placement
 
     predicted = predict_placement(seed_cpu, gpus=1)
     figure = TimelineFigure(predicted.events, predicted.devices, predicted.transfers, {})

@@ -304,3 +304,27 @@ def test_xla_compilation_kernels_are_read_from_the_registry(tf):
     floats(tf.constant([1.0]))  # compiles and runs
     with pytest.raises(tf.errors.InvalidArgumentError, match="Detected unsupported operations"):
         strings(tf.constant(["a"]))
+
+
+def test_the_registry_answers_every_question_the_analyses_ask():
+    """``tfadapter.registry.REGISTRY``, handed to the analyses, answers each question of
+    ``model.kernel_registry.KernelRegistry`` with the same parameters, from TensorFlow's
+    registries (issue 32)."""
+    import inspect
+
+    from tfplace_widget.model.kernel_registry import KernelRegistry
+    from tfplace_widget.tfadapter.registry import REGISTRY
+
+    questions = [n for n, v in vars(KernelRegistry).items() if callable(v) and n[0] != "_"]
+    assert len(questions) == 7, questions
+    for name in questions:
+        asked = inspect.signature(getattr(KernelRegistry, name)).parameters
+        answered = inspect.signature(getattr(type(REGISTRY), name)).parameters
+        assert list(asked) == list(answered), name
+    assert REGISTRY.op_outputs("VarHandleOp") == (1, True, False)
+    assert REGISTRY.is_ref_output("VariableV2") and not REGISTRY.is_ref_output("VarHandleOp")
+    assert REGISTRY.gpu_host_memory_outputs("Shape") is True
+    assert REGISTRY.gpu_host_memory_outputs("NoSuchOpType") is None
+    assert {"CPU", "GPU"} <= REGISTRY.registered_device_types("MatMul")
+    assert "GPU" not in REGISTRY.registered_device_types("StringJoin")
+    assert set(REGISTRY.device_type_priorities("MatMul")) >= {"CPU", "GPU"}

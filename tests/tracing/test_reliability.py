@@ -24,8 +24,13 @@ import pytest
 import tensorflow as tf
 from helpers import conflicting_colocation
 
-from tfplace_widget import PlacementTrace, TraceError, show_placement, trace_placement
-from tfplace_widget.model.errors import TraceFileNotFound
+from tfplace_widget import (
+    PlacementTrace,
+    TraceError,
+    TraceFileNotFound,
+    show_placement,
+    trace_placement,
+)
 from tfplace_widget.widgets.panel import PlacementPanel
 from tfplace_widget.widgets.table import OpTable
 

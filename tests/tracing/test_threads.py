@@ -12,7 +12,7 @@ TWO_THREADS = r"""
 import json, threading
 import tensorflow as tf
 from tfplace_widget import trace_placement
-from tfplace_widget.errors import TraceError
+from tfplace_widget import TraceError
 
 def make(kind):  # the same function name in both threads: `step`
     if kind == "a":

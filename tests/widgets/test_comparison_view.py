@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 from helpers import CPU0, CPU1, GPU_TRACES, TWO_CPUS
 
-from tfplace_widget import show_comparison  # the package export
+from tfplace_widget import (
+    SearchError,
+    show_comparison,  # the package export
+)
 from tfplace_widget.analyses.compare import compare
-from tfplace_widget.rendering.search import SearchError
 from tfplace_widget.widgets.comparison import ComparisonView
 
 
@@ -120,7 +122,7 @@ def test_functions_and_files_are_traced_or_loaded(before, seed_builders):
 
 
 def test_a_predicted_trace_compares_too(before):
-    from tfplace_widget.analyses.predict import predict_placement
+    from tfplace_widget import predict_placement
 
     view = ComparisonView(compare(before, predict_placement(before, gpus=1)))
     assert "predicted, not run" in view.titles[1].value

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tfplace_widget import SearchError
 from tfplace_widget.rendering.html_parts import PAGE_SIZE
-from tfplace_widget.rendering.search import SearchError
 from tfplace_widget.widgets.panel_state import TableState
 
 CPU0, CPU1 = (

@@ -13,18 +13,21 @@ A copy between host and GPU memory has few causes, and a trace shows enough to n
 - ``cross_device``: between two devices of any other kind (two CPUs, two GPUs).
 
 Per op type (node defs are not needed, so it works on Chrome traces too); uses the graph's
-facts when the trace has them. Pure pandas: no widgets.
+facts when the trace has them. Whether a GPU kernel keeps its output in host memory is
+TensorFlow's kernel registry's answer, handed in (``registry``, by default the one the trace's
+facts were read with). Pure pandas: no widgets, no TensorFlow.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pandas as pd
 
 from ..model.devices import parse_device, short_device
+from ..model.kernel_registry import KernelRegistry, require_registry
 from ..model.trace import PlacementTrace
-from ..tfadapter.registry import gpu_host_memory_outputs
 
 COPIES_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "producer", "cause", "reason"]
 CAUSES = ("input", "producer_on_host", "host_memory_output", "to_host", "cross_device")
@@ -40,9 +43,18 @@ def producer_of(tensor: str) -> str:
     return match["producer"] if match else tensor.rsplit(":", 1)[0]
 
 
-def explain_copies(trace: PlacementTrace) -> pd.DataFrame:
+def explain_copies(trace: PlacementTrace, registry: KernelRegistry | None = None) -> pd.DataFrame:
     """One row per ``trace.transfers`` row: its producer, ``cause`` (see the module) and
-    ``reason`` (one sentence)."""
+    ``reason`` (one sentence). ``registry``: TensorFlow's kernel registry (e.g.
+    ``tfplace_widget.tfadapter.registry.REGISTRY``), by default the one the trace's facts were
+    read with; asked only about a GPU op's copy to the GPU, and without one that question
+    raises :class:`~tfplace_widget.model.kernel_registry.MissingRegistryError`."""
+    facts = getattr(trace, "facts", None)
+
+    def host_outputs(op_type: str) -> bool | None:
+        found = require_registry(registry, facts, "explain_copies (a GPU op's copy to the GPU)")
+        return found.gpu_host_memory_outputs(op_type)
+
     ops = trace.ops
     first = ops.drop_duplicates("op").set_index("op")
     type_of, device_of = first["type"].to_dict(), first["device"].to_dict()
@@ -55,7 +67,9 @@ def explain_copies(trace: PlacementTrace) -> pd.DataFrame:
         strict=True,
     ):
         producer = producer_of(tensor)
-        cause, reason = _cause(producer, src, dst, type_of.get(producer, ""), device_of)
+        cause, reason = _cause(
+            producer, src, dst, type_of.get(producer, ""), device_of, host_outputs
+        )
         rows.append((tensor, src, dst, size, producer, cause, reason))
     out = pd.DataFrame(rows, columns=COPIES_COLUMNS)
     out["bytes"] = out["bytes"].astype("Int64")
@@ -70,7 +84,12 @@ def _kind(device: str) -> str:
 
 
 def _cause(
-    producer: str, src: str, dst: str, op_type: str, device_of: dict[str, str]
+    producer: str,
+    src: str,
+    dst: str,
+    op_type: str,
+    device_of: dict[str, str],
+    host_outputs: Callable[[str], bool | None],
 ) -> tuple[str, str]:
     src_type, dst_type = _kind(src), _kind(dst)
     where = f"{short_device(src)} -> {short_device(dst)}"
@@ -81,7 +100,7 @@ def _cause(
             f"{short_device(dst)} reads it, so it is copied there ({where})."
         )
     if src_type == "CPU" and dst_type == "GPU":
-        if _kind(device_of.get(producer, src)) == "GPU" and gpu_host_memory_outputs(op_type):
+        if _kind(device_of.get(producer, src)) == "GPU" and host_outputs(op_type):
             return "host_memory_output", (
                 f"{producer} ({op_type}) sits on the GPU, but its GPU kernel keeps the output "
                 f"in host memory (as for int32 or shape values); an op computing on the GPU "

@@ -2,8 +2,9 @@
 
 Which placer rule placed each op, read from the graph and the devices its ops ran on; the
 sentences are :mod:`.rules`' (a prediction's reasons say them the same way). Pure Python: the
-kernel registry is asked through an injectable function so tests and loaded traces need no
-TensorFlow session.
+kernel registry is handed in (``kernel_types``, by default the registry the facts were read
+with), so tests and loaded traces need no TensorFlow session; without one, an op type's kernels
+are unknown and no reason claims a kernel is missing.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from ..model.devices import DeviceSpec, device_sort_key, parse_device, short_device, task_of
 from ..model.graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts, linked_groups
-from ..tfadapter.registry import SYMBOLIC_DEVICE_TYPES, registered_device_types
+from ..model.kernels import SYMBOLIC_DEVICE_TYPES
 from . import rules
 from .rules import HOW_VALUES, colocated_reason, functional_owner, link_words
 
@@ -90,6 +91,11 @@ def lacks_kernel(kernel_types: frozenset, device_type: str) -> bool:
     return device_type in SYMBOLIC_DEVICE_TYPES or "DEFAULT" not in kernel_types
 
 
+def _unknown(op_type: str) -> frozenset:
+    """No registry handed in: every op type's kernels unknown (no claim)."""
+    return frozenset()
+
+
 def default_device(devices: Iterable[str]) -> str:
     """The device an unconstrained op lands on: highest-priority type (GPU first), lowest index."""
     ordered = sorted(devices, key=device_sort_key)
@@ -105,15 +111,21 @@ class Explainer:
         placed: dict[str, str],
         devices: list[str],
         executed_inputs: dict[str, list[str]],
-        kernel_types: KernelLookup = registered_device_types,
+        kernel_types: KernelLookup | None = None,
         client: str = "",
     ) -> None:
+        """``kernel_types``: the device types with a kernel for an op type (the readers hand in
+        ``REGISTRY.registered_device_types``); by default the facts' registry's, and without
+        one (no facts, or facts loaded from a file) none known: no kernel claim is made."""
         self.facts = facts
         self.placed = placed  # op name -> canonical device
         self.devices = devices
         self.device_specs = [s for s in map(_safe_parse, devices) if s is not None]
         self.default = default_device(devices)
         self.has_gpu = any(s.type == "GPU" for s in self.device_specs)
+        if kernel_types is None:
+            registry = getattr(facts, "registry", None)
+            kernel_types = registry.registered_device_types if registry is not None else _unknown
         self.kernel_types = kernel_types
         self.executed_inputs = executed_inputs
         # A cluster (devices on several tasks): names say the task. The session's master

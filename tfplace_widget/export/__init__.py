@@ -8,7 +8,3 @@ Pure data code, no widget import:
 - ``tables``: ``trace.to_frames()``, ``to_csv(folder)`` and ``to_parquet(folder)``;
 - ``html``: ``trace.to_html(path)``, the static report.
 """
-
-from .output import TraceWriteError
-
-__all__ = ["TraceWriteError"]

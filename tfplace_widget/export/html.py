@@ -2,8 +2,9 @@
 
 The file opens from disk in any current browser, offline: no server, no kernel, nothing
 fetched. It holds the panel's header (``panel_html.header_html``), the device chips, the
-search box (the panel's rules, in JavaScript: ``SEARCH_JS``), the findings,
-"showing N of M ops", the timeline and the op table (the panel's own: ``static/table.js``),
+search box (the panel's rules, in JavaScript: ``SEARCH_JS``), the findings (the panel's list:
+``static/findings.js``), "showing N of M ops", the timeline and the op table (the panel's own:
+``static/table.js``),
 and works like the panel: typing narrows the table and outlines the matching bars (the rest
 dimmed), a chip, a finding or the op-type menu keeps only those ops, a click on a row rings
 the op in the timeline and a click on a bar picks its op. The findings measured in this run come first; those predicted for a machine with
@@ -54,7 +55,6 @@ import numpy as np
 import pandas as pd
 
 from .. import static
-from ..analyses.findings import finding_groups
 from ..analyses.summary import device_summaries, format_us
 from ..model.devices import name_in_task, short_device, task_of, tasks_of
 from ..rendering.arrays import as_base64, encode
@@ -65,6 +65,7 @@ from ..rendering.figure import (
     SELECTED_COLOR,
     TimelineFigure,
 )
+from ..rendering.finding_items import finding_items, severity_counts
 from ..rendering.html_parts import (
     NUMBER_COLUMNS,
     PAGE_SIZE,
@@ -74,7 +75,6 @@ from ..rendering.html_parts import (
 )
 from ..rendering.plotly_js import plotly_js_path
 from ..rendering.search import SEARCH_HELP, SEARCH_PLACEHOLDER
-from ..rendering.snapshot import SEVERITY_COLORS
 from .output import write_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,13 +93,15 @@ FORMAT_VERSION = 1  # of the JSON document in the page (data-version), for tools
 
 # The page's script and style sheets, in static/: the panel's search rules
 # (``tfplace_widget.rendering.search``) and ``summary.format_us`` in JavaScript, free of the DOM
-# (tests/js/ runs them under node), the panel's op table (``table.js``, its anywidget module as
-# a script), then the page itself, which hands the table a model of its own.
+# (tests/js/ runs them under node), the panel's op table and findings list (``table.js`` and
+# ``findings.js``, their anywidget modules as scripts: ``opTable`` and ``findingsList``), then
+# the page itself, which hands each a model of its own.
 SEARCH_JS = static.text("search.js")
 FORMAT_JS = static.text("format.js")
-TABLE_JS = static.page_script("table.js")
+TABLE_JS = static.page_script("table.js", "opTable")
+FINDINGS_JS = static.page_script("findings.js", "findingsList")
 _APP_JS = static.text("report.js")
-_TABLE_CSS = static.text("table.css")
+_VIEWS_CSS = static.text("table.css") + static.text("findings.css")
 _CSS = static.text("report.css")
 
 
@@ -111,7 +113,7 @@ def write_html(
 
     ``search`` fills the search box (the report opens narrowed to it). The file appears
     complete or not at all; a path that cannot be written is a
-    :class:`~tfplace_widget.export.TraceWriteError` (a ``TraceError`` and an ``OSError``)
+    :class:`~tfplace_widget.TraceWriteError` (a ``TraceError`` and an ``OSError``)
     naming it; with ``overwrite=False`` an existing path is kept and is a ``FileExistsError``
     too. A prediction (no events) still writes a report: its timeline is empty.
     """
@@ -142,7 +144,7 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n",
             "<meta name='viewport' content='width=device-width, initial-scale=1'>\n",
             f"<meta name='generator' content='tfplace_widget {html.escape(__version__)}'>\n",
-            f"<title>{html.escape(title)}</title>\n<style>\n{_TABLE_CSS}</style>\n",
+            f"<title>{html.escape(title)}</title>\n<style>\n{_VIEWS_CSS}</style>\n",
             f"<style>\n{_CSS}</style>\n</head>\n<body>\n",
             "<main class='tfplace-report'>\n",
             f"<header id='tfplace-header'>{header}</header>\n",
@@ -172,7 +174,7 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             FORMAT_JS,
             "\n",
             TABLE_JS,
-            "\n",
+            FINDINGS_JS,
             _APP_JS,
             "})().catch((error) => {\n",
             "  document.getElementById('tfplace-message').hidden = false;\n",
@@ -255,44 +257,24 @@ def report_data(
 
 
 def findings_data(trace: PlacementTrace) -> dict[str, Any]:
-    """The report's findings: ``findings``, one dict per finding in ``trace.findings``'s order
-    (the measured ones first), with ``group``, the header the page draws above the first of
-    each group ("" for measured findings alone), and ``rows``, the table rows of its ops (a
-    click keeps only those); ``findings_note`` says why there are none when finding them
-    failed (the rest of the report is still written, as the panel still shows)."""
+    """The report's findings: ``findings``, the panel's list items
+    (:func:`~tfplace_widget.rendering.finding_items.finding_items`, in ``trace.findings``'s
+    order, the measured ones first), each with ``rows``, the table rows of its ops (a click
+    keeps only those); ``findings_counts``, the title's count per severity; and
+    ``findings_note``, why there are none when finding them failed (the rest of the report is
+    still written, as the panel still shows)."""
     try:
         found = trace.findings
     except Exception as exc:  # a failure to find them must not cost the report
-        return {"findings": [], "findings_note": f"could not be computed: {type(exc).__name__}"}
+        note = f"could not be computed: {type(exc).__name__}"
+        return {"findings": [], "findings_counts": "", "findings_note": note}
     rows_of: dict[str, list[int]] = {}
     for row, name in enumerate(trace.ops["op"].astype(str)):
         rows_of.setdefault(name, []).append(row)
-    group_of = {i: header for header, rows in finding_groups(found, trace) for i in rows.index}
-    predicted = found["predicted"] if "predicted" in found else [False] * len(found)
-    return {
-        "findings": [
-            {
-                "kind": str(kind),
-                "severity": str(severity),
-                "color": SEVERITY_COLORS.get(str(severity), "#777777"),
-                "message": str(message),
-                "count": len(ops),
-                "rows": sorted({row for op in ops for row in rows_of.get(str(op), ())}),
-                "predicted": bool(marked),
-                "group": group_of.get(index, ""),
-            }
-            for index, kind, severity, message, ops, marked in zip(
-                found.index,
-                found["kind"],
-                found["severity"],
-                found["message"],
-                found["ops"],
-                predicted,
-                strict=True,
-            )
-        ],
-        "findings_note": "",
-    }
+    items = finding_items(found, trace)
+    for item, ops in zip(items, found["ops"], strict=True):
+        item["rows"] = sorted({row for op in ops for row in rows_of.get(str(op), ())})
+    return {"findings": items, "findings_counts": severity_counts(found), "findings_note": ""}
 
 
 def _table_columns(ops: pd.DataFrame) -> tuple[list[tuple[str, str]], dict[str, Any]]:

@@ -9,16 +9,7 @@ import tempfile
 from collections.abc import Callable
 from typing import IO
 
-from ..model.errors import TraceError
-
-
-class TraceWriteError(TraceError, OSError):
-    """A trace could not be written: a :class:`~tfplace_widget.model.errors.TraceError` and, as
-    Python's ``open`` would raise, an ``OSError`` (with ``errno``, ``strerror`` and
-    ``filename`` set)."""
-
-    def __str__(self) -> str:  # the message, not OSError's "[Errno 13] ...: 'path'"
-        return str(self.args[0]) if self.args else ""
+from ..model.errors import TraceWriteError
 
 
 class _FileExists(TraceWriteError, FileExistsError):

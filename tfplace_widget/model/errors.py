@@ -1,4 +1,7 @@
-"""The one exception type users catch: a trace that could not be made or read."""
+"""Every exception a user can catch, in one place on the floor so that any layer can raise it
+(all exported by ``tfplace_widget``): :class:`TraceError`, a trace that could not be made or
+read, and its kinds; the bad-input ``ValueError``s of the search box and of a ``.tfplace``
+file's frames."""
 
 from __future__ import annotations
 
@@ -67,6 +70,44 @@ class TraceFileNotFound(TraceError, FileNotFoundError):
 
     def __str__(self) -> str:  # the message, not OSError's "[Errno 2] ...: 'path'"
         return str(self.args[0]) if self.args else ""
+
+
+class TraceWriteError(TraceError, OSError):
+    """A trace could not be written: a :class:`TraceError` and, as Python's ``open`` would
+    raise, an ``OSError`` (with ``errno``, ``strerror`` and ``filename`` set)."""
+
+    def __str__(self) -> str:  # the message, not OSError's "[Errno 13] ...: 'path'"
+        return str(self.args[0]) if self.args else ""
+
+
+class ClusterError(TraceError, ValueError):
+    """A ``cluster=``/``target=`` that cannot work (bad spec, unknown target, missing job): a
+    ``TraceError`` like any failed trace, and a ``ValueError`` like any bad option value."""
+
+
+class UsesEagerObjects(TraceError):
+    """The graph builder touched eager tensors, variables or models made outside it."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+class CallsTfFunction(TraceError):
+    """The graph builder calls a ``tf.function`` (``function``: its name): TF2 code."""
+
+    def __init__(self, function: str) -> None:
+        super().__init__(f"The graph builder calls the tf.function {function}: it is TF2 code.")
+        self.function = function
+
+
+class FrameFormatError(ValueError):
+    """A frame document of a ``.tfplace`` file that does not follow the frame format (the
+    archive names the file)."""
+
+
+class SearchError(ValueError):
+    """The search text cannot be used (an invalid regular expression)."""
 
 
 def read_file(

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from .kernel_registry import KernelRegistry
 from .kernels import KernelFacts
 
 # The node attribute trace_placement(overrides=...) marks an overridden request with: the pattern.
@@ -41,14 +42,27 @@ class GraphFacts:
     # Not a field either: the kernel registry these facts were read from in this process
     # (tfadapter.registry.REGISTRY, set by those who read them), None on facts loaded from a
     # file. Findings replay the placer and offer casts only with it, so what they say follows
-    # from the trace and its facts, not from what the process happens to have imported.
-    registry: ClassVar[Any] = None
+    # from the trace and its facts, not from what the process happens to have imported; the
+    # predictor and the reasons take it as their registry unless one is handed in.
+    registry: ClassVar[KernelRegistry | None] = None
 
     def __contains__(self, name: str) -> bool:
         return name in self.types
 
     def __len__(self) -> int:
         return len(self.types)
+
+
+@dataclass(frozen=True)
+class NodeDetail:
+    """What a node def adds to :class:`GraphFacts` for the placer and for the reasons (control
+    edges, output counts, dtypes), read by
+    :func:`tfplace_widget.tfadapter.graphfacts.node_details`."""
+
+    controls: tuple[str, ...] = ()
+    outputs: int | None = None  # number of outputs, when known
+    input_tensors: tuple[str, ...] = ()  # data inputs as "op:slot"
+    dtypes: str = ""  # the node's type attrs, e.g. "int32"
 
 
 class NodeTable:

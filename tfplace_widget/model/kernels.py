@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 # Device types the ``kernels`` column reports (the ones a user's machine places ops on).
 KERNEL_DEVICE_TYPES = ("CPU", "GPU")
+# Device types DEFAULT kernels do not serve: XLA registers these as symbolic (op_kernel.cc).
+SYMBOLIC_DEVICE_TYPES = frozenset({"XLA_CPU_JIT", "XLA_GPU_JIT", "TPU_XLA_JIT"})
 GPU_KERNEL_VALUES = ("yes", "host", "dtype", "no", "NA")
 
 

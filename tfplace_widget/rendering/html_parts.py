@@ -31,8 +31,8 @@ TABLE_COLUMNS = [
     ("duration_us", "duration"),
     ("runs", "runs"),
 ]
-# The op table's columns of numbers, right-aligned: the snapshot's and the HTML report's (sent to
-# its page as float arrays); static/table.js's NUMBERS is the same list for the panel.
+# The op table's columns of numbers, right-aligned, in the panel (OpTable's ``numbers``), the
+# snapshot and the HTML report (sent to its page as float arrays).
 NUMBER_COLUMNS = ("start_us", "duration_us", "runs")
 PAGE_SIZE = 50
 # How the table's columns share its width, so that it fits the output (800 px shows every

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from ..model.errors import SearchError
+
 # What the search box says, in the panel and in the HTML report: a placeholder and its tooltip.
 SEARCH_PLACEHOLDER = "search op names: text, glob (A*), or regex"
 SEARCH_HELP = (
@@ -35,10 +37,6 @@ SEARCH_HELP = (
 # A search for a line of the user's code (``train.py:42``, ``models/net.py:7``): it also finds
 # the ops whose ``source_path`` is that file (its name or its path's tail) and line.
 _SOURCE_QUERY = re.compile(r"^[^\s*?:]+\.[A-Za-z0-9_]+:\d+$")
-
-
-class SearchError(ValueError):
-    """The search text cannot be used (an invalid regular expression)."""
 
 
 def compile_query(text: str, *, regex: bool = False, case: bool = False) -> re.Pattern | None:

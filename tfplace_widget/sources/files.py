@@ -32,7 +32,7 @@ _DEFLATE_MAX_RATIO = 1032  # the most deflate unpacks one byte to (258 bytes fro
 def read_trace_bytes(where: str) -> bytes:
     """The bytes of a trace file, gunzipped when it is gzip (``.gz``, or by its magic bytes).
 
-    A missing file raises :class:`~tfplace_widget.model.errors.TraceFileNotFound` (a ``TraceError``
+    A missing file raises :class:`~tfplace_widget.TraceFileNotFound` (a ``TraceError``
     and a ``FileNotFoundError``); another unreadable one a ``TraceError``, and so does a file
     that is, or unpacks to, more than ``limits.MAX_MEMBER_BYTES`` (counted as it is read).
     """

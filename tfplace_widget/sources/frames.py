@@ -28,6 +28,7 @@ from ..model.graphfacts import GraphFacts
 from ..model.kernels import GPU_KERNEL_VALUES, UNKNOWN
 from ..model.records import Executed, Records, producer
 from ..model.trace import PlacementTrace
+from ..tfadapter.registry import REGISTRY
 from .origins import source_columns
 
 # Step-stats collection stops at 2**20 nodes (step_stats_collector.cc).
@@ -61,7 +62,14 @@ def frames_from_records(
         key=device_sort_key,
     )
     placed = dict(zip(names, op_devices, strict=True))
-    explainer = Explainer(facts, placed, devices, executed.inputs, client=executed.client)
+    explainer = Explainer(
+        facts,
+        placed,
+        devices,
+        executed.inputs,
+        kernel_types=REGISTRY.registered_device_types,  # this process's: the reader's
+        client=executed.client,
+    )
     op_types = ops["type"].tolist()
     requested, how, reason = explainer.explain_columns(names, op_types, op_devices)
     columns: dict[str, Any] = dict(ops.items())

@@ -1,14 +1,15 @@
 """The package's JavaScript and CSS, as plain files shipped in the wheel (no build step).
 
 - ``table.js``/``table.css``, ``findings.js``/``findings.css``: the op table and the findings
-  list (anywidget ``_esm``/``_css``; the HTML report runs the same op table, see
+  list (anywidget ``_esm``/``_css``; the HTML report runs the same two, see
   :func:`page_script`); ``chips.css``: the device chips' shared rules;
 - ``bundle_entry.js``, ``holder.js``, ``timeline.js``/``timeline.css``: the plotly.js holder and
   the timeline (``$NAME`` placeholders filled by ``bundle_holder.fill_js``);
 - ``search.js``, ``format.js``, ``report.js``/``report.css``: the HTML report's script (the
   panel's search rules and ``format_us`` in JavaScript, each checked with the Python on one
   file of cases, ``tests/search_cases.json`` and ``tests/format_cases.json``; then the page,
-  which drives ``table.js``) and its style sheet (after ``table.css``);
+  which drives ``table.js`` and ``findings.js``) and its style sheet (after ``table.css`` and
+  ``findings.css``);
 - ``snapshot.css``: the style sheet of the panel's static snapshot (``rendering.snapshot``, the
   ``text/html`` that nbconvert and GitHub show where no widget is drawn; no script).
 
@@ -42,13 +43,14 @@ def widget_source(name: str) -> str | pathlib.Path:
     return text(name)
 
 
-def page_script(name: str) -> str:
+def page_script(name: str, as_name: str) -> str:
     """The module ``name`` as a page's classic script runs it (the HTML report wraps its
-    scripts in one async function, where ``export`` is a syntax error): its text without its
-    last line, the ``export default`` that hands anywidget its entry. What the module
-    declares stays in the page's scope, for the page's own script to call."""
+    scripts in one async function, where ``export`` is a syntax error): ``const as_name``, the
+    object the module's last line, ``export default ...;``, hands anywidget, made by the
+    module's text in a scope of its own (two modules' own names never clash in the page)."""
     code = text(name)
     body, _, last = code.rstrip("\n").rpartition("\n")
     if not last.startswith("export default ") or "\nexport " in body:
         raise ValueError(f"{name} must end with its one export, 'export default ...;'")
-    return body + "\n"
+    exported = last.removeprefix("export default ").rstrip().removesuffix(";")
+    return f"const {as_name} = (() => {{\n{body}\nreturn {exported};\n}})();\n"

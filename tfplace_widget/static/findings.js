@@ -1,9 +1,12 @@
-// The findings list (widgets/findings.py). From the keyboard: Tab reaches the title (Enter or
-// Space opens or collapses the list) and each finding (Enter or Space shows only its ops, again
-// shows every op); each is a toggle button to screen readers, with the finding as its name.
-// A list taller than its box says how many findings are below, and the hint scrolls to them.
-// Each item's `group` is the header drawn above the first finding of its group (the measured
-// ones, then those predicted for a machine with a GPU); "" draws none (measured ones alone).
+// The findings list, for the panel (widgets/findings.py, this file is its anywidget _esm) and the
+// HTML report (export/html.py runs it as a script, without the last line, and hands it a model
+// of its own: report.js). `model` holds the traits of widgets.findings.FindingsList; a click
+// sets `selected` (or `expanded`) and saves it, and whoever holds the ops answers.
+// From the keyboard: Tab reaches the title (Enter or Space opens or collapses the list) and each
+// finding, a toggle button (Enter or Space shows only its ops, again shows every op) named by
+// its finding. A list taller than its box says how many findings are below, and the hint
+// scrolls to them. Each item's `group` is the header drawn above the first finding of its group
+// (the measured ones, then those predicted for a machine with a GPU); "" draws none.
 const count = (n) => n.toLocaleString("en-US");
 
 function onActivate(node, action) {
@@ -16,7 +19,7 @@ function onActivate(node, action) {
   });
 }
 
-function render({ model, el }) {
+function renderFindingsList({ model, el }) {
   el.classList.add("tfplace-findings");
   const root = document.createElement("div");
   el.appendChild(root);
@@ -64,11 +67,14 @@ function render({ model, el }) {
         list.appendChild(head);
       }
       const li = document.createElement("li");
-      li.className = "tfplace-finding tfplace-severity-" + item.severity;
-      if (i === selected) li.classList.add("tfplace-selected");
-      li.dataset.index = String(i);
-      li.dataset.kind = item.kind;
-      li.title = i === selected ? "Click to show every op again"
+      li.className = "tfplace-findings-item";
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "tfplace-finding tfplace-severity-" + item.severity;
+      if (i === selected) button.classList.add("tfplace-selected");
+      button.dataset.index = String(i);
+      button.dataset.kind = item.kind;
+      button.title = i === selected ? "Click to show every op again"
         : "Click to show only its " + item.count + " ops in the table and timeline";
       const badge = document.createElement("span");
       badge.className = "tfplace-badge";
@@ -81,16 +87,17 @@ function render({ model, el }) {
       const ops = document.createElement("span");
       ops.className = "tfplace-finding-ops";
       ops.textContent = count(item.count) + (item.count === 1 ? " op" : " ops");
-      li.append(badge, kind, text, ops);
-      li.tabIndex = 0;
-      li.setAttribute("role", "button");
-      li.setAttribute("aria-pressed", String(i === selected));
-      li.setAttribute("aria-label", `${item.severity} finding ${item.kind}: ${item.message} `
-        + `(${ops.textContent}). ${li.title}`);
-      onActivate(li, () => {
+      button.append(badge, kind, text, ops);
+      button.setAttribute("role", "button");  // said outright, for tools that read the attribute
+      button.setAttribute("aria-pressed", String(i === selected));
+      button.setAttribute("aria-label", `${item.severity} finding ${item.kind}: ${item.message} `
+        + `(${ops.textContent}). ${button.title}`);
+      // A button: the browser turns Enter and Space into this click.
+      button.addEventListener("click", () => {
         model.set("selected", model.get("selected") === i ? -1 : i);
         model.save_changes();
       });
+      li.appendChild(button);
       list.appendChild(li);
     });
     root.appendChild(list);
@@ -105,8 +112,8 @@ function render({ model, el }) {
       if (!list.clientHeight) return;  // not laid out yet: the observer calls again
       const bottom = list.scrollTop + list.clientHeight;
       let below = 0;
-      for (const li of list.querySelectorAll(".tfplace-finding")) {
-        if (li.offsetTop + li.offsetHeight / 2 > bottom) below++;
+      for (const button of list.querySelectorAll(".tfplace-finding")) {
+        if (button.offsetTop + button.offsetHeight / 2 > bottom) below++;
       }
       more.hidden = below === 0;
       more.textContent = `\u25BE ${count(below)} more ${below === 1 ? "finding" : "findings"} below`;
@@ -120,4 +127,4 @@ function render({ model, el }) {
   ["items", "selected", "expanded", "counts", "note"].forEach((name) => model.on("change:" + name, draw));
   draw();
 }
-export default { render };
+export default { render: renderFindingsList };

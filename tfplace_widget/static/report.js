@@ -79,20 +79,15 @@ function deviceColor(row) { return DATA.device_colors[columns.device.codes[row]]
 function deviceInk(row) { return DATA.device_inks[columns.device.codes[row]]; }
 function fullDevice(row) { return columns.device_full[columns.device.codes[row]]; }
 
-// The op table is the panel's (static/table.js's renderOpTable), given a model of this page:
-// the panel's table reads its traits (those of widgets.table.OpTable) from an anywidget model
-// and sets them when it is used, and its kernel answers; here the page answers (answerTable).
-// put: the page gives the table a value (a new value tells it, and it redraws once); set and
-// save_changes: the table's side, as on an anywidget model.
-const tableColumns = DATA.column_labels.map(([name]) => name);
-let pageRows = new Int32Array(0);  // the rows (of `columns`) on the table's page
-const tableModel = (() => {
-  const traits = {
-    columns: tableColumns, labels: DATA.column_labels.map(([, label]) => label),
-    widths: DATA.column_widths, page_size: PAGE_SIZE,
-  };
+// The op table and the findings list are the panel's (static/table.js as opTable,
+// static/findings.js as findingsList), each given a model of this page: in the panel they
+// read their traits (those of widgets.table.OpTable, widgets.findings.FindingsList) from an
+// anywidget model and set them when used, and the kernel answers; here the page answers.
+// put: the page gives the view a value (a new value tells it, and it redraws once); set and
+// save_changes: the view's side, as on an anywidget model; `answer` gets the names it set.
+function pageModel(traits, answer) {
   const listeners = new Map();
-  const touched = new Set();  // what the table set since it last saved
+  const touched = new Set();  // what the view set since it last saved
   const put = (name, value) => {
     if (traits[name] === value) return;
     traits[name] = value;
@@ -109,10 +104,17 @@ const tableModel = (() => {
     save_changes() {
       const names = new Set(touched);
       touched.clear();
-      answerTable(names);
+      answer(names);
     },
   };
-})();
+}
+
+const tableColumns = DATA.column_labels.map(([name]) => name);
+let pageRows = new Int32Array(0);  // the rows (of `columns`) on the table's page
+const tableModel = pageModel({
+  columns: tableColumns, labels: DATA.column_labels.map(([, label]) => label),
+  widths: DATA.column_widths, numbers: DATA.numbers, page_size: PAGE_SIZE,
+}, (touched) => answerTable(touched));
 
 // The table was used: a row picked (again: unpicked), a header sorts, the pager turns.
 function answerTable(touched) {
@@ -296,76 +298,18 @@ function renderChips() {
 }
 
 // -- findings (export/html.py findings_data) --------------------------------------------------
-// One button per finding, as the panel's list (static/findings.js): a click (or Enter/Space)
-// keeps only its ops, again shows every op. The measured ones come first; a group's header
-// (finding.group) is drawn above its first finding: those predicted for a machine with a GPU
-// that this run did not have are under one saying so, never read as what ran.
+// The panel's list: a click (or Enter/Space) on a finding keeps only its ops (its `rows`),
+// again shows every op. The measured ones come first; those predicted for a machine with a GPU
+// that this run did not have are under a header saying so, never read as what ran.
 const findingRows = DATA.findings.map((finding) => new Set(finding.rows));
-
-function renderFindings() {
-  const box = el("tfplace-findings");
-  const title = document.createElement("div");
-  title.style.fontWeight = "600";
-  const found = DATA.findings;
-  if (!found.length) {
-    title.textContent = "Findings: " + (DATA.findings_note || "none");
-    box.replaceChildren(title);
-    return;
-  }
-  const bySeverity = {};
-  for (const f of found) bySeverity[f.severity] = (bySeverity[f.severity] || 0) + 1;
-  const counts = ["high", "medium", "info"].filter((s) => bySeverity[s])
-    .map((s) => `${count(bySeverity[s])} ${s}`).join(", ");
-  title.textContent = `Findings: ${count(found.length)} (${counts})`;
-  const parts = [title];
-  found.forEach((finding, i) => {
-    if (finding.group && (i === 0 || found[i - 1].group !== finding.group)) {
-      const head = document.createElement("div");
-      head.className = "tfplace-findings-group";
-      head.setAttribute("role", "heading");
-      head.setAttribute("aria-level", "3");
-      head.style.cssText = "font-weight:600;font-size:12px;padding:6px 6px 2px;"
-        + "border-bottom:1px " + (finding.predicted ? "dashed" : "solid") + " var(--border);"
-        + (finding.predicted ? "font-style:italic;" : "");
-      head.textContent = finding.group;
-      parts.push(head);
-    }
-    const button = document.createElement("button");
-    button.className = "tfplace-finding";
-    button.dataset.index = String(i);
-    button.dataset.kind = finding.kind;
-    button.style.cssText = "display:flex;gap:8px;align-items:baseline;width:100%;text-align:left;"
-      + "font:inherit;color:inherit;background:transparent;cursor:pointer;padding:3px 6px;border:0;"
-      + `border-bottom:1px solid var(--border3);border-left:4px solid ${finding.color};`;
-    if (state.finding === i) button.style.background = "var(--selected)";
-    button.setAttribute("aria-pressed", String(state.finding === i));
-    const badge = document.createElement("span");
-    badge.textContent = finding.severity;
-    badge.style.cssText = "flex:none;min-width:4.2em;text-align:center;border-radius:3px;"
-      + `padding:0 4px;font-size:11px;font-weight:600;color:#fff;background:${finding.color};`;
-    const kind = document.createElement("code");
-    kind.textContent = finding.kind;
-    kind.style.cssText = "flex:none;font-size:11px;opacity:.8;";
-    const text = document.createElement("span");
-    text.className = "tfplace-finding-message";
-    text.style.flex = "1 1 auto";
-    text.textContent = finding.message;  // textContent: op names are never parsed as HTML
-    const ops = document.createElement("span");
-    ops.textContent = count(finding.count) + (finding.count === 1 ? " op" : " ops");
-    ops.style.cssText = "flex:none;opacity:.7;font-size:11px;";
-    button.append(badge, kind, text, ops);
-    button.title = state.finding === i ? "Click to show every op again"
-      : `Click to show only its ${ops.textContent} in the table and timeline`;
-    button.addEventListener("click", () => {
-      state.finding = state.finding === i ? -1 : i;
-      renderFindings();
-      el("tfplace-findings").querySelector(`button[data-index="${i}"]`)?.focus();
-      update(true);
-    });
-    parts.push(button);
-  });
-  box.replaceChildren(...parts);
-}
+const findingsModel = pageModel({
+  items: DATA.findings, counts: DATA.findings_counts, note: DATA.findings_note,
+  selected: -1, expanded: DATA.findings.length > 0,
+}, (touched) => {
+  if (!touched.has("selected")) return;
+  state.finding = findingsModel.get("selected");
+  update(true);
+});
 
 function renderDetails() {
   const box = el("tfplace-details");
@@ -472,9 +416,9 @@ async function start() {
   }
   typeMenu.addEventListener("change", () => { state.type = typeMenu.value; later(); });
   renderChips();
-  renderFindings();
+  findingsList.render({ model: findingsModel, el: el("tfplace-findings") });
   update(true);
-  renderOpTable({ model: tableModel, el: el("tfplace-table") });
+  opTable.render({ model: tableModel, el: el("tfplace-table") });
   document.body.dataset.tableMs = performance.now().toFixed(1);  // for benchmarks and tests
   await plotlyReady;
   if (typeof Plotly === "undefined") {

@@ -5,11 +5,10 @@
 // with the traits of widgets.table.OpTable; a click sets traits and saves them, and whoever
 // holds the rows (the panel's kernel, the report's page) answers with a new page.
 // The columns are sized to the table's box (fitColumns) so that the table fits its output: a long
-// name is cut short with an ellipsis and shown whole on hover (title); numbers are right-aligned. From the keyboard, Tab reaches the
+// name is cut short with an ellipsis and shown whole on hover (title); the columns of numbers
+// (the model's `numbers`: html_parts.NUMBER_COLUMNS) are right-aligned. From the keyboard, Tab reaches the
 // pager, each column header (Enter or Space sorts) and the rows (one tab stop: the picked row or
 // the first; Up/Down/Home/End move between rows, Enter or Space picks, as a click does).
-const NUMBERS = new Set(["start_us", "duration_us", "runs"]);
-
 // Column widths in px for a box `width` px wide (`widths`: html_parts.TABLE_WIDTHS): a fixed
 // column gets its width in em, the others share what is left by their share, each at least
 // its minimum; the table is as wide as its columns (wider than the box: it scrolls sideways).
@@ -76,6 +75,7 @@ function renderOpTable({ model, el }) {
     const sortBy = model.get("sort_by");
     const asc = model.get("sort_ascending");
     const page = model.get("page");
+    const numbers = new Set(model.get("numbers"));
     const pages = Math.max(1, Math.ceil(model.get("total") / model.get("page_size")));
     const refocus = focused();
     root.replaceChildren();
@@ -120,7 +120,7 @@ function renderOpTable({ model, el }) {
       th.dataset.column = column;
       th.tabIndex = 0;
       th.setAttribute("aria-sort", column === sortBy ? (asc ? "ascending" : "descending") : "none");
-      if (NUMBERS.has(column)) th.classList.add("tfplace-number");
+      if (numbers.has(column)) th.classList.add("tfplace-number");
       th.addEventListener("click", () => sortOn(column));
       th.addEventListener("keydown", (event) => activate(event, () => sortOn(column)));
       head.appendChild(th);
@@ -154,7 +154,7 @@ function renderOpTable({ model, el }) {
         td.textContent = shown;  // textContent: names are never parsed as HTML
         td.title = value;         // the whole text on hover when the cell is cut short
         td.dataset.column = column;
-        if (NUMBERS.has(column)) td.classList.add("tfplace-number");
+        if (numbers.has(column)) td.classList.add("tfplace-number");
       });
       const pick = () => {
         focusRow = r;

@@ -1,4 +1,5 @@
-"""Read :class:`~tfplace_widget.model.graphfacts.GraphFacts` from a ``tf.Graph`` or a ``GraphDef``.
+"""Read :class:`~tfplace_widget.model.graphfacts.GraphFacts` from a ``tf.Graph`` or a ``GraphDef``,
+and the predictor's node details (:func:`node_details`) from a ``GraphDef``.
 
 The graph as built says what the executed graph no longer shows (requests, ``colocate_with``
 groups, resource and ref edges, each node def's kernels); it is read here once, with
@@ -10,12 +11,13 @@ from __future__ import annotations
 from itertools import compress
 from typing import Any
 
-from ..model.graphfacts import OVERRIDE_ATTR, GraphFacts, NodeTable
+from ..model.graphfacts import OVERRIDE_ATTR, GraphFacts, NodeDetail, NodeTable
 from ..model.records import producers
 from .capture import import_tensorflow
 from .gc_pause import paused_gc
 from .kernels import kernel_facts_of
-from .registry import REGISTRY, may_output_resource_or_ref
+from .protos import dtype_name
+from .registry import REGISTRY, may_output_resource_or_ref, op_outputs, registered_op_def
 
 _REF_OR_RESOURCE = ("resource",)
 
@@ -113,3 +115,53 @@ def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
 
 def _is_resource_or_ref(dtype: Any) -> bool:
     return dtype.name in _REF_OR_RESOURCE or dtype._is_ref_dtype
+
+
+def node_details(graph_def: Any) -> dict[str, NodeDetail]:
+    """Per node of a ``GraphDef``: control inputs, output count, input tensors, dtypes (what a
+    node def adds to the facts for the predictor: :class:`NodeDetail`)."""
+    import_tensorflow()
+    details = {}
+    for node in graph_def.node:
+        controls, tensors = [], []
+        for raw in node.input:
+            if raw[:1] == "^":
+                controls.append(raw[1:])
+            else:
+                tensors.append(raw if ":" in raw else f"{raw}:0")
+        type_names = []
+        for value in node.attr.values():
+            which = value.WhichOneof("value")
+            if which == "type":
+                type_names.append(dtype_name(value.type))
+            elif which == "list" and len(value.list.type):
+                type_names.extend(dtype_name(t) for t in value.list.type)
+        details[node.name] = NodeDetail(
+            tuple(controls),
+            _output_count(node),
+            tuple(tensors),
+            ", ".join(dict.fromkeys(sorted(type_names))),
+        )
+    return details
+
+
+def _output_count(node: Any) -> int | None:
+    count, _, _ = op_outputs(node.op)
+    if count is not None:
+        return count
+    op_def = registered_op_def(node.op)
+    if op_def is None:
+        return None
+    total = 0
+    for arg in op_def.output_arg:
+        if arg.number_attr:
+            if arg.number_attr not in node.attr:
+                return None
+            total += node.attr[arg.number_attr].i
+        elif arg.type_list_attr:
+            if arg.type_list_attr not in node.attr:
+                return None
+            total += len(node.attr[arg.type_list_attr].list.type)
+        else:
+            total += 1
+    return total

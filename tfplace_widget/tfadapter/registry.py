@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ..model.kernels import SYMBOLIC_DEVICE_TYPES
 from .capture import capture_native_output, import_tensorflow
+from .probe import identity_follows_its_input
 
-# Device types DEFAULT kernels do not serve: XLA registers these as symbolic (op_kernel.cc).
-SYMBOLIC_DEVICE_TYPES = frozenset({"XLA_CPU_JIT", "XLA_GPU_JIT", "TPU_XLA_JIT"})
 LABEL_ATTR = "_kernel"  # a node def's kernel label attr
 
 
@@ -30,6 +30,7 @@ LABEL_ATTR = "_kernel"  # a node def's kernel label attr
 @lru_cache(maxsize=4096)
 def registered_op_def(op_type: str) -> Any:
     """The ``OpDef`` TensorFlow registered for ``op_type``; None when it knows no such op."""
+    import_tensorflow()  # a first import's start-up lines go to no cell (capture.py)
     from tensorflow.python.framework import op_def_registry
 
     try:
@@ -280,12 +281,38 @@ def gpu_cast_options(op_type: str, attrs: dict[str, str]) -> set[str]:
 
 class Registry:
     """This process's op and kernel registries, as the one object handed in with facts read
-    from them (``GraphFacts.registry``): what the findings may ask of it. Pickled by name, so
-    a trace sent to another process carries a reference, not a module."""
+    from them (``GraphFacts.registry``) and by the prediction's entry points: the analyses'
+    :class:`~tfplace_widget.model.kernel_registry.KernelRegistry`, answered by this module's
+    functions. Pickled by name, so a trace sent to another process carries a reference, not a
+    module."""
+
+    def device_type_priorities(self, op_type: str) -> dict[str, int]:
+        """:func:`device_type_priorities`."""
+        return device_type_priorities(op_type)
+
+    def registered_device_types(self, op_type: str) -> frozenset:
+        """:func:`registered_device_types`."""
+        return registered_device_types(op_type)
+
+    def op_outputs(self, op_type: str) -> tuple[int | None, bool, bool]:
+        """:func:`op_outputs`."""
+        return op_outputs(op_type)
+
+    def is_ref_output(self, op_type: str) -> bool:
+        """:func:`is_ref_output`."""
+        return is_ref_output(op_type)
+
+    def gpu_host_memory_outputs(self, op_type: str) -> bool | None:
+        """:func:`gpu_host_memory_outputs`."""
+        return gpu_host_memory_outputs(op_type)
 
     def gpu_cast_options(self, op_type: str, attrs: dict[str, str]) -> set[str]:
         """:func:`gpu_cast_options`."""
         return gpu_cast_options(op_type, attrs)
+
+    def identity_follows_its_input(self) -> bool:
+        """:func:`~.probe.identity_follows_its_input` (a Session on two CPUs, once)."""
+        return identity_follows_its_input()
 
     def __reduce__(self) -> str:
         return "REGISTRY"

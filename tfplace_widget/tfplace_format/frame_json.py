@@ -18,13 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..model.errors import FrameFormatError
 from ..sources.limits import shown
 
 _INFINITY = {"Infinity": math.inf, "-Infinity": -math.inf}
-
-
-class FrameFormatError(ValueError):
-    """A frame document that does not follow this format (the archive names the file)."""
 
 
 # -- writing ----------------------------------------------------------------------------------

@@ -12,13 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..model.errors import TraceError, read_file
+from ..model.errors import FrameFormatError, TraceError, read_file
 from ..model.graphfacts import GraphFacts
 from ..sources import limits as shared
 from ..sources.limits import shown
 from . import limits
 from .facts_json import facts_from_json, names_map
-from .frame_json import FrameFormatError, frame_from_json
+from .frame_json import frame_from_json
 from .layout import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, RAW_NAME, SUFFIX
 from .schema import check_frame, text_columns_of_empty
 from .upgrades import add_missing_columns, current_findings, written_here

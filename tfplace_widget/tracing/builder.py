@@ -18,24 +18,8 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..model.errors import TraceError
+from ..model.errors import CallsTfFunction, TraceError, UsesEagerObjects
 from .failures import first_lines
-
-
-class UsesEagerObjects(TraceError):
-    """The graph builder touched eager tensors, variables or models made outside it."""
-
-    def __init__(self, message: str, detail: str) -> None:
-        super().__init__(message)
-        self.detail = detail
-
-
-class CallsTfFunction(TraceError):
-    """The graph builder calls a ``tf.function`` (``function``: its name): TF2 code."""
-
-    def __init__(self, function: str) -> None:
-        super().__init__(f"The graph builder calls the tf.function {function}: it is TF2 code.")
-        self.function = function
 
 
 def build(

@@ -22,18 +22,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model.errors import TraceError
+from ..model.errors import ClusterError, TraceError
 
 LOCAL_PREFIX = "local:"
 MAX_TASKS = 16  # per job of a local cluster: more is a typo, not a trace on one machine
 PROBE_TIMEOUT_S = 3.0  # a user's server must accept a TCP connection within this
 _JOB = re.compile(r"[a-z][a-z0-9_]*")
 _EXAMPLE = "cluster='local:worker=2,ps=1' or cluster={'worker': 2, 'ps': 1}"
-
-
-class ClusterError(TraceError, ValueError):
-    """A ``cluster=``/``target=`` that cannot work (bad spec, unknown target, missing job): a
-    ``TraceError`` like any failed trace, and a ``ValueError`` like any bad option value."""
 
 
 @dataclass

@@ -2,17 +2,23 @@
 
 :func:`keras_xla` is asked before the step runs (reading a model's ``jit_compile`` may settle
 it); :func:`~tfplace_widget.tracing.tracer.trace_placement` records its answer in the trace
-(``trace.raw["keras_xla.json"]``) so that ``predict_placement(trace, gpus=1)`` knows it too;
-what XLA would then do with the step's ops is
+(``trace.raw["keras_xla.json"]``) so that ``predict_placement(trace, gpus=1)`` knows it too,
+with the step's nodes XLA could not compile for a GPU (:func:`step_record`, asked of XLA's
+kernels here); what XLA would then do with the step's ops is
 :func:`~tfplace_widget.analyses.predict.keras_xla.apply_keras_xla`'s.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import Any
 
-from ..analyses.predict.keras_xla import RAW_NAME, KerasXla
+from ..analyses.predict.keras_xla import RAW_NAME, STEP_FUNCTION, KerasXla
+from ..tfadapter.kernels import has_xla_kernel
+from ..tfadapter.protos import dtype_name, run_metadata_type
 
+_CALLS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 # The Keras methods that run the model's train/test/predict function, which Keras compiles
 # with XLA when jit_compile is True ("auto" resolves to True on a machine with a GPU).
 KERAS_STEPS = frozenset(
@@ -138,3 +144,98 @@ def keras_record(fn: Any) -> dict[str, bytes]:
     except Exception:  # another Keras's objects: no record rather than a failed trace
         return {}
     return {RAW_NAME: found.to_json()} if found is not None else {}
+
+
+def step_record(trace: Any) -> bytes | None:
+    """The trace's Keras record (``trace.raw[RAW_NAME]``) with the step XLA would compile, read
+    from the function graphs this process just recorded (``function_graphs.pb``: the tracer's
+    own, never a file's): its graph's name and the nodes without an ``XLA_GPU_JIT`` kernel.
+    ``None`` when the trace has no record or no Keras step function."""
+    raw = getattr(trace, "raw", None) or {}
+    record, data = raw.get(RAW_NAME), raw.get("function_graphs.pb")
+    if not record or not data or getattr(trace, "mode", "") != "function":
+        return None
+    step = _read_step(trace, raw, data)
+    if step is None:
+        return None
+    graph, unsupported = step
+    document = json.loads(bytes(record))
+    document["compiled"] = {"graph": graph, "unsupported": [list(u) for u in unsupported]}
+    return json.dumps(document).encode()
+
+
+def _read_step(trace: Any, raw: Any, data: bytes) -> tuple[str, tuple] | None:
+    """The step's graph name and its nodes without an ``XLA_GPU_JIT`` kernel (what
+    :func:`~tfplace_widget.analyses.predict.keras_xla.keras_step` reads back), from the function
+    graphs ``data``; None without a Keras step function among the trace's."""
+    holder = run_metadata_type()()
+    try:
+        holder.ParseFromString(bytes(data))
+        names = json.loads(raw.get("functions.json", b"{}")).get("names", [])
+    except Exception:  # a damaged or foreign file: no evidence
+        return None
+    shown = set(trace.ops["function"].astype(str)) if "function" in trace.ops else set()
+    steps = frozenset(name for name in shown if STEP_FUNCTION.match(name))
+    for index, graph in enumerate(holder.function_graphs):
+        display = names[index] if index < len(names) else ""
+        built = graph.pre_optimization_graph
+        library = {f.signature.name: f for f in built.library.function}
+        if STEP_FUNCTION.match(display):
+            body, graph_name = list(built.node), display
+        else:
+            compiled = [f for name, f in library.items() if STEP_FUNCTION.match(name)]
+            if not compiled:
+                continue
+            body, graph_name = list(compiled[0].node_def), compiled[0].signature.name
+        if not steps:
+            continue
+        return graph_name, tuple(_unsupported(body, library))
+    return None
+
+
+def _unsupported(body: list, library: dict) -> Iterable[tuple[str, str, str]]:
+    """The nodes of ``body`` and of the library functions it calls that XLA has no
+    ``XLA_GPU_JIT`` kernel for: ``(name, op type, attrs)`` (attrs: their type attrs)."""
+    seen: set[str] = set()
+    pending = [body]
+    while pending:
+        nodes = pending.pop()
+        for node in nodes:
+            called = _called(node, library)
+            for name in called:
+                if name not in seen:
+                    seen.add(name)
+                    pending.append(list(library[name].node_def))
+            if node.op in library or node.op in _CALLS:
+                continue  # XLA compiles the function it calls (checked above)
+            if not has_xla_kernel(node):
+                yield node.name, node.op, _type_attrs(node)
+
+
+def _called(node: Any, library: dict) -> list[str]:
+    """The library functions ``node`` calls (as its op, or in a function attr: a call's ``f``,
+    a While's ``cond`` and ``body``, an If's branches, a Case's ``branches``)."""
+    found = [node.op] if node.op in library else []
+    attrs = node.attr
+    for name in _FUNCTION_ATTRS:
+        if name in attrs and attrs[name].func.name in library:
+            found.append(attrs[name].func.name)
+    if "branches" in attrs:
+        found += [f.name for f in attrs["branches"].list.func if f.name in library]
+    return found
+
+
+_FUNCTION_ATTRS = ("f", "cond", "body", "then_branch", "else_branch")
+
+
+def _type_attrs(node: Any) -> str:
+    """``T=string``: the node's type attrs, as TensorFlow's XLA error names them."""
+    parts = []
+    for name in sorted(node.attr):
+        value = node.attr[name]
+        if value.WhichOneof("value") == "type":
+            try:
+                parts.append(f"{name}={dtype_name(value.type)}")
+            except TypeError:
+                continue
+    return ", ".join(parts)

@@ -4,8 +4,6 @@ The prediction itself is pure (:mod:`tfplace_widget.analyses.predict`, from a tr
 facts); given a function, the graph is first read from a real run on this machine, which is
 the tracer's job, so this entry point lives in the tracing layer. A trace made with its graph
 goes straight to :func:`~tfplace_widget.analyses.predict.result.predict_trace`.
-``tfplace_widget.analyses.predict.predict_placement`` still names this function (a lazy
-attribute of that package).
 
 Given a Keras step (``model.train_on_batch``...), :func:`~.keras.keras_xla` reads how Keras 3
 would compile it on a machine with a GPU (``jit_compile="auto"`` picks XLA there), before the
@@ -19,9 +17,10 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..analyses.predict.details import node_details
 from ..analyses.predict.result import predict_trace
 from ..model.trace import PlacementTrace
+from ..tfadapter.graphfacts import node_details
+from ..tfadapter.registry import REGISTRY
 from . import tracer
 from .function import is_tf2_callable
 from .keras import KERAS_STEPS, keras_xla
@@ -77,7 +76,7 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     else:
         keras = keras_xla(fn_or_trace)  # before the run: it may settle the model's jit_compile
         trace, details, soft = _trace_for_facts(fn_or_trace, trace_options)
-    return predict_trace(trace, gpus, soft, details, keras)
+    return predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
 
 
 def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:

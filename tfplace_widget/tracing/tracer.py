@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..analyses.predict.keras_xla import RAW_NAME, step_record
+from ..analyses.predict.keras_xla import RAW_NAME
 from ..model.devices import parse_device
-from ..model.errors import TraceError, attach_log
+from ..model.errors import CallsTfFunction, ClusterError, TraceError, UsesEagerObjects, attach_log
 from ..model.trace import PlacementTrace
 from ..sources.raw import raw_protos
 from ..sources.run_metadata import build_trace
@@ -27,12 +27,12 @@ from ..tfadapter.capture import CapturedText, capture_native_output, import_tens
 from ..tfadapter.graphfacts import facts_from_graph
 from ..tfadapter.origins import graph_built_at
 from . import mode_choice
-from .builder import CallsTfFunction, UsesEagerObjects, build, describe, fed_fetches
-from .cluster import ClusterError, cluster_target, parse_cluster
+from .builder import build, describe, fed_fetches
+from .cluster import cluster_target, parse_cluster
 from .failures import Phase, explain_run_error
 from .function import trace_function
 from .graph_xla import jit_requested, launched_a_cluster, profiled_run
-from .keras import keras_record
+from .keras import keras_record, step_record
 from .local_cluster import EXPOSED_NOTE, GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides

@@ -22,11 +22,12 @@ import pandas as pd
 from ..analyses.compare import STATUS_VALUES, PlacementDiff, compare, step_time_us
 from ..analyses.summary import format_us
 from ..model.devices import short_device
+from ..model.errors import SearchError
 from ..model.trace import PlacementTrace
 from ..rendering.colors import device_color, ink_style
 from ..rendering.figure import shared_lanes
 from ..rendering.html_parts import PAGE_SIZE
-from ..rendering.search import SearchError, filter_ops, searchable
+from ..rendering.search import filter_ops, searchable
 from ..rendering.snapshot import SNAPSHOT_ROWS, comparison_snapshot_html, guarded
 from .controls import search_controls
 from .table import OpTable

@@ -17,7 +17,7 @@ import pandas as pd
 import traitlets
 
 from .. import static
-from ..analyses.findings import finding_groups
+from ..rendering.finding_items import finding_items, severity_counts
 
 
 class FindingsList(anywidget.AnyWidget):
@@ -46,39 +46,3 @@ class FindingsList(anywidget.AnyWidget):
             self.items = finding_items(findings, trace)
             self.counts = severity_counts(findings)
             self.expanded = bool(self.items)
-
-
-def finding_items(findings: pd.DataFrame, trace: object = None) -> list[dict]:
-    """One plain dict per finding, in the frame's order (``selected`` is a row of it), what
-    the browser draws (``ops`` stay in the kernel): ``predicted`` and ``group``, the header
-    the browser draws above the first finding of each group ("" for measured findings alone)."""
-    group_of = {
-        index: header for header, rows in finding_groups(findings, trace) for index in rows.index
-    }
-    predicted = findings["predicted"] if "predicted" in findings else [False] * len(findings)
-    return [
-        {
-            "kind": str(kind),
-            "severity": str(severity),
-            "message": str(message),
-            "count": len(ops),
-            "predicted": bool(marked),
-            "group": group_of.get(index, ""),
-        }
-        for index, kind, severity, message, ops, marked in zip(
-            findings.index,
-            findings["kind"],
-            findings["severity"],
-            findings["message"],
-            findings["ops"],
-            predicted,
-            strict=True,
-        )
-    ]
-
-
-def severity_counts(findings: pd.DataFrame) -> str:
-    """``"2 high, 1 info"``: the findings per severity, worst first, zeros left out."""
-    counts = findings["severity"].astype(str).value_counts()
-    order = ("high", "medium", "info")
-    return ", ".join(f"{int(counts[s])} {s}" for s in order if counts.get(s, 0))

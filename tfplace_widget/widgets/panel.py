@@ -22,6 +22,7 @@ import pandas as pd
 from ..analyses.summary import device_summaries, task_summaries
 from ..explain import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
 from ..model.devices import tasks_of
+from ..model.errors import SearchError
 from ..model.trace import PlacementTrace
 from ..rendering.colors import device_color
 from ..rendering.html_parts import (
@@ -33,7 +34,7 @@ from ..rendering.html_parts import (
     message_html,
     status_html,
 )
-from ..rendering.search import SearchError, matching_lines
+from ..rendering.search import matching_lines
 from ..rendering.snapshot import guarded, panel_snapshot_html
 from ..tracing.dispatch import as_trace, is_traced
 from ..tracing.options import normalize_device_count

@@ -23,7 +23,7 @@ import traitlets
 from .. import static
 from ..model.devices import short_device
 from ..rendering.colors import chip_css, color_class, ink_colors
-from ..rendering.html_parts import TABLE_WIDTHS
+from ..rendering.html_parts import NUMBER_COLUMNS, TABLE_WIDTHS
 
 _CSS = static.text("table.css")  # and chip_css(): one sheet, see cover_colors
 
@@ -48,6 +48,9 @@ class OpTable(anywidget.AnyWidget):
     row_inks = traitlets.List(traitlets.List(traitlets.Unicode())).tag(sync=True)
     requested_short = traitlets.List(traitlets.Unicode()).tag(sync=True)
     widths = traitlets.Dict(TABLE_WIDTHS).tag(sync=True)
+    numbers = traitlets.List(traitlets.Unicode(), list(NUMBER_COLUMNS)).tag(
+        sync=True
+    )  # right-aligned
 
     @traitlets.observe("row_colors")
     def _inks(self, change: dict) -> None:

@@ -17,7 +17,7 @@ from ...model.devices import parse_device, short_device
 from ...model.graphfacts import linked_groups
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
-# gpu_kernel values (analyses/kernels.py): a GPU kernel, one computing in host memory, GPU
+# gpu_kernel values (model/kernels.py): a GPU kernel, one computing in host memory, GPU
 # kernels but none for this op's dtype, no GPU kernel at all, unknown (no node def).
 NO_GPU = ("no", "dtype")
 ON_GPU = ("yes", "host")
@@ -400,7 +400,11 @@ def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, s
     devices = predicted_devices(context.trace.devices, 1)
     try:
         frame = predict_devices(
-            facts, devices, soft_placement=True, local_task=master_task(context.trace)
+            facts,
+            devices,
+            soft_placement=True,
+            local_task=master_task(context.trace),
+            registry=facts.registry,
         )
     except Exception:  # a prediction that fails must not cost the other findings
         return None

@@ -18,7 +18,8 @@ core/common_runtime/placer.cc and colocation_graph.cc (TF 2.21) step by step:
    before the other tasks of a cluster, then name; the first is taken,
    except that metadata ops (Shape, Size, Rank, ShapeN) and a lone Identity take their input's
    device when it is a candidate (the Identity only where this TensorFlow's placer does so: not
-   in 2.16, see :func:`identity_follows_its_input`); placing a node pins its whole group there;
+   in 2.16: the handed-in registry's ``identity_follows_its_input``); placing a node pins its
+   whole group there;
 5. generators (no inputs, one non-ref output) come last and join their consumers when these
    all share one candidate device;
 6. in a function graph, an ``_Arg`` is already where the caller's value is (a resource's: where
@@ -33,55 +34,38 @@ above one by one (see :class:`.placer._Placer`).
 :func:`predict_devices` is the pure core (no session, no trace); :func:`.result.predict_trace`
 wraps it into a :class:`~tfplace_widget.model.trace.PlacementTrace` marked ``predicted``, and
 :func:`~tfplace_widget.tracing.predict.predict_placement` (a function or a trace) traces a
-function first: it is the tracing layer's, and ``predict_placement`` here imports it lazily
-(analyses do not import tracing at import time). With ``gpus=0`` on this machine the
+function first: it is the tracing layer's. With ``gpus=0`` on this machine the
 prediction must equal what TensorFlow did (tests/analyses/test_predict.py).
 
 The parts, one job each: :mod:`.devices` (device-name maths, the prediction's device set),
 :mod:`.cache` (what every prediction of one GraphFacts shares), :mod:`.nodes` (the placer's
 view of a node), :mod:`.colocation` (colocation groups and candidate devices), :mod:`.placer`
-(the simulation), :mod:`tfplace_widget.tfadapter.probe` (what this TensorFlow's placer does
-where versions differ),
-:mod:`.details` (node details from a GraphDef), :mod:`.reasons` (``how`` and ``reason``),
+(the simulation), :mod:`.reasons` (``how`` and ``reason``),
 :mod:`.transfers` (predicted copies) and :mod:`.result` (the frame and the predicted trace).
-TensorFlow's op and kernel registries are read through :mod:`tfplace_widget.tfadapter.registry`.
+Nothing here runs TensorFlow: what its registries and placer say (kernels and their
+priorities, outputs, what this version's placer does where versions differ) is handed in
+(:class:`~tfplace_widget.model.kernel_registry.KernelRegistry`), by default with the facts
+(``GraphFacts.registry``); :func:`~tfplace_widget.tracing.predict.predict_placement` hands in
+this process's (:mod:`tfplace_widget.tfadapter.registry`), and reads node details from a
+GraphDef (:func:`~tfplace_widget.tfadapter.graphfacts.node_details`).
 Names with a leading underscore are this package's internals, shared between its modules and
 not used outside it (benchmarks aside).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ...tfadapter.probe import identity_follows_its_input
-from .details import NodeDetail, node_details
 from .devices import HOST, gpu_devices, master_task, predicted_devices
 from .result import PREDICTED_COLUMNS, predict_devices, predict_trace
 from .transfers import TRANSFER_PREDICTED_COLUMNS, predict_transfers
 
 __all__ = [
     "HOST",
-    "NodeDetail",
     "PREDICTED_COLUMNS",
     "TRANSFER_PREDICTED_COLUMNS",
     "gpu_devices",
-    "identity_follows_its_input",
     "master_task",
-    "node_details",
     "predict_devices",
-    "predict_placement",
     "predict_trace",
     "predict_transfers",
     "predicted_devices",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """``predict_placement``, the documented import path of
-    :func:`tfplace_widget.tracing.predict.predict_placement`, imported on first use: it traces
-    a function, which is the tracing layer's job (the layer contract's one exception)."""
-    if name == "predict_placement":
-        from ...tracing.predict import predict_placement
-
-        return predict_placement
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

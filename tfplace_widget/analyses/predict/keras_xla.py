@@ -13,8 +13,8 @@ by op.
 
 So a prediction with GPUs of a Keras step (:func:`apply_keras_xla`) reads the step's
 function graphs as the trace recorded them (``trace.raw``), checks every node of the compiled
-function (and of the functions it calls) against XLA's ``XLA_GPU_JIT`` kernels
-(:func:`~tfplace_widget.tfadapter.kernels.has_xla_kernel`), and then either marks the step's ops
+function (and of the functions it calls) against XLA's ``XLA_GPU_JIT`` kernels (the tracer
+did, :func:`tfplace_widget.tracing.keras.step_record`), and then either marks the step's ops
 as one XLA cluster on the GPU (``how == "xla"``, no host-memory copies between them), or, when
 some op has no such kernel, says that the step would fail and which ops make it fail.
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,16 +32,13 @@ import pandas as pd
 from ...model.devices import short_device
 from ...model.errors import TraceError
 from ...sources.limits import parse_json
-from ...tfadapter.kernels import has_xla_kernel
-from ...tfadapter.protos import dtype_name, run_metadata_type
 from ..resources import ASSUMED_MADE, _resource_users
 
 # trace.raw's member where trace_placement records how Keras would compile the traced step.
 RAW_NAME = "keras_xla.json"
 # Keras's step function (the one it compiles), as a function graph or a library function;
 # ``_distributed``: make_predict_function's wrapper, which holds the step when not compiled.
-_STEP = re.compile(r"^(?:__inference_)?one_step_on_data(?:_distributed)?(?:_\d+)*$")
-_CALLS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+STEP_FUNCTION = re.compile(r"^(?:__inference_)?one_step_on_data(?:_distributed)?(?:_\d+)*$")
 _RUNTIME_TYPES = frozenset({"_Arg", "_Retval"})
 _LOOP_PLUMBING = _RUNTIME_TYPES | {"NoOp", "Identity"}  # not named among the ops outside
 SHOWN = 4  # ops named in a note
@@ -92,9 +88,9 @@ class _Step:
 
 def keras_step(trace: Any) -> _Step | None:
     """The Keras step of a function-mode ``trace``, with the nodes XLA could not compile for a
-    GPU, as :func:`step_record` wrote it into the trace's Keras record when it traced
-    (``trace.raw[RAW_NAME]``, read under the JSON limits of every member: a file's raw protos
-    are never parsed); ``None`` when the trace holds no Keras step function."""
+    GPU, as :func:`~tfplace_widget.tracing.keras.step_record` wrote it into the trace's Keras
+    record when it traced (``trace.raw[RAW_NAME]``, read under the JSON limits of every member:
+    a file's raw protos are never parsed); ``None`` when the trace holds no Keras step function."""
     if getattr(trace, "mode", "") != "function":
         return None
     data = (getattr(trace, "raw", None) or {}).get(RAW_NAME)
@@ -109,100 +105,8 @@ def keras_step(trace: Any) -> _Step | None:
     except (TraceError, ValueError, KeyError, TypeError):  # none, or a damaged record
         return None
     shown = set(trace.ops["function"].astype(str)) if "function" in trace.ops else set()
-    steps = frozenset(name for name in shown if _STEP.match(name))
+    steps = frozenset(name for name in shown if STEP_FUNCTION.match(name))
     return _Step(graph, steps, unsupported) if steps else None
-
-
-def step_record(trace: Any) -> bytes | None:
-    """The trace's Keras record (``trace.raw[RAW_NAME]``) with the step XLA would compile, read
-    from the function graphs this process just recorded (``function_graphs.pb``: the tracer's
-    own, never a file's): its graph's name and the nodes without an ``XLA_GPU_JIT`` kernel.
-    ``None`` when the trace has no record or no Keras step function."""
-    raw = getattr(trace, "raw", None) or {}
-    record, data = raw.get(RAW_NAME), raw.get("function_graphs.pb")
-    if not record or not data or getattr(trace, "mode", "") != "function":
-        return None
-    step = _read_step(trace, raw, data)
-    if step is None:
-        return None
-    document = json.loads(bytes(record))
-    document["compiled"] = {"graph": step.graph, "unsupported": [list(u) for u in step.unsupported]}
-    return json.dumps(document).encode()
-
-
-def _read_step(trace: Any, raw: Any, data: bytes) -> _Step | None:
-    """:func:`keras_step`, read."""
-    holder = run_metadata_type()()
-    try:
-        holder.ParseFromString(bytes(data))
-        names = json.loads(raw.get("functions.json", b"{}")).get("names", [])
-    except Exception:  # a damaged or foreign file: no evidence
-        return None
-    shown = set(trace.ops["function"].astype(str)) if "function" in trace.ops else set()
-    steps = frozenset(name for name in shown if _STEP.match(name))
-    for index, graph in enumerate(holder.function_graphs):
-        display = names[index] if index < len(names) else ""
-        built = graph.pre_optimization_graph
-        library = {f.signature.name: f for f in built.library.function}
-        if _STEP.match(display):
-            body, graph_name = list(built.node), display
-        else:
-            compiled = [f for name, f in library.items() if _STEP.match(name)]
-            if not compiled:
-                continue
-            body, graph_name = list(compiled[0].node_def), compiled[0].signature.name
-        if not steps:
-            continue
-        return _Step(graph_name, steps, tuple(_unsupported(body, library)))
-    return None
-
-
-def _unsupported(body: list, library: dict) -> Iterable[tuple[str, str, str]]:
-    """The nodes of ``body`` and of the library functions it calls that XLA has no
-    ``XLA_GPU_JIT`` kernel for: ``(name, op type, attrs)`` (attrs: their type attrs)."""
-    seen: set[str] = set()
-    pending = [body]
-    while pending:
-        nodes = pending.pop()
-        for node in nodes:
-            called = _called(node, library)
-            for name in called:
-                if name not in seen:
-                    seen.add(name)
-                    pending.append(list(library[name].node_def))
-            if node.op in library or node.op in _CALLS:
-                continue  # XLA compiles the function it calls (checked above)
-            if not has_xla_kernel(node):
-                yield node.name, node.op, _type_attrs(node)
-
-
-def _called(node: Any, library: dict) -> list[str]:
-    """The library functions ``node`` calls (as its op, or in a function attr: a call's ``f``,
-    a While's ``cond`` and ``body``, an If's branches, a Case's ``branches``)."""
-    found = [node.op] if node.op in library else []
-    attrs = node.attr
-    for name in _FUNCTION_ATTRS:
-        if name in attrs and attrs[name].func.name in library:
-            found.append(attrs[name].func.name)
-    if "branches" in attrs:
-        found += [f.name for f in attrs["branches"].list.func if f.name in library]
-    return found
-
-
-_FUNCTION_ATTRS = ("f", "cond", "body", "then_branch", "else_branch")
-
-
-def _type_attrs(node: Any) -> str:
-    """``T=string``: the node's type attrs, as TensorFlow's XLA error names them."""
-    parts = []
-    for name in sorted(node.attr):
-        value = node.attr[name]
-        if value.WhichOneof("value") == "type":
-            try:
-                parts.append(f"{name}={dtype_name(value.type)}")
-            except TypeError:
-                continue
-    return ", ".join(parts)
 
 
 def apply_keras_xla(predicted: Any, trace: Any, keras: KerasXla, gpus: int) -> str:

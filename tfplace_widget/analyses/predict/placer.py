@@ -16,8 +16,7 @@ import numpy as np
 
 from ...model.devices import canonical_device, task_of
 from ...model.graphfacts import GraphFacts
-from ...tfadapter.probe import identity_follows_its_input
-from ...tfadapter.registry import device_type_priorities, is_ref_output, op_outputs
+from ...model.kernel_registry import KernelRegistry
 from .cache import _Classified, _Edges, _facts_cache, _in_order
 from .colocation import _ColocationGraph, _Member
 from .devices import (
@@ -46,6 +45,7 @@ class _Placer(_ColocationGraph):
     def __init__(
         self,
         facts: GraphFacts,
+        registry: KernelRegistry,
         devices: Sequence[str],
         soft: bool,
         details: Mapping[str, Any] | None,
@@ -54,6 +54,7 @@ class _Placer(_ColocationGraph):
         pinned_reasons: Mapping[str, str] | None = None,
     ) -> None:
         self.facts = facts
+        self.registry = registry  # what TensorFlow registered, handed in (kernel_registry.py)
         self.soft = soft
         self.devices = [canonical_device(d) for d in devices]
         self.device_names = [_parse(d) for d in self.devices]
@@ -161,7 +162,7 @@ class _Placer(_ColocationGraph):
 
     def _static(self, key: tuple, kernels: Any) -> _Static:
         op_type, request, _, has_inputs, outputs, produces_resource = key
-        count, ref_or_resource, dataset = op_outputs(op_type)
+        count, ref_or_resource, dataset = self.registry.op_outputs(op_type)
         if outputs is not None:
             count = outputs
         try:
@@ -173,7 +174,7 @@ class _Placer(_ColocationGraph):
             request=request,
             supported=tuple(self._supported(op_type, kernels)),
             requested=requested,
-            generator=not has_inputs and count == 1 and not is_ref_output(op_type),
+            generator=not has_inputs and count == 1 and not self.registry.is_ref_output(op_type),
             resource_generator=not has_inputs
             and count == 1
             and (ref_or_resource or produces_resource),
@@ -186,7 +187,7 @@ class _Placer(_ColocationGraph):
     def _supported(self, op_type: str, kernels: Any) -> list:
         if kernels is None or kernels.gpu_kernel == "NA":  # unknown op: every type, priority 0
             return self._all_types()
-        priorities = device_type_priorities(op_type)
+        priorities = self.registry.device_type_priorities(op_type)
         served = kernels.kernels.split()
         out = [
             (dtype, priorities.get(dtype, priorities.get("DEFAULT", 0)))
@@ -462,7 +463,7 @@ class _Placer(_ColocationGraph):
         whose input and output ask for the same device (the same string)."""
         if node.op_type not in _IDENTITY_TYPES or node.request:
             return False
-        if not identity_follows_its_input():
+        if not self.registry.identity_follows_its_input():
             return False
         if len(node.inputs) + len(node.controls) != 1 or len(node.consumers) != 1:
             return False

@@ -22,11 +22,10 @@ import numpy as np
 import pandas as pd
 
 from ...model.devices import device_sort_key, parse_device, short_device, task_of
-from ...model.graphfacts import GraphFacts
-from ...tfadapter.capture import import_tensorflow
+from ...model.graphfacts import GraphFacts, NodeDetail
+from ...model.kernel_registry import KernelRegistry, require_registry
 from ..resources import Pinned, pinned_arguments
 from .cache import _facts_cache, _FactsCache, _in_order
-from .details import NodeDetail
 from .devices import gpu_devices, master_task, predicted_devices
 from .keras_xla import KerasXla, apply_keras_xla
 from .placer import _Placer
@@ -48,6 +47,7 @@ def predict_devices(
     pinned: Mapping[str, str] | None = None,
     local_task: str = "",
     pinned_reasons: Mapping[str, str] | None = None,
+    registry: KernelRegistry | None = None,
 ) -> pd.DataFrame:
     """Where TensorFlow's placer would put each node of ``facts`` given ``devices``.
 
@@ -64,9 +64,13 @@ def predict_devices(
     its devices go before the other tasks' among equally good ones (:func:`master_task`);
     ``""`` when every device is local (one process). ``pinned_reasons``: the reason of each
     pinned node (by default, that it is a function argument where the caller's value is).
+    ``registry``: what TensorFlow registered (kernels, outputs, its placer's Identity step),
+    by default the one ``facts`` were read with (``facts.registry``); facts loaded from a file
+    have none, and then :class:`~tfplace_widget.model.kernel_registry.MissingRegistryError`.
     """
+    found = require_registry(registry, facts, "predict_devices")
     columns, placer = _predict(
-        facts, devices, soft_placement, details, pinned, local_task, pinned_reasons
+        facts, devices, soft_placement, details, pinned, local_task, pinned_reasons, registry=found
     )
     frame = pd.DataFrame(columns, columns=PREDICTED_COLUMNS)
     frame.attrs["errors"] = [message for _, message in placer.errors]
@@ -82,14 +86,17 @@ def _predict(
     local_task: str = "",
     pinned_reasons: Mapping[str, str] | None = None,
     pinned_assumed: Mapping[str, str] | None = None,
+    *,
+    registry: KernelRegistry,
 ) -> tuple[dict[str, Any], _Placer]:
     """:func:`predict_devices`'s columns (arrays), and the placer (its errors, codes and edge
     table, which the predicted trace reuses). ``pinned_assumed``: per pinned node whose device
     is an assumption, what the nodes placed with it add to their reasons."""
     if not devices:
         raise ValueError("devices is empty: the placer needs at least one device (a CPU).")
-    import_tensorflow()  # the registries below: TF's start-up lines go to no cell
-    placer = _Placer(facts, devices, soft_placement, details, pinned, local_task, pinned_reasons)
+    placer = _Placer(
+        facts, registry, devices, soft_placement, details, pinned, local_task, pinned_reasons
+    )
     placer.run()
     explain = _Reasons(placer, pinned_assumed)
     codes = placer.code_array
@@ -143,18 +150,23 @@ def predict_trace(
     soft: bool,
     details: Mapping[str, NodeDetail] | None = None,
     keras: KerasXla | None = None,
+    registry: KernelRegistry | None = None,
 ) -> PlacementTrace:
     """The prediction of ``trace`` (traced with its graph facts) with ``gpus`` GPUs added to its
     devices, soft placement ``soft``: what :func:`~tfplace_widget.tracing.predict.predict_placement`
-    returns once it has a trace (``details``: :func:`.details.node_details` of its graph).
+    returns once it has a trace (``details``:
+    :func:`~tfplace_widget.tfadapter.graphfacts.node_details` of its graph).
 
     With GPUs, a note after the first says what XLA would do there: for ``keras`` (the traced
     callable was a Keras step XLA would compile on a GPU; by default what the trace recorded
     of it, ``trace.raw``) :func:`.keras_xla.apply_keras_xla`, which also marks the step's ops,
     otherwise, when the traced run had XLA clusters (ops with ``how == "xla"``),
-    :func:`xla_clusters_note`.
+    :func:`xla_clusters_note`. ``registry``: what TensorFlow registered, handed in by the
+    caller that runs TensorFlow (by default the one the trace's facts were read with; a trace
+    loaded from a file has none:
+    :class:`~tfplace_widget.model.kernel_registry.MissingRegistryError`).
     """
-    predicted = _predict_trace(trace, gpus, soft, details)
+    predicted = _predict_trace(trace, gpus, soft, details, registry)
     unlisted = _unlisted(trace, predicted)
     if keras is None:
         keras = KerasXla.from_raw(getattr(trace, "raw", None))
@@ -169,7 +181,11 @@ def predict_trace(
 
 
 def _predict_trace(
-    trace: Any, gpus: int, soft: bool, details: Mapping[str, NodeDetail] | None
+    trace: Any,
+    gpus: int,
+    soft: bool,
+    details: Mapping[str, NodeDetail] | None,
+    registry: KernelRegistry | None,
 ) -> PlacementTrace:
     """:func:`predict_trace` without the XLA note."""
     facts = getattr(trace, "facts", None)
@@ -184,6 +200,7 @@ def _predict_trace(
         raise ValueError(
             "This trace is already a prediction; pass the traced trace or the function."
         )
+    registry = require_registry(registry, facts, "predict_placement")
     devices = predicted_devices(trace.devices, gpus)
     arguments = _pinned_arguments(trace, facts, gpus)
     pinned = {name: argument.device for name, argument in arguments.items()}
@@ -193,7 +210,15 @@ def _predict_trace(
         reasons.setdefault(name, reason)
     assumed = {name: argument.assumed for name, argument in arguments.items() if argument.assumed}
     columns, placer = _predict(
-        facts, devices, soft, details, pinned, master_task(trace), reasons, assumed
+        facts,
+        devices,
+        soft,
+        details,
+        pinned,
+        master_task(trace),
+        reasons,
+        assumed,
+        registry=registry,
     )
     return _predicted_trace(trace, facts, columns, devices, gpus, soft, details, placer)
 

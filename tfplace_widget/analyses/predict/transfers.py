@@ -12,10 +12,8 @@ import numpy as np
 import pandas as pd
 
 from ...model.devices import crosses_tasks
-from ...model.graphfacts import GraphFacts
-from ...tfadapter.capture import import_tensorflow
+from ...model.graphfacts import GraphFacts, NodeDetail
 from .cache import _Edges, _edges, _in_order
-from .details import NodeDetail
 
 TRANSFER_PREDICTED_COLUMNS = [
     "tensor",
@@ -36,7 +34,6 @@ def predict_transfers(
     kernel's host-memory argument next to a device-memory one). ``copy`` says which memories:
     ``HtoD``, ``DtoH``, ``DtoD`` or ``HtoH`` (host memory on both sides: two CPUs, or a GPU
     op's host-memory tensor)."""
-    import_tensorflow()
     names = list(device_of)
     return _copies(facts, names, [device_of[n] for n in names], details)
 
