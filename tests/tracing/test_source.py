@@ -154,3 +154,19 @@ def test_runtime_ops_have_an_empty_source(scenarios: dict[str, pd.DataFrame]) ->
         runtime = ops[ops["type"].isin(RUNTIME_TYPES)]
         assert len(runtime), name
         assert (runtime["source"] == "").all(), runtime[["op", "source"]]
+
+
+def test_a_notebook_cell_is_named_as_ipython_names_it():
+    """In a kernel, an op made in a cell points at ``In[N]:line`` (IPython's name for the cell
+    in tracebacks), not at the kernel's temporary file."""
+    from helpers import execute_in_kernel, stream_texts
+
+    _, outputs = execute_in_kernel(
+        "import tensorflow as tf\n"
+        "def build():\n"
+        "    a = tf.ones((4,), name='A')\n"
+        "    return tf.add(a, a, name='C')",
+        "from tfplace_widget import trace_placement\n"
+        "print(trace_placement(build).ops.set_index('op').loc['C', 'source'])",
+    )
+    assert stream_texts(outputs)[-1].strip().splitlines()[-1] == "In[1]:4 in build"

@@ -4,7 +4,8 @@ op, from the frames the tracers recorded (``Executed.built_at``)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -18,10 +19,13 @@ RUNTIME_TYPES = frozenset(
 )
 
 
-def source_text(built: BuiltAt, cwd: str) -> str:
+def source_text(
+    built: BuiltAt, cwd: str, cell_of: Callable[[str], str | None] = lambda path: None
+) -> str:
     """``train.py:42 in train_step``: the file relative to ``cwd`` when under it, else its
-    name (a notebook cell's is the kernel's temporary file)."""
-    path = built.path
+    name; a notebook cell as IPython names it in tracebacks (``In[5]:3 in step``: ``cell_of``
+    gives ``In[5]`` for the kernel's file of that cell)."""
+    path = cell_of(built.path) or built.path
     if os.path.isabs(path):
         relative = os.path.relpath(path, cwd) if path.startswith(cwd + os.sep) else ""
         path = relative or os.path.basename(path)
@@ -40,6 +44,7 @@ def source_columns(
         path: list = [None] * n
     else:
         cwd = os.getcwd() if cwd is None else cwd
+        cell_of = notebook_cells()
         source, path = [], []
         texts: dict[BuiltAt, tuple[str, str]] = {}
         for name, op_type in zip(names, types, strict=True):
@@ -53,8 +58,28 @@ def source_columns(
                 path.append(None)
                 continue
             if frame not in texts:
-                texts[frame] = (source_text(frame, cwd), f"{frame.path}:{frame.line}")
+                texts[frame] = (source_text(frame, cwd, cell_of), f"{frame.path}:{frame.line}")
             text, where = texts[frame]
             source.append(text)
             path.append(where)
     return pd.array(source, dtype="string"), pd.array(path, dtype="string")
+
+
+def notebook_cells() -> Callable[[str], str | None]:
+    """``path -> "In[5]"`` for the files of the cells IPython ran in this process (the names
+    its tracebacks give: ``CachingCompiler.format_code_name``), None for other files; None
+    for every file outside IPython."""
+    ipython = sys.modules.get("IPython")  # only where IPython already runs: nothing imported
+    shell = ipython.get_ipython() if ipython is not None else None
+    name_of = getattr(getattr(shell, "compile", None), "format_code_name", None)
+    if name_of is None:
+        return lambda path: None
+
+    def cell_of(path: str) -> str | None:
+        try:
+            named = name_of(path)
+        except Exception:  # an IPython whose compiler names otherwise: the file's name
+            return None
+        return named[1] if named else None
+
+    return cell_of
