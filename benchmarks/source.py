@@ -8,8 +8,8 @@ The generated graphs of ``benchmarks/graphs.py`` are imported GraphDefs, whose o
 Python stack: they would show no cost. Here every op is made by Python code, as a user's are:
 a TF1 graph builder of ``--ops`` elementwise ops (graph mode: ``op.traceback`` per op), and
 ``function_mode.make_function``'s tf.function (about 2,000 ops at the default ``--length 50``;
-function mode: one ``GraphDebugInfo`` per function). Also timed alone: reading the stacks of
-the builder's graph (``graph_built_at``).
+function mode: one ``GraphDebugInfo`` per function). Also timed: the stack readers inside the
+traces, and alone on the builder's graph (``graph_built_at``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,31 @@ def python_builder(tf: Any, n_ops: int) -> Callable[[], Any]:
 
     build.__name__ = f"python_{n_ops}"
     return build
+
+
+@contextmanager
+def reading_timed(spent: dict[str, list[float]]) -> Any:
+    """The tracers with their stack readers timed: seconds per call into ``spent``."""
+    from tfplace_widget.tracing import function, tracer
+
+    saved = tracer.graph_built_at, function.function_built_at
+
+    def timed(key: str, reader: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return reader(*args)
+            finally:
+                spent.setdefault(key, []).append(time.perf_counter() - start)
+
+        return run
+
+    tracer.graph_built_at = timed("graph", saved[0])
+    function.function_built_at = timed("function", saved[1])
+    try:
+        yield
+    finally:
+        tracer.graph_built_at, function.function_built_at = saved
 
 
 @contextmanager
@@ -73,11 +98,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return run
 
+    spent: dict[str, list[float]] = {}
+
     def graph_trace() -> Any:
-        return trace_placement(build)
+        with reading_timed(spent):
+            return trace_placement(build)
 
     def function_trace() -> Any:
-        return trace_placement(f, x)
+        with reading_timed(spent):
+            return trace_placement(f, x)
 
     def build_alone() -> Any:  # the user's code, which the graph-mode trace runs first
         with tf.Graph().as_default():
@@ -89,10 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         timings = interleaved(
             {
                 "graph, with source": graph_trace,
-                "graph, without": bare(graph_trace),
+                "graph, without": bare(lambda: trace_placement(build)),
                 "graph, the builder alone": build_alone,
                 "function, with source": function_trace,
-                "function, without": bare(function_trace),
+                "function, without": bare(lambda: trace_placement(f, x)),
             },
             args.repeats,
         )
@@ -123,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         f"  graph mode without the builder's {fmt_ms(build)}: {fmt_ms(own[0])} with source, "
         f"{fmt_ms(own[1])} without: {100 * (own[0] - own[1]) / own[1]:+.1f}%"
     )
+    for mode in ("graph", "function"):
+        reading = statistics.median(spent[mode])
+        print(f"  {mode} mode: reading the stacks inside the trace: {fmt_ms(reading)} (median)")
     ops = len(graph.get_operations())
     read = statistics.median(reads)
     print(f"  reading {ops:,} ops' stacks (graph_built_at): {fmt_ms(read)}")
