@@ -169,6 +169,7 @@ def assert_placement(
     """
     from .testing.assertion import assert_placement as check
 
+    __tracebackhide__ = True  # pytest's report ends at the user's call
     return check(
         fn_or_trace,
         *args,

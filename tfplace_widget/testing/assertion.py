@@ -30,6 +30,8 @@ class PlacementAssertionError(AssertionError):
     ``check.copies`` and ``check.fallbacks``.
     """
 
+    __module__ = "tfplace_widget"  # its public name, in tracebacks and pytest's summary
+
     def __init__(self, message: str, check: PlacementCheck) -> None:
         super().__init__(message)
         self.check = check
@@ -42,6 +44,7 @@ class PlacementAssertionError(AssertionError):
 
 def assert_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementTrace:
     """See :func:`tfplace_widget.assert_placement` (documented there, for the API reference)."""
+    __tracebackhide__ = True  # pytest's report ends at the user's call
     return verdict(placement_check(fn_or_trace, *args, **options))
 
 
@@ -49,6 +52,7 @@ def verdict(check: PlacementCheck) -> PlacementTrace:
     """The placement checked, or :class:`PlacementAssertionError` with the check's table."""
     from ..rendering.check_report import check_report
 
+    __tracebackhide__ = True
     if not check.passed:
         raise PlacementAssertionError(check_report(check), check)
     return check.checked

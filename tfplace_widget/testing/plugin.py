@@ -39,6 +39,7 @@ class PlacementChecks:
         from ..rendering.check_report import check_report
         from .assertion import placement_check, verdict
 
+        __tracebackhide__ = True  # pytest's report ends at the user's call
         check = placement_check(fn_or_trace, *args, **options)
         self.reports.append(check_report(check))
         return verdict(check)
