@@ -17,7 +17,7 @@ import textwrap
 from typing import Any
 
 import pytest
-from helpers import CPU0, CPU1, REPO, TWO_CPUS, needs_source_tree, run_python
+from helpers import CPU0, CPU1, GPU_TRACES, REPO, TWO_CPUS, needs_source_tree, run_python
 
 from tfplace_widget import PlacementAssertionError, PlacementTrace, assert_placement
 from tfplace_widget.analyses.expectations import ExpectationError
@@ -202,6 +202,19 @@ def test_the_default_checks_only_what_is_asked(tf, trace_placement):
     asked, and a CPU expectation is checked against the trace itself."""
     trace = trace_placement(int32_matmul(tf), device_count=TWO_CPUS)
     assert assert_placement(trace, expect={"n": "CPU:0"}) is trace
+
+
+def test_a_trace_recorded_on_a_gpu_machine_is_checked_itself():
+    """A GPU trace file (recorded by someone else): its own placement is checked, not a
+    prediction; its one copy (GPU:0 to host memory) breaks max_copies=0."""
+    path = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_01.json"
+    trace = assert_placement(path, expect={"MatMul": "GPU:0"}, allow_cpu_fallback=False)
+    assert not trace.predicted and trace.device_of("MatMul").endswith("GPU:0")
+    with pytest.raises(PlacementAssertionError) as info:
+        assert_placement(trace, max_copies=0)
+    assert not info.value.check.predicted
+    header, *rows = table(str(info.value), "Copies between devices (1, max_copies=0)")
+    assert [r[1:3] for r in rows] == [["GPU:0", "CPU:0"]]
 
 
 @needs_source_tree

@@ -58,19 +58,17 @@ def verdict(check: PlacementCheck) -> PlacementTrace:
     return check.checked
 
 
-def placement_check(
-    fn_or_trace: Any,
-    *args: Any,
-    expect: Mapping[str, str] | None = None,
-    max_copies: int | None = None,
-    allow_cpu_fallback: bool = True,
-    **trace_options: Any,
-) -> PlacementCheck:
-    """Check the options, trace ``fn_or_trace`` once (or take it as traced), check it."""
+def placement_check(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementCheck:
+    """Check the options (``expect``, ``max_copies``, ``allow_cpu_fallback``, the rest are the
+    trace's), trace ``fn_or_trace`` once (or take it as traced), check it."""
     from ..analyses.checks import check_placement
     from ..analyses.expectations import expectations_from
     from ..tracing.dispatch import as_trace, is_traced
 
+    expect: Mapping[str, str] | None = options.pop("expect", None)
+    max_copies: int | None = options.pop("max_copies", None)
+    allow_cpu_fallback: bool = options.pop("allow_cpu_fallback", True)
+    trace_options = options
     expectations = expectations_from(expect) if expect is not None else []
     if max_copies is not None and (
         isinstance(max_copies, bool) or not isinstance(max_copies, int) or max_copies < 0
