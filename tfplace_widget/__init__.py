@@ -143,7 +143,7 @@ def assert_placement(
         fn_or_trace: What ``trace_placement`` takes (TF2 code or a graph builder), traced here
             with ``*args`` and ``**trace_options``; or a ``PlacementTrace`` or trace file.
         *args: Positional arguments passed to ``fn``.
-        expect: Op-name globs to devices, ``{"dense*": "GPU", "loss": "CPU:0"}``, by the rules
+        expect: Op-name globs to devices, ``{"*dense*": "GPU", "loss": "CPU:0"}``, by the rules
             of ``--expect-device`` (whole name, case-sensitive; ops the runtime adds are left
             out; a device type, short name, task or full name). Each glob must match an op.
         max_copies: The most copies between devices the step may make (``trace.transfers``:

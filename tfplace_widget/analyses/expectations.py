@@ -73,7 +73,7 @@ def expectations_from(expect: Mapping[str, str]) -> list[Expectation]:
     """``assert_placement``'s ``expect={PATTERN: DEVICE}``, by the rules of ``--expect-device``."""
     if not isinstance(expect, Mapping):
         raise TypeError(
-            "expect must map op-name globs to devices, e.g. {'dense*': 'GPU'}, not "
+            "expect must map op-name globs to devices, e.g. {'*dense*': 'GPU'}, not "
             f"{type(expect).__name__}."
         )
     found = []
@@ -82,7 +82,7 @@ def expectations_from(expect: Mapping[str, str]) -> list[Expectation]:
         if not isinstance(pattern, str) or not isinstance(device, str):
             raise TypeError(f"{shown}: a glob of op names and a device, both strings.")
         if not pattern.strip() or not device.strip():
-            raise ExpectationError(f"{shown}: an empty glob or device; e.g. {{'dense*': 'GPU'}}.")
+            raise ExpectationError(f"{shown}: an empty glob or device; e.g. {{'*dense*': 'GPU'}}.")
         found.append(_expectation(f"{pattern}={device}", pattern, device.strip(), shown))
     return found
 

@@ -78,7 +78,7 @@ def placement_check(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementCh
         raise TypeError(f"allow_cpu_fallback must be True or False, not {allow_cpu_fallback!r}.")
     if not expectations and max_copies is None and allow_cpu_fallback:
         raise ValueError(
-            "assert_placement checks nothing: pass expect={'dense*': 'GPU'} (op-name globs to "
+            "assert_placement checks nothing: pass expect={'*dense*': 'GPU'} (op-name globs to "
             "devices), max_copies=N or allow_cpu_fallback=False."
         )
     soft = trace_options.get("soft_placement", True)

@@ -50,7 +50,7 @@ class PlacementChecks:
 @pytest.fixture
 def tfplace(request: pytest.FixtureRequest) -> PlacementChecks:
     """Placement checks whose tables the report shows when the test fails:
-    ``tfplace.check(step, x, expect={"dense*": "GPU"}, max_copies=0)``."""
+    ``tfplace.check(step, x, expect={"*dense*": "GPU"}, max_copies=0)``."""
     checks = PlacementChecks()
     request.node.stash[_CHECKS] = checks.reports
     return checks
