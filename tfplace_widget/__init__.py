@@ -10,12 +10,14 @@ implementation on first call.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .model.errors import (
     CallsTfFunction,
     ClusterError,
     FrameFormatError,
+    PlacementAssertionError,
     SearchError,
     TraceError,
     TraceFileNotFound,
@@ -37,6 +39,7 @@ __all__ = [
     "ClusterError",
     "ComparisonView",
     "FrameFormatError",
+    "PlacementAssertionError",
     "PlacementDiff",
     "PlacementPanel",
     "PlacementTrace",
@@ -45,6 +48,7 @@ __all__ = [
     "TraceFileNotFound",
     "TraceWriteError",
     "UsesEagerObjects",
+    "assert_placement",
     "capture_native_output",
     "compare",
     "load_ipython_extension",
@@ -142,6 +146,64 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     from .tracing.predict import predict_placement as predict
 
     return predict(fn_or_trace, gpus, **trace_options)
+
+
+def assert_placement(
+    fn_or_trace: Any,
+    *args: Any,
+    expect: Mapping[str, str] | None = None,
+    max_copies: int | None = None,
+    allow_cpu_fallback: bool = True,
+    **trace_options: Any,
+) -> PlacementTrace:
+    """Check where ``fn(*args)`` puts its ops; raise ``PlacementAssertionError`` if not as asked.
+
+    Traces once (``trace_placement``, which puts back every TensorFlow setting it changes: a
+    training loop that calls this before its first step pays nothing in the later ones), then
+    checks the placement. On a machine without a device type the check is about (a GPU
+    named in ``expect``, or ``allow_cpu_fallback=False``), it checks the prediction
+    ``predict_placement(trace, gpus=N)`` instead, and its message and result say so. The same
+    check as ``tfplace run/show --expect-device``.
+
+    Args:
+        fn_or_trace: What ``trace_placement`` takes (TF2 code or a graph builder), traced here
+            with ``*args`` and ``**trace_options``; or a ``PlacementTrace`` or trace file.
+        *args: Positional arguments passed to ``fn``.
+        expect: Op-name globs to devices, ``{"*dense*": "GPU", "loss": "CPU:0"}``, by the rules
+            of ``--expect-device`` (whole name, case-sensitive; ops the runtime adds are left
+            out; a device type, short name, task or full name). Each glob must match an op.
+        max_copies: The most copies between devices the step may make (``trace.transfers``:
+            each tensor sent from one device to another, the fetch of a result included).
+        allow_cpu_fallback: ``False``: fail on any ``cpu_fallback`` finding (an op on the CPU
+            of a GPU machine for a reason of its own, e.g. no GPU kernel), also one under the
+            findings' 1% materiality line. Default ``True``: only what you ask is checked.
+        **trace_options: Keyword-only: the options of ``trace_placement`` (``device_count``,
+            ``fn_kwargs``, ``steps``, ``soft_placement``...; for a trace only
+            ``soft_placement``, the prediction's).
+
+    Returns:
+        The placement checked, for further checks: the trace, or the prediction
+        (``predicted`` True) on a machine without the device.
+
+    Raises:
+        PlacementAssertionError: A check failed (an ``AssertionError``: pytest reports a failed
+            assertion); the message lists the offending ops (op, type, device, expected,
+            source line when the trace has one, reason), the copies and the fallbacks.
+        ValueError: Nothing to check, a glob that matches no op, a device the placement has
+            none of, or a bad option value.
+        TraceError: The code failed or cannot be traced.
+    """
+    from .testing.assertion import assert_placement as check
+
+    __tracebackhide__ = True  # pytest's report ends at the user's call
+    return check(
+        fn_or_trace,
+        *args,
+        expect=expect,
+        max_copies=max_copies,
+        allow_cpu_fallback=allow_cpu_fallback,
+        **trace_options,
+    )
 
 
 def compare(a: Any, b: Any) -> PlacementDiff:

@@ -100,6 +100,18 @@ def test_the_wheel_ships_the_browsers_javascript_and_css(wheel):
     assert "tfplace_widget/static/__init__.py" in wheel
 
 
+def test_the_wheel_registers_the_console_script_and_the_pytest_plugin(wheel):
+    """Installed, the wheel gives the ``tfplace`` command and the ``tfplace`` pytest plugin."""
+    import configparser
+
+    (name,) = [n for n in wheel if n.endswith(".dist-info/entry_points.txt")]
+    entry_points = configparser.ConfigParser()
+    entry_points.read_string(wheel[name].decode())
+    assert dict(entry_points["console_scripts"]) == {"tfplace": "tfplace_widget.cli:main"}
+    assert dict(entry_points["pytest11"]) == {"tfplace": "tfplace_widget.testing.plugin"}
+    assert "tfplace_widget/testing/plugin.py" in wheel
+
+
 def test_the_package_index_page_has_no_link_it_cannot_follow(wheel):
     """A package index shows the wheel's long description on its own page, where a link or an
     image relative to the repository (``docs/panel.png``) is broken: the description is a short

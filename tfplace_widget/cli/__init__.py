@@ -6,7 +6,7 @@ than the library does: loading is :func:`tfplace_widget.tracing.dispatch.as_trac
 :func:`~tfplace_widget.tracing.predict.predict_placement`, writing the trace's own ``save`` /
 ``to_chrome_trace`` / ``to_csv`` / ``to_parquet`` and ``export.html.write_html``, the printed
 summary :mod:`tfplace_widget.rendering.text_report`, the ``--expect-device`` checks
-:mod:`tfplace_widget.analyses.expectations`.
+:mod:`tfplace_widget.analyses.checks` (``assert_placement``'s too).
 
 The package: ``main`` (parse, run, exit code), ``args`` (the parser), ``commands`` (``show``,
 ``export``, ``run``), ``inputs`` (trace files, builders), ``outputs`` (checked before any work),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 LOG_LINES_IN_MESSAGE = 12
 _MAX_LINE = 300
@@ -108,6 +109,31 @@ class FrameFormatError(ValueError):
 
 class SearchError(ValueError):
     """The search text cannot be used (an invalid regular expression)."""
+
+
+class PlacementAssertionError(AssertionError):
+    """A placement check failed: ops not on their expected device, more copies than
+    ``max_copies``, or a CPU fallback with ``allow_cpu_fallback=False``.
+
+    An ``AssertionError``, so that pytest (and ``unittest``) report it as a failed assertion,
+    not as an error. The message is a table of the offending ops (op, type, device, expected,
+    the user's source line when the trace has it, reason), the copies and the fallbacks;
+    ``check`` (an ``analyses.checks.PlacementCheck``) holds what was found: ``check.checked`` (the placement checked),
+    ``check.predicted`` and ``check.basis`` (what it was checked against: the trace, or
+    ``predict_placement(trace, gpus=N)`` on a machine without a GPU), ``check.offending()``,
+    ``check.copies`` and ``check.fallbacks``.
+    """
+
+    __module__ = "tfplace_widget"  # its public name, in tracebacks and pytest's summary
+
+    def __init__(self, message: str, check: Any) -> None:
+        super().__init__(message)
+        self.check = check
+
+    @property
+    def table(self) -> str:
+        """The message: the same text the ``tfplace`` pytest plugin prints in the report."""
+        return str(self.args[0])
 
 
 def read_file(

@@ -296,13 +296,8 @@ def _time(value: Any, format_us: Callable[[float], str]) -> str:
     return format_us(number)
 
 
-def print_expectations(
-    out: TextOutput, outcomes: Sequence[Outcome], devices: Sequence[str]
-) -> None:
-    """The ``--expect-device`` results: one row per expectation (ok, or how many ops are
-    elsewhere), then, for each failed one, its offending ops (the first ``MAX_OFFENDERS``)."""
-    from ..analyses.summary import short_names
-
+def expectation_rows(outcomes: Sequence[Outcome]) -> list[list[str]]:
+    """Per expectation: ``ok`` or ``FAIL``, ``PATTERN=DEVICE``, how many ops (are elsewhere)."""
     rows = []
     for outcome in outcomes:
         expectation, matched, wrong = outcome.expectation, outcome.matched, outcome.wrong
@@ -313,7 +308,17 @@ def print_expectations(
             else f"{len(wrong):,} of {len(matched):,} ops elsewhere"
         )
         rows.append([status, expectation.text, detail])
-    out.table(rows, ["", "expectation", "ops"], styles={0: status_style})
+    return rows
+
+
+def print_expectations(
+    out: TextOutput, outcomes: Sequence[Outcome], devices: Sequence[str]
+) -> None:
+    """The ``--expect-device`` results: one row per expectation (ok, or how many ops are
+    elsewhere), then, for each failed one, its offending ops (the first ``MAX_OFFENDERS``)."""
+    from ..analyses.summary import short_names
+
+    out.table(expectation_rows(outcomes), ["", "expectation", "ops"], styles={0: status_style})
     failures = [outcome for outcome in outcomes if not outcome.wrong.empty]
     if not failures:
         return
