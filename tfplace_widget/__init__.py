@@ -173,7 +173,7 @@ def load_ipython_extension(ipython: Any) -> None:
     """
     from .magics import load
 
-    load(ipython)
+    load(ipython, _magic_names())
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -184,4 +184,10 @@ def unload_ipython_extension(ipython: Any) -> None:
     """
     from .magics import unload
 
-    unload(ipython)
+    unload(ipython, _magic_names())
+
+
+def _magic_names() -> dict[str, Any]:
+    """What ``%load_ext`` adds to the user's namespace: this module's own entry points (handed
+    to ``magics``, which does not import the package root)."""
+    return {"show_placement": show_placement, "trace_placement": trace_placement}
