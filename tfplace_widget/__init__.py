@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import services as _services
 from .model.errors import TraceError
+from .model.services import install as _install_services
 from .model.version import __version__ as __version__
+
+_install_services(_services)  # PlacementTrace's save, load, exports, findings and readers
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyses.compare import PlacementDiff

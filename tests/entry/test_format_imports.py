@@ -1,6 +1,7 @@
 """The ``.tfplace`` format's package (issue 32) reaches no ``model.trace``, counting imports
-inside functions too: ``PlacementTrace.save``/``load`` delegate to it, and it hands back parts,
-so that no ``model.trace -> tfplace_format -> model.trace`` cycle exists at run time."""
+inside functions too: ``PlacementTrace.save``/``load`` reach it through the package's services
+(``tfplace_widget.services``), and it hands back parts, so that no cycle through the trace
+exists at run time."""
 
 from __future__ import annotations
 
@@ -52,4 +53,5 @@ def test_the_format_package_never_imports_the_trace_class():
     assert f"{FORMAT}.reader" in modules and f"{FORMAT}.writer" in modules
     chains = [chain for m in modules if (chain := path_to_trace(m, graph))]
     assert not chains, "\n".join(" -> ".join(chain) for chain in chains)
-    assert any(FORMAT in target for target in graph[TRACE])  # save/load delegate to it
+    # save/load delegate to it, through the services
+    assert any(FORMAT in target for target in graph["tfplace_widget.services"])

@@ -2,5 +2,6 @@
 frames (``trace``, ``frames``, ``columns``, ``records``, ``xla``), why each op went where it did
 (``reasons``), device names (``devices``), the graph as built (``graphfacts``) and kernel facts
 (``kernels``) as plain data, with ``errors`` and ``version``. Runs no TensorFlow (reading these
-facts from it is :mod:`tfplace_widget.tfadapter`'s) and imports no other layer;
-``PlacementTrace``'s methods delegate upward when called (a facade)."""
+facts from it is :mod:`tfplace_widget.tfadapter`'s) and imports no other layer, not even inside
+a function: what ``PlacementTrace``'s methods need from above (findings, save, load, exports,
+readers) is the port ``services``, which the package root fills in."""
