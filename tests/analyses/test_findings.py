@@ -155,7 +155,7 @@ def test_int32_arithmetic_computes_in_host_memory_on_the_gpu(tf, trace_placement
 
 
 def test_a_predicted_gpu_trace_finds_the_same_fallbacks(classic, classic_findings):
-    from tfplace_widget.analyses.predict import predict_placement
+    from tfplace_widget import predict_placement
 
     predicted = predict_placement(classic, gpus=1)
     findings = predicted.findings

@@ -114,7 +114,7 @@ def test_a_gpu_trace_has_no_predicted_findings(gpu_trace):
 
 
 def test_a_prediction_s_findings_are_all_predicted(cpu_trace):
-    from tfplace_widget.analyses.predict import predict_placement
+    from tfplace_widget import predict_placement
 
     predicted = predict_placement(cpu_trace, gpus=1)
     findings = predicted.findings

@@ -310,7 +310,7 @@ def test_bars_are_merged_to_a_bounded_number_of_rects():
 
 
 def test_a_trace_without_events_has_a_snapshot_without_bars(seed_cpu):
-    from tfplace_widget.analyses.predict import predict_placement
+    from tfplace_widget import predict_placement
 
     predicted = predict_placement(seed_cpu, gpus=1)
     figure = TimelineFigure(predicted.events, predicted.devices, predicted.transfers, {})

@@ -120,7 +120,7 @@ def test_functions_and_files_are_traced_or_loaded(before, seed_builders):
 
 
 def test_a_predicted_trace_compares_too(before):
-    from tfplace_widget.analyses.predict import predict_placement
+    from tfplace_widget import predict_placement
 
     view = ComparisonView(compare(before, predict_placement(before, gpus=1)))
     assert "predicted, not run" in view.titles[1].value

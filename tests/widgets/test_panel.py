@@ -428,7 +428,7 @@ def test_findings_that_fail_are_a_message_not_a_broken_panel(seed_trace, monkeyp
 
 
 def test_a_predicted_trace_says_so_in_the_header(classic_panel):
-    from tfplace_widget.analyses.predict import predict_placement
+    from tfplace_widget import predict_placement
 
     panel = PlacementPanel(predict_placement(classic_panel.trace, gpus=1))
     assert "predicted, not run" in panel.header.value
@@ -477,7 +477,7 @@ def test_a_failed_prediction_keeps_the_previous_result(classic_panel, monkeypatc
 
 def test_the_gpu_control_needs_a_trace_with_its_graph(classic_panel):
     assert show_placement(GPU_TRACE).as_gpus.disabled  # a Chrome trace: no graph
-    from tfplace_widget.analyses.predict import predict_placement
+    from tfplace_widget import predict_placement
 
     assert PlacementPanel(predict_placement(classic_panel.trace)).as_gpus.disabled
 

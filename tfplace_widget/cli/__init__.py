@@ -3,7 +3,7 @@
 One job: parse the arguments, call the library, print. Nothing here knows more about traces
 than the library does: loading is :func:`tfplace_widget.tracing.dispatch.as_trace`, tracing
 :func:`~tfplace_widget.tracing.tracer.trace_placement`, predicting
-:func:`~tfplace_widget.analyses.predict.predict_placement`, writing the trace's own ``save`` /
+:func:`~tfplace_widget.tracing.predict.predict_placement`, writing the trace's own ``save`` /
 ``to_chrome_trace`` / ``to_csv`` / ``to_parquet`` and ``export.html.write_html``, the printed
 summary :mod:`tfplace_widget.rendering.text_report`, the ``--expect-device`` checks
 :mod:`tfplace_widget.analyses.expectations`.

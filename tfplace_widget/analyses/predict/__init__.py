@@ -32,10 +32,9 @@ above one by one (see :class:`.placer._Placer`).
 
 :func:`predict_devices` is the pure core (no session, no trace); :func:`.result.predict_trace`
 wraps it into a :class:`~tfplace_widget.model.trace.PlacementTrace` marked ``predicted``, and
-:func:`~tfplace_widget.tracing.predict.predict_placement` (a function or a trace) traces a
-function first: it is the tracing layer's, and ``predict_placement`` here imports it lazily
-(analyses do not import tracing at import time). With ``gpus=0`` on this machine the
-prediction must equal what TensorFlow did (tests/analyses/test_predict.py).
+:func:`tfplace_widget.predict_placement` (a function or a trace) traces a function first, which
+is the tracing layer's job (:mod:`tfplace_widget.tracing.predict`). With ``gpus=0`` on this
+machine the prediction must equal what TensorFlow did (tests/analyses/test_predict.py).
 
 The parts, one job each: :mod:`.devices` (device-name maths, the prediction's device set),
 :mod:`.cache` (what every prediction of one GraphFacts shares), :mod:`.nodes` (the placer's
@@ -50,8 +49,6 @@ not used outside it (benchmarks aside).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from ...tfadapter.probe import identity_follows_its_input
 from .details import NodeDetail, node_details
@@ -69,19 +66,7 @@ __all__ = [
     "master_task",
     "node_details",
     "predict_devices",
-    "predict_placement",
     "predict_trace",
     "predict_transfers",
     "predicted_devices",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """``predict_placement``, the documented import path of
-    :func:`tfplace_widget.tracing.predict.predict_placement`, imported on first use: it traces
-    a function, which is the tracing layer's job (the layer contract's one exception)."""
-    if name == "predict_placement":
-        from ...tracing.predict import predict_placement
-
-        return predict_placement
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
