@@ -20,10 +20,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def find_findings(trace: PlacementTrace, immaterial: bool = False) -> pd.DataFrame:
-    """:func:`tfplace_widget.analyses.findings.find_findings`."""
+    """:func:`tfplace_widget.analyses.findings.find_findings` (``immaterial`` passed only when
+    asked for)."""
     from .analyses.findings import find_findings as find
 
-    return find(trace, immaterial=immaterial)
+    return find(trace, immaterial=True) if immaterial else find(trace)
 
 
 def save(
