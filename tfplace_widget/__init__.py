@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import services as _services
 from .model.errors import (
     CallsTfFunction,
     ClusterError,
@@ -24,7 +25,10 @@ from .model.errors import (
     TraceWriteError,
     UsesEagerObjects,
 )
+from .model.services import install as _install_services
 from .model.version import __version__ as __version__
+
+_install_services(_services)  # PlacementTrace's save, load, exports, findings and readers
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyses.compare import PlacementDiff
@@ -262,7 +266,7 @@ def load_ipython_extension(ipython: Any) -> None:
     """
     from .magics import load
 
-    load(ipython)
+    load(ipython, _magic_names())
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -273,4 +277,10 @@ def unload_ipython_extension(ipython: Any) -> None:
     """
     from .magics import unload
 
-    unload(ipython)
+    unload(ipython, _magic_names())
+
+
+def _magic_names() -> dict[str, Any]:
+    """What ``%load_ext`` adds to the user's namespace: this module's own entry points (handed
+    to ``magics``, which does not import the package root)."""
+    return {"show_placement": show_placement, "trace_placement": trace_placement}

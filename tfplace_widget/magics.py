@@ -72,17 +72,18 @@ def _builder_from_cell(cell: str, namespace: dict) -> Any:
     return cell_builder
 
 
-def load(ipython: Any) -> None:
-    """Register ``%%tfplace``, put the public functions in the user's namespace, send plotly.js,
-    and import the panel (pandas, ipywidgets: about half a second) right after the cell.
+def load(ipython: Any, names: dict[str, Any]) -> None:
+    """Register ``%%tfplace``, put ``names`` (the package's ``show_placement`` and
+    ``trace_placement``, handed in by its ``load_ipython_extension``) in the user's namespace,
+    send plotly.js, and import the panel (pandas, ipywidgets: about half a second) right after
+    the cell.
     """
-    from . import show_placement, trace_placement
     from .tfadapter.capture import capture_tensorflow_import
     from .widgets.bundle_holder import bundle_available, holder
 
     capture_tensorflow_import()  # TensorFlow's start-up lines go to the first trace's log
     ipython.register_magic_function(tfplace, magic_kind="cell", magic_name="tfplace")
-    ipython.push({"show_placement": show_placement, "trace_placement": trace_placement})
+    ipython.push(dict(names))
     # Send plotly.js now: the page loads it (about a second) while the user writes the first
     # cell, instead of while that cell's panel waits to be drawn.
     if bundle_available():
@@ -121,15 +122,13 @@ def _import_panel() -> None:
         importlib.import_module("tfplace_widget.widgets.panel")
 
 
-def unload(ipython: Any) -> None:
-    """Undo :func:`load`: drop the magic and the names it added (if the user kept ours)."""
-    from . import show_placement, trace_placement
+def unload(ipython: Any, names: dict[str, Any]) -> None:
+    """Undo :func:`load`: drop the magic and ``names`` (those of them the user kept)."""
     from .tfadapter.capture import stop_capturing_tensorflow_import
 
     stop_capturing_tensorflow_import()
 
     ipython.magics_manager.magics["cell"].pop("tfplace", None)
-    ours = {"show_placement": show_placement, "trace_placement": trace_placement}
-    for name, value in ours.items():
+    for name, value in names.items():
         if ipython.user_ns.get(name) is value:
             del ipython.user_ns[name]

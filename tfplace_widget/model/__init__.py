@@ -4,5 +4,6 @@ frames (``trace``, ``frames``, ``columns``, ``records``, ``xla``), why each op w
 (``kernels``) as plain data, the questions the analyses ask of TensorFlow's registries
 (``kernel_registry``: answered by whoever runs it), with ``errors`` and ``version``. Runs no
 TensorFlow (reading these facts from it is :mod:`tfplace_widget.tfadapter`'s) and imports no
-other layer;
-``PlacementTrace``'s methods delegate upward when called (a facade)."""
+other layer, not even inside a function: what ``PlacementTrace``'s methods need from above
+(findings, save, load, exports, readers) is the port ``services``, which the package root
+fills in."""

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .graphfacts import GraphFacts
+from .services import services
 from .xla import empty_xla
 
 
@@ -71,9 +72,7 @@ class PlacementTrace:
         most severe first (see :func:`tfplace_widget.analyses.findings.find_findings`)."""
         cached = self.__dict__.get("_findings_cache")
         if cached is None:
-            from ..analyses.findings import find_findings
-
-            cached = self.__dict__["_findings_cache"] = find_findings(self)
+            cached = self.__dict__["_findings_cache"] = services().find_findings(self)
         return cached
 
     @property
@@ -81,9 +80,7 @@ class PlacementTrace:
         """Every finding, the immaterial ones too (``evidence["material"]`` 0: what they are
         about takes under 1% of the step, or not in most traced steps); ``findings`` lists
         only the material ones, and the views show those."""
-        from ..analyses.findings import find_findings
-
-        return find_findings(self, immaterial=True)
+        return services().find_findings(self, immaterial=True)
 
     # -- lookups ------------------------------------------------------------------------------
     def device_of(self, op_name: str) -> str:
@@ -152,7 +149,7 @@ class PlacementTrace:
             f"{len(self.events)} events, {len(self.transfers)} transfers)"
         )
 
-    # -- save, load (tfplace_widget.tfplace_format), export (tfplace_widget.export) -------------
+    # -- save, load, export: through the services the package installs (model/services.py) ------
     def save(self, path: str | os.PathLike, *, overwrite: bool = True) -> str:
         """Write everything the panel shows to one ``.tfplace`` file (a zip of JSON tables and
         the raw protos).
@@ -172,11 +169,8 @@ class PlacementTrace:
             TraceWriteError: The file cannot be written (also an ``OSError``), or it exists and
                 ``overwrite`` is ``False`` (then also a ``FileExistsError``).
         """
-        from ..export.output import write_atomically
-        from ..tfplace_format.writer import save
-
         findings = self.__dict__.get("_findings_cache")
-        return save(self, path, write_file=write_atomically, overwrite=overwrite, findings=findings)
+        return services().save(self, path, overwrite=overwrite, findings=findings)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> PlacementTrace:
@@ -192,9 +186,7 @@ class PlacementTrace:
             TraceError: The file is missing, not a ``.tfplace`` file, damaged, past the size
                 limits, or from a newer version; the message names the file and the fix.
         """
-        from ..tfplace_format.reader import read
-
-        saved = read(path)
+        saved = services().read(path)
         trace = cls(**saved.fields)
         trace.facts, trace.measured, trace.raw = saved.facts, saved.measured, saved.raw
         if saved.findings is not None:
@@ -215,9 +207,7 @@ class PlacementTrace:
             ValueError: The trace is a prediction (no events): save it instead.
             TraceWriteError: As in ``save``.
         """
-        from ..export.chrome_trace import write_chrome_trace
-
-        return write_chrome_trace(self, path, overwrite=overwrite)
+        return services().to_chrome_trace(self, path, overwrite=overwrite)
 
     def to_html(self, path: str | os.PathLike, *, search: str = "", overwrite: bool = True) -> str:
         """Write one self-contained HTML report: the header, device chips, the searchable
@@ -234,9 +224,7 @@ class PlacementTrace:
         Raises:
             TraceWriteError: As in ``save``.
         """
-        from ..export.html import write_html
-
-        return str(write_html(self, path, search=search, overwrite=overwrite))
+        return services().to_html(self, path, search=search, overwrite=overwrite)
 
     def to_frames(self) -> dict[str, pd.DataFrame]:
         """Copies of the trace's tables, to change or join without changing the trace.
@@ -245,9 +233,7 @@ class PlacementTrace:
             ``ops``, ``events`` and ``transfers`` (in that order, by name), then ``xla`` when
             an XLA cluster ran (one row per executed HLO instruction).
         """
-        from ..export.tables import to_frames
-
-        return to_frames(self)
+        return services().to_frames(self)
 
     def to_csv(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
         """Write ``ops.csv``, ``events.csv`` and ``transfers.csv`` (and ``xla.csv`` when an
@@ -264,9 +250,7 @@ class PlacementTrace:
         Raises:
             TraceWriteError: As in ``save``.
         """
-        from ..export.tables import to_csv
-
-        return to_csv(self, folder, overwrite=overwrite)
+        return services().to_csv(self, folder, overwrite=overwrite)
 
     def to_parquet(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
         """Write ``ops.parquet``, ``events.parquet`` and ``transfers.parquet`` (and
@@ -283,9 +267,7 @@ class PlacementTrace:
             ImportError: pyarrow is not installed (``pip install 'tfplace_widget[parquet]'``).
             TraceWriteError: As in ``save``.
         """
-        from ..export.tables import to_parquet
-
-        return to_parquet(self, folder, overwrite=overwrite)
+        return services().to_parquet(self, folder, overwrite=overwrite)
 
     # -- constructors -------------------------------------------------------------------------
     @classmethod
@@ -308,9 +290,7 @@ class PlacementTrace:
         Raises:
             TraceError: A file that is missing, damaged or not a RunMetadata.
         """
-        from ..sources.run_metadata import trace_from_run_metadata
-
-        return trace_from_run_metadata(run_metadata, graph, devices=devices)
+        return services().from_run_metadata(run_metadata, graph, devices=devices)
 
     @classmethod
     def from_chrome_trace(cls, path: str | os.PathLike) -> PlacementTrace:
@@ -327,6 +307,4 @@ class PlacementTrace:
                 number of microseconds, a negative duration...), naming the record and the
                 field.
         """
-        from ..sources.chrome import trace_from_chrome
-
-        return trace_from_chrome(path)
+        return services().from_chrome_trace(path)

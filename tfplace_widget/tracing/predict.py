@@ -3,7 +3,8 @@
 The prediction itself is pure (:mod:`tfplace_widget.analyses.predict`, from a trace's graph
 facts); given a function, the graph is first read from a real run on this machine, which is
 the tracer's job, so this entry point lives in the tracing layer. A trace made with its graph
-goes straight to :func:`~tfplace_widget.analyses.predict.result.predict_trace`.
+goes straight to :func:`~tfplace_widget.analyses.predict.result.predict_trace`. Users call it
+as :func:`tfplace_widget.predict_placement`.
 
 Given a Keras step (``model.train_on_batch``...), :func:`~.keras.keras_xla` reads how Keras 3
 would compile it on a machine with a GPU (``jit_compile="auto"`` picks XLA there), before the

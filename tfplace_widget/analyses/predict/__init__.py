@@ -33,9 +33,9 @@ above one by one (see :class:`.placer._Placer`).
 
 :func:`predict_devices` is the pure core (no session, no trace); :func:`.result.predict_trace`
 wraps it into a :class:`~tfplace_widget.model.trace.PlacementTrace` marked ``predicted``, and
-:func:`~tfplace_widget.tracing.predict.predict_placement` (a function or a trace) traces a
-function first: it is the tracing layer's. With ``gpus=0`` on this machine the
-prediction must equal what TensorFlow did (tests/analyses/test_predict.py).
+:func:`tfplace_widget.predict_placement` (a function or a trace) traces a function first, which
+is the tracing layer's job (:mod:`tfplace_widget.tracing.predict`). With ``gpus=0`` on this
+machine the prediction must equal what TensorFlow did (tests/analyses/test_predict.py).
 
 The parts, one job each: :mod:`.devices` (device-name maths, the prediction's device set),
 :mod:`.cache` (what every prediction of one GraphFacts shares), :mod:`.nodes` (the placer's

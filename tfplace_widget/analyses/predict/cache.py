@@ -19,7 +19,19 @@ import numpy as np
 from ...model.graphfacts import GraphFacts
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .result import _TraceColumns
+    import pandas as pd
+
+
+@dataclass
+class _TraceColumns:
+    """What a prediction reads from the traced run, per node of the facts (kept on the cache
+    with the ops frame it was read from, see :func:`.result._from_trace`)."""
+
+    ops: Any  # the trace's ops frame it was read from
+    mode: str
+    traced: pd.Series  # where the node ran (its first row's device), "" when it did not
+    function: pd.Series | None  # its first row's function (TF2 code), None otherwise
+    in_step: np.ndarray | None  # did the traced step run it (None: nothing ran)
 
 
 class _FactsCache:

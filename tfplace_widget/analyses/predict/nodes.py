@@ -7,15 +7,14 @@ is made on demand (most nodes of a large graph never need one). Moved out of the
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
+from ...model.graphfacts import GraphFacts
 from .devices import Name
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .placer import _Placer
 
 _METADATA_TYPES = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 _IDENTITY_TYPES = frozenset({"Identity", "RefIdentity"})
@@ -35,6 +34,19 @@ class _Static:
     dataset: bool
 
 
+class _PlacerView(Protocol):
+    """What a node reads from the placer (:class:`.placer._Placer`, which imports this module)."""
+
+    facts: GraphFacts
+    details: Mapping[str, Any]
+    names: list[str]
+    index: Mapping[str, int]
+    codes: Sequence[int]
+    statics: Sequence[_Static]
+
+    def consumers_of(self, i: int) -> np.ndarray: ...
+
+
 class _Node:
     """One node, made on demand (most nodes of a large graph never need one)."""
 
@@ -51,7 +63,7 @@ class _Node:
         "dataset",
     )
 
-    def __init__(self, placer: _Placer, i: int) -> None:
+    def __init__(self, placer: _PlacerView, i: int) -> None:
         static = placer.statics[placer.codes[i]]
         name = placer.names[i]
         index = placer.index
@@ -73,7 +85,7 @@ class _Node:
 class _Nodes:
     """``placer.nodes[i]``: the node, made on first use."""
 
-    def __init__(self, placer: _Placer) -> None:
+    def __init__(self, placer: _PlacerView) -> None:
         self.placer = placer
         self.made: dict[int, _Node] = {}
 

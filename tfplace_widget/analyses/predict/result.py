@@ -13,7 +13,6 @@ GPU, not op by op.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,7 @@ from ...model.devices import device_sort_key, parse_device, short_device, task_o
 from ...model.graphfacts import GraphFacts, NodeDetail
 from ...model.kernel_registry import KernelRegistry, require_registry
 from ..resources import Pinned, pinned_arguments
-from .cache import _facts_cache, _FactsCache, _in_order
+from .cache import _facts_cache, _FactsCache, _in_order, _TraceColumns
 from .devices import gpu_devices, master_task, predicted_devices
 from .keras_xla import KerasXla, apply_keras_xla
 from .placer import _Placer
@@ -440,17 +439,6 @@ def _text(values: Any) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
-
-
-@dataclass
-class _TraceColumns:
-    """What a prediction reads from the traced run, per node of the facts."""
-
-    ops: Any  # the trace's ops frame it was read from
-    mode: str
-    traced: pd.Series  # where the node ran (its first row's device), "" when it did not
-    function: pd.Series | None  # its first row's function (TF2 code), None otherwise
-    in_step: np.ndarray | None  # did the traced step run it (None: nothing ran)
 
 
 def _from_trace(trace: Any, cache: _FactsCache) -> _TraceColumns:
