@@ -32,7 +32,7 @@ _ABOUT_THE_TRACE = frozenset({"merged_runs", "xla_hidden"})
 # Findings whose claim rests on measured time (an idle share, a wait, a cluster's time, a
 # copy's time): with one traced step the message says it rests on that one step.
 _TIMED_KINDS = frozenset({"idle_device", "input_wait", "xla_time", "xla_recompile"})
-ONE_STEP = " (This rests on one traced step: trace_placement(..., steps=3) shows whether it holds.)"
+ONE_STEP = " This rests on one traced step: trace_placement(..., steps=3) shows whether it holds."
 
 
 def timed_events(trace: Any) -> pd.DataFrame:
