@@ -175,7 +175,7 @@ def first_call_child(workload: str, variant: str, count: bool) -> dict[str, Any]
 
         tf.config.list_logical_devices()
     from tfplace_widget import trace_placement
-    from tfplace_widget.tracing import function
+    from tfplace_widget._tracing import function
 
     if variant == "before":  # the trace as it was before issue 30
         function.instantiate_for_the_user = lambda *args, **kwargs: None

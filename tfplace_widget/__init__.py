@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import services as _services
-from .model.errors import (
+from . import _services
+from ._model.errors import (
     CallsTfFunction,
     ClusterError,
     FrameFormatError,
@@ -25,18 +25,18 @@ from .model.errors import (
     TraceWriteError,
     UsesEagerObjects,
 )
-from .model.services import install as _install_services
-from .model.version import __version__ as __version__
+from ._model.services import install as _install_services
+from ._model.version import __version__ as __version__
 
 _install_services(_services)  # PlacementTrace's save, load, exports, findings and readers
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analyses.compare import PlacementDiff
-    from .model.devices import task_of
-    from .model.trace import PlacementTrace
-    from .tfadapter.capture import capture_native_output
-    from .widgets.comparison import ComparisonView
-    from .widgets.panel import PlacementPanel
+    from ._analyses.compare import PlacementDiff
+    from ._model.devices import task_of
+    from ._model.trace import PlacementTrace
+    from ._tfadapter.capture import capture_native_output
+    from ._widgets.comparison import ComparisonView
+    from ._widgets.panel import PlacementPanel
 
 __all__ = [
     "CallsTfFunction",
@@ -65,12 +65,12 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ComparisonView": ("widgets.comparison", "ComparisonView"),
-    "PlacementDiff": ("analyses.compare", "PlacementDiff"),
-    "PlacementTrace": ("model.trace", "PlacementTrace"),
-    "PlacementPanel": ("widgets.panel", "PlacementPanel"),
-    "capture_native_output": ("tfadapter.capture", "capture_native_output"),
-    "task_of": ("model.devices", "task_of"),
+    "ComparisonView": ("_widgets.comparison", "ComparisonView"),
+    "PlacementDiff": ("_analyses.compare", "PlacementDiff"),
+    "PlacementTrace": ("_model.trace", "PlacementTrace"),
+    "PlacementPanel": ("_widgets.panel", "PlacementPanel"),
+    "capture_native_output": ("_tfadapter.capture", "capture_native_output"),
+    "task_of": ("_model.devices", "task_of"),
 }
 
 
@@ -90,7 +90,7 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
     Returns:
         The panel widget; ``panel.trace`` is the ``PlacementTrace`` it shows.
     """
-    from .widgets.panel import show_placement as show
+    from ._widgets.panel import show_placement as show
 
     return show(fn_or_trace, *args, **options)
 
@@ -123,7 +123,7 @@ def trace_placement(fn: Any, *args: Any, **options: Any) -> PlacementTrace:
         ValueError: A bad option value, such as an override pattern that matches no op.
         TypeError: An argument of the wrong type or an unknown option.
     """
-    from .tracing.tracer import trace_placement as trace
+    from ._tracing.tracer import trace_placement as trace
 
     return trace(fn, *args, **options)
 
@@ -147,7 +147,7 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     Raises:
         ValueError: A trace without its graph, or a bad option value.
     """
-    from .tracing.predict import predict_placement as predict
+    from ._tracing.predict import predict_placement as predict
 
     return predict(fn_or_trace, gpus, **trace_options)
 
@@ -197,7 +197,7 @@ def assert_placement(
             none of, or a bad option value.
         TraceError: The code failed or cannot be traced.
     """
-    from .testing.assertion import assert_placement as check
+    from ._testing.assertion import assert_placement as check
 
     __tracebackhide__ = True  # pytest's report ends at the user's call
     return check(
@@ -223,8 +223,8 @@ def compare(a: Any, b: Any) -> PlacementDiff:
         replaced, only_a, only_b), ``transfers``, ``devices`` (busy time per device),
         ``summary`` and ``moved``.
     """
-    from .analyses.compare import compare as diff
-    from .tracing.dispatch import as_trace
+    from ._analyses.compare import compare as diff
+    from ._tracing.dispatch import as_trace
 
     return diff(a, b, trace=as_trace)
 
@@ -242,7 +242,7 @@ def show_comparison(a: Any, b: Any, **kwargs: Any) -> ComparisonView:
     Returns:
         The comparison view widget; its ``diff`` is ``compare(a, b)``.
     """
-    from .widgets.comparison import show_comparison as show
+    from ._widgets.comparison import show_comparison as show
 
     return show(a, b, **kwargs)
 
@@ -264,7 +264,7 @@ def load_ipython_extension(ipython: Any) -> None:
     Args:
         ipython: The IPython shell loading the extension.
     """
-    from .magics import load
+    from ._magics import load
 
     load(ipython, _magic_names())
 
@@ -275,7 +275,7 @@ def unload_ipython_extension(ipython: Any) -> None:
     Args:
         ipython: The IPython shell unloading the extension.
     """
-    from .magics import unload
+    from ._magics import unload
 
     unload(ipython, _magic_names())
 

@@ -20,7 +20,7 @@ import pytest
 from helpers import CPU0, CPU1, GPU_TRACES, REPO, TWO_CPUS, needs_source_tree, run_python
 
 from tfplace_widget import PlacementAssertionError, PlacementTrace, assert_placement
-from tfplace_widget.analyses.expectations import ExpectationError
+from tfplace_widget._analyses.expectations import ExpectationError
 
 pytest_plugins = ["pytester"]
 
@@ -323,7 +323,7 @@ def test_a_checked_training_step_pays_nothing_later(tf2_child):
 
 
 # -- the pytest plugin ---------------------------------------------------------------------------
-PLUGIN = "tfplace_widget.testing.plugin"
+PLUGIN = "tfplace_widget._testing.plugin"
 PLUGIN_TESTS = textwrap.dedent(
     """
     import tensorflow as tf
@@ -364,7 +364,7 @@ def test_the_plugin_prints_the_table_in_the_report(pytester, monkeypatch):
     fixture = reports["test_fails_in_the_fixture"]
     # The traceback ends at the test's own line, with the error's public name.
     assert re.search(r"\nE +tfplace_widget.PlacementAssertionError: 1 op not on CPU:0", fixture)
-    assert "testing/plugin.py" not in fixture and "testing/assertion.py" not in fixture
+    assert "_testing/plugin.py" not in fixture and "_testing/assertion.py" not in fixture
     section = fixture.split("- tfplace placement -", 1)[1]
     assert section.splitlines()[1] == "1 op not on CPU:0 (C=CPU:0); checked against the trace."
     header, *rows = table(section, "Ops not where expected")

@@ -1,6 +1,6 @@
 """The ``.tfplace`` format's package (issue 32) reaches no ``model.trace``, counting imports
 inside functions too: ``PlacementTrace.save``/``load`` reach it through the package's services
-(``tfplace_widget.services``), and it hands back parts, so that no cycle through the trace
+(``tfplace_widget._services``), and it hands back parts, so that no cycle through the trace
 exists at run time."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections import deque
 
 from test_layers import PACKAGE, module_name, package_imports
 
-FORMAT = "tfplace_widget.tfplace_format"
-TRACE = "tfplace_widget.model.trace"
+FORMAT = "tfplace_widget._tfplace_format"
+TRACE = "tfplace_widget._model.trace"
 
 
 def path_to_trace(start: str, graph: dict[str, set[str]]) -> list[str] | None:
@@ -33,4 +33,4 @@ def test_the_format_package_never_imports_the_trace_class():
     chains = [chain for m in modules if (chain := path_to_trace(m, graph))]
     assert not chains, "\n".join(" -> ".join(chain) for chain in chains)
     # save/load delegate to it, through the services
-    assert any(FORMAT in target for target in graph["tfplace_widget.services"])
+    assert any(FORMAT in target for target in graph["tfplace_widget._services"])

@@ -55,15 +55,15 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     function, is reported with the chain that does it."""
     copy = tmp_path / "tfplace_widget"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    devices = copy / "model" / "devices.py"
+    devices = copy / "_model" / "devices.py"
     devices.write_text(
-        devices.read_text() + "\n\ndef _upward():\n    from ..widgets import table  # noqa\n"
+        devices.read_text() + "\n\ndef _upward():\n    from .._widgets import table  # noqa\n"
     )
     shutil.copy(PYPROJECT, tmp_path / "pyproject.toml")
     result = lint_imports(tmp_path, tmp_path / "pyproject.toml")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "tfplace_widget.model is not allowed to import tfplace_widget.widgets" in result.stdout
-    assert "tfplace_widget.model.devices -> tfplace_widget.widgets.table" in result.stdout
+    assert "tfplace_widget._model is not allowed to import tfplace_widget._widgets" in result.stdout
+    assert "tfplace_widget._model.devices -> tfplace_widget._widgets.table" in result.stdout
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -134,15 +134,15 @@ def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):
     check reports it."""
     copy = tmp_path / "tfplace_widget"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    facts = copy / "model" / "graphfacts.py"
+    facts = copy / "_model" / "graphfacts.py"
     facts.write_text(
         facts.read_text() + "\n\ndef _late():\n    from .trace import PlacementTrace  # noqa\n"
     )
     assert import_cycles(copy) == [
         [
-            "tfplace_widget.model.trace",
-            "tfplace_widget.model.graphfacts",
-            "tfplace_widget.model.trace",
+            "tfplace_widget._model.trace",
+            "tfplace_widget._model.graphfacts",
+            "tfplace_widget._model.trace",
         ]
     ]
 
@@ -173,7 +173,7 @@ def test_the_package_map_names_every_subpackage_once():
 
 
 # -- TensorFlow has two doors (issue 32) ----------------------------------------------------------
-TENSORFLOW_DOORS = ("tfplace_widget.tfadapter", "tfplace_widget.tracing")
+TENSORFLOW_DOORS = ("tfplace_widget._tfadapter", "tfplace_widget._tracing")
 
 
 def tensorflow_imports(package: Path) -> dict[str, list[int]]:
@@ -210,8 +210,8 @@ def tensorflow_imports(package: Path) -> dict[str, list[int]]:
 
 
 def test_only_the_adapter_and_tracing_import_tensorflow():
-    """TensorFlow's process, registries and protos are the adapter's (``tfadapter/``), the user's
-    code runs in ``tracing/``: no other module imports TensorFlow, not even inside a function."""
+    """TensorFlow's process, registries and protos are the adapter's (``_tfadapter/``), the user's
+    code runs in ``_tracing/``: no other module imports TensorFlow, not even inside a function."""
     found = tensorflow_imports(PACKAGE)
     outside = {m: lines for m, lines in found.items() if not m.startswith(TENSORFLOW_DOORS)}
     assert not outside, f"modules outside {TENSORFLOW_DOORS} import tensorflow: {outside}"
@@ -220,7 +220,7 @@ def test_only_the_adapter_and_tracing_import_tensorflow():
 
 def test_an_import_of_tensorflow_inside_a_function_is_found(tmp_path):
     """The check reads every import, not only the module-level ones."""
-    module = tmp_path / "tfplace_widget" / "analyses" / "late.py"
+    module = tmp_path / "tfplace_widget" / "_analyses" / "late.py"
     module.parent.mkdir(parents=True)
     module.write_text(
         "import importlib\n\n\n"
@@ -231,12 +231,12 @@ def test_an_import_of_tensorflow_inside_a_function_is_found(tmp_path):
         "    return importlib.import_module('tensorflow')\n"
     )
     assert tensorflow_imports(tmp_path / "tfplace_widget") == {
-        "tfplace_widget.analyses.late": [5, 11]
+        "tfplace_widget._analyses.late": [5, 11]
     }
 
 
 # -- the analyses run no TensorFlow: its registries are handed in (issue 32) -----------------------
-ADAPTER = "tfplace_widget.tfadapter"
+ADAPTER = "tfplace_widget._tfadapter"
 NO_ADAPTER = ("analyses", "explain")
 
 
@@ -256,7 +256,7 @@ def imported(node: ast.AST, package: str) -> list[str]:
 
 
 def adapter_imports(package: Path, subpackages: tuple[str, ...]) -> dict[str, list[int]]:
-    """Module name -> the lines where it imports from ``tfplace_widget.tfadapter`` (absolute or
+    """Module name -> the lines where it imports from ``tfplace_widget._tfadapter`` (absolute or
     relative, anywhere in the module: inside functions too), for the modules of ``subpackages``
     of ``package``."""
     found: dict[str, list[int]] = {}
@@ -279,25 +279,25 @@ def adapter_imports(package: Path, subpackages: tuple[str, ...]) -> dict[str, li
 def test_the_analyses_and_the_explainer_import_nothing_from_the_adapter():
     """Predictions, findings, copies and reasons get TensorFlow's kernel and placer facts
     handed in (``model.kernel_registry.KernelRegistry``: the trace's facts carry this process's
-    registry, ``predict_placement`` hands it in): ``analyses/`` and ``explain/`` import nothing
-    from ``tfadapter/``, not even inside a function."""
+    registry, ``predict_placement`` hands it in): ``_analyses/`` and ``_explain/`` import nothing
+    from ``_tfadapter/``, not even inside a function."""
     found = adapter_imports(PACKAGE, NO_ADAPTER)
     assert not found, f"modules of {NO_ADAPTER} importing {ADAPTER}: {found}"
 
 
 LAZY_ADAPTER_IMPORTS = """\
-from ..model import devices
+from .._model import devices
 
 
 def lookup():
-    from ..tfadapter.registry import REGISTRY
+    from .._tfadapter.registry import REGISTRY
 
     return REGISTRY
 
 
 def probe():
     from .. import tfadapter
-    import tfplace_widget.tfadapter.probe
+    import tfplace_widget._tfadapter.probe
 
     return tfadapter, tfplace_widget
 """
@@ -309,4 +309,4 @@ def test_an_import_from_the_adapter_inside_a_function_is_found(tmp_path):
     (package / "explain").mkdir(parents=True)
     (package / "explain" / "late.py").write_text(LAZY_ADAPTER_IMPORTS)
     found = adapter_imports(package, NO_ADAPTER)
-    assert found == {"tfplace_widget.explain.late": [5, 11, 12]}
+    assert found == {"tfplace_widget._explain.late": [5, 11, 12]}

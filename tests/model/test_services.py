@@ -8,13 +8,13 @@ from helpers import GPU_TRACES
 
 import tfplace_widget
 from tfplace_widget import PlacementTrace
-from tfplace_widget.model import services
+from tfplace_widget._model import services
 
 CHROME_TRACE = next(GPU_TRACES.glob("*/*.json"))
 
 
 def test_importing_the_package_installs_its_services():
-    assert services.services() is tfplace_widget.services
+    assert services.services() is tfplace_widget._services
 
 
 def test_a_method_called_without_services_says_what_is_missing(monkeypatch, tmp_path):
@@ -31,5 +31,5 @@ def test_a_method_called_without_services_says_what_is_missing(monkeypatch, tmp_
     for name, call in calls.items():
         with pytest.raises(RuntimeError, match=r"not installed: import tfplace_widget") as error:
             call()
-        assert "tfplace_widget.services" in str(error.value), name
+        assert "tfplace_widget._services" in str(error.value), name
     assert not (tmp_path / "u.tfplace").exists()

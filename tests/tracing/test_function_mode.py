@@ -22,7 +22,7 @@ import pytest
 from helpers import instantiations
 
 from tfplace_widget import PlacementPanel, TraceError, show_placement, trace_placement
-from tfplace_widget.sources.frames import OPS_COLUMNS
+from tfplace_widget._sources.frames import OPS_COLUMNS
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
@@ -337,10 +337,10 @@ def test_function_mode_puts_gpu_kernels_on_stream_lanes_and_host_ops_on_their_de
     and every execution is named as the placed graph names it."""
     from test_xspace import constructed_gpu_xspace
 
-    from tfplace_widget.model.records import Executed
-    from tfplace_widget.sources.frames import frames_from_records
-    from tfplace_widget.sources.xspace import records_from_xspace
-    from tfplace_widget.tracing.function import _place_records
+    from tfplace_widget._model.records import Executed
+    from tfplace_widget._sources.frames import frames_from_records
+    from tfplace_widget._sources.xspace import records_from_xspace
+    from tfplace_widget._tracing.function import _place_records
 
     gpu1 = "/job:localhost/replica:0/task:0/device:GPU:1"
     executed = Executed(
@@ -448,7 +448,7 @@ def test_a_one_element_iterator_says_the_warm_up_call_took_it(tf):
 
 # -- overrides= ----------------------------------------------------------------------------------
 def test_overrides_move_an_op_of_a_function_for_the_trace_only(scenarios):
-    from tfplace_widget.analyses.compare import compare
+    from tfplace_widget._analyses.compare import compare
 
     runs = result(scenarios, "override_in_function")
     moved = row(runs["moved"], "scale")
@@ -718,8 +718,8 @@ def test_the_panel_header_and_the_log_say_which_mode_ran_and_why(tf, double, tmp
 def test_a_graph_builders_session_gets_the_runtimes_devices_and_keeps_allow_growth(tf):
     """The device part of the Session's config is what ``tf.compat.v1.Session()`` would get
     here (the eager context's), and the trace's own GPU setting (grow, not grab) stays."""
-    from tfplace_widget.tracing import mode_choice
-    from tfplace_widget.tracing.tracer import _session_config
+    from tfplace_widget._tracing import mode_choice
+    from tfplace_widget._tracing.tracer import _session_config
 
     config = _session_config(None, None, soft_placement=True, optimize=False)
     assert config.gpu_options.allow_growth

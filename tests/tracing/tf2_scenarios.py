@@ -37,7 +37,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tfplace_widget import TraceError, trace_placement  # noqa: E402
-from tfplace_widget.tfadapter.capture import capture_native_output  # noqa: E402
+from tfplace_widget._tfadapter.capture import capture_native_output  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for helpers
 from helpers import instantiations  # noqa: E402
