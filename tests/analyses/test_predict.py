@@ -359,7 +359,7 @@ def test_facts_from_a_file_are_predicted_with_the_registry_handed_in(
     loaded = PlacementTrace.load(tmp_path / "seed.tfplace")
     assert seed_cpu.facts.registry is REGISTRY and loaded.facts.registry is None
     devices = [*CPU[:2], GPU0]
-    with pytest.raises(MissingRegistryError, match=r"registry=tfplace_widget\.tfadapter"):
+    with pytest.raises(MissingRegistryError, match=r"registry=tfplace_widget\._tfadapter"):
         predict_devices(loaded.facts, devices, soft_placement=True)
     here = predict_devices(seed_cpu.facts, devices, soft_placement=True)
     handed = predict_devices(loaded.facts, devices, soft_placement=True, registry=REGISTRY)

@@ -237,7 +237,7 @@ def test_an_import_of_tensorflow_inside_a_function_is_found(tmp_path):
 
 # -- the analyses run no TensorFlow: its registries are handed in (issue 32) -----------------------
 ADAPTER = "tfplace_widget._tfadapter"
-NO_ADAPTER = ("analyses", "explain")
+NO_ADAPTER = ("_analyses", "_explain")
 
 
 def imported(node: ast.AST, package: str) -> list[str]:
@@ -281,6 +281,7 @@ def test_the_analyses_and_the_explainer_import_nothing_from_the_adapter():
     handed in (``model.kernel_registry.KernelRegistry``: the trace's facts carry this process's
     registry, ``predict_placement`` hands it in): ``_analyses/`` and ``_explain/`` import nothing
     from ``_tfadapter/``, not even inside a function."""
+    assert all((PACKAGE / sub).is_dir() for sub in NO_ADAPTER), NO_ADAPTER  # not vacuous
     found = adapter_imports(PACKAGE, NO_ADAPTER)
     assert not found, f"modules of {NO_ADAPTER} importing {ADAPTER}: {found}"
 
@@ -296,17 +297,17 @@ def lookup():
 
 
 def probe():
-    from .. import tfadapter
+    from .. import _tfadapter
     import tfplace_widget._tfadapter.probe
 
-    return tfadapter, tfplace_widget
+    return _tfadapter, tfplace_widget
 """
 
 
 def test_an_import_from_the_adapter_inside_a_function_is_found(tmp_path):
     """The check reads relative and absolute imports, inside functions too."""
     package = tmp_path / "tfplace_widget"
-    (package / "explain").mkdir(parents=True)
-    (package / "explain" / "late.py").write_text(LAZY_ADAPTER_IMPORTS)
+    (package / "_explain").mkdir(parents=True)
+    (package / "_explain" / "late.py").write_text(LAZY_ADAPTER_IMPORTS)
     found = adapter_imports(package, NO_ADAPTER)
     assert found == {"tfplace_widget._explain.late": [5, 11, 12]}
