@@ -416,13 +416,26 @@ def test_the_next_call_after_a_first_call_trace_instantiates_nothing(scenarios):
     is not made again) and for Keras's train_on_batch, whose step function Keras makes during
     the trace. The trace moves the user's state only by its warmup + steps
     calls, and a second trace shows the same rows. (Was: one instantiation, e.g. 5 s for a
-    MobileNetV2 training step.)"""
+    MobileNetV2 training step.)
+
+    With the defaults, optimize=True and for train_on_batch, the next call also builds no
+    executor, counted by TensorFlow itself: the warm-up call ran the user's own function, so
+    its executor was built and run once, as by the user's own first call, and the next call
+    is the second run TensorFlow's own second call would be. (Was: one executor built, the
+    graph optimized again and a kernel made per node: 1.5-1.6x a steady call for 300 ops.)
+    Not with warmup=0 (no untraced call), device_scope (the traced calls are not the user's)
+    or overrides (the warm-up's recorded instantiations name the bodies to rewrite)."""
     found = result(scenarios, "next_call_after_a_first_call_trace")
     for label, seen in found.items():
         calls = 1 if label == "warmup=0" else 2
         assert seen["next"] == 0, f"{label}: the next call instantiated {seen['next']}"
         assert seen["moved"] == (calls, 1), label
         assert seen["same_rows"], label
+    if found["defaults"]["built"] is None:
+        pytest.skip("this TensorFlow has no reader of its flr_executor counter (TestDelta)")
+    for label in ("defaults", "optimize=True", "train_on_batch"):
+        built = found[label]["built"]
+        assert built == 0, f"{label}: the next call built {built} executor(s)"
 
 
 def test_a_one_element_iterator_says_the_warm_up_call_took_it(tf):

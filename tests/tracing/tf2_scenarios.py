@@ -40,7 +40,7 @@ from tfplace_widget import TraceError, trace_placement  # noqa: E402
 from tfplace_widget.tfadapter.capture import capture_native_output  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for helpers
-from helpers import instantiations  # noqa: E402
+from helpers import executors_built, instantiations  # noqa: E402
 
 RESULTS: dict[str, Any] = {}
 
@@ -212,8 +212,12 @@ def keras_train_warmup_zero():
 @scenario
 def next_call_after_a_first_call_trace():
     """Issue 30: traces that are the function's first call ever; for each, the instantiations
-    TensorFlow makes in the user's next call, the user's state moved by the trace and by that
-    call, and whether a second trace shows the same rows."""
+    TensorFlow makes in the user's next call and the executors it builds there, the user's
+    state moved by the trace and by that call, and whether a second trace shows the same rows."""
+
+    def next_call(call: Callable[[], Any]) -> dict[str, Any]:
+        built, made = executors_built(lambda: instantiations(call))
+        return {"next": made, "built": built}
 
     def rows(trace: Any) -> list:
         return sorted(map(tuple, trace.ops[["op", "type", "device", "how"]].to_numpy()))
@@ -242,7 +246,7 @@ def next_call_after_a_first_call_trace():
         first = trace_placement(step, x, **options)
         moved = counter.numpy()
         found[label] = {
-            "next": instantiations(lambda step=step: step(x)),
+            **next_call(lambda step=step: step(x)),
             "moved": (moved, counter.numpy() - moved),
             "same_rows": rows(first) == rows(trace_placement(step, x, **options)),
         }
@@ -256,7 +260,7 @@ def next_call_after_a_first_call_trace():
     first = trace_placement(compiled, x)
     moved = counter.numpy()
     found["jit_compile"] = {
-        "next": instantiations(lambda: compiled(x)),
+        **next_call(lambda: compiled(x)),
         "moved": (moved, counter.numpy() - moved),
         "same_rows": rows(first) == rows(trace_placement(compiled, x)),
     }
@@ -264,7 +268,7 @@ def next_call_after_a_first_call_trace():
     first = trace_placement(model.train_on_batch, features, labels)
     moved = int(model.optimizer.iterations.numpy())
     found["train_on_batch"] = {
-        "next": instantiations(lambda: model.train_on_batch(features, labels)),
+        **next_call(lambda: model.train_on_batch(features, labels)),
         "moved": (moved, int(model.optimizer.iterations.numpy()) - moved),
         "same_rows": rows(first) == rows(trace_placement(model.train_on_batch, features, labels)),
     }
