@@ -18,7 +18,7 @@ and its input ``Func/while/body/_9/input/_23`` is ``Func/while/body/input/_23`` 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,40 @@ def function_display_name(name: str) -> str:
     """``__inference_train_step_123`` -> ``train_step``; other names are kept."""
     match = _FUNCTION_NAME.match(name)
     return match.group(1) if match else name
+
+
+def rejoin_split_records(function_graphs: Iterable[Any]) -> list:
+    """The entries of ``RunMetadata.function_graphs``, one per instantiation again.
+
+    TensorFlow's eager context has one graph collector. Instantiating a function fills it: the
+    graph before optimisation first (``CollectRawGraph``), the placed partition graphs last;
+    whichever thread next finishes an eager kernel while run metadata is on empties it into a
+    new entry (``CollectGraphs`` in ``EagerKernelExecute``). An op run eagerly on another
+    thread while a function is being instantiated (a ``tf.py_function`` of a ``tf.data`` map,
+    a thread of the user's) so cuts that function's record in two: its graph before
+    optimisation in one entry, its partition graphs in a later one with an empty graph before
+    optimisation, which reads as an op run eagerly, the whole function with it. Such an entry
+    goes back into the instantiation it cut: the last entry before it with a graph before
+    optimisation and no partition graphs yet, else the last with one (a cut between two
+    partition graphs); its optimised graph is merged there and its partition graphs appended.
+    Entries are changed in place.
+    """
+    joined: list = []
+    head = open_head = None  # the last entry with a graph before optimisation; and unplaced
+    for entry in function_graphs:
+        if len(entry.pre_optimization_graph.node):
+            joined.append(entry)
+            head = entry
+            open_head = entry if not len(entry.partition_graphs) else open_head
+            continue
+        into = open_head or head
+        if into is None:
+            joined.append(entry)
+            continue
+        into.post_optimization_graph.MergeFrom(entry.post_optimization_graph)
+        into.partition_graphs.extend(entry.partition_graphs)
+        open_head = None if into is open_head and len(entry.partition_graphs) else open_head
+    return joined
 
 
 def read_function_graphs(

@@ -28,7 +28,7 @@ from typing import Any
 from ..model.errors import TraceError, attach_log, ran_out_message
 from ..model.trace import PlacementTrace
 from ..sources.frames import frames_from_records
-from ..sources.functions import function_display_name
+from ..sources.functions import function_display_name, rejoin_split_records
 from ..sources.input_pipeline import input_pipeline_from_xspace
 from ..sources.raw import function_protos
 from ..sources.xla import xla_from_xspace
@@ -479,7 +479,7 @@ def _run(
                 for index in range(warmup):
                     _user_call(call, ("warmup", index, warmup, steps))
             if overrides:  # the warm-up's instantiations name the bodies to rewrite
-                warm = list(ctx.export_run_metadata().function_graphs)
+                warm = rejoin_split_records(ctx.export_run_metadata().function_graphs)
                 called = _reachable_functions(warm)
                 called += reachable_functions(ctx, copies.xla_called)
                 xla = [ctx.get_function_def(f) for f in called if copies.xla_compiled(f)]
@@ -519,7 +519,7 @@ def _run(
             "The TensorFlow profiler wrote no trace (no .xplane.pb), so the ops cannot be "
             "timed. Check that the profiler works here: tf.profiler.experimental.start(dir)."
         )
-    graphs = list(metadata.function_graphs)
+    graphs = rejoin_split_records(metadata.function_graphs)  # another thread cut them
     if not graphs and not notes:  # with notes: XLA compiled the call, no op was placed alone
         raise TraceError(
             "The call ran no TensorFlow op, so there is nothing to place. Pass a function "
