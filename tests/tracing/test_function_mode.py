@@ -438,6 +438,25 @@ def test_the_next_call_after_a_first_call_trace_instantiates_nothing(scenarios):
         assert built == 0, f"{label}: the next call built {built} executor(s)"
 
 
+def test_eager_ops_on_another_thread_leave_the_traced_function_its_rows(scenarios):
+    """TensorFlow's eager context has one graph collector, and any thread's eager op empties
+    it into a new record, also in the middle of a function's instantiation: the function's
+    partition graphs then came in a record of their own, read as one op run eagerly (every
+    row's function 'eager', how 'runtime'). A thread of the user's running eager ops during
+    the trace of a tf.function of 300 ops, and model.fit on a tf.data map whose
+    tf.py_function runs eager ops, each traced as the function's first call: the ops of the
+    function are its own, under its name. (Was: every row 'eager', for the first always; for
+    the second under the warm-up that runs the user's own function first, issue 30.)"""
+    found = result(scenarios, "eager_ops_on_other_threads")
+    chain = found["thread"]
+    for kind in ("Sin", "Mul", "AddV2"):
+        assert chain.get(kind) == {"chain"}, f"{kind}: {chain.get(kind)}; {chain}"
+    fit = found["py_function"]
+    for kind in ("IteratorGetNext", "StringLength", "AssignSubVariableOp"):
+        assert fit.get(kind) and "eager" not in fit[kind], f"{kind}: {fit.get(kind)}; {fit}"
+        assert fit[kind] <= {"multi_step_on_iterator", "one_step_on_data"}, fit
+
+
 def test_a_one_element_iterator_says_the_warm_up_call_took_it(tf):
     iterator = iter(tf.data.Dataset.range(1))
 
