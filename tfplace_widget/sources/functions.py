@@ -86,27 +86,42 @@ def rejoin_split_records(function_graphs: Iterable[Any]) -> list:
     a thread of the user's) so cuts that function's record in two: its graph before
     optimisation in one entry, its partition graphs in a later one with an empty graph before
     optimisation, which reads as an op run eagerly, the whole function with it. Such an entry
-    goes back into the instantiation it cut: the last entry before it with a graph before
-    optimisation and no partition graphs yet, else the last with one (a cut between two
-    partition graphs); its optimised graph is merged there and its partition graphs appended.
-    Entries are changed in place.
+    goes back into the instantiation it cut: the last entry before it with nodes before
+    optimisation that no partition graph holds yet (else the last with any), its optimised
+    graph merged there and its partition graphs appended. Entries are changed in place.
     """
     joined: list = []
-    head = open_head = None  # the last entry with a graph before optimisation; and unplaced
+    heads: list[list] = []  # [entry, unplaced or None (not known yet)], in order
     for entry in function_graphs:
         if len(entry.pre_optimization_graph.node):
             joined.append(entry)
-            head = entry
-            open_head = entry if not len(entry.partition_graphs) else open_head
+            heads.append([entry, None])
             continue
-        into = open_head or head
-        if into is None:
+        if not heads:
             joined.append(entry)
             continue
-        into.post_optimization_graph.MergeFrom(entry.post_optimization_graph)
-        into.partition_graphs.extend(entry.partition_graphs)
-        open_head = None if into is open_head and len(entry.partition_graphs) else open_head
+        for head in reversed(heads):
+            if head[1] is None:
+                head[1] = _unplaced(head[0])
+            if head[1]:
+                break
+        else:
+            head = heads[-1]
+        head[0].post_optimization_graph.MergeFrom(entry.post_optimization_graph)
+        head[0].partition_graphs.extend(entry.partition_graphs)
+        head[1] = None
     return joined
+
+
+def _unplaced(entry: Any) -> bool:
+    """Whether a node of the entry's graph before optimisation is in none of its partition
+    graphs, by its name or as the scope of nodes inlined from it (``call/op``)."""
+    placed: set[str] = set()
+    for partition in entry.partition_graphs:
+        for node in partition.node:
+            parts = node.name.split("/")
+            placed.update("/".join(parts[:end]) for end in range(1, len(parts) + 1))
+    return any(node.name not in placed for node in entry.pre_optimization_graph.node)
 
 
 def read_function_graphs(
