@@ -18,7 +18,7 @@ and its input ``Func/while/body/_9/input/_23`` is ``Func/while/body/input/_23`` 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,55 @@ def function_display_name(name: str) -> str:
     """``__inference_train_step_123`` -> ``train_step``; other names are kept."""
     match = _FUNCTION_NAME.match(name)
     return match.group(1) if match else name
+
+
+def rejoin_split_records(function_graphs: Iterable[Any]) -> list:
+    """The entries of ``RunMetadata.function_graphs``, one per instantiation again.
+
+    TensorFlow's eager context has one graph collector. Instantiating a function fills it: the
+    graph before optimisation first (``CollectRawGraph``), the placed partition graphs last;
+    whichever thread next finishes an eager kernel while run metadata is on empties it into a
+    new entry (``CollectGraphs`` in ``EagerKernelExecute``). An op run eagerly on another
+    thread while a function is being instantiated (a ``tf.py_function`` of a ``tf.data`` map,
+    a thread of the user's) so cuts that function's record in two: its graph before
+    optimisation in one entry, its partition graphs in a later one with an empty graph before
+    optimisation, which reads as an op run eagerly, the whole function with it. Such an entry
+    goes back into the instantiation it cut: the last entry before it with nodes before
+    optimisation that no partition graph holds yet (else the last with any), its optimised
+    graph merged there and its partition graphs appended. Entries are changed in place.
+    """
+    joined: list = []
+    heads: list[list] = []  # [entry, unplaced or None (not known yet)], in order
+    for entry in function_graphs:
+        if len(entry.pre_optimization_graph.node):
+            joined.append(entry)
+            heads.append([entry, None])
+            continue
+        if not heads:
+            joined.append(entry)
+            continue
+        for head in reversed(heads):
+            if head[1] is None:
+                head[1] = _unplaced(head[0])
+            if head[1]:
+                break
+        else:
+            head = heads[-1]
+        head[0].post_optimization_graph.MergeFrom(entry.post_optimization_graph)
+        head[0].partition_graphs.extend(entry.partition_graphs)
+        head[1] = None
+    return joined
+
+
+def _unplaced(entry: Any) -> bool:
+    """Whether a node of the entry's graph before optimisation is in none of its partition
+    graphs, by its name or as the scope of nodes inlined from it (``call/op``)."""
+    placed: set[str] = set()
+    for partition in entry.partition_graphs:
+        for node in partition.node:
+            parts = node.name.split("/")
+            placed.update("/".join(parts[:end]) for end in range(1, len(parts) + 1))
+    return any(node.name not in placed for node in entry.pre_optimization_graph.node)
 
 
 def read_function_graphs(

@@ -6,8 +6,10 @@ Placement comes from the placed graphs of every function the call instantiates
 of the user's FunctionDefs under other names (``function_copies``), so TensorFlow instantiates
 and records them afresh while the user's own instantiations stay in its kernel cache: the user's
 next call costs what it would have without the trace. When the trace was a function's first
-call, the function is then instantiated for the user, with nothing run
-(``function_copies.instantiate_for_the_user``), so that call does not pay it either. What the
+call, its first warm-up call runs the user's own function with the user's settings, so that it
+is instantiated and its executor built as by the user's first call
+(``FunctionCopies.start_warm_up``); where that cannot be, the function is instantiated for the
+user with nothing run (``function_copies.instantiate_for_the_user``). What the
 trace changes in TensorFlow's process-wide state (soft placement, Grappler options, run-metadata
 collection) is restored before it returns; the user's own state (weights, optimizer slots,
 iterators, RNG) changes only as the ``warmup + steps`` calls change it.
@@ -26,13 +28,14 @@ from typing import Any
 from .._model.errors import TraceError, attach_log, ran_out_message
 from .._model.trace import PlacementTrace
 from .._sources.frames import frames_from_records
-from .._sources.functions import function_display_name
+from .._sources.functions import function_display_name, rejoin_split_records
 from .._sources.input_pipeline import input_pipeline_from_xspace
 from .._sources.raw import function_protos
 from .._sources.xla import xla_from_xspace
 from .._sources.xspace import HOST_PLANE, parse_xspace, records_from_xspace
 from .._tfadapter.capture import capture_native_output
 from .._tfadapter.gc_pause import paused_gc
+from .ctrl_c import cancelled_by_ctrl_c
 from .function_copies import (
     UserCall,
     calls_run_copies,
@@ -112,6 +115,8 @@ def trace_function(
     captured = None
     user_calls: dict[str, UserCall] = {}
     sources = DatasetSources(datasets_among([*args, *dict(kwargs or {}).values()]))
+    users_soft = tf.config.get_soft_device_placement() == bool(soft_placement)
+    warm_up_as_the_user = _warms_up_as_the_user(fn, device_scope, overrides, users_soft)
     try:
         with (
             capture_native_output() as captured,
@@ -129,6 +134,7 @@ def trace_function(
                 as_the_user,
                 user_calls,
                 sources,
+                warm_up_as_the_user=warm_up_as_the_user,
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
             instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
@@ -296,6 +302,22 @@ def _callable(fn: Any, args: tuple, kwargs: dict) -> tuple[Callable[[], Any], st
     return (lambda: _call_plain(wrapped, name, args, kwargs)), name, notes
 
 
+def _warms_up_as_the_user(
+    fn: Any, device_scope: str | None, overrides: Any, users_soft_placement: bool
+) -> bool:
+    """Whether the warm-up's first call of a function the trace defines runs the user's own
+    function (``FunctionCopies.start_warm_up``): for the user's own functions, called as the
+    user calls them (no ``device_scope``; the trace's soft placement the user's, which is in
+    the call's ConfigProto, so in TensorFlow's cache key), and not when the warm-up's recorded
+    instantiations name the bodies ``overrides`` rewrites."""
+    return (
+        _calls_the_users_functions(fn)
+        and not device_scope
+        and not overrides
+        and users_soft_placement
+    )
+
+
 def _calls_the_users_functions(fn: Any) -> bool:
     """Whether the traced calls call the user's own ``tf.function``s (a tf.function, a Keras
     model's ``train_on_batch`` & co.), which the user calls again, rather than one made for the
@@ -382,7 +404,8 @@ def _tf_settings(
     dropped on entry, so that the calls instantiate, and record, them again; that costs a
     millisecond or two per op type, and the user's next eager ops reuse the new kernels.
     Yields what puts the user's Grappler settings back for one call (an XLA function's, whose
-    compiled program XLA finds by the call's ConfigProto).
+    compiled program XLA finds by the call's ConfigProto; the user's own first call of a
+    function, which TensorFlow caches under those settings).
     """
     import tensorflow as tf
     from tensorflow.python.eager import context
@@ -436,10 +459,12 @@ def _run(
     as_the_user: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     user_calls: dict[str, UserCall] | None = None,
     sources: DatasetSources | None = None,
+    warm_up_as_the_user: bool = False,
 ) -> tuple[list, bytes]:
     """Run the calls; return the placed function graphs and the profiler's XSpace bytes.
     ``user_calls`` receives the first call of each function the last traced call made;
-    ``sources`` the functions there were before the traced calls."""
+    ``sources`` the functions there were before the traced calls; ``warm_up_as_the_user``:
+    see ``FunctionCopies.start_warm_up``."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -449,10 +474,12 @@ def _run(
     ctx.export_run_metadata()  # drop what an earlier, failed trace left collected
     try:
         with scope, calls_run_copies(as_the_user) as copies:
-            for index in range(warmup):
-                _user_call(call, ("warmup", index, warmup, steps))
+            warming = copies.start_warm_up(as_the_user) if warm_up_as_the_user and warmup else None
+            with warming or contextlib.nullcontext():
+                for index in range(warmup):
+                    _user_call(call, ("warmup", index, warmup, steps))
             if overrides:  # the warm-up's instantiations name the bodies to rewrite
-                warm = list(ctx.export_run_metadata().function_graphs)
+                warm = rejoin_split_records(ctx.export_run_metadata().function_graphs)
                 called = _reachable_functions(warm)
                 called += reachable_functions(ctx, copies.xla_called)
                 xla = [ctx.get_function_def(f) for f in called if copies.xla_compiled(f)]
@@ -474,7 +501,7 @@ def _run(
                     _user_call(call, ("step", index, warmup, steps))
             finally:
                 tf.profiler.experimental.stop()
-        metadata = ctx.export_run_metadata()
+        metadata = copies.with_recorded(ctx.export_run_metadata())
         copies.restore_names(metadata.function_graphs)
         if user_calls is not None:
             user_calls.update(copies.user_calls)
@@ -492,7 +519,7 @@ def _run(
             "The TensorFlow profiler wrote no trace (no .xplane.pb), so the ops cannot be "
             "timed. Check that the profiler works here: tf.profiler.experimental.start(dir)."
         )
-    graphs = list(metadata.function_graphs)
+    graphs = rejoin_split_records(metadata.function_graphs)  # another thread cut them
     if not graphs and not notes:  # with notes: XLA compiled the call, no op was placed alone
         raise TraceError(
             "The call ran no TensorFlow op, so there is nothing to place. Pass a function "
@@ -517,7 +544,7 @@ def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:
 
     interrupted = None
     try:
-        with _cancelled_by_ctrl_c() as interrupted:
+        with cancelled_by_ctrl_c() as interrupted:
             return call()
     except TraceError:
         raise
@@ -544,68 +571,6 @@ def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:
             f"Your function raised {_error_line(exc)}. Fix it and trace "
             "again (its traceback is chained above)."
         ) from exc
-
-
-@contextlib.contextmanager
-def _cancelled_by_ctrl_c() -> Iterator[Any]:
-    """Let Ctrl-C cancel the tf.function calls of the block; yields an Event set on Ctrl-C.
-
-    A tf.function call blocks in C++ with the GIL released, where Python never runs its
-    SIGINT handler, so Ctrl-C alone would not stop a blocking dequeue or a long while_loop.
-    Every function call of the block runs under one ``CancellationManager`` (TensorFlow's own
-    mechanism, ``cancellation.CancellationManagerContext``); a watcher thread reads the signal
-    wake-up fd and cancels it on SIGINT, so the call returns and the pending
-    ``KeyboardInterrupt`` is raised. Only in the main thread with Python's default SIGINT
-    handler (as in a kernel running a cell); elsewhere yields ``None`` and changes nothing.
-    Limits: eager ops run one by one outside any tf.function are not cancellable (each is
-    short), and a user's own ``set_wakeup_fd`` receives the signal bytes as before (forwarded).
-    """
-    import signal
-    import threading
-
-    from tensorflow.python.eager import cancellation
-
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-        or cancellation.context() is not None
-    ):
-        yield None
-        return
-    manager = cancellation.CancellationManager()
-    interrupted = threading.Event()  # not manager.is_cancelled: a failing call cancels it too
-    read, write = os.pipe()
-    os.set_blocking(write, False)
-    try:
-        previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-    except ValueError:  # not the main interpreter's main thread
-        os.close(read)
-        os.close(write)
-        yield None
-        return
-
-    def watch() -> None:
-        while True:
-            data = os.read(read, 64)
-            if not data:
-                return
-            if signal.SIGINT in data:
-                interrupted.set()
-                manager.start_cancel()
-            if previous >= 0:
-                with contextlib.suppress(OSError):
-                    os.write(previous, data)
-
-    watcher = threading.Thread(target=watch, name="tfplace-ctrl-c", daemon=True)
-    watcher.start()
-    try:
-        with cancellation.CancellationManagerContext(manager):
-            yield interrupted
-    finally:
-        signal.set_wakeup_fd(previous)
-        os.close(write)  # the watcher reads EOF and ends
-        watcher.join()
-        os.close(read)
 
 
 def _placement_error(exc: BaseException) -> str:

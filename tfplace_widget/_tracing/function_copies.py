@@ -24,6 +24,18 @@ function already instantiated costs a cache lookup. Not so a function XLA compil
 one XlaLaunch kernel that runs in spite of the cancelled manager, so it is never called again
 (the traced calls ran the user's own, with the user's Grappler settings).
 
+Instantiated is not yet ready to run: TensorFlow builds a function's executor (the graph copied,
+its runtime optimizations, one kernel per node: about 1.5 ms for 300 ops) at its first run, after
+the cancellation check, so a cancelled call cannot build it, and nothing else reachable from
+Python does. Only a real run of the user's own function does. So, when the trace is a function's
+first call (its FunctionDef did not exist before the trace, so nothing has instantiated it), its
+first warm-up call runs the user's own function with the user's settings, unrecorded, as the
+user's own first call would have (:meth:`FunctionCopies.start_warm_up`): the user's next call finds
+it instantiated and its executor built. Its copy is then instantiated for the traced calls
+without running (recorded: the trace's placed graph), and builds its executor in the first traced
+call, before its first op starts. No call is added: a training step still runs ``warmup + steps``
+times.
+
 A top-level function that TensorFlow renames when it is called (the experimental small-constant
 and summary optimizers fold arguments into ``<name>`` + a suffix) is called as it is. So is a
 function XLA compiles (``_XlaMustCompile``: ``jit_compile=True``, a Keras step on a GPU): XLA
@@ -107,6 +119,11 @@ class FunctionCopies:
         self._xla_compiled: dict[str, bool] = {}
         self.xla_called: set[str] = set()  # the user's XLA functions called eagerly
         self.user_calls: dict[str, UserCall] = {}  # each function called: its first call
+        self._defined_before: frozenset[str] | None = None  # during start_warm_up's block
+        self._ran_as_the_user: dict[str, UserCall] = {}  # warm-up calls of the user's own
+        self._copy_run: set[str] = set()  # functions whose copy a call ran
+        self._recorded: list[Any] = []  # run metadata collected before each own call
+        self._as_the_user: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
 
     def renamed(self, fname: str) -> str:
         """The copy the call of ``fname`` runs (made on first use), or ``fname`` itself."""
@@ -128,6 +145,64 @@ class FunctionCopies:
                 known = False
             self._xla_compiled[fname] = known
         return known
+
+    def runs_as_the_user(self, fname: str) -> bool:
+        """Whether this call of ``fname`` runs the user's own function (see
+        :meth:`start_warm_up`): its first call in the warm-up, when the trace defined it."""
+        return (
+            self._defined_before is not None
+            and fname not in self._defined_before
+            and fname not in self._ran_as_the_user
+            and fname not in self._copy_run
+            and self._copyable_call(fname)
+        )
+
+    @contextlib.contextmanager
+    def start_warm_up(
+        self, as_the_user: Callable[[], contextlib.AbstractContextManager]
+    ) -> Iterator[None]:
+        """For the block (the warm-up calls), the first call of each function the trace defines
+        runs the user's own function, with the user's settings (``as_the_user()``) and
+        unrecorded; then each such function's copy is instantiated, not run (see the module's
+        docstring)."""
+        self._defined_before = frozenset(self._ctx.list_function_names())
+        self._as_the_user = as_the_user
+        try:
+            yield
+        finally:
+            self._defined_before = None
+        ahead = [
+            call._replace(name=self.renamed(fname))
+            for fname, call in self._ran_as_the_user.items()
+            if fname not in self._copy_run
+        ]
+        instantiate_without_running(ahead)
+
+    def call_as_the_user(self, call: UserCall, run: Callable[[], Any]) -> Any:
+        """``run()``, the call of the user's own function, with the user's settings and outside
+        the run metadata the trace collects (TensorFlow's records of it are dropped)."""
+        self._ran_as_the_user[_text(call.name)] = call
+        self._recorded.append(self._ctx.export_run_metadata())
+        self._ctx.disable_graph_collection()  # drops what it collected: nothing, just exported
+        try:
+            with self._as_the_user():
+                return run()
+        finally:
+            self._ctx.enable_run_metadata()
+
+    def copy_ran(self, fname: str) -> None:
+        self._copy_run.add(fname)
+
+    def with_recorded(self, metadata: Any) -> Any:
+        """``metadata`` (the run metadata collected last) after what was collected before each
+        call run as the user's own."""
+        if not self._recorded:
+            return metadata
+        merged = self._recorded[0]
+        for piece in [*self._recorded[1:], metadata]:
+            merged.MergeFrom(piece)
+        self._recorded = []
+        return merged
 
     def new_round(self) -> None:
         self._round += 1
@@ -228,15 +303,18 @@ def calls_run_copies(
     original = ctx.call_function
 
     def call_function(name: Any, tensor_inputs: Any, num_outputs: int) -> Any:
-        text = name.decode("utf-8") if isinstance(name, bytes) else name
+        text = _text(name)
         if copies.xla_compiled(text):  # already the user's own call: not made again after
             copies.xla_called.add(text)
             with as_the_user():
                 return original(name, tensor_inputs, num_outputs)
-        if text not in copies.user_calls:
-            copies.user_calls[text] = UserCall(name, tensor_inputs, num_outputs, ctx.device_name)
+        call = UserCall(name, tensor_inputs, num_outputs, ctx.device_name)
+        copies.user_calls.setdefault(text, call)
+        if copies.runs_as_the_user(text):
+            return copies.call_as_the_user(call, lambda: original(name, tensor_inputs, num_outputs))
         copy = copies.renamed(text)
         if copy != text:
+            copies.copy_ran(text)
             name = copy.encode("utf-8") if isinstance(name, bytes) else copy
         return original(name, tensor_inputs, num_outputs)
 
@@ -254,10 +332,17 @@ def calls_run_copies(
 def instantiate_for_the_user(calls: Iterable[UserCall], keep_device: bool = True) -> None:
     """Have TensorFlow instantiate and cache each call's function as the user's own call of it
     would (the settings in force, the call's device; with ``keep_device=False`` the device in
-    force now, e.g. without the trace's ``device_scope``), without running it: the call is made
-    under a cancellation manager cancelled beforehand (see the module's docstring), given to
-    this call only (``cancellation.context()`` would cancel every thread's calls). Call it with
-    the user's settings restored and run-metadata collection off."""
+    force now, e.g. without the trace's ``device_scope``), without running it (see
+    :func:`instantiate_without_running`). Call it with the user's settings restored and
+    run-metadata collection off."""
+    instantiate_without_running(calls, keep_device)
+
+
+def instantiate_without_running(calls: Iterable[UserCall], keep_device: bool = True) -> None:
+    """Make each call, with the settings in force, under a cancellation manager cancelled
+    beforehand (see the module's docstring), given to this call only
+    (``cancellation.context()`` would cancel every thread's calls): TensorFlow instantiates and
+    caches the function (recording it if run metadata is on), and runs nothing."""
     from tensorflow.python.eager import cancellation, context, execute
     from tensorflow.python.framework import errors
 
@@ -267,16 +352,19 @@ def instantiate_for_the_user(calls: Iterable[UserCall], keep_device: bool = True
     for call in calls:
         device = ctx.device(call.device or None) if keep_device else contextlib.nullcontext()
         # Any error but the expected refusal means the function cannot be made ahead (the
-        # user's next call will say why, as it would have): nothing to do here.
+        # next call will say why, as it would have): nothing to do here.
         with device, contextlib.suppress(errors.OpError):
             # What Context.call_function does under a cancellation context.
             attrs = tuple(itertools.chain(*ctx.function_call_options.as_attrs().items()))
-            name = call.name.decode("utf-8") if isinstance(call.name, bytes) else call.name
             execute.execute_with_cancellation(
-                name,
+                _text(call.name),
                 num_outputs=call.num_outputs,
                 inputs=call.inputs,
                 attrs=attrs,
                 ctx=ctx,
                 cancellation_manager=cancelled,
             )
+
+
+def _text(name: Any) -> str:
+    return name.decode("utf-8") if isinstance(name, bytes) else name
