@@ -1,5 +1,5 @@
-// ESLint 9 for the browser's code (tfplace_widget/static/) and its node tests (tests/js/):
-// `./dev lint` runs `npx --yes eslint@9 tfplace_widget/static tests/js` when node is installed.
+// ESLint 9 for the browser's code (tfplace_widget/_static/) and its node tests (tests/js/):
+// `./dev lint` runs `npx --yes eslint@9 tfplace_widget/_static tests/js` when node is installed.
 // CommonJS, and no imports: npx's eslint cannot import packages (@eslint/js, globals) from this
 // folder, which has no node_modules, so @eslint/js 9's "recommended" rules are written out.
 const recommended = Object.fromEntries(
@@ -28,30 +28,30 @@ const BROWSER = readonly(`document console setTimeout clearTimeout requestAnimat
 
 module.exports = [
   {
-    files: ["tfplace_widget/static/**/*.js"],
+    files: ["tfplace_widget/_static/**/*.js"],
     languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: BROWSER },
     rules: recommended,
   },
   {
     // The plotly.js holder and the timeline: bundle_entry.js comes first in both, and
     // bundle_holder._js fills the $NAME placeholders with JSON before the code is sent.
-    files: ["tfplace_widget/static/{bundle_entry,holder,timeline}.js"],
+    files: ["tfplace_widget/_static/{bundle_entry,holder,timeline}.js"],
     languageOptions: { globals: readonly("bundleEntry $REGISTRY $DIGEST $WAIT_MS") },
   },
   {
-    files: ["tfplace_widget/static/bundle_entry.js"],
+    files: ["tfplace_widget/_static/bundle_entry.js"],
     rules: { "no-unused-vars": ["error", { varsIgnorePattern: "^bundleEntry$" }] },
   },
   {
     // The HTML report's script: search.js and format.js, table.js (without its last line, the
     // export), then report.js, in one async function of a classic <script> (report.js awaits
     // at its top level); plotly.js comes after it.
-    files: ["tfplace_widget/static/{search,format}.js"],
+    files: ["tfplace_widget/_static/{search,format}.js"],
     languageOptions: { sourceType: "script" },
     rules: { "no-unused-vars": ["error", { vars: "local" }] },  // what report.js calls
   },
   {
-    files: ["tfplace_widget/static/report.js"],
+    files: ["tfplace_widget/_static/report.js"],
     languageOptions: { globals: readonly("matchNames SearchError formatUs renderOpTable Plotly") },
   },
   {

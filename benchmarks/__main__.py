@@ -213,7 +213,7 @@ def close_widgets(keep_bundle: bool) -> None:
 
     keep: set[int] = set()
     if keep_bundle:
-        from tfplace_widget.widgets.bundle_holder import holder
+        from tfplace_widget._widgets.bundle_holder import holder
 
         keep = {id(holder()), id(holder().layout)}
     for widget in list(_instances.values()):
@@ -243,13 +243,13 @@ def bench_panel(name: str, trace: Any, query: str, builds: int, memory: bool) ->
     """Build the panel ``builds`` times: build 0 is the first panel of a process (it sends
     plotly's widget bundle), the others are later panels (the bundle is in the browser)."""
     try:
-        from tfplace_widget.widgets.panel import show_placement
+        from tfplace_widget._widgets.panel import show_placement
     except ImportError as exc:
         print(
-            f"NOTE: panel benchmarks skipped: tfplace_widget.widgets.panel is not importable ({exc})."
+            f"NOTE: panel benchmarks skipped: tfplace_widget._widgets.panel is not importable ({exc})."
         )
         return None
-    from tfplace_widget.widgets import bundle_holder
+    from tfplace_widget._widgets import bundle_holder
 
     log(f"panel on {name}: {builds} builds, typing {query!r}")
     result: dict[str, Any] = {"name": name, "ops": len(trace.ops), "events": len(trace.events)}
@@ -534,7 +534,7 @@ def render(results: dict) -> str:
     add("### 3. The panel: build, one search keystroke, widget state sent to the browser")
     add("")
     if panels is None:
-        add("Skipped: `tfplace_widget.widgets.panel` did not exist or failed to import.")
+        add("Skipped: `tfplace_widget._widgets.panel` did not exist or failed to import.")
     else:
         add(
             "`show_placement(trace)` on an already computed trace; keystrokes set "

@@ -44,8 +44,8 @@ def on_tasks(graph_def: Any) -> Any:
 
 def idle_cluster_seconds() -> float:
     """Start the local cluster's servers and stop them again, nothing traced."""
-    from tfplace_widget.tracing.cluster import parse_cluster
-    from tfplace_widget.tracing.local_cluster import run_on_local_cluster
+    from tfplace_widget._tracing.cluster import parse_cluster
+    from tfplace_widget._tracing.local_cluster import run_on_local_cluster
 
     plan = parse_cluster(CLUSTER, None)
     assert plan is not None
@@ -58,7 +58,7 @@ def panel_timings(one: Any, cluster: Any, repeats: int) -> tuple[dict[str, Any],
     """The panels of both traces built (interleaved), and a task folded and opened again on
     the cluster's panel (with a search and a picked op, which both stay)."""
     from benchmarks.measure import Timing, time_cpu_once
-    from tfplace_widget.widgets.panel import PlacementPanel
+    from tfplace_widget._widgets.panel import PlacementPanel
 
     made: list[Any] = []
     panels = interleaved(

@@ -49,9 +49,9 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
     from tensorflow.python.client import timeline
 
     from tfplace_widget import PlacementTrace
-    from tfplace_widget.model.records import Records
-    from tfplace_widget.sources import frames, raw, run_metadata
-    from tfplace_widget.tfadapter import graphfacts
+    from tfplace_widget._model.records import Records
+    from tfplace_widget._sources import frames, raw, run_metadata
+    from tfplace_widget._tfadapter import graphfacts
 
     graph_def = graph.as_graph_def()
     facts = graphfacts.facts_from_graph(graph, graph_def=graph_def)

@@ -4,7 +4,7 @@
 benchmark trace of each size (``benchmarks/convert.py``'s ``--protos`` folder when given), the
 fields the conversion takes from a RunMetadata in two ways, interleaved in one process:
 
-- Python: ``records_from_step_stats`` and ``executed_graph`` (sources/run_metadata.py), field by
+- Python: ``records_from_step_stats`` and ``executed_graph`` (_sources/run_metadata.py), field by
   field from the upb message;
 - TensorFlow's compiled decoder, level by level (RunMetadata -> StepStats -> DeviceStepStats ->
   NodeExecStats -> NodeOutput -> TensorDescription -> AllocationDescription, and
@@ -106,8 +106,8 @@ def decode_columns(data: bytes) -> dict[str, Any]:
 
 def python_columns(metadata: Any) -> tuple[Any, Any]:
     """What the conversion reads today: the step_stats records and the executed graph."""
-    from tfplace_widget.model.records import Records
-    from tfplace_widget.sources import run_metadata
+    from tfplace_widget._model.records import Records
+    from tfplace_widget._sources import run_metadata
 
     records = Records()
     run_metadata.records_from_step_stats(metadata.step_stats, records)
@@ -118,7 +118,7 @@ def check_equal(metadata: Any, decoded: dict[str, Any]) -> None:
     """Raise AssertionError unless the decoded columns hold what the Python readers read."""
     import numpy as np
 
-    from tfplace_widget.model.devices import canonical_device
+    from tfplace_widget._model.devices import canonical_device
 
     records, executed = python_columns(metadata)
     lanes = np.repeat(np.array(decoded["lanes"], dtype=object), decoded["records_per_lane"])
@@ -140,7 +140,7 @@ def check_equal(metadata: Any, decoded: dict[str, Any]) -> None:
 
 def run(n_ops: int, repeats: int, protos: str | None) -> dict[str, Any]:
     from benchmarks.convert import traced_protos
-    from tfplace_widget.tfadapter.gc_pause import paused_gc
+    from tfplace_widget._tfadapter.gc_pause import paused_gc
 
     metadata, _ = traced_protos(n_ops, protos)
     data = metadata.SerializeToString()

@@ -9,7 +9,7 @@ chain, every other tower under ``tf.device('/CPU:1')``, summed on CPU:0 (``--len
 19,000 ops). After it has been traced and instantiated once, each repeat times, in this order:
 
 - ``trace_placement(f, x)`` end to end (defaults: ``warmup=1``, ``steps=1``), with its phases
-  timed by wrappers put around ``tfplace_widget.tracing.function``'s helpers for this process only;
+  timed by wrappers put around ``tfplace_widget._tracing.function``'s helpers for this process only;
 - the user's next plain call after it (until issue 25 the trace cleared the eager kernel cache,
   so this call instantiated the function again; now the trace runs copies of the function and
   this call runs the user's cached instantiation: ``benchmarks/next_call.py``);
@@ -346,7 +346,7 @@ class PhaseTimer:
 def timing_phases(tf: Any) -> Iterator[PhaseTimer]:
     """Wrap ``function_tracer``'s helpers (and the profiler/export calls it makes) in timers."""
 
-    from tfplace_widget.tracing import function as ft
+    from tfplace_widget._tracing import function as ft
 
     timer = PhaseTimer()
 
@@ -715,7 +715,7 @@ def render(results: dict, heading: str = "###") -> str:
     add("")
     add(
         "Where trace_placement's time goes (medians over the repeats; phases timed by "
-        "wrappers around `tfplace_widget.tracing.function`'s helpers, in the benchmark "
+        "wrappers around `tfplace_widget._tracing.function`'s helpers, in the benchmark "
         "process only):"
     )
     add("")

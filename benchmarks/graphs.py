@@ -81,7 +81,7 @@ def builder(graph_def: Any) -> Callable[[], Any]:
 
 def session_config(devices: int) -> Any:
     """The exact ConfigProto ``trace_placement(device_count={"CPU": devices})`` uses."""
-    from tfplace_widget.tracing import tracer
+    from tfplace_widget._tracing import tracer
 
     return tracer._session_config(None, {"CPU": devices}, True, False)
 

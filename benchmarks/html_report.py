@@ -54,7 +54,7 @@ _ARM_JS = """() => {
 def write_reports(folder: Path, sizes: tuple[int, ...]) -> dict[int, dict]:
     """Trace, convert and write each size's report; its path, size, ops and write time."""
     from tfplace_widget import PlacementTrace
-    from tfplace_widget.export.html import plotly_path, write_html
+    from tfplace_widget._export.html import plotly_path, write_html
 
     reports = {}
     for n in sizes:
@@ -103,7 +103,7 @@ def open_times(browser, path: Path, repeats: int) -> dict[str, list[float]]:
 def plotly_alone(browser, folder: Path, repeats: int) -> list[float]:
     """The fixed cost: seconds from navigation start until a page holding only plotly.min.js
     (as the report embeds it) has run it."""
-    from tfplace_widget.export.html import plotly_path
+    from tfplace_widget._export.html import plotly_path
 
     path = folder / "plotly_alone.html"
     path.write_text(

@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from tfplace_widget import PlacementTrace
-    from tfplace_widget.tfadapter import kernels, registry
+    from tfplace_widget._tfadapter import kernels, registry
 
     graph_def = graphs.make_graph_def(args.ops, devices=4)
     run = graphs.bare_traced_run(graph_def, graphs.session_config(4))

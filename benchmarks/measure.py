@@ -126,7 +126,7 @@ def message_bytes(data: Any, buffers: Any) -> int:
 
 # Widgets whose binary buffers are code: the holder of plotly's gzipped widget bundle, which a
 # kernel sends once instead of in every timeline's ``_esm`` (tfplace_widget/bundle_holder.py).
-CODE_BUFFER_WIDGETS = {"tfplace_widget.widgets.bundle_holder.PlotlyBundle"}
+CODE_BUFFER_WIDGETS = {"tfplace_widget._widgets.bundle_holder.PlotlyBundle"}
 
 
 @dataclass

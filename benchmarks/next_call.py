@@ -7,12 +7,14 @@ run, the workload is made and, before anything else calls it, ``trace_placement`
 workloads: ``f`` below, and a MobileNetV2 training step
 (``keras.applications.MobileNetV2(input_shape=(96, 96, 3), weights=None, classes=10)``, SGD,
 batch 8, ``model.train_on_batch``; no download). Each run is made with this commit's trace and
-with the trace as before issue 30 (``instantiate_for_the_user`` switched off in that process:
-the user's function was then never instantiated with the user's settings), and, for reference,
+with the trace as before issue 30 (``instantiate_for_the_user`` and the warm-up as the user's
+own call switched off in that process: the user's function was then never instantiated with the
+user's settings), and, for reference,
 without a trace: the user's own first call, then their second (what a next call costs anyway),
 the three alternating. One more process per workload and variant counts the functions
-TensorFlow instantiates in the next call (``RunMetadata.function_graphs``), outside the timed
-runs. This section takes 15-20 minutes on a loaded 2-core machine (each MobileNetV2 process
+TensorFlow instantiates in the next call (``RunMetadata.function_graphs``) and the executors
+it builds there (its ``flr_executor`` counter: one at a function's first run), outside the
+timed runs. This section takes 15-20 minutes on a loaded 2-core machine (each MobileNetV2 process
 30-60 s; ``--first-call-repeats``, ``--quick``: 2).
 
 **A function already called** (issue 25): two workloads, each called by the user and cached
@@ -175,16 +177,18 @@ def first_call_child(workload: str, variant: str, count: bool) -> dict[str, Any]
 
         tf.config.list_logical_devices()
     from tfplace_widget import trace_placement
-    from tfplace_widget.tracing import function
+    from tfplace_widget._tracing import function
 
     if variant == "before":  # the trace as it was before issue 30
         function.instantiate_for_the_user = lambda *args, **kwargs: None
+        function._warms_up_as_the_user = lambda *args, **kwargs: False
     fn, args = (make_function if workload == "f" else make_mobilenet_step)(tf)
     with quiet_fds():
         first = (lambda: fn(*args)) if variant == "untraced" else lambda: trace_placement(fn, *args)
         first_wall, first_cpu, _ = time_cpu_once(first)
     if count:
-        return {"instantiations": instantiations(lambda: fn(*args))}
+        built, made = executors_built(lambda: instantiations(lambda: fn(*args)))
+        return {"instantiations": made, "executors": built}
     next_wall, next_cpu, _ = time_cpu_once(lambda: fn(*args))
     for _ in range(2):
         fn(*args)
@@ -234,14 +238,23 @@ def measure_first_call(repeats: int) -> dict[str, Any]:
                     f"{fmt_ms(run['next']['seconds'][0])} (CPU {fmt_ms(run['next']['cpu'][0])}), "
                     f"steady {fmt_ms(statistics.median(run['steady']['seconds']))}"
                 )
+        counted = {variant: run_child(workload, variant, count=True) for variant in VARIANTS}
         results[workload] = {
             "timings": {k: {"seconds": t.seconds, "cpu": t.cpu} for k, t in timings.items()},
-            "instantiations": {
-                variant: run_child(workload, variant, count=True)["instantiations"]
-                for variant in VARIANTS
-            },
+            "instantiations": {v: c["instantiations"] for v, c in counted.items()},
+            "executors": {v: c["executors"] for v, c in counted.items()},
         }
     return results
+
+
+def executors_built(call: Callable[[], Any]) -> tuple[int, Any]:
+    """Executors TensorFlow's function runtime built during ``call()`` (its own test counter
+    ``flr_executor``, one per function at its first run), and what ``call()`` returned."""
+    from tensorflow.python.framework import test_util
+
+    deltas = [test_util.TestDelta("flr_executor", k) for k in ("default", "single_threaded")]
+    returned = call()
+    return sum(delta.Get() for delta in deltas), returned
 
 
 def graph_ops(tf: Any, f: Any, args: tuple) -> int:
@@ -466,6 +479,7 @@ def render_first_call(results: dict[str, Any]) -> list[str]:
         ratio_cpu = cpu["next_now"] / steady_cpu
         verdict = "met" if ratio_cpu <= TARGET else "missed"
         made = w["instantiations"]
+        built = w.get("executors", {})
         lines += [
             "",
             f"Next call / steady call in CPU time: **{ratio_cpu:.2f}x** (target <= {TARGET}x: "
@@ -473,9 +487,12 @@ def render_first_call(results: dict[str, Any]) -> list[str]:
             f"{cpu['next_before'] / steady_cpu:.1f}x; against the user's second call without a "
             f"trace: **{cpu['next_now'] / cpu['next_untraced']:.2f}x** in CPU time. Functions "
             f"TensorFlow instantiated in that call: **{made['now']}** (before issue 30: "
-            f"{made['before']}; the second call without a trace: {made['untraced']}). The trace "
+            f"{made['before']}; the second call without a trace: {made['untraced']}); "
+            f"executors it built: **{built.get('now', '?')}** (before issue 30: "
+            f"{built.get('before', '?')}; the second call without a trace: "
+            f"{built.get('untraced', '?')}). The trace "
             f"takes {cpu['first_now'] - cpu['first_before']:+.2f} s of CPU more than before "
-            "(the user's instantiation, made ahead).",
+            "(the user's instantiation and its executor, made ahead).",
             "",
         ]
     return lines

@@ -31,8 +31,8 @@ TARGET = 0.10
 
 def measure(n_ops: int, repeats: int) -> dict[str, Any]:
     from tfplace_widget import PlacementTrace, predict_placement
-    from tfplace_widget.analyses.predict import gpu_devices, predict_devices
-    from tfplace_widget.analyses.predict.cache import _drop_facts_cache
+    from tfplace_widget._analyses.predict import gpu_devices, predict_devices
+    from tfplace_widget._analyses.predict.cache import _drop_facts_cache
 
     graph_def = make_graph_def(n_ops, devices=DEVICES)
     run = bare_traced_run(graph_def, session_config(DEVICES))

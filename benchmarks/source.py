@@ -42,7 +42,7 @@ def python_builder(tf: Any, n_ops: int) -> Callable[[], Any]:
 @contextmanager
 def reading_timed(spent: dict[str, list[float]]) -> Any:
     """The tracers with their stack readers timed: seconds per call into ``spent``."""
-    from tfplace_widget.tracing import function, tracer
+    from tfplace_widget._tracing import function, tracer
 
     saved = tracer.graph_built_at, function.function_built_at
 
@@ -67,7 +67,7 @@ def reading_timed(spent: dict[str, list[float]]) -> Any:
 @contextmanager
 def without_sources() -> Any:
     """The tracers with the stack readers replaced by ones that read nothing."""
-    from tfplace_widget.tracing import function, tracer
+    from tfplace_widget._tracing import function, tracer
 
     saved = tracer.graph_built_at, function.function_built_at
     tracer.graph_built_at = lambda operations: {}
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tf = start_tensorflow()
     from tfplace_widget import trace_placement
-    from tfplace_widget.tfadapter.origins import graph_built_at
+    from tfplace_widget._tfadapter.origins import graph_built_at
 
     build = python_builder(tf, args.ops)
     f, x = make_function(tf, length=args.length)

@@ -8,14 +8,14 @@ reduction on 32x32 float32 tensors, summed. It is wrapped twice, as
 user (and so compiled/instantiated and cached) and traced once untimed before anything is timed.
 Then each repeat runs, interleaved, ``trace_placement(f, x)`` (defaults: ``warmup=1``,
 ``steps=1``) of the XLA function and of the plain one, with its phases timed by wrappers put
-around ``tfplace_widget.tracing.function``'s helpers (this process only, as
+around ``tfplace_widget._tracing.function``'s helpers (this process only, as
 ``benchmarks/function_mode.py`` does).
 
 The XLA trace is checked before its time counts: its ops are listed with ``how="xla"`` and
 ``trace.xla`` has executed instructions (else it would be timing an empty trace).
 
 A trace runs a copy of the user's plain function under another name
-(``tracing/function_copies``), which TensorFlow instantiates afresh in the trace's warm-up call;
+(``_tracing/function_copies``), which TensorFlow instantiates afresh in the trace's warm-up call;
 the XLA function it calls as it is, with the user's settings, so XLA finds its program compiled
 (before 2026-12-02 it ran a copy too, and XLA compiled that copy again: 0.5 s here). The row
 "the user's first call" (Python tracing + XLA compile, or + instantiation) says what the
@@ -97,7 +97,7 @@ def graph_ops(f: Any, x: Any) -> int:
 def timing_phases(tf: Any) -> Iterator[PhaseTimer]:
     """Wrap ``tracing.function``'s helpers (and the profiler/export calls) in timers."""
 
-    from tfplace_widget.tracing import function as ft
+    from tfplace_widget._tracing import function as ft
 
     timer = PhaseTimer()
 

@@ -92,6 +92,22 @@ def instantiations(call: Any) -> int:
         ctx.disable_graph_collection()
 
 
+def executors_built(call: Any) -> tuple[int | None, Any]:
+    """How many executors TensorFlow's function runtime built during ``call()``, and what
+    ``call()`` returned. TensorFlow builds a function's executor (its graph optimized for the
+    run, one kernel per node) at the function's first run, not at its instantiation, and counts
+    each in its own test counter (``flr_executor``, labels ``default`` and
+    ``single_threaded``); ``None`` where this TensorFlow has no reader of that counter."""
+    try:
+        from tensorflow.python.framework import test_util
+
+        deltas = [test_util.TestDelta("flr_executor", k) for k in ("default", "single_threaded")]
+    except (ImportError, AttributeError):
+        return None, call()
+    returned = call()
+    return sum(delta.Get() for delta in deltas), returned
+
+
 def op_row(trace: Any, name: str) -> pd.Series:
     """The single ``ops`` row of ``name`` (fails if there is none or several)."""
     rows = trace.ops[trace.ops["op"] == name]

@@ -10,33 +10,40 @@ implementation on first call.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .model.errors import (
+from . import _services
+from ._model.errors import (
     CallsTfFunction,
     ClusterError,
     FrameFormatError,
+    PlacementAssertionError,
     SearchError,
     TraceError,
     TraceFileNotFound,
     TraceWriteError,
     UsesEagerObjects,
 )
-from .model.version import __version__ as __version__
+from ._model.services import install as _install_services
+from ._model.version import __version__ as __version__
+
+_install_services(_services)  # PlacementTrace's save, load, exports, findings and readers
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analyses.compare import PlacementDiff
-    from .model.devices import task_of
-    from .model.trace import PlacementTrace
-    from .tfadapter.capture import capture_native_output
-    from .widgets.comparison import ComparisonView
-    from .widgets.panel import PlacementPanel
+    from ._analyses.compare import PlacementDiff
+    from ._model.devices import task_of
+    from ._model.trace import PlacementTrace
+    from ._tfadapter.capture import capture_native_output
+    from ._widgets.comparison import ComparisonView
+    from ._widgets.panel import PlacementPanel
 
 __all__ = [
     "CallsTfFunction",
     "ClusterError",
     "ComparisonView",
     "FrameFormatError",
+    "PlacementAssertionError",
     "PlacementDiff",
     "PlacementPanel",
     "PlacementTrace",
@@ -45,6 +52,7 @@ __all__ = [
     "TraceFileNotFound",
     "TraceWriteError",
     "UsesEagerObjects",
+    "assert_placement",
     "capture_native_output",
     "compare",
     "load_ipython_extension",
@@ -57,12 +65,12 @@ __all__ = [
 ]
 
 _LAZY = {
-    "ComparisonView": ("widgets.comparison", "ComparisonView"),
-    "PlacementDiff": ("analyses.compare", "PlacementDiff"),
-    "PlacementTrace": ("model.trace", "PlacementTrace"),
-    "PlacementPanel": ("widgets.panel", "PlacementPanel"),
-    "capture_native_output": ("tfadapter.capture", "capture_native_output"),
-    "task_of": ("model.devices", "task_of"),
+    "ComparisonView": ("_widgets.comparison", "ComparisonView"),
+    "PlacementDiff": ("_analyses.compare", "PlacementDiff"),
+    "PlacementTrace": ("_model.trace", "PlacementTrace"),
+    "PlacementPanel": ("_widgets.panel", "PlacementPanel"),
+    "capture_native_output": ("_tfadapter.capture", "capture_native_output"),
+    "task_of": ("_model.devices", "task_of"),
 }
 
 
@@ -82,7 +90,7 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
     Returns:
         The panel widget; ``panel.trace`` is the ``PlacementTrace`` it shows.
     """
-    from .widgets.panel import show_placement as show
+    from ._widgets.panel import show_placement as show
 
     return show(fn_or_trace, *args, **options)
 
@@ -115,7 +123,7 @@ def trace_placement(fn: Any, *args: Any, **options: Any) -> PlacementTrace:
         ValueError: A bad option value, such as an override pattern that matches no op.
         TypeError: An argument of the wrong type or an unknown option.
     """
-    from .tracing.tracer import trace_placement as trace
+    from ._tracing.tracer import trace_placement as trace
 
     return trace(fn, *args, **options)
 
@@ -139,9 +147,67 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     Raises:
         ValueError: A trace without its graph, or a bad option value.
     """
-    from .tracing.predict import predict_placement as predict
+    from ._tracing.predict import predict_placement as predict
 
     return predict(fn_or_trace, gpus, **trace_options)
+
+
+def assert_placement(
+    fn_or_trace: Any,
+    *args: Any,
+    expect: Mapping[str, str] | None = None,
+    max_copies: int | None = None,
+    allow_cpu_fallback: bool = True,
+    **trace_options: Any,
+) -> PlacementTrace:
+    """Check where ``fn(*args)`` puts its ops; raise ``PlacementAssertionError`` if not as asked.
+
+    Traces once (``trace_placement``, which puts back every TensorFlow setting it changes: a
+    training loop that calls this before its first step pays nothing in the later ones), then
+    checks the placement. On a machine without a device type the check is about (a GPU
+    named in ``expect``, or ``allow_cpu_fallback=False``), it checks the prediction
+    ``predict_placement(trace, gpus=N)`` instead, and its message and result say so. The same
+    check as ``tfplace run/show --expect-device``.
+
+    Args:
+        fn_or_trace: What ``trace_placement`` takes (TF2 code or a graph builder), traced here
+            with ``*args`` and ``**trace_options``; or a ``PlacementTrace`` or trace file.
+        *args: Positional arguments passed to ``fn``.
+        expect: Op-name globs to devices, ``{"*dense*": "GPU", "loss": "CPU:0"}``, by the rules
+            of ``--expect-device`` (whole name, case-sensitive; ops the runtime adds are left
+            out; a device type, short name, task or full name). Each glob must match an op.
+        max_copies: The most copies between devices the step may make (``trace.transfers``:
+            each tensor sent from one device to another, the fetch of a result included).
+        allow_cpu_fallback: ``False``: fail on any ``cpu_fallback`` finding (an op on the CPU
+            of a GPU machine for a reason of its own, e.g. no GPU kernel), also one under the
+            findings' 1% materiality line. Default ``True``: only what you ask is checked.
+        **trace_options: Keyword-only: the options of ``trace_placement`` (``device_count``,
+            ``fn_kwargs``, ``steps``, ``soft_placement``...; for a trace only
+            ``soft_placement``, the prediction's).
+
+    Returns:
+        The placement checked, for further checks: the trace, or the prediction
+        (``predicted`` True) on a machine without the device.
+
+    Raises:
+        PlacementAssertionError: A check failed (an ``AssertionError``: pytest reports a failed
+            assertion); the message lists the offending ops (op, type, device, expected,
+            source line when the trace has one, reason), the copies and the fallbacks.
+        ValueError: Nothing to check, a glob that matches no op, a device the placement has
+            none of, or a bad option value.
+        TraceError: The code failed or cannot be traced.
+    """
+    from ._testing.assertion import assert_placement as check
+
+    __tracebackhide__ = True  # pytest's report ends at the user's call
+    return check(
+        fn_or_trace,
+        *args,
+        expect=expect,
+        max_copies=max_copies,
+        allow_cpu_fallback=allow_cpu_fallback,
+        **trace_options,
+    )
 
 
 def compare(a: Any, b: Any) -> PlacementDiff:
@@ -157,8 +223,8 @@ def compare(a: Any, b: Any) -> PlacementDiff:
         replaced, only_a, only_b), ``transfers``, ``devices`` (busy time per device),
         ``summary`` and ``moved``.
     """
-    from .analyses.compare import compare as diff
-    from .tracing.dispatch import as_trace
+    from ._analyses.compare import compare as diff
+    from ._tracing.dispatch import as_trace
 
     return diff(a, b, trace=as_trace)
 
@@ -176,7 +242,7 @@ def show_comparison(a: Any, b: Any, **kwargs: Any) -> ComparisonView:
     Returns:
         The comparison view widget; its ``diff`` is ``compare(a, b)``.
     """
-    from .widgets.comparison import show_comparison as show
+    from ._widgets.comparison import show_comparison as show
 
     return show(a, b, **kwargs)
 
@@ -198,9 +264,9 @@ def load_ipython_extension(ipython: Any) -> None:
     Args:
         ipython: The IPython shell loading the extension.
     """
-    from .magics import load
+    from ._magics import load
 
-    load(ipython)
+    load(ipython, _magic_names())
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -209,6 +275,12 @@ def unload_ipython_extension(ipython: Any) -> None:
     Args:
         ipython: The IPython shell unloading the extension.
     """
-    from .magics import unload
+    from ._magics import unload
 
-    unload(ipython)
+    unload(ipython, _magic_names())
+
+
+def _magic_names() -> dict[str, Any]:
+    """What ``%load_ext`` adds to the user's namespace: this module's own entry points (handed
+    to ``magics``, which does not import the package root)."""
+    return {"show_placement": show_placement, "trace_placement": trace_placement}

@@ -1,6 +1,6 @@
-"""``python -m tfplace_widget``: the ``tfplace`` command line (see :mod:`tfplace_widget.cli`)."""
+"""``python -m tfplace_widget``: the ``tfplace`` command line (see :mod:`tfplace_widget._cli`)."""
 
-from tfplace_widget.cli import main
+from tfplace_widget._cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

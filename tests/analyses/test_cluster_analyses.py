@@ -25,11 +25,11 @@ from test_cluster import (
 )
 
 from tfplace_widget import predict_placement
-from tfplace_widget.analyses import findings as findings_module
-from tfplace_widget.analyses.findings import find_findings
-from tfplace_widget.analyses.predict import master_task
-from tfplace_widget.explain.run import Explainer
-from tfplace_widget.model.devices import task_of
+from tfplace_widget._analyses import findings as findings_module
+from tfplace_widget._analyses.findings import find_findings
+from tfplace_widget._analyses.predict import master_task
+from tfplace_widget._explain.run import Explainer
+from tfplace_widget._model.devices import task_of
 
 FLOAT32 = 4
 WORKER0_CPU1 = "/job:worker/replica:0/task:0/device:CPU:1"

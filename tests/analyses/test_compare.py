@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from helpers import CPU0, CPU1, op_row
 
-from tfplace_widget.analyses.compare import OPS_COLUMNS, PlacementDiff, compare
+from tfplace_widget._analyses.compare import OPS_COLUMNS, PlacementDiff, compare
 
 CPU2 = CPU0.replace("CPU:0", "CPU:2")
 

@@ -8,9 +8,9 @@ import pytest
 from helpers import GPU_TRACES
 
 from tfplace_widget import PlacementTrace
-from tfplace_widget.analyses.copies import CAUSES, COPIES_COLUMNS, explain_copies
-from tfplace_widget.model.kernel_registry import MissingRegistryError
-from tfplace_widget.tfadapter.registry import REGISTRY
+from tfplace_widget._analyses.copies import CAUSES, COPIES_COLUMNS, explain_copies
+from tfplace_widget._model.kernel_registry import MissingRegistryError
+from tfplace_widget._tfadapter.registry import REGISTRY
 
 IKHLESTOV = GPU_TRACES / "ikhlestov-tensorflow-profiling"
 

@@ -18,7 +18,7 @@ import pytest
 from helpers import GPU_TRACES, TWO_CPUS, raw_chrome_events
 
 from tfplace_widget import PlacementTrace
-from tfplace_widget.analyses.findings import (
+from tfplace_widget._analyses.findings import (
     COLUMNS,
     KINDS,
     MATERIAL_SHARE,
@@ -299,7 +299,7 @@ def test_xla_cluster_of_tf2_code_is_not_hidden(tf, trace_placement):
 
 
 def test_many_findings_of_a_kind_end_in_one_line_for_the_rest(tf, trace_placement):
-    from tfplace_widget.analyses.findings import MAX_PER_KIND
+    from tfplace_widget._analyses.findings import MAX_PER_KIND
 
     chains = MAX_PER_KIND + 4
 

@@ -25,7 +25,7 @@ import pytest
 from helpers import GPU_TRACES, TWO_CPUS
 
 from tfplace_widget import PlacementTrace, show_placement
-from tfplace_widget.analyses.findings import (
+from tfplace_widget._analyses.findings import (
     COLUMNS,
     MEASURED_HEADER,
     PREDICTED_HEADER,
@@ -33,10 +33,10 @@ from tfplace_widget.analyses.findings import (
     find_findings,
     finding_groups,
 )
-from tfplace_widget.export.html import report_data, report_html, unpack_json
-from tfplace_widget.rendering.snapshot import findings_html
-from tfplace_widget.rendering.text_report import TextOutput, print_summary
-from tfplace_widget.tfplace_format.layout import MANIFEST
+from tfplace_widget._export.html import report_data, report_html, unpack_json
+from tfplace_widget._rendering.snapshot import findings_html
+from tfplace_widget._rendering.text_report import TextOutput, print_summary
+from tfplace_widget._tfplace_format.layout import MANIFEST
 
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
 PREDICTED_KINDS = {"cpu_fallback", "ping_pong"}

@@ -339,8 +339,8 @@ def test_fits_training_and_evaluation_copies_make_one_finding(scenarios, which):
 
 
 def test_every_finding_kind_has_its_rule_and_fit_findings_audit(scenarios):
-    from tfplace_widget.analyses.findings import KIND_RULES, audit, kind_table
-    from tfplace_widget.model.columns import FINDING_KINDS
+    from tfplace_widget._analyses.findings import KIND_RULES, audit, kind_table
+    from tfplace_widget._model.columns import FINDING_KINDS
 
     assert set(KIND_RULES) == set(FINDING_KINDS)
     assert list(kind_table()["kind"]) == list(KIND_RULES)
@@ -411,7 +411,7 @@ def _share_of_the_step(trace: Any, ops: list[str]) -> float:
 def test_every_listed_finding_is_a_material_share_of_the_step(scenarios, name):
     """What ``trace.findings`` lists takes at least 1% of the step's op time (a prediction's
     findings: of the step it was predicted from); the rest stay in ``trace.all_findings``."""
-    from tfplace_widget.analyses.findings import MATERIAL_SHARE
+    from tfplace_widget._analyses.findings import MATERIAL_SHARE
 
     traced = scenarios[name]["trace"]
     for which in BOTH:

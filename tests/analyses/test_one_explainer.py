@@ -2,7 +2,7 @@
 
 Without GPUs the prediction is the placement TensorFlow made (tests/analyses/test_predict.py);
 where both pick the same rule for an op, its reason must read the same in the trace and in
-the prediction: the sentences are written once, in tfplace_widget/explain/rules.py.
+the prediction: the sentences are written once, in tfplace_widget/_explain/rules.py.
 """
 
 from __future__ import annotations

@@ -25,14 +25,14 @@ from hypothesis import HealthCheck, given, settings
 from test_properties import builder_for, graph_specs, two_variables_one_colocation
 
 from tfplace_widget import PlacementTrace, TraceError, predict_placement, trace_placement
-from tfplace_widget.analyses.predict import (
+from tfplace_widget._analyses.predict import (
     predict_devices,
     predict_transfers,
 )
-from tfplace_widget.model.graphfacts import RESOURCE_COLOCATION_EXEMPT
-from tfplace_widget.model.kernel_registry import MissingRegistryError
-from tfplace_widget.tfadapter.graphfacts import facts_from_graph, node_details
-from tfplace_widget.tfadapter.registry import REGISTRY
+from tfplace_widget._model.graphfacts import RESOURCE_COLOCATION_EXEMPT
+from tfplace_widget._model.kernel_registry import MissingRegistryError
+from tfplace_widget._tfadapter.graphfacts import facts_from_graph, node_details
+from tfplace_widget._tfadapter.registry import REGISTRY
 
 CPUS = {"CPU": 3}
 CPU = [f"/job:localhost/replica:0/task:0/device:CPU:{i}" for i in range(3)]
@@ -255,7 +255,7 @@ def test_shape_and_identity_follow_their_input(rows: Any) -> None:
     assert shape["type"] == "Shape" and shape["device"] == GPU0
     assert "puts a Shape with its input (MM)" in shape["reason"]
     ident = rows.loc["Ident"]
-    from tfplace_widget.tfadapter.probe import identity_follows_its_input
+    from tfplace_widget._tfadapter.probe import identity_follows_its_input
 
     if identity_follows_its_input():  # on the CPU although Identity has a GPU kernel
         assert ident["device"] == CPU[0]
@@ -359,7 +359,7 @@ def test_facts_from_a_file_are_predicted_with_the_registry_handed_in(
     loaded = PlacementTrace.load(tmp_path / "seed.tfplace")
     assert seed_cpu.facts.registry is REGISTRY and loaded.facts.registry is None
     devices = [*CPU[:2], GPU0]
-    with pytest.raises(MissingRegistryError, match=r"registry=tfplace_widget\.tfadapter"):
+    with pytest.raises(MissingRegistryError, match=r"registry=tfplace_widget\._tfadapter"):
         predict_devices(loaded.facts, devices, soft_placement=True)
     here = predict_devices(seed_cpu.facts, devices, soft_placement=True)
     handed = predict_devices(loaded.facts, devices, soft_placement=True, registry=REGISTRY)

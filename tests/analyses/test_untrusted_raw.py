@@ -58,8 +58,8 @@ print("RESULT" + json.dumps({
 """
 
 
-# A record that the traced step was Keras's (tracing/keras.py): predictions then ask what XLA
-# would compile (analyses/predict/keras_xla.py), from the record, not raw/function_graphs.pb.
+# A record that the traced step was Keras's (_tracing/keras.py): predictions then ask what XLA
+# would compile (_analyses/predict/keras_xla.py), from the record, not raw/function_graphs.pb.
 KERAS_RECORD = {"raw/keras_xla.json": b'{"model": "m", "step": "train_step", "requested": true}'}
 
 

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from tfplace_widget.model.columns import FINDING_KINDS
+from tfplace_widget._model.columns import FINDING_KINDS
 
 STEPS = 3
 
@@ -92,7 +92,7 @@ def test_a_cluster_fed_one_shape_is_not(fixed):
 
 def test_a_loaded_trace_keeps_the_saved_finding_and_recomputes_none(varying, tmp_path):
     from tfplace_widget import PlacementTrace
-    from tfplace_widget.analyses.findings import find_findings
+    from tfplace_widget._analyses.findings import find_findings
 
     saved = _recompiles(varying)["message"].tolist()
     loaded = PlacementTrace.load(varying.save(tmp_path / "recompiled.tfplace"))
@@ -149,7 +149,7 @@ def outside(tmp_path_factory):
 
 
 def test_ops_auto_clustering_left_outside_are_named(outside):
-    from tfplace_widget.analyses.findings import find_findings
+    from tfplace_widget._analyses.findings import find_findings
 
     assert "xla_outside" in FINDING_KINDS
     ops = outside.ops

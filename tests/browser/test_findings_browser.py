@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfplace_widget.analyses.findings import PREDICTED_HEADER, PREDICTION_HEADER
+from tfplace_widget._analyses.findings import PREDICTED_HEADER, PREDICTION_HEADER
 
 from .conftest import SCREENSHOTS, write_notebook
 

@@ -20,9 +20,9 @@ import pytest
 from test_findings_predicted import copy_and_int_matmul
 
 from tfplace_widget import PlacementTrace
-from tfplace_widget.analyses.findings import MEASURED_HEADER, PREDICTED_HEADER
-from tfplace_widget.export.html import SEARCH_JS, write_html
-from tfplace_widget.rendering.search import match_names
+from tfplace_widget._analyses.findings import MEASURED_HEADER, PREDICTED_HEADER
+from tfplace_widget._export.html import SEARCH_JS, write_html
+from tfplace_widget._rendering.search import match_names
 
 from .conftest import SCREENSHOTS, VIEWPORT
 

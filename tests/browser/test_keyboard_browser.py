@@ -116,7 +116,7 @@ def _tab_until(lab, wanted, seen: list[dict], limit: int = 80) -> dict:
 def test_the_panel_from_the_keyboard_alone(frontend):
     """In Notebook 7 too: its app starts without ``bubblingKeydown``, so its command-mode
     shortcuts saw a row's ArrowDown first (the focus went to the notebook's footer) until each
-    row carried ``data-lm-suppress-shortcuts`` (static/table.js); each ArrowDown is checked to
+    row carried ``data-lm-suppress-shortcuts`` (_static/table.js); each ArrowDown is checked to
     leave the focus on a row."""
     lab = frontend
     panel = _open_panel(lab, "keyboard.ipynb")

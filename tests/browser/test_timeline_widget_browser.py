@@ -1,4 +1,4 @@
-"""The timeline widget draws with plotly.js sent once per kernel (``tfplace_widget.widgets.bundle_holder``).
+"""The timeline widget draws with plotly.js sent once per kernel (``tfplace_widget._widgets.bundle_holder``).
 
 - In a bare Chromium page: the holder's ES module and a timeline's module, in either order, draw
   the figure with plotly.js, leave ``window.Plotly`` as it was, apply overlays and send clicks;
@@ -22,8 +22,8 @@ import nbformat
 import pytest
 from nbformat.sign import NotebookNotary
 
-from tfplace_widget.widgets import timeline as timeline_widget
-from tfplace_widget.widgets.bundle_holder import (
+from tfplace_widget._widgets import timeline as timeline_widget
+from tfplace_widget._widgets.bundle_holder import (
     REGISTRY,
     PlotlyBundle,
     bundle,
@@ -431,7 +431,7 @@ def _execute(path) -> nbformat.NotebookNode:
 # state, which nbclient saves with the notebook.
 SAVED = [
     "import numpy as np\n"
-    "from tfplace_widget.widgets.timeline import TimelineWidget\n\n\n"
+    "from tfplace_widget._widgets.timeline import TimelineWidget\n\n\n"
     "def shown(*traces):\n"
     "    widget = TimelineWidget()\n"
     "    widget.draw(list(traces), {'height': 250})\n"

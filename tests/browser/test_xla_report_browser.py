@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from test_xla import compiled  # noqa: F401  (the fixture: one real XLA:CPU run)
 
-from tfplace_widget.analyses.summary import format_us
-from tfplace_widget.export.html import write_html
+from tfplace_widget._analyses.summary import format_us
+from tfplace_widget._export.html import write_html
 
 from .conftest import SCREENSHOTS
 from .test_html_report_browser import open_report  # noqa: F401  (the page opener)

@@ -70,7 +70,7 @@ def test_tensorflows_start_up_lines_stay_out_of_the_cell_that_imports_it_after_l
 
 RESPECTS_LOG_LEVEL = """
 import os, sys
-from tfplace_widget.tfadapter import capture
+from tfplace_widget._tfadapter import capture
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"  # the user's own choice
 print(capture.capture_tensorflow_import(), end=" ")
 del os.environ["TF_CPP_MIN_LOG_LEVEL"]
@@ -87,7 +87,7 @@ def test_a_user_who_set_tf_cpp_min_log_level_keeps_tensorflows_output_as_it_is()
 
 FAILED_IMPORT = """
 import sys
-from tfplace_widget.tfadapter import capture
+from tfplace_widget._tfadapter import capture
 if sys.argv[1] == "captured":
     assert capture.capture_tensorflow_import()
 sys.modules["numpy"] = None  # TensorFlow's import fails after its C++ library has logged

@@ -23,7 +23,7 @@ import pytest
 from helpers import run_python
 
 from tfplace_widget import PlacementTrace
-from tfplace_widget.cli import main, parse_expectations
+from tfplace_widget._cli import main, parse_expectations
 from tfplace_widget.examples import GPU_TRACES
 
 GPU_01 = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_01.json"
@@ -228,7 +228,7 @@ def test_run_of_tf2_code_keeps_the_runtimes_start_up_lines_in_the_log_not_the_te
 
 def test_console_script_is_registered():
     entries = [e for e in metadata.entry_points(group="console_scripts") if e.name == "tfplace"]
-    assert [e.value for e in entries] == ["tfplace_widget.cli:main"], (
+    assert [e.value for e in entries] == ["tfplace_widget._cli:main"], (
         "the tfplace console script is not installed: pip install -e . --no-deps"
     )
 
@@ -297,7 +297,7 @@ def test_show_of_a_file_that_needs_no_prediction_does_not_import_tensorflow(
     for path in (predicted_file, gpu):
         code = (
             "import sys\n"
-            "from tfplace_widget.cli import main\n"
+            "from tfplace_widget._cli import main\n"
             f"assert main(['show', {str(path)!r}]) == 0\n"
             "print('tensorflow' in sys.modules, file=sys.stderr)\n"
         )
@@ -314,7 +314,7 @@ def show_without_tensorflow(path: Path) -> str:
     was not imported."""
     code = (
         "import sys\n"
-        "from tfplace_widget.cli import main\n"
+        "from tfplace_widget._cli import main\n"
         f"assert main(['show', {str(path)!r}]) == 0\n"
         "print('tensorflow' in sys.modules, file=sys.stderr)\n"
     )
@@ -468,7 +468,7 @@ def test_show_a_prediction(capsys, predicted_file):
 
 # -- --html -----------------------------------------------------------------------------------------
 def test_show_html_writes_the_report(capsys, tmp_path):
-    pytest.importorskip("tfplace_widget.export.html", reason="the HTML report has not landed")
+    pytest.importorskip("tfplace_widget._export.html", reason="the HTML report has not landed")
     report = tmp_path / "report.html"
     code, out, err = cli(capsys, "show", GPU_01, "--html", report, "--search", "MatMul")
     assert (code, err) == (0, "")
@@ -477,7 +477,7 @@ def test_show_html_writes_the_report(capsys, tmp_path):
     assert page.lstrip().lower().startswith("<!doctype html")
     # The report's data is this trace's, with the search filled in, as the library writes it.
     from tfplace_widget import PlacementTrace
-    from tfplace_widget.export.html import report_html
+    from tfplace_widget._export.html import report_html
 
     data = report_data_of(page)
     assert data["search"] == "MatMul"
@@ -499,16 +499,16 @@ def report_data_of(page: str) -> dict:
 
 
 def test_show_html_without_the_report_module_is_a_clear_error(capsys, tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tfplace_widget.export.html", None)  # as if not there
+    monkeypatch.setitem(sys.modules, "tfplace_widget._export.html", None)  # as if not there
     report = tmp_path / "report.html"
     code, out, err = cli(capsys, "show", GPU_01, "--html", report)
     assert code == 2 and out == ""
-    assert "--html needs the HTML report (tfplace_widget.export.html)" in one_error_line(err)
+    assert "--html needs the HTML report (tfplace_widget._export.html)" in one_error_line(err)
     assert not report.exists()
 
 
 def test_show_html_to_an_unwritable_path(capsys, tmp_path):
-    pytest.importorskip("tfplace_widget.export.html", reason="the HTML report has not landed")
+    pytest.importorskip("tfplace_widget._export.html", reason="the HTML report has not landed")
     code, _, err = cli(capsys, "show", GPU_01, "--html", tmp_path / "no" / "report.html")
     assert code == 2
     assert "does not exist" in one_error_line(err)
@@ -670,7 +670,7 @@ def test_usage_errors_are_one_line(capsys):
     ],
 )
 def test_a_bug_or_ctrl_c_is_still_one_line(capsys, monkeypatch, raised, code, words):
-    import tfplace_widget.cli.commands as cli_module
+    import tfplace_widget._cli.commands as cli_module
 
     def fail(*args, **kwargs):
         raise raised
@@ -1036,7 +1036,7 @@ def test_run_of_code_calling_sys_exit_is_an_error_saying_so(capsys, tmp_path, mo
 def test_show_finds_the_ops_a_line_of_the_users_code_made(capsys, seed_cpu, tmp_path):
     """``tfplace show --search conftest.py:N`` lists the op that line made, with its source;
     the panel's op details say it too, and that the runtime made a copy."""
-    from tfplace_widget.rendering.html_parts import RUNTIME_SOURCE, details_html
+    from tfplace_widget._rendering.html_parts import RUNTIME_SOURCE, details_html
 
     source = seed_cpu.ops.set_index("op").loc["C", "source"]  # conftest.py:NN in inputs_cpu
     line = source.split(" in ")[0]

@@ -70,6 +70,14 @@ def test_the_api_reference_documents_every_public_name_and_its_parameters(site):
         "predict_placement": ["fn_or_trace", "gpus", "**trace_options"],
         "compare": ["a", "b"],
         "show_comparison": ["a", "b", "**kwargs"],
+        "assert_placement": [
+            "fn_or_trace",
+            "*args",
+            "expect",
+            "max_copies",
+            "allow_cpu_fallback",
+            "**trace_options",
+        ],
     }.items():
         start = api.index(f'id="tfplace_widget.{function}"')
         section = api[start : api.index('class="doc doc-heading"', start + 50)]

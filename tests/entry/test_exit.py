@@ -26,7 +26,7 @@ def test_findings_of_a_loaded_trace_keep_tensorflows_start_up_lines_off_stderr(s
         "from tfplace_widget import PlacementTrace, predict_placement\n"
         f"trace = PlacementTrace.load({str(path)!r})\n"
         "trace.__dict__.pop('_findings_cache', None)\n"
-        "from tfplace_widget.analyses.findings import find_findings\n"
+        "from tfplace_widget._analyses.findings import find_findings\n"
         "find_findings(trace)\n"
         "predict_placement(trace, gpus=1)\n"
         "import sys; assert 'tensorflow' in sys.modules\n"

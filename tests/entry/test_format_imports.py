@@ -1,36 +1,16 @@
 """The ``.tfplace`` format's package (issue 32) reaches no ``model.trace``, counting imports
-inside functions too: ``PlacementTrace.save``/``load`` delegate to it, and it hands back parts,
-so that no ``model.trace -> tfplace_format -> model.trace`` cycle exists at run time."""
+inside functions too: ``PlacementTrace.save``/``load`` reach it through the package's services
+(``tfplace_widget._services``), and it hands back parts, so that no cycle through the trace
+exists at run time."""
 
 from __future__ import annotations
 
-import ast
 from collections import deque
-from pathlib import Path
 
-from test_layers import PACKAGE, is_module, module_name
+from test_layers import PACKAGE, module_name, package_imports
 
-FORMAT = "tfplace_widget.tfplace_format"
-TRACE = "tfplace_widget.model.trace"
-
-
-def every_import(path: Path) -> set[str]:
-    """The package modules ``path`` imports anywhere: at module level and inside functions."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = package.split(".")[: len(package.split(".")) - node.level + 1]
-            target = ".".join(base + [node.module or ""]).strip(".") if node.level else node.module
-            if target and target.startswith("tfplace_widget"):
-                found.update(
-                    f"{target}.{a.name}" if is_module(f"{target}.{a.name}") else target
-                    for a in node.names
-                )
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("tfplace_widget"))
-    return found
+FORMAT = "tfplace_widget._tfplace_format"
+TRACE = "tfplace_widget._model.trace"
 
 
 def path_to_trace(start: str, graph: dict[str, set[str]]) -> list[str] | None:
@@ -47,9 +27,10 @@ def path_to_trace(start: str, graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_format_package_never_imports_the_trace_class():
-    graph = {module_name(p): every_import(p) for p in PACKAGE.rglob("*.py")}
+    graph = {module_name(p): package_imports(p) for p in PACKAGE.rglob("*.py")}
     modules = sorted(m for m in graph if m.startswith(FORMAT))
     assert f"{FORMAT}.reader" in modules and f"{FORMAT}.writer" in modules
     chains = [chain for m in modules if (chain := path_to_trace(m, graph))]
     assert not chains, "\n".join(" -> ".join(chain) for chain in chains)
-    assert any(FORMAT in target for target in graph[TRACE])  # save/load delegate to it
+    # save/load delegate to it, through the services
+    assert any(FORMAT in target for target in graph["tfplace_widget._services"])

@@ -103,7 +103,7 @@ def test_unload_removes_everything(ip):
 LOAD_IN_A_FRESH_SHELL = """
 import sys
 from IPython.core.interactiveshell import InteractiveShell
-from tfplace_widget import magics
+from tfplace_widget import _magics as magics
 magics.warm_up = lambda: None  # the background import is what this test keeps out
 shell = InteractiveShell.instance()
 shell.run_line_magic("load_ext", "tfplace_widget")
@@ -130,19 +130,19 @@ def test_load_ext_returns_without_importing_tensorflow_pandas_or_plotly():
 WARM_UP_IN = {
     "a thread (no event loop)": """
 import sys
-from tfplace_widget import magics
+from tfplace_widget import _magics as magics
 magics.warm_up().join(timeout=60)
-print('tfplace_widget.widgets.panel' in sys.modules)
+print('tfplace_widget._widgets.panel' in sys.modules)
 """,
     "the event loop (a kernel)": """
 import asyncio, sys
-from tfplace_widget import magics
+from tfplace_widget import _magics as magics
 async def cell():
     magics.warm_up()  # scheduled on the loop, as %load_ext does in a kernel
-    print('tfplace_widget.widgets.panel' in sys.modules, end=' ')  # not yet: the cell returns first
+    print('tfplace_widget._widgets.panel' in sys.modules, end=' ')  # not yet: the cell returns first
     await asyncio.sleep(0.2)
 asyncio.run(cell())
-print('tfplace_widget.widgets.panel' in sys.modules)
+print('tfplace_widget._widgets.panel' in sys.modules)
 """,
 }
 
@@ -163,7 +163,7 @@ def test_the_warm_up_imports_the_panel_after_load_returns(where):
 def test_load_ext_sends_plotlys_code_before_the_first_panel(ip):
     from ipywidgets.widgets.widget import _instances
 
-    from tfplace_widget.widgets.bundle_holder import PlotlyBundle, holder
+    from tfplace_widget._widgets.bundle_holder import PlotlyBundle, holder
 
     holder().close()  # as in a kernel that has not loaded the extension yet
     ip.run_line_magic("unload_ext", "tfplace_widget")

@@ -196,7 +196,7 @@ def test_executed_notebook_stays_within_its_size_budget(run: Executed) -> None:
         model_id
         for model_id, model in state.items()
         if model["state"].get("_anywidget_id")
-        == "tfplace_widget.widgets.bundle_holder.PlotlyBundle"
+        == "tfplace_widget._widgets.bundle_holder.PlotlyBundle"
     ]
     assert len(bundles) == 1, f"{run.name}: plotly's bundle is in {len(bundles)} widgets"
 

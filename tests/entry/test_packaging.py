@@ -85,19 +85,31 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
 
 
 def test_the_wheel_ships_the_browsers_javascript_and_css(wheel):
-    """Every file of ``tfplace_widget/static/`` (the widgets' and the HTML report's JavaScript
+    """Every file of ``tfplace_widget/_static/`` (the widgets' and the HTML report's JavaScript
     and CSS) is tracked, so a clone has it, and is in the wheel as it is in the checkout."""
-    static = ROOT / "tfplace_widget" / "static"
+    static = ROOT / "tfplace_widget" / "_static"
     files = sorted(p for p in static.iterdir() if p.suffix in (".js", ".css"))
     assert {"table.js", "findings.js", "timeline.js", "search.js", "report.css"} <= {
         p.name for p in files
     }
-    assert set(files) <= set(tracked_files()), "git add the new files of tfplace_widget/static/"
+    assert set(files) <= set(tracked_files()), "git add the new files of tfplace_widget/_static/"
     for path in files:
-        name = f"tfplace_widget/static/{path.name}"
+        name = f"tfplace_widget/_static/{path.name}"
         assert name in wheel, f"{name} is not in the wheel"
         assert wheel[name] == path.read_bytes(), f"{name} differs in the wheel"
-    assert "tfplace_widget/static/__init__.py" in wheel
+    assert "tfplace_widget/_static/__init__.py" in wheel
+
+
+def test_the_wheel_registers_the_console_script_and_the_pytest_plugin(wheel):
+    """Installed, the wheel gives the ``tfplace`` command and the ``tfplace`` pytest plugin."""
+    import configparser
+
+    (name,) = [n for n in wheel if n.endswith(".dist-info/entry_points.txt")]
+    entry_points = configparser.ConfigParser()
+    entry_points.read_string(wheel[name].decode())
+    assert dict(entry_points["console_scripts"]) == {"tfplace": "tfplace_widget._cli:main"}
+    assert dict(entry_points["pytest11"]) == {"tfplace": "tfplace_widget._testing.plugin"}
+    assert "tfplace_widget/_testing/plugin.py" in wheel
 
 
 def test_the_package_index_page_has_no_link_it_cannot_follow(wheel):

@@ -66,3 +66,12 @@ def test_every_exception_a_user_can_catch_is_public():
         module = importlib.import_module(found[name])
         assert getattr(module, name) is error, f"{name} is defined twice"
     assert set(INTERNAL_ERRORS) <= set(found), "an internal error is gone: update the list"
+
+
+def test_everything_but_the_public_api_is_private():
+    top = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.parent.name for p in PACKAGE.glob("*/__init__.py")
+    }
+    public = sorted(name for name in top - PUBLIC_MODULES if not name.startswith("_"))
+    assert not public, f"top-level modules not named as internal (start with _): {public}"
+    assert top >= PUBLIC_MODULES

@@ -28,11 +28,11 @@ from tfplace_widget import (
     TraceWriteError,
     show_placement,
 )
-from tfplace_widget.analyses.findings import find_findings
-from tfplace_widget.export.chrome_trace import chrome_trace
-from tfplace_widget.tfplace_format.frame_json import frame_from_json, frame_to_json
-from tfplace_widget.tfplace_format.layout import FORMAT_VERSION, MANIFEST
-from tfplace_widget.tracing.dispatch import as_trace
+from tfplace_widget._analyses.findings import find_findings
+from tfplace_widget._export.chrome_trace import chrome_trace
+from tfplace_widget._tfplace_format.frame_json import frame_from_json, frame_to_json
+from tfplace_widget._tfplace_format.layout import FORMAT_VERSION, MANIFEST
+from tfplace_widget._tracing.dispatch import as_trace
 
 FRAMES = ("ops", "events", "transfers")
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
@@ -177,7 +177,7 @@ def test_saving_over_a_file_replaces_it_whole(seed_cpu, seed_none, tmp_path, mon
     path = tmp_path / "t.tfplace"
     seed_cpu.save(path)
     before = path.read_bytes()
-    import tfplace_widget.tfplace_format.writer as archive
+    import tfplace_widget._tfplace_format.writer as archive
 
     def broken(*_: Any) -> Any:
         raise TypeError("boom")
@@ -574,7 +574,7 @@ def test_to_parquet_keeps_the_tables(seed_cpu, tmp_path):
 
 # -- raw protos -------------------------------------------------------------------------------
 def test_raw_keeps_every_step_within_the_budget(seed_cpu_steps3, tf):
-    from tfplace_widget.sources.raw import raw_protos
+    from tfplace_widget._sources.raw import raw_protos
 
     steps = [f"run_metadata_{i}.pb" for i in range(3)]
     assert set(seed_cpu_steps3.raw) == {"graph_def.pb", *steps}

@@ -27,9 +27,10 @@ import pandas as pd
 import pytest
 from helpers import GPU_TRACES, REPO, needs_source_tree, run_python
 
-from tfplace_widget import PlacementTrace, TraceWriteError, static
-from tfplace_widget.analyses.summary import format_us
-from tfplace_widget.export.html import (
+from tfplace_widget import PlacementTrace, TraceWriteError
+from tfplace_widget import _static as static
+from tfplace_widget._analyses.summary import format_us
+from tfplace_widget._export.html import (
     FORMAT_JS,
     plotly_path,
     report_data,
@@ -37,9 +38,9 @@ from tfplace_widget.export.html import (
     unpack_json,
     write_html,
 )
-from tfplace_widget.model.errors import TraceError
-from tfplace_widget.rendering.figure import TimelineFigure
-from tfplace_widget.widgets.timeline import Timeline
+from tfplace_widget._model.errors import TraceError
+from tfplace_widget._rendering.figure import TimelineFigure
+from tfplace_widget._widgets.timeline import Timeline
 
 ALL_GPU_TRACES = sorted(GPU_TRACES.glob("*/*.json"))
 TYPED = {"f4": np.float32, "f8": np.float64, "i4": np.int32}
@@ -238,8 +239,8 @@ def test_the_report_needs_no_tensorflow_no_widgets_and_no_network(tmp_path):
     trace = ALL_GPU_TRACES[0]
     code = (
         "import sys\n"
-        "from tfplace_widget.model.trace import PlacementTrace\n"
-        "from tfplace_widget.export.html import write_html\n"
+        "from tfplace_widget._model.trace import PlacementTrace\n"
+        "from tfplace_widget._export.html import write_html\n"
         f"write_html(PlacementTrace.from_chrome_trace({str(trace)!r}), {str(tmp_path)!r} + '/r.html')\n"
         "print(sorted(m for m in ('tensorflow', 'ipywidgets', 'anywidget', 'plotly', 'socket')"
         " if m in sys.modules and m != 'socket'))\n"
@@ -287,7 +288,7 @@ def test_report_data_is_column_arrays_not_records(seed_cpu):
 
 # -- the page's script: the files of static/ (its search: tests/rendering/test_search_cases.py) -------------
 def test_the_page_holds_the_static_scripts_and_style_sheet_as_they_are(seed_cpu):
-    """The page runs ``static/search.js``, ``format.js``, the panel's op table ``table.js``
+    """The page runs ``_static/search.js``, ``format.js``, the panel's op table ``table.js``
     and findings list ``findings.js`` (each without its export, in a scope of its own) and
     ``report.js`` unchanged (the files ``tests/js/`` runs under node), in one async function,
     and styles with ``table.css``, ``findings.css`` and ``report.css``."""

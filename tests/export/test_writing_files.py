@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tfplace_widget import PlacementTrace, TraceError, TraceWriteError, trace_placement
-from tfplace_widget.cli import main
+from tfplace_widget._cli import main
+from tfplace_widget._export.output import write_atomically
 from tfplace_widget.examples import GPU_TRACES
-from tfplace_widget.export.output import write_atomically
 
 GPU_01 = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_01.json"
 OLD = b"someone's file: keep me"

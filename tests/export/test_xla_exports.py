@@ -22,8 +22,8 @@ from test_html_report import column, page_data
 from test_xla import compiled  # noqa: F401  (the fixture: one real XLA:CPU run)
 
 from tfplace_widget import PlacementTrace
-from tfplace_widget.export.html import XLA_COLUMN, report_data, xla_table
-from tfplace_widget.model.columns import XLA_COLUMNS
+from tfplace_widget._export.html import XLA_COLUMN, report_data, xla_table
+from tfplace_widget._model.columns import XLA_COLUMNS
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -74,8 +74,8 @@ def test_to_csv_writes_the_instructions(xla_run, tmp_path):
 
 
 def test_a_trace_without_xla_replaces_an_earlier_xla_table_as_part_of_the_set(xla_run, tmp_path):
-    from tfplace_widget.cli.errors import CliError
-    from tfplace_widget.cli.outputs import check_tables_output
+    from tfplace_widget._cli.errors import CliError
+    from tfplace_widget._cli.outputs import check_tables_output
 
     folder = tmp_path / "csv"
     xla_run.to_csv(folder)

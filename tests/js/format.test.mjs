@@ -1,4 +1,4 @@
-// The HTML report's durations (tfplace_widget/static/format.js) on the cases that
+// The HTML report's durations (tfplace_widget/_static/format.js) on the cases that
 // summary.format_us is tested on too (tests/format_cases.json, see tests/export/test_html_report.py).
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";

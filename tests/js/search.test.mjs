@@ -1,4 +1,4 @@
-// The HTML report's search (tfplace_widget/static/search.js) on the table of cases that
+// The HTML report's search (tfplace_widget/_static/search.js) on the table of cases that
 // search.py is tested on too (tests/search_cases.json, see tests/test_search_cases.py).
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";

@@ -12,7 +12,7 @@ from helpers import CPU0, CPU1, GPU0
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfplace_widget.model.devices import (
+from tfplace_widget._model.devices import (
     DeviceSpec,
     canonical_device,
     device_sort_key,

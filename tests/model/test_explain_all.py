@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from helpers import CPU0, GPU0, TWO_CPUS
 
-from tfplace_widget.explain.run import Explainer
-from tfplace_widget.sources.frames import PlacementTrace
-from tfplace_widget.tfadapter.graphfacts import facts_from_graph
+from tfplace_widget._explain.run import Explainer
+from tfplace_widget._sources.frames import PlacementTrace
+from tfplace_widget._tfadapter.graphfacts import facts_from_graph
 
 
 def _mixed_builder(tf: Any) -> Any:

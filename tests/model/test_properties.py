@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tfplace_widget import TraceError, trace_placement
-from tfplace_widget.model.devices import canonical_device
-from tfplace_widget.tracing import tracer as tracer_module
+from tfplace_widget._model.devices import canonical_device
+from tfplace_widget._tracing import tracer as tracer_module
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 settings.register_profile(

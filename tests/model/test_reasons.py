@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 from helpers import CPU0, CPU1, GPU0, TWO_CPUS, op_row
 
-from tfplace_widget.explain.run import (
+from tfplace_widget._explain.run import (
     HOW_VALUES,
     Explainer,
     lacks_kernel,
 )
-from tfplace_widget.model.graphfacts import GraphFacts
-from tfplace_widget.tfadapter.graphfacts import facts_from_graph
-from tfplace_widget.tfadapter.registry import REGISTRY, registered_device_types
+from tfplace_widget._model.graphfacts import GraphFacts
+from tfplace_widget._tfadapter.graphfacts import facts_from_graph
+from tfplace_widget._tfadapter.registry import REGISTRY, registered_device_types
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_implicit_generator_follows_its_consumers(tf, trace_placement):
 def test_implicit_identity_follows_its_input(variable_trace):
     """Where this TensorFlow's placer puts a lone Identity with its input (not 2.16's), it
     runs with its read on CPU:1; else on the first device, CPU:0; the reason says which."""
-    from tfplace_widget.tfadapter.probe import identity_follows_its_input
+    from tfplace_widget._tfadapter.probe import identity_follows_its_input
 
     follows = identity_follows_its_input()
     plain = op_row(variable_trace, "plain")

@@ -7,7 +7,7 @@ import re
 import pytest
 from helpers import CPU0, CPU1, SEED_N, TWO_CPUS, op_row
 
-from tfplace_widget.sources.frames import EVENTS_COLUMNS, OPS_COLUMNS, TRANSFERS_COLUMNS
+from tfplace_widget._sources.frames import EVENTS_COLUMNS, OPS_COLUMNS, TRANSFERS_COLUMNS
 
 FLOAT32 = 4
 
@@ -369,7 +369,7 @@ def test_device_of_unknown_op_names_close_matches(seed_cpu):
 
 def test_a_graphdef_keeps_the_requests_it_was_written_with(tf):
     """import_graph_def gives a colocated op its anchor's device; the facts keep the request."""
-    from tfplace_widget.tfadapter.graphfacts import facts_from_graph
+    from tfplace_widget._tfadapter.graphfacts import facts_from_graph
 
     graph = tf.Graph()
     with graph.as_default():

@@ -15,7 +15,7 @@ import re
 import pytest
 from helpers import run_python
 
-from tfplace_widget.rendering.colors import (
+from tfplace_widget._rendering.colors import (
     _PALETTE,
     _UNKNOWN,
     DARK_BACKGROUNDS,
@@ -256,7 +256,7 @@ def test_no_two_devices_of_a_machine_look_alike_under_colour_blindness(machine, 
 
 
 MANY_DEVICES = """
-from tfplace_widget.rendering.colors import device_color
+from tfplace_widget._rendering.colors import device_color
 colors = [device_color(f"/job:w/replica:0/task:{i // 8}/device:GPU:{i % 8}") for i in range(8000)]
 print(len(set(colors)), colors.count("#999999"))
 """

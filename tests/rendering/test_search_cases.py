@@ -1,7 +1,7 @@
 """The panel's search and the HTML report's port of it, on one table of cases.
 
 ``tests/search_cases.json`` holds names and cases (pattern, regex, case, the names matched or an
-error). ``search.match_names`` is checked here; ``static/search.js``, which the report embeds, by
+error). ``search.match_names`` is checked here; ``_static/search.js``, which the report embeds, by
 ``tests/js/search.test.mjs`` under node, run from here (skipped without node; the browser test
 runs the same cases in Chromium). A case the port answers otherwise today says why
 (``known_difference``) and what the port answers (``js_matches``).
@@ -20,7 +20,7 @@ import pytest
 from helpers import run_python
 
 from tfplace_widget import SearchError
-from tfplace_widget.rendering.search import filter_ops, match_names, match_source, searchable
+from tfplace_widget._rendering.search import filter_ops, match_names, match_source, searchable
 
 REPO = Path(__file__).resolve().parents[2]
 TABLE = json.loads((REPO / "tests" / "search_cases.json").read_text(encoding="utf-8"))
@@ -110,7 +110,7 @@ def test_search_py_answers_the_same_on_the_names_lowered_once(case):
 LONG_GLOBS = {"*/*/*/MatMul": False, "*/*/*/a*/": True, "*a/?/*/*/": True, "*/*/*/b*/": False}
 LONG_CHECK = f"""
 import pandas as pd
-from tfplace_widget.rendering.search import match_names
+from tfplace_widget._rendering.search import match_names
 name = pd.Series(["a/" * 5000])
 print([bool(match_names(name, glob)[0]) for glob in {list(LONG_GLOBS)!r}])
 """

@@ -32,9 +32,9 @@ from helpers import CPU0, CPU1, SEED_N, kernels_forward_native_output
 from test_html_report import HOSTILE
 
 from tfplace_widget import PlacementPanel, PlacementTrace, show_comparison, show_placement
-from tfplace_widget.rendering.colors import device_color
-from tfplace_widget.rendering.figure import TimelineFigure
-from tfplace_widget.rendering.snapshot import (
+from tfplace_widget._rendering.colors import device_color
+from tfplace_widget._rendering.figure import TimelineFigure
+from tfplace_widget._rendering.snapshot import (
     MAX_RECTS,
     SNAPSHOT_ROWS,
     panel_snapshot_html,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tfplace_widget import PlacementTrace, TraceError
 from tfplace_widget.examples import GPU_TRACES
-from tfplace_widget.rendering.text_report import TextOutput, print_summary
+from tfplace_widget._rendering.text_report import TextOutput, print_summary
 
 warnings.simplefilter("ignore", RuntimeWarning)  # numpy's casts of odd numbers say so
 folder = Path(tempfile.mkdtemp())

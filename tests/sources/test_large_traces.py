@@ -18,9 +18,9 @@ import psutil
 import pytest
 
 from tfplace_widget import PlacementTrace, show_placement
-from tfplace_widget.rendering.figure import MAX_BARS
-from tfplace_widget.sources import frames as frames_module
-from tfplace_widget.sources.frames import STEP_STATS_CAP
+from tfplace_widget._rendering.figure import MAX_BARS
+from tfplace_widget._sources import frames as frames_module
+from tfplace_widget._sources.frames import STEP_STATS_CAP
 
 CPU = "/job:localhost/replica:0/task:0/device:CPU:{}"
 DISTINCT_OPS = 100_000

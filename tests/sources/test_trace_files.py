@@ -15,7 +15,7 @@ import pytest
 from helpers import GPU_TRACES
 
 from tfplace_widget import PlacementTrace, TraceError
-from tfplace_widget.sources.files import trace_format
+from tfplace_widget._sources.files import trace_format
 
 RIPTIDE = GPU_TRACES / "riptide" / "timeline.ctf.json"
 
@@ -138,7 +138,7 @@ def test_show_placement_opens_a_gzipped_upper_case_chrome_trace(tmp_path):
 def test_transfer_sizes_in_words():
     import pandas as pd
 
-    from tfplace_widget.analyses.summary import transfer_bytes_text
+    from tfplace_widget._analyses.summary import transfer_bytes_text
 
     def frame(sizes: list) -> pd.DataFrame:
         return pd.DataFrame({"bytes": pd.array(sizes, dtype="Int64")})

@@ -26,8 +26,8 @@ from bombs import GIB, MIB, Member, deflated, write_gzip, write_zip, zeros
 from helpers import GPU_TRACES
 
 from tfplace_widget import PlacementTrace, TraceError, show_placement
-from tfplace_widget.sources import limits
-from tfplace_widget.tfplace_format import limits as archive_limits
+from tfplace_widget._sources import limits
+from tfplace_widget._tfplace_format import limits as archive_limits
 
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
 CPU_01 = "ikhlestov-tensorflow-profiling/CPU_timeline_01.json"
@@ -42,7 +42,7 @@ import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from tfplace_widget import PlacementTrace, TraceError
 if sys.argv[1] == "from_run_metadata":  # it imports TensorFlow first: not the load's memory
-    from tfplace_widget.tfadapter.capture import import_tensorflow
+    from tfplace_widget._tfadapter.capture import import_tensorflow
     import_tensorflow()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
@@ -375,7 +375,7 @@ def test_findings_of_an_unknown_kind_are_refused(saved, tmp_path):
 
 @pytest.mark.parametrize("change", [_without, _dicts])
 def test_tfplace_show_and_show_placement_give_the_clear_error(saved, tmp_path, capsys, change):
-    from tfplace_widget.cli import main
+    from tfplace_widget._cli import main
 
     document = frame_document(saved, "ops")
     change(document, "device")
@@ -511,7 +511,7 @@ def test_a_trace_past_the_limits_is_not_saved(monkeypatch, tmp_path):
 
 
 def test_raw_keeps_no_step_larger_than_a_member_may_be(seed_cpu_steps3, tf, monkeypatch):
-    from tfplace_widget.sources.raw import raw_protos
+    from tfplace_widget._sources.raw import raw_protos
 
     metadata = tf.compat.v1.RunMetadata()
     metadata.ParseFromString(seed_cpu_steps3.raw["run_metadata_0.pb"])

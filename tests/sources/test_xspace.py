@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tfplace_widget.model.devices import canonical_device, lane_kind, lane_owner
-from tfplace_widget.model.errors import TraceError
-from tfplace_widget.sources.xspace import (
+from tfplace_widget._model.devices import canonical_device, lane_kind, lane_owner
+from tfplace_widget._model.errors import TraceError
+from tfplace_widget._sources.xspace import (
     _xspace_class,
     parse_xspace,
     records_from_xspace,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tfplace_widget import TraceError
-from tfplace_widget.tfadapter.capture import capture_native_output
+from tfplace_widget._tfadapter.capture import capture_native_output
 
 PRINTED = "value before the assert:"
 
@@ -236,7 +236,7 @@ def test_a_user_threads_print_to_the_real_stdout_is_not_captured():
     done = run_script(
         """
         import threading
-        from tfplace_widget.tfadapter.capture import capture_native_output
+        from tfplace_widget._tfadapter.capture import capture_native_output
 
         with capture_native_output() as captured:
             thread = threading.Thread(target=lambda: print("from the user's thread", flush=True))
@@ -256,7 +256,7 @@ def test_an_abort_inside_a_capture_leaves_its_message_on_the_real_stderr():
     done = run_script(
         """
         import ctypes, os
-        from tfplace_widget.tfadapter.capture import capture_native_output
+        from tfplace_widget._tfadapter.capture import capture_native_output
 
         with capture_native_output():
             message = b"F0000 check_op.cc:42] Check failed: the C++ side gave up\\n"
@@ -272,7 +272,7 @@ def test_an_abort_inside_a_capture_leaves_its_message_on_the_real_stderr():
 def test_a_crash_message_goes_to_a_kernels_own_log(monkeypatch):
     """In a kernel that forwards fd 2 into the cell, the cell dies with the kernel: the
     message goes to the kernel's copy of its original stderr (its log) instead."""
-    from tfplace_widget.tfadapter import capture
+    from tfplace_widget._tfadapter import capture
 
     class KernelStream(io.StringIO):
         _original_stdstream_copy = 17

@@ -1,7 +1,7 @@
 """Kernel facts per node def (issue 12): the same answer as TensorFlow's own kernel lookup.
 
 ``TryFindKernelClass`` (TF's ``FindKernelDef`` on a serialized NodeDef with its device set) is
-the reference; ``tfplace_widget.tfadapter.kernels`` reads the registered KernelDefs instead
+the reference; ``tfplace_widget._tfadapter.kernels`` reads the registered KernelDefs instead
 (silent, cached, and it also says which arguments a GPU kernel keeps in host memory).
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers import GPU_TRACES
 
-from tfplace_widget.tfadapter.kernels import (
+from tfplace_widget._tfadapter.kernels import (
     KernelFacts,
     has_kernel,
     kernel_facts,
@@ -128,7 +128,7 @@ def test_the_batch_lookup_gives_each_node_its_own_facts(tf, monkeypatch):
     defs of every registered op type mixed in one list, its cache empty and then full."""
     from tensorflow.python.framework import kernels
 
-    from tfplace_widget.tfadapter import kernels as kernels_module
+    from tfplace_widget._tfadapter import kernels as kernels_module
 
     op_types = sorted({k.op for k in kernels.get_all_registered_kernels().kernel})
     nodes = [node for op_type in op_types for node in _node_defs(op_type)]
@@ -234,8 +234,8 @@ def test_a_placed_op_beside_a_gpu_without_a_kernel_for_its_dtype(tf):
     """On a GPU machine (devices as a GPU trace lists them), the reason names the dtype."""
     from helpers import CPU0, GPU0
 
-    from tfplace_widget.explain.run import Explainer
-    from tfplace_widget.tfadapter.graphfacts import facts_from_graph
+    from tfplace_widget._explain.run import Explainer
+    from tfplace_widget._tfadapter.graphfacts import facts_from_graph
 
     graph = tf.Graph()
     with graph.as_default():
@@ -273,8 +273,8 @@ def test_xla_compilation_kernels_are_read_from_the_registry(tf):
     """Issue 30: what XLA can compile for a GPU (``XLA_GPU_JIT``) is in TensorFlow's kernel
     registry once XLA registered its compilation kernels (the CPU wheel has the GPU ones too),
     checked against XLA itself compiling the same ops here (``XLA_CPU_JIT``)."""
-    from tfplace_widget.tfadapter.kernels import has_xla_kernel
-    from tfplace_widget.tfadapter.registry import registered_kernels
+    from tfplace_widget._tfadapter.kernels import has_xla_kernel
+    from tfplace_widget._tfadapter.registry import registered_kernels
 
     graph = tf.Graph()
     with graph.as_default():
@@ -312,8 +312,8 @@ def test_the_registry_answers_every_question_the_analyses_ask():
     registries (issue 32)."""
     import inspect
 
-    from tfplace_widget.model.kernel_registry import KernelRegistry
-    from tfplace_widget.tfadapter.registry import REGISTRY
+    from tfplace_widget._model.kernel_registry import KernelRegistry
+    from tfplace_widget._tfadapter.registry import REGISTRY
 
     questions = [n for n, v in vars(KernelRegistry).items() if callable(v) and n[0] != "_"]
     assert len(questions) == 7, questions

@@ -20,9 +20,9 @@ import psutil
 import pytest
 from helpers import op_row
 
-from tfplace_widget.model.errors import TraceError
-from tfplace_widget.tracing import cluster as cluster_module
-from tfplace_widget.tracing import local_cluster
+from tfplace_widget._model.errors import TraceError
+from tfplace_widget._tracing import cluster as cluster_module
+from tfplace_widget._tracing import local_cluster
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
 PS1 = "/job:ps/replica:0/task:1/device:CPU:0"
@@ -351,7 +351,7 @@ def test_a_trace_saved_before_cross_task_gets_the_column_on_load(seed_cpu, tmp_p
     import zipfile
 
     from tfplace_widget import PlacementTrace
-    from tfplace_widget.tfplace_format.frame_json import frame_to_json
+    from tfplace_widget._tfplace_format.frame_json import frame_to_json
 
     path = seed_cpu.save(tmp_path / "new.tfplace")
     old = tmp_path / "old.tfplace"

@@ -34,8 +34,8 @@ import pytest
 from helpers import CTRL_C_AS_AT_A_TERMINAL, ignore_sigint, python_ctrl_c
 from test_cluster import PS0, Spy, assert_nothing_left, blocked_dequeue, one_ps_model, record
 
-from tfplace_widget.model.errors import TraceError
-from tfplace_widget.tracing import local_cluster
+from tfplace_widget._model.errors import TraceError
+from tfplace_widget._tracing import local_cluster
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

@@ -22,7 +22,7 @@ import pytest
 from helpers import instantiations
 
 from tfplace_widget import PlacementPanel, TraceError, show_placement, trace_placement
-from tfplace_widget.sources.frames import OPS_COLUMNS
+from tfplace_widget._sources.frames import OPS_COLUMNS
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 CPU1 = "/job:localhost/replica:0/task:0/device:CPU:1"
@@ -337,10 +337,10 @@ def test_function_mode_puts_gpu_kernels_on_stream_lanes_and_host_ops_on_their_de
     and every execution is named as the placed graph names it."""
     from test_xspace import constructed_gpu_xspace
 
-    from tfplace_widget.model.records import Executed
-    from tfplace_widget.sources.frames import frames_from_records
-    from tfplace_widget.sources.xspace import records_from_xspace
-    from tfplace_widget.tracing.function import _place_records
+    from tfplace_widget._model.records import Executed
+    from tfplace_widget._sources.frames import frames_from_records
+    from tfplace_widget._sources.xspace import records_from_xspace
+    from tfplace_widget._tracing.function import _place_records
 
     gpu1 = "/job:localhost/replica:0/task:0/device:GPU:1"
     executed = Executed(
@@ -416,13 +416,45 @@ def test_the_next_call_after_a_first_call_trace_instantiates_nothing(scenarios):
     is not made again) and for Keras's train_on_batch, whose step function Keras makes during
     the trace. The trace moves the user's state only by its warmup + steps
     calls, and a second trace shows the same rows. (Was: one instantiation, e.g. 5 s for a
-    MobileNetV2 training step.)"""
+    MobileNetV2 training step.)
+
+    With the defaults, optimize=True and for train_on_batch, the next call also builds no
+    executor, counted by TensorFlow itself: the warm-up call ran the user's own function, so
+    its executor was built and run once, as by the user's own first call, and the next call
+    is the second run TensorFlow's own second call would be. (Was: one executor built, the
+    graph optimized again and a kernel made per node: 1.5-1.6x a steady call for 300 ops.)
+    Not with warmup=0 (no untraced call), device_scope (the traced calls are not the user's)
+    or overrides (the warm-up's recorded instantiations name the bodies to rewrite)."""
     found = result(scenarios, "next_call_after_a_first_call_trace")
     for label, seen in found.items():
         calls = 1 if label == "warmup=0" else 2
         assert seen["next"] == 0, f"{label}: the next call instantiated {seen['next']}"
         assert seen["moved"] == (calls, 1), label
         assert seen["same_rows"], label
+    if found["defaults"]["built"] is None:
+        pytest.skip("this TensorFlow has no reader of its flr_executor counter (TestDelta)")
+    for label in ("defaults", "optimize=True", "train_on_batch"):
+        built = found[label]["built"]
+        assert built == 0, f"{label}: the next call built {built} executor(s)"
+
+
+def test_eager_ops_on_another_thread_leave_the_traced_function_its_rows(scenarios):
+    """TensorFlow's eager context has one graph collector, and any thread's eager op empties
+    it into a new record, also in the middle of a function's instantiation: the function's
+    partition graphs then came in a record of their own, read as one op run eagerly (every
+    row's function 'eager', how 'runtime'). A thread of the user's running eager ops during
+    the trace of a tf.function of 300 ops, and model.fit on a tf.data map whose
+    tf.py_function runs eager ops, each traced as the function's first call: the ops of the
+    function are its own, under its name. (Was: every row 'eager', for the first always; for
+    the second under the warm-up that runs the user's own function first, issue 30.)"""
+    found = result(scenarios, "eager_ops_on_other_threads")
+    chain = found["thread"]
+    for kind in ("Sin", "Mul", "AddV2"):
+        assert chain.get(kind) == {"chain"}, f"{kind}: {chain.get(kind)}; {chain}"
+    fit = found["py_function"]
+    for kind in ("IteratorGetNext", "StringLength", "AssignSubVariableOp"):
+        assert fit.get(kind) and "eager" not in fit[kind], f"{kind}: {fit.get(kind)}; {fit}"
+        assert fit[kind] <= {"multi_step_on_iterator", "one_step_on_data"}, fit
 
 
 def test_a_one_element_iterator_says_the_warm_up_call_took_it(tf):
@@ -448,7 +480,7 @@ def test_a_one_element_iterator_says_the_warm_up_call_took_it(tf):
 
 # -- overrides= ----------------------------------------------------------------------------------
 def test_overrides_move_an_op_of_a_function_for_the_trace_only(scenarios):
-    from tfplace_widget.analyses.compare import compare
+    from tfplace_widget._analyses.compare import compare
 
     runs = result(scenarios, "override_in_function")
     moved = row(runs["moved"], "scale")
@@ -718,8 +750,8 @@ def test_the_panel_header_and_the_log_say_which_mode_ran_and_why(tf, double, tmp
 def test_a_graph_builders_session_gets_the_runtimes_devices_and_keeps_allow_growth(tf):
     """The device part of the Session's config is what ``tf.compat.v1.Session()`` would get
     here (the eager context's), and the trace's own GPU setting (grow, not grab) stays."""
-    from tfplace_widget.tracing import mode_choice
-    from tfplace_widget.tracing.tracer import _session_config
+    from tfplace_widget._tracing import mode_choice
+    from tfplace_widget._tracing.tracer import _session_config
 
     config = _session_config(None, None, soft_placement=True, optimize=False)
     assert config.gpu_options.allow_growth

@@ -17,9 +17,9 @@ import pandas.testing as pdt
 import pytest
 from helpers import run_script_results
 
-from tfplace_widget.analyses.findings import find_findings
-from tfplace_widget.model.columns import OPS_COLUMNS
-from tfplace_widget.model.trace import PlacementTrace
+from tfplace_widget._analyses.findings import find_findings
+from tfplace_widget._model.columns import OPS_COLUMNS
+from tfplace_widget._model.trace import PlacementTrace
 
 SCRIPT = Path(__file__).with_name("tf2_input_pipeline.py")
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"

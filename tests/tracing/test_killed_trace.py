@@ -69,7 +69,7 @@ def test_a_killed_traces_profile_folder_is_removed_by_the_next_trace(tmp_path):
 
 
 def test_remove_stale_takes_only_folders_of_dead_processes(tmp_path):
-    from tfplace_widget.tracing.profile_dir import remove_stale
+    from tfplace_widget._tracing.profile_dir import remove_stale
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from helpers import CPU0, CPU1
 
-from tfplace_widget.analyses.compare import compare
+from tfplace_widget._analyses.compare import compare
 
 
 def _row(trace: Any, op: str) -> Any:

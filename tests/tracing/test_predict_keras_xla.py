@@ -14,7 +14,7 @@ import pytest
 from test_xla import compiled  # noqa: F401  (the fixture: a real jit_compile=True run)
 
 from tfplace_widget import predict_placement
-from tfplace_widget.tracing.predict import keras_xla
+from tfplace_widget._tracing.predict import keras_xla
 
 MARK = "Keras 3 would compile"
 
@@ -65,8 +65,8 @@ def test_the_note_is_shown_in_the_header_and_the_text_report(tf, keras):
     import html
     import io
 
-    from tfplace_widget.rendering.html_parts import header_html
-    from tfplace_widget.rendering.text_report import TextOutput, print_summary
+    from tfplace_widget._rendering.html_parts import header_html
+    from tfplace_widget._rendering.text_report import TextOutput, print_summary
 
     model = small_model(keras)
     predicted = predict_placement(model.predict_on_batch, gpus=1, args=(tf.ones((8, 4)),))

@@ -31,8 +31,8 @@ from tfplace_widget import (
     show_placement,
     trace_placement,
 )
-from tfplace_widget.widgets.panel import PlacementPanel
-from tfplace_widget.widgets.table import OpTable
+from tfplace_widget._widgets.panel import PlacementPanel
+from tfplace_widget._widgets.table import OpTable
 
 THREE_CPUS = {"CPU": 3}
 CPU = "/job:localhost/replica:0/task:0/device:CPU:{}"

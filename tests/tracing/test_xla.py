@@ -10,8 +10,8 @@ import pandas.testing as pdt
 import pytest
 
 from tfplace_widget import PlacementTrace
-from tfplace_widget.model.columns import OPS_COLUMNS, XLA_COLUMNS
-from tfplace_widget.rendering.search import match_names
+from tfplace_widget._model.columns import OPS_COLUMNS, XLA_COLUMNS
+from tfplace_widget._rendering.search import match_names
 
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 
@@ -227,8 +227,8 @@ def constructed_gpu_xla_xspace() -> bytes:
 
 
 def test_constructed_gpu_xla_kernels_become_instructions(tf):
-    from tfplace_widget.sources.xla import function_of_module, xla_from_xspace
-    from tfplace_widget.tracing.xla import xla_parts
+    from tfplace_widget._sources.xla import function_of_module, xla_from_xspace
+    from tfplace_widget._tracing.xla import xla_parts
 
     profile = xla_from_xspace(constructed_gpu_xla_xspace())
     [module] = profile.modules
@@ -315,7 +315,7 @@ def test_an_override_inside_a_cluster_says_xla_places_it_whole(tf, trace_placeme
 def test_only_the_modules_that_ran_are_parsed(tf, trace_placement):
     """The profile holds the HLO of every module this process compiled (a notebook's other
     jit functions too); only those that ran in the traced calls are parsed, all counted."""
-    from tfplace_widget.sources.xla import xla_from_xspace
+    from tfplace_widget._sources.xla import xla_from_xspace
 
     @tf.function(jit_compile=True)
     def elsewhere(x):

@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
     import tensorflow as tf
     from tensorflow.core.protobuf import config_pb2
     from tfplace_widget import PlacementTrace, trace_placement
-    from tfplace_widget.analyses.findings import find_findings
+    from tfplace_widget._analyses.findings import find_findings
 
     v1 = tf.compat.v1
     out = sys.argv[1]

@@ -34,9 +34,9 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tfplace_widget import trace_placement  # noqa: E402
-from tfplace_widget.sources.functions import function_display_name  # noqa: E402
-from tfplace_widget.tfadapter.capture import capture_native_output  # noqa: E402
-from tfplace_widget.tracing.function_copies import reachable_functions  # noqa: E402
+from tfplace_widget._sources.functions import function_display_name  # noqa: E402
+from tfplace_widget._tfadapter.capture import capture_native_output  # noqa: E402
+from tfplace_widget._tracing.function_copies import reachable_functions  # noqa: E402
 
 ELEMENTS, BATCH, SLEEP_S = 64, 16, 0.002
 RESULTS: dict[str, Any] = {"elements": ELEMENTS, "batch": BATCH, "sleep_s": SLEEP_S}

@@ -37,10 +37,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tfplace_widget import TraceError, trace_placement  # noqa: E402
-from tfplace_widget.tfadapter.capture import capture_native_output  # noqa: E402
+from tfplace_widget._tfadapter.capture import capture_native_output  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for helpers
-from helpers import instantiations  # noqa: E402
+from helpers import executors_built, instantiations  # noqa: E402
 
 RESULTS: dict[str, Any] = {}
 
@@ -212,8 +212,12 @@ def keras_train_warmup_zero():
 @scenario
 def next_call_after_a_first_call_trace():
     """Issue 30: traces that are the function's first call ever; for each, the instantiations
-    TensorFlow makes in the user's next call, the user's state moved by the trace and by that
-    call, and whether a second trace shows the same rows."""
+    TensorFlow makes in the user's next call and the executors it builds there, the user's
+    state moved by the trace and by that call, and whether a second trace shows the same rows."""
+
+    def next_call(call: Callable[[], Any]) -> dict[str, Any]:
+        built, made = executors_built(lambda: instantiations(call))
+        return {"next": made, "built": built}
 
     def rows(trace: Any) -> list:
         return sorted(map(tuple, trace.ops[["op", "type", "device", "how"]].to_numpy()))
@@ -242,7 +246,7 @@ def next_call_after_a_first_call_trace():
         first = trace_placement(step, x, **options)
         moved = counter.numpy()
         found[label] = {
-            "next": instantiations(lambda step=step: step(x)),
+            **next_call(lambda step=step: step(x)),
             "moved": (moved, counter.numpy() - moved),
             "same_rows": rows(first) == rows(trace_placement(step, x, **options)),
         }
@@ -256,7 +260,7 @@ def next_call_after_a_first_call_trace():
     first = trace_placement(compiled, x)
     moved = counter.numpy()
     found["jit_compile"] = {
-        "next": instantiations(lambda: compiled(x)),
+        **next_call(lambda: compiled(x)),
         "moved": (moved, counter.numpy() - moved),
         "same_rows": rows(first) == rows(trace_placement(compiled, x)),
     }
@@ -264,10 +268,71 @@ def next_call_after_a_first_call_trace():
     first = trace_placement(model.train_on_batch, features, labels)
     moved = int(model.optimizer.iterations.numpy())
     found["train_on_batch"] = {
-        "next": instantiations(lambda: model.train_on_batch(features, labels)),
+        **next_call(lambda: model.train_on_batch(features, labels)),
         "moved": (moved, int(model.optimizer.iterations.numpy()) - moved),
         "same_rows": rows(first) == rows(trace_placement(model.train_on_batch, features, labels)),
     }
+    return found
+
+
+@scenario
+def eager_ops_on_other_threads():
+    """Traces that are the function's first call while another thread runs eager ops, which
+    empty TensorFlow's one graph collector (also while the traced function is instantiated):
+    a tf.function of 300 ops and a thread of the user's; model.fit on a tf.data map whose
+    tf.py_function runs eager ops (its prefetch runs while the step is instantiated). Each
+    result: the traced function's rows, function by type."""
+    import threading
+
+    def functions_by_type(trace: Any) -> dict[str, set[str]]:
+        return trace.ops.groupby("type")["function"].agg(set).to_dict()
+
+    @tf.function
+    def chain(v):
+        for _ in range(100):
+            v = tf.sin(v) * 1.01 + 0.5
+        return v
+
+    running, stop = threading.Event(), threading.Event()
+
+    def user_thread() -> None:
+        word = tf.constant("A")
+        while not stop.is_set():
+            tf.strings.lower(word)
+            running.set()
+
+    thread = threading.Thread(target=user_thread, daemon=True)
+    thread.start()
+    running.wait()
+    try:
+        found = {"thread": functions_by_type(trace_placement(chain, x))}
+    finally:
+        stop.set()
+        thread.join()
+
+    def busy_lower(text: Any) -> Any:
+        for _ in range(2000):  # longer than the step's instantiation
+            text = tf.strings.lower(text)
+        return text
+
+    def lower(text: Any) -> Any:
+        out = tf.py_function(busy_lower, [text], tf.string)
+        out.set_shape(())
+        return out
+
+    texts = tf.data.Dataset.from_tensor_slices((tf.constant(["A b"] * 8), np.zeros(8, "int64")))
+    batches = texts.map(lambda t, y: (lower(t), y)).batch(2).prefetch(1)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((), dtype="string"),
+            keras.layers.Lambda(lambda t: tf.cast(tf.strings.length(t)[:, None], "float32")),
+            keras.layers.Dense(2),
+        ]
+    )
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    fit = {"epochs": 1, "verbose": 0, "steps_per_epoch": 2}
+    found["py_function"] = functions_by_type(trace_placement(model.fit, batches, fn_kwargs=fit))
     return found
 
 

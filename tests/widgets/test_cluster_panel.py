@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from test_cluster import setter_model
 
-from tfplace_widget.model.devices import short_device, task_of
-from tfplace_widget.rendering.figure import FOLDED_LANE
-from tfplace_widget.widgets.panel import PlacementPanel
+from tfplace_widget._model.devices import short_device, task_of
+from tfplace_widget._rendering.figure import FOLDED_LANE
+from tfplace_widget._widgets.panel import PlacementPanel
 
 TASKS = ["/job:ps/task:0", "/job:ps/task:1", "/job:worker/task:0", "/job:worker/task:1"]
 
@@ -134,7 +134,7 @@ def test_one_machine_keeps_one_row_of_chips(seed_cpu):
 
 
 def _format(size: int) -> str:
-    from tfplace_widget.analyses.summary import format_bytes
+    from tfplace_widget._analyses.summary import format_bytes
 
     return format_bytes(size)
 

@@ -10,10 +10,10 @@ from helpers import CPU0, CPU1, GPU_TRACES, TWO_CPUS
 
 from tfplace_widget import (
     SearchError,
-    show_comparison,  # the package export
+    show_comparison,  # the package _export as export
 )
-from tfplace_widget.analyses.compare import compare
-from tfplace_widget.widgets.comparison import ComparisonView
+from tfplace_widget._analyses.compare import compare
+from tfplace_widget._widgets.comparison import ComparisonView
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_close_closes_every_widget_and_lets_go_of_the_traces(trace_placement, se
     a = trace_placement(seed_builders["inputs_cpu"], device_count=TWO_CPUS)
     b = trace_placement(seed_builders["inputs_none"], device_count=TWO_CPUS)
     view = show_comparison(a, b)
-    from tfplace_widget.widgets.tree import widget_tree
+    from tfplace_widget._widgets.tree import widget_tree
 
     tree = widget_tree(view)
     refs = weakref.ref(a), weakref.ref(b)

@@ -11,8 +11,8 @@ import tensorflow as tf
 from helpers import GPU_TRACES
 
 from tfplace_widget import TraceError, show_placement
-from tfplace_widget.rendering.colors import color_class, device_color
-from tfplace_widget.widgets.panel import PAGE_SIZE, PlacementPanel
+from tfplace_widget._rendering.colors import color_class, device_color
+from tfplace_widget._widgets.panel import PAGE_SIZE, PlacementPanel
 
 SEED_N = 1000
 GPU_TRACE = str(GPU_TRACES / "riptide" / "timeline.ctf.json")
@@ -271,7 +271,7 @@ def test_conflicting_device_count_keys_are_an_error():
 
 
 def test_normalize_device_count():
-    from tfplace_widget.tracing.options import normalize_device_count
+    from tfplace_widget._tracing.options import normalize_device_count
 
     assert normalize_device_count({"cpu": 3, "gpu": 0}) == {"CPU": 3, "GPU": 0}
     assert normalize_device_count({"CPU": 2, "cpu": 2}) == {"CPU": 2}
@@ -330,12 +330,12 @@ def test_device_of_a_name_on_several_devices_raises_naming_them():
 
 # -- one definition of each helper (issue 11) ------------------------------------------------
 def test_shared_helpers_and_how_values_are_defined_once(panel):
-    from tfplace_widget.explain import run as reasons
-    from tfplace_widget.model import records
-    from tfplace_widget.sources import chrome, frames, run_metadata
-    from tfplace_widget.tfadapter import gc_pause, graphfacts
-    from tfplace_widget.tracing import function as function_tracer
-    from tfplace_widget.widgets import panel as panel_module
+    from tfplace_widget._explain import run as reasons
+    from tfplace_widget._model import records
+    from tfplace_widget._sources import chrome, frames, run_metadata
+    from tfplace_widget._tfadapter import gc_pause, graphfacts
+    from tfplace_widget._tracing import function as function_tracer
+    from tfplace_widget._widgets import panel as panel_module
 
     assert not hasattr(reasons, "canonical_or_empty")  # unused
     assert frames.HOW_VALUES is reasons.HOW_VALUES is panel_module.HOW_VALUES
@@ -343,7 +343,7 @@ def test_shared_helpers_and_how_values_are_defined_once(panel):
     assert not hasattr(frames, "_HOW_CATEGORIES")
     assert not hasattr(graphfacts, "_producer")  # sources.records.producer(s) is the one
     assert graphfacts.producers is records.producers
-    assert gc_pause.paused_gc.__module__ == "tfplace_widget.tfadapter.gc_pause"
+    assert gc_pause.paused_gc.__module__ == "tfplace_widget._tfadapter.gc_pause"
     for module in (run_metadata, chrome, function_tracer, graphfacts):
         assert module.paused_gc is gc_pause.paused_gc, module.__name__
 
@@ -414,7 +414,7 @@ def test_a_rerun_shows_the_new_findings_and_drops_the_filter(classic_panel):
 
 
 def test_findings_that_fail_are_a_message_not_a_broken_panel(seed_trace, monkeypatch):
-    import tfplace_widget.analyses.findings as findings_module
+    import tfplace_widget._analyses.findings as findings_module
 
     def broken(trace):
         raise RuntimeError("boom")
@@ -460,7 +460,7 @@ def test_as_on_a_machine_with_n_gpus_shows_the_prediction(classic_panel):
 
 
 def test_a_failed_prediction_keeps_the_previous_result(classic_panel, monkeypatch):
-    import tfplace_widget.tracing.predict as predict_module
+    import tfplace_widget._tracing.predict as predict_module
 
     panel = PlacementPanel(classic_panel.trace)
     before = panel.trace
@@ -498,7 +498,7 @@ def test_a_large_trace_finds_its_findings_after_the_cell(classic_panel, monkeypa
     import asyncio
     import concurrent.futures
 
-    import tfplace_widget.widgets.panel as panel_module
+    import tfplace_widget._widgets.panel as panel_module
 
     monkeypatch.setattr(panel_module, "FINDINGS_LATER_OPS", 0)
     trace = dataclasses.replace(classic_panel.trace)  # nothing cached
@@ -602,7 +602,7 @@ def test_show_placement_compare_to(seed_trace):
     with pytest.raises(TypeError, match="not int"):
         show_placement(seed_trace, compare_to=42)
     with pytest.raises(TypeError, match="Unknown option 'compare_to' for trace_placement"):
-        from tfplace_widget.tracing.tracer import trace_placement
+        from tfplace_widget._tracing.tracer import trace_placement
 
         trace_placement(inputs_none, compare_to=seed_trace)
 

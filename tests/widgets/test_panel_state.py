@@ -1,4 +1,4 @@
-"""The panel's table state (widgets/panel_state.py) on a made-up trace: no TensorFlow, no widgets."""
+"""The panel's table state (_widgets/panel_state.py) on a made-up trace: no TensorFlow, no widgets."""
 
 from types import SimpleNamespace
 
@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from tfplace_widget import SearchError
-from tfplace_widget.rendering.html_parts import PAGE_SIZE
-from tfplace_widget.widgets.panel_state import TableState
+from tfplace_widget._rendering.html_parts import PAGE_SIZE
+from tfplace_widget._widgets.panel_state import TableState
 
 CPU0, CPU1 = (
     "/job:localhost/replica:0/task:0/device:CPU:0",

@@ -1,4 +1,4 @@
-"""The browser's code as files (``tfplace_widget/static/``): what the widgets send is the files.
+"""The browser's code as files (``tfplace_widget/_static/``): what the widgets send is the files.
 
 Without ``ANYWIDGET_HMR`` a widget's ``_esm``/``_css`` is the file's text (anywidget keeps every
 instance of a widget whose ``_esm`` is a path alive); with ``ANYWIDGET_HMR=1`` it is the path,
@@ -14,11 +14,11 @@ import subprocess
 import sys
 import weakref
 
-from tfplace_widget import static
-from tfplace_widget.widgets.bundle_holder import PlotlyBundle, bundle, fill_js
-from tfplace_widget.widgets.findings import FindingsList
-from tfplace_widget.widgets.table import OpTable
-from tfplace_widget.widgets.timeline import TimelineWidget
+from tfplace_widget import _static as static
+from tfplace_widget._widgets.bundle_holder import PlotlyBundle, bundle, fill_js
+from tfplace_widget._widgets.findings import FindingsList
+from tfplace_widget._widgets.table import OpTable
+from tfplace_widget._widgets.timeline import TimelineWidget
 
 
 def test_each_widget_sends_its_files():
@@ -54,9 +54,9 @@ def test_a_closed_widget_is_freed_without_hmr():
 CHECK_HMR = """
 import json, sys
 from anywidget._file_contents import FileContents
-from tfplace_widget.widgets.findings import FindingsList
-from tfplace_widget.widgets.table import OpTable
-from tfplace_widget.widgets.timeline import TimelineWidget
+from tfplace_widget._widgets.findings import FindingsList
+from tfplace_widget._widgets.table import OpTable
+from tfplace_widget._widgets.timeline import TimelineWidget
 found = {}
 for name, value in [("table_esm", OpTable._esm), ("findings_esm", FindingsList._esm),
                     ("findings_css", FindingsList._css), ("timeline_css", TimelineWidget._css)]:

@@ -24,8 +24,8 @@ from helpers import run_python
 from ipywidgets.embed import dependency_state
 from ipywidgets.widgets import widget as ipywidget
 
-from tfplace_widget.widgets.bundle_holder import PlotlyBundle, bundle_path, holder
-from tfplace_widget.widgets.timeline import Timeline, TimelineWidget, encode
+from tfplace_widget._widgets.bundle_holder import PlotlyBundle, bundle_path, holder
+from tfplace_widget._widgets.timeline import Timeline, TimelineWidget, encode
 
 HOLDER_ID = f"{PlotlyBundle.__module__}.{PlotlyBundle.__qualname__}"
 TIMELINE_ID = f"{TimelineWidget.__module__}.{TimelineWidget.__qualname__}"
@@ -232,7 +232,7 @@ def test_a_panel_never_imports_nbformat_or_plotlys_python_figures() -> None:
     trace = "tfplace_widget/examples/gpu_traces/riptide/timeline.ctf.json"
     code = (
         "import sys\n"
-        "from tfplace_widget.widgets.panel import show_placement\n"
+        "from tfplace_widget._widgets.panel import show_placement\n"
         f"panel = show_placement({trace!r})\n"
         "panel.search.value = 'conv'\n"
         "panel.table.selected_op = panel.trace.ops['op'].iloc[0]\n"

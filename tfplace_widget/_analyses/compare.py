@@ -1,0 +1,261 @@
+"""Two placements side by side: which ops moved, which transfers came or went, what it cost.
+
+``compare(a, b)`` matches ops by name; a name whose op type changed (a variable that became
+the ``Identity`` joining its partitions, an op Grappler folded into a ``Const``) is ``replaced``,
+not moved: it is another op. Names the runtime makes with counters (``A/_0`` for the
+``_Send`` of ``A``, ``A/_4`` in another run) are matched by what they connect instead: their
+type, the producer they carry and their device, so a renumbering is not reported as one op
+removed and another added. Transfers are matched by tensor, source and destination. Pure
+pandas: no widgets, no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._model.devices import short_device
+from .._model.trace import PlacementTrace
+from .summary import device_summaries, format_us, transfer_bytes_text
+
+STATUS_VALUES = ("same", "moved", "replaced", "only_a", "only_b")
+OPS_COLUMNS = [
+    "op",
+    "type",
+    "device_a",
+    "device_b",
+    "how_a",
+    "how_b",
+    "status",
+    "duration_a_us",
+    "duration_b_us",
+    "delta_us",
+    "type_a",  # "type" is b's (a's for an op only in a): they differ for a replaced op
+]
+TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "status", "bytes_a", "bytes_b"]
+DEVICES_COLUMNS = ["device", "ops_a", "ops_b", "busy_a_us", "busy_b_us", "delta_busy_us"]
+
+_RUNTIME_COUNTER = re.compile(r"^(?P<base>.+)/_\d+$")
+_COUNTED_TYPES = {"_Send", "_Recv", "_HostSend", "_HostRecv"}
+# oneDNN's rewrite of an op (_MklMatMul, _MklNativeConv2D) runs the same op: a trace records the
+# rewritten type, a prediction the graph's.
+_ONEDNN_PREFIX = re.compile(r"^_Mkl(Native)?")
+
+
+@dataclass(eq=False)
+class PlacementDiff:
+    """What changed from trace ``a`` to trace ``b`` (see :func:`compare`)."""
+
+    ops: pd.DataFrame
+    transfers: pd.DataFrame
+    devices: pd.DataFrame
+    summary: str
+    a: PlacementTrace = field(repr=False)
+    b: PlacementTrace = field(repr=False)
+
+    def __repr__(self) -> str:
+        counts = self.ops["status"].value_counts()
+        parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in STATUS_VALUES)
+        return f"PlacementDiff({parts}; {len(self.transfers)} transfers)"
+
+    @property
+    def moved(self) -> pd.DataFrame:
+        """The rows of ``ops`` whose device changed."""
+        return self.ops[self.ops["status"] == "moved"]
+
+
+def compare(
+    a: Any, b: Any, *, trace: Callable[[Any], PlacementTrace] | None = None
+) -> PlacementDiff:
+    """Compare two placements: ``a`` and ``b`` are ``PlacementTrace``s, or anything ``trace``
+    turns into one (the package's ``compare`` passes what ``show_placement`` accepts)."""
+    a, b = (_as_trace(x, trace, name) for x, name in ((a, "a"), (b, "b")))
+    ops = _ops_diff(a, b)
+    transfers = _transfers_diff(a, b)
+    devices = _devices_diff(a, b)
+    return PlacementDiff(ops, transfers, devices, _summary(a, b, ops, transfers), a, b)
+
+
+def _as_trace(value: Any, trace: Callable[[Any], PlacementTrace] | None, name: str) -> Any:
+    if isinstance(value, PlacementTrace):
+        return value
+    if trace is None:
+        raise TypeError(
+            f"compare() takes two PlacementTrace objects; {name} is a {type(value).__name__}. "
+            "Trace it first with trace_placement(...), or call tfplace_widget.compare, which "
+            "traces functions and loads files itself."
+        )
+    return trace(value)
+
+
+def _match_keys(ops: pd.DataFrame, codes: dict[Any, int]) -> list[int]:
+    """A key per row that is the same for "the same op" in another run of the same code (an
+    op name, or for runtime-made and repeated names a tuple of their parts), as its number in
+    ``codes`` (shared by both sides): merged as integers, whatever characters names hold (pandas
+    3.0's string merge loses keys that differ after a NUL character)."""
+    names = ops["op"].tolist()
+    repeated = set(ops["op"][ops["op"].duplicated()])
+    seen: dict[Any, int] = {}
+    keys: list[Any] = []
+    for name, op_type, device in zip(names, ops["type"], ops["device"], strict=True):
+        counted = _RUNTIME_COUNTER.match(name) if op_type in _COUNTED_TYPES else None
+        if counted:
+            key: Any = (op_type, counted["base"], device)
+        elif name in repeated:  # e.g. _SOURCE: one per device
+            key = (name, device)
+        else:
+            keys.append(name)
+            continue
+        nth = seen.get(key, 0)
+        seen[key] = nth + 1
+        keys.append((*key, nth))
+    return [codes.setdefault(key, len(codes)) for key in keys]
+
+
+def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
+    columns = ["op", "type", "device", "how", "duration_us"]
+    codes: dict[Any, int] = {}
+    left = a.ops[columns].assign(_key=_match_keys(a.ops, codes))
+    right = b.ops[columns].assign(_key=_match_keys(b.ops, codes))
+    merged = left.merge(right, on="_key", how="outer", suffixes=("_a", "_b"), sort=False)
+    in_a, in_b = merged["op_a"].notna(), merged["op_b"].notna()
+    type_a, type_b = (
+        merged[column].fillna("").astype(str).str.replace(_ONEDNN_PREFIX, "", regex=True)
+        for column in ("type_a", "type_b")
+    )
+    other_op = (type_a != type_b) & (type_a != "") & (type_b != "")
+    status = np.select(
+        [
+            in_a & in_b & other_op,
+            in_a & in_b & (merged["device_a"] == merged["device_b"]),
+            in_a & in_b,
+            in_a,
+        ],
+        ["replaced", "same", "moved", "only_a"],
+        default="only_b",
+    )
+    duration_a = pd.to_numeric(merged["duration_us_a"], errors="coerce").astype("Float64")
+    duration_b = pd.to_numeric(merged["duration_us_b"], errors="coerce").astype("Float64")
+    out = pd.DataFrame(
+        {
+            # b's name when both ran: the newer run is the one the user looks at
+            "op": merged["op_b"].where(in_b, merged["op_a"]),
+            "type": merged["type_b"].where(in_b, merged["type_a"]),
+            "device_a": merged["device_a"].fillna(""),
+            "device_b": merged["device_b"].fillna(""),
+            "how_a": merged["how_a"].astype(object).fillna(""),
+            "how_b": merged["how_b"].astype(object).fillna(""),
+            "status": pd.Categorical(status, categories=list(STATUS_VALUES)),
+            "duration_a_us": duration_a,
+            "duration_b_us": duration_b,
+            "delta_us": duration_b - duration_a,
+            "type_a": merged["type_a"].astype(object).fillna(""),
+        }
+    )
+    order = {"moved": 0, "replaced": 1, "only_a": 2, "only_b": 3, "same": 4}
+    rank = out["status"].astype(str).map(order)
+    return (
+        out.assign(_rank=rank)
+        .sort_values(["_rank", "op"], kind="stable")
+        .drop(columns="_rank")
+        .reset_index(drop=True)[OPS_COLUMNS]
+    )
+
+
+def _transfers_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
+    key = ["tensor", "src_device", "dst_device"]
+    left = a.transfers[[*key, "bytes"]].drop_duplicates(key)
+    right = b.transfers[[*key, "bytes"]].drop_duplicates(key)
+    merged = left.merge(right, on=key, how="outer", suffixes=("_a", "_b"), indicator=True)
+    status = merged["_merge"].map({"both": "same", "left_only": "only_a", "right_only": "only_b"})
+    out = merged[key].assign(
+        status=pd.Categorical(status.astype(str), categories=["same", "only_a", "only_b"]),
+        bytes_a=merged["bytes_a"].astype("Int64"),
+        bytes_b=merged["bytes_b"].astype("Int64"),
+    )
+    return out.sort_values(["status", "tensor"], kind="stable").reset_index(drop=True)[
+        TRANSFERS_COLUMNS
+    ]
+
+
+def _devices_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
+    devices = list(dict.fromkeys([*a.devices, *b.devices]))
+    side_a = {s.device: s for s in device_summaries(a.ops, a.events, devices)}
+    side_b = {s.device: s for s in device_summaries(b.ops, b.events, devices)}
+    rows = [
+        (
+            d,
+            side_a[d].ops,
+            side_b[d].ops,
+            side_a[d].busy_us,
+            side_b[d].busy_us,
+            side_b[d].busy_us - side_a[d].busy_us,
+        )
+        for d in devices
+    ]
+    return pd.DataFrame(rows, columns=DEVICES_COLUMNS)
+
+
+def step_time_us(trace: PlacementTrace) -> float | None:
+    """From the first start to the last end of the trace's events (None without events)."""
+    events = trace.events
+    if events.empty:
+        return None
+    ends = events["start_us"] + events["duration_us"]
+    return float(ends.max() - events["start_us"].min())
+
+
+def _summary(
+    a: PlacementTrace, b: PlacementTrace, ops: pd.DataFrame, transfers: pd.DataFrame
+) -> str:
+    moved = ops[ops["status"] == "moved"]
+    parts = []
+    if len(moved):
+        shown = ", ".join(
+            f"{op} ({short_device(da)} -> {short_device(db)})"
+            for op, da, db in zip(
+                moved["op"][:3], moved["device_a"][:3], moved["device_b"][:3], strict=True
+            )
+        )
+        more = f" and {len(moved) - 3} more" if len(moved) > 3 else ""
+        parts.append(f"{len(moved)} op{'s' * (len(moved) != 1)} moved: {shown}{more}.")
+    else:
+        parts.append("No op moved.")
+    replaced = ops[ops["status"] == "replaced"]
+    if len(replaced):
+        shown = ", ".join(
+            f"{op} ({ta} on {short_device(da)} -> {tb} on {short_device(db)})"
+            for op, ta, tb, da, db in zip(
+                replaced["op"][:3],
+                replaced["type_a"][:3],
+                replaced["type"][:3],
+                replaced["device_a"][:3],
+                replaced["device_b"][:3],
+                strict=True,
+            )
+        )
+        more = f" and {len(replaced) - 3} more" if len(replaced) > 3 else ""
+        parts.append(
+            f"{len(replaced)} name{'s' * (len(replaced) != 1)} now another op: {shown}{more}."
+        )
+    only_a, only_b = (int((ops["status"] == s).sum()) for s in ("only_a", "only_b"))
+    if only_a or only_b:
+        parts.append(f"{only_a} ops only in a, {only_b} only in b.")
+    for status, word in (("only_b", "added"), ("only_a", "removed")):
+        rows = transfers[transfers["status"] == status]
+        if len(rows):
+            column = "bytes_b" if status == "only_b" else "bytes_a"
+            parts.append(
+                f"{len(rows)} transfer{'s' * (len(rows) != 1)} {word} "
+                f"({transfer_bytes_text(rows[[column]].set_axis(['bytes'], axis=1))})."
+            )
+    step_a, step_b = step_time_us(a), step_time_us(b)
+    if step_a is not None and step_b is not None:
+        change = f" ({(step_b - step_a) / step_a:+.0%})" if step_a else ""
+        parts.append(f"Step time: a {format_us(step_a)}, b {format_us(step_b)}{change}.")
+    return " ".join(parts)

@@ -1,0 +1,586 @@
+"""What every findings rule reads: ``Context`` (the trace's frames reduced to lookups, and
+where each op would run on a GPU machine), ``Finding`` (one row) and the small helpers the rule
+families share (device types, copy names, op durations, name lists)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from ..._model.columns import FINDING_KINDS as KINDS
+from ..._model.columns import SEVERITIES
+from ..._model.devices import parse_device, short_device
+from ..._model.graphfacts import linked_groups
+
+# What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
+# gpu_kernel values (_model/kernels.py): a GPU kernel, one computing in host memory, GPU
+# kernels but none for this op's dtype, no GPU kernel at all, unknown (no node def).
+NO_GPU = ("no", "dtype")
+ON_GPU = ("yes", "host")
+
+MAX_NAMED = 4  # op names spelled out in one message
+_RUNTIME_TYPES = {
+    "_Send",
+    "_Recv",
+    "_HostSend",
+    "_HostRecv",
+    "_Arg",
+    "_Retval",
+    "_DeviceArg",
+    "_DeviceRetval",
+}
+# A function's arguments: a resource argument lives where the caller's variable or table is.
+_ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
+_EDGE = re.compile(r"^edge_\d+_(.+)$")
+_CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (copy_key)
+# Name scopes of the ops TensorFlow's gradient code makes (graph mode, GradientTape).
+GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
+# Generators and host constants that follow their consumers: never findings of their own.
+FOLLOWERS = {"Const", "HostConst"}
+# A distribution strategy's replica scope (``replica_1/...``).
+REPLICA = re.compile(r"(^|/)replica_\d+/")
+
+
+@dataclass
+class Finding:
+    kind: str
+    severity: str
+    ops: list[str]
+    message: str
+    evidence: dict[str, float | int]
+    cost: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (time us, bytes, ops): the sort key
+    # A prediction about a machine with a GPU that the trace did not run on (a CPU-only run's
+    # cpu_fallback, ping_pong, host_memory_on_gpu; every finding of predict_placement's trace),
+    # not something measured: the views show these under a header of their own.
+    predicted: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS or self.severity not in SEVERITIES:
+            raise ValueError(f"unknown finding kind/severity: {self.kind}/{self.severity}")
+        self.ops = list(dict.fromkeys(self.ops))
+
+
+@dataclass
+class Context:
+    """The trace's frames reduced to plain lookups, built once per ``find_findings``."""
+
+    trace: Any
+    ops: pd.DataFrame
+    device_of: dict[str, str]  # op -> device it ran on (first row of a name)
+    type_of: dict[str, str]
+    gpu_kernel: dict[str, str]  # op -> yes/host/dtype/no; empty when unknown
+    requested: dict[str, str]
+    how: dict[str, str]
+    inputs: dict[str, list[str]]  # op -> producers (data edges), runtime nodes skipped
+    consumers: dict[str, list[str]] = field(default_factory=dict)
+    gpus: list[str] = field(default_factory=list)  # GPU devices in the trace
+    # op -> "GPU"/"CPU": where it runs on a GPU machine (the trace's own devices when it has a
+    # GPU; else predicted from the kernel columns). Empty when that cannot be known.
+    view: dict[str, str] = field(default_factory=dict)
+    why_cpu: dict[str, tuple[str, str]] = field(default_factory=dict)  # op -> (cause, partner)
+    duplicated: set[str] = field(default_factory=set)  # ops on a GPU and a CPU (merged runs)
+    predicted_view: bool = False
+    copies_by_producer: dict[str, list[str]] | None = None
+    duration_of: dict[str, float] | None = None
+    runtime: set[str] | None = None
+    position: dict[str, int] | None = None
+    copy_of: dict[str, str] | None = None
+
+    @classmethod
+    def of(cls, trace: Any) -> Context:
+        ops = trace.ops
+        names = ops["op"].tolist()
+        devices = ops["device"].tolist()
+        device_of: dict[str, str] = {}
+        for name, device in zip(names, devices, strict=True):
+            device_of.setdefault(name, device)
+        type_of = dict(zip(names, ops["type"].tolist(), strict=True))
+        kernel_known = "gpu_kernel" in ops and bool((ops["gpu_kernel"].astype(str) != "NA").any())
+        gpu_kernel = (
+            {
+                n: k
+                for n, k in zip(names, ops["gpu_kernel"].astype(str).tolist(), strict=True)
+                if k != "NA"
+            }
+            if kernel_known
+            else {}
+        )
+        requested = dict(zip(names, ops["requested_device"].astype(str).tolist(), strict=True))
+        how = dict(zip(names, ops["how"].astype(str).tolist(), strict=True))
+        facts = getattr(trace, "facts", None)
+        raw_inputs = trace.inputs or (facts.inputs if facts is not None else {})
+        context = cls(
+            trace=trace,
+            ops=ops,
+            device_of=device_of,
+            type_of=type_of,
+            gpu_kernel=gpu_kernel,
+            requested=requested,
+            how=how,
+            inputs={},
+            gpus=[d for d in trace.devices if device_type(d) == "GPU"],
+        )
+        context.inputs = context._through_copies(raw_inputs)
+        for op, producers in context.inputs.items():
+            for producer in producers:
+                context.consumers.setdefault(producer, []).append(op)
+        context.duplicated = context._duplicated_names()
+        context._build_view(facts)
+        return context
+
+    # -- the graph, with the runtime's copies looked through ------------------------------------
+    def _through_copies(self, raw: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+        """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent."""
+        type_of = self.type_of
+        self.is_runtime("")  # builds the set
+        runtime = self.runtime or set()
+        user = {n for n in type_of if n not in runtime}
+        sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
+        for name, producers in raw.items():
+            if producers and type_of.get(name) in ("_Send", "_HostSend"):
+                # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
+                # producer wins, so that X's readers on the other device stay X's consumers.
+                key = copy_key(name)
+                if key not in sent_by or sent_by[key] not in user:
+                    sent_by[key] = producers[0]
+        receives = ("_Recv", "_HostRecv")
+        edges: dict[str, list[str]] = {}
+        for name, producers in raw.items():
+            if name not in user:
+                continue
+            if user.issuperset(producers):  # most ops: no copy, nothing to resolve
+                edges[name] = list(producers)
+                continue
+            resolved = []
+            for producer in producers:
+                if type_of.get(producer) in receives:
+                    producer = sent_by.get(copy_key(producer), copy_key(producer))
+                elif producer not in type_of:  # a recv the trace did not record: X/_5
+                    producer = copy_key(producer)
+                if producer in user:
+                    resolved.append(producer)
+            edges[name] = resolved
+        return edges
+
+    def is_runtime(self, name: str) -> bool:
+        """Inserted by TensorFlow (copies, feeds, fetches, ``_SOURCE``): never a finding."""
+        if self.runtime is None:
+            self.runtime = {
+                n
+                for n, t in self.type_of.items()
+                if self.how.get(n) == "runtime"
+                or t in _RUNTIME_TYPES
+                or n in ("_SOURCE", "_SINK")
+                or t.upper().startswith("MEMCPY")
+            }
+        return name in self.runtime
+
+    def _duplicated_names(self) -> set[str]:
+        """Op names listed on a GPU and on a CPU: one op, recorded in several runs whose
+        device lanes a merge mixed up (process ids differ per run), not a fallback."""
+        if not self.gpus:
+            return set()
+        types = self.ops["device"].map(device_type)
+        on_gpu = set(self.ops.loc[types == "GPU", "op"])
+        on_cpu = self.ops.loc[types == "CPU", "op"]
+        return {n for n in on_cpu if n in on_gpu and not self.is_runtime(n)}
+
+    # -- where each op runs on a GPU machine ----------------------------------------------------
+    def _build_view(self, facts: Any) -> None:
+        self.predicted_view = bool(getattr(self.trace, "predicted", False))
+        if self.gpus:  # recorded (or predicted) with a GPU: the trace says it
+            for name, device in self.device_of.items():
+                kind = device_type(device)
+                # An op XLA compiled (or would) is no op placed on its own: no fallback, no
+                # host-memory argument, no copy of its own (the xla findings cover clusters).
+                if (
+                    kind in ("GPU", "CPU")
+                    and not self.is_runtime(name)
+                    and self.how.get(name) != "xla"
+                ):
+                    self.view[name] = "GPU" if name in self.duplicated else kind
+            reasons = dict(zip(self.ops["op"], self.ops["reason"].astype(str), strict=True))
+            for name, kind in self.view.items():
+                if kind == "CPU":
+                    self.why_cpu[name] = self._cpu_cause(name, self.how.get(name), reasons)
+            return
+        if not self.gpu_kernel:  # no GPU, no kernel facts: nothing to predict from
+            return
+        self.predicted_view = True
+        predicted = _predict_with_module(self, facts)
+        if predicted is not None:
+            reasons = {name: reason for name, (_, _, reason) in predicted.items()}
+            for name, (device, how, _) in predicted.items():
+                if name not in self.type_of or self.is_runtime(name):
+                    continue
+                self.view[name] = device_type(device)
+                if self.view[name] == "CPU":
+                    self.why_cpu[name] = self._cpu_cause(name, how, reasons)
+            return
+        self._predict_here(facts)
+
+    def _cpu_cause(self, name: str, how: str | None, reasons: Mapping[str, str]) -> tuple[str, str]:
+        """Why ``name`` is on the CPU: its own kernel or request, else (``colocated``) the op
+        its resource or colocation group ties it to, followed to the one that decides."""
+        cause = self._kernel_cause(name)
+        seen = {name}
+        while cause[0] == "" and how == "colocated":
+            anchor = _partner_from_reason(reasons.get(name, ""), self, seen)
+            if not anchor:
+                return ("", "")
+            cause = self._anchor_cause(anchor)
+            seen.add(anchor)
+            name, how = anchor, self.how.get(anchor)
+        return cause
+
+    def _anchor_cause(self, anchor: str) -> tuple[str, str]:
+        """Why the op a CPU op is tied to is on the CPU. ``colocated`` only when the anchor has
+        no GPU kernel; ``requested`` when the user put it there (a tf.device) or when it is a
+        function's resource argument, which lives where its variable or table was made (a
+        ``host`` kernel, such as a VarHandleOp's, is a GPU kernel: no cause of its own)."""
+        if device_type(self.requested.get(anchor, "")) == "CPU":
+            return ("requested", anchor)
+        if self.gpu_kernel.get(anchor, "") in NO_GPU:
+            return ("colocated", anchor)
+        if self.type_of.get(anchor) in _ARGUMENT_TYPES:
+            return ("requested", anchor)
+        return ("", "")
+
+    def _kernel_cause(self, name: str) -> tuple[str, str]:
+        kernel = self.gpu_kernel.get(name, "")
+        if kernel in NO_GPU:
+            return (kernel, "")
+        if device_type(self.requested.get(name, "")) == "CPU":
+            return ("requested", "")
+        return ("", "")
+
+    def asked_cpu(self, name: str) -> bool:
+        """A ``tf.device`` put ``name`` on a CPU: there because the code asked, whatever its
+        kernels (no fallback)."""
+        return device_type(self.requested.get(name, "")) == "CPU"
+
+    def _predict_here(self, facts: Any) -> None:
+        """One GPU, soft placement on: an op with a GPU kernel and no CPU request goes to the
+        GPU; then a resource/ref group (a variable, an iterator and their readers) goes where
+        its CPU-only member must (placement-rules.md 4-6)."""
+        for name, kernel in self.gpu_kernel.items():
+            if self.is_runtime(name):
+                continue
+            asked_cpu = device_type(self.requested.get(name, "")) == "CPU"
+            self.view[name] = "GPU" if kernel in ON_GPU and not asked_cpu else "CPU"
+            if self.view[name] == "CPU":
+                self.why_cpu[name] = self._kernel_cause(name)
+        if facts is not None:
+            for members in _resource_groups(facts, self.view):
+                anchors = sorted(m for m in members if self.gpu_kernel.get(m) in NO_GPU)
+                for member in members if anchors else ():
+                    if self.view.get(member) == "GPU":
+                        self.view[member] = "CPU"
+                        self.why_cpu[member] = ("colocated", anchors[0])
+        self._generators_follow_consumers()
+
+    def _generators_follow_consumers(self) -> None:
+        """A constant goes where all its consumers go (placement-rules.md 10)."""
+        for name in list(self.view):
+            if self.type_of.get(name) not in FOLLOWERS or self.inputs.get(name):
+                continue
+            kinds = {self.view.get(c) for c in self.consumers.get(name, [])} - {None}
+            if len(kinds) == 1:
+                self.view[name] = kinds.pop()
+
+    # -- memory: where a tensor lives on a GPU machine -----------------------------------------
+    def crosses_memory(self, producer: str, consumer: str) -> bool:
+        """Whether the tensor ``producer`` -> ``consumer`` changes memory (host <-> device) on
+        a GPU machine: a copy. Ops on the CPU, and GPU kernels that keep that output or input
+        in host memory (int32, strings, shapes, a Sum's axes), are on the host side."""
+        made, read = self.view.get(producer), self.view.get(consumer)
+        if made is None or read is None:
+            return False
+        out_host = made == "CPU" or self._host_output(producer)
+        in_host = read == "CPU" or self._host_input(consumer, producer)
+        return out_host != in_host
+
+    def _host_output(self, op: str) -> bool:
+        kernel = self._kernel_facts(op)
+        return self.gpu_kernel.get(op) == "host" or bool(
+            kernel is not None and 0 in kernel.gpu_host_outputs
+        )
+
+    def _host_input(self, op: str, producer: str) -> bool:
+        if self.gpu_kernel.get(op) == "host":
+            return True
+        kernel = self._kernel_facts(op)
+        facts = getattr(self.trace, "facts", None)
+        built = getattr(facts, "inputs", {}).get(op, []) if facts is not None else []
+        positions = [i for i, p in enumerate(built) if p == producer]
+        return bool(kernel is not None and positions and positions[0] in kernel.gpu_host_inputs)
+
+    def _kernel_facts(self, op: str) -> Any:
+        facts = getattr(self.trace, "facts", None)
+        return getattr(facts, "kernels", {}).get(op) if facts is not None else None
+
+    @property
+    def registry(self) -> Any:
+        """The kernel registry the trace's facts were read from in this process
+        (``tfadapter.registry.REGISTRY``), None for facts loaded from a file or none at all."""
+        return getattr(getattr(self.trace, "facts", None), "registry", None)
+
+    # -- copies of one function (fit's training and evaluation steps) ------------------------
+    def original(self, name: str) -> str:
+        """The op ``name`` is a copy of, or ``name``. Two functions of one name (the training
+        and the evaluation copy of Keras's ``multi_step_on_iterator``) run the same ops: the
+        later one's are listed as ``<function>/<op>`` (_sources/functions.py), of the same type
+        as ``<op>``."""
+        if self.copy_of is None:
+            functions = (
+                set(self.ops["function"].dropna().astype(str)) if "function" in self.ops else set()
+            )
+            self.copy_of = {}
+            for op, op_type in self.type_of.items():
+                head, sep, rest = op.partition("/")
+                if sep and head in functions and self.type_of.get(rest) == op_type:
+                    self.copy_of[op] = rest
+        return self.copy_of.get(name, name)
+
+    def originals(self, names: Iterable[str]) -> list[str]:
+        """``names`` without the copies whose original is among them, in their order."""
+        names = list(dict.fromkeys(names))
+        present = set(names)
+        return [n for n in names if self.original(n) == n or self.original(n) not in present]
+
+    # -- small helpers ----------------------------------------------------------------------------
+    def attrs(self, name: str) -> dict[str, str]:
+        """The op's type attrs by name (``{"SrcT": "float32", "DstT": "int32"}``)."""
+        kernel = self._kernel_facts(name)
+        text = getattr(kernel, "attrs", "") if kernel is not None else ""
+        return dict(part.split("=", 1) for part in text.split() if "=" in part)
+
+    @property
+    def predicted_trace(self) -> bool:
+        """The trace is predict_placement's: nothing in it was measured, so every finding
+        of it is a prediction."""
+        return bool(getattr(self.trace, "predicted", False))
+
+    def on_a_gpu_machine(self) -> str:
+        """The words that make a finding about a GPU machine read as the prediction it is,
+        when the view is predicted (a CPU-only trace, or predict_placement's)."""
+        return "On a machine with a GPU, " if self.predicted_view else ""
+
+    def dtypes(self, name: str) -> str:
+        """The op's type attrs (``"int32"``), from the kernel facts of its node def."""
+        facts = getattr(self.trace, "facts", None)
+        kernel = getattr(facts, "kernels", {}).get(name) if facts is not None else None
+        return getattr(kernel, "dtypes", "") if kernel is not None else ""
+
+    def short(self, name: str) -> str:
+        return short_device(self.device_of.get(name, "")) or "?"
+
+    def gpu_name(self) -> str:
+        return short_device(self.gpus[0]) if self.gpus else "GPU:0"
+
+
+def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
+    """``predict_devices`` (one GPU, soft placement): every placer rule replayed, about 0.1 s
+    per 100k nodes. None without facts read from this process's registry (the placer reads
+    its op and kernel registries: facts loaded from a file are another process's, and
+    ``tfplace show`` of a saved trace does not import TensorFlow, seconds, for them), or when
+    the prediction fails: then the kernel columns and resource groups the trace holds alone
+    decide (``_predict_here``)."""
+    if getattr(facts, "registry", None) is None:
+        return None
+    from ..predict.devices import master_task, predicted_devices
+    from ..predict.result import predict_devices
+
+    # predict_placement's device set: a GPU on every task (each task of a cluster is a machine
+    # of its own), and the session's own task first among equals.
+    devices = predicted_devices(context.trace.devices, 1)
+    try:
+        frame = predict_devices(
+            facts,
+            devices,
+            soft_placement=True,
+            local_task=master_task(context.trace),
+            registry=facts.registry,
+        )
+    except Exception:  # a prediction that fails must not cost the other findings
+        return None
+    return {
+        op: (str(device), str(how), str(reason))
+        for op, device, how, reason in zip(
+            frame["op"], frame["predicted_device"], frame["how"], frame["reason"], strict=True
+        )
+    }
+
+
+def _partner_from_reason(reason: str, context: Context, skip: set[str] | None = None) -> str:
+    """The op a colocation reason names (its first word that is an op of the trace, other than
+    those in ``skip``)."""
+    for word in reason.replace(",", " ").replace(";", " ").split():
+        word = word.strip(".()")
+        if word in context.type_of and not (skip and word in skip):
+            return word
+    return ""
+
+
+def _resource_groups(facts: Any, view: Mapping[str, str]) -> list[set[str]]:
+    """Ops tied to one device by resource/ref edges or ``colocate_with``, among ``view``'s."""
+    return linked_groups(facts, keep=view.__contains__)
+
+
+def device_type(name: str) -> str:
+    if not name:
+        return ""
+    try:
+        return parse_device(name).type or ""
+    except ValueError:
+        return ""
+
+
+def copy_key(name: str) -> str:
+    """``A/_1`` -> ``A``: the runtime names a copy's send and recv after the tensor's op. In a
+    cluster the master session names the copies between tasks ``A_S12``/``A_S13`` and each
+    worker the copies between its own devices ``A_G1``/``A_G2`` (``PartitionOptions::new_name``
+    in ``MasterSession::BuildAndRegisterPartitions``, master_session.cc: ``prefix + "_S" + n``;
+    ``GraphMgr::InitItem``, graph_mgr.cc: ``prefix + "_G" + n``)."""
+    head, sep, tail = name.rpartition("/_")
+    if sep and tail.isdigit():
+        return head
+    match = _CLUSTER_COPY.match(name)
+    return match.group(1) if match else name
+
+
+def copied_op(context: Context, tensor: str) -> str:
+    """The op whose output a transfer copies: ``A:0`` -> ``A``; ``edge_22_MatMul`` (a TF 1.x
+    memcpy record) -> ``MatMul``."""
+    name = tensor.rpartition(":")[0] if ":" in tensor else tensor
+    match = _EDGE.match(name)
+    if match and match.group(1) in context.type_of:
+        return match.group(1)
+    return name
+
+
+def all_on_one_gpu(context: Context, names: Sequence[str]) -> bool:
+    devices = {context.device_of.get(n, "") for n in names}
+    return len(devices) == 1 and device_type(devices.pop()) == "GPU"
+
+
+def summed_duration(context: Context, names: Iterable[str]) -> float:
+    """Summed ``duration_us`` of ``names`` (untimed ops count 0)."""
+    if context.duration_of is None:
+        timed = context.ops[["op", "duration_us"]].dropna()
+        context.duration_of = timed.groupby("op")["duration_us"].sum().astype(float).to_dict()
+    of = context.duration_of
+    return float(sum(of.get(name, 0.0) for name in set(names)))
+
+
+def in_order(context: Context, names: Iterable[str]) -> list[str]:
+    """``names`` in the trace's row order (first start first)."""
+    if context.position is None:
+        context.position = {name: i for i, name in enumerate(context.device_of)}
+    position = context.position
+    return sorted(set(names), key=lambda n: position.get(n, len(position)))
+
+
+def replicated(context: Context) -> bool:
+    """A distribution strategy ran the step: MirroredStrategy names replica N's ops
+    ``replica_N/...`` and places each replica with a device scope of its own."""
+    return any(REPLICA.search(name) for name in context.type_of)
+
+
+def is_gradient(name: str) -> bool:
+    """Made by TensorFlow's gradient code: a ``gradients/`` or ``gradient_tape/`` scope at any
+    depth (``StatefulPartitionedCall/gradient_tape/...`` inside Keras's ``fit``)."""
+    return any(f"/{prefix}" in f"/{name}" for prefix in GRADIENT_PREFIXES)
+
+
+def follower(context: Context, name: str) -> bool:
+    return context.type_of.get(name) in FOLLOWERS
+
+
+def listed_names(names: Sequence[str], limit: int = MAX_NAMED) -> str:
+    names = list(names)
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+# -- who made an op: the Keras layer, optimizer, loss or strategy a user knows it by ----------
+# Scopes of a call TensorFlow made (Keras's fit calls its step through them).
+_CALL_SCOPES = re.compile(r"^(StatefulPartitionedCall|PartitionedCall)(_\d+)?$")
+# A Keras model's scope (Sequential, functional Model), with Keras's uniquifying suffixes.
+_MODEL_SCOPE = re.compile(r"^(sequential|functional|model)(_\d+)*$")
+# An optimizer's scope: Keras's optimizer classes by their snake-case name (Keras 2 and
+# tf.compat.v1.train's by their class name: SGD, Adam, GradientDescent, Momentum).
+_OPTIMIZER_SCOPE = re.compile(
+    r"^(sgd|adam|adamw|rmsprop|adagrad|adadelta|adamax|nadam|ftrl|lion|lamb|"
+    r"loss_scale_optimizer|gradientdescent|momentum)(_\d+)*$",
+    re.IGNORECASE,
+)
+_LOSS_SCOPE = "compile_loss"
+_REPLICA_SCOPE = re.compile(r"^replica_(\d+)$")
+
+
+def owner_of(name: str) -> tuple[str, str]:
+    """``(owner, rest)``: the Keras layer, optimizer, loss or strategy replica that made op
+    ``name``, as a user calls it, and the op's name under it; ``("", name)`` for an op of no
+    such owner (the user's own, named as written).
+
+    ``gradient_tape/replica_1/sequential_1/dense_1/MatMul/MatMul_1`` ->
+    ``("the gradient of sequential_1/dense_1 on replica 1", "MatMul/MatMul_1")``;
+    ``sgd_1/update_0/Mul`` -> ``("the optimizer sgd_1", "update_0/Mul")``."""
+    parts = name.split("/")
+    while len(parts) > 1 and _CALL_SCOPES.match(parts[0]):
+        parts = parts[1:]
+    gradient = replica = ""
+    while len(parts) > 1:
+        if parts[0] in ("gradient_tape", "gradients"):
+            gradient, parts = "the gradient of ", parts[1:]
+        elif match := _REPLICA_SCOPE.match(parts[0]):
+            replica, parts = f" on replica {match.group(1)}", parts[1:]
+        else:
+            break
+    head = parts[0] if len(parts) > 1 else ""
+    if _MODEL_SCOPE.match(head):
+        depth = 2 if len(parts) > 2 else 1
+        what = "/".join(parts[:depth])
+    elif _OPTIMIZER_SCOPE.match(head):
+        depth, what = 1, f"the optimizer {head}"
+        gradient = ""  # an optimizer has no gradient of its own
+    elif head == _LOSS_SCOPE:
+        depth = 2 if len(parts) > 2 else 1
+        what = "Keras's loss " + "/".join(parts[1:depth]) if depth == 2 else "Keras's loss"
+    elif gradient and len(parts) > 1:  # TF1's gradients/<op>_grad/...: the gradient of <op>
+        depth, what = 1, head.removesuffix("_grad")
+    elif gradient:
+        depth, what, gradient = 0, "TensorFlow's gradient code", ""
+    elif replica:
+        depth, what, replica = 0, f"replica {replica.rsplit(' ', 1)[1]} of the strategy", ""
+    else:
+        return "", name
+    rest = "/".join(parts[depth:]) or parts[-1]
+    return f"{gradient}{what}{replica}", rest
+
+
+def listed_ops(
+    names: Sequence[str], limit: int = MAX_NAMED, types: Mapping[str, str] | None = None
+) -> str:
+    """``names`` (op names) as a message lists them: the ops of one Keras layer, optimizer,
+    loss or strategy replica under that owner (``owner_of``), with how many there are; the
+    user's own ops by name (with their type from ``types``, when given). The finding's
+    ``ops`` keep every name."""
+    groups: dict[str, list[str]] = {}
+    for name in dict.fromkeys(names):
+        who, rest = owner_of(name)
+        groups.setdefault(who or name, []).append(rest if who else "")
+    shown = []
+    for who, rests in groups.items():
+        if not any(rests):
+            shown.append(f"{who} ({types.get(who) or '?'})" if types is not None else who)
+        elif len(rests) == 1:
+            shown.append(f"{who} ({rests[0]})")
+        else:
+            shown.append(f"{who} ({len(rests)} ops)")
+    return listed_names(shown, limit)

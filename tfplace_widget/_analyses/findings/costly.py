@@ -1,0 +1,365 @@
+"""``costly_transfer``: the copies between devices of one task, by direction, worst first.
+
+Each finding says what crosses, as the trace shows it: the step's own feeds and fetches (only
+``info``), reads of variables that live on another device than the ops that use them, updates
+computed on another device than their variables, or tensors computed on one device and read on
+another. Copies that never leave host memory (a CPU op and a GPU kernel that keeps that tensor
+in host memory, such as a string Identity) cost no device copy and are left out; control
+signals (0-byte tensors that carry a control edge) are counted, not named.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from ..._model.devices import short_device
+from ..summary import format_bytes, format_us
+from .base import (
+    REPLICA,
+    Context,
+    Finding,
+    all_on_one_gpu,
+    copied_op,
+    device_type,
+    is_gradient,
+    listed_names,
+    listed_ops,
+    replicated,
+)
+from .fallbacks import is_pipeline
+from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
+
+# A costly copy: this many bytes, or this much time, per traced run.
+COSTLY_BYTES = 1_000_000
+COSTLY_US = 1_000.0
+TOP_TRANSFERS = 3  # directions reported under costly_transfer
+# Ops that read only their input's shape; the placer puts them with their first input.
+_METADATA_TYPES = {"Shape", "ShapeN", "Size", "Rank"}
+# A control edge between devices: the partitioner sends a dummy "<op>/ctrl/_N" tensor.
+_CONTROL = re.compile(r"^(?P<op>.+)/ctrl/_\d+(?::\d+)?$")
+# Ops that hand a function's results back: its output identities, Keras's optional logs.
+_RETURN_TYPES = {"Identity", "IdentityN", "OptionalFromValue"}
+# Ops that read a variable's value (a resource input that is a variable, not a table or an
+# iterator).
+_VARIABLE_READS = ("ReadVariableOp", "ResourceGather", "ResourceGatherNd")
+
+
+def find_costly_transfers(context: Context) -> list[Finding]:
+    """The top copy directions by time, bytes and count; feeds and fetches apart (they are
+    the step's own inputs and results, so only ``info``)."""
+    transfers = context.trace.transfers
+    if transfers is None or transfers.empty:
+        return []
+    events = context.trace.events
+    # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
+    copy_time = events.groupby("op")["duration_us"].sum().to_dict() if len(events) else {}
+    steps = max(1, step_count(context))
+    directions: dict[tuple[str, str, str], list[tuple]] = {}
+    signals: dict[tuple[str, str], int] = {}
+    columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
+    crossing = cross_task_flags(transfers)
+    strategy = replicated(context)
+    for (tensor, src, dst, size), network in zip(
+        columns.itertuples(index=False), crossing, strict=True
+    ):
+        if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
+            continue
+        if network:  # between tasks of a cluster: cross_task_transfer's
+            continue
+        if _CONTROL.match(tensor):
+            signals[(src, dst)] = signals.get((src, dst), 0) + 1
+            continue
+        producer = copied_op(context, tensor)
+        if _stays_in_host_memory(context, producer, src, dst):
+            continue
+        consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
+        io = _io_of(context, tensor, producer, consumers, strategy)
+        row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
+        directions.setdefault((src, dst, io), []).append(row)
+    findings = [
+        _direction_finding(
+            context, src, dst, io, group, steps, signals.get((src, dst), 0) if not io else 0
+        )
+        for (src, dst, io), group in directions.items()
+    ]
+    findings.sort(key=lambda f: (f.severity != "info", *f.cost), reverse=True)
+    return findings[:TOP_TRANSFERS]
+
+
+def _io_of(
+    context: Context, tensor: str, producer: str, consumers: list[str], strategy: bool
+) -> str:
+    """What a copy is for the user: ``feed`` (the step's inputs: arguments, feeds and its
+    tf.data batches), ``fetch`` (its results: read by nothing, or only by the identities and
+    optionals that return them, such as Keras's logs), ``replicas`` (between the replicas of
+    a distribution strategy, which places them with its own device scopes: its reductions,
+    variable reads and syncs), or
+    ``""`` (the step's own compute)."""
+    if strategy and any(
+        REPLICA.search(n) or context.how.get(n) == "explicit" for n in (producer, *consumers)
+    ):
+        return "replicas"
+    if is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, "")):
+        return "feed"
+    if all(_returned(context, c) for c in consumers):
+        return "fetch"
+    return ""
+
+
+def _returned(context: Context, name: str, hops: int = 4) -> bool:
+    """Whether ``name`` only hands a tensor back to the caller: an identity or optional read
+    by nothing but others of its kind (the function's outputs)."""
+    if context.type_of.get(name) not in _RETURN_TYPES:
+        return False
+    readers = [c for c in context.consumers.get(name, []) if c in context.type_of]
+    return hops > 0 and all(_returned(context, c, hops - 1) for c in readers)
+
+
+def _stays_in_host_memory(context: Context, producer: str, src: str, dst: str) -> bool:
+    """A copy between a CPU and a GPU whose every reader on ``dst`` takes the tensor in the
+    memory it already is in (host memory on both ends): TensorFlow hands the buffer over."""
+    if "GPU" not in (device_type(src), device_type(dst)) or producer not in context.view:
+        return False
+    readers = [c for c in context.consumers.get(producer, []) if context.device_of.get(c) == dst]
+    return bool(readers) and not any(context.crosses_memory(producer, c) for c in readers)
+
+
+def _direction_finding(
+    context: Context,
+    src: str,
+    dst: str,
+    io: str,
+    group: list[tuple],
+    steps: int,
+    signals: int,
+) -> Finding:
+    count = len(group)
+    sizes = [r[2] for r in group if r[2] is not None]
+    moved = sum(sizes)
+    seconds = float(sum(r[3] for r in group))
+    producers = sorted({r[1] for r in group if r[1] in context.type_of})
+    consumers = sorted(
+        {
+            c
+            for p in producers
+            for c in context.consumers.get(p, [])
+            if c in context.type_of and context.device_of.get(c) == dst
+        }
+    )
+    ops = [o for p in producers for o in (p, *copy_nodes(context, p))] + consumers
+    ops += [r[0] for r in group if r[0] in context.type_of]  # memcpy records
+    biggest = max(group, key=lambda r: (r[2] or 0, r[3]))
+    heavy = moved / steps >= COSTLY_BYTES or seconds / steps >= COSTLY_US
+    some = moved / steps >= COSTLY_BYTES / 100 or count >= 10
+    severity = "info" if io else ("high" if heavy else "medium" if some else "info")
+    unknown = "sizes unknown" if context.predicted_view else "sizes not recorded"
+    size_text = format_bytes(moved) if sizes else unknown
+    if len(sizes) < count and sizes:
+        size_text += f", {len(sizes)} of {count} sizes known"
+    time_text = f", {format_us(seconds)} copying" if seconds else ""
+    signal_text = f", and {signals} control signal{'s' * (signals != 1)}" if signals else ""
+    numbers = f"({size_text}{time_text}; largest {biggest[0]}{signal_text})"
+    s_src, s_dst = short_device(src) or src, short_device(dst) or dst
+    plural = "copies" if count > 1 else "copy"
+    # predict_placement's copies between a CPU and a GPU: a prediction, and it reads as one
+    predicted = bool(getattr(context.trace, "predicted", False)) and "GPU" in (
+        device_type(src),
+        device_type(dst),
+    )
+    lead = "On a machine with a GPU, there would be " if predicted else ""
+    variables = _variables_read(context, producers)
+    updated = _variables_updated(context, consumers)
+    tables = _tables_read(context, producers)
+    user_fix = 1
+    if io == "feed":
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's inputs, copied in "
+            "every step. From a tf.data pipeline, tf.data.experimental.prefetch_to_device makes "
+            "that copy ahead of the step (a plain prefetch keeps batches in host memory)."
+        )
+    elif io == "fetch" and (consumers or _returned(context, biggest[1])):
+        # handed back through the function's outputs (a tf.function's are identities)
+        user_fix = 0
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's results, going "
+            "back to the caller through the function's outputs (under Keras's fit, its logs): "
+            "nothing in the step to change."
+        )
+    elif io == "fetch":
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's results, going "
+            "back to the caller: fetch only what you need."
+        )
+    elif io == "replicas":
+        user_fix = 0
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers} between the replicas of a "
+            f"distribution strategy ({listed_ops(producers)} to {listed_ops(consumers)}): "
+            "the strategy places each replica and makes these copies itself (its reductions of "
+            "the loss and gradients, its variable updates); nothing in your code places them."
+        )
+    elif tables:
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: lookups in tables that live "
+            f"on {s_src} ({listed_names(tables)}), read on {s_dst}: a table stays where it was "
+            "made. Doing the lookup in the input pipeline (dataset.map) makes its result part of "
+            "the batch."
+        )
+    elif consumers and all(context.type_of.get(c) in _METADATA_TYPES for c in consumers):
+        one = len(consumers) == 1
+        user_fix = 0  # the placer's rule, or TensorFlow's gradient code
+        made = (
+            f" TensorFlow's gradient code made {'it' if one else 'them'}: nothing in your code "
+            "asks for this copy."
+            if all(is_gradient(c) for c in consumers)
+            else ""
+        )
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: "
+            f"{listed_names([f'{c} ({context.type_of.get(c)})' for c in consumers])} on {s_dst} "
+            f"read{'s' * one} only the shape of {listed_ops(producers)}, yet the whole tensor is "
+            "copied: the placer puts an op that reads only shapes on the device of its first "
+            f"input.{made}"
+        )
+    elif producers and all(context.type_of.get(p) in _METADATA_TYPES for p in producers):
+        user_fix = 0
+        made = (
+            "TensorFlow's gradient code and Keras's own shape checks make them"
+            if any(is_gradient(o) for o in producers + consumers)
+            else "a shape is a few int32 values"
+        )
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: shapes "
+            f"({listed_ops(producers)}) read on {s_dst}: the placer puts an op that reads only "
+            f"a shape with its input, on {s_src}; {made}: nothing in your code to change."
+        )
+    elif variables:
+        message = (
+            f"{lead}{count} read{'s' * (count != 1)} of variables that live on {s_src} "
+            f"({listed_names(variables)}), copied every step to {s_dst}, where the ops that use them "
+            f"run {numbers}: the variables are on one device and the step's compute on "
+            f"another: create the variables on the device that computes with them ({s_dst}), "
+            f"or run that compute where they live ({s_src})."
+        )
+    elif updated:
+        message = (
+            f"{lead}{count} update{'s' * (count != 1)} of variables that live on {s_dst} "
+            f"({listed_names(updated)}), computed on {s_src} and copied there every step {numbers}: "
+            "the variables are on one device and the step's compute on another: create the "
+            f"variables on the device that computes with them ({s_src}), or run that compute "
+            f"where they live ({s_dst})."
+        )
+    elif producers and consumers and all_on_one_gpu(context, producers + consumers):
+        user_fix = 0
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: {listed_ops(producers)} and "
+            f"{listed_ops(consumers)} all run on {context.short(producers[0])}, yet the tensors "
+            "cross to host memory: GPU kernels that keep int32 or shape values in host memory "
+            "sit among them. Traced with its graph, the findings tell which ops and whether "
+            "those values are yours to change."
+        )
+    elif stuck := _fallbacks_among(context, producers, consumers, src, dst):
+        other = [o for o in (producers if stuck[0] in consumers else consumers) if o not in stuck]
+        user_fix = 0  # the cpu_fallback finding has the fix
+        where = "would run" if context.predicted_view else "run"
+        one = len(stuck) == 1
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}, the cost of CPU fallbacks: "
+            f"{listed_ops(stuck)} {where} on the CPU ({'its' if one else 'their'} cpu_fallback "
+            f"finding{'' if one else 's'} {'says' if one else 'say'} why and what to do), and "
+            f"{listed_ops(other)} on the GPU {'read' if stuck[0] in producers else 'feed'} "
+            f"{'it' if one else 'them'}."
+        )
+    elif producers and consumers:
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: put {listed_ops(producers)} on "
+            f"{s_dst} with {listed_ops(consumers)}, or those on {s_src}, so the tensors stay on one "
+            "device."
+        )
+    elif getattr(context.trace, "facts", None) is None:
+        user_fix = 0
+        made = (
+            f"; TensorFlow's gradient code made {listed_ops(producers)}"
+            if producers and all(is_gradient(p) for p in producers)
+            else ""
+        )
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: loaded without its graph, "
+            f"the trace does not say which ops read them{made}."
+        )
+    else:
+        message = (
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: keep the producers and "
+            "consumers of these tensors on one device."
+        )
+    if not user_fix:  # what nothing in the user's code makes is said, never urged
+        severity = "info"
+    evidence = {"copies": count, "bytes": moved if sizes else -1, "time_us": seconds}
+    evidence["user_fix"] = user_fix
+    evidence["steps"] = steps
+    if signals:
+        evidence["control_signals"] = signals
+    return Finding(
+        "costly_transfer",
+        severity,
+        ops or [r[0] for r in group],
+        message,
+        evidence,
+        (seconds, float(moved), float(count)),
+        # a prediction's copies were not measured: every one is predicted (``lead`` words
+        # the CPU <-> GPU ones as such)
+        predicted=context.predicted_trace,
+    )
+
+
+def _fallbacks_among(
+    context: Context, producers: list[str], consumers: list[str], src: str, dst: str
+) -> list[str]:
+    """The CPU side of a CPU <-> GPU copy when it is on the CPU for a cause of its own (no GPU
+    kernel, none for its dtype, a CPU-only resource, the input pipeline): those cannot be put
+    on the GPU, so "put them together" is no fix."""
+    kinds = (device_type(src), device_type(dst))
+    side = producers if kinds == ("CPU", "GPU") else consumers if kinds == ("GPU", "CPU") else []
+    return [
+        n
+        for n in side
+        if context.why_cpu.get(n, ("", ""))[0] in ("no", "dtype", "colocated")
+        or is_pipeline(context.type_of.get(n, ""))
+    ]
+
+
+def _variables_read(context: Context, producers: list[str]) -> list[str]:
+    """The variables ``producers`` read, when every one of them is a variable read (not an
+    iterator's batch, a table's lookup or a call's results: resources that are no variable)."""
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    if not producers or not all(
+        resource_inputs.get(p) and context.type_of.get(p, "").startswith(_VARIABLE_READS)
+        for p in producers
+    ):
+        return []
+    return sorted({v for p in producers for v in resource_inputs[p]})
+
+
+def _tables_read(context: Context, producers: list[str]) -> list[str]:
+    """The lookup tables ``producers`` read, when every one of them is a table lookup."""
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    if not producers or not all(
+        context.type_of.get(p, "").startswith("LookupTable") for p in producers
+    ):
+        return []
+    return sorted({v for p in producers for v in resource_inputs.get(p, ())}) or producers
+
+
+def _variables_updated(context: Context, consumers: list[str]) -> list[str]:
+    """The variables ``consumers`` write, when every one of them is a variable update."""
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    if not consumers or not all(
+        context.type_of.get(c, "").startswith(UPDATE_PREFIXES) for c in consumers
+    ):
+        return []
+    return sorted({v for c in consumers for v in resource_inputs.get(c, ())}) or consumers

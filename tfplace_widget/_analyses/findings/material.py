@@ -1,0 +1,149 @@
+"""Which findings are material: what they are about takes a share of the step a user would
+notice (its time, or the bytes the step makes), and keeps that share across the traced steps.
+
+A finding's share of the step is the time of the ops it names (and its own measured time:
+copies, waits, an XLA cluster's instructions) over the time of every op of the traced calls
+(the input pipeline's own threads left out), or the bytes it copies over the bytes the step's
+ops output, when the trace recorded sizes. With several traced steps the share must reach
+``MATERIAL_SHARE`` in more than half of them (``steady_steps`` of ``traced_steps``); a finding
+that rests on one traced step says so. A prediction (``predict_placement``'s trace) ran nothing:
+its findings are measured against the steps of the trace it was predicted from
+(``PlacementTrace.measured``). Without any op time (a trace loaded without its timings) a
+finding is kept: nothing says it is small.
+
+Each finding's ``evidence`` gets ``step_share``, ``traced_steps``, ``steady_steps`` and
+``material`` (1 or 0); ``find_findings`` lists the material ones, and all of them with
+``immaterial=True``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .base import Context, Finding
+
+# A finding is material when what it is about takes at least this share of the step.
+MATERIAL_SHARE = 0.01
+# Findings about the trace itself (what it can show), not about a cost: always material.
+_ABOUT_THE_TRACE = frozenset({"merged_runs", "xla_hidden"})
+# Findings whose claim rests on measured time (an idle share, a wait, a cluster's time, a
+# copy's time): with one traced step the message says it rests on that one step.
+_TIMED_KINDS = frozenset({"idle_device", "input_wait", "xla_time", "xla_recompile"})
+ONE_STEP = " This rests on one traced step: trace_placement(..., steps=3) shows whether it holds."
+
+
+def timed_events(trace: Any) -> pd.DataFrame:
+    """The op-level runs of the traced calls (``trace.events`` without the aggregate
+    ``stream:all`` lanes), or for a prediction those of the trace it was predicted from.
+    XLA's compiles (``_XlaCompile``) are left out: a compile is paid once per shape, not each
+    step (``xla_recompile`` is the finding about compiles that recur), and a first traced
+    step's compile would make everything else in it look small."""
+    events = trace.events
+    if (events is None or events.empty) and getattr(trace, "measured", None) is not None:
+        events = trace.measured
+    if events is None or events.empty:
+        return pd.DataFrame(columns=["op", "device", "start_us", "duration_us"])
+    lanes = events["lane"].astype(str) if "lane" in events else pd.Series("", index=events.index)
+    ops = trace.ops
+    compiles = set(ops.loc[ops["type"].astype(str) == "_XlaCompile", "op"]) if "type" in ops else ()
+    return events[~lanes.str.endswith("/stream:all") & ~events["op"].isin(compiles)]
+
+
+def step_of(events: pd.DataFrame, steps: int | None = None) -> tuple[np.ndarray, int]:
+    """The traced step each run of ``events`` belongs to, and how many steps there were.
+
+    ``steps``: the trace's step count (``runs`` of most ops), else how many runs most ops
+    have in ``events``. Step ``i`` begins where the first ``i``-th run of an op that ran once
+    a step begins (the calls follow each other)."""
+    if events.empty:
+        return np.zeros(0, dtype=int), 1
+    runs = events.groupby("op")["start_us"].transform("size").to_numpy()
+    if steps is None:
+        steps = int(pd.Series(runs).mode().iloc[0])
+    if steps <= 1 or not (runs == steps).any():
+        return np.zeros(len(events), dtype=int), 1
+    every = events[runs == steps].sort_values("start_us", kind="stable")
+    nth = every.groupby("op").cumcount().to_numpy()
+    starts = every["start_us"].to_numpy()
+    bounds = np.array([starts[nth == i].min() for i in range(1, steps)])
+    return np.searchsorted(bounds, events["start_us"].to_numpy(), side="right"), steps
+
+
+def trace_steps(trace: Any) -> int | None:
+    """How many steps ``trace`` ran: the ``runs`` of most of its ops (None when unrecorded,
+    as in a prediction's ops)."""
+    runs = trace.ops["runs"].dropna() if "runs" in trace.ops else pd.Series(dtype=float)
+    return int(runs.mode().iloc[0]) if len(runs) else None
+
+
+class Steps:
+    """The traced steps' op time, per step, for the shares of findings."""
+
+    def __init__(self, trace: Any) -> None:
+        events = timed_events(trace)
+        step, self.count = step_of(events, trace_steps(trace))
+        codes, names = pd.factorize(events["op"].astype(str))
+        duration = events["duration_us"].astype(float).fillna(0.0).to_numpy()
+        # each op's time in each step: a finding's share is the sum of its ops' rows
+        self.per_op = np.zeros((len(names), self.count))
+        np.add.at(self.per_op, (codes, step), duration)
+        self.row = {name: i for i, name in enumerate(names)}
+        self.total = self.per_op.sum(axis=0)
+        ops = trace.ops
+        sizes = ops["output_bytes"] if "output_bytes" in ops else pd.Series(dtype=float)
+        sizes = pd.to_numeric(sizes, errors="coerce")
+        self.output_bytes = float(sizes.sum()) if sizes.notna().any() else 0.0
+
+    def shares(self, finding: Finding) -> np.ndarray:
+        """The finding's share of each traced step's op time."""
+        rows = [self.row[op] for op in set(finding.ops) if op in self.row]
+        mine = self.per_op[rows].sum(axis=0)
+        own = finding.cost[0] / self.count if finding.cost[0] > 0 else 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(self.total > 0, np.maximum(mine, own) / self.total, 0.0)
+        return np.minimum(share, 1.0)
+
+    def bytes_share(self, finding: Finding) -> float:
+        """The bytes the finding copies over the bytes the step's ops output, when both are
+        recorded (0 otherwise)."""
+        moved = finding.evidence.get("bytes", -1)
+        if not self.output_bytes or not isinstance(moved, int | float) or moved <= 0:
+            return 0.0
+        return float(moved) / self.output_bytes
+
+
+def judge(context: Context, found: list[Finding]) -> list[Finding]:
+    """``found`` with each finding's materiality in its evidence (see the module doc)."""
+    steps = Steps(context.trace)
+    timed = bool(steps.total.sum() > 0)
+    for finding in found:
+        evidence = finding.evidence
+        evidence["traced_steps"] = steps.count
+        if not timed or finding.kind in _ABOUT_THE_TRACE:
+            evidence["material"] = 1
+            continue
+        shares = steps.shares(finding)
+        whole = float(np.dot(shares, steps.total) / steps.total.sum())
+        steady = int((shares >= MATERIAL_SHARE).sum())
+        evidence["step_share"] = round(whole, 4)
+        evidence["steady_steps"] = steady
+        by_time = whole >= MATERIAL_SHARE and steady * 2 > steps.count
+        by_bytes = steps.bytes_share(finding) >= MATERIAL_SHARE
+        evidence["material"] = int(by_time or by_bytes)
+        if steps.count == 1 and finding.kind in _TIMED_KINDS | _timed_copy(finding):
+            finding.message += ONE_STEP
+    return found
+
+
+def _timed_copy(finding: Finding) -> frozenset[str]:
+    """``costly_transfer`` when its copies were timed (its severity read their time)."""
+    timed = finding.kind == "costly_transfer" and finding.evidence.get("time_us", 0) > 0
+    return frozenset({"costly_transfer"}) if timed else frozenset()
+
+
+def material(finding: Finding) -> bool:
+    """Whether ``judge`` found ``finding`` material (a finding it did not judge is)."""
+    return bool(finding.evidence.get("material", 1))

@@ -1,0 +1,434 @@
+"""Findings about copies: ``ping_pong`` (GPU -> CPU -> GPU chains, two copies a step) and
+``cross_task_transfer`` (tensors sent over the network between tasks of a cluster): copies are
+what a misplaced op costs. ``costly_transfer`` (copies between devices of one task) is
+``costly``'s."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ..._model.devices import crosses_tasks, task_of
+from ..summary import format_bytes, format_us
+from .base import (
+    FOLLOWERS,
+    Context,
+    Finding,
+    copied_op,
+    copy_key,
+    listed_names,
+    listed_ops,
+    replicated,
+    summed_duration,
+)
+
+# A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
+# by bytes per step: a 10 Gb/s link moves about 1 GB/s at best, so 10 MB a step is 10 ms or
+# more on the wire (100 ms on 1 Gb/s), as long as a whole step of a mid-sized model: high;
+# 1 MB a step is about a millisecond there (10 ms on 1 Gb/s), worth cutting: medium. Below,
+# each transfer costs a round trip (about 0.2 ms per RecvTensor even on loopback) more than
+# bandwidth, which the message's count shows: info.
+NETWORK_HIGH_BYTES = 10_000_000
+NETWORK_MEDIUM_BYTES = 1_000_000
+# find_findings passes the package's values (``findings.NETWORK_HIGH_BYTES``...): set them there.
+_RECV_TENSOR_EDGE = re.compile(r" from (\S+) to (\S+)$")  # RecvTensor labels
+# Ops that write a variable (a parameter server's updates), by type prefix.
+UPDATE_PREFIXES = (
+    "Assign",
+    "ResourceApply",
+    "ApplyGradient",
+    "Apply",
+    "ResourceScatter",
+    "ScatterAdd",
+    "ScatterSub",
+    "ScatterUpdate",
+    "ResourceSparseApply",
+    "SparseApply",
+)
+# tf.py_function: a DEFAULT kernel places it on the GPU, but its Python body runs on the host.
+_PY_FUNCTION_TYPES = {"EagerPyFunc"}
+
+
+def is_feed(context: Context, tensor: str, producer: str) -> bool:
+    op_type = context.type_of.get(producer, "")
+    return (
+        op_type in ("_Arg", "Placeholder", "_Recv", "_HostRecv")
+        or "_recv_" in tensor
+        or "_arg_" in tensor
+        or (producer.startswith("Func/") and "/input/_" in producer)  # an inlined call's input
+    )
+
+
+def cross_task_flags(transfers: pd.DataFrame) -> list[bool]:
+    """Per transfer row: between two tasks of a cluster (the ``cross_task`` column; computed
+    for frames without it, such as those of files saved before it)."""
+    if "cross_task" in transfers:
+        return [bool(v) for v in transfers["cross_task"].fillna(False).tolist()]
+    return crosses_tasks(
+        transfers["src_device"].tolist(), transfers["dst_device"].tolist()
+    ).tolist()
+
+
+def find_cross_task_transfers(
+    context: Context,
+    high_bytes: int = NETWORK_HIGH_BYTES,
+    medium_bytes: int = NETWORK_MEDIUM_BYTES,
+) -> list[Finding]:
+    """Tensors sent between tasks of a cluster, over the network: one finding per (source
+    task, destination task), with its transfers a step, bytes and largest tensors, and the
+    fix that fits what crosses (variable reads, variable updates, or computed tensors)."""
+    transfers = context.trace.transfers
+    if transfers is None or transfers.empty:
+        return []
+    crossing = cross_task_flags(transfers)
+    if not any(crossing):
+        return []
+    steps = max(1, step_count(context))
+    pairs: dict[tuple[str, str], list[tuple]] = {}
+    columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
+    for (tensor, src, dst, size), network in zip(
+        columns.itertuples(index=False), crossing, strict=True
+    ):
+        if network:
+            row = (tensor, src, dst, None if pd.isna(size) else int(size))
+            pairs.setdefault((task_of(src) or src, task_of(dst) or dst), []).append(row)
+    received = _receive_time(context)
+    findings = []
+    for (src_task, dst_task), group in pairs.items():
+        findings.append(
+            _cross_task_finding(
+                context,
+                src_task,
+                dst_task,
+                group,
+                received.get((src_task, dst_task), 0.0),
+                steps,
+                high_bytes,
+                medium_bytes,
+            )
+        )
+    return findings
+
+
+def _relayed_updates(
+    context: Context, starts: Sequence[str], task: str, hops: int = 4
+) -> list[str]:
+    """The variable updates on other tasks than ``task`` that ``starts`` (on ``task``) feed,
+    through at most ``hops`` ops on ``task``; none when they feed anything else off ``task``.
+    Gradients summed on the chief and sent on to the ps tasks make the chief a relay."""
+    seen, frontier, found = set(starts), list(starts), []
+    for _ in range(hops):
+        following = []
+        for op in frontier:
+            for consumer in context.consumers.get(op, []):
+                if consumer in seen or context.is_runtime(consumer):
+                    continue
+                seen.add(consumer)
+                where = task_of(context.device_of.get(consumer, ""))
+                if where == task:
+                    following.append(consumer)
+                elif where:
+                    if not context.type_of.get(consumer, "").startswith(UPDATE_PREFIXES):
+                        return []
+                    found.append(consumer)
+        frontier = following
+    return found
+
+
+def _receive_time(context: Context) -> dict[tuple[str, str], float]:
+    """Time the workers spent in ``RecvTensor`` per (source task, destination task), over all
+    traced steps, from the records' labels (``... from <device> to <device>``)."""
+    events = context.trace.events
+    if events is None or events.empty or "label" not in events:
+        return {}
+    recv = events[events["op"] == "RecvTensor"]
+    out: dict[tuple[str, str], float] = {}
+    for label, duration in zip(recv["label"].astype(str), recv["duration_us"], strict=True):
+        match = _RECV_TENSOR_EDGE.search(label)
+        if match and not pd.isna(duration):
+            key = (task_of(match.group(1)), task_of(match.group(2)))
+            out[key] = out.get(key, 0.0) + float(duration)
+    return out
+
+
+def _cross_task_finding(
+    context: Context,
+    src_task: str,
+    dst_task: str,
+    group: list[tuple],
+    seconds: float,
+    steps: int,
+    high_bytes: int,
+    medium_bytes: int,
+) -> Finding:
+    count = len(group)
+    sizes = [r[3] for r in group if r[3] is not None]
+    moved = sum(sizes)
+    # Control edges (an update's "done" signal) cross as 0-byte tensors: counted, not named.
+    named = sorted((r for r in group if r[3] != 0), key=lambda r: -(r[3] or 0))
+    shown = ", ".join(
+        f"{r[0]} ({format_bytes(r[3])})" if r[3] is not None else r[0] for r in named[:3]
+    )
+    if len(named) > 3:
+        shown += f" and {len(named) - 3} more"
+    if len(named) < count:
+        signals = count - len(named)
+        shown += f"{', ' if shown else ''}{signals} control signal{'s' * (signals != 1)} (0 B)"
+    producers = list(dict.fromkeys(copied_op(context, r[0]) for r in group))
+    user_producers = [p for p in producers if p in context.type_of and not context.is_runtime(p)]
+    dst_devices = {r[2] for r in group}
+    consumers = list(
+        dict.fromkeys(
+            c
+            for p in producers
+            for c in context.consumers.get(p, [])
+            if context.device_of.get(c) in dst_devices and not context.is_runtime(c)
+        )
+    )
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    reads = [p for p in user_producers if resource_inputs.get(p)]
+    variables = sorted({v for p in reads for v in resource_inputs.get(p, ())})
+    updates = [c for c in consumers if context.type_of.get(c, "").startswith(UPDATE_PREFIXES)]
+    feeds = [p for p in producers if is_feed(context, f"{p}:0", p)]
+    computed = [p for p in user_producers if p not in reads]
+    if reads:
+        fix = (
+            f"reads of the variables on {src_task} ({listed_names(variables)}), sent every step. "
+            "Partition large variables over the ps tasks (partitioner= in "
+            "tf.compat.v1.variable_scope / get_variable) so no one task ships them all; read "
+            "each variable once a step on the worker and reuse that read; or colocate the "
+            "compute that shrinks it with the variable (tf.compat.v1.colocate_with(var)) so "
+            "only the smaller result crosses"
+        )
+        if computed:
+            fix += (
+                f". Also crossing: {listed_names(computed)}, computed on {src_task} and read on "
+                f"{dst_task}: put {'it' if len(computed) == 1 else 'them'} on one task with "
+                "its readers"
+            )
+    elif updates:
+        updated = {v for u in updates for v in resource_inputs.get(u, ())}
+        once = bool(updated) and len(updated) == len(updates)
+        fix = (
+            f"updates of the variables on {dst_task} ({listed_names(updates)}), sent every step. "
+            + (
+                "Each variable already gets one update a step, so what crosses is its size: "
+                "partition large variables so the updates spread over the ps tasks"
+                if once
+                else "Aggregate the gradients on the worker so each variable gets one update a "
+                "step, and partition large variables so the updates spread over the ps tasks"
+            )
+        )
+    elif feeds and len(feeds) == len(producers):
+        fix = (
+            f"fed values arriving on the session's task and sent on to {dst_task}: feed "
+            f"them where they are used (read the input on {dst_task} with tf.data there)"
+        )
+    elif (
+        user_producers and consumers and (updated := _relayed_updates(context, consumers, dst_task))
+    ):
+        targets = sorted({task_of(context.device_of.get(op, "")) for op in updated})
+        fix = (
+            f"{dst_task} passes them on: {listed_names(consumers)} there combine "
+            f"{'them' if len(user_producers) > 1 else 'it'} and send the result on to "
+            f"{', '.join(targets)}, to update variables ({listed_names(updated)}). Compute each "
+            "gradient's mean (or sum) on its variable's ps task (tf.device(var.device) around "
+            "it): every worker then sends straight there"
+        )
+    elif user_producers and consumers:
+        fix = (
+            f"{listed_names(consumers)} on {dst_task} read{'s' if len(consumers) == 1 else ''} "
+            f"{listed_names(user_producers)} computed on {src_task}: put them on one task "
+            f"(tf.device('{src_task}') around {listed_names(consumers)}, or the other way round), "
+            "so only what must cross does"
+        )
+    else:
+        fix = "keep the producers and consumers of these tensors on one task"
+    predicted = bool(getattr(context.trace, "predicted", False))  # predict_placement's copies
+    verb = "would cross" if predicted else "cross"
+    plural = "transfers" if count > 1 else "transfer"
+    unknown = "sizes unknown" if predicted else "sizes not recorded"
+    size_text = f"{format_bytes(moved)} a step" if sizes else unknown
+    if sizes and len(sizes) < count:
+        size_text += f", {len(sizes)} of {count} sizes known"
+    time_text = f", {format_us(seconds / steps)} a step in RecvTensor" if seconds else ""
+    message = (
+        f"{count} {plural} a step {verb} the network from {src_task} to {dst_task} "
+        f"({size_text}{time_text}; largest: {shown}): {fix}."
+    )
+    if not sizes:
+        severity = "info"
+    elif moved >= high_bytes:
+        severity = "high"
+    elif moved >= medium_bytes:
+        severity = "medium"
+    else:
+        severity = "info"
+    ops = [o for p in user_producers for o in (p, *copy_nodes(context, p))] + consumers
+    evidence = {
+        "copies": count,
+        "bytes": moved if sizes else -1,
+        "steps": steps,
+        "time_us": seconds,
+    }
+    return Finding(
+        "cross_task_transfer",
+        severity,
+        ops or [r[0] for r in group],
+        message,
+        evidence,
+        (seconds, float(moved), float(count)),
+        predicted=predicted,
+    )
+
+
+def find_ping_pongs(context: Context) -> list[Finding]:
+    """Chains GPU -> CPU -> GPU: each CPU stretch between GPU ops costs two copies a step,
+    counted only where the tensor leaves device memory (a GPU kernel that keeps it in host
+    memory, such as a string or int32 Identity, hands it over without a copy)."""
+    view = context.view
+    if not view or not any(kind == "GPU" for kind in view.values()):
+        return []
+    findings: list[Finding] = []
+    seen: set[str] = set()
+    for start, kind in view.items():
+        if kind != "CPU" or start in seen or start in context.duplicated:
+            continue
+        stretch = _cpu_stretch(context, start)
+        seen |= stretch
+        inside = [n for n in stretch if context.type_of.get(n) not in FOLLOWERS]
+        if not inside:
+            continue
+        before = sorted(
+            {
+                p
+                for n in stretch
+                for p in context.inputs.get(n, [])
+                if view.get(p) == "GPU" and context.crosses_memory(p, n)
+            }
+        )
+        after = sorted(
+            {
+                c
+                for n in stretch
+                for c in context.consumers.get(n, [])
+                if view.get(c) == "GPU" and context.crosses_memory(n, c)
+            }
+        )
+        if before and after:
+            findings.append(_ping_pong_finding(context, sorted(inside), before, after))
+    for name, kind in view.items():  # tf.py_function: on the GPU, its Python on the host
+        if kind == "GPU" and context.type_of.get(name) in _PY_FUNCTION_TYPES:
+            findings.append(_py_function_finding(context, name))
+    return findings
+
+
+def _py_function_finding(context: Context, name: str) -> Finding:
+    before = context.inputs.get(name, [])
+    after = context.consumers.get(name, [])
+    gpu = context.gpu_name()
+    if context.predicted_view:
+        what = (
+            f"{context.on_a_gpu_machine()}{name} (tf.py_function) would sit on {gpu} (its kernel "
+            "serves every device) but its Python body runs on the host: it would copy its "
+            "inputs GPU -> host and its result back every step."
+        )
+    else:
+        what = (
+            f"{name} (tf.py_function) sits on {gpu} but its Python body runs on the host: it "
+            "copies its inputs GPU -> host and its result back every step."
+        )
+    duration = summed_duration(context, [name])
+    return Finding(
+        "ping_pong",
+        "high",
+        [*before, name, *after],
+        f"{what} Write the body with TensorFlow ops, or move it into the input pipeline (tf.data).",
+        {"copies": len(before) + max(1, len(after)), "duration_us": duration},
+        (duration, 0.0, float(len(before) + len(after))),
+        predicted=context.predicted_view,
+    )
+
+
+def _ping_pong_finding(
+    context: Context, inside: list[str], before: list[str], after: list[str]
+) -> Finding:
+    chain = f"{listed_ops(before, 2)} -> {listed_ops(inside, 2)} -> {listed_ops(after, 2)}"
+    gpu = context.gpu_name()
+    causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
+    one = len(inside) == 1
+    if causes & {"no", "dtype", "colocated"}:
+        fix = (
+            f"its cpu_fallback finding says why {'it' if one else 'they'} would run on the CPU "
+            "and what to do"
+        )
+    elif "requested" in causes and replicated(context):
+        fix = (
+            "a distribution strategy puts the CPU part there (its replicas run on the devices it "
+            "was given; this is its own reduction of their results): nothing in your code "
+            "places these ops"
+        )
+    elif "requested" in causes:
+        fix = (
+            "the CPU part is asked for (a tf.device, or tied to an op that is): drop that "
+            "request, or put the whole chain on one device"
+        )
+    else:
+        fix = (
+            "move the CPU part onto the GPU, or the whole chain onto one device (its reason "
+            "column says why it is on the CPU)"
+        )
+    verb = "would go" if context.predicted_view else "goes"
+    copies = len(before) + len(after)
+    duration = summed_duration(context, inside)
+    return Finding(
+        "ping_pong",
+        "high"
+        if copies >= 2 and causes & {"no", "dtype", "colocated"}
+        else "info"
+        if "strategy" in fix
+        else "medium",
+        [*before, *inside, *after],
+        f"{context.on_a_gpu_machine()}{chain} {verb} {gpu} -> CPU -> {gpu}, {copies} copies a "
+        f"step: {fix}.",
+        {
+            "copies": copies,
+            "cpu_ops": len(inside),
+            "duration_us": duration,
+            "user_fix": int("strategy" not in fix),
+        },
+        (duration, 0.0, float(copies)),
+        predicted=context.predicted_view,
+    )
+
+
+def _cpu_stretch(context: Context, start: str) -> set[str]:
+    """``start`` and the CPU ops joined to it by data edges that stay on the CPU."""
+    stretch = {start}
+    todo = [start]
+    while todo:
+        name = todo.pop()
+        for other in context.inputs.get(name, []) + context.consumers.get(name, []):
+            if other not in stretch and context.view.get(other) == "CPU":
+                stretch.add(other)
+                todo.append(other)
+    return stretch
+
+
+def copy_nodes(context: Context, producer: str) -> list[str]:
+    """The ``_Send``/``_Recv`` nodes that carry ``producer``'s output to another device."""
+    if context.copies_by_producer is None:
+        context.copies_by_producer = {}
+        for name, op_type in context.type_of.items():
+            if op_type in ("_Send", "_Recv", "_HostSend", "_HostRecv"):
+                context.copies_by_producer.setdefault(copy_key(name), []).append(name)
+    return context.copies_by_producer.get(producer, [])
+
+
+def step_count(context: Context) -> int:
+    """How many times the step ran, read off the op runs (the most common count)."""
+    runs = context.ops["runs"].dropna()
+    return int(runs.mode().iloc[0]) if len(runs) else 1

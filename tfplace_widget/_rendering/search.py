@@ -1,0 +1,171 @@
+"""Search and filters over ``trace.ops``: vectorised pandas, no widget code.
+
+The panel calls :func:`match_names` on every keystroke, so it must stay cheap on 100,000 ops:
+plain text is a case-insensitive substring test; a ``*`` or ``?`` makes it a shell glob, which
+matches the whole name as :func:`fnmatch.fnmatch` does (``A*`` is the names that start with an
+a; ``[`` and ``]`` stay literal); the regex toggle passes the text to ``re``. Without ``match
+case`` text and glob compare the lower-cased names (:func:`searchable`). A bad regex raises
+:class:`SearchError` with a readable message. The globs of ``overrides=``
+(``_tracing/overrides.py``) and ``tfplace --expect-device`` (``cli.py``) match the whole name too,
+with :mod:`fnmatch`, but case-sensitively and with ``[...]`` classes: they name the ops to move or
+check (``A*`` must not move ``add``), where a search looks for ops as typed.
+The HTML report runs these rules ported by hand (``_static/search.js``): a change here goes
+there too, with its case in ``tests/search_cases.json``, which both are tested on.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from .._model.errors import SearchError
+
+# What the search box says, in the panel and in the HTML report: a placeholder and its tooltip.
+SEARCH_PLACEHOLDER = "search op names: text, glob (A*), or regex"
+SEARCH_HELP = (
+    "Plain text: any part of an op name. With * or ?: a shell glob over the whole name "
+    "(A* starts with A, */add_1 ends with /add_1; * crosses /). Any case unless 'match case'. "
+    "Tick 'regex' for a regular expression (it matches anywhere unless anchored: ^ and $). "
+    "A line of your code, train.py:42, finds the ops it made."
+)
+
+
+# A search for a line of the user's code (``train.py:42``, ``models/net.py:7``): it also finds
+# the ops whose ``source_path`` is that file (its name or its path's tail) and line.
+_SOURCE_QUERY = re.compile(r"^[^\s*?:]+\.[A-Za-z0-9_]+:\d+$")
+
+
+def compile_query(text: str, *, regex: bool = False, case: bool = False) -> re.Pattern | None:
+    """A compiled pattern for ``text``, or ``None`` when a plain substring test will do (a
+    glob's, without ``case``, is for the lower-cased names: :func:`compile_glob`)."""
+    if regex:
+        try:
+            return re.compile(text, 0 if case else re.IGNORECASE)
+        except re.error as exc:
+            raise SearchError(
+                f"Invalid regular expression {text!r}: {exc}. Fix it, or untick 'regex' to "
+                "search for the text as typed."
+            ) from exc
+    if is_glob(text):
+        return compile_glob(text if case else text.lower())
+    return None
+
+
+def is_glob(text: str) -> bool:
+    """Whether the search text (regex off) is a glob: it has a ``*`` or a ``?``."""
+    return "*" in text or "?" in text
+
+
+def compile_glob(text: str) -> re.Pattern:
+    """The glob ``text`` as a pattern that matches a whole name (``search`` it, or ``match``):
+    ``*`` any run of characters, ``?`` one character (a newline too, as in :mod:`fnmatch`),
+    everything else itself, ``[`` and ``]`` included. Case-sensitive: without ``match case``
+    the caller lower-cases the text and the names, as for a substring.
+
+    Matching takes time linear in the name (times the glob's length), however many ``*``: not
+    ``.*`` per star, which backtracks (``*/*/*/MatMul`` on a name of 10,000 characters took
+    minutes), but each run between two stars matched where it first occurs, which is where a
+    match, if any, can take it: ``(?:(?!run).)*run`` cannot pass that place, nor give it up.
+    """
+    *runs, last = (_glob_run(part) for part in text.split("*"))
+    if not runs:  # no star
+        return re.compile(rf"\A(?:{last})\Z", re.DOTALL)
+    first, middle = runs[0], [run for run in runs[1:] if run]
+    body = first + "".join(f"(?:(?!{run}).)*{run}" for run in middle) + f".*{last}"
+    return re.compile(rf"\A(?:{body})\Z", re.DOTALL)
+
+
+def _glob_run(part: str) -> str:
+    """A glob's text between two stars as a pattern: ``?`` any one character, the rest itself."""
+    return "".join("." if char == "?" else re.escape(char) for char in part)
+
+
+def match_names(
+    names: pd.Series,
+    text: str,
+    *,
+    regex: bool = False,
+    case: bool = False,
+    lowered: pd.Series | np.ndarray | None = None,
+) -> np.ndarray:
+    """Boolean mask of ``names`` matching ``text`` (all True for empty text).
+
+    ``lowered`` is the lower-cased names, precomputed by callers that search many times; as a
+    fixed-width numpy string array (:func:`searchable`) a substring test runs in C.
+    """
+    if not text:
+        return np.ones(len(names), dtype=bool)
+    pattern = compile_query(text, regex=regex, case=case)
+    if pattern is not None and not regex:  # a glob: the whole name, lower-cased without case
+        haystack = names if case else (lowered if lowered is not None else names.str.lower())
+        values = haystack.tolist()
+        return np.fromiter(map(bool, map(pattern.match, values)), dtype=bool, count=len(values))
+    if pattern is None:
+        if case:
+            return names.str.contains(text, regex=False).to_numpy(dtype=bool)
+        haystack = lowered if lowered is not None else names.str.lower()
+        if isinstance(haystack, np.ndarray):
+            return np.char.find(haystack, text.lower()) >= 0
+        return haystack.str.contains(text.lower(), regex=False).to_numpy(dtype=bool)
+    with warnings.catch_warnings():  # groups in the user's regex: pandas warns, we only match
+        warnings.filterwarnings("ignore", "This pattern is interpreted as a regular expression")
+        return names.str.contains(pattern, regex=True).to_numpy(dtype=bool)
+
+
+MAX_FIXED_WIDTH = 160  # longer names make a fixed-width array too big: stay with pandas
+
+
+def searchable(names: pd.Series) -> pd.Series | np.ndarray:
+    """Lower-cased ``names`` in the fastest form :func:`match_names` can search."""
+    lowered = names.str.lower()
+    longest = int(lowered.str.len().max()) if len(lowered) else 0
+    if longest > MAX_FIXED_WIDTH:
+        return lowered
+    return lowered.to_numpy(dtype=f"<U{max(longest, 1)}")
+
+
+def filter_ops(
+    ops: pd.DataFrame,
+    text: str = "",
+    *,
+    regex: bool = False,
+    case: bool = False,
+    devices: Iterable[str] = (),
+    types: Iterable[str] = (),
+    lowered: pd.Series | None = None,
+) -> np.ndarray:
+    """Mask of ops matching the search text, one of ``devices`` and one of ``types`` (if any).
+    A text such as ``train.py:42`` also matches the ops that line made (:func:`match_source`)."""
+    mask = match_names(ops["op"], text, regex=regex, case=case, lowered=lowered)
+    if not regex and "source_path" in ops:
+        mask = mask | match_source(ops["source_path"], text, case=case)
+    devices = list(devices)
+    if devices:
+        mask &= ops["device"].isin(devices).to_numpy(dtype=bool)
+    types = list(types)
+    if types:
+        mask &= ops["type"].isin(types).to_numpy(dtype=bool)
+    return mask
+
+
+def matching_lines(text_lines: list[str], text: str, *, regex: bool = False, case: bool = False):
+    """The log lines that contain the search text (all lines for an empty search)."""
+    if not text:
+        return text_lines
+    series = pd.Series(text_lines, dtype=object)
+    return series[match_names(series, text, regex=regex, case=case)].tolist()
+
+
+def match_source(paths: pd.Series, text: str, *, case: bool = False) -> np.ndarray:
+    """Mask of the ops made at the line ``text`` names (``train.py:42``, a path's tail
+    ``models/net.py:7``, or the full path), from their ``source_path`` (``/home/me/train.py:42``):
+    the same line only, not ``train.py:420``. All False for any other text."""
+    if not _SOURCE_QUERY.match(text):
+        return np.zeros(len(paths), dtype=bool)
+    values = paths.fillna("") if case else paths.fillna("").str.lower()
+    wanted = text if case else text.lower()
+    return ((values == wanted) | values.str.endswith("/" + wanted.lstrip("/"))).to_numpy(dtype=bool)

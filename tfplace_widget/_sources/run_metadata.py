@@ -1,0 +1,213 @@
+"""Graph-mode traces: ``RunMetadata`` protos (step_stats + partition graphs) as records."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .._model.devices import canonical_device
+from .._model.errors import TraceError
+from .._model.graphfacts import GraphFacts
+from .._model.records import SEND_TYPES, BuiltAt, Executed, Records, producers
+from .._model.trace import PlacementTrace
+from .._tfadapter.capture import import_tensorflow
+from .._tfadapter.gc_pause import paused_gc
+from .._tfadapter.graphfacts import facts_from_graph
+from .._tfadapter.origins import graph_built_at
+from .._tfadapter.protos import run_metadata_type
+from . import frames
+from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
+from .onednn import add_merged_nodes
+from .replicated import add_replicated_constants
+from .xla import XlaProfile
+from .xla_graph import LAUNCH_TYPES, add_graph_clusters
+
+
+def trace_from_run_metadata(
+    run_metadata: Any, graph: Any = None, *, devices: Sequence[str] = ()
+) -> PlacementTrace:
+    """:meth:`PlacementTrace.from_run_metadata`: RunMetadata (proto, bytes, path or a list of
+    them) and the graph (a ``tf.Graph``, GraphDef, bytes or a ``.pb``/``.pbtxt`` path)."""
+    from .raw import raw_protos
+
+    _, startup_log = import_tensorflow()  # its start-up lines go to the trace's log
+    metadatas = [load_run_metadata(m) for m in as_list(run_metadata)]
+    if isinstance(graph, (str, os.PathLike)):
+        graph = read_graph_file(os.fspath(graph))  # bytes (binary) or a GraphDef (text)
+    # A tf.Graph's GraphDef, made once for the facts and for trace.raw.
+    graph_def = graph.as_graph_def() if hasattr(graph, "as_graph_def") else None
+    facts = facts_from_graph(graph, graph_def=graph_def) if graph is not None else None
+    # a tf.Graph keeps the stack that made each op (a GraphDef does not)
+    built = graph_built_at(graph.get_operations()) if hasattr(graph, "get_operations") else None
+    trace = build_trace(
+        metadatas, facts, available_devices=devices, log=startup_log, built_at=built
+    )
+    trace.raw, dropped = raw_protos(metadatas, graph_def if graph_def is not None else graph)
+    trace.log += dropped
+    return trace
+
+
+def build_trace(
+    metadatas: list,
+    facts: GraphFacts | None,
+    available_devices: Sequence[str] = (),
+    log: str = "",
+    source: str = "",
+    xla_profile: XlaProfile | None = None,
+    built_at: dict[str, BuiltAt | None] | None = None,
+) -> PlacementTrace:
+    """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`;
+    ``xla_profile``: the HLO instructions of auto-clustered clusters (``add_graph_clusters``);
+    ``built_at``: where the user's code made each op of the graph (``tfadapter.origins``)."""
+    with paused_gc():
+        records = Records()
+        step_starts: list[int] = []
+        capped = False  # each step has its own collector, capped at 2^20 nodes
+        for metadata in metadatas:
+            before = len(records.op)
+            step_starts.append(records_from_step_stats(metadata.step_stats, records))
+            capped = (
+                capped or len(records.op) - before >= frames.STEP_STATS_CAP
+            )  # one cap, read when called
+        executed = executed_graph(metadatas[0].partition_graphs) if metadatas else Executed()
+        executed.built_at = built_at or {}
+        if facts is not None:
+            add_merged_nodes(executed, facts)
+            add_replicated_constants(executed, facts, log)
+        trace = frames.frames_from_records(
+            records,
+            step_starts,
+            executed,
+            facts,
+            available_devices=available_devices,
+            source=source,
+        )
+        if not LAUNCH_TYPES.isdisjoint(executed.type.values()):  # XLA auto-clustering
+            add_graph_clusters(trace, metadatas[0].partition_graphs, facts, xla_profile)
+    trace.log = log
+    trace.truncated = trace.truncated or capped
+    return trace
+
+
+def as_list(value: Any) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def load_run_metadata(value: Any) -> Any:
+    if isinstance(value, run_metadata_type()):  # e.g. empty: the run was not traced
+        return _check_has_steps(value, "the given RunMetadata")
+    if isinstance(value, (bytes, bytearray)):
+        return _parse_binary(bytes(value), "the given bytes")
+    if isinstance(value, (str, os.PathLike)):
+        return _load_run_metadata_file(os.fspath(value))
+    raise ValueError(
+        f"run_metadata must be a RunMetadata proto, its serialized bytes or a file path, "
+        f"not {type(value).__name__}."
+    )
+
+
+def _load_run_metadata_file(path: str) -> Any:
+    data = read_trace_bytes(path)
+    if not data:
+        raise TraceError(
+            f"{path!r} is empty, not a trace. Write one with "
+            "open(path, 'wb').write(run_metadata.SerializeToString())."
+        )
+    if trace_format(path) == "text":
+        fix = "Save one with text_format.MessageToString(run_metadata)."
+        message = parse_text_proto(data, run_metadata_type()(), path, fix)
+        return _check_has_steps(message, path)
+    return _parse_binary(data, repr(path))
+
+
+def _parse_binary(data: bytes, what: str) -> Any:
+    message = run_metadata_type()()
+    try:
+        message.ParseFromString(data)
+    except Exception as exc:
+        raise TraceError(
+            f"{what} is not a RunMetadata proto (it may be truncated or another file): {exc}. "
+            "Pass the bytes of run_metadata.SerializeToString() from a FULL_TRACE run."
+        ) from exc
+    return _check_has_steps(message, what)
+
+
+def _check_has_steps(message: Any, what: str) -> Any:
+    if not message.step_stats.dev_stats and not message.partition_graphs:
+        raise TraceError(
+            f"{what} holds no step_stats and no partition graphs, so it is not a trace. "
+            "Run with RunOptions(trace_level=FULL_TRACE, output_partition_graphs=True)."
+        )
+    return message
+
+
+def records_from_step_stats(step_stats: Any, records: Records) -> int:
+    """Append one step's node_stats to ``records``; return the step's start (µs since epoch)."""
+    first = len(records.start)
+    op, typ, lane, thread = records.op, records.type, records.lane, records.thread
+    start, duration, label, out = (
+        records.start,
+        records.duration,
+        records.label,
+        records.output_bytes,
+    )
+    for dev in step_stats.dev_stats:
+        nodes = dev.node_stats
+        lane.extend([dev.device] * len(nodes))
+        for node in nodes:
+            op.append(node.node_name)
+            thread.append(node.thread_id)
+            start.append(node.all_start_micros)
+            duration.append(node.all_end_rel_micros)
+            label.append(node.timeline_label)
+            outputs = node.output
+            if not outputs:
+                out.append(())
+            elif len(outputs) == 1:  # the common case, without a generator per record
+                desc = outputs[0].tensor_description.allocation_description
+                out.append((desc.requested_bytes,))
+            else:
+                out.append(
+                    tuple(
+                        o.tensor_description.allocation_description.requested_bytes for o in outputs
+                    )
+                )
+    typ.extend([""] * (len(start) - len(typ)))
+    return min(start[first:]) if len(start) > first else 0
+
+
+def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
+    executed = Executed()
+    device_of, type_of, inputs_of = executed.device, executed.type, executed.inputs
+    raw_device = device = ""
+    for graph_def in partition_graphs:
+        for node in graph_def.node:
+            name = node.name
+            raw = node.device
+            if raw != raw_device:  # a partition's nodes mostly share one device string
+                raw_device, device = raw, canonical_device(raw)
+            device_of[name] = device
+            op_type = type_of[name] = node.op
+            raw_inputs = node.input[:]
+            # producers(), inlined: most nodes need no per-input work
+            if raw_inputs and (":" in (joined := "".join(raw_inputs)) or "^" in joined):
+                inputs_of[name] = producers(raw_inputs)
+            else:
+                inputs_of[name] = raw_inputs
+            if op_type in SEND_TYPES:
+                attr = node.attr
+                if "client_terminated" in attr and attr["client_terminated"].b:
+                    # A fetch sent to the client (a cluster's session): no device-to-device
+                    # transfer, but it says which task is the client's, the chief.
+                    executed.client = executed.client or device
+                else:  # send_transfer(node), with the attrs and inputs read above
+                    tensor = raw_inputs[0] if raw_inputs else attr["_src"].s.decode()
+                    executed.transfers.append(
+                        (
+                            tensor if ":" in tensor else f"{tensor}:0",
+                            canonical_device(attr["send_device"].s.decode()),
+                            canonical_device(attr["recv_device"].s.decode()),
+                        )
+                    )
+    return executed

@@ -1,0 +1,285 @@
+"""TF2 profiles: the profiler's ``XSpace`` (``<host>.xplane.pb``) as records.
+
+``tf.profiler.experimental.start(logdir)`` / ``stop()`` write
+``logdir/plugins/profile/<run>/<host>.xplane.pb``. Host op events sit on the ``/host:CPU`` plane
+and are named ``"<node>:<OpType>"``; GPU work sits on ``/device:GPU:<N>`` planes, one line per
+stream, each kernel naming its TF op in a ``tf_op`` stat. GPU lanes are spelt as TensorFlow's own
+``xplane_to_step_stats.cc`` spells them, so GPU traces from XSpace and from step_stats look alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from .._model.errors import TraceError
+from .._model.records import Records
+from .._tfadapter.protos import xplane_descriptor
+
+HOST_PLANE = "/host:CPU"
+# Launch events of the CUDA driver API; merged into /host:CPU before a profile is written, but a
+# file saved without that post-processing keeps them here. Read only to find launching threads.
+_CUPTI_PLANE = "/host:CUPTI"
+_TASK_ENV_PLANE = "Task Environment"
+_GPU_PLANE = re.compile(r"/device:GPU:\d+")
+_OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Lines that converters derive from the raw events (xplane_schema.cc's line names, XProf's
+# derived-line ids 0xdeadbeef + k as a 32-bit int): they repeat events, they are not streams.
+_DERIVED_LINE_NAMES = frozenset(
+    {
+        "Steps",
+        "Framework Name Scope",
+        "Framework Ops",
+        "TensorFlow Name Scope",
+        "TensorFlow Ops",
+        "XLA Modules",
+        "XLA Ops",
+        "Async XLA Ops",
+        "Launch Stats",
+        "Source code",
+        "Host Offload Ops",
+        "_counters_",
+        "CUPTI overhead",
+        "Sparse Core Steps",
+        "Sparse Core Modules",
+        "Sparse Core Ops",
+    }
+)
+_DERIVED_ID_MIN = 0xDEADBEEF
+_DERIVED_ID_SPAN = 1024  # newest schema uses +0 .. +389; leave room for growth
+
+_WHAT = (
+    "Pass the bytes of a TF2 profile: the <host>.xplane.pb that "
+    "tf.profiler.experimental.start(logdir) / stop() writes under logdir/plugins/profile/<run>/."
+)
+
+
+@lru_cache(maxsize=1)
+def _xspace_class() -> type:
+    """``XSpace`` built from TF's xplane.proto with every string field read as bytes.
+
+    Real profiles can hold non-UTF-8 bytes in string fields, which upb's proto3 parser rejects
+    ("String field had bad UTF-8"); a bytes-typed copy of the schema parses them.
+    """
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    proto = descriptor_pb2.FileDescriptorProto()
+    xplane_descriptor().CopyToProto(proto)
+    old_prefix = f".{proto.package}."
+    proto.name = "tfplace_xplane_bytes.proto"
+    proto.package = "tfplace_xplane"
+    for message in _all_messages(proto.message_type):
+        for field in message.field:
+            if field.type == descriptor_pb2.FieldDescriptorProto.TYPE_STRING:
+                field.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+            if field.type_name.startswith(old_prefix):
+                field.type_name = ".tfplace_xplane." + field.type_name[len(old_prefix) :]
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tfplace_xplane.XSpace"))
+
+
+def _all_messages(messages: Iterable[Any]) -> Iterable[Any]:
+    """Every message type, nested ones (map entries included) too."""
+    for message in messages:
+        yield message
+        yield from _all_messages(message.nested_type)
+
+
+def _text(raw: bytes) -> str:
+    """A bytes-typed string field as text; bytes that are not UTF-8 become U+FFFD."""
+    return raw.decode("utf-8", errors="replace")
+
+
+def parse_xspace(data: bytes) -> Any:
+    """Parse an ``.xplane.pb``; string fields come back as ``bytes``.
+
+    Raises :class:`TraceError` if ``data`` is empty, is not a protobuf, or holds no profiler plane.
+    An XSpace this function parsed is returned as it is (readers of one profile parse it once).
+    """
+    if isinstance(data, _xspace_class()):
+        return data
+    if not isinstance(data, (bytes, bytearray)):
+        raise TypeError(f"parse_xspace takes the file's bytes, not {type(data).__name__}.")
+    if not data:
+        raise TraceError(f"The XSpace is empty, so it is not a profile. {_WHAT}")
+    space = _xspace_class()()
+    try:
+        space.ParseFromString(bytes(data))
+    except Exception as exc:
+        raise TraceError(
+            f"These {len(data):,} bytes are not an XSpace proto (truncated, or another file): "
+            f"{exc}. {_WHAT}"
+        ) from exc
+    names = [_text(plane.name) for plane in space.planes]
+    known = [n for n in names if n.startswith(("/host:", "/device:")) or n == _TASK_ENV_PLANE]
+    if not known:
+        raise TraceError(
+            f"These {len(data):,} bytes parse as a protobuf but hold no profiler plane "
+            f"(no /host:CPU or /device:... plane; planes: {names[:5]!r}), so they are not an "
+            f"XSpace. {_WHAT}"
+        )
+    return space
+
+
+def records_from_xspace(data: bytes | Any) -> Records:
+    """Op executions in an ``.xplane.pb`` (or the XSpace ``parse_xspace`` made of it) as
+    records (µs since the epoch).
+
+    Host ops get lane ``/host:CPU`` (the caller puts in the op's placed device) and thread = the
+    line id. GPU kernels get ``/device:GPU:N/stream:<id>``, copies
+    ``/device:GPU:N/stream:<id><MemcpyH2D>`` (etc.), other ``tf_op`` work ``/device:GPU:N/stream:``;
+    their thread is the host thread that launched them (0 if unknown). Other planes are ignored.
+    """
+    planes = [(_text(plane.name), plane) for plane in parse_xspace(data).planes]
+    origin_ns = max((_profile_start_ns(p) for n, p in planes if n == _TASK_ENV_PLANE), default=0)
+    records = Records()
+    for name, plane in planes:
+        if name == HOST_PLANE:
+            _host_records(plane, origin_ns, records)
+    launchers = _launch_threads(p for n, p in planes if n in (HOST_PLANE, _CUPTI_PLANE))
+    for name, plane in planes:
+        if _GPU_PLANE.fullmatch(name):
+            _gpu_records(plane, name, origin_ns, launchers, records)
+    return records
+
+
+def _profile_start_ns(task_env: Any) -> int:
+    """``profile_start_time`` (ns since the epoch) of the Task Environment plane, or 0."""
+    names = {key: _text(meta.name) for key, meta in task_env.stat_metadata.items()}
+    for stat in task_env.stats:
+        if names.get(stat.metadata_id) == "profile_start_time":
+            return stat.uint64_value or stat.int64_value
+    return 0
+
+
+def _line_start_ns(line: Any, origin_ns: int) -> int:
+    """The line's timestamp in ns since the epoch.
+
+    Before writing, TF subtracts the profile's start from every line timestamp not already below
+    it (xplane_utils.cc NormalizeTimestamps); a small timestamp is such a relative one.
+    """
+    stamp = line.timestamp_ns
+    return stamp + origin_ns if origin_ns and stamp < origin_ns // 2 else stamp
+
+
+def _span_us(line_ns: int, event: Any) -> tuple[int, int]:
+    """``(start, duration)`` of an event in whole µs, computed without floats."""
+    return (line_ns * 1000 + event.offset_ps) // 1_000_000, event.duration_ps // 1_000_000
+
+
+def split_op_event(name: str) -> tuple[str, str] | None:
+    """``"a/b:MatMul"`` -> ``("a/b", "MatMul")``; ``None`` for runtime bookkeeping events.
+
+    Bookkeeping names have spaces (``EagerLocalExecute: f``), ``::`` (``ExecutorState::Process``)
+    or no ``:`` at all (``FunctionRun``).
+    """
+    if " " in name or "::" in name:
+        return None
+    head, sep, tail = name.rpartition(":")
+    if not sep or not head or head.endswith(":") or not _OP_TYPE.fullmatch(tail):
+        return None
+    return head, tail
+
+
+def _host_records(plane: Any, origin_ns: int, records: Records) -> None:
+    """Op events of any line of the host plane (names parsed once per event metadata)."""
+    ops = {}
+    for key, meta in plane.event_metadata.items():
+        parsed = split_op_event(_text(meta.name))
+        if parsed:
+            ops[key] = parsed
+    if not ops:
+        return
+    for line in plane.lines:
+        line_ns = _line_start_ns(line, origin_ns)
+        for event in line.events:
+            parsed = ops.get(event.metadata_id)
+            if parsed is not None:
+                node, op_type = parsed
+                start, duration = _span_us(line_ns, event)
+                records.append(
+                    node, op_type, HOST_PLANE, line.id, start, duration, f"{node} = {op_type}()"
+                )
+
+
+def _launch_threads(host_planes: Iterable[Any]) -> dict[int, int]:
+    """``correlation_id`` -> id of the host thread (line) that launched that GPU work."""
+    threads: dict[int, int] = {}
+    for plane in host_planes:
+        key = _stat_key(plane, "correlation_id")
+        if key is None:
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                for stat in event.stats:
+                    if stat.metadata_id == key:
+                        threads[stat.uint64_value or stat.int64_value] = line.id
+    return threads
+
+
+def _stat_key(plane: Any, name: str) -> int | None:
+    """The plane's stat_metadata id for the stat called ``name``, if it has one."""
+    for key, meta in plane.stat_metadata.items():
+        if meta.name == name.encode():
+            return key
+    return None
+
+
+def _is_derived_line(line: Any) -> bool:
+    """A line a converter derived from others (by XProf's id range or by name): not a stream."""
+    if 0 <= (line.id & 0xFFFFFFFF) - _DERIVED_ID_MIN < _DERIVED_ID_SPAN:
+        return True
+    return _text(line.name) in _DERIVED_LINE_NAMES
+
+
+def _gpu_records(
+    plane: Any, device: str, origin_ns: int, launchers: dict[int, int], records: Records
+) -> None:
+    """Kernels and copies of one GPU plane, classified like ``xplane_to_step_stats.cc``."""
+    stat_names = {key: _text(meta.name) for key, meta in plane.stat_metadata.items()}
+    event_names = {key: _text(meta.name) for key, meta in plane.event_metadata.items()}
+    for line in plane.lines:
+        if _is_derived_line(line):
+            continue
+        line_ns = _line_start_ns(line, origin_ns)
+        for event in line.events:
+            stats = _event_stats(event, stat_names)
+            name = event_names.get(event.metadata_id, "")
+            tf_op = stats.get("tf_op")
+            if "kernel_details" in stats:
+                lane = f"{device}/stream:{line.id}"
+            elif "memcpy_details" in stats or name.startswith("Memcpy"):
+                kind = name if name.startswith("Memcpy") else "Memcpy"
+                lane = f"{device}/stream:{line.id}<{kind}>"
+                tf_op = tf_op or name
+            elif tf_op:
+                lane = f"{device}/stream:"  # TF work of no known kind (e.g. a memset)
+            else:
+                continue
+            if not isinstance(tf_op, str) or not tf_op:
+                continue
+            node, op_type = split_op_event(tf_op) or (tf_op, "")
+            thread = launchers.get(stats.get("correlation_id", -1), 0)
+            start, duration = _span_us(line_ns, event)
+            records.append(node, op_type, lane, thread, start, duration, name)
+
+
+def _event_stats(event: Any, stat_names: dict[int, str]) -> dict[str, Any]:
+    """An event's stats by name: strings (``str_value`` or a ``ref_value``'s name) or ints."""
+    stats: dict[str, Any] = {}
+    for stat in event.stats:
+        kind = stat.WhichOneof("value")
+        if kind == "str_value":
+            value: Any = _text(stat.str_value)
+        elif kind == "ref_value":
+            value = stat_names.get(stat.ref_value, "")
+        elif kind in ("int64_value", "uint64_value"):
+            value = getattr(stat, kind)
+        else:
+            continue
+        stats[stat_names.get(stat.metadata_id, "")] = value
+    return stats

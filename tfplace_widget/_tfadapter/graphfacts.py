@@ -1,0 +1,167 @@
+"""Read :class:`~tfplace_widget._model.graphfacts.GraphFacts` from a ``tf.Graph`` or a ``GraphDef``,
+and the predictor's node details (:func:`node_details`) from a ``GraphDef``.
+
+The graph as built says what the executed graph no longer shows (requests, ``colocate_with``
+groups, resource and ref edges, each node def's kernels); it is read here once, with
+TensorFlow, into the plain facts the reasons, predictions and findings use without it.
+"""
+
+from __future__ import annotations
+
+from itertools import compress
+from typing import Any
+
+from .._model.graphfacts import OVERRIDE_ATTR, GraphFacts, NodeDetail, NodeTable
+from .._model.records import producers
+from .capture import import_tensorflow
+from .gc_pause import paused_gc
+from .kernels import kernel_facts_of
+from .protos import dtype_name
+from .registry import REGISTRY, may_output_resource_or_ref, op_outputs, registered_op_def
+
+_REF_OR_RESOURCE = ("resource",)
+
+
+def facts_from_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
+    """Read the facts from a ``tf.Graph``, a ``GraphDef`` or its serialized bytes (a file:
+    ``sources.files.read_graph_file``). ``graph_def``: the ``tf.Graph``'s own
+    ``as_graph_def()`` when the caller has made it already (it is not made twice)."""
+    tf, _ = import_tensorflow()
+
+    if isinstance(graph, (bytes, bytearray)):
+        graph_def = tf.compat.v1.GraphDef()
+        try:
+            graph_def.ParseFromString(bytes(graph))
+        except Exception as exc:  # google.protobuf.message.DecodeError
+            raise ValueError(
+                "graph bytes are not a serialized GraphDef. Pass graph.as_graph_def() or "
+                "its SerializeToString(), or the tf.Graph itself."
+            ) from exc
+        graph = graph_def
+    written = graph_def
+    if isinstance(graph, tf.compat.v1.GraphDef):
+        # Importing applies colocation: a colocated op's device becomes its anchor's, and the
+        # request it was written with is lost. The node defs are read as written; the imported
+        # graph only answers dtype questions (resource and ref edges).
+        written = graph
+        imported = tf.Graph()
+        with imported.as_default():
+            tf.graph_util.import_graph_def(graph, name="")
+        graph = imported
+    if not isinstance(graph, tf.Graph):
+        raise ValueError(
+            f"graph must be a tf.Graph or a GraphDef, not {type(graph).__name__}. "
+            "Pass the graph you built the ops in (e.g. sess.graph), or leave it out."
+        )
+    with paused_gc():
+        return _facts_from_tf_graph(graph, written)
+
+
+def _facts_from_tf_graph(graph: Any, graph_def: Any = None) -> GraphFacts:
+    facts = GraphFacts()
+    types, requested, inputs = facts.types, facts.requested, facts.inputs
+    if graph_def is None:
+        graph_def = graph.as_graph_def()
+    overridden, colocated_with = facts.overridden, facts.colocated_with
+    nodes = list(graph_def.node)  # one wrapper per node, kept for the kernel facts below
+    attrs = []
+    for node in nodes:
+        name = node.name
+        types[name] = node.op
+        requested[name] = node.device
+        node_inputs = node.input[:]
+        # producers(), inlined: most nodes need no per-input work
+        if node_inputs and (":" in (joined := "".join(node_inputs)) or "^" in joined):
+            node_inputs = producers(node_inputs)
+        inputs[name] = node_inputs
+        attr = node.attr
+        attrs.append(attr)
+        if OVERRIDE_ATTR in attr:
+            overridden[name] = attr[OVERRIDE_ATTR].s.decode()
+        if "_class" in attr:
+            targets = [
+                g.decode()[5:]
+                for g in attr["_class"].list.s
+                if g.startswith(b"loc:@") and g[5:].decode() != name
+            ]
+            if targets:
+                colocated_with[name] = targets
+    if len(types) == len(nodes):  # node names are unique, as in any valid GraphDef
+        names, ops = list(types), list(types.values())
+    else:  # as the loop above: the last node of a name wins, at the first one's place
+        names, ops = [node.name for node in nodes], [node.op for node in nodes]
+    facts.kernels = dict(zip(names, kernel_facts_of(nodes, ops, attrs), strict=True))
+    # Resource/ref dtypes are not in NodeDefs: ask the Graph, but only about ops whose type can
+    # make a resource or ref output at all (by its OpDef), then only about their consumers.
+    # (Per distinct type, then the nodes picked at C speed: no Python call per node.)
+    may = {t for t in set(types.values()) if may_output_resource_or_ref(t)}
+    special = set()
+    for name in compress(types, map(may.__contains__, types.values())):
+        op = graph.get_operation_by_name(name)
+        if any(_is_resource_or_ref(t.dtype) for t in op.outputs):
+            special.add(name)
+    if special:
+        for name, sources in inputs.items():
+            if special.isdisjoint(sources):
+                continue
+            op = graph.get_operation_by_name(name)
+            pinned = [t.op.name for t in op.inputs if _is_resource_or_ref(t.dtype)]
+            if pinned:
+                facts.resource_inputs[name] = pinned
+    facts.node_table = NodeTable(facts)
+    facts.registry = REGISTRY
+    return facts
+
+
+def _is_resource_or_ref(dtype: Any) -> bool:
+    return dtype.name in _REF_OR_RESOURCE or dtype._is_ref_dtype
+
+
+def node_details(graph_def: Any) -> dict[str, NodeDetail]:
+    """Per node of a ``GraphDef``: control inputs, output count, input tensors, dtypes (what a
+    node def adds to the facts for the predictor: :class:`NodeDetail`)."""
+    import_tensorflow()
+    details = {}
+    for node in graph_def.node:
+        controls, tensors = [], []
+        for raw in node.input:
+            if raw[:1] == "^":
+                controls.append(raw[1:])
+            else:
+                tensors.append(raw if ":" in raw else f"{raw}:0")
+        type_names = []
+        for value in node.attr.values():
+            which = value.WhichOneof("value")
+            if which == "type":
+                type_names.append(dtype_name(value.type))
+            elif which == "list" and len(value.list.type):
+                type_names.extend(dtype_name(t) for t in value.list.type)
+        details[node.name] = NodeDetail(
+            tuple(controls),
+            _output_count(node),
+            tuple(tensors),
+            ", ".join(dict.fromkeys(sorted(type_names))),
+        )
+    return details
+
+
+def _output_count(node: Any) -> int | None:
+    count, _, _ = op_outputs(node.op)
+    if count is not None:
+        return count
+    op_def = registered_op_def(node.op)
+    if op_def is None:
+        return None
+    total = 0
+    for arg in op_def.output_arg:
+        if arg.number_attr:
+            if arg.number_attr not in node.attr:
+                return None
+            total += node.attr[arg.number_attr].i
+        elif arg.type_list_attr:
+            if arg.type_list_attr not in node.attr:
+                return None
+            total += len(node.attr[arg.type_list_attr].list.type)
+        else:
+            total += 1
+    return total

@@ -1,0 +1,129 @@
+"""``predict_placement``: trace a function here, then predict its placement with GPUs.
+
+The prediction itself is pure (:mod:`tfplace_widget._analyses.predict`, from a trace's graph
+facts); given a function, the graph is first read from a real run on this machine, which is
+the tracer's job, so this entry point lives in the tracing layer. A trace made with its graph
+goes straight to :func:`~tfplace_widget._analyses.predict.result.predict_trace`. Users call it
+as :func:`tfplace_widget.predict_placement`.
+
+Given a Keras step (``model.train_on_batch``...), :func:`~.keras.keras_xla` reads how Keras 3
+would compile it on a machine with a GPU (``jit_compile="auto"`` picks XLA there), before the
+run, so that a prediction with GPUs can say what XLA would do with the step (issues 23, 30);
+the trace also records it (``trace.raw``), for ``predict_placement(trace)``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from .._analyses.predict.result import predict_trace
+from .._model.trace import PlacementTrace
+from .._tfadapter.graphfacts import node_details
+from .._tfadapter.registry import REGISTRY
+from . import tracer
+from .function import is_tf2_callable
+from .keras import KERAS_STEPS, keras_xla
+
+__all__ = ["KERAS_STEPS", "keras_xla", "predict_placement"]
+
+
+def _check_gpus(gpus: Any) -> int:
+    if isinstance(gpus, bool) or not isinstance(gpus, int):
+        raise TypeError(
+            f"gpus must be a whole number of GPUs (0, 1, 2...), not {type(gpus).__name__}: "
+            "e.g. predict_placement(fn, gpus=1)."
+        )
+    if not 0 <= gpus <= 64:
+        raise ValueError(f"gpus must be from 0 to 64, not {gpus}.")
+    return gpus
+
+
+def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> PlacementTrace:
+    """Predict where TensorFlow would place every op on this machine plus ``gpus`` GPUs.
+
+    ``fn_or_trace`` is what :func:`~tfplace_widget.trace_placement` takes (a graph builder or
+    TF2 code, with its positional arguments in ``args=`` and the options of trace_placement,
+    e.g. ``device_count``, ``soft_placement``), which is traced here first for real to read
+    the graph, or a :class:`PlacementTrace` made with its graph. The result is a
+    ``PlacementTrace`` with ``predicted == True``: ``ops.device`` (and ``predicted_device``)
+    is where the placer would put each node of the graph as built, ``how``/``reason`` say why,
+    ``traced_device`` is where it ran here; ``events`` is empty (nothing ran) and
+    ``transfers`` holds the predicted copies (``predicted`` True, ``copy`` HtoD/DtoH/...).
+    What TensorFlow would refuse is in ``trace.notes`` and in the ops' ``how == "error"``.
+    The device set is the trace's devices other than GPUs, plus ``GPU:0`` to ``GPU:gpus-1``
+    (so ``gpus=0`` asks what happens without a GPU). On a cluster trace (``cluster=``) every
+    task gets ``gpus`` GPUs of its own (``/job:ps/replica:0/task:1/device:GPU:0``...), since
+    each task is a machine (or process) of its own, and the placer prefers the devices of the
+    task the session ran on (:func:`~tfplace_widget._analyses.predict.devices.master_task`, usually the chief) among equally good ones,
+    as TensorFlow's master does: so ``gpus=0`` gives the placement the cluster made. ``gpus``
+    must be a whole number from 0 to 64 (``TypeError``/``ValueError`` otherwise); the function
+    is traced with soft placement on (a GPU request cannot be met here), and
+    ``soft_placement`` only sets the prediction's.
+    """
+    gpus = _check_gpus(gpus)
+    details = None
+    keras = None
+    if isinstance(fn_or_trace, PlacementTrace):
+        soft = _check_soft(trace_options.pop("soft_placement", True))
+        if trace_options:
+            raise TypeError(
+                "predict_placement(trace, gpus) takes only soft_placement= (the trace already "
+                f"ran), not {', '.join(sorted(trace_options))}; pass the function instead to "
+                "trace it with those options."
+            )
+        trace = fn_or_trace
+    else:
+        keras = keras_xla(fn_or_trace)  # before the run: it may settle the model's jit_compile
+        trace, details, soft = _trace_for_facts(fn_or_trace, trace_options)
+    return predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
+
+
+def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:
+    """Trace ``fn`` for real (this machine, the user's options) and read its graph's details."""
+    options = dict(options)
+    args = tuple(options.pop("args", ()) or ())
+    tracer.check_option_names(options, "predict_placement")
+    soft = _check_soft(options.get("soft_placement", True))
+    # The graph is read from a run with soft placement on: a request for a GPU cannot be met
+    # on this machine, and the placer's verdict with the user's setting is what is predicted.
+    options["soft_placement"] = True
+    mode = options.get("mode", "auto")
+    graph_builder = not callable(fn) or (
+        mode == "graph"
+        or (mode == "auto" and not args and not options.get("fn_kwargs") and not _tf2(fn))
+    )
+    captured: dict[str, Any] = {}
+    target: Callable[..., Any] = fn
+    if graph_builder and callable(fn):
+        target = _capturing(fn, captured)
+        options.setdefault("mode", "graph" if mode == "graph" else "auto")
+    trace = tracer.trace_placement(target, *args, **options)
+    details = None
+    graph = captured.get("graph")
+    if graph is not None and trace.mode == "graph":
+        details = node_details(graph.as_graph_def())
+    return trace, details, soft
+
+
+def _check_soft(soft: Any) -> bool:
+    if not isinstance(soft, bool):
+        raise TypeError(f"soft_placement must be True or False, not {soft!r}.")
+    return soft
+
+
+def _tf2(fn: Any) -> bool:
+    return is_tf2_callable(fn)
+
+
+def _capturing(fn: Callable[..., Any], captured: dict[str, Any]) -> Callable[..., Any]:
+    """``fn`` that also records the graph it builds in (trace_placement's fresh graph)."""
+    import tensorflow as tf
+
+    @functools.wraps(fn)
+    def build(*args: Any, **kwargs: Any) -> Any:
+        captured["graph"] = tf.compat.v1.get_default_graph()
+        return fn(*args, **kwargs)
+
+    return build

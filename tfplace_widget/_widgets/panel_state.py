@@ -1,0 +1,130 @@
+"""The op table's view state: which rows of a trace the search and the filters keep, in what order.
+
+The placement panel reads its controls (the search box, the regex and case ticks, the op type,
+the table's sort column and page) and asks a :class:`TableState` for the rows to draw. The state
+keeps what the controls do not: the device chips' filter, the clicked finding's ops, the sort
+orders already computed and the per-trace lookups a keystroke reuses (the lower-cased names and
+each timeline event's row). Plain Python over the trace's frames, no widgets: it is tested
+without a browser or a kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .._model.trace import PlacementTrace
+from .._rendering.colors import device_color
+from .._rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, table_cells
+from .._rendering.search import filter_ops, searchable
+
+
+class TableState:
+    """Search, filter, sort and page state of the op table of one trace at a time."""
+
+    def __init__(self) -> None:
+        self.device_filter: set[str] = set()
+        self.event_mask: np.ndarray | None = None  # the timeline's outlined events, or none
+        self.finding_ops: set[str] | None = None  # the clicked finding's ops, or no filter
+        self.filtering = False  # whether the last apply() kept a subset (any filter set)
+        self.ops: pd.DataFrame | None = None
+        self.visible = pd.DataFrame(columns=[c for c, _ in TABLE_COLUMNS])
+        self.lowered: pd.Series | None = None
+        self.event_row: np.ndarray | None = None
+        self.sort_orders: dict[tuple[str, bool], np.ndarray] = {}
+
+    def show(self, trace: PlacementTrace) -> None:
+        """Take ``trace``'s ops (a new run, or its prediction): the filters stay, on the devices
+        it still has."""
+        ops = self.ops = trace.ops
+        self.lowered = searchable(ops["op"])
+        self.sort_orders = {}
+        # Each event's row in trace.ops (by op and device): a keystroke's mask over the ops
+        # becomes the timeline's mask over the events with one numpy take.
+        keys = ops[["op", "device"]].assign(_row=np.arange(len(ops)))
+        keys = keys.drop_duplicates(["op", "device"])
+        located = trace.events[["op", "device"]].merge(keys, how="left", on=["op", "device"])
+        self.event_row = located["_row"].fillna(-1).to_numpy(dtype=np.int64)
+        self.device_filter &= set(trace.devices)
+
+    def filter_devices(self, devices: tuple[str, ...], pressed: bool) -> None:
+        """A device chip (or a task's) pressed adds its devices to the filter; released, drops them."""
+        if pressed:
+            self.device_filter.update(devices)
+        else:
+            self.device_filter.difference_update(devices)
+
+    def mask(self, text: str, *, regex: bool, case: bool, op_type: str) -> np.ndarray:
+        """Which rows of ``ops`` the search, the device and type filters and the finding keep
+        (``SearchError`` for a bad search; nothing changes then)."""
+        ops = self.ops
+        mask = filter_ops(
+            ops,
+            text,
+            regex=regex,
+            case=case,
+            devices=self.device_filter,
+            types=[op_type] if op_type else (),
+            lowered=self.lowered,
+        )
+        if self.finding_ops is not None:
+            mask &= ops["op"].isin(self.finding_ops).to_numpy(dtype=bool)
+        return mask
+
+    def apply(
+        self, text: str, *, regex: bool, case: bool, op_type: str, sort_by: str, ascending: bool
+    ) -> np.ndarray:
+        """Keep the rows the search and filters keep as ``visible``, sorted by ``sort_by``, and
+        outline their events when anything filters; the kept rows' positions in ``ops``
+        (``SearchError`` for a bad search, with the rows kept before still kept)."""
+        mask = self.mask(text, regex=regex, case=case, op_type=op_type)
+        order = self.sort_order(sort_by, ascending)
+        kept = order[mask[order]]
+        self.visible = self.ops.iloc[kept]
+        self.filtering = (
+            bool(text) or bool(self.device_filter) or bool(op_type) or self.finding_ops is not None
+        )
+        keep = np.append(mask, False)  # row -1: an event without an ops row
+        self.event_mask = keep[self.event_row] if self.filtering else None
+        return kept
+
+    def sort_order(self, sort_by: str, ascending: bool) -> np.ndarray:
+        key = (sort_by, ascending)
+        order = self.sort_orders.get(key)
+        if order is None:
+            column = self.ops[key[0]] if key[0] in self.ops else self.ops["op"]
+            if isinstance(column.dtype, pd.CategoricalDtype):
+                column = column.astype(str)
+            order = np.asarray(
+                column.reset_index(drop=True)
+                .sort_values(ascending=key[1], na_position="last", kind="stable")
+                .index
+            )
+            self.sort_orders[key] = order
+        return order
+
+    def page_rows(self, page: int) -> tuple[list[list[str]], list[str]]:
+        """Page ``page`` of the visible rows as the table shows them, and each row's colour."""
+        rows = self.visible.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+        return table_cells(rows), [device_color(d) for d in rows["device"]]
+
+    def page_devices(self, page: int) -> list[str]:
+        """The (whole) device of each row of page ``page``, as :meth:`page_rows` orders them."""
+        rows = self.visible.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+        return [str(d) for d in rows["device"]]
+
+    def page_of(self, op: str, device: str) -> int | None:
+        """The page that shows ``op`` on ``device`` (None: no visible row is it)."""
+        visible = self.visible
+        at = np.flatnonzero(
+            (visible["op"].astype(str) == op).to_numpy()
+            & (visible["device"].astype(str) == device).to_numpy()
+        )
+        return int(at[0]) // PAGE_SIZE if len(at) else None
+
+    def clear(self) -> None:
+        """Let go of the trace's frames and lookups (a closed panel keeps none)."""
+        self.visible = pd.DataFrame(columns=list(self.visible.columns))
+        self.ops = self.lowered = self.event_row = self.event_mask = None
+        self.finding_ops = None
+        self.sort_orders = {}
