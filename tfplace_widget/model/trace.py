@@ -85,6 +85,22 @@ class PlacementTrace:
 
         return find_findings(self, immaterial=True)
 
+    # -- fixes (tfplace_widget.tracing.fixes: they run the traced code again) -----------------
+    def try_fix(self, finding: Any) -> Any:
+        """Run the traced code again with ``finding``'s fix (a row of ``findings``, its index,
+        or ``(kind, ops)``) and return its measured effect (a ``FixEffect``); see
+        :func:`tfplace_widget.tracing.fixes.try_fix`."""
+        from ..tracing.fixes import try_fix
+
+        return try_fix(self, finding)
+
+    def suggest_placement(self) -> Any:
+        """The verified fixes of ``findings`` applied together, measured against the code as
+        it is (a ``FixEffect``); see :func:`tfplace_widget.tracing.fixes.suggest_placement`."""
+        from ..tracing.fixes import suggest_placement
+
+        return suggest_placement(self)
+
     # -- lookups ------------------------------------------------------------------------------
     def device_of(self, op_name: str) -> str:
         """The device of one op.

@@ -1,0 +1,57 @@
+"""How a trace was made: the code, its arguments and the options of ``trace_placement``, and
+what the last traced step returned, kept on the trace in memory only (never in a ``.tfplace``
+file), so that a fix can be tried by running the same code again."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.trace import PlacementTrace
+
+_KEY = "_tfplace_recipe"  # in the trace's __dict__: no dataclass field, so never saved
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """``trace_placement(fn, *args, **options)``, and what its last traced step fetched
+    (graph mode; None for TF2 code, whose calls' results are not kept)."""
+
+    fn: Any
+    args: tuple
+    options: dict[str, Any] = field(default_factory=dict)
+    outputs: Any = None
+
+    def with_options(self, **changes: Any) -> dict[str, Any]:
+        """The options with ``changes``; ``overrides`` are merged into the recipe's own."""
+        options = {**self.options, **{k: v for k, v in changes.items() if k != "overrides"}}
+        if "overrides" in changes:
+            options["overrides"] = {**(self.options.get("overrides") or {}), **changes["overrides"]}
+        return options
+
+
+def remember(
+    trace: PlacementTrace, fn: Any, args: tuple, options: Mapping[str, Any], outputs: Any
+) -> None:
+    """Keep on ``trace`` how it was made."""
+    trace.__dict__[_KEY] = Recipe(fn, tuple(args), dict(options), outputs)
+
+
+def recipe_of(trace: PlacementTrace, what: str) -> Recipe:
+    """How ``trace`` was made, or a ``ValueError`` saying why ``what`` cannot run it again."""
+    recipe = trace.__dict__.get(_KEY)
+    if recipe is None:
+        made = (
+            "was predicted by predict_placement"
+            if trace.predicted
+            else "was loaded from a file or TensorFlow's records"
+            if trace.mode == "loaded"
+            else "was not made by trace_placement in this process"
+        )
+        raise ValueError(
+            f"{what} runs the traced code again, and this trace {made}: it has no code to "
+            "re-run (a .tfplace file keeps the placement, never the code). Trace the code in "
+            "this process with trace_placement(fn, ...), then call it on that trace."
+        )
+    return recipe
