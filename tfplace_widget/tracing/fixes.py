@@ -171,7 +171,7 @@ def _finding_row(trace: PlacementTrace, finding: Any) -> pd.Series:
 
 
 def _overrides_of(row: pd.Series) -> dict[str, str]:
-    fix = row["fix"] if "fix" in row else None
+    fix = row.get("fix")
     if not fix or not fix.get("overrides"):
         reason = (fix or {}).get("no_fix") or "it names no placement change to simulate"
         raise ValueError(f"This {row['kind']} finding has no fix to try: {reason}.")
