@@ -51,6 +51,7 @@ class FixEffect:
     outputs_equal: bool | None
     tf_log_agrees: bool | None
     predicted: bool = False
+    kinds: list[str] = field(default_factory=list)  # the kinds of the findings it is about
     notes: list[str] = field(default_factory=list)
     # suggest_placement's: each fix tried alone (verified or not)
     trials: list[FixEffect] = field(default_factory=list, repr=False)
@@ -129,6 +130,7 @@ def measure(
         outputs_equal=outputs_equal,
         tf_log_agrees=agrees,
         predicted=predicted,
+        kinds=sorted(kinds),
         notes=list(notes),
         before=before,
         after=after,
@@ -147,6 +149,9 @@ def verdict(effect: FixEffect) -> tuple[bool, str]:
         wrong.append("the finding is still there")
     if not effect.moved:
         wrong.append("no op moved")
+    fewer = effect.copies[1] < effect.copies[0] or effect.bytes[1] < effect.bytes[0]
+    if "costly_transfer" in effect.kinds and not fewer:
+        wrong.append("the copies are not fewer (they moved to other tensors)")
     if effect.predicted:
         if wrong:
             return False, "; ".join(wrong) + " (predicted)"

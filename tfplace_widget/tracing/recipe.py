@@ -4,13 +4,16 @@ file), so that a fix can be tried by running the same code again."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.trace import PlacementTrace
 
-_KEY = "_tfplace_recipe"  # in the trace's __dict__: no dataclass field, so never saved
+# trace -> Recipe, beside the trace rather than on it: never saved, copied or pickled with it
+# (the code is often a closure), and gone with the trace.
+_RECIPES: weakref.WeakKeyDictionary[PlacementTrace, Recipe] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,12 @@ def remember(
     trace: PlacementTrace, fn: Any, args: tuple, options: Mapping[str, Any], outputs: Any
 ) -> None:
     """Keep on ``trace`` how it was made."""
-    trace.__dict__[_KEY] = Recipe(fn, tuple(args), dict(options), outputs)
+    _RECIPES[trace] = Recipe(fn, tuple(args), dict(options), outputs)
 
 
 def recipe_of(trace: PlacementTrace, what: str) -> Recipe:
     """How ``trace`` was made, or a ``ValueError`` saying why ``what`` cannot run it again."""
-    recipe = trace.__dict__.get(_KEY)
+    recipe = _RECIPES.get(trace)
     if recipe is None:
         made = (
             "was predicted by predict_placement"

@@ -221,7 +221,7 @@ def _direction_finding(
     elif consumers and all(context.type_of.get(c) in _METADATA_TYPES for c in consumers):
         one = len(consumers) == 1
         user_fix = 0  # the placer's rule, or TensorFlow's gradient code
-        fix = no_fix(_SHAPE_RULE)
+        fix = _shape_rule(context, consumers)
         made = (
             f" TensorFlow's gradient code made {'it' if one else 'them'}: nothing in your code "
             "asks for this copy."
@@ -237,7 +237,7 @@ def _direction_finding(
         )
     elif producers and all(context.type_of.get(p) in _METADATA_TYPES for p in producers):
         user_fix = 0
-        fix = no_fix(_SHAPE_RULE)
+        fix = _shape_rule(context, producers)
         made = (
             "TensorFlow's gradient code and Keras's own shape checks make them"
             if any(is_gradient(o) for o in producers + consumers)
@@ -335,6 +335,14 @@ def _direction_finding(
         predicted=context.predicted_trace,
         fix=fix,
     )
+
+
+def _shape_rule(context: Context, shape_ops: list[str]) -> dict | None:
+    """``no_fix`` for copies the placer's shape rule makes, unless the user asked for a device
+    for one of those shape ops (then the fix is theirs, and no claim is made)."""
+    if any(context.how.get(op) == "explicit" for op in shape_ops):
+        return None
+    return no_fix(_SHAPE_RULE)
 
 
 def _fallbacks_among(
