@@ -48,9 +48,8 @@ def recipe_of(trace: PlacementTrace, what: str) -> Recipe:
         made = (
             "was predicted by predict_placement"
             if trace.predicted
-            else "was loaded from a file or TensorFlow's records"
-            if trace.mode == "loaded"
-            else "was not made by trace_placement in this process"
+            else "was not made by trace_placement in this process (loaded from a .tfplace "
+            "file, read from TensorFlow's records, or made elsewhere)"
         )
         raise ValueError(
             f"{what} runs the traced code again, and this trace {made}: it has no code to "
