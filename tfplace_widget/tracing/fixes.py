@@ -22,13 +22,15 @@ from .recipe import Recipe, recipe_of
 TRY_STEPS = 5
 
 
-def try_fix(trace: PlacementTrace, finding: Any) -> FixEffect:
+def try_fix(trace: PlacementTrace, finding: Any, recipe: Recipe | None = None) -> FixEffect:
     """Run the code ``trace`` was made from with ``finding``'s fix and measure what changed.
 
     Args:
         trace: A trace made by ``trace_placement`` in this process.
         finding: A row of ``trace.findings`` (or ``all_findings``), its index in
             ``trace.findings``, or ``(kind, ops)``.
+        recipe: How to run the code again, when not the trace's own (the panel's builder,
+            arguments and options).
 
     Returns:
         The measured effect; ``verified`` says whether the fix holds.
@@ -37,7 +39,7 @@ def try_fix(trace: PlacementTrace, finding: Any) -> FixEffect:
         ValueError: The trace has no code to re-run (loaded, predicted), or the finding has no
             fix to try (the message gives its ``no_fix`` reason).
     """
-    recipe = recipe_of(trace, "try_fix")
+    recipe = recipe or recipe_of(trace, "try_fix")
     row = _finding_row(trace, finding)
     overrides = _overrides_of(row)
     return _tried(recipe, overrides, row, None)
