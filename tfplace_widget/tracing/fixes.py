@@ -118,8 +118,8 @@ def _compared(
     elif before_outputs is None or after_outputs is None:
         equal = None
         notes.append(
-            "TF2 code keeps its state (variables, iterators) between calls, and the trace does "
-            "not keep its results: outputs not compared"
+            "outputs not compared: the code's last two traced calls returned different "
+            "results (TF2 code keeps its state, such as variables and iterators, between calls)"
         )
     else:
         equal = outputs_equal(before_outputs, after_outputs)
@@ -144,7 +144,8 @@ def _run(
     if not options["overrides"]:
         options.pop("overrides")
     trace = tracer.trace_placement(recipe.fn, *recipe.args, **options)
-    return trace, made(trace, "try_fix").outputs
+    ran = made(trace, "try_fix")
+    return trace, ran.outputs if ran.comparable else None
 
 
 def _finding_row(trace: PlacementTrace, finding: Any) -> pd.Series:

@@ -95,10 +95,11 @@ def trace_function(
     warmup: int = 1,
     note: str = "",
     overrides: Mapping[str, str] | None = None,
+    outputs: list[Any] | None = None,
 ) -> PlacementTrace:
     """Call ``fn(*args, **kwargs)`` ``warmup`` times untraced and ``steps`` times traced
     (with ``overrides``, the traced calls run the functions the warm-up instantiated, their
-    requests rewritten)."""
+    requests rewritten); ``outputs`` (a list) gets what the last two traced calls returned."""
     import tensorflow as tf
 
     if overrides and warmup < 1:
@@ -129,6 +130,7 @@ def trace_function(
                 as_the_user,
                 user_calls,
                 sources,
+                outputs,
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
             instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
@@ -436,6 +438,7 @@ def _run(
     as_the_user: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     user_calls: dict[str, UserCall] | None = None,
     sources: DatasetSources | None = None,
+    outputs: list[Any] | None = None,
 ) -> tuple[list, bytes]:
     """Run the calls; return the placed function graphs and the profiler's XSpace bytes.
     ``user_calls`` receives the first call of each function the last traced call made;
@@ -471,7 +474,9 @@ def _run(
             try:
                 for index in range(steps):
                     copies.user_calls.clear()  # the last call's functions: the next call's
-                    _user_call(call, ("step", index, warmup, steps))
+                    got = _user_call(call, ("step", index, warmup, steps))
+                    if outputs is not None:  # the last two: did a call change the next one's?
+                        outputs[:] = [*outputs[-1:], got]
             finally:
                 tf.profiler.experimental.stop()
         metadata = ctx.export_run_metadata()

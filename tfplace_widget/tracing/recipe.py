@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..analyses.fix_effect import outputs_equal
 from ..model.trace import PlacementTrace
 
 # trace -> Recipe, beside the trace rather than on it: never saved, copied or pickled with it
@@ -18,13 +19,16 @@ _RECIPES: weakref.WeakKeyDictionary[PlacementTrace, Recipe] = weakref.WeakKeyDic
 
 @dataclass(frozen=True)
 class Recipe:
-    """``trace_placement(fn, *args, **options)``, and what its last traced step fetched
-    (graph mode; None for TF2 code, whose calls' results are not kept)."""
+    """``trace_placement(fn, *args, **options)``, and what its last traced step returned
+    (``outputs``), with whether another run's can be compared with it (``comparable``): a
+    graph builder's steps run in a fresh graph each trace; TF2 code keeps its state (variables,
+    iterators) between calls, so only when its last two traced calls returned the same."""
 
     fn: Any
     args: tuple
     options: dict[str, Any] = field(default_factory=dict)
     outputs: Any = None
+    comparable: bool = False
 
     def with_options(self, **changes: Any) -> dict[str, Any]:
         """The options with ``changes``; ``overrides`` are merged into the recipe's own."""
@@ -35,10 +39,16 @@ class Recipe:
 
 
 def remember(
-    trace: PlacementTrace, fn: Any, args: tuple, options: Mapping[str, Any], outputs: Any
+    trace: PlacementTrace, fn: Any, args: tuple, options: Mapping[str, Any], outputs: list
 ) -> None:
-    """Keep on ``trace`` how it was made."""
-    _RECIPES[trace] = Recipe(fn, tuple(args), dict(options), outputs)
+    """Keep beside ``trace`` how it was made; ``outputs``: what its last traced step returned
+    (graph mode), or its last two traced calls (TF2 code)."""
+    if trace.mode == "function":
+        comparable = len(outputs) == 2 and outputs_equal(outputs[0], outputs[1])
+    else:
+        comparable = len(outputs) == 1
+    last = outputs[-1] if outputs else None
+    _RECIPES[trace] = Recipe(fn, tuple(args), dict(options), last, comparable)
 
 
 def recipe_of(trace: PlacementTrace, what: str) -> Recipe:

@@ -71,7 +71,7 @@ def trace_placement(fn: Callable[..., Any], *args: Any, **options: Any) -> Place
     ``trace.try_fix`` can run the same code again with a fix."""
     outputs: list[Any] = []
     trace = _traced(fn, *args, _outputs=outputs, **options)
-    remember(trace, fn, args, options, outputs[-1] if outputs else None)
+    remember(trace, fn, args, options, outputs)
     return trace
 
 
@@ -146,6 +146,7 @@ def _traced(
         "steps": steps,
         "warmup": warmup,
         "overrides": overrides,
+        "outputs": _outputs,
     }
     graph_only = {
         "feed_dict": feed_dict,
