@@ -130,7 +130,7 @@ def trace_function(
                 as_the_user,
                 user_calls,
                 sources,
-                outputs,
+                [] if outputs is None else outputs,
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
             instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
@@ -475,8 +475,7 @@ def _run(
                 for index in range(steps):
                     copies.user_calls.clear()  # the last call's functions: the next call's
                     got = _user_call(call, ("step", index, warmup, steps))
-                    if outputs is not None:  # the last two: did a call change the next one's?
-                        outputs[:] = [*outputs[-1:], got]
+                    outputs[-2:] = [*outputs[-1:], got]  # the last two calls' results
             finally:
                 tf.profiler.experimental.stop()
         metadata = ctx.export_run_metadata()
