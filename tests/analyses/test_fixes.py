@@ -127,3 +127,29 @@ def test_outputs_equal_within_float_tolerance():
     assert not outputs_equal([a], [a + 1e-2])
     assert not outputs_equal(a, a.astype(np.float64))
     assert not outputs_equal([a], (a, a))
+
+
+def test_a_fix_for_a_gpu_machine_is_checked_against_the_prediction_and_says_so(tf):
+    """No GPU here: the seed's inputs_cpu with C on /gpu:0, predicted with one GPU, copies A
+    and B to GPU:0; its fix (A, B on GPU:0) is checked with predict_placement, not run."""
+    from tfplace_widget import predict_placement
+
+    def inputs_cpu():
+        with tf.device("/cpu:0"):
+            a = tf.ones((SEED_N,), name="A")
+            b = tf.ones((SEED_N,), name="B")
+        with tf.device("/gpu:0"):
+            return tf.add(a, b, name="C")
+
+    predicted = predict_placement(inputs_cpu, gpus=1)
+    row = finding_about(predicted, "A")
+    assert row["predicted"] and set(row["fix"]["overrides"].values()) == {"/GPU:0"}
+    effect = predicted.try_fix(row.name)
+    assert effect.verified and effect.predicted, effect.why
+    assert effect.copies == (2, 0) and set(effect.moved) == MOVED
+    assert effect.outputs_equal is None and effect.step_change == "unmeasured"
+    assert effect.notes == [
+        "checked against predict_placement with and without the overrides: this machine has "
+        "no GPU, so nothing ran with the fix"
+    ]
+    assert "(predicted for a machine with a GPU: nothing ran with the fix)" in repr(effect)

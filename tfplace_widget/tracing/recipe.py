@@ -51,12 +51,17 @@ def remember(
     _RECIPES[trace] = Recipe(fn, tuple(args), dict(options), last, comparable)
 
 
+def recipe_or_none(trace: PlacementTrace) -> Recipe | None:
+    """How ``trace`` was made, when this process made it."""
+    return _RECIPES.get(trace)
+
+
 def recipe_of(trace: PlacementTrace, what: str) -> Recipe:
     """How ``trace`` was made, or a ``ValueError`` saying why ``what`` cannot run it again."""
     recipe = _RECIPES.get(trace)
     if recipe is None:
         made = (
-            "was predicted by predict_placement"
+            "was predicted by predict_placement from a trace with no code"
             if trace.predicted
             else "was not made by trace_placement in this process (loaded from a .tfplace "
             "file, read from TensorFlow's records, or made elsewhere)"
