@@ -28,6 +28,7 @@ from .model.version import __version__ as __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyses.compare import PlacementDiff
+    from .analyses.fix_effect import FixEffect
     from .model.devices import task_of
     from .model.trace import PlacementTrace
     from .tfadapter.capture import capture_native_output
@@ -38,6 +39,7 @@ __all__ = [
     "CallsTfFunction",
     "ClusterError",
     "ComparisonView",
+    "FixEffect",
     "FrameFormatError",
     "PlacementAssertionError",
     "PlacementDiff",
@@ -62,6 +64,7 @@ __all__ = [
 
 _LAZY = {
     "ComparisonView": ("widgets.comparison", "ComparisonView"),
+    "FixEffect": ("analyses.fix_effect", "FixEffect"),
     "PlacementDiff": ("analyses.compare", "PlacementDiff"),
     "PlacementTrace": ("model.trace", "PlacementTrace"),
     "PlacementPanel": ("widgets.panel", "PlacementPanel"),

@@ -88,7 +88,7 @@ class PlacementTrace:
     # -- fixes (tfplace_widget.tracing.fixes: they run the traced code again) -----------------
     def try_fix(self, finding: Any) -> Any:
         """Run the traced code again with ``finding``'s fix (a row of ``findings``, its index,
-        or ``(kind, ops)``) and return its measured effect (a ``FixEffect``); see
+        or ``(kind, ops)``) and return its measured effect (a ``tfplace_widget.FixEffect``); see
         :func:`tfplace_widget.tracing.fixes.try_fix`."""
         from ..tracing.fixes import try_fix
 
