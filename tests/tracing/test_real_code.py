@@ -257,7 +257,7 @@ def test_every_fix_tried_keeps_the_outputs_and_tensorflow_accepts_it(oracle, nam
     """Each fix a finding carries, run by ``try_fix``: TensorFlow places the ops as asked (its
     own placement log agrees with the "after" trace), the step's outputs stay equal where they
     are compared, and a fix counts as verified only with its finding gone and fewer copies."""
-    for trial in result(oracle, name).get("fixes", []):
+    for trial in result(oracle, name)["fixes"]:
         assert trial["tf_log_agrees"] is not False, trial
         assert trial["outputs_equal"] is not False, trial
         if trial["verified"]:
