@@ -32,6 +32,7 @@ _install_services(_services)  # PlacementTrace's save, load, exports, findings a
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._analyses.compare import PlacementDiff
+    from ._analyses.fix_effect import FixEffect
     from ._model.devices import task_of
     from ._model.trace import PlacementTrace
     from ._tfadapter.capture import capture_native_output
@@ -42,6 +43,7 @@ __all__ = [
     "CallsTfFunction",
     "ClusterError",
     "ComparisonView",
+    "FixEffect",
     "FrameFormatError",
     "PlacementAssertionError",
     "PlacementDiff",
@@ -66,6 +68,7 @@ __all__ = [
 
 _LAZY = {
     "ComparisonView": ("_widgets.comparison", "ComparisonView"),
+    "FixEffect": ("_analyses.fix_effect", "FixEffect"),
     "PlacementDiff": ("_analyses.compare", "PlacementDiff"),
     "PlacementTrace": ("_model.trace", "PlacementTrace"),
     "PlacementPanel": ("_widgets.panel", "PlacementPanel"),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from ._analyses.fix_effect import FixEffect
     from ._model.trace import PlacementTrace
     from ._tfplace_format.reader import SavedTrace
 
@@ -99,3 +100,17 @@ def from_chrome_trace(path: str | os.PathLike) -> PlacementTrace:
     from ._sources.chrome import trace_from_chrome
 
     return trace_from_chrome(path)
+
+
+def try_fix(trace: PlacementTrace, finding: Any) -> FixEffect:
+    """:func:`tfplace_widget._tracing.fixes.try_fix`."""
+    from ._tracing.fixes import try_fix as run_with_the_fix
+
+    return run_with_the_fix(trace, finding)
+
+
+def suggest_placement(trace: PlacementTrace) -> FixEffect:
+    """:func:`tfplace_widget._tracing.fixes.suggest_placement`."""
+    from ._tracing.fixes import suggest_placement as run_with_the_fixes
+
+    return run_with_the_fixes(trace)

@@ -1051,3 +1051,22 @@ def test_show_finds_the_ops_a_line_of_the_users_code_made(capsys, seed_cpu, tmp_
     assert source in details_html(seed_cpu, "C")
     recv = seed_cpu.ops.loc[seed_cpu.ops["type"] == "_Recv", "op"].iloc[0]
     assert RUNTIME_SOURCE in details_html(seed_cpu, recv)
+
+
+def test_run_try_fixes_tries_each_fix_and_prints_what_it_changed(capsys, builder, tmp_path):
+    """Issue 33: A and B (CPU:0) copied to tower_0/C (CPU:1); the fix puts them on CPU:1,
+    and the run again with it shows the two copies gone (the fetch of tower_0/C stays)."""
+    out_path = tmp_path / "t.tfplace"
+    code, out, err = cli(
+        capsys, "run", f"{builder}:build", "--cpus", "2", "-o", out_path, "--try-fixes"
+    )
+    assert (code, err) == (0, "")
+    tried = section(out, "Fixes, each tried alone:")
+    assert tried[0].startswith(
+        "  put A, B on CPU:1 with tower_0/C: change the tf.device('/CPU:0') around the lines "
+        "that make them (towers.py:6 in build, towers.py:7 in build) to tf.device('/CPU:1'). "
+        "-> verified: the finding is gone, copies 3 -> 1"
+    )
+    together = section(out, "Verified fixes together, against the code as it is:")
+    assert "  copies: 3 -> 1" in together
+    assert "  outputs:  -> equal" in together

@@ -118,8 +118,34 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
         if spec.get("xla")
         else None,
         "onednn": onednn_on(),
+        # last: trying a fix runs the program's call again (a training step trains on)
+        "fixes": fix_trials(trace),
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def fix_trials(trace: Any) -> list[dict[str, Any]]:
+    """Every fix the tool offers (a finding of ``trace.findings`` with overrides), tried with
+    ``trace.try_fix``: what it measured (issue 33)."""
+    trials = []
+    for _, row in trace.findings.iterrows():
+        if not (row["fix"] or {}).get("overrides"):
+            continue
+        effect = trace.try_fix(row)
+        trials.append(
+            {
+                "kind": row["kind"],
+                "edit": effect.edit,
+                "verified": effect.verified,
+                "why": effect.why,
+                "finding_gone": effect.finding_gone,
+                "copies": list(effect.copies),
+                "moved": len(effect.moved),
+                "outputs_equal": effect.outputs_equal,
+                "tf_log_agrees": effect.tf_log_agrees,
+            }
+        )
+    return trials
 
 
 def _xla_check(

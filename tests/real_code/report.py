@@ -195,3 +195,20 @@ def disagreements(results: dict[str, dict[str, Any]]) -> str:
         for f in xla.get("findings", []):
             lines.append(f"- {name}: {f['kind']}: {f['problem']}")
     return "\n".join(lines)
+
+
+def fixes_table(results: dict[str, dict[str, Any]]) -> str:
+    """Per program: the fixes its findings carry (offered to try), how many ``try_fix``
+    verified and rejected, and why each rejected one was (issue 33)."""
+    lines = [
+        "| program | fixes to try | verified | rejected | why rejected |",
+        "|---|---|---|---|---|",
+    ]
+    for name, result in sorted(results.items()):
+        trials = result.get("fixes") or []
+        rejected = [t for t in trials if not t["verified"]]
+        why = "; ".join(sorted({t["why"] for t in rejected})) or ""
+        lines.append(
+            f"| {name} | {len(trials)} | {len(trials) - len(rejected)} | {len(rejected)} | {why} |"
+        )
+    return "\n".join(lines)

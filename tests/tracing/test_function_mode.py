@@ -788,3 +788,29 @@ def test_a_users_keras_model_subclass_is_traced_as_a_keras_model(tf):
     forward = trace_placement(model, x)
     assert forward.mode_reason == "auto: function mode because regressor is a Keras model or layer."
     assert set(forward.ops["function"]) == {"regressor"}
+
+
+# -- try_fix on TF2 code (issue 33) -------------------------------------------------------------
+def test_try_fix_on_tf2_code_is_verified_against_tensorflows_own_log(logged):
+    """A and B copied from CPU:0 to C on CPU:1: with the fix only their input crosses, the
+    outputs of the last traced calls are equal, and TensorFlow's placement log (on in that
+    process) agrees with the trace with the fix."""
+    step = result(logged, "try_fix_tf2")["step"]
+    assert step["fixes"][0]["overrides"] == dict.fromkeys(["A", "B", "A/y", "B/y"], "/CPU:1")
+    effect = step["effect"]
+    assert effect["verified"], effect["why"]
+    assert effect["copies"] == (4, 3) and effect["finding_gone"]
+    assert set(effect["moved"]) == {"A", "B", "A/y", "B/y"}
+    assert effect["outputs_equal"] is True and effect["tf_log_agrees"] is True
+
+
+def test_try_fix_does_not_compare_outputs_that_change_every_call(logged):
+    """A step that counts its calls in a variable returns something else each call: its
+    outputs cannot be compared, so its fix is not verified, and says why."""
+    effect = result(logged, "try_fix_tf2")["counting"]["effect"]
+    assert not effect["verified"] and effect["outputs_equal"] is None
+    assert "the step's outputs could not be compared" in effect["why"]
+    assert effect["notes"] == [
+        "outputs not compared: the code's last two traced calls returned different results "
+        "(TF2 code keeps its state, such as variables and iterators, between calls)"
+    ]

@@ -148,6 +148,8 @@ def test_agreement_table(oracle, capsys):
         + "\n\n## Findings listed per kind (columns: corpus programs; c: false cause, f: fix "
         + "the user cannot apply, m: not material)\n\n"
         + report.findings_table(oracle)
+        + "\n\n## Fixes tried with trace.try_fix (the code run again with each fix)\n\n"
+        + report.fixes_table(oracle)
         + "\n\n## XLA clusters against XLA's dumped HLO and the placement log\n\n"
         + report.xla_table(oracle)
         + "\n\n## Disagreements\n\n"
@@ -248,6 +250,20 @@ def test_fixes_name_only_what_the_user_writes(oracle, name):
     nothing impossible (a cast of a string)."""
     flagged = _flagged(result(oracle, name), {"fix impossible", "fix not the user's"})
     assert flagged == [], flagged[:5]
+
+
+@pytest.mark.parametrize("name", _cases("fixes"))
+def test_every_fix_tried_keeps_the_outputs_and_tensorflow_accepts_it(oracle, name):
+    """Each fix a finding carries, run by ``try_fix``: TensorFlow places the ops as asked (its
+    own placement log agrees with the "after" trace), the step's outputs stay equal where they
+    are compared, and a fix counts as verified only with its finding gone and fewer copies."""
+    for trial in result(oracle, name)["fixes"]:
+        assert trial["tf_log_agrees"] is not False, trial
+        assert trial["outputs_equal"] is not False, trial
+        if trial["verified"]:
+            assert trial["finding_gone"] and trial["outputs_equal"], trial
+            before, after = trial["copies"]
+            assert after < before, trial
 
 
 @pytest.mark.parametrize("name", _cases("material"))

@@ -568,6 +568,45 @@ def seed_builder_without_device_count():
     return logged_trace(inputs_none)
 
 
+def _effect(effect: Any) -> dict[str, Any]:
+    """What a test asserts on of a FixEffect (plain data: its traces stay here)."""
+    keys = ("verified", "why", "finding_gone", "copies", "moved", "outputs_equal")
+    return {key: getattr(effect, key) for key in (*keys, "tf_log_agrees", "notes")}
+
+
+@logged_scenario
+def try_fix_tf2():
+    """Issue 33, TF2 code: A and B (CPU:0) copied to C (CPU:1); the fix puts them on CPU:1, so
+    only their input x crosses (once). The same step counting its calls in a variable returns
+    something else each call: its outputs cannot be compared, and its fix is not verified."""
+
+    @tf.function
+    def step(v):
+        with tf.device("/cpu:0"):
+            a = tf.add(v, 1.0, name="A")
+            b = tf.multiply(v, 2.0, name="B")
+        with tf.device("/cpu:1"):
+            return tf.add(a, b, name="C")
+
+    calls = tf.Variable(0.0)
+
+    @tf.function
+    def counting(v):
+        calls.assign_add(1.0)
+        with tf.device("/cpu:0"):
+            a = tf.add(v, calls, name="A")
+            b = tf.multiply(v, 2.0, name="B")
+        with tf.device("/cpu:1"):
+            return tf.add(a, b, name="C")
+
+    found = {}
+    for name, fn in (("step", step), ("counting", counting)):
+        trace = trace_placement(fn, x)
+        fixes = [f for f in trace.findings["fix"] if f and f["overrides"]]
+        found[name] = {"fixes": fixes, "effect": _effect(trace.try_fix(0)) if fixes else None}
+    return found
+
+
 def main(out: str) -> None:
     with open(out, "wb") as handle:
         pickle.dump(RESULTS, handle)

@@ -736,3 +736,31 @@ def test_clicking_a_bar_turns_the_table_to_the_page_of_its_row():
     shown = [(row[0], panel.table.row_devices[r]) for r, row in enumerate(panel.table.rows)]
     assert (op, device) in shown
     assert (panel.table.selected_op, panel.table.selected_device) == (op, device)
+
+
+# -- try the picked finding's fix (issue 33) ---------------------------------------------------
+def test_try_this_fix_runs_the_fix_and_shows_the_copies_gone(seed_trace):
+    """inputs_none: A and B (no request, CPU:0) copied to C on CPU:1; the fix puts them on
+    CPU:1 and the panel shows the two runs compared, with the effect measured."""
+    panel = PlacementPanel(seed_trace, builder=inputs_none, options={"device_count": {"CPU": 2}})
+    assert panel.try_fix_button.layout.display == "none"  # no finding picked yet
+    findings = panel.trace.findings
+    index = next(i for i, fix in enumerate(findings["fix"]) if fix and fix["overrides"])
+    panel.findings_view.selected = index
+    assert panel.try_fix_button.layout.display is None
+    assert "wrap the lines that make them (" in panel.try_fix_button.tooltip
+    assert ") in `with tf.device('/CPU:1'):`" in panel.try_fix_button.tooltip
+    before = panel.trace
+    panel.try_fix_button.click()
+    effect = panel.fix_effect
+    assert effect is not None and effect.verified, panel.message.value
+    assert effect.copies == (3, 1)
+    assert "Try this fix: verified: the finding is gone, copies 3 -&gt; 1" in panel.message.value
+    assert panel.trace.device_of("A") == CPU.format(1) and panel.trace is not before
+    view = panel.comparison
+    assert view is not None and view.diff.b is panel.trace
+    assert "a: without the fix" in view.summary.value
+    assert panel.options["overrides"] == effect.overrides  # the re-runs after keep the fix
+    loaded = PlacementPanel(seed_trace)  # no builder: nothing to run
+    loaded.findings_view.selected = index
+    assert loaded.try_fix_button.layout.display == "none"

@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--warmup", type=_whole_number, default=1, help="untraced calls before them (default 1)"
     )
+    run.add_argument(
+        "--try-fixes",
+        action="store_true",
+        help="run the code again with each finding's fix (trace.try_fix) and print what it "
+        "changed, then the verified fixes together (trace.suggest_placement)",
+    )
     _add_listing_options(run, "none")
     _add_expect_option(run)
     run.set_defaults(func=cmd_run)

@@ -115,7 +115,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_summary(
         trace, out, search=args.search, limit=args.limit, findings=args.findings, list_ops=False
     )
-    out.line(f"\nSaved the trace: {saved}")
+    out.line()  # a line of its own: line() shows a newline inside its text as "\\n"
+    out.line(f"Saved the trace: {saved}")
+    if args.try_fixes:
+        print_fix_trials(trace, out)
     if expectations:
         return check_expectations(trace, expectations, out, soft_placement=not args.no_soft)
     return EXIT_OK
+
+
+def print_fix_trials(trace: Any, out: Any) -> None:
+    """``--try-fixes``: each fix tried alone (verified or why not), then the verified ones
+    together against the code as it is."""
+    findings = trace.findings
+    if not any((fix or {}).get("overrides") for fix in findings["fix"]):
+        out.line()
+        out.line("Fixes: no finding has a placement fix to try.")
+        return
+    effect = trace.suggest_placement()
+    out.line()
+    out.line("Fixes, each tried alone:")
+    for trial in effect.trials:
+        mark = "verified" if trial.verified else "not verified"
+        out.line(f"  {trial.edit} -> {mark}: {trial.why}")
+    if effect.verified:
+        out.line("Verified fixes together, against the code as it is:")
+        for row in effect.frame.itertuples():
+            out.line(f"  {row.measure}: {row.before} -> {row.after}")

@@ -46,7 +46,8 @@ XLA_COLUMNS = [
 ]
 TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "cross_task"]
 # predicted: a prediction about a machine with a GPU the trace did not run on (issue 24)
-FINDINGS_COLUMNS = ["kind", "severity", "ops", "message", "evidence", "predicted"]
+# fix: the placement change that cures it, as data (_analyses/findings/fixes.py), or None
+FINDINGS_COLUMNS = ["kind", "severity", "ops", "message", "evidence", "predicted", "fix"]
 SEVERITIES = ("high", "medium", "info")
 FINDING_KINDS = (
     "cpu_fallback",

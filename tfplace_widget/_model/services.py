@@ -62,6 +62,12 @@ class TraceServices(Protocol):
     def from_chrome_trace(self, path: str | os.PathLike) -> Any:
         """A trace of a Chrome-trace JSON file."""
 
+    def try_fix(self, trace: Any, finding: Any) -> Any:
+        """Run the traced code again with ``finding``'s fix; its measured effect."""
+
+    def suggest_placement(self, trace: Any) -> Any:
+        """The verified fixes applied together, measured against the code as it is."""
+
 
 _installed: TraceServices | None = None
 

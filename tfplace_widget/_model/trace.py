@@ -82,6 +82,18 @@ class PlacementTrace:
         only the material ones, and the views show those."""
         return services().find_findings(self, immaterial=True)
 
+    # -- fixes (tfplace_widget._tracing.fixes: they run the traced code again) -----------------
+    def try_fix(self, finding: Any) -> Any:
+        """Run the traced code again with ``finding``'s fix (a row of ``findings``, its index,
+        or ``(kind, ops)``) and return its measured effect (a ``tfplace_widget.FixEffect``); see
+        :func:`tfplace_widget._tracing.fixes.try_fix`."""
+        return services().try_fix(self, finding)
+
+    def suggest_placement(self) -> Any:
+        """The verified fixes of ``findings`` applied together, measured against the code as
+        it is (a ``FixEffect``); see :func:`tfplace_widget._tracing.fixes.suggest_placement`."""
+        return services().suggest_placement(self)
+
     # -- lookups ------------------------------------------------------------------------------
     def device_of(self, op_name: str) -> str:
         """The device of one op.

@@ -153,6 +153,30 @@ def _evidence(column: pd.Series) -> str | None:
     return f"must hold objects of named numbers, not {_what_it_holds(column)}"
 
 
+def _fixes(column: pd.Series) -> str | None:
+    def fix(value: Any) -> bool:
+        if value is None:
+            return True
+        overrides = value.get("overrides") if isinstance(value, dict) else None
+        return (
+            isinstance(value, dict)
+            and set(value) == {"overrides", "edit", "no_fix"}
+            and isinstance(value["edit"], str)
+            and isinstance(value["no_fix"], str)
+            and (
+                overrides is None
+                or (
+                    isinstance(overrides, dict)
+                    and all(isinstance(k, str) and isinstance(v, str) for k, v in overrides.items())
+                )
+            )
+        )
+
+    if _objects(column) and all(fix(value) for value in column):
+        return None
+    return f"must hold fixes (overrides, edit, no_fix) or nothing, not {_what_it_holds(column)}"
+
+
 def _one_of(values: tuple[str, ...]) -> Check:
     def check(column: pd.Series) -> str | None:
         problem = _text(column)
@@ -221,6 +245,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         "message": _text,
         "evidence": _evidence,
         "predicted": _flag,
+        "fix": _fixes,
     }
     assert list(findings) == FINDINGS_COLUMNS
     xla = dict.fromkeys(XLA_COLUMNS, _text)
@@ -248,7 +273,7 @@ OPTIONAL = {
     },
     "transfers": {"cross_task": _flag, "predicted": _flag, "copy": _text},
     # predicted: absent from files written before it (their findings are found again)
-    "findings": {"predicted": _flag},
+    "findings": {"predicted": _flag, "fix": _fixes},
 }
 
 

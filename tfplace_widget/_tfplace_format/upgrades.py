@@ -38,5 +38,6 @@ def written_here(manifest: dict[str, Any]) -> bool:
 
 def current_findings(findings: pd.DataFrame) -> pd.DataFrame | None:
     """Saved findings to keep, or None to find them again: so are those saved without the
-    ``predicted`` column (issue 24), as which are predictions is not in them."""
-    return findings if "predicted" in findings else None
+    ``predicted`` column (issue 24), as which are predictions is not in them, and those saved
+    without ``fix`` (issue 33)."""
+    return findings if {"predicted", "fix"} <= set(findings) else None

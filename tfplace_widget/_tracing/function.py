@@ -99,10 +99,11 @@ def trace_function(
     warmup: int = 1,
     note: str = "",
     overrides: Mapping[str, str] | None = None,
+    outputs: list[Any] | None = None,
 ) -> PlacementTrace:
     """Call ``fn(*args, **kwargs)`` ``warmup`` times untraced and ``steps`` times traced
     (with ``overrides``, the traced calls run the functions the warm-up instantiated, their
-    requests rewritten)."""
+    requests rewritten); ``outputs`` (a list) gets what the last two traced calls returned."""
     import tensorflow as tf
 
     if overrides and warmup < 1:
@@ -136,6 +137,7 @@ def trace_function(
                 user_calls,
                 sources,
                 warm_up_as_the_user=warm_up_as_the_user,
+                outputs=[] if outputs is None else outputs,
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
             instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
@@ -464,6 +466,7 @@ def _run(
     user_calls: dict[str, UserCall] | None = None,
     sources: DatasetSources | None = None,
     warm_up_as_the_user: bool = False,
+    outputs: list[Any] | None = None,
 ) -> tuple[list, bytes]:
     """Run the calls; return the placed function graphs and the profiler's XSpace bytes.
     ``user_calls`` receives the first call of each function the last traced call made;
@@ -502,7 +505,8 @@ def _run(
             try:
                 for index in range(steps):
                     copies.user_calls.clear()  # the last call's functions: the next call's
-                    _user_call(call, ("step", index, warmup, steps))
+                    got = _user_call(call, ("step", index, warmup, steps))
+                    outputs[-2:] = [*outputs[-1:], got]  # the last two calls' results
             finally:
                 tf.profiler.experimental.stop()
         metadata = copies.with_recorded(ctx.export_run_metadata())

@@ -22,6 +22,7 @@ from .._analyses.predict.result import predict_trace
 from .._model.trace import PlacementTrace
 from .._tfadapter.graphfacts import node_details
 from .._tfadapter.registry import REGISTRY
+from . import recipe as recipes
 from . import tracer
 from .function import is_tf2_callable
 from .keras import KERAS_STEPS, keras_xla
@@ -74,10 +75,17 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
                 "trace it with those options."
             )
         trace = fn_or_trace
+        made = recipes.recipe_or_none(trace)
     else:
         keras = keras_xla(fn_or_trace)  # before the run: it may settle the model's jit_compile
         trace, details, soft = _trace_for_facts(fn_or_trace, trace_options)
-    return predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
+        options = {k: v for k, v in trace_options.items() if k != "args"}
+        made = recipes.Recipe(fn_or_trace, tuple(trace_options.get("args", ()) or ()), options)
+    predicted = predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
+    if made is not None:  # try_fix checks a predicted finding's fix against a prediction
+        options = {**made.options, "gpus": gpus, "soft_placement": soft}
+        recipes.remember(predicted, made.fn, made.args, options, [])
+    return predicted
 
 
 def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:

@@ -36,6 +36,7 @@ from .keras import keras_record, step_record
 from .local_cluster import EXPOSED_NOTE, GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
+from .recipe import remember
 
 MODES = ("auto", "graph", "function")
 # One TF2 trace at a time per process (see _as_tf2); .active: this thread's trace is running.
@@ -65,7 +66,17 @@ CANCEL_WAIT_S = 1.0
 _POLL_S = 0.1
 
 
-def trace_placement(
+def trace_placement(fn: Callable[..., Any], *args: Any, **options: Any) -> PlacementTrace:
+    """Run ``fn`` for real with a full trace and explain where each op was placed (``_traced``
+    says how); the trace remembers, in memory only, how it was made (``recipe``), so that
+    ``trace.try_fix`` can run the same code again with a fix."""
+    outputs: list[Any] = []
+    trace = _traced(fn, *args, _outputs=outputs, **options)
+    remember(trace, fn, args, options, outputs)
+    return trace
+
+
+def _traced(
     fn: Callable[..., Any],
     *args: Any,
     fn_kwargs: Mapping[str, Any] | None = None,
@@ -82,6 +93,7 @@ def trace_placement(
     overrides: Mapping[str, str] | None = None,
     cluster: Any = None,
     target: str | None = None,
+    _outputs: list[Any] | None = None,
     **unknown: Any,
 ) -> PlacementTrace:
     """Run ``fn`` for real with a full trace and explain where each op was placed.
@@ -135,6 +147,7 @@ def trace_placement(
         "steps": steps,
         "warmup": warmup,
         "overrides": overrides,
+        "outputs": _outputs,
     }
     graph_only = {
         "feed_dict": feed_dict,
@@ -211,6 +224,7 @@ def trace_placement(
                         timeout_s,
                         captured,
                         target=running.target if running else "",
+                        outputs=_outputs,
                     )
     except (TraceError, KeyboardInterrupt) as exc:
         if captured is not None:  # what TensorFlow printed before it failed is not lost
@@ -408,12 +422,13 @@ def _run(
     timeout_s: float | None,
     captured: CapturedText | None = None,
     target: str = "",
+    outputs: list[Any] | None = None,
 ) -> tuple[list, list[str], tuple[Any, str]]:
     """Initialise the variables, run ``warmup`` untraced steps and ``steps`` traced ones;
     ``target`` is a cluster's ``grpc://`` address ("" runs in this process). Returns each
     traced step's RunMetadata (as :class:`_Kept`, with its bytes), the session's devices and,
     when the steps launched an auto-clustered XLA cluster, the profile of one more run
-    (``graph_xla``)."""
+    (``graph_xla``). ``outputs`` (a list) gets what the last traced step fetched."""
     import tensorflow as tf
 
     v1 = tf.compat.v1
@@ -437,8 +452,10 @@ def _run(
             for phase.index in range(steps):
                 phase.name = "step"
                 metadata = _Kept(v1.RunMetadata())
-                session.run(fetches, feed_dict=feeds, options=options, run_metadata=metadata)
+                got = session.run(fetches, feed_dict=feeds, options=options, run_metadata=metadata)
                 metadatas.append(metadata)
+            if outputs is not None and steps:
+                outputs.append(got)
             if jit_requested(config) and launched_a_cluster([m.data for m in metadatas]):
                 phase.name, phase.index = "step", steps  # one more step, profiled
                 found.append(

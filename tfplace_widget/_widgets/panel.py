@@ -84,10 +84,18 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self._previous: PlacementTrace | None = None  # what was on screen before the last run
         self._compare_labels = ("previous run", "this run")
         self._comparison: ComparisonView | None = None
+        self.fix_effect: Any = None  # the last "Try this fix" (a FixEffect)
 
         self.header = widgets.HTML(layout=widgets.Layout(margin="0 0 4px 0"))
         self.chips = DeviceChips(on_filter=self._on_chips_filter, on_fold=self._on_fold)
         self.findings_view = FindingsList()
+        self.try_fix_button = widgets.Button(
+            description="Try this fix",
+            icon="flask",
+            tooltip="Run the code again with the picked finding's fix, then compare",
+            layout=widgets.Layout(width="auto", display="none", margin="0 0 4px 16px"),
+        )
+        self.try_fix_button.add_class("tfplace-try-fix")
         self.search, self.regex, self.case_sensitive = search_controls()
         self.type_filter = widgets.Dropdown(
             description="type",  # its <label>, for screen readers
@@ -209,6 +217,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
                 self.header,
                 self.chips,
                 self.findings_view,
+                self.try_fix_button,
                 finder,
                 self.message,
                 self._comparison_box,
@@ -234,6 +243,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.log_section.observe(self._on_log_toggle, "selected_index")
         self.rerun.on_click(self._on_rerun_click)
         self.move_rerun.on_click(self._on_move_click)
+        self.try_fix_button.on_click(self._on_try_fix_click)
         self.save_button.on_click(self._on_save_click)
         self.html_button.on_click(self._on_html_click)
         self.compare_toggle.observe(self._on_compare_toggle, "value")
@@ -517,6 +527,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
             self.view_state.finding_ops = set(frame["ops"].iloc[index])
         else:
             self.view_state.finding_ops = None
+        self._render_try_fix(index)
         self._guard(self._apply_filters)
 
     def _select_from_timeline(self, op: str, device: str = "") -> None:

@@ -21,10 +21,13 @@ from typing import Any
 import ipywidgets as widgets
 
 from .._analyses.compare import compare
+from .._analyses.fix_effect import FixEffect
 from .._export.output import write_new_file
 from .._model.devices import short_device, task_of
 from .._model.errors import TraceError
 from .._model.trace import PlacementTrace
+from .._tracing.fixes import try_fix
+from .._tracing.recipe import Recipe
 from .._tracing.tracer import MAX_DEVICES_PER_TYPE, trace_placement
 from .comparison import ComparisonView
 from .tree import widget_tree as _widget_tree
@@ -180,6 +183,62 @@ class PanelActions:
             self._show_message("Pick an op in the table or timeline first.", kind="warning")
             return
         self.run(overrides={op: device}, compare=True)
+
+    # -- try the picked finding's fix (issue 33) ------------------------------------------------
+    def _render_try_fix(self, index: int) -> None:
+        """Offer "Try this fix" for a picked finding with a fix the builder can run."""
+        frame = self._findings_frame
+        fix = frame["fix"].iloc[index] if frame is not None and 0 <= index < len(frame) else None
+        offered = bool(self.builder is not None and fix and fix.get("overrides"))
+        self.try_fix_button.layout.display = None if offered else "none"
+        if offered:
+            self.try_fix_button.tooltip = f"Run again with this fix and compare: {fix['edit']}"
+
+    def _on_try_fix_click(self, _button: widgets.Button) -> None:
+        self.try_fix()
+
+    def try_fix(self, index: int | None = None) -> FixEffect | None:
+        """Run the builder again as it is and with the fix of finding ``index`` (the picked one
+        by default), and show the two runs compared, with what the fix changed, measured.
+
+        Returns:
+            The effect (``trace.try_fix``'s), or ``None`` when there is nothing to try or the
+            run failed (the panel shows why).
+        """
+        index = self.findings_view.selected if index is None else index
+        frame = self._findings_frame
+        if self.builder is None or frame is None or not 0 <= index < len(frame):
+            self._show_message("Pick a finding with a fix first.", kind="warning")
+            return None
+        options = self._options_from_controls()
+        recipe = Recipe(self.builder, tuple(self.args), options)
+        self.try_fix_button.disabled = True
+        self.try_fix_button.description = "Trying..."
+        try:
+            effect = try_fix(self.trace, frame.iloc[index], recipe=recipe)
+        except Exception as exc:  # a failed try keeps what is on screen, and says why
+            self._show_error(exc)
+            return None
+        finally:
+            self.try_fix_button.disabled = False
+            self.try_fix_button.description = "Try this fix"
+        self.options = recipe.with_options(overrides=effect.overrides)
+        self.error = ""
+        self._previous = effect.before
+        self._compare_labels = ("without the fix", "with the fix")
+        self.compare_toggle.disabled = False
+        self.show_trace(effect.after)
+        self.fix_effect = effect
+        if not self.compare_toggle.value:
+            self.compare_toggle.value = True  # the observer draws the comparison
+        verdict = "verified" if effect.verified else "not verified"
+        copies_a, copies_b = effect.copies
+        self._show_message(
+            f"Try this fix: {verdict}: {effect.why}. Copies {copies_a} -> {copies_b}; ops moved: "
+            f"{', '.join(effect.moved) or 'none'}.",
+            kind="info" if effect.verified else "warning",
+        )
+        return effect
 
     # -- as on a machine with N GPUs ----------------------------------------------------------
     def _predicted(self, trace: PlacementTrace) -> PlacementTrace:

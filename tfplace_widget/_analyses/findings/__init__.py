@@ -301,6 +301,7 @@ def _frame(found: list[Finding]) -> pd.DataFrame:
             "message": [f.message for f in found],
             "evidence": [f.evidence for f in found],
             "predicted": pd.Series([f.predicted for f in found], dtype=bool),
+            "fix": pd.Series([f.fix for f in found], dtype=object),
         },
         columns=COLUMNS,
     )

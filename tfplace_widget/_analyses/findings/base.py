@@ -57,6 +57,9 @@ class Finding:
     # cpu_fallback, ping_pong, host_memory_on_gpu; every finding of predict_placement's trace),
     # not something measured: the views show these under a header of their own.
     predicted: bool = False
+    # The placement change that cures it (``fixes.py``): ``{"overrides", "edit", "no_fix"}``,
+    # or None when the finding makes no claim about one.
+    fix: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS or self.severity not in SEVERITIES:

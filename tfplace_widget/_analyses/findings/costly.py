@@ -29,6 +29,7 @@ from .base import (
     replicated,
 )
 from .fallbacks import is_pipeline
+from .fixes import no_fix, placement_fix
 from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
 
 # A costly copy: this many bytes, or this much time, per traced run.
@@ -44,6 +45,10 @@ _RETURN_TYPES = {"Identity", "IdentityN", "OptionalFromValue"}
 # Ops that read a variable's value (a resource input that is a variable, not a table or an
 # iterator).
 _VARIABLE_READS = ("ReadVariableOp", "ResourceGather", "ResourceGatherNd")
+_SHAPE_RULE = (
+    "the placer puts an op that reads only a shape on the device of its input: nothing in your "
+    "code places these copies"
+)
 
 
 def find_costly_transfers(context: Context) -> list[Finding]:
@@ -173,6 +178,7 @@ def _direction_finding(
     updated = _variables_updated(context, consumers)
     tables = _tables_read(context, producers)
     user_fix = 1
+    fix = None  # fixes.py: a placement change (overrides and edit), no_fix, or no claim
     if io == "feed":
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's inputs, copied in "
@@ -182,6 +188,10 @@ def _direction_finding(
     elif io == "fetch" and (consumers or _returned(context, biggest[1])):
         # handed back through the function's outputs (a tf.function's are identities)
         user_fix = 0
+        fix = no_fix(
+            "the step's results go back to the caller through the function's outputs: nothing "
+            "in your code places these copies"
+        )
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: the step's results, going "
             "back to the caller through the function's outputs (under Keras's fit, its logs): "
@@ -194,6 +204,7 @@ def _direction_finding(
         )
     elif io == "replicas":
         user_fix = 0
+        fix = no_fix("a distribution strategy places its replicas and makes these copies itself")
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers} between the replicas of a "
             f"distribution strategy ({listed_ops(producers)} to {listed_ops(consumers)}): "
@@ -210,6 +221,7 @@ def _direction_finding(
     elif consumers and all(context.type_of.get(c) in _METADATA_TYPES for c in consumers):
         one = len(consumers) == 1
         user_fix = 0  # the placer's rule, or TensorFlow's gradient code
+        fix = _shape_rule(context, consumers)
         made = (
             f" TensorFlow's gradient code made {'it' if one else 'them'}: nothing in your code "
             "asks for this copy."
@@ -225,6 +237,7 @@ def _direction_finding(
         )
     elif producers and all(context.type_of.get(p) in _METADATA_TYPES for p in producers):
         user_fix = 0
+        fix = _shape_rule(context, producers)
         made = (
             "TensorFlow's gradient code and Keras's own shape checks make them"
             if any(is_gradient(o) for o in producers + consumers)
@@ -253,6 +266,10 @@ def _direction_finding(
         )
     elif producers and consumers and all_on_one_gpu(context, producers + consumers):
         user_fix = 0
+        fix = no_fix(
+            "GPU kernels that keep int32 or shape values in host memory make these copies: no "
+            "device request changes where their kernels keep them"
+        )
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: {listed_ops(producers)} and "
             f"{listed_ops(consumers)} all run on {context.short(producers[0])}, yet the tensors "
@@ -263,6 +280,10 @@ def _direction_finding(
     elif stuck := _fallbacks_among(context, producers, consumers, src, dst):
         other = [o for o in (producers if stuck[0] in consumers else consumers) if o not in stuck]
         user_fix = 0  # the cpu_fallback finding has the fix
+        fix = no_fix(
+            f"{listed_ops(stuck)} cannot run on the GPU (the cpu_fallback findings say why and "
+            "what to do): no device request moves them there"
+        )
         where = "would run" if context.predicted_view else "run"
         one = len(stuck) == 1
         message = (
@@ -273,6 +294,7 @@ def _direction_finding(
             f"{'it' if one else 'them'}."
         )
     elif producers and consumers:
+        fix = placement_fix(context, producers, dst, consumers)
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: put {listed_ops(producers)} on "
             f"{s_dst} with {listed_ops(consumers)}, or those on {s_src}, so the tensors stay on one "
@@ -311,7 +333,16 @@ def _direction_finding(
         # a prediction's copies were not measured: every one is predicted (``lead`` words
         # the CPU <-> GPU ones as such)
         predicted=context.predicted_trace,
+        fix=fix,
     )
+
+
+def _shape_rule(context: Context, shape_ops: list[str]) -> dict | None:
+    """``no_fix`` for copies the placer's shape rule makes, unless the user asked for a device
+    for one of those shape ops (then the fix is theirs, and no claim is made)."""
+    if any(context.how.get(op) == "explicit" for op in shape_ops):
+        return None
+    return no_fix(_SHAPE_RULE)
 
 
 def _fallbacks_among(

@@ -1,0 +1,86 @@
+"""A finding's ``fix`` as data: the placement change that cures it, in two forms.
+
+A fix is a plain dict (it is saved with the findings in a ``.tfplace`` file):
+
+- ``overrides``: ``{op: device}``, the requests that simulate the change, for
+  ``trace_placement(..., overrides=...)``, ``predict_placement`` and ``trace.try_fix``;
+- ``edit``: the same change in the user's terms (which lines, and what ``tf.device`` to put
+  around them; their ``file:line`` when the trace has the ``source`` column);
+- ``no_fix``: why no placement change the user can make cures it ("" when there is one).
+
+Only findings whose cure is a placement change the user makes in their own code get
+``overrides``; a finding that nothing in the user's code causes gets ``no_fix`` with the
+reason, never an invented change; every other finding has ``fix`` None (no claim either way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..._model.devices import short_device
+from .base import Context, listed_names, listed_ops
+
+FIX_KEYS = ("overrides", "edit", "no_fix")
+
+
+def placement_fix(
+    context: Context, movers: Sequence[str], device: str, partners: Sequence[str]
+) -> dict[str, Any]:
+    """Put ``movers`` (and the ops their lines make with them: constants and shapes in their
+    name scope that only feed them) on ``device``, beside ``partners``."""
+    target = "/" + (short_device(device) or device)
+    moved = _with_their_internals(context, movers)
+    overrides = dict.fromkeys(moved, target)
+    requests = {context.requested.get(op, "") for op in movers}
+    where = _sources(context, movers)
+    lines = f"the lines that make them{where}"
+    if len(requests) == 1 and (request := requests.pop()):
+        change = (
+            f"change the tf.device({_short(request)!r}) around {lines} to tf.device({target!r})"
+        )
+    else:
+        change = f"wrap {lines} in `with tf.device({target!r}):`"
+    edit = f"put {listed_ops(movers)} on {target[1:]} with {listed_ops(partners)}: {change}."
+    return {"overrides": overrides, "edit": edit, "no_fix": ""}
+
+
+def no_fix(reason: str) -> dict[str, Any]:
+    """A finding no placement change in the user's code cures, and why."""
+    return {"overrides": None, "edit": "", "no_fix": reason}
+
+
+def _with_their_internals(context: Context, movers: Sequence[str]) -> list[str]:
+    """``movers`` and, for each, the ops in its name scope (``A/Const``, ``A/shape_as_tensor``)
+    that feed it: the one call that made it made those too, and a ``tf.device`` around that
+    line moves them with it (left behind, each would be a copy of its own)."""
+    found = list(movers)
+    for mover in movers:
+        stack = list(context.inputs.get(mover, []))
+        seen: set[str] = set()
+        while stack:
+            producer = stack.pop()
+            if producer in seen or not producer.startswith(mover + "/"):
+                continue
+            seen.add(producer)
+            found.append(producer)
+            stack += context.inputs.get(producer, [])
+    return list(dict.fromkeys(found))
+
+
+def _sources(context: Context, ops: Sequence[str]) -> str:
+    """`` (file.py:42 in f, ...)``: where the user's code made ``ops``, when the trace has the
+    ``source`` column; "" without it."""
+    frame = context.ops
+    if "source" not in frame:
+        return ""
+    rows = frame[frame["op"].isin(set(ops))].dropna(subset=["source"])
+    source_of = dict(zip(rows["op"].astype(str), rows["source"].astype(str), strict=True))
+    found = [source_of[op] for op in ops if source_of.get(op, "") not in ("", "<NA>")]
+    found = list(dict.fromkeys(found))  # in the order of the ops named, each line once
+    return f" ({listed_names(found)})" if found else ""
+
+
+def _short(request: str) -> str:
+    """A requested device as the user wrote it, near enough: ``/device:CPU:0`` -> ``/CPU:0``."""
+    return "/" + (short_device(request) or request.lstrip("/"))

@@ -1,0 +1,198 @@
+"""Trying fixes: ``try_fix`` runs the traced code again as it is and with one finding's fix
+(its ``overrides``), ``suggest_placement`` with every fix that verified, together, and both
+measure the difference (``_analyses/fix_effect.py``).
+
+The code runs ``TRY_STEPS`` traced steps each way (at least; more when the trace had more), so
+that the step time has a spread. A finding about a machine with a GPU that this one does not
+have (``predicted``) is checked against ``predict_placement`` with and without the fix: a
+prediction, said so, with no time and no outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from .._analyses.fix_effect import FixEffect, measure, outputs_equal
+from .._model.trace import PlacementTrace
+from .recipe import Recipe, recipe_of
+
+TRY_STEPS = 5
+
+
+def try_fix(trace: PlacementTrace, finding: Any, recipe: Recipe | None = None) -> FixEffect:
+    """Run the code ``trace`` was made from with ``finding``'s fix and measure what changed.
+
+    Args:
+        trace: A trace made by ``trace_placement`` in this process.
+        finding: A row of ``trace.findings`` (or ``all_findings``), its index in
+            ``trace.findings``, or ``(kind, ops)``.
+        recipe: How to run the code again, when not the trace's own (the panel's builder,
+            arguments and options).
+
+    Returns:
+        The measured effect; ``verified`` says whether the fix holds.
+
+    Raises:
+        ValueError: The trace has no code to re-run (loaded, predicted), or the finding has no
+            fix to try (the message gives its ``no_fix`` reason).
+    """
+    recipe = recipe or recipe_of(trace, "try_fix")
+    row = _finding_row(trace, finding)
+    overrides = _overrides_of(row)
+    return _tried(recipe, overrides, row, None)
+
+
+def suggest_placement(trace: PlacementTrace) -> FixEffect:
+    """Try every fix of ``trace.findings``, then apply the ones that verified together and
+    measure them against the code as it is (``trials`` holds each fix's own effect).
+
+    Raises:
+        ValueError: As ``try_fix``'s, or when no finding has a fix to try.
+    """
+    recipe = recipe_of(trace, "suggest_placement")
+    findings = trace.findings
+    rows = [row for _, row in findings.iterrows() if (row["fix"] or {}).get("overrides")]
+    if not rows:
+        raise ValueError(
+            "suggest_placement: none of this trace's findings has a placement fix to try "
+            "(trace.findings['fix'] says why for each)."
+        )
+    predicted = any(bool(row["predicted"]) for row in rows)
+    baseline = _run(recipe, {}, predicted)
+    trials = [_tried(recipe, row["fix"]["overrides"], row, baseline) for row in rows]
+    kept = [t for t in trials if t.verified]
+    if not kept:
+        reasons = "; ".join(f"{t.edit or t.overrides}: {t.why}" for t in trials)
+        effect = measure(
+            baseline[0],
+            baseline[0],
+            kinds=[],
+            overrides={},
+            outputs_equal=True,
+            notes=[f"no fix verified ({reasons})"],
+        )
+        effect.verified, effect.why, effect.trials = False, "no fix verified", trials
+        return effect
+    combined: dict[str, str] = {}
+    for trial in kept:
+        combined.update(trial.overrides)
+    kinds = {row["kind"] for row, t in zip(rows, trials, strict=True) if t.verified}
+    effect = _compared(recipe, baseline, combined, kinds, " ".join(t.edit for t in kept), predicted)
+    effect.trials = trials
+    return effect
+
+
+def _tried(
+    recipe: Recipe,
+    overrides: Mapping[str, str],
+    row: pd.Series,
+    baseline: tuple[PlacementTrace, Any] | None,
+) -> FixEffect:
+    predicted = bool(row["predicted"])
+    if baseline is None:
+        baseline = _run(recipe, {}, predicted)
+    edit = (row["fix"] or {}).get("edit", "")
+    return _compared(recipe, baseline, overrides, {row["kind"]}, edit, predicted)
+
+
+def _compared(
+    recipe: Recipe,
+    baseline: tuple[PlacementTrace, Any],
+    overrides: Mapping[str, str],
+    kinds: set[str],
+    edit: str,
+    predicted: bool,
+) -> FixEffect:
+    before, before_outputs = baseline
+    after, after_outputs = _run(recipe, overrides, predicted)
+    notes = []
+    if predicted:
+        equal = None
+        notes.append(
+            "checked against predict_placement with and without the overrides: this machine "
+            "has no GPU, so nothing ran with the fix"
+        )
+    elif before_outputs is None or after_outputs is None:
+        equal = None
+        notes.append(
+            "outputs not compared: the code's last two traced calls returned different "
+            "results (TF2 code keeps its state, such as variables and iterators, between calls)"
+        )
+    else:
+        equal = outputs_equal(before_outputs, after_outputs)
+    effect = measure(
+        before, after, kinds=kinds, overrides=overrides, edit=edit, outputs_equal=equal, notes=notes
+    )
+    if effect.step_change == "slower" and not predicted:
+        # Load on the machine can slow one whole run: a slower step must show twice, in a
+        # second pair of runs, to count.
+        again = measure(
+            _run(recipe, {}, False)[0],
+            _run(recipe, overrides, False)[0],
+            kinds=kinds,
+            overrides=overrides,
+            edit=edit,
+            outputs_equal=equal,
+            notes=notes,
+        )
+        if again.step_change != "slower":
+            effect = again
+            effect.notes.append("slower in a first pair of runs, not in a second: noise")
+    return effect
+
+
+def _run(
+    recipe: Recipe, overrides: Mapping[str, str], predicted: bool
+) -> tuple[PlacementTrace, Any]:
+    """The recipe's code traced (or, for a predicted finding, predicted with one GPU), with
+    ``overrides`` on top of its own; and what its last step fetched."""
+    from . import predict, tracer
+    from .recipe import recipe_of as made
+
+    steps = max(int(recipe.options.get("steps", 1)), TRY_STEPS)
+    if predicted:
+        options = recipe.with_options(overrides=dict(overrides))
+        gpus = options.pop("gpus", 1)
+        return predict.predict_placement(recipe.fn, gpus, args=recipe.args, **options), None
+    options = recipe.with_options(steps=steps, overrides=dict(overrides))
+    if not options["overrides"]:
+        options.pop("overrides")
+    trace = tracer.trace_placement(recipe.fn, *recipe.args, **options)
+    ran = made(trace, "try_fix")
+    return trace, ran.outputs if ran.comparable else None
+
+
+def _finding_row(trace: PlacementTrace, finding: Any) -> pd.Series:
+    """The findings row ``finding`` names."""
+    if isinstance(finding, pd.Series):
+        return finding
+    findings = trace.findings
+    if isinstance(finding, int) and not isinstance(finding, bool):
+        if finding not in findings.index:
+            raise ValueError(
+                f"trace.findings has no row {finding} (it has {len(findings)}): pass a row of "
+                "trace.findings, its index, or (kind, ops)."
+            )
+        return findings.loc[finding]
+    if isinstance(finding, tuple) and len(finding) == 2:
+        kind, ops = finding
+        every = trace.all_findings
+        for _, row in every.iterrows():
+            if row["kind"] == kind and set(ops) <= set(row["ops"]):
+                return row
+        raise ValueError(f"No {kind} finding about {', '.join(ops)} in this trace.")
+    raise TypeError(
+        f"try_fix takes a row of trace.findings, its index, or (kind, ops), not "
+        f"{type(finding).__name__}."
+    )
+
+
+def _overrides_of(row: pd.Series) -> dict[str, str]:
+    fix = row.get("fix")
+    if not fix or not fix.get("overrides"):
+        reason = (fix or {}).get("no_fix") or "it names no placement change to simulate"
+        raise ValueError(f"This {row['kind']} finding has no fix to try: {reason}.")
+    return dict(fix["overrides"])
