@@ -509,6 +509,13 @@ def test_overrides_reach_nested_functions_by_glob(scenarios):
     assert row(trace, "before").device == CPU0
 
 
+def test_an_override_moves_the_op_after_traces_of_other_functions(scenarios):
+    """The warm-up's records began with what the trace before left collected (another
+    function's instantiation), and the override rewrote that function's copy: the traced
+    function's op stayed where it was asked to be, silently (3 of 4 here)."""
+    assert result(scenarios, "override_after_other_traces") == [CPU0] * 4
+
+
 def test_an_override_matching_nothing_names_the_closest_ops(scenarios):
     entry = scenarios["override_matching_nothing"]
     assert entry.get("error") == "ValueError", entry

@@ -485,6 +485,29 @@ def override_nested_by_glob():
 
 
 @scenario
+def override_after_other_traces():
+    """A fresh tf.function traced with overrides after traces of other functions (a notebook
+    where a cell that defines the step is run again): each time, its own op moves."""
+
+    def fresh() -> Any:
+        @tf.function
+        def step(v):
+            with tf.device("/cpu:1"):
+                y = tf.tanh(tf.multiply(v, 2.0, name="twice"))
+            return tf.add(y, 1.0, name="plus")
+
+        return step
+
+    devices = []
+    for _ in range(4):
+        earlier = fresh()
+        trace_placement(earlier, x)  # another function's trace just before
+        moved = trace_placement(fresh(), x, overrides={"twice": "/cpu:0"})
+        devices.append(moved.device_of("twice"))
+    return devices
+
+
+@scenario
 def override_matching_nothing():
     return trace_placement(inner, x, overrides={"dubble": "/cpu:1"})
 

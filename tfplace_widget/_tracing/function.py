@@ -488,6 +488,11 @@ def _run(
             if overrides:  # the warm-up's instantiations name the bodies to rewrite
                 warm = rejoin_split_records(ctx.export_run_metadata().function_graphs)
                 called = _reachable_functions(warm)
+                # and the functions it called: its records may begin with what was collected
+                # before (another function's instantiation), and a cached one records nothing
+                called += [
+                    f for f in reachable_functions(ctx, list(copies.user_calls)) if f not in called
+                ]
                 called += reachable_functions(ctx, copies.xla_called)
                 xla = [ctx.get_function_def(f) for f in called if copies.xla_compiled(f)]
                 copies.new_round()  # rewritten copies under new names, never instantiated
