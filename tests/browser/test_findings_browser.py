@@ -32,6 +32,7 @@ ROWS_JS = """() => Array.from(
     document.querySelectorAll('.tfplace-panel .tfplace-table tbody tr'), (r) => r.dataset.op)"""
 MATCHES_JS = """() => {
     const plot = document.querySelector('.tfplace-panel .js-plotly-plot');
+    if (!plot || !plot.data) return 0;  // being drawn again: ask again
     return plot.data.filter((t) => t.name.endsWith('matches')).reduce(
         (n, t) => n + (t.y || []).length, 0);
 }"""
