@@ -472,7 +472,8 @@ def test_show_html_writes_the_report(capsys, tmp_path):
     report = tmp_path / "report.html"
     code, out, err = cli(capsys, "show", GPU_01, "--html", report, "--search", "MatMul")
     assert (code, err) == (0, "")
-    assert f"Wrote the HTML report: {report}" in out
+    assert f"\nWrote the HTML report: {report}" in out
+    assert "\\n" not in out  # a blank line before it, not an escaped newline
     page = report.read_text()
     assert page.lstrip().lower().startswith("<!doctype html")
     # The report's data is this trace's, with the search filled in, as the library writes it.

@@ -44,7 +44,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if write_html is not None:
         with refusing_to_overwrite("--html", args.html):
             written = write_html(trace, args.html, search=args.search, overwrite=args.force)
-        out.line(f"\nWrote the HTML report: {written or args.html}")
+        out.line()
+        out.line(f"Wrote the HTML report: {written or args.html}")
     if expectations:
         return check_expectations(trace, expectations, out, soft_placement=True)
     return EXIT_OK
