@@ -210,7 +210,7 @@ def test_the_panel_from_the_keyboard_alone(frontend):
     page.wait_for_function(  # the timeline's ring on the picked op's bar
         f"""() => {{
             const plot = document.querySelector('{PANEL} .js-plotly-plot');
-            return plot.data.some((t) => t.name === 'selected' && (t.x || []).length > 0);
+            return (plot?.data || []).some((t) => t.name === 'selected' && (t.x || []).length > 0);
         }}""",
         timeout=15_000,
     )
