@@ -192,6 +192,11 @@ def _finding_row(trace: PlacementTrace, finding: Any) -> pd.Series:
 
 def _overrides_of(row: pd.Series) -> dict[str, str]:
     fix = row.get("fix")
+    if fix and fix.get("not_simulable"):
+        raise ValueError(
+            f"This {row['kind']} finding's fix cannot be tried: {fix['not_simulable']}. Make "
+            f"the edit in your code and trace again: {fix['edit']}"
+        )
     if not fix or not fix.get("overrides"):
         reason = (fix or {}).get("no_fix") or "it names no placement change to simulate"
         raise ValueError(f"This {row['kind']} finding has no fix to try: {reason}.")
