@@ -218,7 +218,7 @@ def one_of(trace: PlacementTrace, kind: str) -> pd.Series:
     return rows.iloc[0]
 
 
-def test_a_string_op_in_the_step_gets_the_edit_at_its_line_untried(tf, trace_placement):
+def test_a_string_op_in_the_step_gets_the_edit_at_its_line_untried(tf, trace_placement, tmp_path):
     """Predicted: AsString and StringToNumber have no GPU kernel. The fix is the edit at the
     lines that make them (dataset.map), said to be untried (no device request simulates it);
     the ping_pong they make points at it, and try_fix refuses with the reason."""
@@ -240,6 +240,16 @@ def test_a_string_op_in_the_step_gets_the_edit_at_its_line_untried(tf, trace_pla
         trace.try_fix(one_of(trace, "ping_pong"))
     with pytest.raises(ValueError, match="none of this trace's findings has a placement fix"):
         trace.suggest_placement()
+    loaded = PlacementTrace.load(trace.save(tmp_path / "strings.tfplace"))
+    assert loaded.findings["fix"].tolist() == trace.findings["fix"].tolist()
+
+
+def test_a_file_written_before_not_simulable_still_loads_its_fixes():
+    from tfplace_widget._tfplace_format.schema import _fixes
+
+    older = {"overrides": {"A": "/CPU:1"}, "edit": "put A on CPU:1", "no_fix": ""}
+    assert _fixes(pd.Series([older, None], dtype=object)) is None
+    assert _fixes(pd.Series([{**older, "not_simulable": 1}], dtype=object)) is not None
 
 
 def test_a_variable_away_from_its_reader_is_created_beside_it_and_tf_agrees(tf, trace_placement):
