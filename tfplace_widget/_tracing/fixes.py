@@ -45,14 +45,19 @@ def try_fix(trace: PlacementTrace, finding: Any, recipe: Recipe | None = None) -
     return _tried(recipe, overrides, row, None)
 
 
-def suggest_placement(trace: PlacementTrace) -> FixEffect:
+def suggest_placement(trace: PlacementTrace, recipe: Recipe | None = None) -> FixEffect:
     """Try every fix of ``trace.findings``, then apply the ones that verified together and
     measure them against the code as it is (``trials`` holds each fix's own effect).
+
+    Args:
+        trace: A trace made by ``trace_placement`` in this process.
+        recipe: How to run the code again, when not the trace's own (the panel's builder,
+            arguments and options).
 
     Raises:
         ValueError: As ``try_fix``'s, or when no finding has a fix to try.
     """
-    recipe = recipe_of(trace, "suggest_placement")
+    recipe = recipe or recipe_of(trace, "suggest_placement")
     findings = trace.findings
     rows = [row for _, row in findings.iterrows() if (row["fix"] or {}).get("overrides")]
     if not rows:
