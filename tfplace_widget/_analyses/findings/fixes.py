@@ -60,29 +60,34 @@ def variable_fix(
     traced graph; made outside it (eagerly, before a ``tf.function`` reads them through its
     arguments), no request inside the function moves them, and the edit is given untried."""
     target = "/" + (short_device(device) or device)
-    where = sources(context, variables)
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    tied = [op for op, held in resource_inputs.items() if set(held) & set(variables)]
+    made_here = all(context.type_of.get(v, "").startswith("VarHandleOp") for v in variables)
     one = len(variables) == 1
     it = "it" if one else "them"
+    if made_here:
+        what, where = listed_names(list(variables)), sources(context, variables)
+    else:  # a function's resource arguments: named by the ops that read them
+        what = f"the variable{'s' * (not one)} {listed_ops(tied)} use{'s' * (len(tied) == 1)}"
+        where = " (outside the traced function, which gets the variable as an argument)"
     how = (
-        "create {it} under the distribution strategy's scope (strategy.scope())"
+        f"create {it} under the distribution strategy's scope (strategy.scope())"
         if replicated(context)
         else f"wrap the line{'s' * (not one)} that create{'s' * one} {it}{where} in "
         f"`with tf.device({target!r}):`"
     )
     edit = (
-        f"create {listed_names(list(variables))} on {target[1:]}, where {listed_ops(readers)} "
+        f"create {what} on {target[1:]}, where {listed_ops(readers)} "
         f"compute{'s' * (len(readers) == 1)} with {it}: {how}."
     )
-    made_here = [v for v in variables if context.type_of.get(v, "").startswith("VarHandleOp")]
-    if len(made_here) < len(variables):
+    if not made_here:
         return edit_fix(
             edit,
-            "the variables are made outside the traced function (its resource arguments), "
-            "where overrides= does not reach: only the code that creates them can move them",
+            "the variables are made outside the traced function (it reads them through its "
+            "resource arguments), where overrides= does not reach: only the code that creates "
+            "them can move them",
         )
-    facts = getattr(context.trace, "facts", None)
-    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
-    tied = [op for op, held in resource_inputs.items() if set(held) & set(variables)]
     overrides = dict.fromkeys([*variables, *tied], target)
     return {"overrides": overrides, "edit": edit, "no_fix": "", "not_simulable": ""}
 
