@@ -278,7 +278,7 @@ def test_a_ping_pong_the_code_asked_for_moves_the_cpu_part_and_is_predicted_gone
 ):
     """Predicted for one GPU: a and c on GPU:0, b asked for the CPU between them. The fix puts
     b (and its constant) on GPU:0 at b's line; predict_placement with it has no ping_pong and
-    no copy left."""
+    no copy left; the two predicted placements, run here on two CPUs, give equal outputs."""
     trace = trace_placement(cpu_part_asked_for(tf), device_count=TWO_CPUS)
     row = one_of(trace, "ping_pong")
     fix = row["fix"]
@@ -291,6 +291,15 @@ def test_a_ping_pong_the_code_asked_for_moves_the_cpu_part_and_is_predicted_gone
     assert effect.verified and effect.predicted, effect.why
     assert effect.finding_gone and effect.copies == (2, 0)
     assert set(effect.moved) == {"b", "b/y"}
+    # run for real with CPU:1 standing in for GPU:0: a and c there, b on CPU:0 asked for, then
+    # b with them: TensorFlow accepts it, the copies go, the outputs stay equal
+    assert effect.outputs_equal is True and effect.tf_log_agrees is True
+    assert effect.stand_in is not None and len(effect.stand_in[0][1]) == 5
+    assert effect.notes[1].startswith(
+        "run on this machine with CPU:1 standing in for GPU:0 (every op predicted on the GPU "
+        "asked for it): copies 3 -> 1, outputs equal, TensorFlow's placement log agrees"
+    )
+    assert effect.why.endswith("run here with a CPU standing in for the GPU, the outputs are equal")
 
 
 def test_host_memory_on_gpu_says_no_device_request_cures_it(tf, trace_placement):

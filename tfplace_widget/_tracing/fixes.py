@@ -15,11 +15,21 @@ from typing import Any
 
 import pandas as pd
 
-from .._analyses.fix_effect import FixEffect, measure, outputs_equal
+from .._analyses.fix_effect import (
+    FixEffect,
+    log_agrees,
+    measure,
+    outputs_equal,
+    step_change,
+    step_times,
+    verdict,
+)
+from .._model.devices import short_device
 from .._model.trace import PlacementTrace
 from .recipe import Recipe, recipe_of
 
 TRY_STEPS = 5
+STAND_IN = "/CPU:1"  # a fix predicted for a GPU machine runs here with this in GPU:0's place
 
 
 def try_fix(trace: PlacementTrace, finding: Any, recipe: Recipe | None = None) -> FixEffect:
@@ -114,12 +124,17 @@ def _compared(
     before, before_outputs = baseline
     after, after_outputs = _run(recipe, overrides, predicted)
     notes = []
+    stand_in = None
     if predicted:
         equal = None
         notes.append(
             "checked against predict_placement with and without the overrides: this machine "
             "has no GPU, so nothing ran with the fix"
         )
+        stand_in = _on_the_stand_in(recipe, before, after)
+        if stand_in is not None:
+            equal = stand_in["outputs_equal"]
+            notes.append(stand_in["note"])
     elif before_outputs is None or after_outputs is None:
         equal = None
         notes.append(
@@ -131,6 +146,10 @@ def _compared(
     effect = measure(
         before, after, kinds=kinds, overrides=overrides, edit=edit, outputs_equal=equal, notes=notes
     )
+    if stand_in is not None and stand_in["times"] is not None:
+        effect.stand_in = stand_in["times"], stand_in["log_agrees"]
+        effect.tf_log_agrees = stand_in["log_agrees"]
+        effect.verified, effect.why = verdict(effect)
     if effect.step_change == "slower" and not predicted:
         # Load on the machine can slow one whole run: a slower step must show twice, in a
         # second pair of runs, to count.
@@ -147,6 +166,51 @@ def _compared(
             effect = again
             effect.notes.append("slower in a first pair of runs, not in a second: noise")
     return effect
+
+
+def _on_the_stand_in(
+    recipe: Recipe, before: PlacementTrace, after: PlacementTrace
+) -> dict[str, Any] | None:
+    """The predicted placements without and with a fix, run for real on this machine with
+    ``STAND_IN`` (its second CPU) in place of GPU:0: every op predicted on a GPU asked for
+    it. What a CPU can tell of the fix: TensorFlow accepts the placement (its log), the
+    outputs stay equal, the step is not slower. None when the code ran on one CPU only
+    (``device_count={"CPU": 2}``, or two logical CPUs, gives the second)."""
+    if not any(short_device(d) == STAND_IN[1:] for d in before.devices):
+        return None
+    runs = []
+    try:
+        for predicted in (before, after):
+            ops = predicted.ops
+            ran = ops["traced_device"].fillna("").astype(str) != ""  # the step's, not init's
+            ops = ops[ran & (ops["how"].astype(str) != "runtime")]
+            on_gpu = ops[ops["device"].map(lambda d: (short_device(d) or "").startswith("GPU"))]
+            runs.append(_run(recipe, dict.fromkeys(on_gpu["op"].astype(str), STAND_IN), False))
+    except Exception as exc:  # the prediction stands; say why it was not also run here
+        return {
+            "outputs_equal": None,
+            "times": None,
+            "log_agrees": None,
+            "note": f"not run with {STAND_IN[1:]} standing in for GPU:0: "
+            f"{type(exc).__name__}: {exc}",
+        }
+    (a, a_outputs), (b, b_outputs) = runs
+    equal = None if a_outputs is None or b_outputs is None else outputs_equal(a_outputs, b_outputs)
+    times = (step_times(a), step_times(b))
+    agrees = log_agrees(b)
+    said = {True: "equal", False: "different", None: "not compared"}[equal]
+    return {
+        "outputs_equal": equal,
+        "times": times,
+        "log_agrees": agrees,
+        "note": (
+            f"run on this machine with {STAND_IN[1:]} standing in for GPU:0 (every op "
+            f"predicted on the GPU asked for it): copies {len(a.transfers)} -> "
+            f"{len(b.transfers)}, outputs {said}, TensorFlow's placement log "
+            f"{ {True: 'agrees', False: 'disagrees', None: 'not read'}[agrees] }, step time "
+            f"{step_change(*times)}"
+        ),
+    }
 
 
 def _run(
