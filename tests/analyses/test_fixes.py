@@ -310,3 +310,47 @@ def test_host_memory_on_gpu_says_no_device_request_cures_it(tf, trace_placement)
         "no device request changes where a GPU kernel keeps its inputs and outputs: the GPU "
         "kernel of int32 AddV2 keeps them in host memory"
     )
+
+
+def measured_and_predicted_fixes(tf):
+    def build():
+        x = tf.ones((300, 300), name="x")
+        a = tf.matmul(x, x, name="a")
+        with tf.device("/cpu:1"):
+            b = tf.multiply(a, 2.0, name="b")
+        return tf.matmul(b, b, name="c")
+
+    return build
+
+
+def test_suggest_placement_tries_each_fix_against_its_own_baseline_and_leaves_out_a_clash(
+    tf, trace_placement
+):
+    """b asked for CPU:1 between a and c (CPU:0 here): measured copies, with fixes that move
+    a or b; predicted for a GPU machine, a ping_pong whose fix puts b on GPU:0. Each fix is
+    tried against the code as it is, run or predicted as its finding is; the ping_pong's also
+    runs here with CPU:0 (the CPU nothing asked for) standing in for GPU:0. Together: b's two
+    fixes ask for two devices, so the later one is left out, and said so."""
+    trace = trace_placement(measured_and_predicted_fixes(tf), device_count=TWO_CPUS)
+    effect = trace.suggest_placement()
+    trials = effect.trials
+    assert [(t.kinds, t.predicted) for t in trials] == [
+        (["costly_transfer"], False),
+        (["costly_transfer"], False),
+        (["ping_pong"], True),
+    ]
+    assert [bool(t.before.predicted) for t in trials] == [False, False, True]
+    assert [t.verified for t in trials] == [False, True, True]  # a to CPU:1: copies only move
+    assert (
+        trials[2]
+        .notes[1]
+        .startswith(
+            "run on this machine with CPU:0 standing in for GPU:0 (every op predicted on the GPU "
+            "asked for it): copies 2 -> 0, outputs equal, TensorFlow's placement log agrees"
+        )
+    )
+    assert effect.verified and not effect.predicted, effect.why
+    assert effect.overrides == {"b": "/CPU:0", "b/y": "/CPU:0"} and effect.copies == (2, 0)
+    assert effect.notes[-1].startswith(
+        "left out, verified alone but asking for other devices for b, b/y than a fix before it"
+    )

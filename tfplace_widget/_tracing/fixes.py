@@ -29,7 +29,6 @@ from .._model.trace import PlacementTrace
 from .recipe import Recipe, recipe_of
 
 TRY_STEPS = 5
-STAND_IN = "/CPU:1"  # a fix predicted for a GPU machine runs here with this in GPU:0's place
 
 
 def try_fix(trace: PlacementTrace, finding: Any, recipe: Recipe | None = None) -> FixEffect:
@@ -75,10 +74,20 @@ def suggest_placement(trace: PlacementTrace, recipe: Recipe | None = None) -> Fi
             "suggest_placement: none of this trace's findings has a placement fix to try "
             "(trace.findings['fix'] says why for each)."
         )
-    predicted = any(bool(row["predicted"]) for row in rows)
-    baseline = _run(recipe, {}, predicted)
-    trials = [_tried(recipe, row["fix"]["overrides"], row, baseline) for row in rows]
-    kept = [t for t in trials if t.verified]
+    # each fix against the code as it is, run (a measured finding's) or predicted for a GPU
+    # machine (a predicted one's): one baseline of each, made when first needed
+    baselines: dict[bool, tuple[PlacementTrace, Any]] = {}
+    trials = []
+    for row in rows:
+        predicted = bool(row["predicted"])
+        if predicted not in baselines:
+            baselines[predicted] = _run(recipe, {}, predicted)
+        trials.append(_tried(recipe, row["fix"]["overrides"], row, baselines[predicted]))
+    kept, conflicts = _compatible([t for t in trials if t.verified])
+    # together: on a GPU machine when any kept fix is about one (its devices are this
+    # machine's plus a GPU, so the others' requests hold there too)
+    predicted = any(t.predicted for t in kept)
+    baseline = baselines.get(predicted) or baselines[not predicted]
     if not kept:
         reasons = "; ".join(f"{t.edit or t.overrides}: {t.why}" for t in trials)
         effect = measure(
@@ -94,10 +103,32 @@ def suggest_placement(trace: PlacementTrace, recipe: Recipe | None = None) -> Fi
     combined: dict[str, str] = {}
     for trial in kept:
         combined.update(trial.overrides)
-    kinds = {row["kind"] for row, t in zip(rows, trials, strict=True) if t.verified}
+    kinds = {kind for trial in kept for kind in trial.kinds}
     effect = _compared(recipe, baseline, combined, kinds, " ".join(t.edit for t in kept), predicted)
     effect.trials = trials
+    effect.notes += conflicts
     return effect
+
+
+def _compatible(verified: list[FixEffect]) -> tuple[list[FixEffect], list[str]]:
+    """The verified fixes that can be applied together, in the findings' order: one that asks
+    for another device for an op an earlier one moves is left out, and a note says so."""
+    kept: list[FixEffect] = []
+    asked: dict[str, str] = {}
+    notes = []
+    for trial in verified:
+        clash = sorted(
+            op for op, device in trial.overrides.items() if asked.get(op, device) != device
+        )
+        if clash:
+            notes.append(
+                f"left out, verified alone but asking for other devices for {', '.join(clash)} "
+                f"than a fix before it: {trial.edit}"
+            )
+            continue
+        kept.append(trial)
+        asked.update(trial.overrides)
+    return kept, notes
 
 
 def _tried(
@@ -171,12 +202,13 @@ def _compared(
 def _on_the_stand_in(
     recipe: Recipe, before: PlacementTrace, after: PlacementTrace
 ) -> dict[str, Any] | None:
-    """The predicted placements without and with a fix, run for real on this machine with
-    ``STAND_IN`` (its second CPU) in place of GPU:0: every op predicted on a GPU asked for
-    it. What a CPU can tell of the fix: TensorFlow accepts the placement (its log), the
+    """The predicted placements without and with a fix, run for real on this machine with a
+    CPU no op predicted on a CPU uses (``_free_cpu``) in place of GPU:0: every op predicted
+    on a GPU asked for it. What a CPU can tell of the fix: TensorFlow accepts the placement (its log), the
     outputs stay equal, the step is not slower. None when the code ran on one CPU only
     (``device_count={"CPU": 2}``, or two logical CPUs, gives the second)."""
-    if not any(short_device(d) == STAND_IN[1:] for d in before.devices):
+    stand_in = _free_cpu(before)
+    if not stand_in:
         return None
     runs = []
     try:
@@ -185,13 +217,13 @@ def _on_the_stand_in(
             ran = ops["traced_device"].fillna("").astype(str) != ""  # the step's, not init's
             ops = ops[ran & (ops["how"].astype(str) != "runtime")]
             on_gpu = ops[ops["device"].map(lambda d: (short_device(d) or "").startswith("GPU"))]
-            runs.append(_run(recipe, dict.fromkeys(on_gpu["op"].astype(str), STAND_IN), False))
+            runs.append(_run(recipe, dict.fromkeys(on_gpu["op"].astype(str), stand_in), False))
     except Exception as exc:  # the prediction stands; say why it was not also run here
         return {
             "outputs_equal": None,
             "times": None,
             "log_agrees": None,
-            "note": f"not run with {STAND_IN[1:]} standing in for GPU:0: "
+            "note": f"not run with {stand_in[1:]} standing in for GPU:0: "
             f"{type(exc).__name__}: {exc}",
         }
     (a, a_outputs), (b, b_outputs) = runs
@@ -204,13 +236,23 @@ def _on_the_stand_in(
         "times": times,
         "log_agrees": agrees,
         "note": (
-            f"run on this machine with {STAND_IN[1:]} standing in for GPU:0 (every op "
+            f"run on this machine with {stand_in[1:]} standing in for GPU:0 (every op "
             f"predicted on the GPU asked for it): copies {len(a.transfers)} -> "
             f"{len(b.transfers)}, outputs {said}, TensorFlow's placement log "
             f"{ {True: 'agrees', False: 'disagrees', None: 'not read'}[agrees] }, step time "
             f"{step_change(*times)}"
         ),
     }
+
+
+def _free_cpu(predicted: PlacementTrace) -> str:
+    """A CPU of the machine the code ran on that no op predicted on a CPU uses (the last
+    such), as ``/CPU:N``: "" when there is none (one CPU, or the code asked for each)."""
+    ops = predicted.ops[predicted.ops["how"].astype(str) != "runtime"]
+    used = {short_device(d) for d in ops["device"].astype(str)}
+    cpus = [short_device(d) for d in predicted.devices if (short_device(d) or "").startswith("CPU")]
+    free = [cpu for cpu in cpus if cpu not in used]
+    return f"/{free[-1]}" if len(cpus) > 1 and free else ""
 
 
 def _run(
