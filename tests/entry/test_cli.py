@@ -1070,3 +1070,31 @@ def test_run_try_fixes_tries_each_fix_and_prints_what_it_changed(capsys, builder
     together = section(out, "Verified fixes together, against the code as it is:")
     assert "  copies: 3 -> 1" in together
     assert "  outputs:  -> equal" in together
+
+
+STRINGS_BUILDER = """import tensorflow as tf
+
+
+def build():
+    x = tf.ones((1000,), name="x")
+    text = tf.strings.as_string(x, name="as_str")
+    return tf.reduce_sum(tf.strings.to_number(text, name="to_num") * 2.0, name="out")
+"""
+
+
+def test_run_try_fixes_lists_the_edits_it_cannot_try(capsys, tmp_path):
+    """String ops in the step: their fix is an edit at their lines (into dataset.map), which
+    no overrides simulate: listed as such, and nothing is tried."""
+    path = tmp_path / "strings.py"
+    path.write_text(STRINGS_BUILDER)
+    out_path = tmp_path / "strings.tfplace"
+    code, out, err = cli(
+        capsys, "run", f"{path}:build", "--cpus", "2", "-o", out_path, "--try-fixes"
+    )
+    assert (code, err) == (0, "")
+    edits = section(out, "Edits to make in your code (no overrides simulate them: not tried):")
+    assert edits[0].startswith(
+        "  move the calls that make as_str, to_num (strings.py:6 in build, strings.py:7 in "
+        "build) into the input pipeline (dataset.map)"
+    )
+    assert "Fixes: no finding has a placement fix to try." in out
