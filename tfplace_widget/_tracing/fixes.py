@@ -5,7 +5,8 @@ measure the difference (``_analyses/fix_effect.py``).
 The code runs ``TRY_STEPS`` traced steps each way (at least; more when the trace had more), so
 that the step time has a spread. A finding about a machine with a GPU that this one does not
 have (``predicted``) is checked against ``predict_placement`` with and without the fix: a
-prediction, said so, with no time and no outputs.
+prediction, said so; when a CPU of this machine is free, both predicted placements also run here
+with it standing in for the GPU, for the outputs and TensorFlow's acceptance of the placement.
 """
 
 from __future__ import annotations
@@ -204,9 +205,11 @@ def _on_the_stand_in(
 ) -> dict[str, Any] | None:
     """The predicted placements without and with a fix, run for real on this machine with a
     CPU no op predicted on a CPU uses (``_free_cpu``) in place of GPU:0: every op predicted
-    on a GPU asked for it. What a CPU can tell of the fix: TensorFlow accepts the placement (its log), the
-    outputs stay equal, the step is not slower. None when the code ran on one CPU only
-    (``device_count={"CPU": 2}``, or two logical CPUs, gives the second)."""
+    on a GPU asked for it. What a CPU can tell of the fix: whether TensorFlow accepts the
+    placement (its log) and the outputs stay equal; its copies and step time there are said,
+    not judged (a CPU's speed says nothing of a GPU's). None when no CPU is free: the code ran
+    on one (``device_count={"CPU": 2}``, or two logical CPUs, gives a second), or asked for
+    each."""
     stand_in = _free_cpu(before)
     if not stand_in:
         return None
