@@ -191,11 +191,14 @@ def variable_away_from_its_reader(tf):
     return build
 
 
-def cpu_part_asked_for(tf):
+def cpu_part_asked_for(tf, cpu="/cpu:0"):
+    """a and c ask for nothing (CPU:0 here, GPU:0 on a GPU machine), b between them for
+    ``cpu``."""
+
     def build():
         x = tf.ones((300, 300), name="x")
         a = tf.matmul(x, x, name="a")
-        with tf.device("/cpu:0"):
+        with tf.device(cpu):
             b = tf.multiply(a, 2.0, name="b")
         return tf.matmul(b, b, name="c")
 
@@ -312,17 +315,6 @@ def test_host_memory_on_gpu_says_no_device_request_cures_it(tf, trace_placement)
     )
 
 
-def measured_and_predicted_fixes(tf):
-    def build():
-        x = tf.ones((300, 300), name="x")
-        a = tf.matmul(x, x, name="a")
-        with tf.device("/cpu:1"):
-            b = tf.multiply(a, 2.0, name="b")
-        return tf.matmul(b, b, name="c")
-
-    return build
-
-
 def test_suggest_placement_tries_each_fix_against_its_own_baseline_and_leaves_out_a_clash(
     tf, trace_placement
 ):
@@ -331,7 +323,7 @@ def test_suggest_placement_tries_each_fix_against_its_own_baseline_and_leaves_ou
     tried against the code as it is, run or predicted as its finding is; the ping_pong's also
     runs here with CPU:0 (the CPU nothing asked for) standing in for GPU:0. Together: b's two
     fixes ask for two devices, so the later one is left out, and said so."""
-    trace = trace_placement(measured_and_predicted_fixes(tf), device_count=TWO_CPUS)
+    trace = trace_placement(cpu_part_asked_for(tf, "/cpu:1"), device_count=TWO_CPUS)
     effect = trace.suggest_placement()
     trials = effect.trials
     assert [(t.kinds, t.predicted) for t in trials] == [
