@@ -1054,14 +1054,20 @@ def test_show_finds_the_ops_a_line_of_the_users_code_made(capsys, seed_cpu, tmp_
     assert RUNTIME_SOURCE in details_html(seed_cpu, recv)
 
 
-def test_run_try_fixes_tries_each_fix_and_prints_what_it_changed(capsys, builder, tmp_path):
-    """Issue 33: A and B (CPU:0) copied to tower_0/C (CPU:1); the fix puts them on CPU:1,
-    and the run again with it shows the two copies gone (the fetch of tower_0/C stays)."""
+def run_trying_fixes(capsys: pytest.CaptureFixture, builder: Path, tmp_path: Path) -> str:
+    """``tfplace run BUILDER:build --cpus 2 -o ... --try-fixes``: its output (it succeeds)."""
     out_path = tmp_path / "t.tfplace"
     code, out, err = cli(
         capsys, "run", f"{builder}:build", "--cpus", "2", "-o", out_path, "--try-fixes"
     )
     assert (code, err) == (0, "")
+    return out
+
+
+def test_run_try_fixes_tries_each_fix_and_prints_what_it_changed(capsys, builder, tmp_path):
+    """Issue 33: A and B (CPU:0) copied to tower_0/C (CPU:1); the fix puts them on CPU:1,
+    and the run again with it shows the two copies gone (the fetch of tower_0/C stays)."""
+    out = run_trying_fixes(capsys, builder, tmp_path)
     tried = section(out, "Fixes, each tried alone:")
     assert tried[0].startswith(
         "  put A, B on CPU:1 with tower_0/C: change the tf.device('/CPU:0') around the lines "
@@ -1071,3 +1077,27 @@ def test_run_try_fixes_tries_each_fix_and_prints_what_it_changed(capsys, builder
     together = section(out, "Verified fixes together, against the code as it is:")
     assert "  copies: 3 -> 1" in together
     assert "  outputs:  -> equal" in together
+
+
+STRINGS_BUILDER = """import tensorflow as tf
+
+
+def build():
+    x = tf.ones((1000,), name="x")
+    text = tf.strings.as_string(x, name="as_str")
+    return tf.reduce_sum(tf.strings.to_number(text, name="to_num") * 2.0, name="out")
+"""
+
+
+def test_run_try_fixes_lists_the_edits_it_cannot_try(capsys, tmp_path):
+    """String ops in the step: their fix is an edit at their lines (into dataset.map), which
+    no overrides simulate: listed as such, and nothing is tried."""
+    path = tmp_path / "strings.py"
+    path.write_text(STRINGS_BUILDER)
+    out = run_trying_fixes(capsys, path, tmp_path)
+    edits = section(out, "Edits to make in your code (no overrides simulate them: not tried):")
+    assert edits[0].startswith(
+        "  move the calls that make as_str, to_num (strings.py:6 in build, strings.py:7 in "
+        "build) into the input pipeline (dataset.map)"
+    )
+    assert "Fixes: no finding has a placement fix to try." in out

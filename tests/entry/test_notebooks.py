@@ -1,6 +1,6 @@
 """The teaching notebooks run headless, top to bottom, and show what they say they show.
 
-All seven notebooks execute once per test session, *concurrently* (one kernel each, driven by
+All eight notebooks execute once per test session, *concurrently* (one kernel each, driven by
 nbclient's async API in one event loop), with the notebooks folder as the working directory, as
 in JupyterLab. Each test then reads the executed notebook: no cell errored, the placement panel
 was displayed (a widget view whose model is in the saved widget state), the file stays within its
@@ -31,6 +31,7 @@ NAMES = [
     "05_tf2_functions_and_keras.ipynb",
     "06_will_it_run_on_the_gpu.ipynb",
     "07_parameter_servers.ipynb",
+    "08_from_finding_to_fix.ipynb",
 ]
 KERNEL = "python3"
 CELL_TIMEOUT_S = 120  # one cell; the slowest (a trace, TF import) takes a few seconds
@@ -101,7 +102,7 @@ async def _execute_all() -> dict[str, Executed]:
 
 @pytest.fixture(scope="module")
 def executed() -> dict[str, Executed]:
-    """The seven notebooks, executed concurrently (about 30-60 s on 2 cores).
+    """The eight notebooks, executed concurrently (about 30-60 s on 2 cores).
 
     In a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps an
     event loop running in the main thread, where ``asyncio.run`` would refuse to start.
@@ -313,6 +314,19 @@ FACTS = {
 }
 
 
+FACTS["08_from_finding_to_fix.ipynb"] = [
+    # the seed's copies, each op's line, the fix with its edit at those lines, tried
+    "0. costly_transfer (high): 2 copies from CPU:0 to ",
+    " in inputs_cpu",  # the source column: the cell's line
+    "around the lines that make them (In[",
+    "verified: True (the finding is gone, copies 3 -> 1, outputs equal",
+    "finding gone: True, copies 3 -> 1, outputs equal: True, TensorFlow's log agrees: True",
+    "1 fix tried, 1 verified",  # suggest_placement, from the panel's button
+    "copies: TensorFlow's placer 3, suggested 1",
+    "the same as try_fix's run with the overrides: True",  # the edit made does what was tried
+    "3 copies, more than max_copies=1; checked against the trace.",  # assert_placement
+]
+
 FACTS_WITHOUT_GPU = {
     "01_seed_experiment.ipynb": [
         "they ran on: /job:localhost/replica:0/task:0/device:CPU:0",  # not on the stand-in
@@ -327,6 +341,10 @@ FACTS_WITHOUT_GPU = {
     ],
     "03_finding_one_op.ipynb": [
         "1 op moved: C (CPU:0 -> CPU:1).",  # to the stand-in
+    ],
+    "08_from_finding_to_fix.ipynb": [
+        "put A, B on CPU:1 with C: change the tf.device('/CPU:0') around the lines",
+        "fixed: A on /job:localhost/replica:0/task:0/device:CPU:1, 1 copy",
     ],
     "05_tf2_functions_and_keras.ipynb": [
         "devices: /device:CPU:0, /device:CPU:1",  # two logical CPUs, set before start-up

@@ -126,10 +126,15 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
 
 def fix_trials(trace: Any) -> list[dict[str, Any]]:
     """Every fix the tool offers (a finding of ``trace.findings`` with overrides), tried with
-    ``trace.try_fix``: what it measured (issue 33)."""
+    ``trace.try_fix``: what it measured (issue 33). An edit overrides cannot simulate
+    (``not_simulable``) is counted, untried."""
     trials = []
     for _, row in trace.findings.iterrows():
-        if not (row["fix"] or {}).get("overrides"):
+        fix = row["fix"] or {}
+        if fix.get("not_simulable"):
+            trials.append({"kind": row["kind"], "edit": fix["edit"], "simulable": False})
+            continue
+        if not fix.get("overrides"):
             continue
         effect = trace.try_fix(row)
         trials.append(
@@ -143,6 +148,8 @@ def fix_trials(trace: Any) -> list[dict[str, Any]]:
                 "moved": len(effect.moved),
                 "outputs_equal": effect.outputs_equal,
                 "tf_log_agrees": effect.tf_log_agrees,
+                "predicted": effect.predicted,
+                "simulable": True,
             }
         )
     return trials

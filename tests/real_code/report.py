@@ -199,16 +199,21 @@ def disagreements(results: dict[str, dict[str, Any]]) -> str:
 
 def fixes_table(results: dict[str, dict[str, Any]]) -> str:
     """Per program: the fixes its findings carry (offered to try), how many ``try_fix``
-    verified and rejected, and why each rejected one was (issue 33)."""
+    verified (of them, predicted for a GPU machine) and rejected, and why each rejected one
+    was; and the edits that carry no overrides to try them with (``not_simulable``) (issue 33)."""
     lines = [
-        "| program | fixes to try | verified | rejected | why rejected |",
-        "|---|---|---|---|---|",
+        "| program | fixes to try | verified (predicted) | rejected | edits not simulable "
+        "| why rejected |",
+        "|---|---|---|---|---|---|",
     ]
     for name, result in sorted(results.items()):
-        trials = result.get("fixes") or []
+        every = result.get("fixes") or []
+        trials = [t for t in every if t.get("simulable", True)]
         rejected = [t for t in trials if not t["verified"]]
+        predicted = sum(bool(t.get("predicted")) for t in trials if t["verified"])
         why = "; ".join(sorted({t["why"] for t in rejected})) or ""
         lines.append(
-            f"| {name} | {len(trials)} | {len(trials) - len(rejected)} | {len(rejected)} | {why} |"
+            f"| {name} | {len(trials)} | {len(trials) - len(rejected)} ({predicted}) "
+            f"| {len(rejected)} | {len(every) - len(trials)} | {why} |"
         )
     return "\n".join(lines)

@@ -821,3 +821,21 @@ def test_try_fix_does_not_compare_outputs_that_change_every_call(logged):
         "outputs not compared: the code's last two traced calls returned different results "
         "(TF2 code keeps its state, such as variables and iterators, between calls)"
     ]
+
+
+def test_a_variable_made_outside_the_function_gets_the_edit_untried(scenarios):
+    """The variable reaches the function as a resource argument: no override inside it can
+    move the variable, so the fix is the edit where it is created, marked not simulable."""
+    found = result(scenarios, "variable_made_outside_the_function")
+    assert found["kinds"][0] == "costly_transfer"
+    fix = found["fix"]
+    assert fix["overrides"] is None and fix["no_fix"] == ""
+    assert fix["edit"] == (
+        "create the variable mm/ReadVariableOp uses on CPU:1, where mm computes with it: wrap "
+        "the line that creates it (outside the traced function, which gets the variable as an "
+        "argument) in `with tf.device('/CPU:1'):`."
+    )
+    assert found["refused"].startswith(
+        "This costly_transfer finding's fix cannot be tried: the variables are made outside "
+        "the traced function"
+    )

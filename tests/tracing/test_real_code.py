@@ -256,12 +256,18 @@ def test_fixes_name_only_what_the_user_writes(oracle, name):
 def test_every_fix_tried_keeps_the_outputs_and_tensorflow_accepts_it(oracle, name):
     """Each fix a finding carries, run by ``try_fix``: TensorFlow places the ops as asked (its
     own placement log agrees with the "after" trace), the step's outputs stay equal where they
-    are compared, and a fix counts as verified only with its finding gone and fewer copies."""
+    are compared, and a fix counts as verified only with its finding gone and fewer copies
+    (a prediction's, for a GPU machine, compares no outputs: nothing ran with it). An edit
+    that overrides cannot simulate is offered untried, and says so."""
     for trial in result(oracle, name)["fixes"]:
+        if not trial["simulable"]:
+            assert trial["edit"], trial
+            continue
         assert trial["tf_log_agrees"] is not False, trial
         assert trial["outputs_equal"] is not False, trial
         if trial["verified"]:
-            assert trial["finding_gone"] and trial["outputs_equal"], trial
+            assert trial["finding_gone"], trial
+            assert trial["outputs_equal"] or trial["predicted"], trial
             before, after = trial["copies"]
             assert after < before, trial
 

@@ -630,6 +630,29 @@ def try_fix_tf2():
     return found
 
 
+@scenario
+def variable_made_outside_the_function():
+    """Issue 33: a variable made eagerly on CPU:0, read by a tf.function's MatMul on CPU:1.
+    No request inside the function moves it (it arrives as a resource argument): the fix is
+    the edit at its creation, said to be untried, and try_fix says why."""
+    with tf.device("/cpu:0"):
+        weights = tf.Variable(tf.ones((200, 200)), name="weights")
+
+    @tf.function
+    def step(v):
+        with tf.device("/cpu:1"):
+            return tf.matmul(tf.reshape(v[:200], (1, 200)), weights, name="mm")
+
+    trace = trace_placement(step, x)
+    rows = trace.findings[trace.findings["ops"].map(lambda ops: "mm/ReadVariableOp" in ops)]
+    try:
+        trace.try_fix(rows.iloc[0])
+        refused = ""
+    except ValueError as exc:
+        refused = str(exc)
+    return {"kinds": rows["kind"].tolist(), "fix": rows["fix"].iloc[0], "refused": refused}
+
+
 def main(out: str) -> None:
     with open(out, "wb") as handle:
         pickle.dump(RESULTS, handle)

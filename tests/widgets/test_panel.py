@@ -764,3 +764,22 @@ def test_try_this_fix_runs_the_fix_and_shows_the_copies_gone(seed_trace):
     loaded = PlacementPanel(seed_trace)  # no builder: nothing to run
     loaded.findings_view.selected = index
     assert loaded.try_fix_button.layout.display == "none"
+
+
+def test_suggest_a_placement_shows_tensorflows_placement_against_the_suggested_one(seed_trace):
+    """The button shows once the findings carry a fix to try; clicked, it tries each fix,
+    applies the verified ones together and draws the comparison view with both runs."""
+    panel = PlacementPanel(seed_trace, builder=inputs_none, options={"device_count": {"CPU": 2}})
+    assert panel.suggest_button.layout.display is None
+    before = panel.trace
+    panel.suggest_button.click()
+    effect = panel.fix_effect
+    assert effect is not None and effect.verified, panel.message.value
+    assert [t.verified for t in effect.trials] == [True] and effect.copies == (3, 1)
+    assert "Suggest a placement: verified (1 of 1 fixes verified)" in panel.message.value
+    assert panel.trace is not before and panel.trace.device_of("A") == CPU.format(1)
+    view = panel.comparison
+    assert view is not None and view.diff.b is panel.trace and view.diff.a is effect.before
+    assert "a: TensorFlow&#x27;s placer · b: suggested" in view.summary.value
+    assert panel.options["overrides"] == effect.overrides
+    assert PlacementPanel(seed_trace).suggest_button.layout.display == "none"  # no code to run

@@ -53,6 +53,9 @@ class FixEffect:
     predicted: bool = False
     kinds: list[str] = field(default_factory=list)  # the kinds of the findings it is about
     notes: list[str] = field(default_factory=list)
+    # a predicted fix run here with a second CPU standing in for GPU:0: its step times
+    # (without, with the fix) and whether TensorFlow's log agreed (outputs: ``outputs_equal``)
+    stand_in: tuple[tuple[list[float], list[float]], bool | None] | None = None
     # suggest_placement's: each fix tried alone (verified or not)
     trials: list[FixEffect] = field(default_factory=list, repr=False)
     before: PlacementTrace | None = field(default=None, repr=False)
@@ -153,9 +156,18 @@ def verdict(effect: FixEffect) -> tuple[bool, str]:
     if "costly_transfer" in effect.kinds and not fewer:
         wrong.append("the copies are not fewer (they moved to other tensors)")
     if effect.predicted:
+        # Run on a CPU standing in for the GPU (``_tracing/fixes.py``), the fix must keep the
+        # outputs and TensorFlow must accept it; its speed there says nothing of a GPU's.
+        if effect.stand_in is not None and effect.outputs_equal is False:
+            wrong.append("the step's outputs changed (run with a CPU standing in for the GPU)")
+        if effect.stand_in is not None and effect.stand_in[1] is False:
+            wrong.append("TensorFlow's placement log disagrees (a CPU standing in for the GPU)")
         if wrong:
             return False, "; ".join(wrong) + " (predicted)"
-        return True, "the predicted finding is gone on a machine with a GPU (predict_placement's)"
+        why = "the predicted finding is gone on a machine with a GPU (predict_placement's)"
+        if effect.stand_in is not None and effect.outputs_equal:
+            why += "; run here with a CPU standing in for the GPU, the outputs are equal"
+        return True, why
     if effect.outputs_equal is False:
         wrong.append("the step's outputs changed")
     elif effect.outputs_equal is None:

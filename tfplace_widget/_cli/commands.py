@@ -129,7 +129,14 @@ def print_fix_trials(trace: Any, out: Any) -> None:
     """``--try-fixes``: each fix tried alone (verified or why not), then the verified ones
     together against the code as it is."""
     findings = trace.findings
-    if not any((fix or {}).get("overrides") for fix in findings["fix"]):
+    fixes = [fix for fix in findings["fix"] if fix]
+    by_hand = [fix for fix in fixes if fix.get("not_simulable")]
+    if by_hand:
+        out.line()
+        out.line("Edits to make in your code (no overrides simulate them: not tried):")
+        for fix in by_hand:
+            out.line(f"  {fix['edit']} ({fix['not_simulable']})")
+    if not any(fix.get("overrides") for fix in fixes):
         out.line()
         out.line("Fixes: no finding has a placement fix to try.")
         return
@@ -143,3 +150,5 @@ def print_fix_trials(trace: Any, out: Any) -> None:
         out.line("Verified fixes together, against the code as it is:")
         for row in effect.frame.itertuples():
             out.line(f"  {row.measure}: {row.before} -> {row.after}")
+        for note in effect.notes:
+            out.line(f"  note: {note}")

@@ -153,6 +153,13 @@ def _evidence(column: pd.Series) -> str | None:
     return f"must hold objects of named numbers, not {_what_it_holds(column)}"
 
 
+# A fix's keys: today's, and those of files written before ``not_simulable``.
+_FIX_KEY_SETS = (
+    {"overrides", "edit", "no_fix", "not_simulable"},
+    {"overrides", "edit", "no_fix"},
+)
+
+
 def _fixes(column: pd.Series) -> str | None:
     def fix(value: Any) -> bool:
         if value is None:
@@ -160,9 +167,10 @@ def _fixes(column: pd.Series) -> str | None:
         overrides = value.get("overrides") if isinstance(value, dict) else None
         return (
             isinstance(value, dict)
-            and set(value) == {"overrides", "edit", "no_fix"}
+            and set(value) in _FIX_KEY_SETS
             and isinstance(value["edit"], str)
             and isinstance(value["no_fix"], str)
+            and isinstance(value.get("not_simulable", ""), str)
             and (
                 overrides is None
                 or (
@@ -174,7 +182,7 @@ def _fixes(column: pd.Series) -> str | None:
 
     if _objects(column) and all(fix(value) for value in column):
         return None
-    return f"must hold fixes (overrides, edit, no_fix) or nothing, not {_what_it_holds(column)}"
+    return f"must hold fixes (overrides, edit, no_fix, not_simulable) or nothing, not {_what_it_holds(column)}"
 
 
 def _one_of(values: tuple[str, ...]) -> Check:

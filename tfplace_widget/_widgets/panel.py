@@ -96,6 +96,16 @@ class PlacementPanel(PanelActions, widgets.VBox):
             layout=widgets.Layout(width="auto", display="none", margin="0 0 4px 16px"),
         )
         self.try_fix_button.add_class("tfplace-try-fix")
+        self.suggest_button = widgets.Button(
+            description="Suggest a placement",
+            icon="magic",
+            tooltip=(
+                "Try every finding's fix, apply those that verified together, and compare "
+                "with TensorFlow's placement"
+            ),
+            layout=widgets.Layout(width="auto", display="none", margin="0 0 4px 16px"),
+        )
+        self.suggest_button.add_class("tfplace-suggest")
         self.search, self.regex, self.case_sensitive = search_controls()
         self.type_filter = widgets.Dropdown(
             description="type",  # its <label>, for screen readers
@@ -217,7 +227,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
                 self.header,
                 self.chips,
                 self.findings_view,
-                self.try_fix_button,
+                widgets.HBox([self.try_fix_button, self.suggest_button]),
                 finder,
                 self.message,
                 self._comparison_box,
@@ -244,6 +254,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.rerun.on_click(self._on_rerun_click)
         self.move_rerun.on_click(self._on_move_click)
         self.try_fix_button.on_click(self._on_try_fix_click)
+        self.suggest_button.on_click(self._on_suggest_click)
         self.save_button.on_click(self._on_save_click)
         self.html_button.on_click(self._on_html_click)
         self.compare_toggle.observe(self._on_compare_toggle, "value")
@@ -392,12 +403,15 @@ class PlacementPanel(PanelActions, widgets.VBox):
             findings = self.trace.findings
         except Exception as exc:  # a bug in one analysis must not cost the panel
             self._findings_frame = None
+            self.suggest_button.layout.display = "none"
             self.findings_view.show(_NO_FINDINGS)
             self._findings_error = f"Findings could not be computed: {type(exc).__name__}: {exc}"
             self._show_message(self._findings_error, kind="warning")
             return
         self._findings_frame = findings
         self.findings_view.show(findings, self.trace)
+        fixes = any((fix or {}).get("overrides") for fix in findings.get("fix", ()))
+        self.suggest_button.layout.display = None if fixes and self.builder is not None else "none"
 
     def _render_chips(self) -> None:
         trace = self.trace

@@ -26,7 +26,7 @@ from .._export.output import write_new_file
 from .._model.devices import short_device, task_of
 from .._model.errors import TraceError
 from .._model.trace import PlacementTrace
-from .._tracing.fixes import try_fix
+from .._tracing.fixes import suggest_placement, try_fix
 from .._tracing.recipe import Recipe
 from .._tracing.tracer import MAX_DEVICES_PER_TYPE, trace_placement
 from .comparison import ComparisonView
@@ -210,34 +210,73 @@ class PanelActions:
         if self.builder is None or frame is None or not 0 <= index < len(frame):
             self._show_message("Pick a finding with a fix first.", kind="warning")
             return None
-        options = self._options_from_controls()
-        recipe = Recipe(self.builder, tuple(self.args), options)
-        self.try_fix_button.disabled = True
-        self.try_fix_button.description = "Trying..."
+        row = frame.iloc[index]
+        return self._run_fixes(
+            self.try_fix_button,
+            "Try this fix",
+            lambda recipe: try_fix(self.trace, row, recipe=recipe),
+            ("without the fix", "with the fix"),
+        )
+
+    def _on_suggest_click(self, _button: widgets.Button) -> None:
+        self.suggest_placement()
+
+    def suggest_placement(self) -> FixEffect | None:
+        """Try every finding's fix, apply the ones that verified together, and show the code
+        as it is (TensorFlow's placer's choice) compared with the suggested placement.
+
+        Returns:
+            The combined effect (``trace.suggest_placement``'s, each fix's own in ``trials``),
+            or ``None`` when the panel has no code to run or the run failed (it shows why).
+        """
+        if self.builder is None:
+            self._show_message("A loaded trace has no code to run again.", kind="warning")
+            return None
+        return self._run_fixes(
+            self.suggest_button,
+            "Suggest a placement",
+            lambda recipe: suggest_placement(self.trace, recipe=recipe),
+            ("TensorFlow's placer", "suggested"),
+        )
+
+    def _run_fixes(
+        self,
+        button: widgets.Button,
+        title: str,
+        run: Callable[[Recipe], FixEffect],
+        labels: tuple[str, str],
+    ) -> FixEffect | None:
+        """Run the builder with a fix (``run``), show the two runs compared (``labels``) and
+        the measured effect; on failure keep what is on screen and say why."""
+        recipe = Recipe(self.builder, tuple(self.args), self._options_from_controls())
+        description = button.description
+        button.disabled, button.description = True, "Trying..."
         try:
-            effect = try_fix(self.trace, frame.iloc[index], recipe=recipe)
+            effect = run(recipe)
         except Exception as exc:  # a failed try keeps what is on screen, and says why
             self._show_error(exc)
             return None
         finally:
-            self.try_fix_button.disabled = False
-            self.try_fix_button.description = "Try this fix"
-        self.options = recipe.with_options(overrides=effect.overrides)
-        self.error = ""
-        self._previous = effect.before
-        self._compare_labels = ("without the fix", "with the fix")
-        self.compare_toggle.disabled = False
-        self.show_trace(effect.after)
+            button.disabled, button.description = False, description
         self.fix_effect = effect
-        if not self.compare_toggle.value:
-            self.compare_toggle.value = True  # the observer draws the comparison
         verdict = "verified" if effect.verified else "not verified"
         copies_a, copies_b = effect.copies
-        self._show_message(
-            f"Try this fix: {verdict}: {effect.why}. Copies {copies_a} -> {copies_b}; ops moved: "
-            f"{', '.join(effect.moved) or 'none'}.",
-            kind="info" if effect.verified else "warning",
+        tried = [t for t in effect.trials if t.verified]
+        fixes = f" ({len(tried)} of {len(effect.trials)} fixes verified)" if effect.trials else ""
+        text = (
+            f"{title}: {verdict}{fixes}: {effect.why}. Copies {copies_a} -> {copies_b}; ops "
+            f"moved: {', '.join(effect.moved) or 'none'}."
         )
+        if effect.overrides:  # nothing verified: the code as it is stays on screen
+            self.options = recipe.with_options(overrides=effect.overrides)
+            self.error = ""
+            self._previous = effect.before
+            self._compare_labels = labels
+            self.compare_toggle.disabled = False
+            self.show_trace(effect.after)
+            if not self.compare_toggle.value:
+                self.compare_toggle.value = True  # the observer draws the comparison
+        self._show_message(text, kind="info" if effect.verified else "warning")
         return effect
 
     # -- as on a machine with N GPUs ----------------------------------------------------------

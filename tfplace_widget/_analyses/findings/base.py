@@ -57,7 +57,7 @@ class Finding:
     # cpu_fallback, ping_pong, host_memory_on_gpu; every finding of predict_placement's trace),
     # not something measured: the views show these under a header of their own.
     predicted: bool = False
-    # The placement change that cures it (``fixes.py``): ``{"overrides", "edit", "no_fix"}``,
+    # What cures it (``fixes.py``): ``{"overrides", "edit", "no_fix", "not_simulable"}``,
     # or None when the finding makes no claim about one.
     fix: dict[str, Any] | None = None
 

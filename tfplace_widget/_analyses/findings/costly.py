@@ -29,7 +29,7 @@ from .base import (
     replicated,
 )
 from .fallbacks import is_pipeline
-from .fixes import no_fix, placement_fix
+from .fixes import no_fix, placement_fix, variable_fix
 from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
 
 # A costly copy: this many bytes, or this much time, per traced run.
@@ -249,6 +249,7 @@ def _direction_finding(
             f"a shape with its input, on {s_src}; {made}: nothing in your code to change."
         )
     elif variables:
+        fix = variable_fix(context, variables, dst, consumers)
         message = (
             f"{lead}{count} read{'s' * (count != 1)} of variables that live on {s_src} "
             f"({listed_names(variables)}), copied every step to {s_dst}, where the ops that use them "
@@ -257,6 +258,7 @@ def _direction_finding(
             f"or run that compute where they live ({s_src})."
         )
     elif updated:
+        fix = variable_fix(context, updated, src, producers)
         message = (
             f"{lead}{count} update{'s' * (count != 1)} of variables that live on {s_dst} "
             f"({listed_names(updated)}), computed on {s_src} and copied there every step {numbers}: "

@@ -24,6 +24,7 @@ from .base import (
     listed_ops,
     summed_duration,
 )
+from .fixes import edit_fix, sources
 
 _STRING_PREFIXES = (
     "AsString",
@@ -36,6 +37,12 @@ _STRING_PREFIXES = (
     "EncodeBase64",
 )
 _PY_FUNC_TYPES = {"PyFunc", "PyFuncStateless"}
+# Why moving work out of the step cannot be tried with overrides=.
+_OUT_OF_THE_STEP = (
+    "the edit takes these ops out of the step (into the input pipeline, or before it), and "
+    "overrides= only sets the devices of the step's own ops: no device request gives them a "
+    "GPU kernel"
+)
 # Casts worth advising, best first: the dtypes GPU kernels most often take.
 _CAST_ORDER = ("float32", "int32", "float16", "bfloat16", "int64", "float64")
 
@@ -138,7 +145,51 @@ def _fallback_finding(context: Context, names: list[str], stretch: set[str]) -> 
         },
         (duration, 0.0, float(copies)),
         predicted=context.predicted_view,
+        fix=_fallback_fix(context, names, causes),
     )
+
+
+def _fallback_fix(context: Context, names: list[str], causes: set[str]) -> dict[str, Any] | None:
+    """The edit at the user's line that the message advises, untried: none of these is a
+    device request (no request gives an op a GPU kernel it lacks). None when why the ops are
+    on the CPU is unknown (no graph)."""
+    if "" in causes or not causes:
+        return None
+    where = sources(context, names)
+    types = {context.type_of.get(n, "") for n in names}
+    ops = listed_ops(names)
+    if any(is_string_op(context, n) for n in names):
+        edit = (
+            f"move the calls that make {ops}{where} into the input pipeline (dataset.map), "
+            "before the step, so that the step gets numbers."
+        )
+        return edit_fix(edit, _OUT_OF_THE_STEP)
+    if types <= _PY_FUNC_TYPES:
+        edit = (
+            f"write the body of the tf.numpy_function that makes {ops}{where} with TensorFlow "
+            "ops, or call it in the input pipeline (dataset.map)."
+        )
+        return edit_fix(edit, _OUT_OF_THE_STEP)
+    op_type = context.type_of.get(names[0], "")
+    cast = gpu_cast(context.registry, op_type, context.attrs(names[0]))
+    if causes == {"dtype"} and len(types) == 1 and cast:
+        edit = f"cast the inputs of {ops}{where} to {cast} before the {op_type}."
+        return edit_fix(
+            edit, "a cast changes the step's dtypes, not where its ops run: no device request"
+        )
+    if causes == {"colocated"}:
+        anchors = sorted({context.why_cpu[n][1] for n in names if context.why_cpu[n][1]})
+        edit = (
+            f"move {listed_ops(anchors) or 'the CPU-only resource'}"
+            f"{sources(context, anchors)} and its readers out of the step, or use a resource "
+            "type with a GPU kernel."
+        )
+        return edit_fix(edit, _OUT_OF_THE_STEP)
+    edit = (
+        f"do the work of {ops}{where} outside the step (in the input pipeline, or once "
+        "before it), or use ops that have a GPU kernel."
+    )
+    return edit_fix(edit, _OUT_OF_THE_STEP)
 
 
 def _fallback_message(context: Context, names: list[str], causes: set[str]) -> str:
@@ -281,6 +332,12 @@ def _pipeline_finding(context: Context, pipeline: list[str]) -> Finding:
         {"ops": len(pipeline), "gpu_readers": copies, "duration_us": duration, "user_fix": 1},
         (duration, 0.0, float(len(pipeline))),
         predicted=context.predicted_view,
+        fix=edit_fix(
+            "end the dataset with tf.data.experimental.prefetch_to_device('/gpu:0') (or feed "
+            "it through a distribution strategy's experimental_distribute_dataset).",
+            "the edit is to the dataset, not to where the step's ops run (overrides= cannot "
+            "make it), and it moves each batch's copy ahead of the step rather than removing it",
+        ),
     )
 
 

@@ -6,11 +6,16 @@ A fix is a plain dict (it is saved with the findings in a ``.tfplace`` file):
   ``trace_placement(..., overrides=...)``, ``predict_placement`` and ``trace.try_fix``;
 - ``edit``: the same change in the user's terms (which lines, and what ``tf.device`` to put
   around them; their ``file:line`` when the trace has the ``source`` column);
-- ``no_fix``: why no placement change the user can make cures it ("" when there is one).
+- ``no_fix``: why no placement change the user can make cures it ("" when there is one);
+- ``not_simulable``: why ``overrides`` cannot simulate ``edit`` ("" when they do): an edit that
+  moves code out of the step (into ``dataset.map``) or changes a dtype is no device request.
 
 Only findings whose cure is a placement change the user makes in their own code get
-``overrides``; a finding that nothing in the user's code causes gets ``no_fix`` with the
-reason, never an invented change; every other finding has ``fix`` None (no claim either way).
+``overrides``, and only those can be tried (``trace.try_fix``); a finding whose cure is another
+edit at the user's line gets ``edit`` with ``not_simulable``; a finding that nothing in the
+user's code causes gets ``no_fix`` with the reason, never an invented change; every other
+finding has ``fix`` None (no claim either way). Files written before ``not_simulable`` existed
+hold the first three keys only.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..._model.devices import short_device
-from .base import Context, listed_names, listed_ops
+from .base import Context, listed_names, listed_ops, replicated
 
-FIX_KEYS = ("overrides", "edit", "no_fix")
+FIX_KEYS = ("overrides", "edit", "no_fix", "not_simulable")
 
 
 def placement_fix(
@@ -33,7 +38,7 @@ def placement_fix(
     moved = _with_their_internals(context, movers)
     overrides = dict.fromkeys(moved, target)
     requests = {context.requested.get(op, "") for op in movers}
-    where = _sources(context, movers)
+    where = sources(context, movers)
     lines = f"the lines that make them{where}"
     if len(requests) == 1 and (request := requests.pop()):
         change = (
@@ -42,12 +47,60 @@ def placement_fix(
     else:
         change = f"wrap {lines} in `with tf.device({target!r}):`"
     edit = f"put {listed_ops(movers)} on {target[1:]} with {listed_ops(partners)}: {change}."
-    return {"overrides": overrides, "edit": edit, "no_fix": ""}
+    return {"overrides": overrides, "edit": edit, "no_fix": "", "not_simulable": ""}
+
+
+def variable_fix(
+    context: Context, variables: Sequence[str], device: str, readers: Sequence[str]
+) -> dict[str, Any]:
+    """Create ``variables`` on ``device``, where ``readers`` compute with them: a ``tf.device``
+    at the line that creates them. Simulated by requests on the variables' own ops
+    (``VarHandleOp``) and on the ops tied to them by their resource (reads, initializers: the
+    placer puts those with the variable whatever they ask), when the variables are made in the
+    traced graph; made outside it (eagerly, before a ``tf.function`` reads them through its
+    arguments), no request inside the function moves them, and the edit is given untried."""
+    target = "/" + (short_device(device) or device)
+    facts = getattr(context.trace, "facts", None)
+    resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
+    tied = [op for op, held in resource_inputs.items() if set(held) & set(variables)]
+    made_here = all(context.type_of.get(v, "").startswith("VarHandleOp") for v in variables)
+    one = len(variables) == 1
+    it = "it" if one else "them"
+    if made_here:
+        what, where = listed_names(list(variables)), sources(context, variables)
+    else:  # a function's resource arguments: named by the ops that read them
+        what = f"the variable{'s' * (not one)} {listed_ops(tied)} use{'s' * (len(tied) == 1)}"
+        where = " (outside the traced function, which gets the variable as an argument)"
+    how = (
+        f"create {it} under the distribution strategy's scope (strategy.scope())"
+        if replicated(context)
+        else f"wrap the line{'s' * (not one)} that create{'s' * one} {it}{where} in "
+        f"`with tf.device({target!r}):`"
+    )
+    edit = (
+        f"create {what} on {target[1:]}, where {listed_ops(readers)} "
+        f"compute{'s' * (len(readers) == 1)} with {it}: {how}."
+    )
+    if not made_here:
+        return edit_fix(
+            edit,
+            "the variables are made outside the traced function (it reads them through its "
+            "resource arguments), where overrides= does not reach: only the code that creates "
+            "them can move them",
+        )
+    overrides = dict.fromkeys([*variables, *tied], target)
+    return {"overrides": overrides, "edit": edit, "no_fix": "", "not_simulable": ""}
+
+
+def edit_fix(edit: str, not_simulable: str) -> dict[str, Any]:
+    """A cure the user applies in their own code that is no device request (moving a call into
+    ``dataset.map``, a cast), so ``overrides`` cannot try it: the edit, and why it is untried."""
+    return {"overrides": None, "edit": edit, "no_fix": "", "not_simulable": not_simulable}
 
 
 def no_fix(reason: str) -> dict[str, Any]:
     """A finding no placement change in the user's code cures, and why."""
-    return {"overrides": None, "edit": "", "no_fix": reason}
+    return {"overrides": None, "edit": "", "no_fix": reason, "not_simulable": ""}
 
 
 def _with_their_internals(context: Context, movers: Sequence[str]) -> list[str]:
@@ -68,7 +121,7 @@ def _with_their_internals(context: Context, movers: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _sources(context: Context, ops: Sequence[str]) -> str:
+def sources(context: Context, ops: Sequence[str]) -> str:
     """`` (file.py:42 in f, ...)``: where the user's code made ``ops``, when the trace has the
     ``source`` column; "" without it."""
     frame = context.ops

@@ -24,6 +24,14 @@ from .base import (
     summed_duration,
 )
 from .fallbacks import gpu_cast, is_string_op
+from .fixes import no_fix
+
+# host_memory_on_gpu's fix: its cure is a dtype, never a device.
+_HOST_MEMORY_NO_FIX = (
+    "no device request changes where a GPU kernel keeps its inputs and outputs: the GPU "
+    "kernel of {types} keeps them in host memory (the kernel registry's host_memory_arg); the "
+    "lever is the values' dtype (the message says which), an edit overrides= cannot simulate"
+)
 
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _INTEGERS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
@@ -189,6 +197,7 @@ def find_host_memory_on_gpu(context: Context) -> list[Finding]:
                 {"ops": len(names), "copies": copies, "duration_us": duration},
                 (duration, 0.0, float(len(names))),
                 predicted=context.predicted_view,
+                fix=no_fix(_HOST_MEMORY_NO_FIX.format(types=f"{dtype}{op_type}")),
             )
         )
     return findings
@@ -245,6 +254,7 @@ def _input_cast_findings(
                 {"ops": len(names), "copies": copies, "duration_us": duration, "user_fix": 1},
                 (duration, 0.0, float(len(names))),
                 predicted=context.predicted_view,
+                fix=no_fix(_HOST_MEMORY_NO_FIX.format(types=f"int32 {types}")),
             )
         )
     return findings

@@ -23,6 +23,7 @@ from .base import (
     replicated,
     summed_duration,
 )
+from .fixes import edit_fix, no_fix, placement_fix, sources
 
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
 # by bytes per step: a 10 Gb/s link moves about 1 GB/s at best, so 10 MB a step is 10 ms or
@@ -350,6 +351,14 @@ def _py_function_finding(context: Context, name: str) -> Finding:
         {"copies": len(before) + max(1, len(after)), "duration_us": duration},
         (duration, 0.0, float(len(before) + len(after))),
         predicted=context.predicted_view,
+        fix=edit_fix(
+            f"write the body of the tf.py_function that makes {name}"
+            f"{sources(context, [name])} with TensorFlow ops, or call it in the input pipeline "
+            "(dataset.map).",
+            "its Python body runs on the host wherever the op is placed (a device request "
+            "only moves the copies), and overrides= cannot rewrite it or move it into the "
+            "input pipeline",
+        ),
     )
 
 
@@ -360,10 +369,15 @@ def _ping_pong_finding(
     gpu = context.gpu_name()
     causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
     one = len(inside) == 1
+    gpu_device = context.gpus[0] if context.gpus else "/device:GPU:0"
     if causes & {"no", "dtype", "colocated"}:
         fix = (
             f"its cpu_fallback finding says why {'it' if one else 'they'} would run on the CPU "
             "and what to do"
+        )
+        data = no_fix(
+            f"{listed_ops(inside)} cannot run on the GPU (the cpu_fallback finding says why and "
+            "what to do): no device request moves them there"
         )
     elif "requested" in causes and replicated(context):
         fix = (
@@ -371,16 +385,19 @@ def _ping_pong_finding(
             "was given; this is its own reduction of their results): nothing in your code "
             "places these ops"
         )
+        data = no_fix("a distribution strategy places these ops itself")
     elif "requested" in causes:
         fix = (
             "the CPU part is asked for (a tf.device, or tied to an op that is): drop that "
             "request, or put the whole chain on one device"
         )
+        data = placement_fix(context, inside, gpu_device, [*before, *after])
     else:
         fix = (
             "move the CPU part onto the GPU, or the whole chain onto one device (its reason "
             "column says why it is on the CPU)"
         )
+        data = placement_fix(context, inside, gpu_device, [*before, *after])
     verb = "would go" if context.predicted_view else "goes"
     copies = len(before) + len(after)
     duration = summed_duration(context, inside)
@@ -402,6 +419,7 @@ def _ping_pong_finding(
         },
         (duration, 0.0, float(copies)),
         predicted=context.predicted_view,
+        fix=data,
     )
 
 
