@@ -29,6 +29,7 @@ from .._tfadapter.origins import graph_built_at
 from . import mode_choice
 from .builder import build, describe, fed_fetches
 from .cluster import cluster_target, parse_cluster
+from .cluster_tf2 import trace_on_local_cluster
 from .failures import Phase, explain_run_error
 from .function import trace_function
 from .graph_xla import jit_requested, launched_a_cluster, profiled_run
@@ -119,9 +120,37 @@ def _traced(
     closest one) raise ``TypeError``; bad values ``ValueError``; a failed trace ``TraceError``.
     """
     check_option_names(unknown, "trace_placement")
-    _check_arguments(fn, device_count, steps, timeout_s, device_scope, warmup)
-    overrides = check_overrides(overrides)
     plan = parse_cluster(cluster, target)
+    across_tasks = plan is not None and plan.local and (mode == "function" or isinstance(fn, str))
+    if not across_tasks or callable(fn):  # a setup may be given as "module:function"
+        _check_fn(fn)
+    _check_arguments(device_count, steps, timeout_s, device_scope, warmup)
+    overrides = check_overrides(overrides)
+    if across_tasks:  # TF2 code on every task of a local cluster
+        given = [n for n, v in {"feed_dict": feed_dict, "timeout_s": timeout_s}.items() if v]
+        if given or config is not None:
+            _no_graph_options({**dict.fromkeys(given, True), "config": config}, "function")
+        import_tensorflow()
+        reason = (
+            f"mode={mode!r} with cluster={cluster!r}: traced as TF2 code on every task, each "
+            "a process of its own with its TF_CONFIG."
+        )
+        return trace_on_local_cluster(
+            fn,
+            args,
+            fn_kwargs,
+            plan,
+            device_count=normalize_device_count(device_count) if device_count else None,
+            options={
+                "soft_placement": soft_placement,
+                "optimize": optimize,
+                "device_scope": device_scope,
+                "steps": steps,
+                "warmup": warmup,
+                "overrides": overrides,
+            },
+            reason=reason,
+        )
     if plan is not None and not plan.local and device_count is not None:
         raise ClusterError(
             "device_count sets the devices of servers tfplace starts (cluster='local:...'); "
@@ -315,9 +344,11 @@ def _no_graph_options(options: Mapping[str, Any], mode: str) -> None:
         raise ValueError(
             f"{', '.join(given)} only apply to a TF1 graph builder (mode='graph'), and this "
             f"call is traced as TF2 code (mode={mode}). Pass tensors as arguments instead of "
-            "feed_dict; leave timeout_s and config out. Across a cluster only graph builders "
-            "are traced (tf.distribute's ParameterServerStrategy and "
-            "MultiWorkerMirroredStrategy are not supported): leave cluster and target out."
+            "feed_dict; leave timeout_s and config out. Across a cluster, TF2 code "
+            "(MultiWorkerMirroredStrategy) is traced from a setup function run on every task: "
+            "trace_placement(setup, cluster='local:worker=2', mode='function'), where setup, "
+            "a function of a module, makes the strategy and the model and returns the step to "
+            "trace; servers you run (cluster=tf.train.ClusterSpec) take graph builders only."
         )
 
 
@@ -334,15 +365,18 @@ def check_option_names(options: Mapping[str, Any], caller: str) -> None:
         )
 
 
-def _check_arguments(
-    fn: Any, device_count: Any, steps: Any, timeout_s: Any, device_scope: Any, warmup: Any = 1
-) -> None:
+def _check_fn(fn: Any) -> None:
     if not callable(fn):
         raise TypeError(
             f"trace_placement needs a function to run (a tf.function, a Keras model, or a "
             f"function that builds ops), not {type(fn).__name__}. Wrap your code in "
             "`def build(): ...; return output` and pass `build`."
         )
+
+
+def _check_arguments(
+    device_count: Any, steps: Any, timeout_s: Any, device_scope: Any, warmup: Any = 1
+) -> None:
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise ValueError(f"steps must be a whole number from 1 to {MAX_STEPS}, not {steps!r}.")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= MAX_STEPS:
