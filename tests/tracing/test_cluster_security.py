@@ -401,12 +401,28 @@ except KeyboardInterrupt:
 """
 
 
+TRACING_TF2 = r"""
+import json, sys, time
+from mwms_programs import blocked
+from tfplace_widget import trace_placement
+
+print("importing done", flush=True)
+try:
+    trace_placement(blocked, mode="function", cluster="local:worker=2", warmup=0)
+except KeyboardInterrupt:
+    print(json.dumps({"interrupted_at": time.monotonic()}), flush=True)
+"""
+
+
 @contextlib.contextmanager
-def start_tracing(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+def start_tracing(
+    tmp_path: Path, tracing: str = TRACING
+) -> Iterator[tuple[subprocess.Popen, Path]]:
     """A Python process (a session of its own, like a kernel) that traces ``blocked_dequeue``
-    on a local cluster, and its temporary folder; killed at the end if still running."""
+    on a local cluster (or runs ``tracing``), and its temporary folder; killed at the end if
+    still running."""
     script, temporary = tmp_path / "tracing.py", tmp_path / "tmp"
-    script.write_text(CTRL_C_AS_AT_A_TERMINAL + TRACING)
+    script.write_text(CTRL_C_AS_AT_A_TERMINAL + tracing)
     temporary.mkdir()
     env = {
         **os.environ,
@@ -488,3 +504,79 @@ def test_interrupt_main_stops_a_cluster_trace_at_once_leaving_nothing(trace_plac
     watcher.join()
     assert fired and stopped - fired[0] < PROMPT_S
     assert_nothing_left(spy, threads)
+
+
+# -- TF2 across tasks (issue 36): one process per task, started by the cluster's process ------
+def tf2_tasks_running(child: psutil.Process, tasks: int) -> list[psutil.Process]:
+    """The task processes of a TF2 cluster trace, once each listens (its strategy's server)."""
+    workers = child.children()
+    if len(workers) == tasks and all(listening_sockets(w.pid) for w in workers):
+        return workers
+    return []
+
+
+def test_no_socket_of_a_running_tf2_cluster_trace_is_reachable_from_another_host(
+    trace_placement, spy
+):
+    """MultiWorkerMirroredStrategy's servers, one per task process: all in the cluster's
+    namespace (loopback only), none reachable; killing the cluster's process ends them."""
+    from mwms_programs import blocked
+
+    def trace() -> Any:
+        return trace_placement(blocked, mode="function", cluster="local:worker=2", warmup=0)
+
+    child, workers = None, []
+    with tracing_in_a_thread(trace) as outcome:
+        try:
+            child = wait_for(lambda: spy.children and spy.children[0], START_S, "the cluster")
+            workers = wait_for(lambda: tf2_tasks_running(child, 2), START_S, "its tasks")
+            me = psutil.Process()
+            processes = [me, *me.children(recursive=True)]
+            sockets = [s for p in processes for s in listening_sockets(p.pid)]
+            assert [s for s in sockets if s.reachable] == []
+            servers = [s for s in sockets if s.pid in {w.pid for w in workers}]
+            assert set(spy.ports) <= {s.port for s in servers}  # each task's TF_CONFIG port
+            assert {(s.netns == netns(me.pid), tuple(s.interfaces)) for s in servers} == {
+                (False, ("lo",))
+            }
+            assert {netns(w.pid) for w in workers} == {netns(child.pid)}
+            for host in ["127.0.0.1", *host_addresses()]:
+                for port in spy.ports:
+                    with pytest.raises(ConnectionRefusedError):
+                        socket.create_connection((host, port), timeout=2).close()
+        finally:
+            if child is not None:
+                child.kill()  # the step never ends by itself: the trace fails, and says why
+    assert "ended during the run (it was killed)" in str(outcome.get("error"))
+    wait_for(lambda: not any(map(alive, workers)), GONE_S, "the task processes")
+
+
+@pytest.mark.parametrize("phase", ["as_they_start", "running"])
+def test_a_sigkill_of_the_users_process_leaves_no_tf2_task_process_or_log(tmp_path, phase):
+    with start_tracing(tmp_path, TRACING_TF2) as (parent, temporary):
+        traced = psutil.Process(parent.pid)
+        child = wait_for(lambda: cluster_child_of(traced), START_S, "the cluster", every=0.005)
+        if phase == "as_they_start":
+            wait_for(lambda: child.children(), START_S, "a task process", every=0.005)
+        else:
+            wait_for(lambda: tf2_tasks_running(child, 2), START_S, "its tasks")
+        family = traced.children(recursive=True)
+        parent.kill()
+        parent.wait()
+        wait_for(lambda: not any(map(alive, family)), GONE_S, "the processes it started")
+        assert list(temporary.iterdir()) == []  # no log (nor any other file) left
+
+
+def test_ctrl_c_of_a_running_tf2_cluster_trace_stops_it_at_once(tmp_path):
+    with start_tracing(tmp_path, TRACING_TF2) as (parent, _):
+        traced = psutil.Process(parent.pid)
+        child = wait_for(lambda: cluster_child_of(traced), START_S, "the cluster")
+        workers = wait_for(lambda: tf2_tasks_running(child, 2), START_S, "its tasks")
+        time.sleep(2.0)  # the step has been blocked for a while
+        interrupted = time.monotonic()
+        os.killpg(parent.pid, signal.SIGINT)
+        out, _ = parent.communicate(timeout=START_S)
+    answer = json.loads(out.strip().splitlines()[-1])
+    assert answer["interrupted_at"] - interrupted < PROMPT_S
+    assert parent.returncode == 0 and not alive(child)
+    wait_for(lambda: not any(map(alive, workers)), GONE_S, "the task processes")

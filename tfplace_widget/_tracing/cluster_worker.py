@@ -31,11 +31,11 @@ def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any
         setup, args, kwargs = pickle.loads(blobs[0])
         step, step_args, step_kwargs = step_of(setup(*args, **kwargs), setup)
         strategy = strategy_in_use()
-        from .tracer import trace_placement
+        from .tf2_call import as_tf2
 
-        trace = trace_placement(
-            step, *step_args, fn_kwargs=step_kwargs, mode="function", **request["options"]
-        )
+        options = dict(request["options"], device_count=None, outputs=None)
+        reason = f"the step {setup.__name__}() returned, traced as TF2 code on this task."
+        trace = as_tf2(step, step_args, step_kwargs, options, "", reason)
         collectives = collective_groups(trace)
         trace.__dict__.pop("_findings_cache", None)
         data = pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL)

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._analyses.predict.keras_xla import RAW_NAME
 from .._model.devices import parse_device
 from .._model.errors import CallsTfFunction, ClusterError, TraceError, UsesEagerObjects, attach_log
 from .._model.trace import PlacementTrace
@@ -31,18 +30,14 @@ from .builder import build, describe, fed_fetches
 from .cluster import cluster_target, parse_cluster
 from .cluster_tf2 import trace_on_local_cluster
 from .failures import Phase, explain_run_error
-from .function import trace_function
 from .graph_xla import jit_requested, launched_a_cluster, profiled_run
-from .keras import keras_record, step_record
 from .local_cluster import EXPOSED_NOTE, GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
 from .recipe import remember
+from .tf2_call import as_tf2
 
 MODES = ("auto", "graph", "function")
-# One TF2 trace at a time per process (see _as_tf2); .active: this thread's trace is running.
-_TF2_TRACE_LOCK = threading.Lock()
-_tf2_tracing = threading.local()
 TRACE_OPTIONS = (
     "fn_kwargs",
     "mode",
@@ -188,7 +183,7 @@ def _traced(
     reason = mode_choice.tf2_before_building(fn, mode, args, fn_kwargs)
     if reason:
         _no_graph_options(graph_only, "auto-picked function" if mode == "auto" else "function")
-        return _as_tf2(fn, args, fn_kwargs, function_options, startup_log, reason)
+        return as_tf2(fn, args, fn_kwargs, function_options, startup_log, reason)
     if args or fn_kwargs:
         raise ValueError(
             "mode='graph' calls the graph builder with no arguments; pass arguments only to TF2 "
@@ -202,7 +197,7 @@ def _traced(
         apply_to_graph(graph, overrides)
     except CallsTfFunction as exc:
         reason = mode_choice.calls_tf_function(fn, exc.function)
-        return _as_tf2(fn, (), None, function_options, startup_log, reason)
+        return as_tf2(fn, (), None, function_options, startup_log, reason)
     except UsesEagerObjects as exc:
         if mode == "graph":  # the builder's own exception (if any) stays chained
             raise TraceError(
@@ -214,7 +209,7 @@ def _traced(
             ) from exc.__cause__
         _no_graph_options(graph_only, "function (picked because the builder uses eager objects)")
         reason = mode_choice.uses_eager_objects(fn, exc.detail)
-        return _as_tf2(fn, (), None, function_options, startup_log, reason)
+        return as_tf2(fn, (), None, function_options, startup_log, reason)
     reason = mode_choice.graph_mode(fn, mode, graph_options)
     session_config = _session_config(config, device_count, soft_placement, optimize)
     mode_lines = [reason]
@@ -292,42 +287,6 @@ def _traced(
     return trace
 
 
-def _as_tf2(
-    fn: Callable[..., Any],
-    args: tuple,
-    kwargs: Mapping[str, Any] | None,
-    options: dict[str, Any],
-    startup_log: str,
-    reason: str,
-) -> PlacementTrace:
-    """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log. A Keras
-    step's trace records how Keras would compile it on a GPU (read before the run).
-
-    One TF2 trace at a time in the process: TensorFlow's profiler and its function library are
-    the process's, so a second thread waits for the first trace to finish (its ops, not the
-    other's); a trace started from inside one (re-entrantly, in the same thread) is refused."""
-    note = f"{startup_log}tfplace: {reason}"
-    if getattr(_tf2_tracing, "active", False):
-        raise TraceError(
-            "Another trace is running in this thread: trace_placement (or show_placement) was "
-            "called from inside the code it traces. Trace the outer call only, or call it after "
-            "that trace has finished."
-        )
-    with _TF2_TRACE_LOCK:
-        _tf2_tracing.active = True
-        try:
-            keras = keras_record(fn)
-            trace = trace_function(fn, args, kwargs, **options, note=note)
-        finally:
-            _tf2_tracing.active = False
-    trace.mode_reason = reason
-    trace.raw.update(keras)
-    compiled = step_record(trace)  # what XLA would compile, from this run's own graphs
-    if compiled is not None:
-        trace.raw[RAW_NAME] = compiled
-    return trace
-
-
 def _check_config(config: Any) -> None:
     import tensorflow as tf
 
@@ -348,7 +307,8 @@ def _no_graph_options(options: Mapping[str, Any], mode: str) -> None:
             "(MultiWorkerMirroredStrategy) is traced from a setup function run on every task: "
             "trace_placement(setup, cluster='local:worker=2', mode='function'), where setup, "
             "a function of a module, makes the strategy and the model and returns the step to "
-            "trace; servers you run (cluster=tf.train.ClusterSpec) take graph builders only."
+            "trace (ParameterServerStrategy is not traced yet); servers you run "
+            "(cluster=tf.train.ClusterSpec) take graph builders only."
         )
 
 
