@@ -2,11 +2,12 @@
 each setup runs on every task of the local cluster, as the same script runs on every machine
 of a real one (so they live in a module the tasks import).
 
-``custom_loop``: the custom training loop of TensorFlow's "Custom training loop with Keras
-and MultiWorkerMirroredStrategy" tutorial (tensorflow/docs,
-site/en/tutorials/distribute/multi_worker_with_ctl.ipynb), shrunk to seconds: a dense model,
-a distributed dataset, ``strategy.run`` in a ``tf.function``. Its first call is the user's
-own (TensorFlow's placement log of it is what the trace is checked against).
+``custom_loop``: TensorFlow's "Custom training loop with Keras and MultiWorkerMirroredStrategy"
+tutorial (tensorflow/docs, site/en/tutorials/distribute/multi_worker_with_ctl.ipynb: its
+``mnist.py`` and ``main.py``), shrunk to seconds. Its first call of the step is the user's own
+(TensorFlow's placement log of it is what the trace is checked against). The "Multi-worker
+training with Keras" tutorial (``model.fit``) fails under Keras 3 with or without tfplace
+(``Attempt to convert a value (PerReplica...)``, keras-team/keras#20585), so it is not here.
 """
 
 from __future__ import annotations
@@ -15,45 +16,81 @@ from typing import Any
 
 import tensorflow as tf
 
-GLOBAL_BATCH = 8
+PER_WORKER_BATCH = 8
 
 
-def dataset() -> Any:
-    x = tf.random.stateless_uniform((64, 6), seed=(1, 2))
-    y = tf.cast(tf.reduce_sum(x, axis=1) > 3.0, tf.int64)
-    return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(GLOBAL_BATCH)
+def mnist_dataset() -> Any:
+    """The tutorial's ``mnist.mnist_dataset``, with random 28x28 images (no download)."""
+    x = tf.random.stateless_uniform((64, 28, 28), seed=(1, 2))
+    y = tf.random.stateless_uniform((64,), seed=(3, 4), maxval=10, dtype=tf.int64)
+    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64).repeat()
+
+
+def dataset_fn(global_batch_size: int, input_context: Any) -> Any:
+    batch_size = input_context.get_per_replica_batch_size(global_batch_size)
+    dataset = mnist_dataset().shard(
+        input_context.num_input_pipelines, input_context.input_pipeline_id
+    )
+    return dataset.batch(batch_size)
+
+
+def build_cnn_model() -> Any:
+    """The tutorial's ``mnist.build_cnn_model``, with 8 filters and 16 units (not 32, 128)."""
+    regularizer = tf.keras.regularizers.L2(1e-5)
+    return tf.keras.Sequential(
+        [
+            tf.keras.Input(shape=(28, 28)),
+            tf.keras.layers.Reshape(target_shape=(28, 28, 1)),
+            tf.keras.layers.Conv2D(8, 3, activation="relu", kernel_regularizer=regularizer),
+            tf.keras.layers.Flatten(),
+            tf.keras.layers.Dense(16, activation="relu", kernel_regularizer=regularizer),
+            tf.keras.layers.Dense(10, kernel_regularizer=regularizer),
+        ]
+    )
 
 
 def custom_loop() -> Any:
+    """The tutorial's ``main.py`` up to its training loop: the strategy, the distributed
+    dataset, the model, optimizer and metric in ``strategy.scope()``, ``train_step``; one call
+    of it (the user's own, which TensorFlow's placement log records), then the step to trace."""
+    import json
+    import os
+
+    num_workers = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
+    global_batch_size = PER_WORKER_BATCH * num_workers
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
-        model = tf.keras.Sequential(
-            [
-                tf.keras.Input((6,)),
-                tf.keras.layers.Dense(4, activation="relu"),
-                tf.keras.layers.Dense(2),
-            ]
+        multi_worker_dataset = strategy.distribute_datasets_from_function(
+            lambda input_context: dataset_fn(global_batch_size, input_context)
         )
-        optimizer = tf.keras.optimizers.SGD(0.1)
-    iterator = iter(strategy.experimental_distribute_dataset(dataset()))
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, reduction=tf.keras.losses.Reduction.NONE
-    )
+        multi_worker_model = build_cnn_model()
+        optimizer = tf.keras.optimizers.RMSprop(learning_rate=0.001)
+        train_accuracy = tf.keras.metrics.SparseCategoricalAccuracy(name="train_accuracy")
 
     @tf.function
     def train_step(iterator: Any) -> Any:
         def step_fn(inputs: Any) -> Any:
             x, y = inputs
             with tf.GradientTape() as tape:
-                per_example = loss_fn(y, model(x, training=True))
-                loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+                predictions = multi_worker_model(x, training=True)
+                per_example_loss = tf.keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True, reduction=tf.keras.losses.Reduction.NONE
+                )(y, predictions)
+                loss = tf.nn.compute_average_loss(per_example_loss)
+                model_losses = multi_worker_model.losses
+                if model_losses:
+                    loss += tf.nn.scale_regularization_loss(tf.add_n(model_losses))
+            grads = tape.gradient(loss, multi_worker_model.trainable_variables)
+            optimizer.apply_gradients(
+                zip(grads, multi_worker_model.trainable_variables, strict=True)
+            )
+            train_accuracy.update_state(y, predictions)
             return loss
 
-        losses = strategy.run(step_fn, args=(next(iterator),))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+        per_replica_losses = strategy.run(step_fn, args=(next(iterator),))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)
 
+    iterator = iter(multi_worker_dataset)
     train_step(iterator)  # the user's own first call, with the placement log on
     return train_step, (iterator,)
 

@@ -77,7 +77,8 @@ def test_every_worker_runs_the_step_on_its_own_task(mwms):
     }
     assert set(per_task) == {WORKER0, WORKER1}
     assert per_task[WORKER0] == per_task[WORKER1]  # the same step, replicated
-    assert {"MatMul", "_MklMatMul"} & {t for _, t in per_task[WORKER0]}, per_task[WORKER0]
+    types = {t.removeprefix("_Mkl") for _, t in per_task[WORKER0]}
+    assert {"MatMul", "CollectiveReduceV2", "IteratorGetNext"} <= types, types
     assert set(trace.events["device"]) == {WORKER0, WORKER1}
     assert trace.mode == "function"
 
@@ -94,23 +95,27 @@ def test_each_tasks_ops_are_where_its_placement_log_puts_them(mwms):
             if op_type not in _NOT_COMPARED
         }
         rows = trace.ops[trace.ops["device"].str.startswith(device.rsplit("/device", 1)[0])]
-        compared = 0
+        compared: Counter = Counter()
         for name, placed in logged.items():
             mine = rows[rows["op"] == name]
             if mine.empty:
                 continue
             assert set(mine["device"]) == {placed}, (task, name, placed, mine)
-            compared += 1
-        assert compared >= 20, (task, compared, sorted(logged)[:20])
-        for op in ("CollectiveReduceV2", "sgd_1/CollectiveReduceV2", "sequential_1/dense_1/MatMul"):
-            assert logged.get(op) == device, (task, op, logged.get(op))
-            assert set(rows[rows["op"] == op]["device"]) == {device}
+            assert placed == device  # the task's own ops on the task's own CPU
+            compared[mine["type"].iloc[0].removeprefix("_Mkl").removeprefix("Native")] += 1
+        assert sum(compared.values()) >= 100, (task, compared)
+        print(f"{task}: {sum(compared.values())} ops placed as its placement log says")
+        # the all-reduces (gradients, loss), the convolution and the dense layers among them
+        assert compared["CollectiveReduceV2"] == 2, compared
+        assert compared["MatMul"] >= 2, compared
+        assert sum(n for op_type, n in compared.items() if "Conv2D" in op_type) >= 1, compared
 
 
 def test_collectives_name_their_group_and_the_tasks_that_take_part(mwms):
     trace, _, _ = mwms
     reduces = trace.ops[trace.ops["type"] == "CollectiveReduceV2"]
     assert len(reduces) == 4  # the gradients' and the loss's all-reduce, on each worker
+    assert set(reduces["op"]) == {"rm_sprop/CollectiveReduceV2", "CollectiveReduceV2"}
     groups = __import__("json").loads(trace.raw[cluster_tf2.RAW_COLLECTIVES])
     assert set(groups) == set(TASKS)
     for task in TASKS:
