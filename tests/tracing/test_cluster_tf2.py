@@ -10,6 +10,7 @@ trace's rows of that task are on the devices that log names, op for op. The prog
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections import Counter
@@ -21,6 +22,7 @@ import pytest
 from test_cluster import WORKER0, WORKER1, record
 
 from tfplace_widget._model.errors import ClusterError, TraceError
+from tfplace_widget._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from tfplace_widget._tracing import cluster_tf2, local_cluster
 
 _PLACED = re.compile(r"placer\.cc:\d+\] (\S+): \((\w+)\): (\S+)$", re.MULTILINE)
@@ -116,7 +118,9 @@ def test_collectives_name_their_group_and_the_tasks_that_take_part(mwms):
     reduces = trace.ops[trace.ops["type"] == "CollectiveReduceV2"]
     assert len(reduces) == 4  # the gradients' and the loss's all-reduce, on each worker
     assert set(reduces["op"]) == {"rm_sprop/CollectiveReduceV2", "CollectiveReduceV2"}
-    groups = __import__("json").loads(trace.raw[cluster_tf2.RAW_COLLECTIVES])
+    raw = json.loads(trace.raw[STRATEGY_TASKS_RAW])
+    assert raw["strategy"] == "MultiWorkerMirroredStrategy"
+    groups = {task: found["collectives"] for task, found in raw["tasks"].items()}
     assert set(groups) == set(TASKS)
     for task in TASKS:
         for op, group in groups[task].items():
@@ -183,3 +187,19 @@ def test_a_tf2_strategy_on_a_cluster_is_no_longer_refused_outright(trace_placeme
     step = tf.function(lambda: tf.constant(1.0))
     with pytest.raises(ValueError, match="trace_placement\\(setup, cluster='local:worker=2'"):
         trace_placement(step, cluster="local:worker=2")
+
+
+def test_no_gpu_prediction_is_made_from_the_strategys_cpu_placement(mwms, tmp_path):
+    """On CPU-only workers the strategy pins the step to each task's CPU (tf.device): what it
+    does with GPUs is another placement, which the trace cannot tell. So no finding says what
+    a GPU machine would do (was: a ping_pong telling to drop the strategy's own tf.device), and
+    predict_placement says it cannot predict this trace yet; both survive save and load."""
+    from tfplace_widget import predict_placement
+
+    trace, _, _ = mwms
+    loaded = PlacementTrace.load(trace.save(tmp_path / "mwms.tfplace"))
+    for each in (trace, loaded):
+        assert not each.all_findings["predicted"].any(), each.all_findings
+        with pytest.raises(TraceError, match="MultiWorkerMirroredStrategy ran its step on every"):
+            predict_placement(each, gpus=1)
+    assert loaded.devices == trace.devices and len(loaded.ops) == len(trace.ops)

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from .._model.errors import ClusterError, TraceError
-from .._model.trace import PlacementTrace
+from .._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from .local_cluster import TaskRun, run_tf2_on_local_cluster
 
 # The strategy's class -> its public name (tf.distribute.MultiWorkerMirroredStrategy is the
@@ -35,7 +35,6 @@ PUBLIC_NAMES = {
     "_CollectiveAllReduceStrategyExperimental": "MultiWorkerMirroredStrategy",
 }
 SUPPORTED_JOBS = ("worker", "chief")
-RAW_COLLECTIVES = "collectives.json"
 # The log's sections, per task: what its process printed (the setup, the user's own calls,
 # TensorFlow's placement log of them), then the log of its trace.
 TASK_PRINTED = "tfplace: {task} ran {name}(); its process printed:"
@@ -178,9 +177,11 @@ def merged(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Place
     raw: dict[str, bytes] = dict(first.raw)
     for run, trace in zip(runs[1:], traces[1:], strict=True):
         raw.update({f"{run.job}{run.task}_{key}": data for key, data in trace.raw.items()})
-    raw[RAW_COLLECTIVES] = json.dumps(
-        {f"/job:{r.job}/task:{r.task}": r.header.get("collectives", {}) for r in runs}
-    ).encode()
+    tasks = {
+        f"/job:{r.job}/task:{r.task}": {"collectives": r.header.get("collectives", {})}
+        for r in runs
+    }
+    raw[STRATEGY_TASKS_RAW] = json.dumps({"strategy": strategy, "tasks": tasks}).encode()
     log = note + "".join(
         f"{TASK_PRINTED.format(task=f'/job:{run.job}/task:{run.task}', name=name)}\n{run.log}"
         f"{TASK_TRACE.format(task=f'/job:{run.job}/task:{run.task}')}\n{trace.log}\n"
