@@ -110,7 +110,9 @@ def _traced(
     a graph builder on servers tfplace starts, in a process no other host can reach
     (``local_cluster``);
     ``cluster=tf.train.ClusterSpec(...)`` with ``target="grpc://host:port"`` on servers you
-    run. Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
+    run. With ``mode="function"`` (or ``fn`` given as ``"module:function"``) and a local
+    cluster, ``fn`` is a setup run on every task with its ``TF_CONFIG``: it makes a
+    ``MultiWorkerMirroredStrategy`` and returns the step to trace (``cluster_tf2``). Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
     dict, a ``config`` that is not a ``ConfigProto``, an unknown keyword option, which names the
     closest one) raise ``TypeError``; bad values ``ValueError``; a failed trace ``TraceError``.
     """
