@@ -160,6 +160,7 @@ def merged(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Place
             "TF_CONFIG, which tfplace sets), and build the model in strategy.scope()."
         )
     groups = _participants(runs)
+    aligned = _on_one_clock(traces)
     ops_frames = []
     for run, trace in zip(runs, traces, strict=True):
         ops = trace.ops.copy()
@@ -205,9 +206,31 @@ def merged(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Place
     result.notes.append(
         f"{strategy} ran the step on {len(runs)} tasks "
         f"({', '.join(f'/job:{r.job}/task:{r.task}' for r in runs)}); each task's ops are on "
-        "its own devices, and each task's times count from its own first traced op."
+        "its own devices"
+        + (
+            ", on one clock (the tasks ran on this machine): times count from the first traced "
+            "op of any task."
+            if aligned
+            else ", and each task's times count from its own first traced op."
+        )
     )
     return result
+
+
+def _on_one_clock(traces: list[PlacementTrace]) -> bool:
+    """Shift each task's times so that all count from the first traced op of any task: the
+    tasks ran on this machine, whose clock their profilers share (``functions.json``'s
+    ``zero_us``: each trace's zero, µs since the epoch). ``False`` (nothing shifted) when a
+    trace does not say its zero."""
+    zeros = [json.loads(t.raw.get("functions.json") or b"{}").get("zero_us") for t in traces]
+    if any(zero is None for zero in zeros):
+        return False
+    first = min(zeros)
+    for trace, zero in zip(traces, zeros, strict=True):
+        for frame in (trace.ops, trace.events, trace.xla):
+            if "start_us" in frame and len(frame):
+                frame["start_us"] = frame["start_us"] + (zero - first)
+    return True
 
 
 def _participants(runs: list[TaskRun]) -> dict[tuple[str, int], list[str]]:
