@@ -302,6 +302,8 @@ def _task_runs(answer: tuple[dict[str, Any], list[bytes]]) -> list[TaskRun]:
         }
         failed = header["failed"]
         job, index = failed["task"]
+        if failed.get("traceback"):  # where the task's code raised, for error.log
+            logs[f"/job:{job}/task:{index}"] += failed["traceback"]
         what = failed.get("error") or (
             f"its process exited with code {failed.get('exit')}"
             if (failed.get("exit") or 0) >= 0
