@@ -154,7 +154,8 @@ def test_the_cluster_leaves_no_process_port_or_thread(mwms):
 def test_a_failing_task_stops_the_others_and_is_named(trace_placement, monkeypatch):
     spy = record(monkeypatch)
     with pytest.raises(TraceError) as caught:
-        trace_placement(mwms_programs.fails_on_worker_1, cluster="local:worker=2", mode="function")
+        # the setup by its module and name: no mode= needed
+        trace_placement("mwms_programs:fails_on_worker_1", cluster="local:worker=2")
     message = str(caught.value)
     assert "/job:worker/task:1 of the local cluster failed" in message
     assert "RuntimeError: no data on this worker" in message
