@@ -278,15 +278,7 @@ def run_tf2_on_local_cluster(
         try:
             sender.start()
             pipe, note = _started(child, log, addresses, why)
-            answer = read_frame(pipe)
-            if answer is None:
-                stop(child)
-                raise TraceError(
-                    f"The local cluster's process ended during the run ({_exit_words(child)})"
-                    + _printed(log)
-                    + ". Nothing was left running."
-                )
-            return _task_runs(answer), note
+            return _task_runs(_answer(pipe, child, log)), note
         finally:
             stop(child)
             sender.join()
@@ -408,15 +400,7 @@ def _converse(
     pipe, note = _started(child, log, addresses, why)
     run = ClusterRun(note=note)
     if with_job:
-        answer = read_frame(pipe)
-        if answer is None:
-            stop(child)
-            raise TraceError(
-                f"The local cluster's process ended during the run ({_exit_words(child)})"
-                + _printed(log)
-                + ". Nothing was left running."
-            )
-        header, run.steps = answer
+        header, run.steps = _answer(pipe, child, log)
         run.devices = header.get("devices", [])
         if "run_error" in header:
             run.log = _read_log(child, log)
@@ -425,6 +409,21 @@ def _converse(
             raise error
     run.log = _read_log(child, log)
     return run
+
+
+def _answer(
+    pipe: _PolledPipe, child: subprocess.Popen, log: IO[bytes]
+) -> tuple[dict[str, Any], list[bytes]]:
+    """The child's answer to the job; a ``TraceError`` if it ended without one."""
+    answer = read_frame(pipe)
+    if answer is None:
+        stop(child)
+        raise TraceError(
+            f"The local cluster's process ended during the run ({_exit_words(child)})"
+            + _printed(log)
+            + ". Nothing was left running."
+        )
+    return answer
 
 
 def _not_started(

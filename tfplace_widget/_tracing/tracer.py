@@ -123,31 +123,6 @@ def _traced(
         _check_fn(fn)
     _check_arguments(device_count, steps, timeout_s, device_scope, warmup)
     overrides = check_overrides(overrides)
-    if across_tasks:  # TF2 code on every task of a local cluster
-        given = [n for n, v in {"feed_dict": feed_dict, "timeout_s": timeout_s}.items() if v]
-        if given or config is not None:
-            _no_graph_options({**dict.fromkeys(given, True), "config": config}, "function")
-        import_tensorflow()
-        reason = (
-            f"mode={mode!r} with cluster={cluster!r}: traced as TF2 code on every task, each "
-            "a process of its own with its TF_CONFIG."
-        )
-        return trace_on_local_cluster(
-            fn,
-            args,
-            fn_kwargs,
-            plan,
-            device_count=normalize_device_count(device_count) if device_count else None,
-            options={
-                "soft_placement": soft_placement,
-                "optimize": optimize,
-                "device_scope": device_scope,
-                "steps": steps,
-                "warmup": warmup,
-                "overrides": overrides,
-            },
-            reason=reason,
-        )
     if plan is not None and not plan.local and device_count is not None:
         raise ClusterError(
             "device_count sets the devices of servers tfplace starts (cluster='local:...'); "
@@ -182,6 +157,24 @@ def _traced(
         "cluster": cluster,
         "target": target,
     }
+    if across_tasks:  # TF2 code on every task of a local cluster
+        _no_graph_options({**graph_only, "cluster": None, "target": None}, "function")
+        reason = (
+            f"mode={mode!r} with cluster={cluster!r}: traced as TF2 code on every task, each "
+            "a process of its own with its TF_CONFIG."
+        )
+        task_options = {
+            k: v for k, v in function_options.items() if k not in ("device_count", "outputs")
+        }
+        return trace_on_local_cluster(
+            fn,
+            args,
+            fn_kwargs,
+            plan,
+            device_count=device_count,
+            options=task_options,
+            reason=reason,
+        )
     reason = mode_choice.tf2_before_building(fn, mode, args, fn_kwargs)
     if reason:
         _no_graph_options(graph_only, "auto-picked function" if mode == "auto" else "function")
