@@ -243,15 +243,6 @@ class TaskRun:
     log: str
 
 
-class TaskFailed(TraceError):
-    """A task of a TF2 cluster trace failed (its error, or its process died); the others were
-    ended. ``task`` is ``(job, index)``, ``logs`` what each task printed."""
-
-    def __init__(self, message: str, task: tuple[str, int], logs: dict[str, str]) -> None:
-        super().__init__(message)
-        self.task, self.logs = task, logs
-
-
 def run_tf2_on_local_cluster(
     plan: Any, worker: dict[str, Any], blobs: list[bytes]
 ) -> tuple[list[TaskRun], str]:
@@ -301,12 +292,12 @@ def _task_runs(answer: tuple[dict[str, Any], list[bytes]]) -> list[TaskRun]:
             if (failed.get("exit") or 0) >= 0
             else "its process was killed"
         )
-        raise TaskFailed(
+        error = TraceError(
             f"/job:{job}/task:{index} of the local cluster failed: {what}. The other tasks "
-            "were stopped; nothing was left running.",
-            (job, index),
-            logs,
+            "were stopped; nothing was left running."
         )
+        error.logs = logs  # type: ignore[attr-defined]  # what each task printed
+        raise error
     count = len(header["tasks"])
     runs = []
     for number, task in enumerate(header["tasks"]):
