@@ -185,6 +185,24 @@ def host_addresses() -> list[str]:
     return found
 
 
+def assert_unreachable(server_pids: set[int], ports: list[int]) -> list[Listening]:
+    """No socket this process or any it started listens on is reachable from another host; the
+    servers' (those of ``server_pids``) are in a namespace with only loopback; no address of
+    this machine answers on ``ports``. Returns the servers' sockets."""
+    me = psutil.Process()
+    processes = [me, *me.children(recursive=True)]
+    sockets = [s for p in processes for s in listening_sockets(p.pid)]
+    assert [s for s in sockets if s.reachable] == []
+    servers = [s for s in sockets if s.pid in server_pids]
+    # on every address of a namespace with only loopback
+    assert {(s.netns == netns(me.pid), tuple(s.interfaces)) for s in servers} == {(False, ("lo",))}
+    for host in ["127.0.0.1", *host_addresses()]:
+        for port in ports:
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection((host, port), timeout=2).close()
+    return servers
+
+
 def test_no_server_of_a_running_local_cluster_is_reachable_from_another_host(trace_placement, spy):
     """Every listening socket of every process of a running cluster trace: none reachable."""
 
@@ -203,20 +221,8 @@ def test_no_server_of_a_running_local_cluster_is_reachable_from_another_host(tra
                 return found if {s.port for s in found} >= set(spy.ports) else []
 
             wait_for(servers_listening, START_S, "every server listening")
-            me = psutil.Process()
-            processes = [me, *me.children(recursive=True)]
-            sockets = [s for p in processes for s in listening_sockets(p.pid)]
-            assert [s for s in sockets if s.reachable] == []
-            servers = [s for s in sockets if s.pid in cluster_pids]
-            # The check saw the servers: on every address of a namespace with only loopback.
-            assert {s.port for s in servers} == set(spy.ports)
-            assert {(s.netns == netns(me.pid), tuple(s.interfaces)) for s in servers} == {
-                (False, ("lo",))
-            }
-            for host in ["127.0.0.1", *host_addresses()]:
-                for port in spy.ports:
-                    with pytest.raises(ConnectionRefusedError):
-                        socket.create_connection((host, port), timeout=2).close()
+            servers = assert_unreachable(cluster_pids, spy.ports)
+            assert {s.port for s in servers} == set(spy.ports)  # the check saw the servers
         finally:
             if child is not None:
                 child.kill()  # the run never ends by itself: the trace fails, and says why
@@ -388,25 +394,32 @@ def test_a_user_without_cap_sys_admin_gets_a_namespace_through_a_user_namespace(
     }
 
 
-TRACING = r"""
+# A program that traces a step that never ends on a local cluster (in graph mode, or as TF2
+# code on every task), and says when Ctrl-C reached it.
+TRACING_TEMPLATE = r"""
 import json, sys, time
-from test_cluster import blocked_dequeue
+from {module} import {step}
 from tfplace_widget import trace_placement
 
 print("importing done", flush=True)
 try:
-    trace_placement(blocked_dequeue, mode="graph", cluster="local:worker=2", warmup=0)
+    trace_placement({step}, mode="{mode}", cluster="local:worker=2", warmup=0)
 except KeyboardInterrupt:
-    print(json.dumps({"interrupted_at": time.monotonic()}), flush=True)
+    print(json.dumps({{"interrupted_at": time.monotonic()}}), flush=True)
 """
+TRACING = TRACING_TEMPLATE.format(module="test_cluster", step="blocked_dequeue", mode="graph")
+TRACING_TF2 = TRACING_TEMPLATE.format(module="mwms_programs", step="blocked", mode="function")
 
 
 @contextlib.contextmanager
-def start_tracing(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
+def start_tracing(
+    tmp_path: Path, tracing: str = TRACING
+) -> Iterator[tuple[subprocess.Popen, Path]]:
     """A Python process (a session of its own, like a kernel) that traces ``blocked_dequeue``
-    on a local cluster, and its temporary folder; killed at the end if still running."""
+    on a local cluster (or runs ``tracing``), and its temporary folder; killed at the end if
+    still running."""
     script, temporary = tmp_path / "tracing.py", tmp_path / "tmp"
-    script.write_text(CTRL_C_AS_AT_A_TERMINAL + TRACING)
+    script.write_text(CTRL_C_AS_AT_A_TERMINAL + tracing)
     temporary.mkdir()
     env = {
         **os.environ,
@@ -431,16 +444,28 @@ def start_tracing(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, Path]]:
         process.stdout.close()
 
 
+def tf2_tasks_running(child: psutil.Process, tasks: int) -> list[psutil.Process]:
+    """The task processes of a TF2 cluster trace, once each listens (its strategy's server)."""
+    workers = child.children()
+    if len(workers) == tasks and all(listening_sockets(w.pid) for w in workers):
+        return workers
+    return []
+
+
 PHASES: dict[str, Callable[[psutil.Process], bool]] = {
     "as_it_starts": lambda child: True,
     "importing_tensorflow": importing_tensorflow,
     "running": lambda child: running(child, 2),
+    # TF2 code on every task (issue 36): the cluster's process starts one process per task
+    "tf2_tasks_starting": lambda child: bool(child.children()),
+    "tf2_running": lambda child: bool(tf2_tasks_running(child, 2)),
 }
 
 
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_a_sigkill_of_the_users_process_leaves_no_cluster_process_or_log(tmp_path, phase):
-    with start_tracing(tmp_path) as (parent, temporary):
+    program = TRACING_TF2 if phase.startswith("tf2") else TRACING
+    with start_tracing(tmp_path, program) as (parent, temporary):
         traced = psutil.Process(parent.pid)
         child = wait_for(lambda: cluster_child_of(traced), START_S, "the cluster", every=0.005)
         wait_for(lambda: PHASES[phase](child), START_S, f"the cluster {phase}", every=0.01)
@@ -451,12 +476,16 @@ def test_a_sigkill_of_the_users_process_leaves_no_cluster_process_or_log(tmp_pat
         assert list(temporary.iterdir()) == []  # no log (nor any other file) left
 
 
-def test_ctrl_c_of_a_running_cluster_trace_stops_it_at_once(tmp_path):
-    """A Ctrl-C at a terminal: SIGINT to the whole process group, the cluster's included."""
-    with start_tracing(tmp_path) as (parent, _):
+@pytest.mark.parametrize("phase", ["running", "tf2_running"])
+def test_ctrl_c_of_a_running_cluster_trace_stops_it_at_once(tmp_path, phase):
+    """A Ctrl-C at a terminal: SIGINT to the whole process group, the cluster's included (and,
+    for TF2 code, its tasks' processes)."""
+    program = TRACING_TF2 if phase.startswith("tf2") else TRACING
+    with start_tracing(tmp_path, program) as (parent, _):
         traced = psutil.Process(parent.pid)
         child = wait_for(lambda: cluster_child_of(traced), START_S, "the cluster")
-        wait_for(lambda: running(child, 2), START_S, "its servers and session")
+        wait_for(lambda: PHASES[phase](child), START_S, "its servers (and session or tasks)")
+        family = traced.children(recursive=True)
         time.sleep(2.0)  # the step has been blocked for a while
         interrupted = time.monotonic()
         os.killpg(parent.pid, signal.SIGINT)
@@ -464,6 +493,7 @@ def test_ctrl_c_of_a_running_cluster_trace_stops_it_at_once(tmp_path):
     answer = json.loads(out.strip().splitlines()[-1])
     assert answer["interrupted_at"] - interrupted < PROMPT_S
     assert parent.returncode == 0 and not alive(child)
+    wait_for(lambda: not any(map(alive, family)), GONE_S, "the processes it started")
 
 
 def test_interrupt_main_stops_a_cluster_trace_at_once_leaving_nothing(trace_placement, spy):
@@ -488,3 +518,29 @@ def test_interrupt_main_stops_a_cluster_trace_at_once_leaving_nothing(trace_plac
     watcher.join()
     assert fired and stopped - fired[0] < PROMPT_S
     assert_nothing_left(spy, threads)
+
+
+# -- TF2 across tasks (issue 36): one process per task, started by the cluster's process ------
+def test_no_socket_of_a_running_tf2_cluster_trace_is_reachable_from_another_host(
+    trace_placement, spy
+):
+    """MultiWorkerMirroredStrategy's servers, one per task process: all in the cluster's
+    namespace (loopback only), none reachable; killing the cluster's process ends them."""
+    from mwms_programs import blocked
+
+    def trace() -> Any:
+        return trace_placement(blocked, mode="function", cluster="local:worker=2", warmup=0)
+
+    child, workers = None, []
+    with tracing_in_a_thread(trace) as outcome:
+        try:
+            child = wait_for(lambda: spy.children and spy.children[0], START_S, "the cluster")
+            workers = wait_for(lambda: tf2_tasks_running(child, 2), START_S, "its tasks")
+            servers = assert_unreachable({w.pid for w in workers}, spy.ports)
+            assert set(spy.ports) <= {s.port for s in servers}  # each task's TF_CONFIG port
+            assert {netns(w.pid) for w in workers} == {netns(child.pid)}
+        finally:
+            if child is not None:
+                child.kill()  # the step never ends by itself: the trace fails, and says why
+    assert "ended during the run (it was killed)" in str(outcome.get("error"))
+    wait_for(lambda: not any(map(alive, workers)), GONE_S, "the task processes")

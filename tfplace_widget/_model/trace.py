@@ -14,6 +14,19 @@ from .graphfacts import GraphFacts
 from .services import services
 from .xla import empty_xla
 
+# trace.raw of TF2 code traced across the tasks of a cluster under a tf.distribute strategy:
+# JSON {"strategy": its name, "tasks": {"/job:worker/task:0": {"collectives": {op: group}}}}.
+# Analyses read it to know the placement was the strategy's, per task.
+STRATEGY_TASKS_RAW = "strategy_tasks.json"
+
+
+def strategy_of(trace: Any) -> str:
+    """The tf.distribute strategy a trace across tasks ran under (``""`` for any other)."""
+    import json
+
+    data = getattr(trace, "raw", {}).get(STRATEGY_TASKS_RAW)
+    return str(json.loads(data).get("strategy", "")) if data else ""
+
 
 @dataclass(eq=False)
 class PlacementTrace:

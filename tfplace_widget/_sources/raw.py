@@ -71,23 +71,29 @@ def _graph_bytes(graph: Any) -> bytes | None:
 
 
 def function_protos(
-    space: bytes, graphs: Sequence[Any], names: Sequence[str], device_scope: str | None
+    space: bytes,
+    graphs: Sequence[Any],
+    names: Sequence[str],
+    device_scope: str | None,
+    zero_us: int | None = None,
 ) -> dict[str, bytes]:
     """TF2 code: the profiler's XSpace as written, the function graphs the trace was read from
     (one ``RunMetadata`` holding them as ``function_graphs``), and their display names and the
-    outer device scope, which ``read_function_graphs`` needs besides them."""
+    outer device scope, which ``read_function_graphs`` needs besides them; ``zero_us``: the
+    instant the trace's times count from (µs since the epoch), to line traces up."""
     holder = run_metadata_type()()
     holder.function_graphs.extend(graphs)
+    described: dict[str, Any] = {
+        "names": list(names),
+        "device_scope": device_scope or "",
+        "resource_args": resource_args(holder, names),
+    }
+    if zero_us is not None:
+        described["zero_us"] = int(zero_us)
     return {
         "xspace.pb": bytes(space),
         "function_graphs.pb": holder.SerializeToString(),
-        "functions.json": json.dumps(
-            {
-                "names": list(names),
-                "device_scope": device_scope or "",
-                "resource_args": resource_args(holder, names),
-            }
-        ).encode(),
+        "functions.json": json.dumps(described).encode(),
     }
 
 

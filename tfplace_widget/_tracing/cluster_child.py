@@ -258,15 +258,114 @@ def import_graph(tf, graph_def, names):
     return graph
 
 
+ROLE_SERVERS = "servers"  # argv[3]: TF1 servers and a Session (the default)
+ROLE_WORKERS = "workers"  # argv[3]: one TF2 worker process per task, started from here
+ROLE_WORKER = "worker"  # argv[3]: one TF2 task, started by a ROLE_WORKERS process
+
+
+def run_workers(request, blobs, answer, source):
+    """TF2 across tasks: one process per task, each started from this one (so in its network
+    namespace, and killed with it), each running the user's setup and step with its task's
+    ``TF_CONFIG``; their answers go back as one frame: a header per task (``tasks``) and, per
+    task, its trace and what it printed. The first task that fails (or dies) ends them all:
+    the others would wait for it in their collectives forever."""
+    import queue
+    import subprocess
+    import tempfile
+
+    cluster = request["cluster"]
+    tasks = [(job, index) for job in request["tasks"] for index in range(len(cluster[job]))]
+    done = queue.Queue()
+    workers, logs = [], []
+    try:
+        for job, index in tasks:
+            log = tempfile.TemporaryFile("w+b")  # noqa: SIM115 (read at the end; no name)
+            worker = subprocess.Popen(
+                [sys.executable, "-c", source, str(os.getpid()), NETWORK_HOST, ROLE_WORKER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
+            workers.append(worker)
+            logs.append(log)
+            tf_config = {"cluster": cluster, "task": {"type": job, "index": index}}
+            write_frame(worker.stdin, dict(request["worker"], tf_config=tf_config), blobs)
+            threading.Thread(
+                target=lambda n, out: done.put((n, read_frame(out))),
+                args=(len(workers) - 1, worker.stdout),
+                daemon=True,
+            ).start()
+    except BaseException as exc:
+        for worker in workers:
+            worker.kill()
+        write_frame(answer, {"error": f"{type(exc).__name__}: {exc}"})
+        return
+    write_frame(answer, {"ready": True})
+    headers, traces = [None] * len(tasks), [b""] * len(tasks)
+    failed = None
+    for _ in tasks:
+        number, frame = done.get()
+        job, index = tasks[number]
+        if frame is None:
+            workers[number].wait()
+            failed = {"task": [job, index], "exit": workers[number].returncode}
+        elif "error" in frame[0]:
+            failed = dict(frame[0], task=[job, index])
+        if failed is not None:
+            break
+        headers[number] = dict(frame[0], task=[job, index])
+        traces[number] = (frame[1] or [b""])[0]
+    for worker in workers:
+        if failed is not None and worker.poll() is None:
+            worker.kill()
+        worker.wait()
+    printed = []
+    for log in logs:
+        log.seek(0)
+        printed.append(log.read())
+    if failed is not None:
+        write_frame(answer, {"failed": failed, "tasks": [list(t) for t in tasks]}, printed)
+    else:
+        write_frame(answer, {"tasks": headers}, traces + printed)
+
+
+def work(answer):
+    """One TF2 task: read the job, take its sys.path and TF_CONFIG, run it (``cluster_worker``
+    in the package, which imports TensorFlow and tfplace) and answer."""
+    frame = read_frame(sys.stdin.buffer)
+    if frame is None:
+        os._exit(0)
+    request, blobs = frame
+    threading.Thread(target=_exit_at_end, args=(sys.stdin.buffer,), daemon=True).start()
+    sys.path[:] = request["sys_path"]
+    os.environ["TF_CONFIG"] = json.dumps(request["tf_config"])
+    try:
+        from tfplace_widget._tracing.cluster_worker import run_task
+    except BaseException as exc:
+        write_frame(answer, {"error": f"{type(exc).__name__}: {exc}", "type": "ImportError"})
+        os._exit(1)
+    write_frame(answer, *run_task(request, blobs))
+    os._exit(0)
+
+
+def _exit_at_end(stdin):
+    while stdin.read(65536):
+        pass
+    os._exit(0)  # stdin closed: the process that started this one is gone
+
+
 def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent, network = int(sys.argv[1]), sys.argv[2]
+    role = sys.argv[3] if len(sys.argv) > 3 else ROLE_SERVERS
     die_with_parent(parent)
     # Answers go through the original stdout; anything else written to fd 1 (the master's
     # placement log, a line per op) goes to the log on fd 2, so that a pipe the parent does
     # not read can never block a server thread.
     answer = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    if role == ROLE_WORKER:  # in its starter's namespace already
+        work(answer)
     why = isolate() if network != NETWORK_HOST else ""  # "": the parent knows why not
     if why is not None and network == NETWORK_ISOLATED:
         write_frame(answer, {"refused": why})
@@ -275,6 +374,13 @@ def main():
     write_frame(answer, {"network": "isolated" if why is None else "host", "why": why})
     job = _Job()
     threading.Thread(target=job.watch, args=(sys.stdin.buffer,), daemon=True).start()
+    if role == ROLE_WORKERS:  # TensorFlow is imported by the workers, not here
+        job.ready.wait()
+        if job.frame is None:
+            os._exit(0)
+        request, blobs = job.frame
+        run_workers(request, blobs, answer, request["source"])
+        os._exit(0)
     try:
         import tensorflow  # noqa: F401 (while the job arrives)
     except BaseException as exc:

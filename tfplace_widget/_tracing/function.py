@@ -179,7 +179,8 @@ def trace_function(
         add_input_stages(trace, data)
         if xla is not None:
             add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
-        trace.raw = function_protos(space, graphs, names, device_scope)  # kept by trace.save
+        zero = origin[0] if origin else min(records.start, default=None)  # as the frames'
+        trace.raw = function_protos(space, graphs, names, device_scope, zero)  # kept by save
     if trace.xla.empty:  # e.g. TensorFlow 2.16: no instruction events in its profile
         notes = [n.replace(JIT_SHOWN, JIT_NOT_RECORDED) for n in notes]
     if not notes:

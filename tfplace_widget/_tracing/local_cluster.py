@@ -42,6 +42,8 @@ from .cluster_child import (
     NETWORK_HOST,
     NETWORK_ISOLATED,
     NODE_IN_MESSAGE,
+    ROLE_SERVERS,
+    ROLE_WORKERS,
     read_frame,
     write_frame,
 )
@@ -229,13 +231,96 @@ def run_on_local_cluster(
             sender.join()  # its write fails at once: the child is gone
 
 
+@dataclass
+class TaskRun:
+    """What one task of a TF2 cluster trace sent back: its header (``strategy``,
+    ``collectives``), its pickled trace and what its process printed."""
+
+    job: str
+    task: int
+    header: dict[str, Any]
+    trace: bytes
+    log: str
+
+
+def run_tf2_on_local_cluster(
+    plan: Any, worker: dict[str, Any], blobs: list[bytes]
+) -> tuple[list[TaskRun], str]:
+    """Start one process per task of ``plan`` (each with its ``TF_CONFIG``) in the cluster's
+    process and namespace, have each run ``worker`` (``cluster_worker.run_task``'s request;
+    ``blobs``: the pickled setup and its arguments) and end them all, whatever happens.
+    Returns each task's answer and the note of a cluster on the host's network."""
+    mode, why = network_mode()
+    ports = iter(cluster_module.free_ports(sum(plan.jobs.values())))
+    addresses = {
+        name: [f"localhost:{next(ports)}" for _ in range(count)]
+        for name, count in plan.jobs.items()
+    }
+    request = {
+        "cluster": addresses,
+        "tasks": list(plan.jobs),
+        "worker": worker,
+        "source": CHILD_SOURCE,
+    }
+    with tempfile.TemporaryFile("w+b") as log, _child(log, mode, ROLE_WORKERS) as child:
+        sender = threading.Thread(
+            target=_send, args=(child.stdin, request, blobs), name="tfplace-cluster-send"
+        )
+        try:
+            sender.start()
+            pipe, note = _started(child, log, addresses, why)
+            return _task_runs(_answer(pipe, child, log)), note
+        finally:
+            stop(child)
+            sender.join()
+
+
+def _task_runs(answer: tuple[dict[str, Any], list[bytes]]) -> list[TaskRun]:
+    header, blobs = answer
+    tasks = [tuple(t) for t in header["tasks"]] if "failed" in header else []
+    if "failed" in header:
+        logs = {
+            f"/job:{job}/task:{index}": data.decode("utf-8", errors="replace")
+            for (job, index), data in zip(tasks, blobs, strict=False)
+        }
+        failed = header["failed"]
+        job, index = failed["task"]
+        if failed.get("traceback"):  # where the task's code raised, for error.log
+            logs[f"/job:{job}/task:{index}"] += failed["traceback"]
+        what = failed.get("error") or (
+            f"its process exited with code {failed.get('exit')}"
+            if (failed.get("exit") or 0) >= 0
+            else "its process was killed"
+        )
+        error = TraceError(
+            f"/job:{job}/task:{index} of the local cluster failed: {what}. The other tasks "
+            "were stopped; nothing was left running."
+        )
+        error.logs = logs  # type: ignore[attr-defined]  # what each task printed
+        raise error
+    count = len(header["tasks"])
+    runs = []
+    for number, task in enumerate(header["tasks"]):
+        job, index = task.pop("task")
+        runs.append(
+            TaskRun(
+                job=job,
+                task=int(index),
+                header=task,
+                trace=blobs[number],
+                log=blobs[count + number].decode("utf-8", errors="replace"),
+            )
+        )
+    return runs
+
+
 @contextlib.contextmanager
-def _child(log: IO[bytes], mode: str) -> Iterator[subprocess.Popen]:
+def _child(log: IO[bytes], mode: str, role: str = ROLE_SERVERS) -> Iterator[subprocess.Popen]:
     """The cluster's process, killed and reaped when the block ends, however it ends."""
     child = None
     try:
         child = subprocess.Popen(
-            [sys.executable, "-c", CHILD_SOURCE, str(os.getpid()), mode],
+            [sys.executable, "-c", CHILD_SOURCE, str(os.getpid()), mode, role],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -271,9 +356,11 @@ class _PolledPipe:
         return os.read(self.fd, count)
 
 
-def _converse(
-    child: subprocess.Popen, log: IO[bytes], addresses: dict, with_job: bool, why: str
-) -> ClusterRun:
+def _started(
+    child: subprocess.Popen, log: IO[bytes], addresses: dict, why: str
+) -> tuple[_PolledPipe, str]:
+    """Wait for the child to say its network and that its tasks started: its answers'
+    pipe, and the note of a cluster on the host's network ("" in a namespace)."""
     assert child.stdout is not None
     pipe = _PolledPipe(child.stdout.fileno())
     pipe.deadline = time.monotonic() + START_TIMEOUT_S
@@ -288,23 +375,23 @@ def _converse(
     if ready is None or not ready[0].get("ready"):
         raise _not_started(child, log, addresses, ready[0].get("error") if ready else None)
     pipe.deadline = None
-    run = ClusterRun()
+    note = ""
     if network is not None and network[0].get("network") == "host":
-        run.note = (
+        note = (
             f"{EXPOSED_NOTE}, reachable "
             f"from other hosts for the length of the trace ({ALLOW_EXPOSED_ENV}=1; no network "
             f"namespace: {network[0].get('why') or why}).\n"
         )
+    return pipe, note
+
+
+def _converse(
+    child: subprocess.Popen, log: IO[bytes], addresses: dict, with_job: bool, why: str
+) -> ClusterRun:
+    pipe, note = _started(child, log, addresses, why)
+    run = ClusterRun(note=note)
     if with_job:
-        answer = read_frame(pipe)
-        if answer is None:
-            stop(child)
-            raise TraceError(
-                f"The local cluster's process ended during the run ({_exit_words(child)})"
-                + _printed(log)
-                + ". Nothing was left running."
-            )
-        header, run.steps = answer
+        header, run.steps = _answer(pipe, child, log)
         run.devices = header.get("devices", [])
         if "run_error" in header:
             run.log = _read_log(child, log)
@@ -313,6 +400,21 @@ def _converse(
             raise error
     run.log = _read_log(child, log)
     return run
+
+
+def _answer(
+    pipe: _PolledPipe, child: subprocess.Popen, log: IO[bytes]
+) -> tuple[dict[str, Any], list[bytes]]:
+    """The child's answer to the job; a ``TraceError`` if it ended without one."""
+    answer = read_frame(pipe)
+    if answer is None:
+        stop(child)
+        raise TraceError(
+            f"The local cluster's process ended during the run ({_exit_words(child)})"
+            + _printed(log)
+            + ". Nothing was left running."
+        )
+    return answer
 
 
 def _not_started(

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._analyses.predict.keras_xla import RAW_NAME
 from .._model.devices import parse_device
 from .._model.errors import CallsTfFunction, ClusterError, TraceError, UsesEagerObjects, attach_log
 from .._model.trace import PlacementTrace
@@ -29,19 +28,16 @@ from .._tfadapter.origins import graph_built_at
 from . import mode_choice
 from .builder import build, describe, fed_fetches
 from .cluster import cluster_target, parse_cluster
+from .cluster_tf2 import trace_on_local_cluster
 from .failures import Phase, explain_run_error
-from .function import trace_function
 from .graph_xla import jit_requested, launched_a_cluster, profiled_run
-from .keras import keras_record, step_record
 from .local_cluster import EXPOSED_NOTE, GraphJob, RemoteRunError, run_on_local_cluster
 from .options import CPU_COUNT_RULE, MAX_DEVICES_PER_TYPE, is_device_count, normalize_device_count
 from .overrides import apply_to_graph, check_overrides
 from .recipe import remember
+from .tf2_call import as_tf2
 
 MODES = ("auto", "graph", "function")
-# One TF2 trace at a time per process (see _as_tf2); .active: this thread's trace is running.
-_TF2_TRACE_LOCK = threading.Lock()
-_tf2_tracing = threading.local()
 TRACE_OPTIONS = (
     "fn_kwargs",
     "mode",
@@ -114,14 +110,19 @@ def _traced(
     a graph builder on servers tfplace starts, in a process no other host can reach
     (``local_cluster``);
     ``cluster=tf.train.ClusterSpec(...)`` with ``target="grpc://host:port"`` on servers you
-    run. Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
+    run. With ``mode="function"`` (or ``fn`` given as ``"module:function"``) and a local
+    cluster, ``fn`` is a setup run on every task with its ``TF_CONFIG``: it makes a
+    ``MultiWorkerMirroredStrategy`` and returns the step to trace (``cluster_tf2``). Bad argument types (a non-callable ``fn``, a ``device_count`` that is not a
     dict, a ``config`` that is not a ``ConfigProto``, an unknown keyword option, which names the
     closest one) raise ``TypeError``; bad values ``ValueError``; a failed trace ``TraceError``.
     """
     check_option_names(unknown, "trace_placement")
-    _check_arguments(fn, device_count, steps, timeout_s, device_scope, warmup)
-    overrides = check_overrides(overrides)
     plan = parse_cluster(cluster, target)
+    across_tasks = plan is not None and plan.local and (mode == "function" or isinstance(fn, str))
+    if not across_tasks or callable(fn):  # a setup may be given as "module:function"
+        _check_fn(fn)
+    _check_arguments(device_count, steps, timeout_s, device_scope, warmup)
+    overrides = check_overrides(overrides)
     if plan is not None and not plan.local and device_count is not None:
         raise ClusterError(
             "device_count sets the devices of servers tfplace starts (cluster='local:...'); "
@@ -156,10 +157,28 @@ def _traced(
         "cluster": cluster,
         "target": target,
     }
+    if across_tasks:  # TF2 code on every task of a local cluster
+        _no_graph_options({**graph_only, "cluster": None, "target": None}, "function")
+        reason = (
+            f"mode={mode!r} with cluster={cluster!r}: traced as TF2 code on every task, each "
+            "a process of its own with its TF_CONFIG."
+        )
+        task_options = {
+            k: v for k, v in function_options.items() if k not in ("device_count", "outputs")
+        }
+        return trace_on_local_cluster(
+            fn,
+            args,
+            fn_kwargs,
+            plan,
+            device_count=device_count,
+            options=task_options,
+            reason=reason,
+        )
     reason = mode_choice.tf2_before_building(fn, mode, args, fn_kwargs)
     if reason:
         _no_graph_options(graph_only, "auto-picked function" if mode == "auto" else "function")
-        return _as_tf2(fn, args, fn_kwargs, function_options, startup_log, reason)
+        return as_tf2(fn, args, fn_kwargs, function_options, startup_log, reason)
     if args or fn_kwargs:
         raise ValueError(
             "mode='graph' calls the graph builder with no arguments; pass arguments only to TF2 "
@@ -173,7 +192,7 @@ def _traced(
         apply_to_graph(graph, overrides)
     except CallsTfFunction as exc:
         reason = mode_choice.calls_tf_function(fn, exc.function)
-        return _as_tf2(fn, (), None, function_options, startup_log, reason)
+        return as_tf2(fn, (), None, function_options, startup_log, reason)
     except UsesEagerObjects as exc:
         if mode == "graph":  # the builder's own exception (if any) stays chained
             raise TraceError(
@@ -185,7 +204,7 @@ def _traced(
             ) from exc.__cause__
         _no_graph_options(graph_only, "function (picked because the builder uses eager objects)")
         reason = mode_choice.uses_eager_objects(fn, exc.detail)
-        return _as_tf2(fn, (), None, function_options, startup_log, reason)
+        return as_tf2(fn, (), None, function_options, startup_log, reason)
     reason = mode_choice.graph_mode(fn, mode, graph_options)
     session_config = _session_config(config, device_count, soft_placement, optimize)
     mode_lines = [reason]
@@ -263,42 +282,6 @@ def _traced(
     return trace
 
 
-def _as_tf2(
-    fn: Callable[..., Any],
-    args: tuple,
-    kwargs: Mapping[str, Any] | None,
-    options: dict[str, Any],
-    startup_log: str,
-    reason: str,
-) -> PlacementTrace:
-    """``fn`` traced as TF2 code (function mode); ``reason`` (why) leads its log. A Keras
-    step's trace records how Keras would compile it on a GPU (read before the run).
-
-    One TF2 trace at a time in the process: TensorFlow's profiler and its function library are
-    the process's, so a second thread waits for the first trace to finish (its ops, not the
-    other's); a trace started from inside one (re-entrantly, in the same thread) is refused."""
-    note = f"{startup_log}tfplace: {reason}"
-    if getattr(_tf2_tracing, "active", False):
-        raise TraceError(
-            "Another trace is running in this thread: trace_placement (or show_placement) was "
-            "called from inside the code it traces. Trace the outer call only, or call it after "
-            "that trace has finished."
-        )
-    with _TF2_TRACE_LOCK:
-        _tf2_tracing.active = True
-        try:
-            keras = keras_record(fn)
-            trace = trace_function(fn, args, kwargs, **options, note=note)
-        finally:
-            _tf2_tracing.active = False
-    trace.mode_reason = reason
-    trace.raw.update(keras)
-    compiled = step_record(trace)  # what XLA would compile, from this run's own graphs
-    if compiled is not None:
-        trace.raw[RAW_NAME] = compiled
-    return trace
-
-
 def _check_config(config: Any) -> None:
     import tensorflow as tf
 
@@ -315,9 +298,12 @@ def _no_graph_options(options: Mapping[str, Any], mode: str) -> None:
         raise ValueError(
             f"{', '.join(given)} only apply to a TF1 graph builder (mode='graph'), and this "
             f"call is traced as TF2 code (mode={mode}). Pass tensors as arguments instead of "
-            "feed_dict; leave timeout_s and config out. Across a cluster only graph builders "
-            "are traced (tf.distribute's ParameterServerStrategy and "
-            "MultiWorkerMirroredStrategy are not supported): leave cluster and target out."
+            "feed_dict; leave timeout_s and config out. Across a cluster, TF2 code "
+            "(MultiWorkerMirroredStrategy) is traced from a setup function run on every task: "
+            "trace_placement(setup, cluster='local:worker=2', mode='function'), where setup, "
+            "a function of a module, makes the strategy and the model and returns the step to "
+            "trace (ParameterServerStrategy is not traced yet); servers you run "
+            "(cluster=tf.train.ClusterSpec) take graph builders only."
         )
 
 
@@ -334,15 +320,18 @@ def check_option_names(options: Mapping[str, Any], caller: str) -> None:
         )
 
 
-def _check_arguments(
-    fn: Any, device_count: Any, steps: Any, timeout_s: Any, device_scope: Any, warmup: Any = 1
-) -> None:
+def _check_fn(fn: Any) -> None:
     if not callable(fn):
         raise TypeError(
             f"trace_placement needs a function to run (a tf.function, a Keras model, or a "
             f"function that builds ops), not {type(fn).__name__}. Wrap your code in "
             "`def build(): ...; return output` and pass `build`."
         )
+
+
+def _check_arguments(
+    device_count: Any, steps: Any, timeout_s: Any, device_scope: Any, warmup: Any = 1
+) -> None:
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise ValueError(f"steps must be a whole number from 1 to {MAX_STEPS}, not {steps!r}.")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= MAX_STEPS:

@@ -15,6 +15,7 @@ from ..._model.columns import FINDING_KINDS as KINDS
 from ..._model.columns import SEVERITIES
 from ..._model.devices import parse_device, short_device
 from ..._model.graphfacts import linked_groups
+from ..._model.trace import strategy_of
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
 # gpu_kernel values (_model/kernels.py): a GPU kernel, one computing in host memory, GPU
@@ -212,6 +213,8 @@ class Context:
                     self.why_cpu[name] = self._cpu_cause(name, self.how.get(name), reasons)
             return
         if not self.gpu_kernel:  # no GPU, no kernel facts: nothing to predict from
+            return
+        if strategy_of(self.trace):  # the strategy places the step by the devices it finds
             return
         self.predicted_view = True
         predicted = _predict_with_module(self, facts)

@@ -1,0 +1,231 @@
+"""TF2 code across a local cluster (issue 36): ``trace_placement(setup, cluster="local:worker=2",
+mode="function")`` runs ``setup`` in one process per task, each with its ``TF_CONFIG``, under
+``tf.distribute.MultiWorkerMirroredStrategy``, and traces the step it returns on every task.
+
+Checked against TensorFlow itself: each task's process prints TensorFlow's placement log of the
+user's own first call of the step (the setup calls it, as a training script does), and the
+trace's rows of that task are on the devices that log names, op for op. The programs are in
+``mwms_programs`` (a module: each task imports the setup by name).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from typing import Any
+
+import mwms_programs
+import psutil
+import pytest
+from test_cluster import WORKER0, WORKER1, record
+
+from tfplace_widget._model.errors import ClusterError, TraceError
+from tfplace_widget._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
+from tfplace_widget._tracing import cluster_tf2, local_cluster
+
+_PLACED = re.compile(r"placer\.cc:\d+\] (\S+): \((\w+)\): (\S+)$", re.MULTILINE)
+_NOT_COMPARED = {"_Arg", "_Retval", "_DeviceArg"}
+TASKS = ("/job:worker/task:0", "/job:worker/task:1")
+
+
+def worker_processes() -> list[psutil.Process]:
+    """The TF2 task processes of this tree's local clusters that are still running."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        if local_cluster.CHILD_SOURCE in argv and argv[-1] == "worker":
+            found.append(process)
+    return found
+
+
+@pytest.fixture(scope="module")
+def mwms(trace_placement: Any) -> Any:
+    """The custom training loop on two workers; the ports and processes it used, and the
+    thread count before."""
+    with pytest.MonkeyPatch.context() as patch:
+        spy = record(patch)
+        threads = threading.active_count()
+        trace = trace_placement(
+            mwms_programs.custom_loop, cluster="local:worker=2", mode="function"
+        )
+        return trace, spy, threads
+
+
+def task_sections(trace: Any, name: str = "custom_loop") -> dict[str, tuple[str, str]]:
+    """Per task: what its process printed (the setup and the user's first call), and its
+    trace's log, as the merged log keeps them."""
+    sections = {}
+    for index, task in enumerate(TASKS):
+        start = trace.log.index(cluster_tf2.TASK_PRINTED.format(task=task, name=name))
+        middle = trace.log.index(cluster_tf2.TASK_TRACE.format(task=task), start)
+        following = TASKS[index + 1] if index + 1 < len(TASKS) else None
+        end = (
+            trace.log.index(cluster_tf2.TASK_PRINTED.format(task=following, name=name))
+            if following
+            else len(trace.log)
+        )
+        sections[task] = (trace.log[start:middle], trace.log[middle:end])
+    return sections
+
+
+def test_every_worker_runs_the_step_on_its_own_task(mwms):
+    trace, _, _ = mwms
+    assert trace.devices == [WORKER0, WORKER1]
+    per_task = {
+        device: Counter(zip(rows["op"], rows["type"], strict=True))
+        for device, rows in trace.ops.groupby("device")
+    }
+    assert set(per_task) == {WORKER0, WORKER1}
+    assert per_task[WORKER0] == per_task[WORKER1]  # the same step, replicated
+    types = {t.removeprefix("_Mkl") for _, t in per_task[WORKER0]}
+    assert {"MatMul", "CollectiveReduceV2", "IteratorGetNext"} <= types, types
+    assert set(trace.events["device"]) == {WORKER0, WORKER1}
+    assert trace.mode == "function"
+
+
+def test_each_tasks_ops_are_where_its_placement_log_puts_them(mwms):
+    """TensorFlow's placement log of the user's own call, printed in each task's process: every
+    op of the trace it names is on the device it names, on that task."""
+    trace, _, _ = mwms
+    for task, device in zip(TASKS, (WORKER0, WORKER1), strict=True):
+        printed, _ = task_sections(trace)[task]
+        logged = {
+            name: placed
+            for name, op_type, placed in _PLACED.findall(printed)
+            if op_type not in _NOT_COMPARED
+        }
+        rows = trace.ops[trace.ops["device"].str.startswith(device.rsplit("/device", 1)[0])]
+        compared: Counter = Counter()
+        for name, placed in logged.items():
+            mine = rows[rows["op"] == name]
+            if mine.empty:
+                continue
+            assert set(mine["device"]) == {placed}, (task, name, placed, mine)
+            assert placed == device  # the task's own ops on the task's own CPU
+            compared[mine["type"].iloc[0].removeprefix("_Mkl").removeprefix("Native")] += 1
+        assert sum(compared.values()) >= 100, (task, compared)
+        print(f"{task}: {sum(compared.values())} ops placed as its placement log says")
+        # the all-reduces (gradients, loss), the convolution and the dense layers among them
+        assert compared["CollectiveReduceV2"] == 2, compared
+        assert compared["MatMul"] >= 2, compared
+        assert sum(n for op_type, n in compared.items() if "Conv2D" in op_type) >= 1, compared
+
+
+def test_collectives_name_their_group_and_the_tasks_that_take_part(mwms):
+    trace, _, _ = mwms
+    reduces = trace.ops[trace.ops["type"] == "CollectiveReduceV2"]
+    assert len(reduces) == 4  # the gradients' and the loss's all-reduce, on each worker
+    assert set(reduces["op"]) == {"rm_sprop/CollectiveReduceV2", "CollectiveReduceV2"}
+    raw = json.loads(trace.raw[STRATEGY_TASKS_RAW])
+    assert raw["strategy"] == "MultiWorkerMirroredStrategy"
+    groups = {task: found["collectives"] for task, found in raw["tasks"].items()}
+    assert set(groups) == set(TASKS)
+    for task in TASKS:
+        for op, group in groups[task].items():
+            assert group["group_size"] == 2  # TensorFlow's: the two workers
+            assert group["group_key"] == groups[TASKS[0]][op]["group_key"]
+            assert group["type"] == "CollectiveReduceV2"
+    for reason in reduces["reason"]:
+        assert "group_size 2" in reason
+        assert "/job:worker/task:0, /job:worker/task:1 (2 tasks)" in reason
+
+
+def test_reasons_name_the_strategy_and_the_task(mwms):
+    trace, _, _ = mwms
+    for device, rows in trace.ops.groupby("device"):
+        task = "/job:worker/task:" + device.split("task:")[1].split("/")[0]
+        for reason in rows["reason"]:
+            assert (
+                "The step runs on every worker: MultiWorkerMirroredStrategy replicates it "
+                f"(this is {task}'s copy)." in reason
+            ), reason
+    assert any("MultiWorkerMirroredStrategy ran the step on 2 tasks" in n for n in trace.notes)
+
+
+def test_the_cluster_leaves_no_process_port_or_thread(mwms):
+    trace, spy, threads = mwms
+    assert spy.children and not any(c.is_running() and c.status() != "zombie" for c in spy.children)
+    assert worker_processes() == []
+    assert threading.active_count() == threads
+
+
+def test_a_failing_task_stops_the_others_and_is_named(trace_placement, monkeypatch):
+    spy = record(monkeypatch)
+    with pytest.raises(TraceError) as caught:
+        # the setup by its module and name: no mode= needed
+        trace_placement("mwms_programs:fails_on_worker_1", cluster="local:worker=2")
+    message = str(caught.value)
+    assert "/job:worker/task:1 of the local cluster failed" in message
+    assert "RuntimeError: no data on this worker" in message
+    assert "/job:worker/task:1 printed" in caught.value.log
+    assert 'raise RuntimeError("no data on this worker")' in caught.value.log  # its traceback
+    assert spy.children and worker_processes() == []
+
+
+def test_a_setup_the_tasks_cannot_import_is_refused_before_anything_starts(
+    trace_placement, monkeypatch
+):
+    spy = record(monkeypatch)
+
+    def setup() -> Any:  # inside a function: no task can import it
+        return None
+
+    with pytest.raises(ClusterError, match="inside a function.*top level of a module"):
+        trace_placement(setup, cluster="local:worker=2", mode="function")
+    setup.__qualname__, setup.__module__ = "setup", "__main__"
+    with pytest.raises(ClusterError, match="in __main__"):
+        trace_placement(setup, cluster="local:worker=2", mode="function")
+    with pytest.raises(ClusterError, match="not 'module:function'"):
+        trace_placement("mwms_programs.custom_loop", cluster="local:worker=2")
+    with pytest.raises(ClusterError, match="ParameterServerStrategy is not traced yet"):
+        trace_placement(mwms_programs.custom_loop, cluster="local:worker=2,ps=1", mode="function")
+    assert spy.children == []
+
+
+def test_a_tf2_strategy_on_a_cluster_is_no_longer_refused_outright(trace_placement, tf):
+    """The auto-picked function mode with a cluster still says how to trace TF2 code there."""
+    step = tf.function(lambda: tf.constant(1.0))
+    with pytest.raises(ValueError, match="trace_placement\\(setup, cluster='local:worker=2'"):
+        trace_placement(step, cluster="local:worker=2")
+
+
+def test_no_gpu_prediction_is_made_from_the_strategys_cpu_placement(mwms, tmp_path):
+    """On CPU-only workers the strategy pins the step to each task's CPU (tf.device): what it
+    does with GPUs is another placement, which the trace cannot tell. So no finding says what
+    a GPU machine would do (was: a ping_pong telling to drop the strategy's own tf.device), and
+    predict_placement says it cannot predict this trace yet; both survive save and load."""
+    from tfplace_widget import predict_placement
+
+    trace, _, _ = mwms
+    loaded = PlacementTrace.load(trace.save(tmp_path / "mwms.tfplace"))
+    for each in (trace, loaded):
+        assert not each.all_findings["predicted"].any(), each.all_findings
+        with pytest.raises(TraceError, match="MultiWorkerMirroredStrategy ran its step on every"):
+            predict_placement(each, gpus=1)
+    assert loaded.devices == trace.devices and len(loaded.ops) == len(trace.ops)
+
+
+def test_the_tasks_times_are_on_one_clock(mwms):
+    """An all-reduce cannot end on one task before the other task has started it: on one
+    clock, the two tasks' runs of each CollectiveReduceV2 overlap (they would not if each
+    task's times counted from its own first op, as they did)."""
+    trace, _, _ = mwms
+    events = trace.events[
+        trace.events["op"].isin(["CollectiveReduceV2", "rm_sprop/CollectiveReduceV2"])
+    ]
+    compared = 0
+    for op, runs in events.groupby("op"):
+        spans = {
+            device: (rows["start_us"].min(), (rows["start_us"] + rows["duration_us"]).max())
+            for device, rows in runs.groupby("device")
+        }
+        if len(spans) < 2:  # seen once here: one task's trace had no run of it
+            continue
+        (start0, end0), (start1, end1) = spans[WORKER0], spans[WORKER1]
+        assert start0 <= end1 and start1 <= end0, (op, spans)
+        compared += 1
+    assert compared >= 1, events
+    assert trace.events["start_us"].min() == 0
+    assert any("on one clock" in note for note in trace.notes)

@@ -1,0 +1,142 @@
+"""One task of a TF2 trace across a local cluster, in a process of its own (started by
+``cluster_child`` in the cluster's network namespace, with the task's ``TF_CONFIG`` set).
+
+TensorFlow's placement log is turned on before its runtime starts, the user's setup runs (it
+makes the strategy, the model, the data, as on each machine of a real cluster) and returns the
+step; the step is traced here with the function-mode tracer, and the trace goes back pickled,
+with the strategy's name and the group of each collective op.
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from .._model.errors import TraceError
+
+
+def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
+    """Run the setup and trace its step: ``({"strategy", "collectives"}, [trace])``, or
+    ``({"error": ...}, [])``."""
+    try:
+        import tensorflow as tf
+
+        from .function import ensure_devices
+
+        ensure_devices(request.get("device_count"))  # before the strategy starts the runtime
+        tf.debugging.set_log_device_placement(True)  # TF prints it only if set before
+        setup, args, kwargs = pickle.loads(blobs[0])
+        step, step_args, step_kwargs = step_of(setup(*args, **kwargs), setup)
+        strategy = strategy_in_use()
+        from .tf2_call import as_tf2
+
+        options = dict(request["options"], device_count=None, outputs=None)
+        reason = f"the step {setup.__name__}() returned, traced as TF2 code on this task."
+        trace = as_tf2(step, step_args, step_kwargs, options, "", reason)
+        collectives = collective_groups(trace)
+        trace.__dict__.pop("_findings_cache", None)
+        data = pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException as exc:  # noqa: BLE001 (any failure is the answer)
+        return {
+            "error": str(exc) if isinstance(exc, TraceError) else f"{type(exc).__name__}: {exc}",
+            "type": type(exc).__name__,
+            "traceback": traceback.format_exc(),
+        }, []
+    return {"strategy": strategy, "collectives": collectives}, [data]
+
+
+def step_of(made: Any, setup: Callable[..., Any]) -> tuple[Callable[..., Any], tuple, dict]:
+    """What the setup returned as ``(step, args, kwargs)``: a callable, or a tuple
+    ``(step, args)`` or ``(step, args, kwargs)``."""
+    if callable(made):
+        return made, (), {}
+    if isinstance(made, tuple) and made and callable(made[0]) and len(made) <= 3:
+        args = made[1] if len(made) > 1 else ()
+        kwargs = made[2] if len(made) > 2 else {}
+        if isinstance(args, tuple) and isinstance(kwargs, dict):
+            return made[0], args, kwargs
+    name = getattr(setup, "__name__", "setup")
+    raise TraceError(
+        f"{name}() returned {type(made).__name__}, not the step to trace: return the step "
+        "(a tf.function, or model.fit & co.), or (step, args) or (step, args, kwargs), e.g. "
+        "`return train_step, (iterator,)`."
+    )
+
+
+def strategy_in_use() -> str:
+    """The class name of the ``tf.distribute`` strategy the setup made (the last one made,
+    but the default one); ``""`` when it made none."""
+    from tensorflow.python.distribute import distribute_lib
+
+    found = [
+        type(obj).__name__
+        for obj in gc.get_objects()
+        if isinstance(obj, distribute_lib.StrategyBase)
+        and not isinstance(obj, distribute_lib._DefaultDistributionStrategy)  # noqa: SLF001
+    ]
+    return found[-1] if found else ""
+
+
+_COLLECTIVE_INPUTS = ("group_size", "group_key")  # instance_key: fed at each call
+
+
+def collective_groups(trace: Any) -> dict[str, dict[str, Any]]:
+    """Per collective op of the trace (``CollectiveReduceV2``, ``CollectiveGatherV2``...): its
+    type, ``group_size`` and ``group_key`` (the constants it reads, as the placed graphs
+    hold them; its ``instance_key`` is fed at each call), and its ``merge_op``/``final_op`` and ``communication_hint``."""
+    import tensorflow as tf
+    from tensorflow.core.framework import graph_pb2
+
+    collective = trace.ops[trace.ops["type"].astype(str).str.startswith("Collective")]
+    if collective.empty:
+        return {}
+    wanted = set(collective["op"])
+    groups: dict[str, dict[str, Any]] = {}
+    for graph in _function_graphs(trace):
+        for part in [*graph.partition_graphs, graph.pre_optimization_graph]:
+            if not isinstance(part, graph_pb2.GraphDef):
+                continue
+            consts = {n.name: n for n in part.node if n.op == "Const"}
+            for node in part.node:
+                if node.name not in wanted or node.name in groups:
+                    continue
+                row: dict[str, Any] = {"type": node.op}
+                names = _input_names(node)
+                for key in _COLLECTIVE_INPUTS:
+                    const = consts.get(names.get(key, ""))
+                    if const is not None:
+                        row[key] = int(tf.make_ndarray(const.attr["value"].tensor).ravel()[0])
+                for attr in ("merge_op", "final_op", "communication_hint"):
+                    if attr in node.attr:
+                        row[attr] = node.attr[attr].s.decode()
+                groups[node.name] = row
+    return groups
+
+
+def _input_names(node: Any) -> dict[str, str]:
+    """The node each named input of a collective reads (its op's argument order)."""
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(node.op)
+    if op_def is None:
+        return {}
+    data = [name for name in node.input if not name.startswith("^")]
+    return {
+        arg.name: data[i].split(":")[0]
+        for i, arg in enumerate(op_def.input_arg)
+        if i < len(data) and arg.name in _COLLECTIVE_INPUTS
+    }
+
+
+def _function_graphs(trace: Any) -> list[Any]:
+    """The placed function graphs the trace keeps (``raw["function_graphs.pb"]``)."""
+    from tensorflow.core.protobuf import config_pb2
+
+    data = trace.raw.get("function_graphs.pb")
+    if not data:
+        return []
+    metadata = config_pb2.RunMetadata.FromString(data)
+    return list(metadata.function_graphs)
