@@ -20,6 +20,11 @@ class Records:
     duration: list = field(default_factory=list)
     label: list = field(default_factory=list)
     output_bytes: list = field(default_factory=list)
+    # TensorFlow's allocator records (graph mode's ``NodeExecStats.memory``), one item per
+    # (record, allocator): ``(row, step, allocator, peak_bytes, total_bytes, ((alloc_micros,
+    # alloc_bytes), ...))``, ``row`` the record's index in the columns above, ``step`` a key
+    # shared by the records of one traced step. Not a column: most records have none.
+    memory: list = field(default_factory=list)
 
     def append(
         self, op: str, op_type: str, lane: str, thread: int, start: int, duration: int, label: str
@@ -37,8 +42,12 @@ class Records:
     def keep(self, rows: list[int]) -> None:
         """Keep only the records at ``rows``, in that order."""
         for column in fields(self):
-            values = getattr(self, column.name)
-            setattr(self, column.name, [values[i] for i in rows])
+            if column.name != "memory":
+                values = getattr(self, column.name)
+                setattr(self, column.name, [values[i] for i in rows])
+        if self.memory:
+            moved = {old: new for new, old in enumerate(rows)}
+            self.memory = [(moved[m[0]], *m[1:]) for m in self.memory if m[0] in moved]
 
 
 class BuiltAt(NamedTuple):

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .graphfacts import GraphFacts
+from .memory import empty_memory
 from .services import services
 from .xla import empty_xla
 
@@ -65,6 +66,11 @@ class PlacementTrace:
     # predicted from, which say how much of the step a predicted finding is about; None for a
     # trace that ran (its own ``events`` say it) and for a prediction loaded from a file.
     measured: pd.DataFrame | None = field(default=None, repr=False)
+    # One row per change of a device's live bytes from TensorFlow's allocator records
+    # (_model/columns.py MEMORY_COLUMNS: device, allocator, time_us, bytes, live_bytes, op);
+    # graph mode's FULL_TRACE step_stats have them. Empty (with its columns) where the trace has
+    # none: TF2 profiles, Chrome traces, predictions, files saved before it.
+    memory: pd.DataFrame = field(default_factory=empty_memory, repr=False)
 
     @property
     def findings(self) -> pd.DataFrame:
