@@ -104,4 +104,3 @@ def _device_of_lane(records: Records) -> dict[str, str]:
     return {
         lane: canonical_device(lane_owner(lane)) for lane in {lanes[m[0]] for m in records.memory}
     }
-

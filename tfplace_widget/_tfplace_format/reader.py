@@ -105,7 +105,10 @@ def read(path: str | os.PathLike) -> SavedTrace:
 
 
 # The members :func:`read` reads (those present), besides raw/.
-_MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, "xla", "memory", "measured", "findings")))
+_MEMBERS = (
+    MANIFEST,
+    *(f"frames/{n}.json" for n in (*FRAMES, "xla", "memory", "measured", "findings")),
+)
 _MEMBERS += ("inputs.json", "log.txt", "facts.json")
 
 
