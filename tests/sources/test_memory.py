@@ -11,8 +11,11 @@ allocator is ``mklcpu``, off it is ``cpu``: the tests read the name from the rec
 from __future__ import annotations
 
 import copy
+import io
+import json
 import zipfile
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -256,3 +259,34 @@ def test_traces_without_allocator_records_say_nothing(dense_net):
     assert predicted.memory.empty
     assert not {"allocated_bytes", "peak_bytes", "allocator"} & set(predicted.ops.columns)
     assert isinstance(dense_net.ops["allocated_bytes"].dtype, pd.Int64Dtype)
+
+
+def test_chrome_export_has_memory_counters(dense_net, tmp_path):
+    """Perfetto's counter tracks, as timeline.py's show_memory writes them: a ``C`` event per
+    change of live bytes, on the device's process; the file still reads back as before."""
+    path = dense_net.to_chrome_trace(tmp_path / "dense.json")
+    events = json.loads(Path(path).read_text())["traceEvents"]
+    counters = [e for e in events if e["ph"] == "C"]
+    memory = dense_net.memory
+    assert len(counters) == len(memory)
+    names = {e["args"]["name"]: e["pid"] for e in events if e.get("name") == "process_name"}
+    for event, row in zip(counters, memory.itertuples(index=False), strict=True):
+        assert event["name"] == f"Memory {row.allocator}" and event["cat"] == "memory"
+        assert (event["ts"], event["args"]) == (row.time_us, {"live_bytes": row.live_bytes})
+        assert event["pid"] == names[f"{row.device} Compute"]
+    assert len(PlacementTrace.from_chrome_trace(path).events) == len(dense_net.events)
+
+
+def test_text_report_prints_each_devices_peak(dense_net):
+    from tfplace_widget._analyses.summary import format_bytes
+    from tfplace_widget._rendering.text_report import TextOutput, print_summary
+
+    out = io.StringIO()
+    print_summary(dense_net, TextOutput(out), list_ops=False)
+    text = out.getvalue()
+    lines = text.split("Memory peak per device", 1)[1].splitlines()
+    for row in memory_peaks(dense_net).itertuples(index=False):
+        short = row.device.rsplit("device:", 1)[-1]
+        line = next(x for x in lines if x.strip().startswith(f"{short} "))
+        assert row.allocator in line and format_bytes(row.peak_bytes) in line
+        assert f"{row.ops[0]} {format_bytes(row.ops_bytes[0])}" in line
