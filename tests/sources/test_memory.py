@@ -152,7 +152,7 @@ def test_device_peak_from_the_records(tf, dense_net):
     for _, device, _, used in records:
         for r in used.allocation_records:
             changes[device, used.allocator_name].append((r.alloc_micros, r.alloc_bytes))
-    peaks = memory_peaks(trace).set_index(["device", "allocator"])
+    peaks = trace.memory_peaks().set_index(["device", "allocator"])
     assert set(peaks.index) == set(changes) and len(peaks) == 2  # CPU:0 and CPU:1
     for key, found in changes.items():
         ordered = [b for _, b in sorted(found, key=lambda change: change[0])]
@@ -209,10 +209,15 @@ def test_several_steps_each_start_empty(dense_net, dense_net_steps2):
     pdt.assert_series_equal(one["peak_bytes"], two["peak_bytes"])
 
 
-def test_save_and_load_keep_memory(dense_net, tmp_path):
+def test_save_and_load_and_tables_keep_memory(dense_net, tmp_path):
     loaded = PlacementTrace.load(dense_net.save(tmp_path / "dense.tfplace"))
     pdt.assert_frame_equal(loaded.memory, dense_net.memory)
     pdt.assert_frame_equal(loaded.ops, dense_net.ops)
+    frames = dense_net.to_frames()
+    assert list(frames) == ["ops", "events", "transfers", "memory"]
+    pdt.assert_frame_equal(frames["memory"], dense_net.memory)
+    written = dense_net.to_csv(tmp_path / "tables")
+    pdt.assert_frame_equal(pd.read_csv(written["memory"]), dense_net.memory)
 
 
 def test_files_without_memory_still_load(dense_net, tmp_path):

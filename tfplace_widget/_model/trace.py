@@ -88,6 +88,14 @@ class PlacementTrace:
         only the material ones, and the views show those."""
         return services().find_findings(self, immaterial=True)
 
+    def memory_peaks(self) -> pd.DataFrame:
+        """Each device's memory peak in the traced step, from TensorFlow's allocator records
+        (``memory``): one row per device and allocator with ``peak_bytes``, ``peak_time_us``,
+        and the ``ops`` live at the peak with the bytes each holds (``ops_bytes``, most
+        first); no row when the trace has no records. See
+        :func:`tfplace_widget._analyses.memory.memory_peaks`."""
+        return services().memory_peaks(self)
+
     # -- fixes (tfplace_widget._tracing.fixes: they run the traced code again) -----------------
     def try_fix(self, finding: Any) -> Any:
         """Run the traced code again with ``finding``'s fix (a row of ``findings``, its index,
@@ -249,13 +257,15 @@ class PlacementTrace:
 
         Returns:
             ``ops``, ``events`` and ``transfers`` (in that order, by name), then ``xla`` when
-            an XLA cluster ran (one row per executed HLO instruction).
+            an XLA cluster ran (one row per executed HLO instruction) and ``memory`` when
+            TensorFlow recorded allocations.
         """
         return services().to_frames(self)
 
     def to_csv(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
         """Write ``ops.csv``, ``events.csv`` and ``transfers.csv`` (and ``xla.csv`` when an
-        XLA cluster ran): UTF-8, a header, no index column.
+        XLA cluster ran, ``memory.csv`` when TensorFlow recorded allocations): UTF-8, a header,
+        no index column.
 
         Args:
             folder: Where to write them (made if missing).
