@@ -21,10 +21,13 @@ class Records:
     label: list = field(default_factory=list)
     output_bytes: list = field(default_factory=list)
     # TensorFlow's allocator records (graph mode's ``NodeExecStats.memory``), one item per
-    # (record, allocator): ``(row, step, allocator, peak_bytes, total_bytes, ((alloc_micros,
-    # alloc_bytes), ...))``, ``row`` the record's index in the columns above, ``step`` a key
-    # shared by the records of one traced step. Not a column: most records have none.
+    # (record, allocator): ``(row, step, allocator, peak_bytes, total_bytes, count)``, ``row``
+    # the record's index in the columns above, ``step`` a key shared by the records of one
+    # traced step, ``count`` how many of its allocation records follow in ``memory_time`` and
+    # ``memory_bytes`` (flat, in item order). Not columns: most records have none.
     memory: list = field(default_factory=list)
+    memory_time: list = field(default_factory=list)
+    memory_bytes: list = field(default_factory=list)
 
     def append(
         self, op: str, op_type: str, lane: str, thread: int, start: int, duration: int, label: str
@@ -42,12 +45,24 @@ class Records:
     def keep(self, rows: list[int]) -> None:
         """Keep only the records at ``rows``, in that order."""
         for column in fields(self):
-            if column.name != "memory":
+            if not column.name.startswith("memory"):
                 values = getattr(self, column.name)
                 setattr(self, column.name, [values[i] for i in rows])
         if self.memory:
-            moved = {old: new for new, old in enumerate(rows)}
-            self.memory = [(moved[m[0]], *m[1:]) for m in self.memory if m[0] in moved]
+            self._keep_memory({old: new for new, old in enumerate(rows)})
+
+    def _keep_memory(self, moved: dict[int, int]) -> None:
+        """Keep the allocator records of the kept records, their rows renumbered."""
+        items, times, sizes = [], [], []
+        at = 0
+        for item in self.memory:
+            row, count = item[0], item[-1]
+            if row in moved:
+                items.append((moved[row], *item[1:]))
+                times += self.memory_time[at : at + count]
+                sizes += self.memory_bytes[at : at + count]
+            at += count
+        self.memory, self.memory_time, self.memory_bytes = items, times, sizes
 
 
 class BuiltAt(NamedTuple):

@@ -27,26 +27,18 @@ from .._model.records import Records
 
 def memory_of_records(records: Records, origin: int) -> pd.DataFrame:
     """``trace.memory`` of ``records`` (times on the trace's axis: µs since ``origin``)."""
-    if not records.memory:
+    if not records.memory_time:
         return empty_memory()
-    device_of = _device_of_lane(records)
-    names, lanes = records.op, records.lane
-    device, allocator, time_us, delta, op, step = [], [], [], [], [], []
-    for row, key, name, _, _, changes in records.memory:
-        if not changes:
-            continue
-        n = len(changes)
-        times, sizes = zip(*changes, strict=True)
-        time_us.extend(times)
-        delta.extend(sizes)
-        device.extend([device_of[lanes[row]]] * n)
-        allocator.extend([name] * n)
-        op.extend([names[row]] * n)
-        step.extend([key] * n)
-    if not time_us:
-        return empty_memory()
-    frame = memory_frame(device, allocator, time_us, delta, op, step)
-    frame["time_us"] -= origin
+    items = _items(records)
+    counts = items["count"]
+    frame = memory_frame(
+        np.repeat(items["device"], counts),
+        np.repeat(items["allocator"], counts),
+        np.asarray(records.memory_time, dtype=np.int64) - origin,
+        records.memory_bytes,
+        np.repeat(items["op"], counts),
+        np.repeat(items["step"], counts),
+    )
     return frame
 
 
@@ -63,33 +55,33 @@ def memory_columns(
     """
     if not records.memory:
         return None
+    items = pd.DataFrame(_items(records))
+    by_allocator = items.groupby(["op", "device", "allocator"], sort=False).agg(
+        total=("total", "sum"), peak=("peak", "max")
+    )
+    per_op = by_allocator.groupby(level=[0, 1], sort=False).agg(
+        total=("total", "sum"), peak=("peak", "max"), allocators=("total", "size")
+    )
+    allocator = by_allocator.reset_index(level=2)["allocator"]
+    several = per_op.index[per_op["allocators"].to_numpy() > 1]
+    if len(several):  # rare: the names, by bytes, largest first
+        shared = by_allocator.reset_index(level=2).loc[several]
+        shared = shared.sort_values(["total", "allocator"], ascending=[False, True])
+        joined = shared.groupby(level=[0, 1], sort=False)["allocator"].agg(", ".join)
+        allocator = allocator[~allocator.index.duplicated()]
+        allocator.loc[joined.index] = joined
+    keys = pd.MultiIndex.from_arrays(
+        [pd.Index(names, dtype=object), pd.Index(devices, dtype=object)]
+    )
+    where = per_op.index.get_indexer(keys)
+    found = where >= 0
     n = len(names)
-    device_of = _device_of_lane(records)
-    op_names, lanes = records.op, records.lane
-    totals: dict[tuple[str, str], list] = {}
-    for row, _, allocator, peak, total, _ in records.memory:
-        key = (op_names[row], device_of[lanes[row]])
-        found = totals.get(key)
-        if found is None:
-            totals[key] = [total, peak, {allocator: total}]
-        else:
-            found[0] += total
-            found[1] = max(found[1], peak)
-            found[2][allocator] = found[2].get(allocator, 0) + total
     allocated = np.zeros(n, np.int64)
     peaks = np.zeros(n, np.int64)
-    allocator_names: list[Any] = [None] * n
-    get = totals.get
-    for i, key in enumerate(zip(names, devices, strict=True)):
-        found = get(key)
-        if found is not None:
-            allocated[i], peaks[i] = found[0], found[1]
-            by_bytes = found[2]
-            allocator_names[i] = (
-                next(iter(by_bytes))
-                if len(by_bytes) == 1
-                else ", ".join(sorted(by_bytes, key=lambda a: (-by_bytes[a], a)))
-            )
+    allocated[found] = per_op["total"].to_numpy()[where[found]]
+    peaks[found] = per_op["peak"].to_numpy()[where[found]]
+    allocator_names = np.full(n, None, dtype=object)
+    allocator_names[found] = allocator.reindex(per_op.index).to_numpy()[where[found]]
     missing = ~np.asarray(ran, dtype=bool)
     return {
         "allocated_bytes": pd.arrays.IntegerArray(np.where(missing, 0, allocated), missing),
@@ -98,9 +90,19 @@ def memory_columns(
     }
 
 
-def _device_of_lane(records: Records) -> dict[str, str]:
-    """The canonical device of each lane that has allocator records."""
-    lanes = records.lane
+def _items(records: Records) -> dict[str, np.ndarray]:
+    """``Records.memory`` as columns: each item's op, device, step, allocator, peak and total
+    bytes, and how many allocation records it has."""
+    rows, steps, allocators, peaks, totals, counts = zip(*records.memory, strict=True)
+    rows = np.asarray(rows, dtype=np.intp)
+    lane_codes, lanes = pd.factorize(np.asarray(records.lane, dtype=object)[rows])
+    device_of = np.array([canonical_device(lane_owner(lane)) for lane in lanes], dtype=object)
     return {
-        lane: canonical_device(lane_owner(lane)) for lane in {lanes[m[0]] for m in records.memory}
+        "op": np.asarray(records.op, dtype=object)[rows],
+        "device": device_of[lane_codes],
+        "step": np.asarray(steps, dtype=np.int64),
+        "allocator": np.asarray(allocators, dtype=object),
+        "peak": np.asarray(peaks, dtype=np.int64),
+        "total": np.asarray(totals, dtype=np.int64),
+        "count": np.asarray(counts, dtype=np.int64),
     }

@@ -152,13 +152,28 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
         records.label,
         records.output_bytes,
     )
-    memory = records.memory
+    memory, memory_time, memory_bytes = records.memory, records.memory_time, records.memory_bytes
     for dev in step_stats.dev_stats:
         nodes = dev.node_stats
         lane.extend([dev.device] * len(nodes))
         for node in nodes:
-            if node.memory:  # what the op's tracking allocators saw (FULL_TRACE)
-                _add_memory(memory, len(op), first, node.memory)
+            used = node.memory
+            if used:  # what the op's tracking allocators saw (FULL_TRACE), read flat
+                for allocator in used:
+                    changes = allocator.allocation_records
+                    memory.append(
+                        (
+                            len(op),
+                            first,
+                            allocator.allocator_name,
+                            allocator.peak_bytes,
+                            allocator.total_bytes,
+                            len(changes),
+                        )
+                    )
+                    for change in changes:
+                        memory_time.append(change.alloc_micros)
+                        memory_bytes.append(change.alloc_bytes)
             op.append(node.node_name)
             thread.append(node.thread_id)
             start.append(node.all_start_micros)
@@ -178,21 +193,6 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
                 )
     typ.extend([""] * (len(start) - len(typ)))
     return min(start[first:]) if len(start) > first else 0
-
-
-def _add_memory(memory: list, row: int, step: int, used: Any) -> None:
-    """Append a node's ``AllocatorMemoryUsed`` entries to ``Records.memory``."""
-    for allocator in used:
-        memory.append(
-            (
-                row,
-                step,
-                allocator.allocator_name,
-                allocator.peak_bytes,
-                allocator.total_bytes,
-                tuple((r.alloc_micros, r.alloc_bytes) for r in allocator.allocation_records),
-            )
-        )
 
 
 def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
