@@ -25,63 +25,57 @@ from .._model.memory import empty_memory, memory_frame
 from .._model.records import Records
 
 
-def memory_of_records(records: Records, origin: int) -> pd.DataFrame:
-    """``trace.memory`` of ``records`` (times on the trace's axis: µs since ``origin``)."""
-    if not records.memory_time:
-        return empty_memory()
+def memory_of_records(
+    records: Records, origin: int, names: list[str], devices: list[str], ran: np.ndarray
+) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """``trace.memory`` of ``records`` (times on the trace's axis: µs since ``origin``), and
+    the memory columns of the ops ``names`` on ``devices`` (``ran``: the op has a record of
+    its own), None when the trace has no allocator records at all (every op is <NA>).
+
+    Per (op, device) over its runs: ``allocated_bytes`` the ``total_bytes`` summed,
+    ``peak_bytes`` the largest ``peak_bytes`` (of a run, of one allocator), ``allocator`` the
+    allocators by their bytes, largest first. An op that ran without allocating (it forwarded
+    an input's buffer, or read a variable) is 0 with no allocator.
+    """
+    memory = records.memory
+    if not memory.row:
+        return empty_memory(), None
     items = _items(records)
     counts = items["count"]
     frame = memory_frame(
         np.repeat(items["device"], counts),
         np.repeat(items["allocator"], counts),
-        np.asarray(records.memory_time, dtype=np.int64) - origin,
-        records.memory_bytes,
+        np.asarray(memory.time, dtype=np.int64) - origin,
+        memory.bytes,
         np.repeat(items["op"], counts),
         np.repeat(items["step"], counts),
+        np.repeat(items["series"], counts),
     )
-    return frame
+    return frame, _memory_columns(items, names, devices, ran)
 
 
-def memory_columns(
-    records: Records, names: list[str], devices: list[str], ran: np.ndarray
-) -> dict[str, Any] | None:
-    """The ops' ``allocated_bytes``, ``peak_bytes`` and ``allocator`` columns, for the ops
-    ``names`` on ``devices`` (``ran``: the op has a record of its own).
-
-    Per (op, device) over its runs: ``total_bytes`` summed, ``peak_bytes`` the largest (of a
-    run, of one allocator), the allocators by their bytes, largest first. An op that ran
-    without allocating (it forwarded an input, or read a variable) is 0 with no allocator;
-    None when the trace has no allocator records at all (every op is <NA>).
-    """
-    if not records.memory:
-        return None
-    items = pd.DataFrame(_items(records))
-    by_allocator = items.groupby(["op", "device", "allocator"], sort=False).agg(
-        total=("total", "sum"), peak=("peak", "max")
-    )
-    per_op = by_allocator.groupby(level=[0, 1], sort=False).agg(
-        total=("total", "sum"), peak=("peak", "max"), allocators=("total", "size")
-    )
-    allocator = by_allocator.reset_index(level=2)["allocator"]
-    several = per_op.index[per_op["allocators"].to_numpy() > 1]
-    if len(several):  # rare: the names, by bytes, largest first
-        shared = by_allocator.reset_index(level=2).loc[several]
-        shared = shared.sort_values(["total", "allocator"], ascending=[False, True])
-        joined = shared.groupby(level=[0, 1], sort=False)["allocator"].agg(", ".join)
-        allocator = allocator[~allocator.index.duplicated()]
-        allocator.loc[joined.index] = joined
-    keys = pd.MultiIndex.from_arrays(
-        [pd.Index(names, dtype=object), pd.Index(devices, dtype=object)]
-    )
-    where = per_op.index.get_indexer(keys)
-    found = where >= 0
+def _memory_columns(
+    items: dict[str, np.ndarray], names: list[str], devices: list[str], ran: np.ndarray
+) -> dict[str, Any]:
     n = len(names)
-    allocated = np.zeros(n, np.int64)
-    peaks = np.zeros(n, np.int64)
-    allocated[found] = per_op["total"].to_numpy()[where[found]]
-    peaks[found] = per_op["peak"].to_numpy()[where[found]]
+    # (op, device) as one integer per op row and per item, from codes shared by both
+    op_codes, _ = pd.factorize(np.concatenate([np.asarray(names, dtype=object), items["op"]]))
+    device_codes, known = pd.factorize(
+        np.concatenate([np.asarray(devices, dtype=object), items["device"]])
+    )
+    keys = op_codes.astype(np.int64) * max(1, len(known)) + device_codes
+    group, group_keys = pd.factorize(keys[n:])
+    total = np.zeros(len(group_keys), np.int64)
+    np.add.at(total, group, items["total"])
+    peak = np.zeros(len(group_keys), np.int64)
+    np.maximum.at(peak, group, items["peak"])
+    allocator = _allocator_names(group, len(group_keys), items)
+    where = pd.Index(group_keys).get_indexer(keys[:n])
+    found = where >= 0
+    allocated, peaks = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    allocated[found], peaks[found] = total[where[found]], peak[where[found]]
     allocator_names = np.full(n, None, dtype=object)
-    allocator_names[found] = allocator.reindex(per_op.index).to_numpy()[where[found]]
+    allocator_names[found] = allocator[where[found]]
     missing = ~np.asarray(ran, dtype=bool)
     return {
         "allocated_bytes": pd.arrays.IntegerArray(np.where(missing, 0, allocated), missing),
@@ -90,19 +84,42 @@ def memory_columns(
     }
 
 
+def _allocator_names(group: np.ndarray, groups: int, items: dict[str, np.ndarray]) -> np.ndarray:
+    """Each group's allocator; several (rare: a GPU op's host memory too) joined, by the
+    bytes each took, largest first."""
+    names = np.empty(groups, dtype=object)
+    names[group] = items["allocator"]  # one per group, unless it has several
+    codes, allocators = pd.factorize(items["allocator"])
+    pairs = np.unique(group.astype(np.int64) * len(allocators) + codes) // len(allocators)
+    several = np.unique(pairs[np.r_[pairs[1:] == pairs[:-1], False]])
+    for g in several.tolist():
+        mine = group == g
+        taken: dict[str, int] = {}
+        for name, size in zip(items["allocator"][mine], items["total"][mine].tolist(), strict=True):
+            taken[name] = taken.get(name, 0) + size
+        names[g] = ", ".join(sorted(taken, key=lambda a: (-taken[a], a)))
+    return names
+
+
 def _items(records: Records) -> dict[str, np.ndarray]:
-    """``Records.memory`` as columns: each item's op, device, step, allocator, peak and total
-    bytes, and how many allocation records it has."""
-    rows, steps, allocators, peaks, totals, counts = zip(*records.memory, strict=True)
-    rows = np.asarray(rows, dtype=np.intp)
-    lane_codes, lanes = pd.factorize(np.asarray(records.lane, dtype=object)[rows])
-    device_of = np.array([canonical_device(lane_owner(lane)) for lane in lanes], dtype=object)
+    """``Records.memory``'s items as arrays, with each one's op and device."""
+    memory = records.memory
+    lanes = records.lane
+    lane_codes, distinct = pd.factorize(np.array([lanes[r] for r in memory.row], dtype=object))
+    device_of = np.array([canonical_device(lane_owner(lane)) for lane in distinct], dtype=object)
+    ops = records.op
+    step_codes, _ = pd.factorize(np.asarray(memory.step, dtype=np.int64), sort=True)
+    device_codes, devices = pd.factorize(device_of[lane_codes])
+    allocator_codes, allocators = pd.factorize(np.asarray(memory.allocator, dtype=object))
+    # (step, device, allocator), numbered in the order of the steps: one live-bytes series each
+    series = (step_codes * len(devices) + device_codes) * len(allocators) + allocator_codes
     return {
-        "op": np.asarray(records.op, dtype=object)[rows],
+        "op": np.array([ops[r] for r in memory.row], dtype=object),
         "device": device_of[lane_codes],
-        "step": np.asarray(steps, dtype=np.int64),
-        "allocator": np.asarray(allocators, dtype=object),
-        "peak": np.asarray(peaks, dtype=np.int64),
-        "total": np.asarray(totals, dtype=np.int64),
-        "count": np.asarray(counts, dtype=np.int64),
+        "step": step_codes,
+        "series": series.astype(np.int64),
+        "allocator": np.asarray(memory.allocator, dtype=object),
+        "peak": np.asarray(memory.peak, dtype=np.int64),
+        "total": np.asarray(memory.total, dtype=np.int64),
+        "count": np.asarray(memory.count, dtype=np.int64),
     }

@@ -152,7 +152,10 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
         records.label,
         records.output_bytes,
     )
-    memory, memory_time, memory_bytes = records.memory, records.memory_time, records.memory_bytes
+    memory = records.memory
+    rows, steps, allocators = memory.row.append, memory.step.append, memory.allocator.append
+    peaks, totals, counts = memory.peak.append, memory.total.append, memory.count.append
+    times, sizes = memory.time.append, memory.bytes.append
     for dev in step_stats.dev_stats:
         nodes = dev.node_stats
         lane.extend([dev.device] * len(nodes))
@@ -161,19 +164,15 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
             if used:  # what the op's tracking allocators saw (FULL_TRACE), read flat
                 for allocator in used:
                     changes = allocator.allocation_records
-                    memory.append(
-                        (
-                            len(op),
-                            first,
-                            allocator.allocator_name,
-                            allocator.peak_bytes,
-                            allocator.total_bytes,
-                            len(changes),
-                        )
-                    )
+                    rows(len(op))
+                    steps(first)
+                    allocators(allocator.allocator_name)
+                    peaks(allocator.peak_bytes)
+                    totals(allocator.total_bytes)
+                    counts(len(changes))
                     for change in changes:
-                        memory_time.append(change.alloc_micros)
-                        memory_bytes.append(change.alloc_bytes)
+                        times(change.alloc_micros)
+                        sizes(change.alloc_bytes)
             op.append(node.node_name)
             thread.append(node.thread_id)
             start.append(node.all_start_micros)
