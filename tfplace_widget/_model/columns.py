@@ -29,9 +29,11 @@ OPS_COLUMNS = [
     # TensorFlow's allocator records (graph mode's step_stats, FULL_TRACE): the bytes the op's
     # allocations took over its runs (its AllocatorMemoryUsed.total_bytes, summed), its own
     # high-water mark (peak_bytes, the largest of a run), and the allocator's name as TF gives
-    # it ("cpu", "mklcpu", "GPU_0_bfc", "cuda_host_bfc"; several: largest first). 0 and <NA>
-    # for an op that ran and allocated nothing; <NA> where the trace has no allocator records
-    # (TF2 profiles, Chrome traces, ops without a record of their own, predictions)
+    # it ("cpu", "mklcpu", "GPU_0_bfc", "cuda_host_bfc"; several: largest first). 0, 0 and
+    # <NA> for an op that ran and allocated nothing; <NA> where the trace has no allocator
+    # records: ops without a record of their own (_Send, _Recv), Chrome traces, predictions,
+    # and TF2 profiles (not read: the profiler's MemoryAllocation events come only from some
+    # allocators, oneDNN's mklcpu for large tensors on a CPU, none with oneDNN off)
     "allocated_bytes",
     "peak_bytes",
     "allocator",
