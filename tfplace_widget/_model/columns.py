@@ -38,18 +38,10 @@ OPS_COLUMNS = [
     "peak_bytes",
     "allocator",
 ]
-# Columns of ``ops`` added after the first ``.tfplace`` files: text where there is some, missing
-# elsewhere; a file written before one has none, and loads with it missing on every row (a
-# prediction has none of them). A new column of this kind is named here and in OPS_COLUMNS.
-OPS_ADDED_LATER = (
-    "xla_op",
-    "input_stage",
-    "source",
-    "source_path",
-    "allocated_bytes",
-    "peak_bytes",
-    "allocator",
-)
+# Columns of ``ops`` added after the first ``.tfplace`` files (those from xla_op on): text, or
+# bytes, where there is some, missing elsewhere; a file written before one has none, and loads
+# with it missing on every row (a prediction has none of them). A new one goes at the end.
+OPS_ADDED_LATER = tuple(OPS_COLUMNS[OPS_COLUMNS.index("xla_op") :])  # xla_op and after
 # Those of OPS_ADDED_LATER that hold whole numbers (Int64, missing where not recorded).
 OPS_ADDED_LATER_BYTES = ("allocated_bytes", "peak_bytes")
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
