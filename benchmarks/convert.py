@@ -7,10 +7,15 @@ times in this one process, interleaved, repeat by repeat:
 - ``timeline.Timeline(step_stats, graph).generate_chrome_trace_format()`` (TensorFlow's own);
 - ``PlacementTrace.from_run_metadata(run_metadata, graph)`` (everything the trace has: all
   columns, reasons, kernels, raw protos);
+- ``PlacementTrace.from_run_metadata`` on the same RunMetadata with its allocator records
+  (``NodeExecStats.memory``) cleared, and with every node given one (an allocation of its
+  output's bytes and its free: the chains of AddV2 forward their buffers, so the traced run
+  has almost none): the differences are what memory (issue 34) costs;
 - the conversion's stages alone, on the same protos: the built graph's GraphDef
   (``as_graph_def``), the graph facts (``facts_from_graph``, kernel facts included), the
   step_stats records, the executed (partition) graph, the frames with reasons, and ``trace.raw``
-  (serializing the protos); and the floor of reading the needed fields from Python
+  (serializing the protos), ``trace.memory`` and the ops' memory columns (of the run with a
+  record on every node); and the floor of reading the needed fields from Python
   (``benchmarks/floor.py``).
 
 Prints medians (wall and process CPU time) and the ratio timeline.py / PlacementTrace, the
@@ -50,7 +55,7 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
 
     from tfplace_widget import PlacementTrace
     from tfplace_widget._model.records import Records
-    from tfplace_widget._sources import frames, raw, run_metadata
+    from tfplace_widget._sources import frames, memory, raw, run_metadata
     from tfplace_widget._tfadapter import graphfacts
 
     graph_def = graph.as_graph_def()
@@ -61,6 +66,16 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
 
     def fresh_records() -> Records:
         return run_metadata.records_from_step_stats(metadata.step_stats, Records())
+
+    # The same run without its allocator records: the difference is what memory costs.
+    stripped = copy.deepcopy(metadata)
+    for dev in stripped.step_stats.dev_stats:
+        for node in dev.node_stats:
+            node.ClearField("memory")
+    everywhere = with_memory_everywhere(stripped)
+    full = Records()
+    full_start = run_metadata.records_from_step_stats(everywhere.step_stats, full)
+    names, devices, ran = full.op, ["device"] * len(full.op), [True] * len(full.op)
 
     return {
         "timeline.py": lambda: timeline.Timeline(
@@ -75,8 +90,39 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
             copy.copy(records), [start], executed, facts
         ),
         "  trace.raw": lambda: raw.raw_protos([metadata], graph_def),
+        "PlacementTrace, allocator records stripped": lambda: PlacementTrace.from_run_metadata(
+            stripped, graph
+        ),
+        "PlacementTrace, an allocator record on every node": lambda: (
+            PlacementTrace.from_run_metadata(everywhere, graph)
+        ),
+        "  memory frame + columns": lambda: memory.memory_of_records(
+            full, full_start, names, devices, ran
+        ),
         "floor: read the fields": lambda: floor.read_fields_only(metadata, graph),
     }
+
+
+def with_memory_everywhere(metadata: Any) -> Any:
+    """A copy of ``metadata`` where each node allocated its output's bytes when it started and
+    freed them when it ended, as TensorFlow records it (``AllocatorMemoryUsed``): a benchmark
+    input for the worst case, every node with allocator records."""
+    copied = copy.deepcopy(metadata)
+    for dev in copied.step_stats.dev_stats:
+        for node in dev.node_stats:
+            size = (
+                sum(
+                    o.tensor_description.allocation_description.requested_bytes for o in node.output
+                )
+                or 4
+            )
+            used = node.memory.add(allocator_name="cpu", total_bytes=size, peak_bytes=size)
+            start = node.all_start_micros
+            used.allocation_records.add(alloc_micros=start, alloc_bytes=size)
+            used.allocation_records.add(
+                alloc_micros=start + node.all_end_rel_micros, alloc_bytes=-size
+            )
+    return copied
 
 
 def traced_protos(n_ops: int, protos: str | None) -> tuple[Any, Any]:

@@ -28,6 +28,13 @@ def find_findings(trace: PlacementTrace, immaterial: bool = False) -> pd.DataFra
     return find(trace, immaterial=True) if immaterial else find(trace)
 
 
+def memory_peaks(trace: PlacementTrace) -> pd.DataFrame:
+    """:func:`tfplace_widget._analyses.memory.memory_peaks`."""
+    from ._analyses.memory import memory_peaks as peaks
+
+    return peaks(trace)
+
+
 def save(
     trace: PlacementTrace,
     path: str | os.PathLike,

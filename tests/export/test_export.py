@@ -391,7 +391,7 @@ def check_trace_event_format(document: Any) -> dict[str, int]:
     for event in events:
         ph = event["ph"]
         counts[ph] = counts.get(ph, 0) + 1
-        assert ph in {"X", "M", "s", "f"}, ph
+        assert ph in {"X", "M", "s", "f", "C"}, ph
         assert isinstance(event["name"], str)
         for key in ("pid", "tid"):
             assert isinstance(event[key], int) and not isinstance(event[key], bool), event
@@ -415,6 +415,12 @@ def check_trace_event_format(document: Any) -> dict[str, int]:
             assert isinstance(dur, (int, float)) and not isinstance(dur, bool) and dur >= 0
             assert isinstance(event["args"], dict)
             slices.setdefault((event["pid"], event["tid"]), []).append((ts, ts + dur))
+        elif ph == "C":  # a counter (issue 34's memory): named numbers, on a named process
+            values = event["args"].values()
+            assert event["args"] and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in values
+            )
+            assert event["pid"] in named_processes
         else:
             flows.setdefault(event["id"], []).append(event)
     # every slice's thread and process are named
@@ -522,7 +528,7 @@ def test_chrome_trace_to_an_unwritable_path(seed_cpu, tmp_path):
 # -- frames, CSV, Parquet ---------------------------------------------------------------------
 def test_to_frames_are_copies(seed_cpu):
     frames = seed_cpu.to_frames()
-    assert list(frames) == list(FRAMES)
+    assert list(frames) == [*FRAMES, "memory"]  # the seed's ones allocated (issue 34)
     for name, frame in frames.items():
         pd.testing.assert_frame_equal(frame, getattr(seed_cpu, name))
     frames["ops"].loc[:, "device"] = "elsewhere"
@@ -532,7 +538,7 @@ def test_to_frames_are_copies(seed_cpu):
 def test_to_csv_writes_three_tables(seed_cpu, tmp_path):
     folder = tmp_path / "out" / "csv"  # made, parents included
     paths = seed_cpu.to_csv(folder)
-    assert paths == {name: str(folder / f"{name}.csv") for name in FRAMES}
+    assert paths == {name: str(folder / f"{name}.csv") for name in [*FRAMES, "memory"]}
     for name, path in paths.items():
         original = getattr(seed_cpu, name)
         back = pd.read_csv(path, keep_default_na=False, na_values=[""])

@@ -31,6 +31,9 @@ ISSUE_OPS_COLUMNS = [
     "input_stage",  # issue 30: the tf.data stage whose function ran the op (<NA> outside)
     "source",  # issue 33: the user's line that made the op ("" for the runtime's ops)
     "source_path",  # issue 33: that line's file as a full path, for an editor
+    "allocated_bytes",  # issue 34: bytes the op's allocations took (TF's allocator records)
+    "peak_bytes",  # issue 34: the op's own high-water mark
+    "allocator",  # issue 34: TF's allocator name ("cpu", "mklcpu", "GPU_0_bfc")
 ]
 ISSUE_EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 ISSUE_TRANSFERS_COLUMNS = [

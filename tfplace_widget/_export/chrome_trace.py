@@ -23,7 +23,11 @@ Perfetto UI (ui.perfetto.dev) and chrome://tracing open, using only:
   destination device (the copy itself when it was recorded on a ``memcpy`` lane, a ``_Recv``
   of the tensor, or an op reading it). A transfer whose
   producer or consumer was not timed (``_Send``/``_Recv`` never are in graph mode: their
-  consumers are) has no arrow.
+  consumers are) has no arrow;
+- ``ph: "C"`` counter events, one per row of ``trace.memory`` (TensorFlow's allocator records,
+  issue 34), as ``timeline.py``'s ``show_memory`` writes them: ``name`` "Memory <allocator>"
+  (``Memory mklcpu``, ``Memory GPU_0_bfc``) on the device's process, ``cat`` "memory",
+  ``args`` ``{"live_bytes": n}``, the bytes the step's ops held there after the change.
 
 ``PlacementTrace.from_chrome_trace`` reads the file back with the same ops, devices, lanes,
 starts and durations (ops that never ran, e.g. ``_Send``, have no event and are not in it).
@@ -182,6 +186,7 @@ def chrome_trace(trace: PlacementTrace) -> dict[str, Any]:
         out.append(_meta("thread_sort_index", pid_of[device], tid, {"sort_index": tid}))
     out += slices
     out += _flows(trace, slices, first_slice)
+    out += _memory_counters(trace, pid_of)
     return {
         "traceEvents": out,
         "displayTimeUnit": "ms",
@@ -224,6 +229,31 @@ def _xla_args(trace: PlacementTrace) -> dict[tuple[str, str, int], dict[str, Any
             },
         )
     return found
+
+
+def _memory_counters(trace: PlacementTrace, pid_of: dict[str, int]) -> list[dict[str, Any]]:
+    """A ``C`` event per row of ``trace.memory`` on its device's process (none without it)."""
+    memory = getattr(trace, "memory", None)
+    if memory is None or not len(memory):
+        return []
+    return [
+        {
+            "name": f"Memory {allocator}",
+            "cat": "memory",
+            "ph": "C",
+            "ts": time,
+            "pid": pid_of.get(device, 0),
+            "tid": 0,
+            "args": {"live_bytes": live},
+        }
+        for device, allocator, time, live in zip(
+            memory["device"].tolist(),
+            memory["allocator"].tolist(),
+            memory["time_us"].tolist(),
+            memory["live_bytes"].tolist(),
+            strict=True,
+        )
+    ]
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:

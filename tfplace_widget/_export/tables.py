@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 TABLES = ("ops", "events", "transfers")
 XLA_TABLE = "xla"  # written too when the trace has XLA instructions
+MEMORY_TABLE = "memory"  # and when it has allocator records
 PARQUET_FIX = (
     "to_parquet needs pyarrow, which is not installed: pip install 'tfplace_widget[parquet]' "
     "(or pip install pyarrow). trace.to_csv(folder) and trace.save(path) work without it."
@@ -46,14 +47,19 @@ PARQUET_FIX = (
 
 def table_names(trace: PlacementTrace) -> tuple[str, ...]:
     """The tables of ``trace`` the exports write: the three, then ``xla`` when it has rows
-    (an XLA cluster ran), so that a trace without XLA gives what it always gave."""
-    xla = getattr(trace, XLA_TABLE, None)
-    return (*TABLES, XLA_TABLE) if xla is not None and len(xla) else TABLES
+    (an XLA cluster ran) and ``memory`` when it has rows (TensorFlow's allocator records), so
+    that a trace without them gives what it always gave."""
+    extra = tuple(
+        name
+        for name in (XLA_TABLE, MEMORY_TABLE)
+        if getattr(trace, name, None) is not None and len(getattr(trace, name))
+    )
+    return (*TABLES, *extra)
 
 
 def to_frames(trace: PlacementTrace) -> dict[str, pd.DataFrame]:
     """Deep copies of the trace's tables, by name, in the order ``ops``, ``events``,
-    ``transfers``, then ``xla`` when the trace has XLA instructions (each instruction's
+    ``transfers``, then ``xla`` and ``memory`` when the trace has rows in them (each instruction's
     ``tf_ops`` list copied too, so changing one leaves the trace's alone)."""
     frames = {name: getattr(trace, name).copy(deep=True) for name in table_names(trace)}
     if XLA_TABLE in frames:

@@ -26,11 +26,24 @@ OPS_COLUMNS = [
     "source",
     # the same frame's full path and line ("/home/me/train.py:42"), for an editor
     "source_path",
+    # TensorFlow's allocator records (graph mode's step_stats, FULL_TRACE): the bytes the op's
+    # allocations took over its runs (its AllocatorMemoryUsed.total_bytes, summed), its own
+    # high-water mark (peak_bytes, the largest of a run), and the allocator's name as TF gives
+    # it ("cpu", "mklcpu", "GPU_0_bfc", "cuda_host_bfc"; several: largest first). 0, 0 and
+    # <NA> for an op that ran and allocated nothing; <NA> where the trace has no allocator
+    # records: ops without a record of their own (_Send, _Recv), Chrome traces, predictions,
+    # and TF2 profiles (not read: the profiler's MemoryAllocation events come only from some
+    # allocators, oneDNN's mklcpu for large tensors on a CPU, none with oneDNN off)
+    "allocated_bytes",
+    "peak_bytes",
+    "allocator",
 ]
-# Columns of ``ops`` added after the first ``.tfplace`` files: text where there is some, missing
-# elsewhere; a file written before one has none, and loads with it missing on every row (a
-# prediction has none of them). A new column of this kind is named here and in OPS_COLUMNS.
-OPS_ADDED_LATER = ("xla_op", "input_stage", "source", "source_path")
+# Columns of ``ops`` added after the first ``.tfplace`` files (those from xla_op on): text, or
+# bytes, where there is some, missing elsewhere; a file written before one has none, and loads
+# with it missing on every row (a prediction has none of them). A new one goes at the end.
+OPS_ADDED_LATER = tuple(OPS_COLUMNS[OPS_COLUMNS.index("xla_op") :])  # xla_op and after
+# Those of OPS_ADDED_LATER that hold whole numbers (Int64, missing where not recorded).
+OPS_ADDED_LATER_BYTES = ("allocated_bytes", "peak_bytes")
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]
 # cross_task: source and destination are on different tasks (job/replica/task) of a cluster
 # trace.xla: one row per executed HLO instruction of an XLA cluster
@@ -44,6 +57,12 @@ XLA_COLUMNS = [
     "tf_ops",
     "source",
 ]
+# trace.memory: one row per change of a device's live bytes, from TensorFlow's allocator records
+# (each allocation and deallocation an op's tracking allocator saw in a traced step): time_us on
+# ops.start_us's axis, bytes signed (+ allocated, - freed), live_bytes after the change (what
+# the step's ops allocated on that device and allocator and had not freed yet), op: who
+# allocated it. Empty where the trace has no allocator records.
+MEMORY_COLUMNS = ["device", "allocator", "time_us", "bytes", "live_bytes", "op"]
 TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "cross_task"]
 # predicted: a prediction about a machine with a GPU the trace did not run on (issue 24)
 # fix: the placement change that cures it, as data (_analyses/findings/fixes.py), or None

@@ -24,6 +24,9 @@ class TraceServices(Protocol):
     def find_findings(self, trace: Any, immaterial: bool = False) -> pd.DataFrame:
         """The trace's findings (``analyses.findings``), the immaterial ones too if asked."""
 
+    def memory_peaks(self, trace: Any) -> pd.DataFrame:
+        """Each device's memory peak and the ops holding it."""
+
     def save(
         self,
         trace: Any,

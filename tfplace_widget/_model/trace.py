@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .graphfacts import GraphFacts
+from .memory import empty_memory
 from .services import services
 from .xla import empty_xla
 
@@ -78,6 +79,11 @@ class PlacementTrace:
     # predicted from, which say how much of the step a predicted finding is about; None for a
     # trace that ran (its own ``events`` say it) and for a prediction loaded from a file.
     measured: pd.DataFrame | None = field(default=None, repr=False)
+    # One row per change of a device's live bytes from TensorFlow's allocator records
+    # (_model/columns.py MEMORY_COLUMNS: device, allocator, time_us, bytes, live_bytes, op);
+    # graph mode's FULL_TRACE step_stats have them. Empty (with its columns) where the trace has
+    # none: TF2 profiles, Chrome traces, predictions, files saved before it.
+    memory: pd.DataFrame = field(default_factory=empty_memory, repr=False)
 
     @property
     def findings(self) -> pd.DataFrame:
@@ -94,6 +100,14 @@ class PlacementTrace:
         about takes under 1% of the step, or not in most traced steps); ``findings`` lists
         only the material ones, and the views show those."""
         return services().find_findings(self, immaterial=True)
+
+    def memory_peaks(self) -> pd.DataFrame:
+        """Each device's memory peak in the traced step, from TensorFlow's allocator records
+        (``memory``): one row per device and allocator with ``peak_bytes``, ``peak_time_us``,
+        and the ``ops`` live at the peak with the bytes each holds (``ops_bytes``, most
+        first); no row when the trace has no records. See
+        :func:`tfplace_widget._analyses.memory.memory_peaks`."""
+        return services().memory_peaks(self)
 
     # -- fixes (tfplace_widget._tracing.fixes: they run the traced code again) -----------------
     def try_fix(self, finding: Any) -> Any:
@@ -256,13 +270,15 @@ class PlacementTrace:
 
         Returns:
             ``ops``, ``events`` and ``transfers`` (in that order, by name), then ``xla`` when
-            an XLA cluster ran (one row per executed HLO instruction).
+            an XLA cluster ran (one row per executed HLO instruction) and ``memory`` when
+            TensorFlow recorded allocations.
         """
         return services().to_frames(self)
 
     def to_csv(self, folder: str | os.PathLike, *, overwrite: bool = True) -> dict[str, str]:
         """Write ``ops.csv``, ``events.csv`` and ``transfers.csv`` (and ``xla.csv`` when an
-        XLA cluster ran): UTF-8, a header, no index column.
+        XLA cluster ran, ``memory.csv`` when TensorFlow recorded allocations): UTF-8, a header,
+        no index column.
 
         Args:
             folder: Where to write them (made if missing).

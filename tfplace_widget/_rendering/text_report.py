@@ -154,6 +154,33 @@ def _print_findings(out: TextOutput, trace: PlacementTrace, shown: Any) -> None:
         )
 
 
+def _print_memory(out: TextOutput, trace: PlacementTrace, short: dict[str, str]) -> None:
+    """Each device's memory peak from TensorFlow's allocator records (``memory_peaks``): when,
+    and the ops holding the most of it; nothing when the trace has no records."""
+    from .._analyses.memory import memory_peaks
+    from .._analyses.summary import format_bytes, format_us
+
+    peaks = memory_peaks(trace)
+    if peaks.empty:
+        return
+    out.line("")
+    out.heading("Memory peak per device (TensorFlow's allocator records, the step's own tensors)")
+    rows = []
+    for row in peaks.itertuples(index=False):
+        held = [f"{op} {format_bytes(b)}" for op, b in zip(row.ops, row.ops_bytes, strict=True)]
+        more = f", +{len(held) - 3:,} more" if len(held) > 3 else ""
+        rows.append(
+            [
+                short.get(row.device, row.device),
+                row.allocator,
+                format_bytes(row.peak_bytes),
+                format_us(row.peak_time_us),
+                ", ".join(held[:3]) + more,
+            ]
+        )
+    out.table(rows, ["device", "allocator", "peak", "at", "held by"], right=(2, 3))
+
+
 def print_summary(
     trace: PlacementTrace,
     out: TextOutput,
@@ -212,6 +239,8 @@ def print_summary(
     out.line(
         out.style("How placed: ", "bold") + ", ".join(f"{counts.get(h, 0):,} {h}" for h in hows)
     )
+
+    _print_memory(out, trace, short)
 
     out.line("")
     what = "Predicted copies" if trace.predicted else "Transfers"

@@ -152,10 +152,27 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
         records.label,
         records.output_bytes,
     )
+    memory = records.memory
+    rows, steps, allocators = memory.row.append, memory.step.append, memory.allocator.append
+    peaks, totals, counts = memory.peak.append, memory.total.append, memory.count.append
+    times, sizes = memory.time.append, memory.bytes.append
     for dev in step_stats.dev_stats:
         nodes = dev.node_stats
         lane.extend([dev.device] * len(nodes))
         for node in nodes:
+            used = node.memory
+            if used:  # what the op's tracking allocators saw (FULL_TRACE), read flat
+                for allocator in used:
+                    changes = allocator.allocation_records
+                    rows(len(op))
+                    steps(first)
+                    allocators(allocator.allocator_name)
+                    peaks(allocator.peak_bytes)
+                    totals(allocator.total_bytes)
+                    counts(len(changes))
+                    for change in changes:
+                        times(change.alloc_micros)
+                        sizes(change.alloc_bytes)
             op.append(node.node_name)
             thread.append(node.thread_id)
             start.append(node.all_start_micros)

@@ -361,5 +361,9 @@ def xla_ops_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         "xla_op": pd.array(column("xla_op", None), dtype="string"),
         "input_stage": pd.array([None] * n, dtype="string"),
         **{c: pd.array([None] * n, dtype="string") for c in ("source", "source_path")},
+        # no allocator record of their own: the cluster's launch op allocates for them
+        "allocated_bytes": pd.array([pd.NA] * n, dtype="Int64"),
+        "peak_bytes": pd.array([pd.NA] * n, dtype="Int64"),
+        "allocator": pd.array([None] * n, dtype="string"),
     }
     return pd.DataFrame(frame)[OPS_COLUMNS]

@@ -19,6 +19,9 @@ member                    what it holds
 ``frames/transfers.json`` ``trace.transfers``
 ``frames/xla.json``       ``trace.xla`` (the HLO instructions XLA ran); files written before it
                           have none, and load with an empty ``xla`` and ``xla_op`` missing
+``frames/memory.json``    ``trace.memory`` (TensorFlow's allocator records), when it has rows; files
+                          written before it load with an empty ``memory`` and the ops' memory
+                          columns missing
 ``frames/measured.json``  a prediction's ``trace.measured`` (the op runs of the trace it was
                           predicted from, for its findings' materiality), when it has one
 ``frames/findings.json``  ``trace.findings``, when it had been computed (the panel computes it);

@@ -76,6 +76,8 @@ def read(path: str | os.PathLike) -> SavedTrace:
         add_missing_columns(frames, predicted)
         if "frames/xla.json" in reader.names:
             frames["xla"] = reader.frame("xla")
+        if "frames/memory.json" in reader.names:
+            frames["memory"] = reader.frame("memory")
         devices = reader.devices(info)
         reader.check_devices(frames, devices)
         saved = SavedTrace(
@@ -103,7 +105,10 @@ def read(path: str | os.PathLike) -> SavedTrace:
 
 
 # The members :func:`read` reads (those present), besides raw/.
-_MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, "xla", "measured", "findings")))
+_MEMBERS = (
+    MANIFEST,
+    *(f"frames/{n}.json" for n in (*FRAMES, "xla", "memory", "measured", "findings")),
+)
 _MEMBERS += ("inputs.json", "log.txt", "facts.json")
 
 
@@ -235,7 +240,9 @@ class _Reader:
         """Every op and event is on one of the manifest's ``devices`` (as tracing writes it):
         a device the panel has no chip for, and no colour given, is a damaged file."""
         known = set(devices)
-        for name in ("ops", "events"):
+        for name in ("ops", "events", "memory"):
+            if name not in frames:
+                continue
             odd = next((d for d in frames[name]["device"].unique() if d not in known), None)
             if odd is not None:
                 raise self.damaged(

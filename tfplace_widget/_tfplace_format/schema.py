@@ -25,7 +25,9 @@ from .._model.columns import (
     EVENTS_COLUMNS,
     FINDING_KINDS,
     FINDINGS_COLUMNS,
+    MEMORY_COLUMNS,
     OPS_ADDED_LATER,
+    OPS_ADDED_LATER_BYTES,
     OPS_COLUMNS,
     SEVERITIES,
     TRANSFERS_COLUMNS,
@@ -237,6 +239,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         duration_us=_time(_number, duration=True),
         runs=_integer(nullable=True),
         output_bytes=_integer(nullable=True),
+        **dict.fromkeys(OPS_ADDED_LATER_BYTES, _integer(nullable=True)),
     )
     events = dict.fromkeys(EVENTS_COLUMNS, _text)
     events.update(
@@ -262,6 +265,12 @@ def schemas() -> dict[str, dict[str, Check]]:
         duration_us=_time(_integer(False), duration=True),
         tf_ops=_op_lists,
     )
+    memory = dict.fromkeys(MEMORY_COLUMNS, _text)
+    memory.update(
+        time_us=_time(_integer(False)),
+        bytes=_integer(False),
+        live_bytes=_integer(False),
+    )
     return {
         "ops": ops,
         "events": events,
@@ -269,6 +278,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         "findings": findings,
         "measured": events,  # a prediction's: the events of the trace it was predicted from
         "xla": xla,
+        "memory": memory,
     }
 
 
@@ -278,6 +288,7 @@ OPTIONAL = {
         "predicted_device": _text,
         "traced_device": _text,
         **dict.fromkeys(OPS_ADDED_LATER, _text_or_missing),
+        **dict.fromkeys(OPS_ADDED_LATER_BYTES, _integer(nullable=True)),
     },
     "transfers": {"cross_task": _flag, "predicted": _flag, "copy": _text},
     # predicted: absent from files written before it (their findings are found again)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._model.columns import OPS_ADDED_LATER, OPS_COLUMNS
+from .._model.columns import OPS_ADDED_LATER, OPS_ADDED_LATER_BYTES, OPS_COLUMNS
 from .._model.devices import crosses_tasks
 
 
@@ -21,7 +21,8 @@ def add_missing_columns(frames: dict[str, pd.DataFrame], predicted: bool) -> Non
         transfers["cross_task"] = crosses_tasks(sources, targets)  # as sources.frames makes it
     missing = [c for c in OPS_ADDED_LATER if c not in ops.columns and not predicted]
     for column in missing:
-        ops[column] = pd.array([pd.NA] * len(ops), dtype="string")
+        kind = "Int64" if column in OPS_ADDED_LATER_BYTES else "string"
+        ops[column] = pd.array([pd.NA] * len(ops), dtype=kind)
     if missing:  # where a fresh trace has them (a file may lack one added before another)
         order = [c for c in OPS_COLUMNS if c in ops.columns]
         frames["ops"] = ops[order + [c for c in ops.columns if c not in order]]

@@ -65,6 +65,9 @@ def save(
     xla = getattr(trace, "xla", None)
     if xla is not None and len(xla):
         members["frames/xla.json"] = _json(frame_to_json(xla, "trace.xla"))
+    memory = getattr(trace, "memory", None)
+    if memory is not None and len(memory):
+        members["frames/memory.json"] = _json(frame_to_json(memory, "trace.memory"))
     measured = getattr(trace, "measured", None)
     if measured is not None:
         members["frames/measured.json"] = _json(frame_to_json(measured, "trace.measured"))
