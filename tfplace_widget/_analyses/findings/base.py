@@ -92,6 +92,7 @@ class Context:
     runtime: set[str] | None = None
     position: dict[str, int] | None = None
     copy_of: dict[str, str] | None = None
+    replicas: bool | None = None  # ``replicated``'s answer, found once
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -491,7 +492,9 @@ def in_order(context: Context, names: Iterable[str]) -> list[str]:
 def replicated(context: Context) -> bool:
     """A distribution strategy ran the step: MirroredStrategy names replica N's ops
     ``replica_N/...`` and places each replica with a device scope of its own."""
-    return any(REPLICA.search(name) for name in context.type_of)
+    if context.replicas is None:
+        context.replicas = any(REPLICA.search(name) for name in context.type_of)
+    return context.replicas
 
 
 def is_gradient(name: str) -> bool:
