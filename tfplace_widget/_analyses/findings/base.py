@@ -5,7 +5,7 @@ families share (device types, copy names, op durations, name lists)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,23 @@ class Finding:
         if self.kind not in KINDS or self.severity not in SEVERITIES:
             raise ValueError(f"unknown finding kind/severity: {self.kind}/{self.severity}")
         self.ops = list(dict.fromkeys(self.ops))
+
+
+def _message(finding: Finding) -> str:
+    """The finding's message, written when first read: a rule may give it as a function of
+    no arguments, so that the thousands of findings of a large trace that are immaterial, or
+    capped (``MAX_PER_KIND``), cost no op lists that no one reads."""
+    text = finding._message
+    if callable(text):
+        text = finding._message = text()
+    return text
+
+
+def _set_message(finding: Finding, text: str | Callable[[], str]) -> None:
+    finding._message = text
+
+
+Finding.message = property(_message, _set_message)  # type: ignore[assignment]
 
 
 @dataclass
