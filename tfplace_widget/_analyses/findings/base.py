@@ -115,10 +115,8 @@ class Context:
     def of(cls, trace: Any) -> Context:
         ops = trace.ops
         names = ops["op"].tolist()
-        devices = ops["device"].tolist()
-        device_of: dict[str, str] = {}
-        for name, device in zip(names, devices, strict=True):
-            device_of.setdefault(name, device)
+        first = ops[["op", "device"]].drop_duplicates("op")
+        device_of = dict(zip(first["op"].tolist(), first["device"].tolist(), strict=True))
         type_of = dict(zip(names, ops["type"].tolist(), strict=True))
         kernel_known = "gpu_kernel" in ops and bool((ops["gpu_kernel"].astype(str) != "NA").any())
         gpu_kernel = (
@@ -429,12 +427,14 @@ def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, s
         )
     except Exception:  # a prediction that fails must not cost the other findings
         return None
-    return {
-        op: (str(device), str(how), str(reason))
-        for op, device, how, reason in zip(
-            frame["op"], frame["predicted_device"], frame["how"], frame["reason"], strict=True
+    columns = (frame[c].tolist() for c in ("predicted_device", "how", "reason"))
+    return dict(
+        zip(
+            frame["op"].tolist(),
+            zip(*(map(str, values) for values in columns), strict=True),
+            strict=True,
         )
-    }
+    )
 
 
 def _partner_from_reason(reason: str, context: Context, skip: set[str] | None = None) -> str:
