@@ -171,7 +171,7 @@ def measure(
             new = run_step(REPO, step, trace, repeats, timeout, outs["new"])
             old = run_step(baseline, step, trace, repeats, timeout, outs["old"])
             check = same_answers(step, outs["new"], outs["old"]) if new and old else "-"
-            for name in (new or old or {step: []}).keys():
+            for name in new or old or {step: []}:
                 row = {
                     "ops": n_ops,
                     "step": name,
