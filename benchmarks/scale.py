@@ -97,6 +97,7 @@ for _ in range(repeats):
         answer = masks
 with open(out, "wb") as f:
     pickle.dump(answer, f, protocol=5)
+print(tfplace_widget.__file__)
 print(json.dumps(times))
 """
 
@@ -127,7 +128,8 @@ def run_step(
 ) -> dict[str, list[float]] | None:
     """One version's times for ``step`` (None when it took longer than ``timeout``)."""
     code = _STEP.format(queries=QUERIES)
-    args = [sys.executable, "-c", code, step, str(trace), str(repeats), str(out)]
+    # -P: the working directory (this checkout) must not shadow the baseline's package
+    args = [sys.executable, "-P", "-c", code, step, str(trace), str(repeats), str(out)]
     try:
         done = subprocess.run(
             args, env=_env(tree), cwd=REPO, capture_output=True, text=True, timeout=timeout
@@ -136,7 +138,10 @@ def run_step(
         return None
     if done.returncode:
         raise RuntimeError(f"{step} failed in {tree}:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    package, times = done.stdout.strip().splitlines()[-2:]
+    if not Path(package).is_relative_to(tree):
+        raise RuntimeError(f"{step}: ran the package in {package}, not the one in {tree}")
+    return json.loads(times)
 
 
 def same_answers(step: str, new: Path, old: Path) -> str:
