@@ -3,7 +3,8 @@ a baseline version of the package (issue 35).
 
 ``python -m benchmarks.scale --baseline DIR [--sizes 10000,100000] [--repeats 3] [--timeout S]``
 
-``DIR`` holds the baseline's package, e.g. ``git archive main tfplace_widget | tar -x -C DIR``.
+``DIR`` holds the baseline's package, e.g. ``git archive main tfplace_widget | tar -x -C DIR``
+(``--new DIR2``: this version's, from a snapshot made the same way, else this checkout's).
 For each size, the generated chains graph (``benchmarks/graphs.py``: 4 CPUs, one op in five
 with no request, so that a machine with a GPU would run about one op in five there and bounce
 the rest back: thousands of predicted ping-pongs) is traced once by TensorFlow in a process of
@@ -170,7 +171,7 @@ def same_answers(step: str, new: Path, old: Path) -> str:
 
 
 def measure(
-    sizes: list[int], baseline: Path, repeats: int, timeout: float, cache: Path
+    sizes: list[int], baseline: Path, repeats: int, timeout: float, cache: Path, new_tree: Path
 ) -> list[dict[str, Any]]:
     rows = []
     for n_ops in sizes:
@@ -179,7 +180,7 @@ def measure(
         print(f"[{n_ops:,} ops] trace ready ({time.perf_counter() - started:.0f} s)", flush=True)
         for step in STEPS:
             outs = {v: cache / f"answer_{v}_{step}_{n_ops}.pkl" for v in ("new", "old")}
-            new = run_step(REPO, step, trace, repeats, timeout, outs["new"])
+            new = run_step(new_tree, step, trace, repeats, timeout, outs["new"])
             old = run_step(baseline, step, trace, repeats, timeout, outs["old"])
             check = same_answers(step, outs["new"], outs["old"]) if new and old else "-"
             for name in new or old or {step: []}:
@@ -222,10 +223,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/tfplace_scale"))
+    parser.add_argument(
+        "--new", type=Path, default=REPO, help="this version's package's folder (a snapshot)"
+    )
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
-    rows = measure(sizes, args.baseline.resolve(), args.repeats, args.timeout, args.cache)
+    rows = measure(
+        sizes, args.baseline.resolve(), args.repeats, args.timeout, args.cache, args.new.resolve()
+    )
     print(table(rows, args.timeout))
     return 0
 
