@@ -99,17 +99,12 @@ class Steps:
 
     def shares(self, findings: list[Finding]) -> np.ndarray:
         """Each finding's share of each traced step's op time (a row per finding): the sum of
-        its ops' rows, or its own measured time when that is more. All findings at once, in
-        numpy: a large trace has hundreds of thousands of them."""
-        which: list[int] = []
-        rows: list[int] = []
-        row = self.row
-        for i, finding in enumerate(findings):
-            mine = [row[op] for op in set(finding.ops) if op in row]
-            rows += mine
-            which += [i] * len(mine)
+        its ops' rows, or its own measured time when that is more. The shares of all findings at
+        once, in numpy: a large trace has hundreds of thousands of them."""
+        row, per_op = self.row, self.per_op
         summed = np.zeros((len(findings), self.count))
-        np.add.at(summed, np.asarray(which, dtype=np.intp), self.per_op[rows])
+        for i, finding in enumerate(findings):  # numpy's own sum per finding: its rounding
+            summed[i] = per_op[[row[op] for op in set(finding.ops) if op in row]].sum(axis=0)
         cost = np.array([f.cost[0] for f in findings], dtype=float).reshape(-1, 1)
         own = np.where(cost > 0, cost / self.count, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
