@@ -20,6 +20,9 @@ first (as a kernel that traced has) and timing, ``--repeats`` times:
 - ``search``: one keystroke's filter as the panel runs it (``filter_ops`` over
   ``searchable(ops["op"])``), for a text, two globs and a regex.
 
+``--synthetic-search``: the search alone, over ``N`` names shaped like the generated graph's
+(``c7/add123``) in a frame of their own, no TensorFlow trace: a million names costs seconds.
+
 A step whose child does not finish in ``--timeout`` seconds is reported as ``> timeout``. The
 answers are checked equal (``pandas.testing.assert_frame_equal`` on the findings, the predicted
 ops and the diff's ops; the search masks) wherever both versions finished. Each version runs in
@@ -63,8 +66,15 @@ _STEP = """
 import gc, json, pickle, sys, time
 import tensorflow  # noqa: F401  (a kernel that traced has it; the registry reads it)
 step, path, repeats, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-with open(path, "rb") as f:
-    trace = pickle.load(f)
+if step == "synthetic":  # the panel's search over N names of the generated graph's shape
+    import pandas as pd
+    from types import SimpleNamespace
+    names = pd.Series([f"c{{i % 16}}/add{{i // 16}}" for i in range(int(path))], dtype=object)
+    trace = SimpleNamespace(ops=pd.DataFrame({{"op": names, "device": "CPU:0", "type": "AddV2"}}))
+    step = "search"
+else:
+    with open(path, "rb") as f:
+        trace = pickle.load(f)
 import tfplace_widget
 from tfplace_widget._analyses.findings import find_findings
 from tfplace_widget._analyses.predict.cache import _drop_facts_cache
@@ -171,17 +181,24 @@ def same_answers(step: str, new: Path, old: Path) -> str:
 
 
 def measure(
-    sizes: list[int], baseline: Path, repeats: int, timeout: float, cache: Path, new_tree: Path
+    sizes: list[int],
+    baseline: Path,
+    repeats: int,
+    timeout: float,
+    cache: Path,
+    new_tree: Path,
+    synthetic: bool | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
     for n_ops in sizes:
         started = time.perf_counter()
-        trace = trace_file(n_ops, cache)
+        trace = trace_file(n_ops, cache) if synthetic is None else Path(str(n_ops))
         print(f"[{n_ops:,} ops] trace ready ({time.perf_counter() - started:.0f} s)", flush=True)
-        for step in STEPS:
+        for step in STEPS if synthetic is None else ("synthetic",):
             outs = {v: cache / f"answer_{v}_{step}_{n_ops}.pkl" for v in ("new", "old")}
             new = run_step(new_tree, step, trace, repeats, timeout, outs["new"])
             old = run_step(baseline, step, trace, repeats, timeout, outs["old"])
+            step = "search" if step == "synthetic" else step
             check = same_answers(step, outs["new"], outs["old"]) if new and old else "-"
             for name in new or old or {step: []}:
                 row = {
@@ -224,13 +241,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/tfplace_scale"))
     parser.add_argument(
+        "--synthetic-search",
+        action="store_const",
+        const=True,
+        help="search only, over N generated names per size (no TensorFlow trace: 1M is cheap)",
+    )
+    parser.add_argument(
         "--new", type=Path, default=REPO, help="this version's package's folder (a snapshot)"
     )
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = measure(
-        sizes, args.baseline.resolve(), args.repeats, args.timeout, args.cache, args.new.resolve()
+        sizes,
+        args.baseline.resolve(),
+        args.repeats,
+        args.timeout,
+        args.cache,
+        args.new.resolve(),
+        args.synthetic_search,
     )
     print(table(rows, args.timeout))
     return 0
