@@ -79,6 +79,27 @@ def compile_glob(text: str) -> re.Pattern:
     return re.compile(rf"\A(?:{body})\Z", re.DOTALL)
 
 
+def glob_mask(names: np.ndarray, glob: str) -> np.ndarray:
+    """Which of ``names`` (a numpy string array) the glob ``glob`` (``*``, no ``?``) matches,
+    as :func:`compile_glob`'s pattern does, in numpy's C string loops instead of one ``re``
+    call per name (a million names: tens of milliseconds, not a second): the text before the
+    first star starts the name, each run between two stars is found where it first occurs
+    after the previous one, and the text after the last star ends the name, after them."""
+    *runs, last = glob.split("*")
+    if not runs:
+        return names == glob
+    first = runs[0]
+    mask = np.strings.startswith(names, first) if first else np.ones(len(names), dtype=bool)
+    at = np.full(len(names), len(first), dtype=np.int64)
+    for run in (run for run in runs[1:] if run):
+        found = np.strings.find(names, run, at)
+        mask &= found >= 0
+        at = found + len(run)
+    if last:
+        mask &= np.strings.endswith(names, last)
+    return mask & (np.strings.str_len(names) - len(last) >= at)
+
+
 def _glob_run(part: str) -> str:
     """A glob's text between two stars as a pattern: ``?`` any one character, the rest itself."""
     return "".join("." if char == "?" else re.escape(char) for char in part)
@@ -102,6 +123,8 @@ def match_names(
     pattern = compile_query(text, regex=regex, case=case)
     if pattern is not None and not regex:  # a glob: the whole name, lower-cased without case
         haystack = names if case else (lowered if lowered is not None else names.str.lower())
+        if isinstance(haystack, np.ndarray) and "?" not in text:
+            return glob_mask(haystack, text if case else text.lower())
         values = haystack.tolist()
         return np.fromiter(map(bool, map(pattern.match, values)), dtype=bool, count=len(values))
     if pattern is None:

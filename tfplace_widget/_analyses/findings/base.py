@@ -5,7 +5,7 @@ families share (device types, copy names, op durations, name lists)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,23 @@ class Finding:
         self.ops = list(dict.fromkeys(self.ops))
 
 
+def _message(finding: Finding) -> str:
+    """The finding's message, written when first read: a rule may give it as a function of
+    no arguments, so that the thousands of findings of a large trace that are immaterial, or
+    capped (``MAX_PER_KIND``), cost no op lists that no one reads."""
+    text = finding._message
+    if callable(text):
+        text = finding._message = text()
+    return text
+
+
+def _set_message(finding: Finding, text: str | Callable[[], str]) -> None:
+    finding._message = text
+
+
+Finding.message = property(_message, _set_message)  # type: ignore[assignment]
+
+
 @dataclass
 class Context:
     """The trace's frames reduced to plain lookups, built once per ``find_findings``."""
@@ -93,15 +110,14 @@ class Context:
     runtime: set[str] | None = None
     position: dict[str, int] | None = None
     copy_of: dict[str, str] | None = None
+    replicas: bool | None = None  # ``replicated``'s answer, found once
 
     @classmethod
     def of(cls, trace: Any) -> Context:
         ops = trace.ops
         names = ops["op"].tolist()
-        devices = ops["device"].tolist()
-        device_of: dict[str, str] = {}
-        for name, device in zip(names, devices, strict=True):
-            device_of.setdefault(name, device)
+        first = ops[["op", "device"]].drop_duplicates("op")
+        device_of = dict(zip(first["op"].tolist(), first["device"].tolist(), strict=True))
         type_of = dict(zip(names, ops["type"].tolist(), strict=True))
         kernel_known = "gpu_kernel" in ops and bool((ops["gpu_kernel"].astype(str) != "NA").any())
         gpu_kernel = (
@@ -414,12 +430,14 @@ def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, s
         )
     except Exception:  # a prediction that fails must not cost the other findings
         return None
-    return {
-        op: (str(device), str(how), str(reason))
-        for op, device, how, reason in zip(
-            frame["op"], frame["predicted_device"], frame["how"], frame["reason"], strict=True
+    columns = (frame[c].tolist() for c in ("predicted_device", "how", "reason"))
+    return dict(
+        zip(
+            frame["op"].tolist(),
+            zip(*(map(str, values) for values in columns), strict=True),
+            strict=True,
         )
-    }
+    )
 
 
 def _partner_from_reason(reason: str, context: Context, skip: set[str] | None = None) -> str:
@@ -494,7 +512,9 @@ def in_order(context: Context, names: Iterable[str]) -> list[str]:
 def replicated(context: Context) -> bool:
     """A distribution strategy ran the step: MirroredStrategy names replica N's ops
     ``replica_N/...`` and places each replica with a device scope of its own."""
-    return any(REPLICA.search(name) for name in context.type_of)
+    if context.replicas is None:
+        context.replicas = any(REPLICA.search(name) for name in context.type_of)
+    return context.replicas
 
 
 def is_gradient(name: str) -> bool:

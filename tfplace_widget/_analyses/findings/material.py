@@ -97,13 +97,18 @@ class Steps:
         sizes = pd.to_numeric(sizes, errors="coerce")
         self.output_bytes = float(sizes.sum()) if sizes.notna().any() else 0.0
 
-    def shares(self, finding: Finding) -> np.ndarray:
-        """The finding's share of each traced step's op time."""
-        rows = [self.row[op] for op in set(finding.ops) if op in self.row]
-        mine = self.per_op[rows].sum(axis=0)
-        own = finding.cost[0] / self.count if finding.cost[0] > 0 else 0.0
+    def shares(self, findings: list[Finding]) -> np.ndarray:
+        """Each finding's share of each traced step's op time (a row per finding): the sum of
+        its ops' rows, or its own measured time when that is more. The shares of all findings at
+        once, in numpy: a large trace has hundreds of thousands of them."""
+        row, per_op = self.row, self.per_op
+        summed = np.zeros((len(findings), self.count))
+        for i, finding in enumerate(findings):  # numpy's own sum per finding: its rounding
+            summed[i] = per_op[[row[op] for op in set(finding.ops) if op in row]].sum(axis=0)
+        cost = np.array([f.cost[0] for f in findings], dtype=float).reshape(-1, 1)
+        own = np.where(cost > 0, cost / self.count, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(self.total > 0, np.maximum(mine, own) / self.total, 0.0)
+            share = np.where(self.total > 0, np.maximum(summed, own) / self.total, 0.0)
         return np.minimum(share, 1.0)
 
     def bytes_share(self, finding: Finding) -> float:
@@ -119,18 +124,20 @@ def judge(context: Context, found: list[Finding]) -> list[Finding]:
     """``found`` with each finding's materiality in its evidence (see the module doc)."""
     steps = Steps(context.trace)
     timed = bool(steps.total.sum() > 0)
+    judged = [f for f in found if timed and f.kind not in _ABOUT_THE_TRACE]
+    shares = steps.shares(judged)
+    total = steps.total.sum()
+    steady = (shares >= MATERIAL_SHARE).sum(axis=1)
     for finding in found:
-        evidence = finding.evidence
-        evidence["traced_steps"] = steps.count
+        finding.evidence["traced_steps"] = steps.count
         if not timed or finding.kind in _ABOUT_THE_TRACE:
-            evidence["material"] = 1
-            continue
-        shares = steps.shares(finding)
-        whole = float(np.dot(shares, steps.total) / steps.total.sum())
-        steady = int((shares >= MATERIAL_SHARE).sum())
+            finding.evidence["material"] = 1
+    for i, finding in enumerate(judged):
+        evidence = finding.evidence
+        whole = float(np.dot(shares[i], steps.total) / total)
         evidence["step_share"] = round(whole, 4)
-        evidence["steady_steps"] = steady
-        by_time = whole >= MATERIAL_SHARE and steady * 2 > steps.count
+        evidence["steady_steps"] = int(steady[i])
+        by_time = whole >= MATERIAL_SHARE and steady[i] * 2 > steps.count
         by_bytes = steps.bytes_share(finding) >= MATERIAL_SHARE
         evidence["material"] = int(by_time or by_bytes)
         if steps.count == 1 and finding.kind in _TIMED_KINDS | _timed_copy(finding):

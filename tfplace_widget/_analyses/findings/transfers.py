@@ -365,7 +365,6 @@ def _py_function_finding(context: Context, name: str) -> Finding:
 def _ping_pong_finding(
     context: Context, inside: list[str], before: list[str], after: list[str]
 ) -> Finding:
-    chain = f"{listed_ops(before, 2)} -> {listed_ops(inside, 2)} -> {listed_ops(after, 2)}"
     gpu = context.gpu_name()
     causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
     one = len(inside) == 1
@@ -409,8 +408,10 @@ def _ping_pong_finding(
         if "strategy" in fix
         else "medium",
         [*before, *inside, *after],
-        f"{context.on_a_gpu_machine()}{chain} {verb} {gpu} -> CPU -> {gpu}, {copies} copies a "
-        f"step: {fix}.",
+        lambda: (
+            f"{context.on_a_gpu_machine()}{listed_ops(before, 2)} -> {listed_ops(inside, 2)} -> "
+            f"{listed_ops(after, 2)} {verb} {gpu} -> CPU -> {gpu}, {copies} copies a step: {fix}."
+        ),
         {
             "copies": copies,
             "cpu_ops": len(inside),

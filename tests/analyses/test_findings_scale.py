@@ -1,0 +1,92 @@
+"""Findings of a large trace cost time in proportion to its ops, not to its ops times its
+findings (issue 35: ten traced steps of a large model are a million op executions).
+
+The trace: chains of scalar adds over two CPUs that each ask for a CPU, but every fifth for
+none (the shape of ``benchmarks/graphs.py``), so that on a machine with a GPU every fifth op
+would move there and the chain would bounce GPU -> CPU -> GPU: hundreds of predicted ping_pong
+findings, most of them immaterial. Counted, not timed: how often the rules scan every op name,
+and how many op lists the messages spell out. ``benchmarks/scale.py`` times them at 10k, 100k
+and 1M ops next to a baseline, and checks the answers equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tfplace_widget import PlacementTrace
+from tfplace_widget._analyses.findings import base, find_findings, transfers
+
+CHAINS, LENGTH = 8, 150
+
+
+@pytest.fixture(scope="module")
+def chains(tf: Any, trace_placement: Any) -> PlacementTrace:
+    def build() -> Any:
+        ones = []
+        for k in range(2):
+            with tf.device(f"/cpu:{k}"):
+                ones.append(tf.constant(1.0, name=f"one_{k}"))
+        tails = []
+        for c in range(CHAINS):
+            with tf.device(f"/cpu:{c % 2}"):
+                x = tf.constant(0.0, name=f"c{c}/start")
+            for j in range(LENGTH):
+                k = (c + j // 8) % 2
+                if j % 5 == 4:  # no request: the placer's choice (a GPU, on a GPU machine)
+                    x = tf.add(x, ones[k], name=f"c{c}/add{j}")
+                else:
+                    with tf.device(f"/cpu:{k}"):
+                        x = tf.add(x, ones[k], name=f"c{c}/add{j}")
+            tails.append(x)
+        with tf.device("/cpu:0"):
+            return tf.add_n(tails, name="sum")
+
+    return trace_placement(build, device_count={"CPU": 2})
+
+
+def test_the_replica_scan_reads_each_op_name_once_however_many_ping_pongs(chains, monkeypatch):
+    """Whether a distribution strategy ran the step is one question about the trace: asked
+    for each ping_pong finding, it read every op name again (over 600 s at 100,000 ops)."""
+    searched: list[str] = []
+    real = base.REPLICA
+
+    class Counting:
+        def search(self, name: str) -> Any:
+            searched.append(name)
+            return real.search(name)
+
+    monkeypatch.setattr(base, "REPLICA", Counting())
+    found = find_findings(chains, immaterial=True)
+    ping_pongs = int((found["kind"] == "ping_pong").sum())
+    every = found.loc[found["kind"] == "ping_pong", "evidence"].map(lambda e: e.get("findings", 1))
+    assert ping_pongs > 1 and int(every.sum()) > 50, found[["kind", "message"]]
+    assert len(searched) <= chains.ops["op"].nunique()
+
+
+def test_a_message_nobody_reads_spells_out_no_ops(chains, monkeypatch):
+    """Of the hundreds of ping_pong findings, the immaterial ones are dropped and all but the
+    worst capped into one line: their op lists are written only when a message is read."""
+    spelled: list[int] = []
+    real = transfers.listed_ops
+
+    def counting(names: Any, *args: Any, **kwargs: Any) -> str:
+        spelled.append(1)
+        return real(names, *args, **kwargs)
+
+    monkeypatch.setattr(transfers, "listed_ops", counting)
+    everything = find_findings(chains, immaterial=True)
+    bounces = int(
+        everything.loc[everything["kind"] == "ping_pong", "evidence"]
+        .map(lambda e: e.get("findings", 1))
+        .sum()
+    )
+    spelled.clear()
+    shown = find_findings(chains)
+    assert len(spelled) <= 3 * len(shown) < bounces
+    # a message that is read is the whole message
+    listed = everything[(everything["kind"] == "ping_pong")]
+    for message, evidence in zip(listed["message"], listed["evidence"], strict=True):
+        if "findings" not in evidence:  # not the capped ones' summary line
+            assert " -> CPU -> " in message and "copies a step" in message, message
