@@ -44,10 +44,13 @@ from __future__ import annotations
 import re
 
 FORMAT = "tfplace_widget trace"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 SUFFIX = ".tfplace"
 MANIFEST = "tfplace.json"
+# The frames every file has, and those it has when the trace has them (``writer``): a new
+# frame is named here, and its columns in ``schema``.
 FRAMES = ("ops", "events", "transfers")
+OPTIONAL_FRAMES = ("xla", "measured", "findings")
 # Proto type of each raw member a tracer writes, for a reader that wants to parse it.
 RAW_TYPES = {
     "graph_def.pb": "tensorflow.GraphDef",
