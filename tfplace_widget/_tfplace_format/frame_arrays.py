@@ -88,6 +88,20 @@ def frame_to_members(
     return document, members, cells
 
 
+def to_planes(values: np.ndarray) -> bytes:
+    """``values`` as an array member holds them: little-endian, split into byte planes."""
+    little = values.astype(values.dtype.newbyteorder("<"), copy=False)
+    return little.view(np.uint8).reshape(len(little), little.dtype.itemsize).T.tobytes()
+
+
+def from_planes(raw: bytes, kind: str, rows: int) -> np.ndarray:
+    """The ``rows`` values of type ``kind`` that :func:`to_planes` wrote as ``raw`` (of the
+    right length), in native byte order (a writable copy)."""
+    planes = np.frombuffer(raw, dtype=np.uint8).reshape(np.dtype(kind).itemsize, rows)
+    values = planes.T.copy().view(np.dtype(kind)).reshape(rows)  # C order, writable
+    return values.astype(values.dtype.newbyteorder("="), copy=False)
+
+
 def _column_to_arrays(
     series: pd.Series, where: str, members: dict[str, bytes]
 ) -> tuple[dict[str, Any] | None, int]:
@@ -97,10 +111,8 @@ def _column_to_arrays(
     spec: dict[str, Any] = {"name": series.name, "dtype": dtype.name}
 
     def array(part: str, values: np.ndarray) -> dict[str, Any]:
-        little = values.astype(values.dtype.newbyteorder("<"), copy=False)
-        planes = little.view(np.uint8).reshape(len(little), little.dtype.itemsize).T
-        members[f"{where}.{part}"] = planes.tobytes()
-        return {"array": f"{where}.{part}", "type": little.dtype.str}
+        members[f"{where}.{part}"] = to_planes(values)
+        return {"array": f"{where}.{part}", "type": _little(values.dtype)}
 
     if isinstance(dtype, pd.CategoricalDtype):
         categories = column_to_json(pd.Series(dtype.categories), "categories")
@@ -204,9 +216,7 @@ class ArrayReader:
                 f"{name} holds {len(raw):,} bytes, not the {rows * size:,} of {rows:,} rows "
                 f"of {kind}"
             )
-        planes = np.frombuffer(raw, dtype=np.uint8).reshape(size, rows)
-        values = np.ascontiguousarray(planes.T).view(np.dtype(kind)).reshape(rows)
-        return values.astype(values.dtype.newbyteorder("="), copy=False)  # native order
+        return from_planes(raw, kind, rows)
 
     def missing(self, data: dict, rows: int) -> np.ndarray:
         name = self.member(data, "missing")

@@ -80,8 +80,8 @@ def read(path: str | os.PathLike) -> SavedTrace:
             if f"frames/{name}.json" in reader.names
             and (name != "findings" or written_here(manifest))
         }
-        if "xla" in optional:
-            frames["xla"] = optional.pop("xla")
+        # measured and findings are set on the trace made; the others are its fields
+        frames.update({n: f for n, f in optional.items() if n not in ("measured", "findings")})
         devices = reader.devices(info)
         reader.check_devices(frames, devices)
         saved = SavedTrace(
