@@ -134,24 +134,27 @@ def measure(entry: dict[str, Any], what: str, fn: Any, traced: bool) -> Any:
     return result
 
 
-def run(n_ops: int, repeats: int, protos: str | None) -> dict[str, Any]:
+def run(
+    n_ops: int, repeats: int, protos: str | None, formats: tuple[str, ...] = ("v1", "v2")
+) -> dict[str, Any]:
     from tfplace_widget import PlacementTrace, TraceError
 
     metadata, graph = convert.traced_protos(n_ops, protos)
     trace = PlacementTrace.from_run_metadata(metadata, graph)
     del metadata, graph
     folder = tempfile.mkdtemp(prefix="tfplace_bench_")
-    paths = {"v1": os.path.join(folder, "v1.tfplace"), "v2": os.path.join(folder, "v2.tfplace")}
+    paths = {v: os.path.join(folder, f"{v}.tfplace") for v in formats}
     notes: list[str] = []
     raised = False
     with version_1():
         try:
-            trace.save(paths["v1"])
+            if "v1" in paths:
+                trace.save(paths["v1"])
         except ValueError as exc:
             notes.append(f"version 1 refuses to save it ({str(exc).split(': ', 1)[1][:140]})")
             raised = True
     result: dict[str, Any] = {"n_ops": n_ops, "rows": len(trace.ops), "notes": notes}
-    for version in ("v1", "v2"):
+    for version in formats:
         result[version] = {"save": [], "load": [], "save_cpu": [], "load_cpu": []}
     with limits_raised(raised):
         for repeat in range(repeats + 1):  # the last one traced by tracemalloc, not timed
@@ -192,7 +195,7 @@ def render(results: list[dict[str, Any]]) -> str:
         return f"{min(e[what]):.2f} s ({min(e[what + '_cpu']):.2f} s)"
 
     for r in results:
-        for version in ("v1", "v2"):
+        for version in (v for v in ("v1", "v2") if v in r):
             e = r[version]
             lines.append(
                 f"| {r['n_ops']:,} ({r['rows']:,}) | {version} | {seconds(e, 'save')} "
@@ -216,12 +219,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protos", help="keep/reuse the traced protos in this folder")
     parser.add_argument("--quick", action="store_true", help="10k ops, one repeat")
     parser.add_argument("--json", help="also write the raw numbers to this file")
+    parser.add_argument(
+        "--formats", default="v1,v2", help="v1, v2 or both (one at a time at 1M ops: memory)"
+    )
     args = parser.parse_args(argv)
     sizes, repeats = ([10_000], 1) if args.quick else (args.sizes, args.repeats)
     results = []
     for n_ops in sizes:
         print(f"{n_ops:,} ops: tracing, then timing", file=sys.stderr, flush=True)
-        results.append(run(n_ops, repeats, args.protos))
+        formats = tuple(args.formats.split(","))
+        results.append(run(n_ops, repeats, args.protos, formats))
         print(render(results[-1:]), file=sys.stderr, flush=True)
     print(render(results))
     if args.json:
