@@ -23,7 +23,7 @@ MAX_ARCHIVE_BYTES = 1 << 30
 # (a string column's pointer into its dictionary), so this bounds what decoding can take, about
 # 512 MB, however small the arrays are packed (one byte per row for a text column's codes). A
 # trace of 1,000,000 ops (benchmarks/save_load.py: 1.75M op rows of 17 columns, 1.0M events of 7,
-# 0.37M transfers of 5) has about 43 million: 64 million leaves it room, and no more.
+# 0.37M transfers of 5) has about 44 million: 64 million leaves it room, and no more.
 MAX_CELLS = 64_000_000
 # Members of one .tfplace (a trace writes about ten, plus one per RunMetadata step kept).
 MAX_MEMBERS = 10_000
@@ -52,7 +52,7 @@ class ArchiveBudget(shared.Budget):
             raise TraceError(
                 f"{self.where!r}: with {what}, its tables hold more than {MAX_CELLS:,} cells, "
                 f"the limit for one file opened ({__name__}.MAX_CELLS); a trace of 1,000,000 "
-                "ops has about 43 million, so this is not a real trace. If you trust the "
+                "ops has about 44 million, so this is not a real trace. If you trust the "
                 "file and it really is that large, raise the limit."
             )
 
