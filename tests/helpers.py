@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,3 +193,30 @@ def run_script_results(script: Path, out: Path, *args: str, timeout: float = 600
     assert done.returncode == 0
     with open(out, "rb") as handle:
         return pickle.load(handle)
+
+
+def tfplace_members(path: Path | str, frames_as_json: bool = True) -> dict[str, bytes]:
+    """The members of the ``.tfplace`` file at ``path``; with ``frames_as_json``, its frames as
+    JSON documents with their values inline (as format version 1 wrote them, and version 2
+    still reads them) and their typed arrays left out, so that a test can change one value."""
+    import zipfile
+
+    from tfplace_widget._tfplace_format.frame_arrays import ArrayReader, frame_from_members
+    from tfplace_widget._tfplace_format.frame_json import frame_to_json
+
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    if not frames_as_json:
+        return members
+    frames = [
+        n[len("frames/") : -len(".json")] for n in members if re.match(r"frames/\w+\.json$", n)
+    ]
+    arrays = dict(members)
+    for name in frames:
+        reader = ArrayReader(
+            name, arrays.__getitem__, lambda n: json.loads(arrays[n]), lambda *_: None
+        )
+        frame = frame_from_members(json.loads(arrays[f"frames/{name}.json"]), reader)
+        members[f"frames/{name}.json"] = json.dumps(frame_to_json(frame, name)).encode()
+    inside = tuple(f"frames/{name}/" for name in frames)
+    return {n: data for n, data in members.items() if not n.startswith(inside)}

@@ -125,5 +125,7 @@ def test_every_mutated_tfplace_loads_or_is_refused_and_a_loaded_one_works(tmp_pa
     code = f"SEED, CASES = 1, 1000\n{FUZZ}"  # on main: 2 failures (a -2**63 time exported)
     result = json.loads(run_python(code, timeout=180).stdout.split("RESULT", 1)[1])
     assert result["count"] == 0, result["failures"]
-    # both ends are reached: the mutations are neither all harmless nor all fatal
-    assert result["outcomes"]["loaded"] > 100 and result["outcomes"]["refused"] > 500, result
+    # both ends are reached: the mutations are neither all harmless nor all fatal (format 2:
+    # most members are typed arrays, whose length is checked exactly, so a cut or an insert
+    # there is refused; 85 of 1000 load, against 100+ of format 1's JSON members)
+    assert result["outcomes"]["loaded"] > 50 and result["outcomes"]["refused"] > 500, result

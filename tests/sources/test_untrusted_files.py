@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from bombs import GIB, MIB, Member, deflated, write_gzip, write_zip, zeros
-from helpers import GPU_TRACES
+from helpers import GPU_TRACES, tfplace_members
 
 from tfplace_widget import PlacementTrace, TraceError, show_placement
 from tfplace_widget._sources import limits
@@ -94,8 +94,9 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def members_of(path: Path) -> dict[str, bytes]:
-    with zipfile.ZipFile(path) as archive:
-        return {name: archive.read(name) for name in archive.namelist()}
+    """The file's members, its frames as JSON documents with their values inline (as format
+    version 1 wrote them and version 2 reads them), for a test to change a value."""
+    return tfplace_members(path)
 
 
 def with_members(saved: Path, target: Path, change: dict[str, Any]) -> Path:
@@ -189,8 +190,12 @@ def test_an_archive_with_too_many_members_is_refused(saved, tmp_path, count):
 
 
 def test_the_limits_are_read_when_a_file_is_opened(saved, monkeypatch):
-    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", 1000)
-    with pytest.raises(TraceError, match=r"frames/ops.json would unpack to more than 1000 bytes"):
+    sizes = {name: len(data) for name, data in tfplace_members(saved, False).items()}
+    limit = sizes["tfplace.json"]  # the manifest passes, the ops' document does not
+    assert sizes["frames/ops.json"] > limit
+    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", limit)
+    said = rf"frames/ops.json would unpack to more than {re.escape(limits.size_text(limit))}"
+    with pytest.raises(TraceError, match=said):
         PlacementTrace.load(saved)
     monkeypatch.undo()
     assert len(PlacementTrace.load(saved).ops)

@@ -13,6 +13,7 @@ new column type cannot be saved silently wrong.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,20 +32,20 @@ def frame_to_json(frame: pd.DataFrame, what: str) -> dict[str, Any]:
         raise TypeError(f"{what}: column names must be distinct strings to be saved.")
     return {
         "rows": len(frame),
-        "index": _index_to_json(frame.index, what),
+        "index": index_to_json(frame.index, what),
         "columns": [
-            _column_to_json(frame[name], f"{what} column {name!r}") for name in frame.columns
+            column_to_json(frame[name], f"{what} column {name!r}") for name in frame.columns
         ],
     }
 
 
-def _index_to_json(index: pd.Index, what: str) -> dict[str, Any]:
+def index_to_json(index: pd.Index, what: str) -> dict[str, Any]:
     if isinstance(index, pd.RangeIndex):
         return {"range": [index.start, index.stop, index.step]}
-    return {"values": _column_to_json(pd.Series(index), f"{what} index")}
+    return {"values": column_to_json(pd.Series(index), f"{what} index")}
 
 
-def _column_to_json(series: pd.Series, what: str) -> dict[str, Any]:
+def column_to_json(series: pd.Series, what: str) -> dict[str, Any]:
     dtype = series.dtype
     out: dict[str, Any] = {"name": series.name}
     if isinstance(dtype, pd.CategoricalDtype):
@@ -52,7 +53,7 @@ def _column_to_json(series: pd.Series, what: str) -> dict[str, Any]:
         out.update(
             dtype="category",
             ordered=bool(dtype.ordered),
-            categories=_column_to_json(pd.Series(categories), f"{what} categories"),
+            categories=column_to_json(pd.Series(categories), f"{what} categories"),
             values=series.cat.codes.astype(np.int64).tolist(),  # -1: missing
         )
     elif isinstance(dtype, pd.StringDtype):
@@ -64,7 +65,7 @@ def _column_to_json(series: pd.Series, what: str) -> dict[str, Any]:
     elif isinstance(dtype, np.dtype) and dtype.kind == "f":
         out.update(dtype=dtype.name, values=[_float(v) for v in series.tolist()])
     elif isinstance(dtype, (pd.Int64Dtype, pd.BooleanDtype, pd.Float64Dtype)) or (
-        isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.name in _NULLABLE
+        isinstance(dtype, pd.api.extensions.ExtensionDtype) and dtype.name in NULLABLE
     ):
         mask = series.isna().to_numpy()
         raw = series.to_numpy(dtype=object, na_value=None)
@@ -95,8 +96,8 @@ def _column_to_json(series: pd.Series, what: str) -> dict[str, Any]:
     return out
 
 
-_NULLABLE = {"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"}
-_NULLABLE |= {"Float32", "Float64", "boolean"}
+NULLABLE = {"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64"}
+NULLABLE |= {"Float32", "Float64", "boolean"}
 
 
 def _is_nan(value: Any) -> bool:
@@ -141,8 +142,13 @@ def _json_value(value: Any, what: str, row: int) -> Any:
 
 
 # -- reading ----------------------------------------------------------------------------------
-def frame_from_json(document: Any) -> pd.DataFrame:
-    """The DataFrame :func:`frame_to_json` wrote; :class:`FrameFormatError` if malformed."""
+def frame_from_json(
+    document: Any, column: Callable[[dict, int], Any] | None = None
+) -> pd.DataFrame:
+    """The DataFrame :func:`frame_to_json` wrote; :class:`FrameFormatError` if malformed.
+    ``column(spec, rows)`` reads each column's values (default: :func:`column_from_json`;
+    ``frame_arrays`` passes its reader of typed arrays)."""
+    read_column = column or column_from_json
     try:
         rows = document["rows"]
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
@@ -152,10 +158,10 @@ def frame_from_json(document: Any) -> pd.DataFrame:
         for spec in document["columns"]:
             if not isinstance(spec.get("name"), str):
                 raise FrameFormatError(f"a column's name is {shown(spec.get('name'))}, not text")
-            column = _column_from_json(spec, rows)
+            values = read_column(spec, rows)
             # As a Series of its own dtype: pandas would infer ``str`` for an object array.
             dtype = object if spec["dtype"] == "object" else None
-            columns[spec["name"]] = pd.Series(column, index=index, dtype=dtype, copy=False)
+            columns[spec["name"]] = pd.Series(values, index=index, dtype=dtype, copy=False)
         frame = pd.DataFrame(columns, index=index, copy=False)
         if not columns:
             frame = pd.DataFrame(index=index)
@@ -175,14 +181,14 @@ def _index_from_json(spec: dict, rows: int) -> pd.Index:
     else:
         values = spec["values"]
         index = pd.Index(
-            _column_from_json(values, rows), dtype=object if values["dtype"] == "object" else None
+            column_from_json(values, rows), dtype=object if values["dtype"] == "object" else None
         )
     if len(index) != rows:
         raise FrameFormatError(f"an index has {len(index)} entries for {rows} rows")
     return index
 
 
-def _column_from_json(spec: dict, rows: int) -> Any:
+def column_from_json(spec: dict, rows: int) -> Any:
     dtype, values = spec["dtype"], spec["values"]
     if not isinstance(values, list) or len(values) != rows:
         raise FrameFormatError(f"column {spec.get('name')!r} does not have {rows} values")
@@ -190,7 +196,7 @@ def _column_from_json(spec: dict, rows: int) -> Any:
         categories = spec["categories"]
         if categories["dtype"] == "category":
             raise FrameFormatError(f"column {spec.get('name')!r} has categories of categories")
-        kind = pd.Index(_column_from_json(categories, len(categories["values"])))
+        kind = pd.Index(column_from_json(categories, len(categories["values"])))
         return pd.Categorical.from_codes(
             np.asarray(values, dtype=np.int64),
             dtype=pd.CategoricalDtype(kind, ordered=bool(spec["ordered"])),
@@ -217,11 +223,11 @@ def _column_from_json(spec: dict, rows: int) -> Any:
         for row in missing.get("NA", []):
             out[row] = pd.NA
         return out
-    if dtype in _NULLABLE:
+    if dtype in NULLABLE:
         return pd.array(
             [_INFINITY.get(v, v) if isinstance(v, str) else v for v in values], dtype=dtype
         )
-    if dtype not in _NUMPY:
+    if dtype not in NUMPY:
         raise FrameFormatError(f"column {spec.get('name')!r} has an unknown dtype {shown(dtype)}")
     numpy = np.dtype(dtype)
     if numpy.kind == "f":
@@ -236,5 +242,5 @@ def _column_from_json(spec: dict, rows: int) -> Any:
 
 
 # The numpy dtypes a frame document may name (no others are ever parsed).
-_NUMPY = {f"{kind}{bits}" for kind in ("int", "uint") for bits in (8, 16, 32, 64)}
-_NUMPY |= {"float16", "float32", "float64", "bool"}
+NUMPY = {f"{kind}{bits}" for kind in ("int", "uint") for bits in (8, 16, 32, 64)}
+NUMPY |= {"float16", "float32", "float64", "bool"}

@@ -18,6 +18,13 @@ from .._sources import limits as shared
 
 # All members of one .tfplace read together (and the .tfplace file itself).
 MAX_ARCHIVE_BYTES = 1 << 30
+# Table cells decoded from the typed arrays of one .tfplace (format version 2: ``frame_arrays``),
+# the distinct strings of its text columns included. A cell takes at most 8 bytes once decoded
+# (a string column's pointer into its dictionary), so this bounds what decoding can take, about
+# 512 MB, however small the arrays are packed (one byte per row for a text column's codes). A
+# trace of 1,000,000 ops (benchmarks/save_load.py: 1.75M op rows of 17 columns, 1.0M events of 7,
+# 0.37M transfers of 5) has about 44 million: 64 million leaves it room, and no more.
+MAX_CELLS = 64_000_000
 # Members of one .tfplace (a trace writes about ten, plus one per RunMetadata step kept).
 MAX_MEMBERS = 10_000
 # The zip's central directory: 46 bytes per member plus its name and extra fields.
@@ -31,8 +38,23 @@ def too_large(where: str, what: str, name: str, verb: str = "unpacks to") -> Tra
 
 
 class ArchiveBudget(shared.Budget):
-    """What the members of one ``.tfplace`` have taken so far: their JSON values, and their
-    bytes against ``MAX_ARCHIVE_BYTES``."""
+    """What the members of one ``.tfplace`` have taken so far: their JSON values, their bytes
+    against ``MAX_ARCHIVE_BYTES`` and the cells decoded from their arrays against
+    ``MAX_CELLS``."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.cells = 0
+
+    def take_cells(self, count: int, what: str) -> None:
+        self.cells += count
+        if self.cells > MAX_CELLS:
+            raise TraceError(
+                f"{self.where!r}: with {what}, its tables hold more than {MAX_CELLS:,} cells, "
+                f"the limit for one file opened ({__name__}.MAX_CELLS); a trace of 1,000,000 "
+                "ops has about 44 million, so this is not a real trace. If you trust the "
+                "file and it really is that large, raise the limit."
+            )
 
     def take_bytes(self, count: int, what: str) -> None:
         super().take_bytes(count, what)
@@ -78,13 +100,15 @@ def check_member_count(count: int, where: str) -> None:
         )
 
 
-def check_savable(members: dict[str, bytes], where: str) -> None:
+def check_savable(members: dict[str, bytes], where: str, cells: int = 0) -> None:
     """Refuse to write a ``.tfplace`` file that these limits would refuse to open (a
-    ``ValueError`` saying which limit to raise), so that a saved trace can be opened again."""
+    ``ValueError`` saying which limit to raise), so that a saved trace can be opened again;
+    ``cells``: those of its typed arrays (``MAX_CELLS``)."""
     largest = max(members, key=lambda name: len(members[name]))
     total = sum(len(data) for data in members.values())
     values = sum(shared.json_values(d) for name, d in members.items() if name.endswith(".json"))
     for past, what, name in (
+        (cells > MAX_CELLS, f"its tables would hold {cells:,} cells,", "MAX_CELLS"),
         (
             len(members[largest]) > shared.MAX_MEMBER_BYTES,
             f"{largest} would take",

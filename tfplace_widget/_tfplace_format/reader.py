@@ -18,8 +18,8 @@ from .._sources import limits as shared
 from .._sources.limits import shown
 from . import limits
 from .facts_json import facts_from_json, names_map
-from .frame_json import frame_from_json
-from .layout import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, RAW_NAME, SUFFIX
+from .frame_arrays import ArrayReader, frame_from_members, member_prefix
+from .layout import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, OPTIONAL_FRAMES, RAW_NAME, SUFFIX
 from .schema import check_frame, text_columns_of_empty
 from .upgrades import add_missing_columns, current_findings, written_here
 
@@ -74,10 +74,14 @@ def read(path: str | os.PathLike) -> SavedTrace:
         frames = {name: reader.frame(name) for name in FRAMES}
         predicted = reader.field(info, "predicted", bool, "true or false")
         add_missing_columns(frames, predicted)
-        if "frames/xla.json" in reader.names:
-            frames["xla"] = reader.frame("xla")
-        if "frames/memory.json" in reader.names:
-            frames["memory"] = reader.frame("memory")
+        optional = {
+            name: reader.frame(name)
+            for name in OPTIONAL_FRAMES
+            if f"frames/{name}.json" in reader.names
+            and (name != "findings" or written_here(manifest))
+        }
+        # measured and findings are set on the trace made; the others are its fields
+        frames.update({n: f for n, f in optional.items() if n not in ("measured", "findings")})
         devices = reader.devices(info)
         reader.check_devices(frames, devices)
         saved = SavedTrace(
@@ -96,20 +100,17 @@ def read(path: str | os.PathLike) -> SavedTrace:
         )
         if "facts.json" in reader.names:
             saved.facts = reader.facts()
-        if "frames/measured.json" in reader.names:
-            saved.measured = reader.frame("measured")
-        if "frames/findings.json" in reader.names and written_here(manifest):
-            saved.findings = current_findings(reader.frame("findings"))
+        saved.measured = optional.get("measured")
+        if "findings" in optional:
+            saved.findings = current_findings(optional["findings"])
         saved.raw = {name[len("raw/") :]: reader.read(name) for name in _raw_members(reader.names)}
     return saved
 
 
-# The members :func:`read` reads (those present), besides raw/.
-_MEMBERS = (
-    MANIFEST,
-    *(f"frames/{n}.json" for n in (*FRAMES, "xla", "memory", "measured", "findings")),
-)
+# The members :func:`read` reads (those present), besides raw/ and the frames' arrays.
+_MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, *OPTIONAL_FRAMES)))
 _MEMBERS += ("inputs.json", "log.txt", "facts.json")
+_ARRAYS = tuple(member_prefix(name) for name in (*FRAMES, *OPTIONAL_FRAMES))
 
 
 def _raw_members(names: Any) -> list[str]:
@@ -149,7 +150,8 @@ class _Reader:
         """Refuse at once a member, or all of them, whose size as the zip claims it is past the
         limits (a claim may be low: ``read`` counts the bytes really unpacked)."""
         total = 0
-        for name in [*_MEMBERS, *_raw_members(self.names)]:
+        arrays = [n for n in self.names if n.startswith(_ARRAYS)]
+        for name in [*_MEMBERS, *arrays, *_raw_members(self.names)]:
             if name not in self.names:
                 continue
             claimed = self.archive.getinfo(name).file_size
@@ -193,11 +195,23 @@ class _Reader:
         except ValueError as exc:
             raise self.damaged(name, exc) from exc
 
+    def strings(self, name: str) -> Any:
+        """A text column's distinct strings (``frame_arrays``), each a cell
+        (``limits.MAX_CELLS``)."""
+        data = self.read(name)
+        self.budget.take_cells(shared.json_values(data), name)
+        try:  # its values counted as cells, not against MAX_JSON_VALUES
+            return shared.parse_json(data, self.where, name, shared.Budget(self.where))
+        except ValueError as exc:
+            raise self.damaged(name, exc) from exc
+
     def frame(self, name: str) -> Any:
-        """``trace.<name>`` from ``frames/<name>.json``, checked against the frame schema."""
+        """``trace.<name>`` from ``frames/<name>.json`` and its arrays, checked against the
+        frame schema."""
         member = f"frames/{name}.json"
+        arrays = ArrayReader(name, self.read, self.strings, self.budget.take_cells)
         try:
-            frame = frame_from_json(self.json(member))
+            frame = frame_from_members(self.json(member), arrays)
         except FrameFormatError as exc:
             raise self.damaged(member, exc) from exc
         problem = check_frame(frame, name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 import zipfile
 from collections.abc import Callable
 from typing import IO, Any, Protocol
@@ -13,8 +14,8 @@ import pandas as pd
 from .._sources import limits as shared
 from . import limits
 from .facts_json import facts_to_json
-from .frame_json import frame_to_json
-from .layout import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, RAW_NAME, raw_type
+from .frame_arrays import frame_to_members
+from .layout import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, OPTIONAL_FRAMES, RAW_NAME, raw_type
 
 # How the file is written: ``write_file(path, what, write, overwrite=...)`` calls ``write`` on
 # a stream and puts the result at ``path`` (``export.output.write_atomically``: whole or not
@@ -60,26 +61,24 @@ def save(
     if bad:
         raise ValueError(f"trace.raw names must be plain file names, not {bad[0]!r}.")
     members: dict[str, bytes] = {}
-    for name in FRAMES:
-        members[f"frames/{name}.json"] = _json(frame_to_json(getattr(trace, name), f"trace.{name}"))
-    xla = getattr(trace, "xla", None)
-    if xla is not None and len(xla):
-        members["frames/xla.json"] = _json(frame_to_json(xla, "trace.xla"))
-    memory = getattr(trace, "memory", None)
-    if memory is not None and len(memory):
-        members["frames/memory.json"] = _json(frame_to_json(memory, "trace.memory"))
-    measured = getattr(trace, "measured", None)
-    if measured is not None:
-        members["frames/measured.json"] = _json(frame_to_json(measured, "trace.measured"))
-    if findings is not None:
-        members["frames/findings.json"] = _json(frame_to_json(findings, "trace.findings"))
+    cells = 0
+    for name, frame in _frames(trace, findings).items():
+        document, arrays, count = frame_to_members(frame, name, f"trace.{name}")
+        members[f"frames/{name}.json"] = _json(document)
+        members.update(arrays)
+        cells += count
     members["inputs.json"] = _json(trace.inputs)
     members["log.txt"] = _log_text(trace.log).encode("utf-8", "surrogateescape")
     if trace.facts is not None:
         members["facts.json"] = _json(facts_to_json(trace.facts))
     for name, data in trace.raw.items():
         members[f"raw/{name}"] = bytes(data)
-    limits.check_savable(members, where)  # a trace saved is a trace that opens again
+    notes = list(trace.notes)
+    left_out = _leave_out_raw(members)
+    if left_out:
+        notes.append(left_out)
+        warnings.warn(f"{where}: {left_out}", UserWarning, stacklevel=3)
+    limits.check_savable(members, where, cells)  # a trace saved is a trace that opens again
     manifest = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -91,10 +90,10 @@ def save(
             "mode_reason": trace.mode_reason,
             "truncated": bool(trace.truncated),
             "predicted": bool(trace.predicted),
-            "notes": list(trace.notes),
+            "notes": notes,
         },
         "members": sorted(members),
-        "raw": {name: raw_type(name) for name in trace.raw},
+        "raw": {name: raw_type(name) for name in trace.raw if f"raw/{name}" in members},
     }
 
     def write(stream: IO[bytes]) -> None:
@@ -105,6 +104,44 @@ def save(
 
     write_file(where, "the trace", write, overwrite=overwrite)
     return where
+
+
+def _frames(trace: Savable, findings: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """The frames to save, by name: ``FRAMES``, then those of ``OPTIONAL_FRAMES`` the trace has
+    (``xla`` and ``memory`` when they have rows: an empty one is what a file without it loads
+    with)."""
+    frames = {name: getattr(trace, name) for name in FRAMES}
+    for name in OPTIONAL_FRAMES:
+        frame = findings if name == "findings" else getattr(trace, name, None)
+        if frame is not None and (len(frame) or name not in ("xla", "memory")):
+            frames[name] = frame
+    return frames
+
+
+def _leave_out_raw(members: dict[str, bytes]) -> str:
+    """Leave out of ``members`` the ``raw/`` members past the limits a file is opened with (one
+    past ``MAX_MEMBER_BYTES``; then, the last first, those that take the members past
+    ``MAX_ARCHIVE_BYTES``), so that the trace is saved without them rather than not at all;
+    a note saying which ("" when none)."""
+    raw = [name for name in members if name.startswith("raw/")]
+    left: dict[str, int] = {}
+    for name in raw:
+        if len(members[name]) > shared.MAX_MEMBER_BYTES:
+            left[name] = len(members.pop(name))
+    total = sum(len(data) for data in members.values())
+    for name in reversed([n for n in raw if n in members]):
+        if total <= limits.MAX_ARCHIVE_BYTES:
+            break
+        left[name] = len(members.pop(name))
+        total -= left[name]
+    if not left:
+        return ""
+    sizes = ", ".join(f"{name} ({size / 1e6:,.0f} MB)" for name, size in left.items())
+    return (
+        f"This file leaves out {sizes} of trace.raw: with them it would pass the limits a "
+        ".tfplace file is opened with (sources.limits.MAX_MEMBER_BYTES, "
+        "tfplace_format.limits.MAX_ARCHIVE_BYTES). The frames, findings and facts are whole."
+    )
 
 
 def _log_text(log: str) -> str:
