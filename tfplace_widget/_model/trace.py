@@ -96,6 +96,13 @@ class PlacementTrace:
         :func:`tfplace_widget._analyses.memory.memory_peaks`."""
         return services().memory_peaks(self)
 
+    def fits_on(self, gib: float = 16) -> Any:
+        """Whether a prediction's step fits on a GPU of ``gib`` GiB: ``fits``, ``need_bytes``
+        (the largest predicted GPU peak of ``memory``), ``at_op`` (the op whose allocation
+        reached it), ``device``. Only for ``predict_placement``'s trace (``ValueError``
+        otherwise). See :func:`tfplace_widget._analyses.predict.memory.fits_on`."""
+        return services().fits_on(self, gib)
+
     # -- fixes (tfplace_widget._tracing.fixes: they run the traced code again) -----------------
     def try_fix(self, finding: Any) -> Any:
         """Run the traced code again with ``finding``'s fix (a row of ``findings``, its index,

@@ -27,6 +27,7 @@ from ..resources import Pinned, pinned_arguments
 from .cache import _facts_cache, _FactsCache, _in_order, _TraceColumns
 from .devices import gpu_devices, master_task, predicted_devices
 from .keras_xla import KerasXla, apply_keras_xla
+from .memory import MEMORY_NOTE, predict_memory
 from .placer import _Placer
 from .reasons import _Reasons
 from .transfers import _copies_between, _edge_tensors
@@ -176,6 +177,10 @@ def predict_trace(
         note = xla_clusters_note(trace, gpus, unlisted)
     if note:
         predicted.notes.insert(1, note)
+    predicted.memory = predict_memory(trace, predicted)
+    if len(predicted.memory):
+        predicted.notes.append(MEMORY_NOTE)
+        _keep_sources(trace, predicted)
     return predicted
 
 
@@ -367,6 +372,16 @@ def _predicted_trace(
     result.predicted = True
     result.measured = _measured_calls(trace)
     return result
+
+
+def _keep_sources(trace: Any, predicted: Any) -> None:
+    """The traced ops' ``source`` (file:line) on the prediction's ops, for its memory findings."""
+    ops = trace.ops
+    if "source" not in ops or not ops["source"].notna().any():
+        return
+    known = ops[ops["source"].notna() & (ops["source"].astype(str) != "")]
+    source = dict(zip(known["op"], known["source"].astype(str), strict=False))
+    predicted.ops["source"] = pd.array(predicted.ops["op"].map(source), dtype="string")
 
 
 def _measured_calls(trace: Any) -> pd.DataFrame | None:
