@@ -28,6 +28,7 @@ cuDNN/cuBLAS workspaces beyond what the traced kernels allocated, the CUDA conte
 from __future__ import annotations
 
 import functools
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -72,8 +73,8 @@ def predict_memory(traced: Any, predicted: Any) -> pd.DataFrame:
         )
     )
     sizes = _sizes(ops)
-    bounds = _step_bounds(traced)
-    rows = _Rows(bounds)
+    events = _timed_events(traced)
+    rows = _Rows(_step_bounds(traced, events), events, device_of)
     memory = traced.memory
     if len(memory):
         for device, allocator, time, size, op in zip(
@@ -150,26 +151,90 @@ def gpu_peak(memory: pd.DataFrame) -> tuple[int, str, str] | None:
     return int(row["live_bytes"]), str(row["op"]), str(row["device"])
 
 
+_ROW_NAMES = ["device", "allocator", "time", "bytes", "op", "step", "owner"]
+
+
 class _Rows:
-    """The predicted memory rows, each in its traced step (``bounds``: where steps 1.. start)."""
+    """The predicted memory rows, each in its traced step (``bounds``: where steps 1.. start).
 
-    def __init__(self, bounds: np.ndarray) -> None:
+    A GPU runs its kernels one at a time (TensorFlow's executor runs a GPU kernel inline, never
+    on the inter-op pool, and a stream is in order), where the traced CPU run may have run some
+    side by side: :meth:`frame` puts a GPU's rows in that sequence (:func:`_in_sequence`)."""
+
+    def __init__(self, bounds: np.ndarray, events: pd.DataFrame, device_of: dict[str, str]):
         self.bounds = bounds
-        self.columns: tuple[list, ...] = ([], [], [], [], [], [])
+        self.events = events
+        self.device_of = device_of
+        self.columns: tuple[list, ...] = ([], [], [], [], [], [], [])
 
-    def add(self, device: str, allocator: str, time: float, size: int, op: str) -> None:
+    def add(
+        self, device: str, allocator: str, time: float, size: int, op: str, owner: str = ""
+    ) -> None:
+        """A row; ``owner``: the op whose run made it (its own op by default)."""
         if _is_gpu(device):
             size = int(np.sign(size)) * (-(-abs(int(size)) // BFC_ROUNDING) * BFC_ROUNDING)
         step = int(np.searchsorted(self.bounds, time, side="right"))
-        for column, value in zip(
-            self.columns, (device, allocator, int(time), int(size), op, step), strict=True
-        ):
+        values = (device, allocator, int(time), int(size), op, step, owner or op)
+        for column, value in zip(self.columns, values, strict=True):
             column.append(value)
 
     def frame(self) -> pd.DataFrame:
         if not self.columns[0]:
             return empty_memory()
-        return memory_frame(*self.columns)
+        rows = pd.DataFrame(dict(zip(_ROW_NAMES, self.columns, strict=True)))
+        parts = [rows[~rows["device"].map(_is_gpu)]]
+        for device, mine in rows[rows["device"].map(_is_gpu)].groupby("device", sort=False):
+            parts.append(_in_sequence(mine, self.events, self.device_of, device))
+        rows = pd.concat(parts, ignore_index=True)
+        return memory_frame(
+            rows["device"], rows["allocator"], rows["time"], rows["bytes"], rows["op"], rows["step"]
+        )
+
+
+def _in_sequence(
+    rows: pd.DataFrame, events: pd.DataFrame, device_of: dict[str, str], device: str
+) -> pd.DataFrame:
+    """``rows`` of one GPU in the order its kernels would run one at a time (their traced
+    starts'): a row made while its op ran goes with that run; a later one (a tensor freed when
+    its last reader finished) with the run of this GPU under way then that ends first (the
+    reader: TensorFlow frees an op's inputs as it finishes), else after the last one that
+    ended. Each row's time becomes its run's traced start (so the times keep that order)."""
+    runs = events[events["op"].map(device_of).eq(device)] if len(events) else events
+    if not len(runs):
+        return rows
+    runs = runs.sort_values(["start_us", "op"], kind="stable")
+    starts = runs["start_us"].to_numpy(dtype=float)
+    ends = starts + runs["duration_us"].fillna(0).to_numpy(dtype=float)
+    own: dict[str, list[int]] = {}
+    for k, op in enumerate(runs["op"]):
+        own.setdefault(op, []).append(k)
+    times = rows["time"].to_numpy(dtype=float)
+    owners = rows["owner"].tolist()
+    rank = np.full(len(rows), -1, dtype=np.int64)
+    phase = np.ones(len(rows), dtype=np.int64)
+    active: list[tuple[float, int]] = []  # (end, run) of the runs under way, soonest end first
+    pushed, ended = 0, -1
+    for i in np.argsort(times, kind="stable"):
+        time = times[i]
+        while pushed < len(starts) and starts[pushed] <= time:
+            heapq.heappush(active, (ends[pushed], pushed))
+            pushed += 1
+        while active and active[0][0] < time:
+            ended = max(ended, heapq.heappop(active)[1])
+        inside = [k for k in own.get(owners[i], ()) if starts[k] <= time <= ends[k]]
+        if inside:
+            rank[i], phase[i] = inside[0], 0
+        elif active:
+            rank[i] = active[0][1]
+        else:
+            rank[i] = ended
+    rows = rows.assign(_rank=rank, _phase=phase)
+    rows = rows.sort_values(["step", "_rank", "_phase", "time"], kind="stable")
+    picked = rows["_rank"].to_numpy()
+    rows["time"] = np.where(picked >= 0, starts[np.maximum(picked, 0)], rows["time"]).astype(
+        np.int64
+    )
+    return rows.drop(columns=["_rank", "_phase"])
 
 
 def _predicted_devices(predicted: Any) -> dict[str, str]:
@@ -187,11 +252,17 @@ def _sizes(ops: pd.DataFrame) -> dict[str, int]:
     return dict(zip(known["op"], per_run.tolist(), strict=True))
 
 
-def _step_bounds(traced: Any) -> np.ndarray:
-    """Where the traced steps after the first begin (µs on the trace's clock)."""
-    from ..findings.material import step_of, timed_events, trace_steps
+def _timed_events(traced: Any) -> pd.DataFrame:
+    """The traced ops' runs (no aggregate stream lanes, no compiles)."""
+    from ..findings.material import timed_events
 
-    events = timed_events(traced)
+    return timed_events(traced)
+
+
+def _step_bounds(traced: Any, events: pd.DataFrame) -> np.ndarray:
+    """Where the traced steps after the first begin (µs on the trace's clock)."""
+    from ..findings.material import step_of, trace_steps
+
     if events.empty:
         return np.zeros(0)
     step, count = step_of(events, trace_steps(traced))
@@ -234,16 +305,23 @@ def _add_copies(
             or type_of.get(producer) in VARIABLE_TYPES
         ):
             continue
-        last: dict[str, float] = {}
+        first: dict[str, tuple[float, str]] = {}
+        last: dict[str, tuple[float, str]] = {}
         for consumer in consumers:
             to = device_of.get(consumer)
             if to and to != source and (_is_gpu(to) or _is_gpu(source)):
-                last[to] = max(last.get(to, end[consumer]), end[consumer])
-        for to, until in last.items():
+                first[to] = min(
+                    first.get(to, (start[consumer], consumer)), (start[consumer], consumer)
+                )
+                last[to] = max(last.get(to, (end[consumer], consumer)), (end[consumer], consumer))
+        for to, (until, reader) in last.items():
             allocator = _allocator(to, HOST_PINNED)
             name = producer + COPY_SUFFIX.format(device=short_device(to))
-            rows.add(to, allocator, end[producer], size, name)
-            rows.add(to, allocator, until, -size, name)
+            # received just before its first reader there runs, freed when the last one ends
+            when, receiver = first[to]
+            received = when if _is_gpu(to) else min(end[producer], when)
+            rows.add(to, allocator, received, size, name, owner=receiver)
+            rows.add(to, allocator, until, -size, name, owner=reader)
 
 
 def _add_variables(
@@ -273,8 +351,8 @@ def _add_variables(
     for variable, size in held.items():
         device = device_of.get(variable)
         if device and size > 0:
-            for when in step_starts:
-                rows.add(device, _allocator(device, host), when, size, variable)
+            for when in step_starts:  # before anything of the step: made before it
+                rows.add(device, _allocator(device, host), when - 1, size, variable, owner=" ")
 
 
 def _host_allocator(memory: pd.DataFrame) -> str:
