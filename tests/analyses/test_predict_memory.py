@@ -12,6 +12,7 @@ nothing). Sizes on the GPU are rounded up to 256 bytes (BFC), hence the 1% toler
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -198,7 +199,7 @@ def test_fits_on(program):
 
 def test_prediction_says_what_it_assumes(program):
     traced, predicted, _ = program
-    assert MEMORY_NOTE in predicted.notes
+    assert MEMORY_NOTE in predicted.notes[0]  # the note that says it is a prediction
     assert "256 bytes" in MEMORY_NOTE and "no XLA buffer reuse" in MEMORY_NOTE
     assert list(predicted.memory.columns) == MEMORY_COLUMNS
     assert set(predicted.memory["device"]) <= set(predicted.devices)
@@ -273,3 +274,23 @@ def test_no_memory_finding_on_a_balanced_step(program):
         kinds = set(find_findings(trace, immaterial=True)["kind"])
         assert not kinds & {"gpu_memory", "memory_peak"}
     assert np.isfinite(predicted.fits_on().need_bytes)
+
+
+def test_several_steps_and_no_records(tf, trace_placement, program):
+    """Two traced steps predict each step's peak as one does (each starts with the variables
+    alone); a trace without allocator records (as a TF2 profile is) is predicted from the ops'
+    output_bytes: at least the largest GPU output live, at most every output at once."""
+    traced, predicted, _ = program
+    one = predicted.memory_peaks().set_index("device")["peak_bytes"]
+    build = dense_step if "dense_1/kernel" in set(traced.ops["op"]) else cnn_step
+    two = trace_placement(lambda: build(tf), device_count=TWO_CPUS, steps=2)
+    peaks = predict_placement(two, gpus=1).memory_peaks().set_index("device")["peak_bytes"]
+    assert peaks[GPU0] == pytest.approx(one[GPU0], rel=0.1)
+    bare = copy.copy(traced)
+    bare.memory = traced.memory.iloc[:0]
+    sized = predict_placement(bare, gpus=1)
+    gpu = sized.memory_peaks().set_index("device").loc[GPU0]
+    outputs = traced.ops.drop_duplicates("op").set_index("op")["output_bytes"].dropna()
+    placed = dict(zip(sized.ops["op"], sized.ops["device"], strict=True))
+    on_gpu = outputs[[placed.get(op) == GPU0 for op in outputs.index]]
+    assert on_gpu.max() <= gpu["peak_bytes"] <= 2 * outputs.sum()

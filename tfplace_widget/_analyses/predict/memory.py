@@ -253,23 +253,24 @@ def _sizes(ops: pd.DataFrame) -> dict[str, int]:
 
 
 def _timed_events(traced: Any) -> pd.DataFrame:
-    """The traced ops' runs (no aggregate stream lanes, no compiles)."""
-    from ..findings.material import timed_events
-
-    return timed_events(traced)
+    """The traced ops' runs, without the aggregate ``stream:all`` lanes."""
+    events = traced.events
+    if events is None or events.empty:
+        return pd.DataFrame(columns=["op", "start_us", "duration_us"])
+    return events[~events["lane"].astype(str).str.endswith("/stream:all")]
 
 
 def _step_bounds(traced: Any, events: pd.DataFrame) -> np.ndarray:
-    """Where the traced steps after the first begin (µs on the trace's clock)."""
-    from ..findings.material import step_of, trace_steps
-
-    if events.empty:
+    """Where the traced steps after the first begin (µs on the trace's clock): the earliest
+    k-th run of the ops that ran once a step (``runs`` of most ops)."""
+    runs = traced.ops["runs"].dropna() if "runs" in traced.ops else pd.Series(dtype=float)
+    steps = int(runs.mode().iloc[0]) if len(runs) else 1
+    if steps <= 1 or events.empty:
         return np.zeros(0)
-    step, count = step_of(events, trace_steps(traced))
-    if count <= 1:
-        return np.zeros(0)
-    starts = events["start_us"].to_numpy(dtype=float)
-    return np.array([starts[step == k].min() for k in range(1, count)])
+    every = events[events.groupby("op")["start_us"].transform("size") == steps]
+    nth = every.sort_values("start_us", kind="stable").groupby("op")["start_us"].cumcount()
+    firsts = every["start_us"].groupby(nth.reindex(every.index)).min()
+    return firsts.reindex(range(1, steps)).dropna().to_numpy(dtype=float)
 
 
 def _consumers(inputs: dict[str, list[str]], ran: Iterable[str]) -> dict[str, list[str]]:

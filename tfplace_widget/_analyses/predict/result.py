@@ -179,7 +179,7 @@ def predict_trace(
         predicted.notes.insert(1, note)
     predicted.memory = predict_memory(trace, predicted)
     if len(predicted.memory):
-        predicted.notes.append(MEMORY_NOTE)
+        predicted.notes[0] += " " + MEMORY_NOTE
         _keep_sources(trace, predicted)
     return predicted
 
