@@ -186,8 +186,15 @@ class _Rows:
         for device, mine in rows[rows["device"].map(_is_gpu)].groupby("device", sort=False):
             parts.append(_in_sequence(mine, self.events, self.device_of, device))
         rows = pd.concat(parts, ignore_index=True)
+        series = rows.groupby(["step", "device", "allocator"], sort=False).ngroup()
         return memory_frame(
-            rows["device"], rows["allocator"], rows["time"], rows["bytes"], rows["op"], rows["step"]
+            rows["device"],
+            rows["allocator"],
+            rows["time"],
+            rows["bytes"],
+            rows["op"],
+            rows["step"],
+            series.to_numpy(),
         )
 
 
