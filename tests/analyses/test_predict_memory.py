@@ -277,8 +277,8 @@ def test_no_memory_finding_on_a_balanced_step(program):
 
 
 def test_several_steps_and_no_records(tf, trace_placement, program):
-    """Two traced steps predict each step's peak as one does (each starts with the variables
-    alone); a trace without allocator records (as a TF2 profile is) is predicted from the ops'
+    """Two traced steps are predicted from the first (the ops' times are their first run's),
+    as one traced step is: the same peak within the order's 10%; a trace without allocator records (as a TF2 profile is) is predicted from the ops'
     output_bytes: at least the largest GPU output live, at most every output at once."""
     traced, predicted, _ = program
     one = predicted.memory_peaks().set_index("device")["peak_bytes"]

@@ -17,7 +17,8 @@ devices (:func:`predict_memory`):
   of what the step read from it) for the whole step, on its predicted device.
 
 On a GPU each size is rounded up to 256 bytes, as TensorFlow's BFC allocator rounds. The
-schedule is the traced run's (op order and times): a GPU's streams overlap differently. Not
+schedule is the traced run's order (its first step's, when it traced several), one kernel at a
+time on a GPU. Not
 modelled: XLA's buffer reuse (a cluster's buffers are XLA's), the BFC allocator's fragmentation,
 cuDNN/cuBLAS workspaces beyond what the traced kernels allocated, the CUDA context.
 :data:`MEMORY_NOTE` says so in the prediction's notes.
@@ -28,8 +29,7 @@ cuDNN/cuBLAS workspaces beyond what the traced kernels allocated, the CUDA conte
 from __future__ import annotations
 
 import functools
-import heapq
-from collections.abc import Iterable
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,47 +59,174 @@ def predict_memory(traced: Any, predicted: Any) -> pd.DataFrame:
     """``predicted.memory``: the memory of ``traced``'s step (see the module doc) on the devices
     of ``predicted`` (a prediction of ``traced``), as ``trace.memory`` rows (MEMORY_COLUMNS)
     on ``traced``'s clock; empty when the trace recorded neither allocations nor sizes."""
-    ops = traced.ops
-    if not len(ops) or "start_us" not in ops:
+    if not len(traced.ops) or "start_us" not in traced.ops:
         return empty_memory()
-    device_of = _predicted_devices(predicted)
-    ran = ops[ops["start_us"].notna()].drop_duplicates("op")
-    start = dict(zip(ran["op"], ran["start_us"].astype(float), strict=True))
-    end = dict(
-        zip(
-            ran["op"],
-            (ran["start_us"] + ran["duration_us"].fillna(0)).astype(float),
-            strict=True,
-        )
-    )
-    sizes = _sizes(ops)
+    table = _Ops(traced, predicted)
     events = _timed_events(traced)
-    rows = _Rows(_step_bounds(traced, events), events, device_of)
     memory = traced.memory
+    bounds = _step_bounds(traced, events)
+    if len(bounds):  # the first traced step (the ops' times are their first run's)
+        events = events[events["start_us"].to_numpy(dtype=float) < bounds[0]]
+        memory = memory[memory["time_us"].to_numpy(dtype=float) < bounds[0]]
+    rows = _Rows(np.zeros(0), events, table.device_of)
     if len(memory):
-        for device, allocator, time, size, op in zip(
-            memory["device"],
-            memory["allocator"],
+        to = table.device[table.code(memory["op"])]
+        to = np.where(to == "", memory["device"].to_numpy(dtype=object), to)
+        rows.extend(
+            to,
+            _allocators(to, memory["allocator"]),
             memory["time_us"],
             memory["bytes"],
             memory["op"],
-            strict=True,
-        ):
-            to = device_of.get(op) or device
-            rows.add(to, _allocator(to, allocator), time, size, op)
+        )
     else:
-        consumers = _consumers(predicted.inputs, start)
-        for op, size in sizes.items():
-            to = device_of.get(op)
-            if op not in start or not to or size <= 0:
-                continue
-            rows.add(to, _allocator(to, "cpu"), start[op], size, op)
-            here = [end[c] for c in consumers.get(op, ()) if device_of.get(c) == to]
-            if here:
-                rows.add(to, _allocator(to, "cpu"), max(here), -size, op)
-    _add_copies(rows, predicted, device_of, start, end, sizes, ops)
-    _add_variables(rows, predicted, device_of, start, ops, _host_allocator(memory))
+        _add_outputs(rows, table)
+    _add_copies(rows, table)
+    _add_variables(rows, table, _host_allocator(memory))
     return rows.frame()
+
+
+class _Ops:
+    """The ops of a traced step and its prediction as integer codes (one per name), with
+    per-code arrays: predicted device, traced start and end, output bytes per run, type; and
+    the data edges whose consumer ran (``producer``, ``consumer`` codes)."""
+
+    def __init__(self, traced: Any, predicted: Any) -> None:
+        ops = traced.ops.drop_duplicates("op")
+        placed = predicted.ops.drop_duplicates("op")
+        inputs = predicted.inputs or {}
+        consumers = np.asarray(list(inputs), dtype=object)
+        lists = list(inputs.values())
+        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        producers = np.fromiter(
+            itertools.chain.from_iterable(lists), dtype=object, count=int(counts.sum())
+        )
+        traced_names = ops["op"].to_numpy(dtype=object)
+        placed_names = placed["op"].to_numpy(dtype=object)
+        self.names = pd.Index(
+            pd.unique(np.concatenate([placed_names, traced_names, consumers, producers]))
+        )
+        n = len(self.names)
+        self.device = np.full(n + 1, "", dtype=object)  # the last: names not listed
+        self.device[self.code(placed_names)] = placed["device"].astype(str).to_numpy(object)
+        here = self.code(traced_names)
+        self.start = np.full(n + 1, np.nan)
+        self.start[here] = ops["start_us"].to_numpy(dtype=float)
+        self.end = self.start.copy()
+        self.end[here] += ops["duration_us"].astype(float).fillna(0).to_numpy()
+        self.size = np.zeros(n + 1, dtype=np.int64)
+        if "output_bytes" in ops:  # a run's outputs (the same in every run)
+            known = ops["output_bytes"].notna().to_numpy(dtype=bool)
+            self.size[here[known]] = ops["output_bytes"][known].astype(np.int64).to_numpy()
+        self.type = np.full(n + 1, "", dtype=object)
+        self.type[here] = ops["type"].astype(str).to_numpy(dtype=object)
+        self.ran = ~np.isnan(self.start)
+        consumer = np.repeat(self.code(consumers), counts)
+        producer = self.code(producers)
+        keep = self.ran[consumer]
+        self.producer, self.consumer = producer[keep], consumer[keep]
+        devices = pd.unique(self.device)
+        gpu = {d: _is_gpu(d) for d in devices}
+        self.on_gpu = np.fromiter(map(gpu.__getitem__, self.device), dtype=bool, count=n + 1)
+        self.variable = np.isin(self.type, list(VARIABLE_TYPES))
+        self.device_of = pd.Series(self.device[:n], index=self.names)
+
+    def code(self, names: Any) -> np.ndarray:
+        """Each name's code (names not listed: the last, whose arrays hold nothing)."""
+        found = self.names.get_indexer(np.asarray(names, dtype=object))
+        return np.where(found < 0, len(self.names), found)
+
+
+def _add_outputs(rows: _Rows, table: _Ops) -> None:
+    """Without allocator records: each op's output bytes, live from its start until its last
+    reader on its device ends (to the step's end when none there reads it)."""
+    made = np.flatnonzero((table.size > 0) & table.ran & (table.device != ""))
+    if not len(made):
+        return
+    where = table.device[made]
+    host = _allocators(where, np.full(len(where), "cpu", dtype=object))
+    names = table.names.to_numpy(dtype=object)
+    rows.extend(where, host, table.start[made], table.size[made], names[made])
+    p, c = table.producer, table.consumer
+    same = (table.size[p] > 0) & (table.device[p] == table.device[c]) & (table.device[p] != "")
+    last = pd.Series(table.end[c[same]]).groupby(p[same]).max()
+    freed = last.index.to_numpy()
+    where = table.device[freed]
+    rows.extend(
+        where,
+        _allocators(where, np.full(len(where), "cpu", dtype=object)),
+        last.to_numpy(),
+        -table.size[freed],
+        names[freed],
+    )
+
+
+def _add_copies(rows: _Rows, table: _Ops) -> None:
+    """A buffer per tensor copied onto another device, received as its first reader there
+    starts, freed when the last one ends (on a CPU fed by a GPU: pinned host memory)."""
+    p, c = table.producer, table.consumer
+    source, to = table.device[p], table.device[c]
+    keep = (
+        table.ran[p]
+        & ~table.variable[p]
+        & (table.size[p] > 0)
+        & (source != "")
+        & (to != "")
+        & (source != to)
+        & (table.on_gpu[p] | table.on_gpu[c])
+    )
+    if not keep.any():
+        return
+    p, c = p[keep], c[keep]
+    copies = pd.DataFrame(
+        {
+            "producer": p,
+            "to": table.device[c],
+            "consumer": c,
+            "first": table.start[c],
+            "last": table.end[c],
+        }
+    )
+    by = copies.groupby(["producer", "to"], sort=False)
+    receiver = copies.loc[by["first"].idxmin()]
+    reader = copies.loc[by["last"].idxmax()]
+    made = receiver["producer"].to_numpy()
+    where = receiver["to"].to_numpy(dtype=object)
+    allocator = _allocators(where, np.full(len(where), HOST_PINNED, dtype=object))
+    names = table.names.to_numpy(dtype=object)
+    short = {d: short_device(d) for d in pd.unique(where)}
+    label = names[made] + np.array([COPY_SUFFIX.format(device=short[d]) for d in where], object)
+    first = receiver["first"].to_numpy()
+    received = np.where(
+        table.on_gpu[receiver["consumer"].to_numpy()], first, np.minimum(table.end[made], first)
+    )
+    size = table.size[made]
+    rows.extend(where, allocator, received, size, label, names[receiver["consumer"].to_numpy()])
+    rows.extend(
+        where, allocator, reader["last"], -size, label, names[reader["consumer"].to_numpy()]
+    )
+
+
+def _add_variables(rows: _Rows, table: _Ops, host: str) -> None:
+    """Each variable read in the step, held from each step's start on its predicted device:
+    the size of the largest read of it (a ``VariableV2``: its own output)."""
+    if not table.ran.any():
+        return
+    p, c = table.producer, table.consumer
+    reads = table.variable[p] & (table.type[c] == "ReadVariableOp")
+    held = pd.Series(table.size[c[reads]]).groupby(p[reads]).max()
+    own = np.flatnonzero((table.type == "VariableV2") & table.ran)
+    held = pd.concat([held, pd.Series(table.size[own], index=own)]).groupby(level=0).max()
+    held = held[(held > 0) & (table.device[held.index.to_numpy()] != "")]
+    if not len(held):
+        return
+    codes = held.index.to_numpy()
+    where = table.device[codes]
+    allocator = _allocators(where, np.full(len(where), host, dtype=object))
+    names = table.names.to_numpy(dtype=object)[codes]
+    owner = np.full(len(codes), " ", dtype=object)
+    when = float(np.nanmin(table.start)) - 1  # before anything of the step
+    rows.extend(where, allocator, np.full(len(codes), when), held.to_numpy(), names, owner)
 
 
 @dataclass(frozen=True)
@@ -161,36 +288,49 @@ class _Rows:
     on the inter-op pool, and a stream is in order), where the traced CPU run may have run some
     side by side: :meth:`frame` puts a GPU's rows in that sequence (:func:`_in_sequence`)."""
 
-    def __init__(self, bounds: np.ndarray, events: pd.DataFrame, device_of: dict[str, str]):
+    def __init__(self, bounds: np.ndarray, events: pd.DataFrame, device_of: pd.Series):
         self.bounds = bounds
         self.events = events
         self.device_of = device_of
-        self.columns: tuple[list, ...] = ([], [], [], [], [], [], [])
+        self.parts: list[pd.DataFrame] = []
 
-    def add(
-        self, device: str, allocator: str, time: float, size: int, op: str, owner: str = ""
+    def extend(
+        self, device: Any, allocator: Any, time: Any, size: Any, op: Any, owner: Any = None
     ) -> None:
-        """A row; ``owner``: the op whose run made it (its own op by default)."""
-        if _is_gpu(device):
-            size = int(np.sign(size)) * (-(-abs(int(size)) // BFC_ROUNDING) * BFC_ROUNDING)
-        step = int(np.searchsorted(self.bounds, time, side="right"))
-        values = (device, allocator, int(time), int(size), op, step, owner or op)
-        for column, value in zip(self.columns, values, strict=True):
-            column.append(value)
+        """Rows, one per item; ``owner``: the op whose run made each (its own op by default)."""
+        op = np.asarray(op, dtype=object)
+        self.parts.append(
+            pd.DataFrame(
+                {
+                    "device": np.asarray(device, dtype=object),
+                    "allocator": np.asarray(allocator, dtype=object),
+                    "time": np.asarray(time, dtype=float),
+                    "bytes": np.asarray(size, dtype=np.int64),
+                    "op": op,
+                    "owner": op if owner is None else np.asarray(owner, dtype=object),
+                }
+            )
+        )
 
     def frame(self) -> pd.DataFrame:
-        if not self.columns[0]:
+        parts = [p for p in self.parts if len(p)]
+        if not parts:
             return empty_memory()
-        rows = pd.DataFrame(dict(zip(_ROW_NAMES, self.columns, strict=True)))
-        parts = [rows[~rows["device"].map(_is_gpu)]]
-        for device, mine in rows[rows["device"].map(_is_gpu)].groupby("device", sort=False):
+        rows = pd.concat(parts, ignore_index=True)
+        gpu = rows["device"].map(_is_gpu).to_numpy(dtype=bool)
+        size = rows["bytes"].to_numpy()
+        rounded = np.sign(size) * (-(-np.abs(size) // BFC_ROUNDING) * BFC_ROUNDING)
+        rows["bytes"] = np.where(gpu, rounded, size)
+        rows["step"] = np.searchsorted(self.bounds, rows["time"].to_numpy(), side="right")
+        parts = [rows[~gpu]]
+        for device, mine in rows[gpu].groupby("device", sort=False):
             parts.append(_in_sequence(mine, self.events, self.device_of, device))
         rows = pd.concat(parts, ignore_index=True)
         series = rows.groupby(["step", "device", "allocator"], sort=False).ngroup()
         return memory_frame(
             rows["device"],
             rows["allocator"],
-            rows["time"],
+            rows["time"].astype(np.int64),
             rows["bytes"],
             rows["op"],
             rows["step"],
@@ -199,64 +339,45 @@ class _Rows:
 
 
 def _in_sequence(
-    rows: pd.DataFrame, events: pd.DataFrame, device_of: dict[str, str], device: str
+    rows: pd.DataFrame, events: pd.DataFrame, device_of: pd.Series, device: str
 ) -> pd.DataFrame:
     """``rows`` of one GPU in the order its kernels would run one at a time (their traced
     starts'): a row made while its op ran goes with that run; a later one (a tensor freed when
     its last reader finished) with the run of this GPU under way then that ends first (the
     reader: TensorFlow frees an op's inputs as it finishes), else after the last one that
     ended. Each row's time becomes its run's traced start (so the times keep that order)."""
-    runs = events[events["op"].map(device_of).eq(device)] if len(events) else events
+    runs = events[events["op"].map(device_of).eq(device).to_numpy(dtype=bool)]
     if not len(runs):
         return rows
     runs = runs.sort_values(["start_us", "op"], kind="stable")
     starts = runs["start_us"].to_numpy(dtype=float)
     ends = starts + runs["duration_us"].fillna(0).to_numpy(dtype=float)
-    own: dict[str, list[int]] = {}
-    for k, op in enumerate(runs["op"]):
-        own.setdefault(op, []).append(k)
     times = rows["time"].to_numpy(dtype=float)
-    owners = rows["owner"].tolist()
-    rank = np.full(len(rows), -1, dtype=np.int64)
+    # the run under way that ends first, else the last one (by start) of those ended
+    by_end = np.argsort(ends, kind="stable")
+    sorted_ends = ends[by_end]
+    latest = np.maximum.accumulate(by_end)
+    at = np.searchsorted(sorted_ends, times, side="left")
+    candidate = by_end[np.minimum(at, len(by_end) - 1)]
+    under_way = (at < len(by_end)) & (starts[candidate] <= times)
+    ended = np.where(at > 0, latest[np.maximum(at - 1, 0)], -1)
+    rank = np.where(under_way, candidate, ended)
     phase = np.ones(len(rows), dtype=np.int64)
-    active: list[tuple[float, int]] = []  # (end, run) of the runs under way, soonest end first
-    pushed, ended = 0, -1
-    for i in np.argsort(times, kind="stable"):
-        time = times[i]
-        while pushed < len(starts) and starts[pushed] <= time:
-            heapq.heappush(active, (ends[pushed], pushed))
-            pushed += 1
-        while active and active[0][0] < time:
-            ended = max(ended, heapq.heappop(active)[1])
-        inside = [k for k in own.get(owners[i], ()) if starts[k] <= time <= ends[k]]
-        if inside:
-            rank[i], phase[i] = inside[0], 0
-        elif active:
-            rank[i] = active[0][1]
-        else:
-            rank[i] = ended
+    # a row made while its own op ran goes with that run
+    own = pd.DataFrame({"op": runs["op"].to_numpy(dtype=object), "run": np.arange(len(runs))})
+    mine = pd.DataFrame({"op": rows["owner"].to_numpy(dtype=object), "row": np.arange(len(rows))})
+    pairs = mine.merge(own, on="op")
+    if len(pairs):
+        r, k = pairs["row"].to_numpy(), pairs["run"].to_numpy()
+        inside = (starts[k] <= times[r]) & (times[r] <= ends[k])
+        first = pd.Series(k[inside]).groupby(r[inside]).min()
+        rank[first.index.to_numpy()] = first.to_numpy()
+        phase[first.index.to_numpy()] = 0
     rows = rows.assign(_rank=rank, _phase=phase)
     rows = rows.sort_values(["step", "_rank", "_phase", "time"], kind="stable")
     picked = rows["_rank"].to_numpy()
-    rows["time"] = np.where(picked >= 0, starts[np.maximum(picked, 0)], rows["time"]).astype(
-        np.int64
-    )
+    rows["time"] = np.where(picked >= 0, starts[np.maximum(picked, 0)], rows["time"])
     return rows.drop(columns=["_rank", "_phase"])
-
-
-def _predicted_devices(predicted: Any) -> dict[str, str]:
-    ops = predicted.ops
-    return dict(zip(ops["op"].astype(str), ops["device"].astype(str), strict=True))
-
-
-def _sizes(ops: pd.DataFrame) -> dict[str, int]:
-    """Each op's output bytes in one run (the traced ``output_bytes`` over its runs)."""
-    if "output_bytes" not in ops:
-        return {}
-    known = ops[ops["output_bytes"].notna()].drop_duplicates("op")
-    runs = known["runs"].fillna(1).clip(lower=1).astype(int) if "runs" in known else 1
-    per_run = (known["output_bytes"].astype(np.int64) // runs).astype(np.int64)
-    return dict(zip(known["op"], per_run.tolist(), strict=True))
 
 
 def _timed_events(traced: Any) -> pd.DataFrame:
@@ -280,95 +401,21 @@ def _step_bounds(traced: Any, events: pd.DataFrame) -> np.ndarray:
     return firsts.reindex(range(1, steps)).dropna().to_numpy(dtype=float)
 
 
-def _consumers(inputs: dict[str, list[str]], ran: Iterable[str]) -> dict[str, list[str]]:
-    """Producer -> the ops reading it that ran in the traced step."""
-    ran = set(ran)
-    consumers: dict[str, list[str]] = {}
-    for op, producers in (inputs or {}).items():
-        if op in ran:
-            for producer in producers:
-                consumers.setdefault(producer, []).append(op)
-    return consumers
-
-
-def _add_copies(
-    rows: _Rows,
-    predicted: Any,
-    device_of: dict[str, str],
-    start: dict[str, float],
-    end: dict[str, float],
-    sizes: dict[str, int],
-    ops: pd.DataFrame,
-) -> None:
-    """A buffer per tensor copied onto another device, live from its producer's end until the
-    last consumer there ends (on a CPU fed by a GPU: pinned host memory)."""
-    type_of = dict(zip(ops["op"], ops["type"].astype(str), strict=False))
-    for producer, consumers in _consumers(predicted.inputs, start).items():
-        source = device_of.get(producer)
-        size = sizes.get(producer, 0)
-        if (
-            not source
-            or producer not in end
-            or size <= 0
-            or type_of.get(producer) in VARIABLE_TYPES
-        ):
-            continue
-        first: dict[str, tuple[float, str]] = {}
-        last: dict[str, tuple[float, str]] = {}
-        for consumer in consumers:
-            to = device_of.get(consumer)
-            if to and to != source and (_is_gpu(to) or _is_gpu(source)):
-                first[to] = min(
-                    first.get(to, (start[consumer], consumer)), (start[consumer], consumer)
-                )
-                last[to] = max(last.get(to, (end[consumer], consumer)), (end[consumer], consumer))
-        for to, (until, reader) in last.items():
-            allocator = _allocator(to, HOST_PINNED)
-            name = producer + COPY_SUFFIX.format(device=short_device(to))
-            # received just before its first reader there runs, freed when the last one ends
-            when, receiver = first[to]
-            received = when if _is_gpu(to) else min(end[producer], when)
-            rows.add(to, allocator, received, size, name, owner=receiver)
-            rows.add(to, allocator, until, -size, name, owner=reader)
-
-
-def _add_variables(
-    rows: _Rows,
-    predicted: Any,
-    device_of: dict[str, str],
-    start: dict[str, float],
-    ops: pd.DataFrame,
-    host: str,
-) -> None:
-    """Each variable read in the step, held from each step's start on its predicted device:
-    the size of the largest read of it (a ``VariableV2``: its own output)."""
-    if not start:
-        return
-    type_of = dict(zip(ops["op"], ops["type"].astype(str), strict=False))
-    sizes = _sizes(ops)
-    held: dict[str, int] = {}
-    for op, producers in (predicted.inputs or {}).items():
-        if op in start and type_of.get(op) == "ReadVariableOp":
-            for producer in producers:
-                if type_of.get(producer) in VARIABLE_TYPES:
-                    held[producer] = max(held.get(producer, 0), sizes.get(op, 0))
-    for op, kind in type_of.items():
-        if kind == "VariableV2" and op in start:
-            held[op] = max(held.get(op, 0), sizes.get(op, 0))
-    step_starts = [min(start.values()), *rows.bounds.tolist()]
-    for variable, size in held.items():
-        device = device_of.get(variable)
-        if device and size > 0:
-            for when in step_starts:  # before anything of the step: made before it
-                rows.add(device, _allocator(device, host), when - 1, size, variable, owner=" ")
-
-
 def _host_allocator(memory: pd.DataFrame) -> str:
     """The traced run's CPU allocator (``mklcpu`` with oneDNN, else ``cpu``)."""
     cpu = memory.loc[~memory["device"].map(_is_gpu), "allocator"] if len(memory) else []
     return str(pd.Series(cpu).mode().iloc[0]) if len(cpu) else "cpu"
 
 
+def _allocators(devices: Any, hosts: Any) -> np.ndarray:
+    """Per row, the allocator on its device: a GPU's own BFC allocator, else its ``hosts``."""
+    devices = np.asarray(devices, dtype=object)
+    own = {d: _allocator(d, "") for d in pd.unique(devices)}
+    mapped = np.fromiter(map(own.__getitem__, devices), dtype=object, count=len(devices))
+    return np.where(mapped != "", mapped, np.asarray(hosts, dtype=object))
+
+
+@functools.lru_cache(maxsize=256)
 def _allocator(device: str, host: str) -> str:
     """The allocator a tensor on ``device`` takes: a GPU's own BFC allocator, else ``host``."""
     spec = _spec(device)
