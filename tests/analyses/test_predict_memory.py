@@ -121,11 +121,11 @@ def program(request, tf, trace_placement):
 
 def test_predicted_gpu_peak_is_the_stand_in_runs_peak(program):
     """The step's part of the predicted GPU:0 peak is the stand-in CPU:1 run's own allocator
-    peak within 10%, or the difference is the order: both runs ran one op at a time, but two
-    ops ready together may run in either order (TensorFlow's executor does not fix it), and
-    then the difference is the output of one of them, live at one run's peak and not at the
-    other's. The full predicted peak adds the variables and the copies onto the GPU, each a
-    tensor TensorFlow reported (output_bytes), BFC-rounded."""
+    peak within 10%, or the difference is one tensor live at one run's peak and not at the
+    other's: the traced run (two inter-op threads) ran two ready ops side by side, and which
+    one's output is freed before the other allocates is the schedule's, not the placement's.
+    The full predicted peak adds the variables and the copies onto the GPU, each a tensor
+    TensorFlow reported (output_bytes), BFC-rounded."""
     traced, predicted, run = program
     assert (run.ops.drop_duplicates("op").set_index("op")["device"] == CPU1).sum() > 10
     truth = memory_peaks(run).set_index("device").loc[CPU1]
@@ -139,9 +139,6 @@ def test_predicted_gpu_peak_is_the_stand_in_runs_peak(program):
         assert any(
             abs(difference - b) <= 0.01 * b for op, b in {**theirs, **ours}.items() if op in apart
         ), (mine, truth)
-        first = {op: t.ops.set_index("op")["start_us"] for op, t in (("t", traced), ("r", run))}
-        both = sorted(theirs.keys() & ours.keys() | apart)
-        assert sorted(both, key=first["t"].get) != sorted(both, key=first["r"].get)
     else:
         assert set(mine["ops"][:1]) <= set(truth["ops"])
     full = predicted.memory_peaks().set_index("device").loc[GPU0]
@@ -278,14 +275,22 @@ def test_no_memory_finding_on_a_balanced_step(program):
 
 def test_several_steps_and_no_records(tf, trace_placement, program):
     """Two traced steps are predicted from the first (the ops' times are their first run's),
-    as one traced step is: the same peak within the order's 10%; a trace without allocator records (as a TF2 profile is) is predicted from the ops'
-    output_bytes: at least the largest GPU output live, at most every output at once."""
+    as one traced step is: the same peak within 10% or one tensor (the order); a trace
+    without allocator records (as a TF2 profile is) is predicted from the ops' output_bytes: at least the largest GPU output live, at most every output at once."""
     traced, predicted, _ = program
     one = predicted.memory_peaks().set_index("device")["peak_bytes"]
     build = dense_step if "dense_1/kernel" in set(traced.ops["op"]) else cnn_step
     two = trace_placement(lambda: build(tf), device_count=TWO_CPUS, steps=2)
-    peaks = predict_placement(two, gpus=1).memory_peaks().set_index("device")["peak_bytes"]
-    assert peaks[GPU0] == pytest.approx(one[GPU0], rel=0.1)
+    twice = predict_placement(two, gpus=1)
+    assert (twice.memory["live_bytes"] >= 0).all()  # a step's frees follow its allocations
+    peaks = twice.memory_peaks().set_index("device")
+    difference = abs(int(peaks.loc[GPU0, "peak_bytes"]) - int(one[GPU0]))
+    if difference > 0.1 * one[GPU0]:  # two runs, two orders of ready ops: one tensor apart
+        held = (
+            peaks.loc[GPU0, "ops_bytes"]
+            + predicted.memory_peaks().set_index("device").loc[GPU0, "ops_bytes"]
+        )
+        assert any(abs(difference - b) <= 0.01 * b for b in held)
     bare = copy.copy(traced)
     bare.memory = traced.memory.iloc[:0]
     sized = predict_placement(bare, gpus=1)

@@ -72,6 +72,21 @@ class PlacementTrace:
     # none: TF2 profiles, Chrome traces, predictions, files saved before it.
     memory: pd.DataFrame = field(default_factory=empty_memory, repr=False)
 
+    def defer_memory(self, make: Any) -> None:
+        """Make ``memory`` on first use by calling ``make()`` (a prediction's memory, which
+        ``predict_placement`` need not pay for when only the placement is read)."""
+        self.__dict__.pop("memory", None)
+        self.__dict__["_memory_maker"] = make
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for an attribute the instance lacks: a deferred ``memory``
+        maker = self.__dict__.get("_memory_maker") if name == "memory" else None
+        if maker is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__["memory"] = made = maker()
+        del self.__dict__["_memory_maker"]
+        return made
+
     @property
     def findings(self) -> pd.DataFrame:
         """What to look at first: CPU fallbacks, costly transfers, soft moves... one row each,

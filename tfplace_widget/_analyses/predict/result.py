@@ -177,10 +177,10 @@ def predict_trace(
         note = xla_clusters_note(trace, gpus, unlisted)
     if note:
         predicted.notes.insert(1, note)
-    predicted.memory = predict_memory(trace, predicted)
-    if len(predicted.memory):
+    if len(getattr(trace, "memory", ())) or _has_sizes(trace):
         predicted.notes[0] += " " + MEMORY_NOTE
         _keep_sources(trace, predicted)
+        predicted.defer_memory(lambda: predict_memory(trace, predicted))
     return predicted
 
 
@@ -374,14 +374,27 @@ def _predicted_trace(
     return result
 
 
+def _has_sizes(trace: Any) -> bool:
+    """Whether ``trace`` recorded its ops' output sizes (what memory is predicted from
+    without allocator records)."""
+    ops = trace.ops
+    return "output_bytes" in ops and bool(ops["output_bytes"].notna().any())
+
+
 def _keep_sources(trace: Any, predicted: Any) -> None:
     """The traced ops' ``source`` (file:line) on the prediction's ops, for its memory findings."""
     ops = trace.ops
-    if "source" not in ops or not ops["source"].notna().any():
+    if "source" not in ops:
         return
-    known = ops[ops["source"].notna() & (ops["source"].astype(str) != "")]
-    source = dict(zip(known["op"], known["source"].astype(str), strict=False))
-    predicted.ops["source"] = pd.array(predicted.ops["op"].map(source), dtype="string")
+    column = ops["source"]
+    known = (column.notna() & (column.astype(str) != "")).to_numpy(dtype=bool)
+    source = column.to_numpy(dtype=object)
+    if not known.any():
+        return
+    names = pd.Index(ops["op"].to_numpy(dtype=object)[known])
+    found = names.get_indexer(predicted.ops["op"].to_numpy(dtype=object))
+    picked = np.append(source[known], None)[found]  # -1 (no source): the None appended
+    predicted.ops["source"] = pd.array(picked, dtype="string")
 
 
 def _measured_calls(trace: Any) -> pd.DataFrame | None:
