@@ -35,6 +35,13 @@ def memory_peaks(trace: PlacementTrace) -> pd.DataFrame:
     return peaks(trace)
 
 
+def fits_on(trace: PlacementTrace, gib: float) -> Any:
+    """:func:`tfplace_widget._analyses.predict.memory.fits_on`."""
+    from ._analyses.predict.memory import fits_on as fits
+
+    return fits(trace, gib)
+
+
 def save(
     trace: PlacementTrace,
     path: str | os.PathLike,

@@ -260,8 +260,7 @@ def test_traces_without_allocator_records_say_nothing(dense_net):
         assert trace.memory.empty and list(trace.memory.columns) == MEMORY_COLUMNS
         assert trace.ops[["allocated_bytes", "peak_bytes", "allocator"]].isna().all().all()
         assert memory_peaks(trace).empty
-    predicted = predict_placement(dense_net, gpus=1)
-    assert predicted.memory.empty
+    predicted = predict_placement(dense_net, gpus=1)  # its memory is predicted, not recorded
     assert not {"allocated_bytes", "peak_bytes", "allocator"} & set(predicted.ops.columns)
     assert isinstance(dense_net.ops["allocated_bytes"].dtype, pd.Int64Dtype)
 

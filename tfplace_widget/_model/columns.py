@@ -82,4 +82,6 @@ FINDING_KINDS = (
     "xla_outside",
     "merged_runs",
     "input_wait",
+    "gpu_memory",
+    "memory_peak",
 )

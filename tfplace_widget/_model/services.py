@@ -27,6 +27,9 @@ class TraceServices(Protocol):
     def memory_peaks(self, trace: Any) -> pd.DataFrame:
         """Each device's memory peak and the ops holding it."""
 
+    def fits_on(self, trace: Any, gib: float) -> Any:
+        """Whether a prediction's step fits on a GPU of ``gib`` GiB."""
+
     def save(
         self,
         trace: Any,

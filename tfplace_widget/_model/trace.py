@@ -85,6 +85,21 @@ class PlacementTrace:
     # none: TF2 profiles, Chrome traces, predictions, files saved before it.
     memory: pd.DataFrame = field(default_factory=empty_memory, repr=False)
 
+    def defer_memory(self, make: Any) -> None:
+        """Make ``memory`` on first use by calling ``make()`` (a prediction's memory, which
+        ``predict_placement`` need not pay for when only the placement is read)."""
+        self.__dict__.pop("memory", None)
+        self.__dict__["_memory_maker"] = make
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for an attribute the instance lacks: a deferred ``memory``
+        maker = self.__dict__.get("_memory_maker") if name == "memory" else None
+        if maker is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__["memory"] = made = maker()
+        del self.__dict__["_memory_maker"]
+        return made
+
     @property
     def findings(self) -> pd.DataFrame:
         """What to look at first: CPU fallbacks, costly transfers, soft moves... one row each,
@@ -108,6 +123,13 @@ class PlacementTrace:
         first); no row when the trace has no records. See
         :func:`tfplace_widget._analyses.memory.memory_peaks`."""
         return services().memory_peaks(self)
+
+    def fits_on(self, gib: float = 16) -> Any:
+        """Whether a prediction's step fits on a GPU of ``gib`` GiB: ``fits``, ``need_bytes``
+        (the largest predicted GPU peak of ``memory``), ``at_op`` (the op whose allocation
+        reached it), ``device``. Only for ``predict_placement``'s trace (``ValueError``
+        otherwise). See :func:`tfplace_widget._analyses.predict.memory.fits_on`."""
+        return services().fits_on(self, gib)
 
     # -- fixes (tfplace_widget._tracing.fixes: they run the traced code again) -----------------
     def try_fix(self, finding: Any) -> Any:

@@ -24,7 +24,7 @@ What can be known depends on the trace:
 
 The rules live by family: ``fallbacks`` (cpu_fallback), ``placement`` (soft_move,
 host_memory_on_gpu, merged_runs), ``costly`` (costly_transfer), ``transfers`` (ping_pong, cross_task_transfer) and
-``timing`` (idle_device), ``input`` (input_wait: the calls blocked in ``IteratorGetNext`` for a
+``timing`` (idle_device), ``memory`` (gpu_memory: a prediction's step near or over a GPU's size; memory_peak: one op holds most of a device's peak), ``input`` (input_wait: the calls blocked in ``IteratorGetNext`` for a
 material share of their time), ``xla`` (xla_time: where an XLA cluster's time went; xla_recompile: a cluster compiled again for new input shapes; xla_outside: ops auto-clustering left out; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
 kind capped at ``MAX_PER_KIND`` and the frame built.
 """
@@ -49,6 +49,13 @@ from .costly import COSTLY_BYTES, COSTLY_US, TOP_TRANSFERS, find_costly_transfer
 from .fallbacks import find_cpu_fallbacks
 from .input import INPUT_SHARE, find_input_waits
 from .material import MATERIAL_SHARE, judge, material
+from .memory import (
+    GPU_MEMORY_GIB,
+    GPU_MEMORY_NEAR,
+    PEAK_OP_BYTES,
+    find_gpu_memory,
+    find_memory_peaks,
+)
 from .placement import (
     find_host_memory_on_gpu,
     find_merged_runs,
@@ -75,6 +82,9 @@ __all__ = [
     "COSTLY_BYTES",
     "COSTLY_US",
     "IDLE_SHARE",
+    "GPU_MEMORY_GIB",
+    "GPU_MEMORY_NEAR",
+    "PEAK_OP_BYTES",
     "INPUT_SHARE",
     "KINDS",
     "MAX_NAMED",
@@ -164,6 +174,9 @@ def find_findings(trace: Any, immaterial: bool = False) -> pd.DataFrame:
     found += find_xla_recompile(context)
     found += find_xla_outside(context)
     found += find_input_waits(trace)  # reads the input pipeline's rows, which context leaves out
+    # the package's sizes, so that setting findings.GPU_MEMORY_GIB / PEAK_OP_BYTES takes effect
+    found += find_gpu_memory(trace, GPU_MEMORY_GIB)
+    found += find_memory_peaks(trace, PEAK_OP_BYTES)
     found = judge(context, _one_per_copy(context, _as_keras_xla_would(trace, found)))
     return _frame(_capped([f for f in found if immaterial or material(f)]))
 

@@ -76,6 +76,17 @@ KIND_RULES: dict[str, KindRule] = {
         False,  # the user's when the wait went to their dataset's functions (evidence)
         "waits of 50% of the calls' time or more, after the first wait too",
     ),
+    "gpu_memory": KindRule(
+        "the traced step's allocator records moved to the predicted devices, the predicted "
+        "copies and the variables read (predict/memory.py)",
+        True,
+        "a prediction whose GPU peak reaches 90% of GPU_MEMORY_GIB (16 GiB): medium; over it: high",
+    ),
+    "memory_peak": KindRule(
+        "TensorFlow's allocator records (trace.memory) or a prediction's memory",
+        True,
+        "one op holds over half a device's peak and at least 256 MiB",
+    ),
 }
 
 # When any finding is listed in ``trace.findings`` (material.py); the others are in

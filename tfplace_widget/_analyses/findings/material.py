@@ -29,6 +29,8 @@ from .base import Context, Finding
 MATERIAL_SHARE = 0.01
 # Findings about the trace itself (what it can show), not about a cost: always material.
 _ABOUT_THE_TRACE = frozenset({"merged_runs", "xla_hidden"})
+# Findings about bytes held (memory.py): material by their own size rule, kept as they are.
+_OWN_MATERIALITY = frozenset({"gpu_memory", "memory_peak"})
 # Findings whose claim rests on measured time (an idle share, a wait, a cluster's time, a
 # copy's time): with one traced step the message says it rests on that one step.
 _TIMED_KINDS = frozenset({"idle_device", "input_wait", "xla_time", "xla_recompile"})
@@ -124,12 +126,18 @@ def judge(context: Context, found: list[Finding]) -> list[Finding]:
     """``found`` with each finding's materiality in its evidence (see the module doc)."""
     steps = Steps(context.trace)
     timed = bool(steps.total.sum() > 0)
-    judged = [f for f in found if timed and f.kind not in _ABOUT_THE_TRACE]
+    judged = [
+        f
+        for f in found
+        if timed and f.kind not in _ABOUT_THE_TRACE and f.kind not in _OWN_MATERIALITY
+    ]
     shares = steps.shares(judged)
     total = steps.total.sum()
     steady = (shares >= MATERIAL_SHARE).sum(axis=1)
     for finding in found:
         finding.evidence["traced_steps"] = steps.count
+        if finding.kind in _OWN_MATERIALITY:
+            continue
         if not timed or finding.kind in _ABOUT_THE_TRACE:
             finding.evidence["material"] = 1
     for i, finding in enumerate(judged):

@@ -27,6 +27,7 @@ from ..resources import Pinned, pinned_arguments
 from .cache import _facts_cache, _FactsCache, _in_order, _TraceColumns
 from .devices import gpu_devices, master_task, predicted_devices
 from .keras_xla import KerasXla, apply_keras_xla
+from .memory import MEMORY_NOTE, predict_memory
 from .placer import _Placer
 from .reasons import _Reasons
 from .transfers import _copies_between, _edge_tensors
@@ -176,6 +177,10 @@ def predict_trace(
         note = xla_clusters_note(trace, gpus, unlisted)
     if note:
         predicted.notes.insert(1, note)
+    if len(getattr(trace, "memory", ())) or _has_sizes(trace):
+        predicted.notes[0] += " " + MEMORY_NOTE
+        _keep_sources(trace, predicted)
+        predicted.defer_memory(lambda: predict_memory(trace, predicted))
     return predicted
 
 
@@ -367,6 +372,29 @@ def _predicted_trace(
     result.predicted = True
     result.measured = _measured_calls(trace)
     return result
+
+
+def _has_sizes(trace: Any) -> bool:
+    """Whether ``trace`` recorded its ops' output sizes (what memory is predicted from
+    without allocator records)."""
+    ops = trace.ops
+    return "output_bytes" in ops and bool(ops["output_bytes"].notna().any())
+
+
+def _keep_sources(trace: Any, predicted: Any) -> None:
+    """The traced ops' ``source`` (file:line) on the prediction's ops, for its memory findings."""
+    ops = trace.ops
+    if "source" not in ops:
+        return
+    column = ops["source"]
+    known = (column.notna() & (column.astype(str) != "")).to_numpy(dtype=bool)
+    source = column.to_numpy(dtype=object)
+    if not known.any():
+        return
+    names = pd.Index(ops["op"].to_numpy(dtype=object)[known])
+    found = names.get_indexer(predicted.ops["op"].to_numpy(dtype=object))
+    picked = np.append(source[known], None)[found]  # -1 (no source): the None appended
+    predicted.ops["source"] = pd.array(picked, dtype="string")
 
 
 def _measured_calls(trace: Any) -> pd.DataFrame | None:
