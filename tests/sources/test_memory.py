@@ -201,12 +201,33 @@ def test_an_op_that_forwards_its_input_allocates_nothing(tf, seed_cpu):
     assert seed_cpu.device_of("C") not in set(memory_peaks(seed_cpu)["device"])
 
 
-def test_several_steps_each_start_empty(dense_net, dense_net_steps2):
+def test_several_steps_each_start_empty(tf, dense_net_steps2):
     """Two traced steps: the records of each hold only its own allocations, so the live bytes
-    restart at 0 and each step peaks as one step does."""
-    one, two = memory_peaks(dense_net), memory_peaks(dense_net_steps2)
-    assert len(dense_net_steps2.memory) == 2 * len(dense_net.memory)
-    pdt.assert_series_equal(one["peak_bytes"], two["peak_bytes"])
+    restart at 0 and the device's peak is the larger of the two steps' own peaks (each step's
+    records from TensorFlow; how many there are differs between runs, as TF forwards a buffer
+    when its tensor has no other reader left)."""
+    trace = dense_net_steps2
+    records = tf_records(tf, trace)
+    changes = defaultdict(list)
+    for step, device, _, used in records:
+        for r in used.allocation_records:
+            changes[device, used.allocator_name, step].append((r.alloc_micros, r.alloc_bytes))
+    assert {step for *_, step in changes} == {0, 1}
+    assert len(trace.memory) == sum(len(found) for found in changes.values())
+    expected: dict[tuple[str, str], int] = defaultdict(int)
+    for (device, allocator, _), found in changes.items():
+        curve = np.cumsum([b for _, b in sorted(found, key=lambda change: change[0])])
+        expected[device, allocator] = max(expected[device, allocator], int(curve.max()))
+    peaks = trace.memory_peaks().set_index(["device", "allocator"])["peak_bytes"]
+    assert peaks.to_dict() == dict(expected)
+    # the second step's first record on each device starts from nothing
+    for (device, allocator, step), found in changes.items():
+        if step == 1:
+            rows = trace.memory[
+                (trace.memory["device"] == device) & (trace.memory["allocator"] == allocator)
+            ]
+            first = rows.iloc[len(rows) - len(found)]
+            assert first["live_bytes"] == first["bytes"], (device, allocator)
 
 
 def test_save_and_load_and_tables_keep_memory(dense_net, tmp_path):
