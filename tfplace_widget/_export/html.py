@@ -133,7 +133,9 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
     """The report as a string: the page :func:`write_html` writes."""
     if not isinstance(search, str):
         raise TypeError(f"search must be a str (the search box's text), not {search!r}")
-    figure = TimelineFigure(trace.events, trace.devices, trace.transfers, trace.inputs)
+    figure = TimelineFigure(
+        trace.events, trace.devices, trace.transfers, trace.inputs, memory=trace.memory
+    )
     data = report_data(trace, figure, search=search)
     header = header_html(trace, figure.notes(len(trace.transfers)))
     title = "TensorFlow placement" + (f" · {trace.source}" if trace.source else "")
@@ -193,7 +195,9 @@ def report_data(
     """The JSON document the page reads: the ops as column arrays, the chips, the timeline's
     figure and which op each of its bars draws."""
     if figure is None:
-        figure = TimelineFigure(trace.events, trace.devices, trace.transfers, trace.inputs)
+        figure = TimelineFigure(
+            trace.events, trace.devices, trace.transfers, trace.inputs, memory=trace.memory
+        )
     ops = trace.ops
     labels, widths = _table_columns(ops)
     columns: dict[str, Any] = {"op": ops["op"].astype(str).tolist()}

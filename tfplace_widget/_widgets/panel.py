@@ -351,6 +351,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
             trace.inputs,
             widget=widget,
             folded_tasks=self.chips.folded,
+            memory=trace.memory,
         )
         self._timeline.on_select = self._select_from_timeline
         self._figure_box.children = [self._timeline.widget]
