@@ -72,7 +72,9 @@ def test_the_lane_draws_each_devices_live_bytes_and_its_peak(dense):
         axes.add(curve["yaxis"])
         # The hover of the record at the peak names the op whose allocation made it.
         at = int(np.argmax(records["live_bytes"].to_numpy()))
-        assert records["op"].iloc[at] in curve["hovertext"][at + 1]
+        op, delta = curve["customdata"][at + 1]
+        assert op == records["op"].iloc[at] and delta == records["bytes"].iloc[at] > 0
+        assert "%{customdata[0]}" in curve["hovertemplate"]
     # A row per device under the lanes; the bars' traces keep their places.
     assert axes == {"y2", "y3"}
     layout = figure.layout

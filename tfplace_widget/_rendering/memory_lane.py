@@ -77,29 +77,38 @@ def memory_curves(
     ``devices`` order; none without records."""
     if memory is None or not len(memory):
         return []
-    order = {device: i for i, device in enumerate(devices)}
+    # One pass over the columns: each (device, allocator)'s rows in their order, by codes.
+    device_codes, device_names = pd.factorize(memory["device"].to_numpy(dtype=object))
+    allocator_codes, allocator_names = pd.factorize(memory["allocator"].to_numpy(dtype=object))
+    pair = device_codes.astype(np.int64) * len(allocator_names) + allocator_codes
+    order = np.argsort(pair, kind="stable")
+    bounds = np.flatnonzero(np.diff(pair[order])) + 1
+    live_all = memory["live_bytes"].to_numpy(dtype=np.float64)
+    time_all = memory["time_us"].to_numpy(dtype=np.float64)
+    ops_all = memory["op"].to_numpy(dtype=object)
+    delta_all = memory["bytes"].to_numpy(dtype=np.int64)
+    place = {device: i for i, device in enumerate(devices)}
     curves = []
-    groups = memory.groupby(["device", "allocator"], sort=False)
-    for device, allocator in sorted(groups.groups, key=lambda k: (order.get(k[0], len(order)), k)):
-        group = groups.get_group((device, allocator))
-        live = group["live_bytes"].to_numpy(dtype=np.float64)
-        time = group["time_us"].to_numpy(dtype=np.float64)
+    for rows in np.split(order, bounds):
+        device = str(device_names[device_codes[rows[0]]])
+        allocator = str(allocator_names[allocator_codes[rows[0]]])
+        live, time = live_all[rows], time_all[rows]
         at = int(np.argmax(live))
-        kept = thin(live, max_points)
+        kept = rows[thin(live, max_points)]
         curves.append(
             MemoryCurve(
-                device=str(device),
-                allocator=str(allocator),
-                time_us=time[kept],
-                live_bytes=live[kept],
-                ops=group["op"].to_numpy(dtype=object)[kept],
-                delta=group["bytes"].to_numpy(dtype=np.int64)[kept],
-                records=len(group),
+                device=device,
+                allocator=allocator,
+                time_us=time_all[kept],
+                live_bytes=live_all[kept],
+                ops=ops_all[kept],
+                delta=delta_all[kept],
+                records=len(rows),
                 peak_bytes=int(live[at]),
                 peak_time_us=float(time[at]),
             )
         )
-    return curves
+    return sorted(curves, key=lambda c: (place.get(c.device, len(place)), c.device, c.allocator))
 
 
 def curve_labels(pairs: list[tuple[str, str]]) -> list[str]:
@@ -140,15 +149,13 @@ def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
         x = np.concatenate([[start], curve.time_us])
         y = np.concatenate([[0.0], curve.live_bytes])
         name = html.escape(f"{label} ({curve.allocator})")
-        who = [
-            f"{html.escape(str(op))} {'+' if d >= 0 else '−'}{html.escape(format_bytes(abs(d)))}"
-            for op, d in zip(curve.ops, curve.delta, strict=True)
-        ]
-        hover = [f"<b>{name}</b><br>step start: 0 B"] + [
-            f"<b>{name}</b> live {html.escape(format_bytes(v))} at "
-            f"{html.escape(format_us(t))}<br>{w}"
-            for v, t, w in zip(curve.live_bytes, curve.time_us, who, strict=True)
-        ]
+        # The hover's words per point through customdata (the op, escaped once per name, and
+        # the record's bytes), formatted by plotly.js: no string per point made here.
+        codes, names = pd.factorize(curve.ops)
+        escaped = np.array([html.escape(str(op)) for op in names], dtype=object)
+        ops = np.empty(len(codes) + 1, dtype=object)
+        ops[0], ops[1:] = "step start", escaped[codes]
+        delta = np.concatenate([[0.0], curve.delta.astype(np.float64)])
         traces.append(
             dict(
                 type="scatter",
@@ -160,8 +167,11 @@ def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
                 line=dict(color=color, width=1.5, shape="hv"),
                 fill="tozeroy",
                 fillcolor=_translucent(color),
-                hovertext=np.array(hover, dtype=object),
-                hovertemplate="%{hovertext}<extra></extra>",
+                customdata=np.column_stack([ops, delta]),
+                hovertemplate=(
+                    f"<b>{name}</b> live %{{y:.3s}}B at %{{x:,.0f}} µs<br>"
+                    "%{customdata[0]} %{customdata[1]:+.3s}B<extra></extra>"
+                ),
                 meta=dict(memory=curve.device, allocator=curve.allocator),
             )
         )
@@ -268,23 +278,29 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
     peaks = memory_peaks(trace)
     if peaks.empty:
         return []
+    named = {op for held in peaks["ops"] for op in held[:max_ops]}
     ops = trace.ops
-    keyed = ops.drop_duplicates(["op", "device"]).set_index(["op", "device"])
+    ops = ops[ops["op"].isin(named)]
+    facts = {
+        (op, device): (str(t), str(h), str(r))
+        for op, device, t, h, r in zip(
+            ops["op"], ops["device"], ops["type"], ops["how"], ops["reason"], strict=True
+        )
+    }
     labels = curve_labels(list(zip(peaks["device"], peaks["allocator"], strict=True)))
     items = []
     for row, label in zip(peaks.itertuples(index=False), labels, strict=True):
         held = []
         for op, size in list(zip(row.ops, row.ops_bytes, strict=True))[:max_ops]:
-            found = (op, row.device) in keyed.index
-            record = keyed.loc[(op, row.device)] if found else None
+            typ, how, reason = facts.get((op, row.device), ("", "", ""))
             held.append(
                 {
                     "op": str(op),
                     "device": str(row.device),
                     "bytes": format_bytes(size),
-                    "type": str(record["type"]) if found else "",
-                    "how": str(record["how"]) if found else "",
-                    "reason": str(record["reason"]) if found else "",
+                    "type": typ,
+                    "how": how,
+                    "reason": reason,
                 }
             )
         items.append(
