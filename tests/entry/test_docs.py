@@ -93,7 +93,7 @@ def test_the_gallery_shows_an_executed_notebook_with_its_panel_snapshot(site):
     notebook = (site / "gallery" / f"{EXECUTED}.html").read_text(encoding="utf-8")
     assert "tfplace-snapshot-chips" in notebook and "<svg" in notebook
     others = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9]*.ipynb"))
-    assert len(others) == 7
+    assert len(others) == 8
     for name in others:
         assert name in page(site, "gallery"), name
         if name != EXECUTED:  # rendered without outputs, and says so
