@@ -318,8 +318,7 @@ FACTS = {
         "held by:",
         # minimize() leaves the gradients unrequested: layer 2's lands on CPU:0
         "layer 2's gradient MatMul on CPU:0, how=implicit",
-        "after colocate_gradients_with_ops=True: layer 2's gradient MatMul on CPU:1, "
-        "how=colocated",
+        "after colocate_gradients_with_ops=True: layer 2's gradient MatMul on CPU:1, how=colocated",
         "CPU:0's peak lower: True",
     ],
 }

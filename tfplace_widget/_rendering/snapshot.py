@@ -61,10 +61,12 @@ def panel_snapshot_html(
     rows: pd.DataFrame | None = None,
     findings: pd.DataFrame | None = None,
     findings_note: str = "",
+    memory: Sequence[dict] | None = None,
 ) -> str:
     """The placement panel of ``trace`` as static HTML: ``rows`` are the table's rows in their
     order (by default ``trace.ops``), ``findings`` a ``trace.findings`` frame (``None``: not
-    found, ``findings_note`` says why), ``figure`` the timeline the panel drew."""
+    found, ``findings_note`` says why), ``figure`` the timeline the panel drew, ``memory`` the
+    memory peaks the panel shows (``memory_items``; by default found here)."""
     rows = trace.ops if rows is None else rows
     notes = figure.notes(len(trace.transfers)) if figure is not None else []
     shown = min(len(rows), SNAPSHOT_ROWS)
@@ -73,7 +75,7 @@ def panel_snapshot_html(
         header_html(_cut_texts(trace), [cut(note, MAX_MESSAGE) for note in notes]),
         chips_html(trace),
         findings_html(findings, findings_note, trace=trace),
-        memory_html(memory_items(trace)),
+        memory_html(memory_items(trace) if memory is None else memory),
         as_wide_as_the_table(
             [timeline_svg(figure) if figure is not None else ""],
             table_html(

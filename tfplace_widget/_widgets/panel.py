@@ -287,6 +287,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
                     rows=self.view_state.visible,
                     findings=self._findings_frame,
                     findings_note=self._findings_error or self.findings_view.note,
+                    memory=self.memory_view.items,
                 )
             )
         )
