@@ -1,8 +1,8 @@
 """The memory lane and the memory peaks (issue 34) as drawn in a browser, from TensorFlow's own
 allocator records.
 
-A two-layer dense net's training step in graph mode on two real CPUs (its first layer pinned to
-CPU:0, the rest on CPU:1), traced here with FULL_TRACE, saved, and opened in a panel in
+A two-layer dense net's training step in graph mode on two real CPUs (``test_memory``'s: its
+first layer pinned to CPU:0, the rest on CPU:1), traced here with FULL_TRACE, saved, and opened in a panel in
 JupyterLab and in the HTML report. What plotly.js drew (its own ``gd.data``) must hold one
 step curve (``line.shape: "hv"``) per device with records and a marker on its peak at
 ``trace.memory_peaks()``'s bytes and time; the memory list must name each device's peak and
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_memory import dense_training_step
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget._analyses.summary import format_bytes
@@ -31,27 +32,6 @@ MEMORY_JS = """(plot) => plot.data.filter((t) => t.meta && (t.meta.memory || t.m
 DRAWN_JS = """(plot) => ({
     axes: Array.from(plot.querySelectorAll('.g-y2title, .g-y3title'), (e) => e.textContent),
     curves: plot.querySelectorAll('.scatterlayer .trace .js-line').length})"""
-
-
-def dense_training_step(tf: Any) -> Any:
-    """Layer 1 on CPU:0, layer 2 and the loss on CPU:1, an SGD step (graph mode)."""
-    v1 = tf.compat.v1
-
-    def dense(inputs: Any, units: int, name: str) -> Any:
-        kernel = v1.get_variable(f"{name}/kernel", [inputs.shape[1], units])
-        bias = v1.get_variable(f"{name}/bias", [units], initializer=v1.zeros_initializer())
-        return tf.nn.bias_add(tf.matmul(inputs, kernel), bias)
-
-    images = tf.random.uniform([256, 784], seed=1, name="images")
-    labels = tf.zeros([256], tf.int64, name="labels")
-    with tf.device("/cpu:0"):
-        hidden = tf.nn.relu(dense(images, 512, "dense_1"))
-    with tf.device("/cpu:1"):
-        logits = dense(hidden, 10, "dense_2")
-        loss = tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-        )
-    return v1.train.GradientDescentOptimizer(0.1).minimize(loss)
 
 
 @pytest.fixture(scope="module")
