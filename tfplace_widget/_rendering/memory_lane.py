@@ -62,11 +62,11 @@ def thin(live: np.ndarray, max_points: int = MAX_MEMORY_POINTS) -> np.ndarray:
     run = np.arange(n) * runs // n
     starts = np.searchsorted(run, np.arange(runs))
     ends = np.append(starts[1:], n) - 1
-    position = np.arange(n)
-    highest = np.lexsort((position, -live, run))  # per run: its first highest point first
-    lowest = np.lexsort((position, live, run))
-    firsts = np.searchsorted(run[highest], np.arange(runs))
-    kept = np.concatenate([starts, ends, highest[firsts], lowest[firsts]])
+    kept = [starts, ends]
+    for extreme in (np.maximum, np.minimum):  # each run's first highest and first lowest point
+        at = np.flatnonzero(live == extreme.reduceat(live, starts)[run])
+        kept.append(at[np.concatenate([[True], run[at][1:] != run[at][:-1]])])
+    kept = np.concatenate(kept)
     return np.unique(kept)
 
 
