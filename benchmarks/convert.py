@@ -96,9 +96,8 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
         "PlacementTrace, an allocator record on every node": lambda: (
             PlacementTrace.from_run_metadata(everywhere, graph)
         ),
-        "  memory frame + columns": lambda: (
-            memory.memory_of_records(full, full_start),
-            memory.memory_columns(full, names, devices, ran),
+        "  memory frame + columns": lambda: memory.memory_of_records(
+            full, full_start, names, devices, ran
         ),
         "floor: read the fields": lambda: floor.read_fields_only(metadata, graph),
     }

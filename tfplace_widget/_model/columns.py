@@ -29,25 +29,19 @@ OPS_COLUMNS = [
     # TensorFlow's allocator records (graph mode's step_stats, FULL_TRACE): the bytes the op's
     # allocations took over its runs (its AllocatorMemoryUsed.total_bytes, summed), its own
     # high-water mark (peak_bytes, the largest of a run), and the allocator's name as TF gives
-    # it ("cpu", "mklcpu", "GPU_0_bfc", "cuda_host_bfc"; several: largest first). 0 and <NA>
-    # for an op that ran and allocated nothing; <NA> where the trace has no allocator records
-    # (TF2 profiles, Chrome traces, ops without a record of their own, predictions)
+    # it ("cpu", "mklcpu", "GPU_0_bfc", "cuda_host_bfc"; several: largest first). 0, 0 and
+    # <NA> for an op that ran and allocated nothing; <NA> where the trace has no allocator
+    # records: ops without a record of their own (_Send, _Recv), Chrome traces, predictions,
+    # and TF2 profiles (not read: the profiler's MemoryAllocation events come only from some
+    # allocators, oneDNN's mklcpu for large tensors on a CPU, none with oneDNN off)
     "allocated_bytes",
     "peak_bytes",
     "allocator",
 ]
-# Columns of ``ops`` added after the first ``.tfplace`` files: text where there is some, missing
-# elsewhere; a file written before one has none, and loads with it missing on every row (a
-# prediction has none of them). A new column of this kind is named here and in OPS_COLUMNS.
-OPS_ADDED_LATER = (
-    "xla_op",
-    "input_stage",
-    "source",
-    "source_path",
-    "allocated_bytes",
-    "peak_bytes",
-    "allocator",
-)
+# Columns of ``ops`` added after the first ``.tfplace`` files (those from xla_op on): text, or
+# bytes, where there is some, missing elsewhere; a file written before one has none, and loads
+# with it missing on every row (a prediction has none of them). A new one goes at the end.
+OPS_ADDED_LATER = tuple(OPS_COLUMNS[OPS_COLUMNS.index("xla_op") :])  # xla_op and after
 # Those of OPS_ADDED_LATER that hold whole numbers (Int64, missing where not recorded).
 OPS_ADDED_LATER_BYTES = ("allocated_bytes", "peak_bytes")
 EVENTS_COLUMNS = ["op", "device", "lane", "thread", "start_us", "duration_us", "label"]

@@ -42,29 +42,46 @@ def memory_frame(
     delta: Sequence[int],
     op: Sequence[str],
     step: Sequence[int],
+    series: Sequence[int],
 ) -> pd.DataFrame:
     """``trace.memory`` from one row per allocation record (``delta`` > 0) or deallocation
     record (< 0), in the order TensorFlow recorded them (each op's own records in its order).
 
-    Rows are sorted by step, then time (stably: an op's records at the same microsecond keep
-    their order); ``live_bytes`` is the running sum of ``bytes`` per step, device and
-    allocator: a traced step's records hold only what its own ops allocated (memory held
-    from before the step, such as variables, is not in them), so each step starts at 0.
+    ``series`` numbers each row's (``step``, device, allocator). Rows
+    are sorted by step, then time (stably: an op's records at the same microsecond keep their
+    order); ``live_bytes`` is the running sum of ``bytes`` per series: a traced step's records
+    hold only what its own ops allocated (memory held from before the step, such as
+    variables, is not in them), so each step starts at 0.
     """
     if not len(time_us):
         return empty_memory()
-    frame = pd.DataFrame(
+    time = np.asarray(time_us, dtype=np.int64)
+    change = np.asarray(delta, dtype=np.int64)
+    numbers = np.asarray(series, dtype=np.int64)
+    order = np.lexsort((time, np.asarray(step)))  # stable: ties keep the recorded order
+    device, allocator, op = (np.asarray(c, dtype=object)[order] for c in (device, allocator, op))
+    time, change, numbers = time[order], change[order], numbers[order]
+    return pd.DataFrame(
         {
-            "device": np.asarray(device, dtype=object),
-            "allocator": np.asarray(allocator, dtype=object),
-            "time_us": np.asarray(time_us, dtype=np.int64),
-            "bytes": np.asarray(delta, dtype=np.int64),
-            "op": np.asarray(op, dtype=object),
-            "_step": np.asarray(step, dtype=np.int64),
+            "device": device,
+            "allocator": allocator,
+            "time_us": time,
+            "bytes": change,
+            "live_bytes": _running_sums(change, numbers),
+            "op": op,
         }
     )
-    frame = frame.sort_values(["_step", "time_us"], kind="stable")
-    frame["live_bytes"] = frame.groupby(["_step", "device", "allocator"], sort=False)[
-        "bytes"
-    ].cumsum()
-    return frame[MEMORY_COLUMNS].reset_index(drop=True)
+
+
+def _running_sums(values: np.ndarray, series: np.ndarray) -> np.ndarray:
+    """The running sum of ``values`` within each ``series`` (group numbers), in row order."""
+    by_series = np.argsort(series, kind="stable")
+    grouped = values[by_series]
+    sums = np.cumsum(grouped)
+    ordered = series[by_series]
+    first = np.r_[True, ordered[1:] != ordered[:-1]]
+    starts = np.maximum.accumulate(np.where(first, np.arange(len(sums)), 0))
+    sums -= (sums - grouped)[starts]  # what the series before this one summed to
+    running = np.empty_like(sums)
+    running[by_series] = sums
+    return running

@@ -20,11 +20,9 @@ class Records:
     duration: list = field(default_factory=list)
     label: list = field(default_factory=list)
     output_bytes: list = field(default_factory=list)
-    # TensorFlow's allocator records (graph mode's ``NodeExecStats.memory``), one item per
-    # (record, allocator): ``(row, step, allocator, peak_bytes, total_bytes, ((alloc_micros,
-    # alloc_bytes), ...))``, ``row`` the record's index in the columns above, ``step`` a key
-    # shared by the records of one traced step. Not a column: most records have none.
-    memory: list = field(default_factory=list)
+    # TensorFlow's allocator records (graph mode's ``NodeExecStats.memory``); not columns:
+    # most records have none.
+    memory: AllocatorRecords = field(default_factory=lambda: AllocatorRecords())
 
     def append(
         self, op: str, op_type: str, lane: str, thread: int, start: int, duration: int, label: str
@@ -45,9 +43,40 @@ class Records:
             if column.name != "memory":
                 values = getattr(self, column.name)
                 setattr(self, column.name, [values[i] for i in rows])
-        if self.memory:
-            moved = {old: new for new, old in enumerate(rows)}
-            self.memory = [(moved[m[0]], *m[1:]) for m in self.memory if m[0] in moved]
+        if self.memory.row:
+            self.memory.keep({old: new for new, old in enumerate(rows)})
+
+
+@dataclass
+class AllocatorRecords:
+    """What the ops' tracking allocators recorded, column-wise: one item per (execution
+    record, allocator), and its allocation records (allocations > 0, frees < 0) flat, in item
+    order (``count`` of them per item)."""
+
+    row: list = field(default_factory=list)  # the execution record's index in ``Records``
+    step: list = field(default_factory=list)  # a key shared by the items of one traced step
+    allocator: list = field(default_factory=list)  # TensorFlow's name, e.g. "GPU_0_bfc"
+    peak: list = field(default_factory=list)  # AllocatorMemoryUsed.peak_bytes
+    total: list = field(default_factory=list)  # AllocatorMemoryUsed.total_bytes
+    count: list = field(default_factory=list)  # its allocation records
+    time: list = field(default_factory=list)  # each allocation record's alloc_micros
+    bytes: list = field(default_factory=list)  # and alloc_bytes
+
+    def keep(self, moved: dict[int, int]) -> None:
+        """Keep the items of the execution records in ``moved`` (old row -> new row)."""
+        kept = AllocatorRecords()
+        at = 0
+        for i, row in enumerate(self.row):
+            count = self.count[i]
+            if row in moved:
+                kept.row.append(moved[row])
+                for name in ("step", "allocator", "peak", "total", "count"):
+                    getattr(kept, name).append(getattr(self, name)[i])
+                kept.time += self.time[at : at + count]
+                kept.bytes += self.bytes[at : at + count]
+            at += count
+        for name in kept.__dataclass_fields__:
+            setattr(self, name, getattr(kept, name))
 
 
 class BuiltAt(NamedTuple):

@@ -29,7 +29,7 @@ from .._model.kernels import GPU_KERNEL_VALUES, UNKNOWN
 from .._model.records import Executed, Records, producer
 from .._model.trace import PlacementTrace
 from .._tfadapter.registry import REGISTRY
-from .memory import memory_columns, memory_of_records
+from .memory import memory_of_records
 from .origins import source_columns
 
 # Step-stats collection stops at 2**20 nodes (step_stats_collector.cc).
@@ -93,7 +93,8 @@ def frames_from_records(
     columns["input_stage"] = _missing_text(len(names))  # set by tracing.input_pipeline
     columns["source"], columns["source_path"] = source_columns(names, op_types, executed)
     ran = ops["runs"].notna().to_numpy()
-    memory = memory_columns(records, names, op_devices, ran)
+    origin = _origin(records, step_starts)
+    memory_rows, memory = memory_of_records(records, origin, names, op_devices, ran)
     if memory is None:  # no allocator records (TF2 profiles, Chrome traces)
         memory = {
             "allocated_bytes": _missing_int(len(names)),
@@ -108,7 +109,7 @@ def frames_from_records(
     transfers = _transfers_frame(executed, events, out_bytes)
     truncated = len(records.op) >= STEP_STATS_CAP * max(1, len(step_starts))
     return PlacementTrace(
-        memory=memory_of_records(records, _origin(records, step_starts)),
+        memory=memory_rows,
         ops=ops.reset_index(drop=True),
         events=events[EVENTS_COLUMNS].reset_index(drop=True),
         transfers=transfers,

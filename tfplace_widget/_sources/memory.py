@@ -25,71 +25,57 @@ from .._model.memory import empty_memory, memory_frame
 from .._model.records import Records
 
 
-def memory_of_records(records: Records, origin: int) -> pd.DataFrame:
-    """``trace.memory`` of ``records`` (times on the trace's axis: µs since ``origin``)."""
-    if not records.memory:
-        return empty_memory()
-    device_of = _device_of_lane(records)
-    names, lanes = records.op, records.lane
-    device, allocator, time_us, delta, op, step = [], [], [], [], [], []
-    for row, key, name, _, _, changes in records.memory:
-        if not changes:
-            continue
-        n = len(changes)
-        times, sizes = zip(*changes, strict=True)
-        time_us.extend(times)
-        delta.extend(sizes)
-        device.extend([device_of[lanes[row]]] * n)
-        allocator.extend([name] * n)
-        op.extend([names[row]] * n)
-        step.extend([key] * n)
-    if not time_us:
-        return empty_memory()
-    frame = memory_frame(device, allocator, time_us, delta, op, step)
-    frame["time_us"] -= origin
-    return frame
+def memory_of_records(
+    records: Records, origin: int, names: list[str], devices: list[str], ran: np.ndarray
+) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """``trace.memory`` of ``records`` (times on the trace's axis: µs since ``origin``), and
+    the memory columns of the ops ``names`` on ``devices`` (``ran``: the op has a record of
+    its own), None when the trace has no allocator records at all (every op is <NA>).
 
-
-def memory_columns(
-    records: Records, names: list[str], devices: list[str], ran: np.ndarray
-) -> dict[str, Any] | None:
-    """The ops' ``allocated_bytes``, ``peak_bytes`` and ``allocator`` columns, for the ops
-    ``names`` on ``devices`` (``ran``: the op has a record of its own).
-
-    Per (op, device) over its runs: ``total_bytes`` summed, ``peak_bytes`` the largest (of a
-    run, of one allocator), the allocators by their bytes, largest first. An op that ran
-    without allocating (it forwarded an input, or read a variable) is 0 with no allocator;
-    None when the trace has no allocator records at all (every op is <NA>).
+    Per (op, device) over its runs: ``allocated_bytes`` the ``total_bytes`` summed,
+    ``peak_bytes`` the largest ``peak_bytes`` (of a run, of one allocator), ``allocator`` the
+    allocators by their bytes, largest first. An op that ran without allocating (it forwarded
+    an input's buffer, or read a variable) is 0 with no allocator.
     """
-    if not records.memory:
-        return None
+    memory = records.memory
+    if not memory.row:
+        return empty_memory(), None
+    items = _items(records)
+    counts = items["count"]
+    frame = memory_frame(
+        np.repeat(items["device"], counts),
+        np.repeat(items["allocator"], counts),
+        np.asarray(memory.time, dtype=np.int64) - origin,
+        memory.bytes,
+        np.repeat(items["op"], counts),
+        np.repeat(items["step"], counts),
+        np.repeat(items["series"], counts),
+    )
+    return frame, _memory_columns(items, names, devices, ran)
+
+
+def _memory_columns(
+    items: dict[str, np.ndarray], names: list[str], devices: list[str], ran: np.ndarray
+) -> dict[str, Any]:
     n = len(names)
-    device_of = _device_of_lane(records)
-    op_names, lanes = records.op, records.lane
-    totals: dict[tuple[str, str], list] = {}
-    for row, _, allocator, peak, total, _ in records.memory:
-        key = (op_names[row], device_of[lanes[row]])
-        found = totals.get(key)
-        if found is None:
-            totals[key] = [total, peak, {allocator: total}]
-        else:
-            found[0] += total
-            found[1] = max(found[1], peak)
-            found[2][allocator] = found[2].get(allocator, 0) + total
-    allocated = np.zeros(n, np.int64)
-    peaks = np.zeros(n, np.int64)
-    allocator_names: list[Any] = [None] * n
-    get = totals.get
-    for i, key in enumerate(zip(names, devices, strict=True)):
-        found = get(key)
-        if found is not None:
-            allocated[i], peaks[i] = found[0], found[1]
-            by_bytes = found[2]
-            allocator_names[i] = (
-                next(iter(by_bytes))
-                if len(by_bytes) == 1
-                else ", ".join(sorted(by_bytes, key=lambda a: (-by_bytes[a], a)))
-            )
+    # (op, device) as one integer per op row and per item, from codes shared by both
+    op_codes, _ = pd.factorize(np.concatenate([np.asarray(names, dtype=object), items["op"]]))
+    device_codes, known = pd.factorize(
+        np.concatenate([np.asarray(devices, dtype=object), items["device"]])
+    )
+    keys = op_codes.astype(np.int64) * max(1, len(known)) + device_codes
+    group, group_keys = pd.factorize(keys[n:])
+    total = np.zeros(len(group_keys), np.int64)
+    np.add.at(total, group, items["total"])
+    peak = np.zeros(len(group_keys), np.int64)
+    np.maximum.at(peak, group, items["peak"])
+    allocator = _allocator_names(group, len(group_keys), items)
+    where = pd.Index(group_keys).get_indexer(keys[:n])
+    found = where >= 0
+    allocated, peaks = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    allocated[found], peaks[found] = total[where[found]], peak[where[found]]
+    allocator_names = np.full(n, None, dtype=object)
+    allocator_names[found] = allocator[where[found]]
     missing = ~np.asarray(ran, dtype=bool)
     return {
         "allocated_bytes": pd.arrays.IntegerArray(np.where(missing, 0, allocated), missing),
@@ -98,9 +84,42 @@ def memory_columns(
     }
 
 
-def _device_of_lane(records: Records) -> dict[str, str]:
-    """The canonical device of each lane that has allocator records."""
+def _allocator_names(group: np.ndarray, groups: int, items: dict[str, np.ndarray]) -> np.ndarray:
+    """Each group's allocator; several (rare: a GPU op's host memory too) joined, by the
+    bytes each took, largest first."""
+    names = np.empty(groups, dtype=object)
+    names[group] = items["allocator"]  # one per group, unless it has several
+    codes, allocators = pd.factorize(items["allocator"])
+    pairs = np.unique(group.astype(np.int64) * len(allocators) + codes) // len(allocators)
+    several = np.unique(pairs[np.r_[pairs[1:] == pairs[:-1], False]])
+    for g in several.tolist():
+        mine = group == g
+        taken: dict[str, int] = {}
+        for name, size in zip(items["allocator"][mine], items["total"][mine].tolist(), strict=True):
+            taken[name] = taken.get(name, 0) + size
+        names[g] = ", ".join(sorted(taken, key=lambda a: (-taken[a], a)))
+    return names
+
+
+def _items(records: Records) -> dict[str, np.ndarray]:
+    """``Records.memory``'s items as arrays, with each one's op and device."""
+    memory = records.memory
     lanes = records.lane
+    lane_codes, distinct = pd.factorize(np.array([lanes[r] for r in memory.row], dtype=object))
+    device_of = np.array([canonical_device(lane_owner(lane)) for lane in distinct], dtype=object)
+    ops = records.op
+    step_codes, _ = pd.factorize(np.asarray(memory.step, dtype=np.int64), sort=True)
+    device_codes, devices = pd.factorize(device_of[lane_codes])
+    allocator_codes, allocators = pd.factorize(np.asarray(memory.allocator, dtype=object))
+    # (step, device, allocator), numbered in the order of the steps: one live-bytes series each
+    series = (step_codes * len(devices) + device_codes) * len(allocators) + allocator_codes
     return {
-        lane: canonical_device(lane_owner(lane)) for lane in {lanes[m[0]] for m in records.memory}
+        "op": np.array([ops[r] for r in memory.row], dtype=object),
+        "device": device_of[lane_codes],
+        "step": step_codes,
+        "series": series.astype(np.int64),
+        "allocator": np.asarray(memory.allocator, dtype=object),
+        "peak": np.asarray(memory.peak, dtype=np.int64),
+        "total": np.asarray(memory.total, dtype=np.int64),
+        "count": np.asarray(memory.count, dtype=np.int64),
     }

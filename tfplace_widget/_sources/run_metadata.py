@@ -153,12 +153,26 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
         records.output_bytes,
     )
     memory = records.memory
+    rows, steps, allocators = memory.row.append, memory.step.append, memory.allocator.append
+    peaks, totals, counts = memory.peak.append, memory.total.append, memory.count.append
+    times, sizes = memory.time.append, memory.bytes.append
     for dev in step_stats.dev_stats:
         nodes = dev.node_stats
         lane.extend([dev.device] * len(nodes))
         for node in nodes:
-            if node.memory:  # what the op's tracking allocators saw (FULL_TRACE)
-                _add_memory(memory, len(op), first, node.memory)
+            used = node.memory
+            if used:  # what the op's tracking allocators saw (FULL_TRACE), read flat
+                for allocator in used:
+                    changes = allocator.allocation_records
+                    rows(len(op))
+                    steps(first)
+                    allocators(allocator.allocator_name)
+                    peaks(allocator.peak_bytes)
+                    totals(allocator.total_bytes)
+                    counts(len(changes))
+                    for change in changes:
+                        times(change.alloc_micros)
+                        sizes(change.alloc_bytes)
             op.append(node.node_name)
             thread.append(node.thread_id)
             start.append(node.all_start_micros)
@@ -178,21 +192,6 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
                 )
     typ.extend([""] * (len(start) - len(typ)))
     return min(start[first:]) if len(start) > first else 0
-
-
-def _add_memory(memory: list, row: int, step: int, used: Any) -> None:
-    """Append a node's ``AllocatorMemoryUsed`` entries to ``Records.memory``."""
-    for allocator in used:
-        memory.append(
-            (
-                row,
-                step,
-                allocator.allocator_name,
-                allocator.peak_bytes,
-                allocator.total_bytes,
-                tuple((r.alloc_micros, r.alloc_bytes) for r in allocator.allocation_records),
-            )
-        )
 
 
 def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
