@@ -1,7 +1,7 @@
 """The documentation site (mkdocs.yml, docs/) builds with ``mkdocs build --strict``: every page,
 the API reference generated from the docstrings of ``tfplace_widget.__all__``, the benchmark
 results and the gallery, where the cheapest example notebook (04, a recorded GPU trace: about
-2 s) is executed and shown with its panel's static snapshot. ``./dev docs`` executes all eight
+2 s) is executed and shown with its panel's static snapshot. ``./dev docs`` executes all nine
 (about a minute). A broken link or a broken API reference fails the strict build.
 """
 
@@ -93,7 +93,7 @@ def test_the_gallery_shows_an_executed_notebook_with_its_panel_snapshot(site):
     notebook = (site / "gallery" / f"{EXECUTED}.html").read_text(encoding="utf-8")
     assert "tfplace-snapshot-chips" in notebook and "<svg" in notebook
     others = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9]*.ipynb"))
-    assert len(others) == 8
+    assert len(others) == 9
     for name in others:
         assert name in page(site, "gallery"), name
         if name != EXECUTED:  # rendered without outputs, and says so

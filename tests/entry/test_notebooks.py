@@ -1,6 +1,6 @@
 """The teaching notebooks run headless, top to bottom, and show what they say they show.
 
-All eight notebooks execute once per test session, *concurrently* (one kernel each, driven by
+All the notebooks execute once per test session, *concurrently* (one kernel each, driven by
 nbclient's async API in one event loop), with the notebooks folder as the working directory, as
 in JupyterLab. Each test then reads the executed notebook: no cell errored, the placement panel
 was displayed (a widget view whose model is in the saved widget state), the file stays within its
@@ -32,6 +32,7 @@ NAMES = [
     "06_will_it_run_on_the_gpu.ipynb",
     "07_parameter_servers.ipynb",
     "08_from_finding_to_fix.ipynb",
+    "09_memory.ipynb",
 ]
 KERNEL = "python3"
 CELL_TIMEOUT_S = 120  # one cell; the slowest (a trace, TF import) takes a few seconds
@@ -102,7 +103,7 @@ async def _execute_all() -> dict[str, Executed]:
 
 @pytest.fixture(scope="module")
 def executed() -> dict[str, Executed]:
-    """The eight notebooks, executed concurrently (about 30-60 s on 2 cores).
+    """The notebooks, executed concurrently (about 30-60 s on 2 cores).
 
     In a thread of its own: Playwright's sync API (the browser tests' session fixture) keeps an
     event loop running in the main thread, where ``asyncio.run`` would refuse to start.
@@ -311,6 +312,16 @@ FACTS = {
         "/job:worker/task:1 -> /job:worker/task:0: 22,244 -> 22,244 bytes (+0)",
         "all tasks, per step: 88,964 -> 88,964 bytes",  # the same bytes, on other links
     ],
+    "09_memory.ipynb": [
+        # TensorFlow's allocator records, read from graph mode's FULL_TRACE step_stats
+        "allocator records on 2 devices",
+        "peaks are the records' maxima: True",
+        "held by:",
+        # minimize() leaves the gradients unrequested: layer 2's lands on CPU:0
+        "layer 2's gradient MatMul on CPU:0, how=implicit",
+        "after colocate_gradients_with_ops=True: layer 2's gradient MatMul on CPU:1, how=colocated",
+        "CPU:0's peak lower: True",
+    ],
 }
 
 
@@ -371,8 +382,8 @@ def test_outputs_state_the_facts_the_text_explains(name: str, executed: dict) ->
 
 
 # 04 reads a real GPU trace; 06 predicts a GPU machine instead of standing in for one; 07 runs
-# on a cluster's CPU-only tasks.
-STAND_IN = [name for name in NAMES if not name.startswith(("04_", "06_", "07_"))]
+# on a cluster's CPU-only tasks; 09 is about two CPUs' memory, no GPU involved.
+STAND_IN = [name for name in NAMES if not name.startswith(("04_", "06_", "07_", "09_"))]
 
 
 @pytest.mark.parametrize("name", STAND_IN, ids=[name.split("_")[0] for name in STAND_IN])

@@ -136,8 +136,12 @@ def check_report(trace: PlacementTrace, path: Path) -> dict[str, Any]:
 # -- the refactor: the panel's timeline and the report's figure are one ----------------------
 def test_the_report_draws_the_panels_timeline(seed_cpu, tmp_path):
     data = check_report(seed_cpu, tmp_path / "seed.html")
-    widget_figure = Timeline(
-        seed_cpu.events, seed_cpu.devices, seed_cpu.transfers, seed_cpu.inputs
+    widget_figure = Timeline(  # as the panel draws it, the memory lane too
+        seed_cpu.events,
+        seed_cpu.devices,
+        seed_cpu.transfers,
+        seed_cpu.inputs,
+        memory=seed_cpu.memory,
     ).widget
     drawn = decoded(data["figure"])
     assert same(drawn["data"], widget_figure.drawn())
@@ -288,19 +292,24 @@ def test_report_data_is_column_arrays_not_records(seed_cpu):
 
 # -- the page's script: the files of static/ (its search: tests/rendering/test_search_cases.py) -------------
 def test_the_page_holds_the_static_scripts_and_style_sheet_as_they_are(seed_cpu):
-    """The page runs ``_static/search.js``, ``format.js``, the panel's op table ``table.js``
-    and findings list ``findings.js`` (each without its export, in a scope of its own) and
-    ``report.js`` unchanged (the files ``tests/js/`` runs under node), in one async function,
-    and styles with ``table.css``, ``findings.css`` and ``report.css``."""
+    """The page runs ``_static/search.js``, ``format.js``, the panel's op table ``table.js``,
+    findings list ``findings.js`` and memory peaks ``memory.js`` (each without its export,
+    in a scope of its own) and ``report.js`` unchanged (the files ``tests/js/`` runs under
+    node), in one async function, and styles with ``table.css``, ``findings.css``,
+    ``memory.css`` and ``report.css``."""
     page = report_html(seed_cpu)
     script = page.split("'use strict';\n(async () => {\n", 1)[1].split("})().catch(", 1)[0]
     assert script.startswith(static.text("search.js") + "\n" + static.text("format.js") + "\n")
     assert script.endswith(static.text("report.js"))
-    for name, exported in (("table.js", "renderOpTable"), ("findings.js", "renderFindingsList")):
+    for name, exported in (
+        ("table.js", "renderOpTable"),
+        ("findings.js", "renderFindingsList"),
+        ("memory.js", "renderMemoryPeaks"),
+    ):
         module = static.text(name)
         assert module.endswith(f"\nexport default {{ render: {exported} }};\n")
         assert module.rpartition("export default")[0] in script
-    css = static.text("table.css") + static.text("findings.css")
+    css = static.text("table.css") + static.text("findings.css") + static.text("memory.css")
     assert f"<style>\n{css}</style>" in page
     assert f"<style>\n{static.text('report.css')}</style>" in page
 

@@ -30,7 +30,9 @@ How it is built, so that it stays the panel's picture:
 - the table shows one page of rows at a time (``PAGE_SIZE``), like the panel's, so 100k ops
   open as fast as 100.
 
-With XLA (issue 23) the op table has the ``xla_op`` column (the HLO instruction each op of a
+With TensorFlow's allocator records (issue 34) the timeline has the panel's memory lane and,
+above the controls, each device's memory peak with the ops holding it (``_static/memory.js``,
+the panel's; a click on an op picks it). With XLA (issue 23) the op table has the ``xla_op`` column (the HLO instruction each op of a
 cluster went into), and a table under it lists the instructions XLA ran (``trace.xla``, one
 row per instruction with its runs and time, the longest first); the timeline draws them on
 their device's lane as the panel's does. A trace without XLA shows neither.
@@ -73,6 +75,7 @@ from .._rendering.html_parts import (
     TABLE_WIDTHS,
     header_html,
 )
+from .._rendering.memory_lane import memory_items
 from .._rendering.plotly_js import plotly_js_path
 from .._rendering.search import SEARCH_HELP, SEARCH_PLACEHOLDER
 from .output import write_atomically
@@ -100,8 +103,9 @@ SEARCH_JS = static.text("search.js")
 FORMAT_JS = static.text("format.js")
 TABLE_JS = static.page_script("table.js", "opTable")
 FINDINGS_JS = static.page_script("findings.js", "findingsList")
+MEMORY_JS = static.page_script("memory.js", "memoryPeaks")
 _APP_JS = static.text("report.js")
-_VIEWS_CSS = static.text("table.css") + static.text("findings.css")
+_VIEWS_CSS = static.text("table.css") + static.text("findings.css") + static.text("memory.css")
 _CSS = static.text("report.css")
 
 
@@ -133,7 +137,9 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
     """The report as a string: the page :func:`write_html` writes."""
     if not isinstance(search, str):
         raise TypeError(f"search must be a str (the search box's text), not {search!r}")
-    figure = TimelineFigure(trace.events, trace.devices, trace.transfers, trace.inputs)
+    figure = TimelineFigure(
+        trace.events, trace.devices, trace.transfers, trace.inputs, memory=trace.memory
+    )
     data = report_data(trace, figure, search=search)
     header = header_html(trace, figure.notes(len(trace.transfers)))
     title = "TensorFlow placement" + (f" · {trace.source}" if trace.source else "")
@@ -150,6 +156,7 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             f"<header id='tfplace-header'>{header}</header>\n",
             "<div id='tfplace-chips'></div>\n",
             "<section id='tfplace-findings' aria-label='findings'></section>\n",
+            "<section id='tfplace-memory' aria-label='memory peaks' hidden></section>\n",
             "<div class='tfplace-controls'>",
             "<input id='tfplace-search' type='search' aria-label='search op names' ",
             f"placeholder='{html.escape(SEARCH_PLACEHOLDER)}' title='{html.escape(SEARCH_HELP)}' ",
@@ -175,6 +182,7 @@ def report_html(trace: PlacementTrace, *, search: str = "") -> str:
             "\n",
             TABLE_JS,
             FINDINGS_JS,
+            MEMORY_JS,
             _APP_JS,
             "})().catch((error) => {\n",
             "  document.getElementById('tfplace-message').hidden = false;\n",
@@ -193,7 +201,9 @@ def report_data(
     """The JSON document the page reads: the ops as column arrays, the chips, the timeline's
     figure and which op each of its bars draws."""
     if figure is None:
-        figure = TimelineFigure(trace.events, trace.devices, trace.transfers, trace.inputs)
+        figure = TimelineFigure(
+            trace.events, trace.devices, trace.transfers, trace.inputs, memory=trace.memory
+        )
     ops = trace.ops
     labels, widths = _table_columns(ops)
     columns: dict[str, Any] = {"op": ops["op"].astype(str).tolist()}
@@ -252,6 +262,7 @@ def report_data(
         },
         "timeline": _timeline_map(trace, figure),
         **findings_data(trace),
+        "memory": memory_items(trace),
         "xla": xla_table(trace),
     }
 

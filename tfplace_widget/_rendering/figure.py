@@ -5,7 +5,9 @@ what the static HTML report draws), drawn by a ``TimelineWidget`` (:class:`Timel
 replaces the small "matches" overlay traces and dims the base bars (the widget's ``overlays``),
 so one keystroke sends one small message. Above ``WEBGL_THRESHOLD`` bars the traces are WebGL
 (``scattergl`` lines drawn as thick bars), and only the ``MAX_BARS`` longest events are drawn
-(the header says so).
+(the header says so). A trace with allocator records (``trace.memory``) gets a memory lane
+under the ops' lanes: each device's live bytes as a step curve, its peak marked
+(``memory_lane``); a trace without keeps the figure it had.
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ import pandas as pd
 from .._analyses.summary import format_us
 from .._model.devices import lane_kind, lane_kinds, short_device, task_of, tasks_of
 from .colors import device_color
+from .memory_lane import (
+    MemoryCurve,
+    memory_curves,
+    memory_layout,
+    memory_notes,
+    memory_traces,
+)
 
 WEBGL_THRESHOLD = 3000
 MAX_BARS = 10_000
@@ -52,8 +61,9 @@ class TimelineFigure:
     Pure (no widget, no kernel): :class:`Timeline` draws it in a ``TimelineWidget`` and keeps
     it up to date with a search; the static HTML report (``export.html``) writes it into a
     page. Per device, trace ``2 * i`` draws its bars and ``2 * i + 1`` its search matches
-    (empty as built); then comes the selected op's trace (``selected_index``, empty) and,
-    when drawn, the transfer arrows.
+    (empty as built); then comes the selected op's trace (``selected_index``, empty), when
+    drawn the transfer arrows, and with ``memory`` records the memory lane's traces (per
+    device and allocator its curve, then its peak: ``memory_curves``).
     """
 
     def __init__(
@@ -66,8 +76,9 @@ class TimelineFigure:
         lanes: Sequence[tuple[str, str]] | None = None,
         x_span: float | None = None,
         folded_tasks: Collection[str] = (),
+        memory: pd.DataFrame | None = None,
     ) -> None:
-        """``lanes`` (``(device, lane)`` pairs, in order) and ``x_span`` (µs) fix the y axis
+        """``memory`` (``trace.memory``): with rows, the memory lane is drawn. ``lanes`` (``(device, lane)`` pairs, in order) and ``x_span`` (µs) fix the y axis
         and the x range, so that two timelines drawn one above the other line up (see
         :func:`shared_lanes`); by default they are those of ``events``. The lanes of each of
         ``folded_tasks`` (``/job:ps/task:0``, a collapsed group of the panel's chips) are drawn
@@ -102,6 +113,7 @@ class TimelineFigure:
         self._hover = np.full(len(events), None, dtype=object)
         colors = {device: device_color(device) for device in pd.unique(events["device"])}
         self._row_colors = events["device"].map(colors).to_numpy(dtype=object)
+        self.memory_curves: list[MemoryCurve] = memory_curves(memory, devices)
         self.data, self.layout = self._build(transfers, inputs)
 
     @property
@@ -138,7 +150,7 @@ class TimelineFigure:
                 f"Transfers are listed, not drawn: {transfers:,} arrows would "
                 "hide the bars (pick an op to see its transfers)."
             )
-        return notes
+        return notes + memory_notes(self.memory_curves)
 
     # -- construction -------------------------------------------------------------------------
     @staticmethod
@@ -230,13 +242,15 @@ class TimelineFigure:
         arrows = self._arrows(transfers, inputs)
         if arrows is not None:
             traces.append(arrows)
+        traces += memory_traces(self.memory_curves, self._span)
         return traces, self._layout()
 
     def _layout(self) -> dict:
         span = self._span or 1.0
-        return dict(
+        height = min(900, 90 + 34 * max(1, len(self.lanes)))
+        layout = dict(
             barmode="overlay",
-            height=min(900, 90 + 34 * max(1, len(self.lanes))),
+            height=height,
             margin=dict(l=10, r=10, t=30, b=40),
             showlegend=False,
             clickmode="event",
@@ -271,6 +285,15 @@ class TimelineFigure:
                 showgrid=False,
             ),
         )
+        if self.memory_curves:  # the memory lane: a row per device under the lanes
+            margins = layout["margin"]
+            layout["height"], extra = memory_layout(
+                self.memory_curves, height, margins["t"] + margins["b"]
+            )
+            layout["yaxis"]["domain"] = extra.pop("yaxis_domain")
+            layout["xaxis"]["anchor"] = extra.pop("xaxis_anchor")
+            layout.update(extra)
+        return layout
 
     def _lane_label(self, device: str, lane: str) -> str:
         if lane != FOLDED_LANE:

@@ -5,7 +5,8 @@ without the widget manager shows an output's ``text/html`` instead of its widget
 panel and the comparison view put this snapshot there (their ``_repr_mimebundle_``): a line
 saying it is a snapshot of the live panel, the header, the device chips, the findings, the
 first ``SNAPSHOT_ROWS`` rows of the table and the timeline as an inline SVG (one lane per
-device lane, bars in device colours). No script, nothing fetched; the style sheet is
+device lane, bars in device colours; with allocator records, each device's memory peak and the
+ops holding it, and a memory row per device under the lanes). No script, nothing fetched; the style sheet is
 ``_static/snapshot.css``, read once at import.
 
 Pure functions of a trace and of the :class:`TimelineFigure` the panel drew (its lanes, the
@@ -27,12 +28,13 @@ import pandas as pd
 
 from .. import _static as static
 from .._analyses.findings import finding_groups
-from .._analyses.summary import device_summaries, format_us
+from .._analyses.summary import device_summaries, format_bytes, format_us
 from .._model.devices import short_device
 from .._model.trace import PlacementTrace
 from .colors import device_color, text_color_on
 from .figure import TimelineFigure
 from .html_parts import NUMBER_COLUMNS, TABLE_COLUMNS, header_html, table_cells
+from .memory_lane import memory_items, memory_rows, thin
 from .text_report import cut
 
 SNAPSHOT_ROWS = 20
@@ -46,6 +48,8 @@ PLOT_WIDTH = 760  # px of the time axis
 LANE_HEIGHT = 18
 AXIS_HEIGHT = 30
 TICKS = 5
+MEMORY_ROW_HEIGHT = 40  # px of a device's row of the memory lane
+MEMORY_POINTS = 120  # points of a device's memory curve in the SVG
 SEVERITY_COLORS = {"high": "#d32f2f", "medium": "#ed6c02", "info": "#0288d1"}
 _CSS = static.text("snapshot.css")
 
@@ -57,10 +61,12 @@ def panel_snapshot_html(
     rows: pd.DataFrame | None = None,
     findings: pd.DataFrame | None = None,
     findings_note: str = "",
+    memory: Sequence[dict] | None = None,
 ) -> str:
     """The placement panel of ``trace`` as static HTML: ``rows`` are the table's rows in their
     order (by default ``trace.ops``), ``findings`` a ``trace.findings`` frame (``None``: not
-    found, ``findings_note`` says why), ``figure`` the timeline the panel drew."""
+    found, ``findings_note`` says why), ``figure`` the timeline the panel drew, ``memory`` the
+    memory peaks the panel shows (``memory_items``; by default found here)."""
     rows = trace.ops if rows is None else rows
     notes = figure.notes(len(trace.transfers)) if figure is not None else []
     shown = min(len(rows), SNAPSHOT_ROWS)
@@ -69,6 +75,7 @@ def panel_snapshot_html(
         header_html(_cut_texts(trace), [cut(note, MAX_MESSAGE) for note in notes]),
         chips_html(trace),
         findings_html(findings, findings_note, trace=trace),
+        memory_html(memory_items(trace) if memory is None else memory),
         as_wide_as_the_table(
             [timeline_svg(figure) if figure is not None else ""],
             table_html(
@@ -209,6 +216,33 @@ def findings_html(
     return f"<div><b>Findings</b> ({len(findings):,})</div>{''.join(lists)}{tail}"
 
 
+def memory_html(items: Sequence[dict]) -> str:
+    """Each device's memory peak and the ops holding it, with why they are on that device
+    (``memory_lane.memory_items``, the panel's list as text); nothing without records."""
+    if not items:
+        return ""
+    lines = []
+    for item in items:
+        ops = "".join(
+            f"<li><code>{html.escape(cut(op['op'], MAX_NAME))}</code> <b>{html.escape(op['bytes'])}"
+            f"</b> <span style='opacity:.75'>{html.escape(op['type'])}"
+            f"{' · ' + html.escape(op['how']) + ': ' if op['how'] else ''}"
+            f"{html.escape(cut(op['reason'], MAX_MESSAGE))}</span></li>"
+            for op in item["ops"]
+        )
+        more = f"<li style='opacity:.7'>and {item['more']:,} more ops</li>" if item["more"] else ""
+        lines.append(
+            f"<li style='border-left-color:{item['color']}'><b style='color:{item['color']}'>"
+            f"{html.escape(item['label'])}</b> ({html.escape(item['allocator'])}) peak "
+            f"<b>{html.escape(item['peak'])}</b> at {html.escape(item['at'])}, held by:"
+            f"<ol>{ops}{more}</ol></li>"
+        )
+    return (
+        "<div><b>Memory peak per device</b> (TensorFlow's allocator records: the step's own "
+        f"tensors)</div><ul class='tfplace-snapshot-memory'>{''.join(lines)}</ul>"
+    )
+
+
 def table_html(
     labels: Sequence[str],
     cells: Sequence[Sequence[str]],
@@ -258,7 +292,8 @@ def timeline_svg(figure: TimelineFigure, max_rects: int = MAX_RECTS) -> str:
     and a time axis."""
     lanes = figure.lanes[:MAX_LANES]
     labels = figure.lane_labels()[: len(lanes)]
-    height = LANE_HEIGHT * max(1, len(lanes)) + AXIS_HEIGHT
+    memory = memory_rows(figure.memory_curves)
+    height = LANE_HEIGHT * max(1, len(lanes)) + MEMORY_ROW_HEIGHT * len(memory) + AXIS_HEIGHT
     width = LABEL_WIDTH + PLOT_WIDTH + 30
     span = figure.span_us or 1.0
     parts = [
@@ -284,6 +319,8 @@ def timeline_svg(figure: TimelineFigure, max_rects: int = MAX_RECTS) -> str:
             f"height='{LANE_HEIGHT - 4}' fill='{color}'/>"
         )
     axis = LANE_HEIGHT * max(1, len(lanes))
+    parts += _memory_rows(figure, memory, axis, span)
+    axis += MEMORY_ROW_HEIGHT * len(memory)
     parts.append(
         f"<line x1='{LABEL_WIDTH}' y1='{axis}' x2='{LABEL_WIDTH + PLOT_WIDTH}' y2='{axis}' "
         "stroke='currentColor' stroke-opacity='.4'/>"
@@ -302,6 +339,48 @@ def timeline_svg(figure: TimelineFigure, max_rects: int = MAX_RECTS) -> str:
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _memory_rows(figure: TimelineFigure, rows: dict[str, str], top: int, span: float) -> list[str]:
+    """The memory lane in the SVG: under the lanes from ``top``, a row per device of ``rows``
+    with its live bytes as a step curve (at most ``MEMORY_POINTS`` points) in its colour, its
+    peak marked and labelled."""
+    parts = []
+    order = list(rows)
+    peak_of: dict[str, int] = {}
+    for curve in figure.memory_curves:
+        peak_of[curve.device] = max(peak_of.get(curve.device, 0), curve.peak_bytes)
+    for curve in figure.memory_curves:
+        if curve.device not in rows:
+            continue
+        row = order.index(curve.device)
+        bottom = top + (row + 1) * MEMORY_ROW_HEIGHT - 4
+        scale_y = (MEMORY_ROW_HEIGHT - 12) / max(1, peak_of[curve.device])
+        kept = thin(curve.live_bytes, MEMORY_POINTS)
+        xs = np.clip(curve.time_us[kept] * PLOT_WIDTH / span, 0, PLOT_WIDTH) + LABEL_WIDTH
+        ys = bottom - curve.live_bytes[kept] * scale_y
+        color = device_color(curve.device)
+        path = f"M{LABEL_WIDTH} {bottom}" + "".join(
+            f"H{x:.1f}V{y:.1f}" for x, y in zip(xs.tolist(), ys.tolist(), strict=True)
+        )
+        parts.append(f"<path d='{path}' fill='none' stroke='{color}' stroke-width='1.5'/>")
+        px = LABEL_WIDTH + min(curve.peak_time_us * PLOT_WIDTH / span, PLOT_WIDTH)
+        py = bottom - curve.peak_bytes * scale_y
+        text = f"peak {format_bytes(curve.peak_bytes)} at {format_us(curve.peak_time_us)}"
+        anchor = "start" if px < LABEL_WIDTH + 0.5 * PLOT_WIDTH else "end"
+        shift = 6 if anchor == "start" else -6
+        parts.append(
+            f"<circle cx='{px:.1f}' cy='{py:.1f}' r='3' fill='{color}'/>"
+            f"<text x='{px + shift:.1f}' y='{py + 4:.1f}' text-anchor='{anchor}' fill='{color}' "
+            f"font-size='10'>{html.escape(text)}</text>"
+        )
+    for row, device in enumerate(order):
+        label = f"{short_device(device) or device} memory"
+        parts.append(
+            f"<text x='{LABEL_WIDTH - 6}' y='{top + row * MEMORY_ROW_HEIGHT + 24}' "
+            f"text-anchor='end' fill='currentColor'>{html.escape(cut(label, 28))}</text>"
+        )
+    return parts
 
 
 def _merged_bars(

@@ -311,6 +311,16 @@ const findingsModel = pageModel({
   update(true);
 });
 
+// -- memory peaks (_rendering/memory_lane.memory_items; [] without allocator records) ----------
+// The panel's list: a click on an op holding a device's peak picks it, as a click on its bar.
+const memoryModel = pageModel({ items: DATA.memory ?? [], picked_op: "", picked_device: "" },
+  (touched) => {
+    if (!touched.has("picked_op")) return;
+    const op = memoryModel.get("picked_op"), device = memoryModel.get("picked_device");
+    const row = names.findIndex((name, i) => name === op && fullDevice(i) === device);
+    if (row >= 0) select(row, true);
+  });
+
 function renderDetails() {
   const box = el("tfplace-details");
   const row = state.selected;
@@ -417,6 +427,7 @@ async function start() {
   typeMenu.addEventListener("change", () => { state.type = typeMenu.value; later(); });
   renderChips();
   findingsList.render({ model: findingsModel, el: el("tfplace-findings") });
+  memoryPeaks.render({ model: memoryModel, el: el("tfplace-memory") });
   update(true);
   opTable.render({ model: tableModel, el: el("tfplace-table") });
   document.body.dataset.tableMs = performance.now().toFixed(1);  // for benchmarks and tests

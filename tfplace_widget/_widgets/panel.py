@@ -43,6 +43,7 @@ from .chips import DeviceChips
 from .comparison import ComparisonView
 from .controls import search_controls
 from .findings import FindingsList
+from .memory import MemoryPeaks
 from .panel_actions import MAX_CPUS, PanelActions
 from .panel_state import TableState
 from .table import OpTable
@@ -89,6 +90,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.header = widgets.HTML(layout=widgets.Layout(margin="0 0 4px 0"))
         self.chips = DeviceChips(on_filter=self._on_chips_filter, on_fold=self._on_fold)
         self.findings_view = FindingsList()
+        self.memory_view = MemoryPeaks()
         self.try_fix_button = widgets.Button(
             description="Try this fix",
             icon="flask",
@@ -228,6 +230,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
                 self.chips,
                 self.findings_view,
                 widgets.HBox([self.try_fix_button, self.suggest_button]),
+                self.memory_view,
                 finder,
                 self.message,
                 self._comparison_box,
@@ -250,6 +253,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.table.observe(self._on_page_change, "page")
         self.table.observe(self._on_select_change, ["selected_op", "selected_device"])
         self.findings_view.observe(self._on_finding_change, "selected")
+        self.memory_view.observe(self._on_memory_pick, "picked_op")
         self.log_section.observe(self._on_log_toggle, "selected_index")
         self.rerun.on_click(self._on_rerun_click)
         self.move_rerun.on_click(self._on_move_click)
@@ -294,6 +298,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
                     rows=self.view_state.visible,
                     findings=self._findings_frame,
                     findings_note=self._findings_error or self.findings_view.note,
+                    memory=self.memory_view.items,
                 )
             )
         )
@@ -331,6 +336,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self._draw_timeline()
         self._render_header()
         self._render_findings()
+        self.memory_view.show(trace)
         types = sorted(t for t in ops["type"].unique() if t)
         self._syncing = True
         try:
@@ -362,6 +368,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
             trace.inputs,
             widget=widget,
             folded_tasks=self.chips.folded,
+            memory=trace.memory,
         )
         self._timeline.on_select = self._select_from_timeline
         self._figure_box.children = [self._timeline.widget]
@@ -543,6 +550,13 @@ class PlacementPanel(PanelActions, widgets.VBox):
             self.view_state.finding_ops = None
         self._render_try_fix(index)
         self._guard(self._apply_filters)
+
+    def _on_memory_pick(self, change: dict) -> None:
+        """A click on an op holding a device's memory peak picks it, as a click on its bar."""
+        op, device = change["new"], self.memory_view.picked_device
+        if op:
+            self._guard(lambda: self._select_from_timeline(op, device))
+            self.memory_view.picked_op = ""  # the same op again is a new click
 
     def _select_from_timeline(self, op: str, device: str = "") -> None:
         """A clicked bar picks its op on its device, and turns the table to the page of its row."""

@@ -136,7 +136,14 @@ class PanelActions:
 
     def _set_comparing(self, comparing: bool) -> None:
         single = "none" if comparing else None
-        for view in (self.chips, self.findings_view, self._figure_box, self.table, self.details):
+        for view in (
+            self.chips,
+            self.findings_view,
+            self.memory_view,
+            self._figure_box,
+            self.table,
+            self.details,
+        ):
             view.layout.display = single
         self.status.layout.display = single
         if comparing:
@@ -460,6 +467,7 @@ class PanelActions:
         for view in (self.header, self.status, self.message, self.details, self.log_view):
             view.value = ""
         self.findings_view.items, self._findings_frame = [], None
+        self.memory_view.items = []
         self.type_filter.options = ()
         self.trace = self.traced = None
         self.builder = None

@@ -134,8 +134,9 @@ class Timeline(TimelineFigure):
         lanes: Sequence[tuple[str, str]] | None = None,
         x_span: float | None = None,
         folded_tasks: Collection[str] = (),
+        memory: pd.DataFrame | None = None,
     ) -> None:
-        """``lanes``, ``x_span`` and ``folded_tasks``: see :class:`TimelineFigure`. ``widget``: draw into this
+        """``lanes``, ``x_span``, ``folded_tasks`` and ``memory``: see :class:`TimelineFigure`. ``widget``: draw into this
         one (a re-run keeps the panel's widget) instead of a new one."""
         if widget is None:
             widget = TimelineWidget()
@@ -150,6 +151,7 @@ class Timeline(TimelineFigure):
             lanes=lanes,
             x_span=x_span,
             folded_tasks=folded_tasks,
+            memory=memory,
         )
         self._selected_rows = self._no_rows
         self._devices = self.events["device"].astype(str).to_numpy(dtype=object)

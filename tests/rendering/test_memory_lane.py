@@ -1,0 +1,164 @@
+"""The memory lane and the memory peaks (issue 34) in the panel, the HTML report and the snapshot.
+
+A dense net's training step in graph mode on two real CPUs (``test_memory``'s, first layer on
+CPU:0, the rest on CPU:1), traced with FULL_TRACE: what the timeline's figure, the panel's
+memory list, the report's data and the snapshot show is checked against
+``trace.memory_peaks()`` (itself checked against TensorFlow's own records in
+``tests/sources/test_memory.py``). A trace without allocator records (its ``memory`` empty:
+TF2 profiles, Chrome traces, files saved before) draws what it drew before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import TWO_CPUS
+from test_memory import dense_training_step
+
+from tfplace_widget import show_placement
+from tfplace_widget._analyses.summary import format_bytes, format_us
+from tfplace_widget._export.html import report_data
+from tfplace_widget._model.devices import short_device
+from tfplace_widget._rendering.figure import TimelineFigure
+from tfplace_widget._rendering.memory_lane import (
+    MAX_MEMORY_POINTS,
+    memory_curves,
+    memory_items,
+    thin,
+)
+from tfplace_widget._rendering.snapshot import panel_snapshot_html
+
+
+@pytest.fixture(scope="module")
+def dense(tf, trace_placement):
+    return trace_placement(lambda: dense_training_step(tf), device_count=TWO_CPUS)
+
+
+def _figure(trace, memory=None):
+    memory = trace.memory if memory is None else memory
+    return TimelineFigure(trace.events, trace.devices, trace.transfers, trace.inputs, memory=memory)
+
+
+def _lane(figure):
+    """The lane's traces: ``{device: (curve, peak marker)}``."""
+    curves = {t["meta"]["memory"]: t for t in figure.data if "memory" in t.get("meta", {})}
+    peaks = {t["meta"]["memory_peak"]: t for t in figure.data if "memory_peak" in t.get("meta", {})}
+    assert curves.keys() == peaks.keys()
+    return {device: (curves[device], peaks[device]) for device in curves}
+
+
+def test_the_lane_draws_each_devices_live_bytes_and_its_peak(dense):
+    peaks = dense.memory_peaks()
+    assert len(peaks) == 2  # both CPUs allocated in the step
+    figure = _figure(dense)
+    lane = _lane(figure)
+    assert set(lane) == set(peaks["device"])
+    axes = set()
+    for row in peaks.itertuples(index=False):
+        curve, marker = lane[row.device]
+        records = dense.memory[dense.memory["device"] == row.device]
+        # Every record drawn (a small step), after a point at 0 where the step starts.
+        assert list(curve["y"]) == [0.0, *records["live_bytes"].astype(float)]
+        assert list(curve["x"][1:]) == list(records["time_us"].astype(float))
+        assert curve["line"]["shape"] == "hv"
+        assert marker["y"] == [row.peak_bytes] and marker["x"] == [row.peak_time_us]
+        assert marker["text"] == [
+            f"peak {format_bytes(row.peak_bytes)} at {format_us(row.peak_time_us)}"
+        ]
+        assert curve["yaxis"] == marker["yaxis"]
+        axes.add(curve["yaxis"])
+        # The hover of the record at the peak names the op whose allocation made it.
+        at = int(np.argmax(records["live_bytes"].to_numpy()))
+        op, delta = curve["customdata"][at + 1]
+        assert op == records["op"].iloc[at] and delta == records["bytes"].iloc[at] > 0
+        assert "%{customdata[0]}" in curve["hovertemplate"]
+    # A row per device under the lanes; the bars' traces keep their places.
+    assert axes == {"y2", "y3"}
+    layout = figure.layout
+    assert layout["yaxis"]["domain"][0] > layout["yaxis2"]["domain"][1] > 0
+    assert layout["yaxis2"]["domain"][0] > layout["yaxis3"]["domain"][1]
+    assert layout["xaxis"]["anchor"] == "y3"
+    for i, traces in enumerate(figure.device_traces):
+        assert (traces.base_index, traces.match_index) == (2 * i, 2 * i + 1)
+
+
+def test_a_trace_without_allocator_records_draws_what_it_drew(dense):
+    plain = dataclasses.replace(dense, memory=dense.memory.iloc[:0])
+    with_lane, without = _figure(dense), _figure(plain)
+    assert not _lane(without)
+    assert "yaxis2" not in without.layout and "anchor" not in without.layout["xaxis"]
+    assert without.layout["height"] < with_lane.layout["height"]
+    assert len(without.data) == len(with_lane.data) - 4  # two curves and two peaks fewer
+    assert not memory_items(plain)
+    assert "Memory peak" not in panel_snapshot_html(plain, without)
+    assert report_data(plain, without)["memory"] == []
+
+
+def test_the_curve_is_bounded_and_keeps_the_step_shape(dense):
+    """The step's records many times over (each copy later in time, as steps of a longer run):
+    past MAX_MEMORY_POINTS a device's curve is cut down, keeping its first and last point,
+    its highest and lowest, and the peak, and the header says so."""
+    memory = dense.memory
+    span = int(memory["time_us"].max()) + 1
+    copies = MAX_MEMORY_POINTS // 5
+    big = pd.concat(
+        [memory.assign(time_us=memory["time_us"] + k * span) for k in range(copies)],
+        ignore_index=True,
+    )
+    big.loc[len(memory) * (copies // 2) + 3, "live_bytes"] += 1  # one copy's peak is higher
+    figure = _figure(dense, big)
+    for device, (curve, marker) in _lane(figure).items():
+        records = big[big["device"] == device]
+        live = records["live_bytes"].to_numpy()
+        assert len(records) > MAX_MEMORY_POINTS or device.endswith("CPU:1")
+        assert len(curve["x"]) <= MAX_MEMORY_POINTS + 1
+        drawn = curve["y"][1:]
+        assert drawn.max() == live.max() == marker["y"][0]
+        assert drawn.min() == live.min()
+        assert curve["x"][1] == records["time_us"].iloc[0]
+        assert curve["x"][-1] == records["time_us"].iloc[-1]
+        at = int(np.argmax(live))
+        assert marker["x"] == [float(records["time_us"].iloc[at])]
+    notes = " ".join(figure.notes(0))
+    assert f"at most {MAX_MEMORY_POINTS:,} points per device" in notes
+    assert "allocator records" not in " ".join(_figure(dense).notes(0))
+    # thin keeps each run's first, lowest, highest and last: at most max_points, in order.
+    kept = thin(big["live_bytes"].to_numpy(), 400)
+    assert len(kept) <= 400 and np.all(np.diff(kept) > 0)
+    assert len(memory_curves(big, dense.devices, 400)[0].time_us) <= 400
+
+
+def test_the_panel_lists_each_peak_and_a_click_picks_an_op_holding_it(dense):
+    panel = show_placement(dense)
+    try:
+        items = panel.memory_view.items
+        peaks = dense.memory_peaks()
+        assert [i["device"] for i in items] == list(peaks["device"])
+        ops = dense.ops.set_index(["op", "device"])
+        for item, row in zip(items, peaks.itertuples(index=False), strict=True):
+            assert item["label"] == short_device(row.device)
+            assert item["peak_bytes"] == row.peak_bytes
+            assert [o["op"] for o in item["ops"]] == list(row.ops)
+            for held in item["ops"]:
+                assert held["reason"] == ops.loc[(held["op"], row.device), "reason"]
+                assert held["how"] == ops.loc[(held["op"], row.device), "how"]
+        # CPU:1's largest holder: layer 2's MatMul, pinned there by tf.device.
+        held = items[1]["ops"][0]
+        assert held["how"] == "explicit"
+        panel.memory_view.picked_device = held["device"]
+        panel.memory_view.picked_op = held["op"]
+        assert panel.table.selected_op == held["op"]
+        assert panel.table.selected_device == held["device"]
+        assert held["reason"].split(";")[0] in panel.details.value
+        assert panel.memory_view.picked_op == ""  # the same op again is a new click
+        # The report shows the same list; the snapshot too, with the lane's rows in its SVG.
+        assert report_data(dense)["memory"] == items
+        snapshot = panel._repr_mimebundle_()["text/html"]
+        assert "Memory peak per device" in snapshot
+        for item in items:
+            assert f"{item['label']} memory" in snapshot and item["peak"] in snapshot
+    finally:
+        panel.close()
