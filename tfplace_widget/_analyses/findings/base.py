@@ -111,6 +111,7 @@ class Context:
     position: dict[str, int] | None = None
     copy_of: dict[str, str] | None = None
     replicas: bool | None = None  # ``replicated``'s answer, found once
+    source_of: dict[str, str] | None = None  # op -> its ``source`` (file:line), read once
 
     @classmethod
     def of(cls, trace: Any) -> Context:
