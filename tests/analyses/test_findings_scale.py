@@ -112,3 +112,25 @@ def test_the_source_lines_of_fixes_read_the_op_frame_once_however_many_fixes(cha
     )
     assert int(fixed.sum()) > 1, found[["kind", "fix"]]
     assert len(scans) <= 1, scans
+
+
+def test_a_fix_nobody_reads_is_not_made(chains, monkeypatch):
+    """Like its message, a ping_pong's fix (its ops' lines, the ops they move) is made only for
+    the findings shown, not for the hundreds dropped or capped."""
+    made: list[int] = []
+    real = transfers.placement_fix
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transfers, "placement_fix", counting)
+    everything = find_findings(chains, immaterial=True)
+    bounces = int(
+        everything.loc[everything["kind"] == "ping_pong", "evidence"]
+        .map(lambda e: e.get("findings", 1))
+        .sum()
+    )
+    made.clear()
+    shown = find_findings(chains)
+    assert len(made) <= len(shown) < bounces
