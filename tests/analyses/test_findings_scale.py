@@ -47,6 +47,12 @@ def chains(tf: Any, trace_placement: Any) -> PlacementTrace:
     return trace_placement(build, device_count={"CPU": 2})
 
 
+def _bounces(found: pd.DataFrame) -> int:
+    """How many ping_pong findings there are, those capped into one line counted one by one."""
+    evidence = found.loc[found["kind"] == "ping_pong", "evidence"]
+    return int(evidence.map(lambda e: e.get("findings", 1)).sum())
+
+
 def test_the_replica_scan_reads_each_op_name_once_however_many_ping_pongs(chains, monkeypatch):
     """Whether a distribution strategy ran the step is one question about the trace: asked
     for each ping_pong finding, it read every op name again (over 600 s at 100,000 ops)."""
@@ -78,11 +84,7 @@ def test_a_message_nobody_reads_spells_out_no_ops(chains, monkeypatch):
 
     monkeypatch.setattr(transfers, "listed_ops", counting)
     everything = find_findings(chains, immaterial=True)
-    bounces = int(
-        everything.loc[everything["kind"] == "ping_pong", "evidence"]
-        .map(lambda e: e.get("findings", 1))
-        .sum()
-    )
+    bounces = _bounces(everything)
     spelled.clear()
     shown = find_findings(chains)
     assert len(spelled) <= 3 * len(shown) < bounces
@@ -126,11 +128,7 @@ def test_a_fix_nobody_reads_is_not_made(chains, monkeypatch):
 
     monkeypatch.setattr(transfers, "placement_fix", counting)
     everything = find_findings(chains, immaterial=True)
-    bounces = int(
-        everything.loc[everything["kind"] == "ping_pong", "evidence"]
-        .map(lambda e: e.get("findings", 1))
-        .sum()
-    )
+    bounces = _bounces(everything)
     made.clear()
     shown = find_findings(chains)
     assert len(made) <= len(shown) < bounces
