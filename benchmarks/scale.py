@@ -1,7 +1,8 @@
 """Findings, ``predict_placement``, ``compare`` and the search at 10k, 100k and 1M ops, next to
 a baseline version of the package (issue 35).
 
-``python -m benchmarks.scale --baseline DIR [--sizes 10000,100000] [--repeats 3] [--timeout S]``
+``python -m benchmarks.scale --baseline DIR [--sizes 10000,100000] [--repeats 3] [--timeout S]
+[--steps findings,predict,compare,search]``
 
 ``DIR`` holds the baseline's package, e.g. ``git archive main tfplace_widget | tar -x -C DIR``
 (``--new DIR2``: this version's, from a snapshot made the same way, else this checkout's).
@@ -188,13 +189,14 @@ def measure(
     cache: Path,
     new_tree: Path,
     synthetic: bool | None = None,
+    steps: tuple[str, ...] = STEPS,
 ) -> list[dict[str, Any]]:
     rows = []
     for n_ops in sizes:
         started = time.perf_counter()
         trace = trace_file(n_ops, cache) if synthetic is None else Path(str(n_ops))
         print(f"[{n_ops:,} ops] trace ready ({time.perf_counter() - started:.0f} s)", flush=True)
-        for step in STEPS if synthetic is None else ("synthetic",):
+        for step in steps if synthetic is None else ("synthetic",):
             outs = {v: cache / f"answer_{v}_{step}_{n_ops}.pkl" for v in ("new", "old")}
             new = run_step(new_tree, step, trace, repeats, timeout, outs["new"])
             old = run_step(baseline, step, trace, repeats, timeout, outs["old"])
@@ -247,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         help="search only, over N generated names per size (no TensorFlow trace: 1M is cheap)",
     )
     parser.add_argument(
+        "--steps", default=",".join(STEPS), help="which of them (comma-separated; default all)"
+    )
+    parser.add_argument(
         "--new", type=Path, default=REPO, help="this version's package's folder (a snapshot)"
     )
     args = parser.parse_args(argv)
@@ -260,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         args.cache,
         args.new.resolve(),
         args.synthetic_search,
+        tuple(args.steps.split(",")),
     )
     print(table(rows, args.timeout))
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from tfplace_widget import PlacementTrace
@@ -46,6 +47,12 @@ def chains(tf: Any, trace_placement: Any) -> PlacementTrace:
     return trace_placement(build, device_count={"CPU": 2})
 
 
+def _bounces(found: pd.DataFrame) -> int:
+    """How many ping_pong findings there are, those capped into one line counted one by one."""
+    evidence = found.loc[found["kind"] == "ping_pong", "evidence"]
+    return int(evidence.map(lambda e: e.get("findings", 1)).sum())
+
+
 def test_the_replica_scan_reads_each_op_name_once_however_many_ping_pongs(chains, monkeypatch):
     """Whether a distribution strategy ran the step is one question about the trace: asked
     for each ping_pong finding, it read every op name again (over 600 s at 100,000 ops)."""
@@ -77,11 +84,7 @@ def test_a_message_nobody_reads_spells_out_no_ops(chains, monkeypatch):
 
     monkeypatch.setattr(transfers, "listed_ops", counting)
     everything = find_findings(chains, immaterial=True)
-    bounces = int(
-        everything.loc[everything["kind"] == "ping_pong", "evidence"]
-        .map(lambda e: e.get("findings", 1))
-        .sum()
-    )
+    bounces = _bounces(everything)
     spelled.clear()
     shown = find_findings(chains)
     assert len(spelled) <= 3 * len(shown) < bounces
@@ -90,3 +93,42 @@ def test_a_message_nobody_reads_spells_out_no_ops(chains, monkeypatch):
     for message, evidence in zip(listed["message"], listed["evidence"], strict=True):
         if "findings" not in evidence:  # not the capped ones' summary line
             assert " -> CPU -> " in message and "copies a step" in message, message
+
+
+def test_the_source_lines_of_fixes_read_the_op_frame_once_however_many_fixes(chains, monkeypatch):
+    """Each ping_pong's fix names the lines that made its ops (the ``source`` column): looked
+    up by a scan of every op row per fix, that was quadratic (344 of 386 s at 100,000 ops)."""
+    assert "source" in chains.ops
+    scans: list[int] = []
+    real = pd.DataFrame.dropna
+
+    def counting(frame: pd.DataFrame, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("subset") == ["source"]:
+            scans.append(len(frame))
+        return real(frame, *args, **kwargs)
+
+    monkeypatch.setattr(pd.DataFrame, "dropna", counting)
+    found = find_findings(chains, immaterial=True)
+    fixed = found.loc[found["kind"] == "ping_pong", "fix"].map(
+        lambda fix: bool(fix and fix.get("edit"))
+    )
+    assert int(fixed.sum()) > 1, found[["kind", "fix"]]
+    assert len(scans) <= 1, scans
+
+
+def test_a_fix_nobody_reads_is_not_made(chains, monkeypatch):
+    """Like its message, a ping_pong's fix (its ops' lines, the ops they move) is made only for
+    the findings shown, not for the hundreds dropped or capped."""
+    made: list[int] = []
+    real = transfers.placement_fix
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transfers, "placement_fix", counting)
+    everything = find_findings(chains, immaterial=True)
+    bounces = _bounces(everything)
+    made.clear()
+    shown = find_findings(chains)
+    assert len(made) <= len(shown) < bounces

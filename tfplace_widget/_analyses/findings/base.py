@@ -59,7 +59,7 @@ class Finding:
     # not something measured: the views show these under a header of their own.
     predicted: bool = False
     # What cures it (``fixes.py``): ``{"overrides", "edit", "no_fix", "not_simulable"}``,
-    # or None when the finding makes no claim about one.
+    # or None when the finding makes no claim about one (given as a function: made when read).
     fix: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
@@ -82,7 +82,21 @@ def _set_message(finding: Finding, text: str | Callable[[], str]) -> None:
     finding._message = text
 
 
+def _fix(finding: Finding) -> dict[str, Any] | None:
+    """The finding's fix, made when first read: like its message, a rule may give it as a
+    function of no arguments (the fix of a dropped or capped finding is never read)."""
+    fix = finding._fix
+    if callable(fix):
+        fix = finding._fix = fix()
+    return fix
+
+
+def _set_fix(finding: Finding, fix: dict[str, Any] | Callable[[], dict] | None) -> None:
+    finding._fix = fix
+
+
 Finding.message = property(_message, _set_message)  # type: ignore[assignment]
+Finding.fix = property(_fix, _set_fix)  # type: ignore[assignment]
 
 
 @dataclass
@@ -111,6 +125,7 @@ class Context:
     position: dict[str, int] | None = None
     copy_of: dict[str, str] | None = None
     replicas: bool | None = None  # ``replicated``'s answer, found once
+    source_of: dict[str, str] | None = None  # op -> its ``source`` (file:line), read once
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -338,8 +353,9 @@ class Context:
         kernel = self._kernel_facts(op)
         facts = getattr(self.trace, "facts", None)
         built = getattr(facts, "inputs", {}).get(op, []) if facts is not None else []
-        positions = [i for i, p in enumerate(built) if p == producer]
-        return bool(kernel is not None and positions and positions[0] in kernel.gpu_host_inputs)
+        if kernel is None or producer not in built:
+            return False
+        return built.index(producer) in kernel.gpu_host_inputs
 
     def _kernel_facts(self, op: str) -> Any:
         facts = getattr(self.trace, "facts", None)

@@ -127,8 +127,12 @@ def sources(context: Context, ops: Sequence[str]) -> str:
     frame = context.ops
     if "source" not in frame:
         return ""
-    rows = frame[frame["op"].isin(set(ops))].dropna(subset=["source"])
-    source_of = dict(zip(rows["op"].astype(str), rows["source"].astype(str), strict=True))
+    if context.source_of is None:  # once per trace: a scan of every row per finding is quadratic
+        rows = frame.dropna(subset=["source"])
+        context.source_of = dict(
+            zip(rows["op"].astype(str), rows["source"].astype(str), strict=True)
+        )
+    source_of = context.source_of
     found = [source_of[op] for op in ops if source_of.get(op, "") not in ("", "<NA>")]
     found = list(dict.fromkeys(found))  # in the order of the ops named, each line once
     return f" ({listed_names(found)})" if found else ""

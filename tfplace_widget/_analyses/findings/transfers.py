@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import partial
 
 import pandas as pd
 
@@ -390,13 +391,13 @@ def _ping_pong_finding(
             "the CPU part is asked for (a tf.device, or tied to an op that is): drop that "
             "request, or put the whole chain on one device"
         )
-        data = placement_fix(context, inside, gpu_device, [*before, *after])
+        data = partial(placement_fix, context, inside, gpu_device, [*before, *after])
     else:
         fix = (
             "move the CPU part onto the GPU, or the whole chain onto one device (its reason "
             "column says why it is on the CPU)"
         )
-        data = placement_fix(context, inside, gpu_device, [*before, *after])
+        data = partial(placement_fix, context, inside, gpu_device, [*before, *after])
     verb = "would go" if context.predicted_view else "goes"
     copies = len(before) + len(after)
     duration = summed_duration(context, inside)
