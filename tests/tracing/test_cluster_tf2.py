@@ -229,3 +229,34 @@ def test_the_tasks_times_are_on_one_clock(mwms):
     assert compared >= 1, events
     assert trace.events["start_us"].min() == 0
     assert any("on one clock" in note for note in trace.notes)
+
+
+def test_each_all_reduce_sends_its_tensor_to_the_other_task(mwms, tf):
+    """The all-reduces are the step's traffic between tasks: per task and CollectiveReduceV2,
+    a cross-task transfer of its input tensor to the other worker, of the size TensorFlow's
+    graph gives it. The gradients' all-reduce carries every trainable variable's gradient
+    (one concatenated tensor: the model's variables' sizes, float32), the loss's one float."""
+    trace, _, _ = mwms
+    gradients = sum(
+        int(tf.size(v)) * tf.as_dtype(v.dtype).size
+        for v in mwms_programs.build_cnn_model().trainable_variables
+    )
+    assert gradients == 4 * (3 * 3 * 8 + 8 + 26 * 26 * 8 * 16 + 16 + 16 * 10 + 10)
+    crossing = trace.transfers[trace.transfers["cross_task"]]
+    sent = {
+        (tensor, src, dst): size
+        for tensor, src, dst, size in crossing[
+            ["tensor", "src_device", "dst_device", "bytes"]
+        ].itertuples(index=False)
+    }
+    assert sent == {
+        ("rm_sprop/concat:0", WORKER0, WORKER1): gradients,
+        ("rm_sprop/concat:0", WORKER1, WORKER0): gradients,
+        ("concat/concat:0", WORKER0, WORKER1): 4,
+        ("concat/concat:0", WORKER1, WORKER0): 4,
+    }, crossing
+    reduces = trace.ops[trace.ops["op"] == "rm_sprop/CollectiveReduceV2"]
+    for reason in reduces["reason"]:
+        assert f"Its input rm_sprop/concat:0 is {gradients:,} bytes" in reason, reason
+    # the strategy's own traffic: no finding tells to keep both ends on one task
+    assert not (trace.all_findings["kind"] == "cross_task_transfer").any(), trace.all_findings
