@@ -21,6 +21,8 @@ import psutil
 import pytest
 from test_cluster import WORKER0, WORKER1, record
 
+from tfplace_widget import compare
+from tfplace_widget._analyses.summary import format_bytes
 from tfplace_widget._model.errors import ClusterError, TraceError
 from tfplace_widget._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from tfplace_widget._tracing import cluster_tf2, local_cluster
@@ -260,3 +262,34 @@ def test_each_all_reduce_sends_its_tensor_to_the_other_task(mwms, tf):
         assert f"Its input rm_sprop/concat:0 is {gradients:,} bytes" in reason, reason
     # the strategy's own traffic: no finding tells to keep both ends on one task
     assert not (trace.all_findings["kind"] == "cross_task_transfer").any(), trace.all_findings
+
+
+def test_compare_two_cluster_runs(mwms, trace_placement, tf):
+    """The same step with a hidden layer twice as wide, against the fixture's: every op is on
+    the same task and device (matched per task: each name is on both workers), the all-reduces'
+    transfers are the same four with the gradients' bytes of each model, and the summary says
+    what crossed between tasks in each run."""
+    trace, _, _ = mwms
+    wide = trace_placement(mwms_programs.custom_loop, 32, cluster="local:worker=2", mode="function")
+    diff = compare(trace, wide)
+    assert set(diff.ops["status"]) == {"same"}, diff.ops[diff.ops["status"] != "same"]
+    assert len(diff.ops) == len(trace.ops) == len(wide.ops)
+    assert set(diff.ops["device_a"]) == {WORKER0, WORKER1}
+    assert list(diff.devices["device"]) == [WORKER0, WORKER1]
+    assert list(diff.devices["ops_a"]) == list(diff.devices["ops_b"])
+    sizes = {
+        units: sum(
+            int(tf.size(v)) * tf.as_dtype(v.dtype).size
+            for v in mwms_programs.build_cnn_model(units).trainable_variables
+        )
+        for units in (16, 32)
+    }
+    gradients = diff.transfers[diff.transfers["tensor"] == "rm_sprop/concat:0"]
+    assert len(gradients) == 2 and set(gradients["status"]) == {"same"}
+    assert set(gradients["bytes_a"]) == {sizes[16]} and set(gradients["bytes_b"]) == {sizes[32]}
+    assert set(zip(gradients["src_device"], gradients["dst_device"], strict=True)) == {
+        (WORKER0, WORKER1),
+        (WORKER1, WORKER0),
+    }
+    a_sent, b_sent = (format_bytes(2 * (sizes[units] + 4)) for units in (16, 32))
+    assert f"No op moved. Sent between tasks: a {a_sent}, b {b_sent}." in diff.summary, diff.summary
