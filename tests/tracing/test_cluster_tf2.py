@@ -10,6 +10,7 @@ trace's rows of that task are on the devices that log names, op for op. The prog
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -293,3 +294,19 @@ def test_compare_two_cluster_runs(mwms, trace_placement, tf):
     }
     a_sent, b_sent = (format_bytes(2 * (sizes[units] + 4)) for units in (16, 32))
     assert f"No op moved. Sent between tasks: a {a_sent}, b {b_sent}." in diff.summary, diff.summary
+
+
+def test_a_task_waiting_in_its_all_reduce_is_not_busy(mwms):
+    """Task 0 reached the gradients' all-reduce long before task 1 (seen: 110 ms of a 120 ms
+    step in notebook 07's run): that wait is no work to move to the idle task, so no
+    idle_device finding (it said "move some of /job:worker/task:0/CPU:0's work there")."""
+    trace, _, _ = mwms
+    waited = copy.deepcopy(trace)
+    waited.__dict__.pop("_findings_cache", None)  # the findings of the changed events
+    events = waited.events
+    span = float((events["start_us"] + events["duration_us"]).max() - events["start_us"].min())
+    row = events.index[
+        (events["op"] == "rm_sprop/CollectiveReduceV2") & (events["device"] == WORKER0)
+    ][0]
+    events.loc[row, "duration_us"] = 10 * span
+    assert not (waited.all_findings["kind"] == "idle_device").any(), waited.all_findings
