@@ -79,3 +79,32 @@ def test_cluster_panel_groups_folds_and_filters_per_task(lab, jupyter_lab):
         timeout=15_000,
     )
     assert not [e for e in lab.console_errors if "tfplace" in e.lower()]
+
+
+TF2_CELLS = [
+    "%load_ext tfplace_widget",
+    # notebook 07's TF2 setup (notebooks/mwms_train.py, beside this notebook): each task imports it
+    """from mwms_train import setup
+
+show_placement(trace_placement(setup, cluster="local:worker=2", mode="function"))""",
+]
+
+
+def test_tf2_cluster_panel_groups_the_workers(lab, jupyter_lab):
+    """MultiWorkerMirroredStrategy on two workers: a chip group and lanes per worker, and the
+    header counts the all-reduces' transfers between them (two a worker)."""
+    name = write_notebook(jupyter_lab.root / "notebooks" / "cluster_tf2.ipynb", TF2_CELLS)
+    lab.open_notebook(str(name.relative_to(jupyter_lab.root)))
+    lab.run_all_cells(timeout_s=240)
+    assert not lab.errors()
+    panel = lab.page.locator(PANEL).first
+    panel.locator(".tfplace-table tbody tr").first.wait_for(timeout=30_000)
+    lab.page.wait_for_function(f"() => ({TICKS_JS})().length > 0", timeout=30_000)
+    tasks = panel.locator(".tfplace-task").all_inner_texts()
+    assert [t.split(" ·")[0] for t in tasks] == ["/job:worker/task:0", "/job:worker/task:1"]
+    assert int(panel.locator(".tfplace-cross-task").inner_text()) == 4
+    ticks = lab.page.evaluate(TICKS_JS)
+    assert {"/job:worker/task:0/CPU:0", "/job:worker/task:1/CPU:0"} <= set(ticks), ticks
+    panel.scroll_into_view_if_needed()
+    panel.screenshot(path=str(SCREENSHOTS / "cluster-tf2-panel.png"))
+    assert not [e for e in lab.console_errors if "tfplace" in e.lower()]

@@ -311,6 +311,13 @@ FACTS = {
         "/job:ps/task:1 -> /job:worker/task:0: 240 -> 11,040 bytes (+10,800)",
         "/job:worker/task:1 -> /job:worker/task:0: 22,244 -> 22,244 bytes (+0)",
         "all tasks, per step: 88,964 -> 88,964 bytes",  # the same bytes, on other links
+        # TF2: the same model under MultiWorkerMirroredStrategy on two workers (mwms_train.py)
+        "MultiWorkerMirroredStrategy replicates it (this is /job:worker/task:0's copy).",
+        # the gradients' all-reduce: the four variables' 22,240 bytes, from each worker
+        "Its input sgd_1/concat:0 is 22,240 bytes",
+        "/job:worker/task:0 -> /job:worker/task:1: 22,244 bytes in 2 copies",  # + the loss
+        "/job:worker/task:1 -> /job:worker/task:0: 22,244 bytes in 2 copies",
+        "all tasks, per step: 44,488 bytes",
     ],
     "09_memory.ipynb": [
         # TensorFlow's allocator records, read from graph mode's FULL_TRACE step_stats

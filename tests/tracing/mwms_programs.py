@@ -34,7 +34,7 @@ def dataset_fn(global_batch_size: int, input_context: Any) -> Any:
     return dataset.batch(batch_size)
 
 
-def build_cnn_model() -> Any:
+def build_cnn_model(units: int = 16) -> Any:
     """The tutorial's ``mnist.build_cnn_model``, with 8 filters and 16 units (not 32, 128)."""
     regularizer = tf.keras.regularizers.L2(1e-5)
     return tf.keras.Sequential(
@@ -43,16 +43,17 @@ def build_cnn_model() -> Any:
             tf.keras.layers.Reshape(target_shape=(28, 28, 1)),
             tf.keras.layers.Conv2D(8, 3, activation="relu", kernel_regularizer=regularizer),
             tf.keras.layers.Flatten(),
-            tf.keras.layers.Dense(16, activation="relu", kernel_regularizer=regularizer),
+            tf.keras.layers.Dense(units, activation="relu", kernel_regularizer=regularizer),
             tf.keras.layers.Dense(10, kernel_regularizer=regularizer),
         ]
     )
 
 
-def custom_loop() -> Any:
+def custom_loop(units: int = 16) -> Any:
     """The tutorial's ``main.py`` up to its training loop: the strategy, the distributed
     dataset, the model, optimizer and metric in ``strategy.scope()``, ``train_step``; one call
-    of it (the user's own, which TensorFlow's placement log records), then the step to trace."""
+    of it (the user's own, which TensorFlow's placement log records), then the step to trace.
+    ``units``: the hidden layer's width."""
     import json
     import os
 
@@ -63,7 +64,7 @@ def custom_loop() -> Any:
         multi_worker_dataset = strategy.distribute_datasets_from_function(
             lambda input_context: dataset_fn(global_batch_size, input_context)
         )
-        multi_worker_model = build_cnn_model()
+        multi_worker_model = build_cnn_model(units)
         optimizer = tf.keras.optimizers.RMSprop(learning_rate=0.001)
         train_accuracy = tf.keras.metrics.SparseCategoricalAccuracy(name="train_accuracy")
 

@@ -10,6 +10,7 @@ trace's rows of that task are on the devices that log names, op for op. The prog
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -21,6 +22,8 @@ import psutil
 import pytest
 from test_cluster import WORKER0, WORKER1, record
 
+from tfplace_widget import compare
+from tfplace_widget._analyses.summary import format_bytes
 from tfplace_widget._model.errors import ClusterError, TraceError
 from tfplace_widget._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from tfplace_widget._tracing import cluster_tf2, local_cluster
@@ -229,3 +232,81 @@ def test_the_tasks_times_are_on_one_clock(mwms):
     assert compared >= 1, events
     assert trace.events["start_us"].min() == 0
     assert any("on one clock" in note for note in trace.notes)
+
+
+def test_each_all_reduce_sends_its_tensor_to_the_other_task(mwms, tf):
+    """The all-reduces are the step's traffic between tasks: per task and CollectiveReduceV2,
+    a cross-task transfer of its input tensor to the other worker, of the size TensorFlow's
+    graph gives it. The gradients' all-reduce carries every trainable variable's gradient
+    (one concatenated tensor: the model's variables' sizes, float32), the loss's one float."""
+    trace, _, _ = mwms
+    gradients = sum(
+        int(tf.size(v)) * tf.as_dtype(v.dtype).size
+        for v in mwms_programs.build_cnn_model().trainable_variables
+    )
+    assert gradients == 4 * (3 * 3 * 8 + 8 + 26 * 26 * 8 * 16 + 16 + 16 * 10 + 10)
+    crossing = trace.transfers[trace.transfers["cross_task"]]
+    sent = {
+        (tensor, src, dst): size
+        for tensor, src, dst, size in crossing[
+            ["tensor", "src_device", "dst_device", "bytes"]
+        ].itertuples(index=False)
+    }
+    assert sent == {
+        ("rm_sprop/concat:0", WORKER0, WORKER1): gradients,
+        ("rm_sprop/concat:0", WORKER1, WORKER0): gradients,
+        ("concat/concat:0", WORKER0, WORKER1): 4,
+        ("concat/concat:0", WORKER1, WORKER0): 4,
+    }, crossing
+    reduces = trace.ops[trace.ops["op"] == "rm_sprop/CollectiveReduceV2"]
+    for reason in reduces["reason"]:
+        assert f"Its input rm_sprop/concat:0 is {gradients:,} bytes" in reason, reason
+    # the strategy's own traffic: no finding tells to keep both ends on one task
+    assert not (trace.all_findings["kind"] == "cross_task_transfer").any(), trace.all_findings
+
+
+def test_compare_two_cluster_runs(mwms, trace_placement, tf):
+    """The same step with a hidden layer twice as wide, against the fixture's: every op is on
+    the same task and device (matched per task: each name is on both workers), the all-reduces'
+    transfers are the same four with the gradients' bytes of each model, and the summary says
+    what crossed between tasks in each run."""
+    trace, _, _ = mwms
+    wide = trace_placement(mwms_programs.custom_loop, 32, cluster="local:worker=2", mode="function")
+    diff = compare(trace, wide)
+    assert set(diff.ops["status"]) == {"same"}, diff.ops[diff.ops["status"] != "same"]
+    assert len(diff.ops) == len(trace.ops) == len(wide.ops)
+    assert set(diff.ops["device_a"]) == {WORKER0, WORKER1}
+    assert list(diff.devices["device"]) == [WORKER0, WORKER1]
+    assert list(diff.devices["ops_a"]) == list(diff.devices["ops_b"])
+    sizes = {
+        units: sum(
+            int(tf.size(v)) * tf.as_dtype(v.dtype).size
+            for v in mwms_programs.build_cnn_model(units).trainable_variables
+        )
+        for units in (16, 32)
+    }
+    gradients = diff.transfers[diff.transfers["tensor"] == "rm_sprop/concat:0"]
+    assert len(gradients) == 2 and set(gradients["status"]) == {"same"}
+    assert set(gradients["bytes_a"]) == {sizes[16]} and set(gradients["bytes_b"]) == {sizes[32]}
+    assert set(zip(gradients["src_device"], gradients["dst_device"], strict=True)) == {
+        (WORKER0, WORKER1),
+        (WORKER1, WORKER0),
+    }
+    a_sent, b_sent = (format_bytes(2 * (sizes[units] + 4)) for units in (16, 32))
+    assert f"No op moved. Sent between tasks: a {a_sent}, b {b_sent}." in diff.summary, diff.summary
+
+
+def test_a_task_waiting_in_its_all_reduce_is_not_busy(mwms):
+    """Task 0 reached the gradients' all-reduce long before task 1 (seen: 110 ms of a 120 ms
+    step in notebook 07's run): that wait is no work to move to the idle task, so no
+    idle_device finding (it said "move some of /job:worker/task:0/CPU:0's work there")."""
+    trace, _, _ = mwms
+    waited = copy.deepcopy(trace)
+    waited.__dict__.pop("_findings_cache", None)  # the findings of the changed events
+    events = waited.events
+    span = float((events["start_us"] + events["duration_us"]).max() - events["start_us"].min())
+    row = events.index[
+        (events["op"] == "rm_sprop/CollectiveReduceV2") & (events["device"] == WORKER0)
+    ][0]
+    events.loc[row, "duration_us"] = 10 * span
+    assert not (waited.all_findings["kind"] == "idle_device").any(), waited.all_findings

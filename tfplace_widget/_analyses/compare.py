@@ -210,6 +210,14 @@ def step_time_us(trace: PlacementTrace) -> float | None:
     return float(ends.max() - events["start_us"].min())
 
 
+def _between_tasks(trace: PlacementTrace) -> pd.DataFrame:
+    """The transfers between tasks of a cluster (``cross_task``), over the network."""
+    transfers = trace.transfers
+    if "cross_task" not in transfers:
+        return transfers.iloc[:0]
+    return transfers[transfers["cross_task"].fillna(False).astype(bool)]
+
+
 def _summary(
     a: PlacementTrace, b: PlacementTrace, ops: pd.DataFrame, transfers: pd.DataFrame
 ) -> str:
@@ -254,6 +262,12 @@ def _summary(
                 f"{len(rows)} transfer{'s' * (len(rows) != 1)} {word} "
                 f"({transfer_bytes_text(rows[[column]].set_axis(['bytes'], axis=1))})."
             )
+    crossing_a, crossing_b = (_between_tasks(t) for t in (a, b))
+    if len(crossing_a) or len(crossing_b):
+        parts.append(
+            f"Sent between tasks: a {transfer_bytes_text(crossing_a) if len(crossing_a) else 'nothing'}"
+            f", b {transfer_bytes_text(crossing_b) if len(crossing_b) else 'nothing'}."
+        )
     step_a, step_b = step_time_us(a), step_time_us(b)
     if step_a is not None and step_b is not None:
         change = f" ({(step_b - step_a) / step_a:+.0%})" if step_a else ""

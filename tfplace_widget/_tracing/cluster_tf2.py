@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._model.columns import TRANSFERS_COLUMNS
 from .._model.errors import ClusterError, TraceError
 from .._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from .local_cluster import TaskRun, run_tf2_on_local_cluster
@@ -191,7 +192,10 @@ def merged(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Place
     result = PlacementTrace(
         ops=pd.concat(ops_frames, ignore_index=True),
         events=pd.concat([t.events for t in traces], ignore_index=True),
-        transfers=pd.concat([t.transfers for t in traces], ignore_index=True),
+        transfers=pd.concat(
+            [*(t.transfers for t in traces), _collective_transfers(runs, traces, groups)],
+            ignore_index=True,
+        ),
         devices=devices,
         inputs=inputs,
         log=f"tfplace: {reason}\n{log}",
@@ -244,6 +248,32 @@ def _participants(runs: list[TaskRun]) -> dict[tuple[str, int], list[str]]:
     return found
 
 
+def _collective_transfers(
+    runs: list[TaskRun], traces: list[PlacementTrace], groups: dict[tuple[str, int], list[str]]
+) -> pd.DataFrame:
+    """A transfer per collective op and task that ran it: its input tensor, of the size the
+    task contributes to the all-reduce, from the task's device to the next task of its group
+    (the other task, with two; the ring's next one, with more), ``cross_task=True``. What
+    crosses the network is that tensor's size per task, give or take TensorFlow's algorithm
+    (a ring all-reduce sends 2(N-1)/N of it each way)."""
+    devices = {
+        f"/job:{run.job}/task:{run.task}": dict(zip(t.ops["op"], t.ops["device"], strict=True))
+        for run, t in zip(runs, traces, strict=True)
+    }
+    rows = []
+    for run in runs:
+        task = f"/job:{run.job}/task:{run.task}"
+        for op, group in run.header.get("collectives", {}).items():
+            members = groups.get((op, group.get("group_key", -1)), [])
+            if "bytes" not in group or len(members) < 2 or task not in members:
+                continue
+            peer = members[(members.index(task) + 1) % len(members)]
+            src, dst = devices[task].get(op), devices.get(peer, {}).get(op)
+            if src and dst:
+                rows.append((group.get("input", f"{op}:0"), src, dst, group["bytes"], True))
+    return pd.DataFrame(rows, columns=TRANSFERS_COLUMNS).astype({"bytes": "Int64"})
+
+
 def _reason(
     op: str, why: str, strategy: str, run: TaskRun, groups: dict[tuple[str, int], list[str]]
 ) -> str:
@@ -266,4 +296,10 @@ def _reason(
         f"{said} A collective {group.get('type', 'op')} ({how or 'no merge op'}) of group_key "
         f"{group.get('group_key')}, group_size {size}: it exchanges its tensor with the same "
         f"op on {', '.join(members)} ({len(members)} tasks{missing})."
+        + (
+            f" Its input {group.get('input')} is {group['bytes']:,} bytes: what this task "
+            "sends (trace.transfers, cross_task)."
+            if "bytes" in group and len(members) > 1
+            else ""
+        )
     )

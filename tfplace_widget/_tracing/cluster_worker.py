@@ -37,6 +37,7 @@ def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any
         reason = f"the step {setup.__name__}() returned, traced as TF2 code on this task."
         trace = as_tf2(step, step_args, step_kwargs, options, "", reason)
         collectives = collective_groups(trace)
+        add_input_sizes(collectives, step, step_args, step_kwargs)
         trace.__dict__.pop("_findings_cache", None)
         data = pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException as exc:  # noqa: BLE001 (any failure is the answer)
@@ -114,6 +115,30 @@ def collective_groups(trace: Any) -> dict[str, dict[str, Any]]:
                         row[attr] = node.attr[attr].s.decode()
                 groups[node.name] = row
     return groups
+
+
+def add_input_sizes(
+    collectives: dict[str, dict[str, Any]], step: Any, args: tuple, kwargs: dict
+) -> None:
+    """Add each collective's input tensor (``"input"``) and its size (``"bytes"``: what the
+    op's output holds, the static shape of the traced function's graph times its dtype's
+    size) where the step is a ``tf.function`` whose graph has the op with a known shape."""
+    if not collectives or not hasattr(step, "get_concrete_function"):
+        return
+    try:
+        graph = step.get_concrete_function(*args, **kwargs).graph
+    except Exception:  # noqa: BLE001 (no graph, no sizes: the trace stands without them)
+        return
+    for name, row in collectives.items():
+        try:
+            op = graph.get_operation_by_name(name)
+        except KeyError:
+            continue
+        tensor = op.inputs[0]
+        row["input"] = tensor.name
+        count = tensor.shape.num_elements()
+        if count is not None:
+            row["bytes"] = int(count * tensor.dtype.size)
 
 
 def _input_names(node: Any) -> dict[str, str]:

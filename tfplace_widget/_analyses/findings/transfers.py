@@ -93,7 +93,7 @@ def find_cross_task_transfers(
     for (tensor, src, dst, size), network in zip(
         columns.itertuples(index=False), crossing, strict=True
     ):
-        if network:
+        if network and not _feeds_collective(context, tensor):
             row = (tensor, src, dst, None if pd.isna(size) else int(size))
             pairs.setdefault((task_of(src) or src, task_of(dst) or dst), []).append(row)
     received = _receive_time(context)
@@ -112,6 +112,16 @@ def find_cross_task_transfers(
             )
         )
     return findings
+
+
+def _feeds_collective(context: Context, tensor: str) -> bool:
+    """Whether ``tensor`` is the input of a collective op (an all-reduce's): its traffic is
+    the strategy's data parallelism, which no placement of the user's avoids."""
+    producer = tensor.rsplit(":", 1)[0]
+    return any(
+        context.type_of.get(consumer, "").startswith("Collective")
+        for consumer in context.consumers.get(producer, [])
+    )
 
 
 def _relayed_updates(
