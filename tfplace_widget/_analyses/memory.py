@@ -48,7 +48,7 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
     allocator_codes, allocators = pd.factorize(
         memory["allocator"].to_numpy(dtype=object), sort=True
     )
-    op_codes, op_names = pd.factorize(memory["op"].to_numpy(dtype=object))
+    ops_all = memory["op"].to_numpy(dtype=object)
     live_all = memory["live_bytes"].to_numpy(dtype=np.int64)
     delta_all = memory["bytes"].to_numpy(dtype=np.int64)
     time_all = memory["time_us"].to_numpy(dtype=np.int64)
@@ -62,22 +62,21 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
         at = int(np.argmax(live))
         empty_before = np.flatnonzero(live[: at + 1] == delta[: at + 1])
         start = int(empty_before[-1]) if len(empty_before) else 0
-        codes, held = op_codes[group[start : at + 1]], delta[start : at + 1]
+        # The ops of the records up to the peak, numbered in order of appearance.
+        codes, names = pd.factorize(ops_all[group[start : at + 1]])
         named = codes >= 0
-        ops, first, inverse = np.unique(codes[named], return_index=True, return_inverse=True)
-        sums = np.zeros(len(ops), dtype=np.int64)
-        np.add.at(sums, inverse, held[named])
-        positive = sums > 0
-        ops, first, sums = ops[positive], first[positive], sums[positive]
-        ranked = np.lexsort((first, -sums))  # most bytes first, ties in order of appearance
+        sums = np.zeros(len(names), dtype=np.int64)
+        np.add.at(sums, codes[named], delta[start : at + 1][named])
+        held = np.flatnonzero(sums > 0)
+        held = held[np.lexsort((held, -sums[held]))]  # most bytes first, ties as they came
         rows.append(
             {
                 "device": devices[device_codes[group[0]]],
                 "allocator": allocators[allocator_codes[group[0]]],
                 "peak_bytes": int(live[at]),
                 "peak_time_us": int(time_all[group[at]]),
-                "ops": [str(op) for op in op_names[ops[ranked]]],
-                "ops_bytes": [int(b) for b in sums[ranked]],
+                "ops": [str(op) for op in names[held]],
+                "ops_bytes": [int(b) for b in sums[held]],
             }
         )
     peaks = pd.DataFrame(rows, columns=PEAK_COLUMNS)
