@@ -6,6 +6,8 @@ Pure numpy (pandas only to factorize and to return the frame), read from ``trace
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,24 +42,61 @@ def memory_peaks(trace: Any) -> pd.DataFrame:
     return peaks
 
 
-def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
-    """:func:`memory_peaks` of one ``trace.memory`` frame, by codes: no group of rows made."""
-    if not len(memory):
-        return pd.DataFrame({c: pd.Series([], dtype=object) for c in PEAK_COLUMNS})
+@dataclass(frozen=True)
+class MemorySeries:
+    """``trace.memory``'s records per device and allocator: ``rows`` the row positions of
+    each (in the frame's order), ``devices`` and ``allocators`` their names, sorted by device
+    then allocator (records naming no device or allocator are in none)."""
+
+    devices: list[str]
+    allocators: list[str]
+    rows: list[np.ndarray]
+
+
+_SERIES: dict[int, tuple[weakref.ref, MemorySeries]] = {}
+
+
+def memory_series(memory: pd.DataFrame) -> MemorySeries:
+    """The records of ``memory`` (``trace.memory``) per device and allocator, found once per
+    frame while it lives (the peaks and the timeline's memory lane both read them): treat the
+    frame as read-only once asked."""
+    key = id(memory)
+    kept = _SERIES.get(key)
+    if kept is not None and kept[0]() is memory:
+        return kept[1]
     device_codes, devices = pd.factorize(memory["device"].to_numpy(dtype=object), sort=True)
     allocator_codes, allocators = pd.factorize(
         memory["allocator"].to_numpy(dtype=object), sort=True
     )
+    pair = device_codes.astype(np.int64) * len(allocators) + allocator_codes
+    order = np.argsort(pair, kind="stable")  # each (device, allocator)'s rows, in their order
+    groups = [
+        group
+        for group in np.split(order, np.flatnonzero(np.diff(pair[order])) + 1)
+        if len(group) and device_codes[group[0]] >= 0 and allocator_codes[group[0]] >= 0
+    ]
+    series = MemorySeries(
+        devices=[devices[device_codes[g[0]]] for g in groups],
+        allocators=[allocators[allocator_codes[g[0]]] for g in groups],
+        rows=groups,
+    )
+    _SERIES[key] = (weakref.ref(memory, lambda _, key=key: _SERIES.pop(key, None)), series)
+    return series
+
+
+def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
+    """:func:`memory_peaks` of one ``trace.memory`` frame, by codes: no group of rows made."""
+    if not len(memory):
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in PEAK_COLUMNS})
     ops_all = memory["op"].to_numpy(dtype=object)
     live_all = memory["live_bytes"].to_numpy(dtype=np.int64)
     delta_all = memory["bytes"].to_numpy(dtype=np.int64)
     time_all = memory["time_us"].to_numpy(dtype=np.int64)
-    pair = device_codes.astype(np.int64) * len(allocators) + allocator_codes
-    order = np.argsort(pair, kind="stable")  # each (device, allocator)'s rows, in their order
+    series = memory_series(memory)
     rows: list[dict[str, Any]] = []
-    for group in np.split(order, np.flatnonzero(np.diff(pair[order])) + 1):
-        if device_codes[group[0]] < 0 or allocator_codes[group[0]] < 0:
-            continue  # no device or allocator named: no group (as pandas' groupby drops it)
+    for device, allocator, group in zip(
+        series.devices, series.allocators, series.rows, strict=True
+    ):
         live, delta = live_all[group], delta_all[group]
         at = int(np.argmax(live))
         empty_before = np.flatnonzero(live[: at + 1] == delta[: at + 1])
@@ -71,8 +110,8 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
         held = held[np.lexsort((held, -sums[held]))]  # most bytes first, ties as they came
         rows.append(
             {
-                "device": devices[device_codes[group[0]]],
-                "allocator": allocators[allocator_codes[group[0]]],
+                "device": device,
+                "allocator": allocator,
                 "peak_bytes": int(live[at]),
                 "peak_time_us": int(time_all[group[at]]),
                 "ops": [str(op) for op in names[held]],
