@@ -89,6 +89,7 @@ def kernel_times(cases: dict[str, Any], repeats: int) -> dict[str, dict[str, lis
                 flush=True,
             )
             panel.close()
+            _SERIES.pop(id(trace.memory), None)
             start = time.perf_counter()
             TimelineFigure(
                 trace.events, trace.devices, trace.transfers, trace.inputs, memory=trace.memory
