@@ -1,11 +1,13 @@
 """Each device's memory peak in a traced step, and who holds the bytes at it.
 
-Pure pandas/numpy, read from ``trace.memory`` (TensorFlow's allocator records, see
+Pure numpy (pandas only to factorize and to return the frame), read from ``trace.memory`` (TensorFlow's allocator records, see
 ``_sources.memory``).
 """
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,32 +27,95 @@ def memory_peaks(trace: Any) -> pd.DataFrame:
     the allocation, so an op's own running sum is what it holds; as every op's is at least 0,
     where a device's live bytes are 0 every op's are, and the sum starts there. Memory held from
     before the step (variables, feeds) is in no record, hence not in the peak. Sorted by
-    device, then peak (largest first); no row when the trace has no allocator records.
+    device, then allocator; no row when the trace has no allocator records. Found once per
+    ``trace.memory`` frame and kept on the trace (the panel, its list, the findings and the
+    text report all read it): treat the frame returned as read-only.
     """
     memory = trace.memory
-    rows: list[dict[str, Any]] = []
+    cache = getattr(trace, "__dict__", None)
+    cached = cache.get("_memory_peaks_cache") if cache is not None else None
+    if cached is not None and cached[0] is memory:
+        return cached[1]
+    peaks = _memory_peaks(memory)
+    if cache is not None:
+        cache["_memory_peaks_cache"] = (memory, peaks)
+    return peaks
+
+
+@dataclass(frozen=True)
+class MemorySeries:
+    """``trace.memory``'s records per device and allocator: ``rows`` the row positions of
+    each (in the frame's order), ``devices`` and ``allocators`` their names, sorted by device
+    then allocator (records naming no device or allocator are in none)."""
+
+    devices: list[str]
+    allocators: list[str]
+    rows: list[np.ndarray]
+
+
+_SERIES: dict[int, tuple[weakref.ref, MemorySeries]] = {}
+
+
+def memory_series(memory: pd.DataFrame) -> MemorySeries:
+    """The records of ``memory`` (``trace.memory``) per device and allocator, found once per
+    frame while it lives (the peaks and the timeline's memory lane both read them): treat the
+    frame as read-only once asked."""
+    key = id(memory)
+    kept = _SERIES.get(key)
+    if kept is not None and kept[0]() is memory:
+        return kept[1]
+    device_codes, devices = pd.factorize(memory["device"].to_numpy(dtype=object), sort=True)
+    allocator_codes, allocators = pd.factorize(
+        memory["allocator"].to_numpy(dtype=object), sort=True
+    )
+    pair = device_codes.astype(np.int64) * len(allocators) + allocator_codes
+    order = np.argsort(pair, kind="stable")  # each (device, allocator)'s rows, in their order
+    groups = [
+        group
+        for group in np.split(order, np.flatnonzero(np.diff(pair[order])) + 1)
+        if len(group) and device_codes[group[0]] >= 0 and allocator_codes[group[0]] >= 0
+    ]
+    series = MemorySeries(
+        devices=[devices[device_codes[g[0]]] for g in groups],
+        allocators=[allocators[allocator_codes[g[0]]] for g in groups],
+        rows=groups,
+    )
+    _SERIES[key] = (weakref.ref(memory, lambda _, key=key: _SERIES.pop(key, None)), series)
+    return series
+
+
+def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
+    """:func:`memory_peaks` of one ``trace.memory`` frame, by codes: no group of rows made."""
     if not len(memory):
         return pd.DataFrame({c: pd.Series([], dtype=object) for c in PEAK_COLUMNS})
-    for (device, allocator), group in memory.groupby(["device", "allocator"], sort=True):
-        live = group["live_bytes"].to_numpy()
-        delta = group["bytes"].to_numpy()
+    ops_all = memory["op"].to_numpy(dtype=object)
+    live_all = memory["live_bytes"].to_numpy(dtype=np.int64)
+    delta_all = memory["bytes"].to_numpy(dtype=np.int64)
+    time_all = memory["time_us"].to_numpy(dtype=np.int64)
+    series = memory_series(memory)
+    rows: list[dict[str, Any]] = []
+    for device, allocator, group in zip(
+        series.devices, series.allocators, series.rows, strict=True
+    ):
+        live, delta = live_all[group], delta_all[group]
         at = int(np.argmax(live))
-        empty_before = np.flatnonzero(live[: at + 1] - delta[: at + 1] == 0)
+        empty_before = np.flatnonzero(live[: at + 1] == delta[: at + 1])
         start = int(empty_before[-1]) if len(empty_before) else 0
-        held = (
-            pd.Series(delta[start : at + 1])
-            .groupby(group["op"].to_numpy()[start : at + 1], sort=False)
-            .sum()
-        )
-        held = held[held > 0].sort_values(ascending=False, kind="stable")
+        # The ops of the records up to the peak, numbered in order of appearance.
+        codes, names = pd.factorize(ops_all[group[start : at + 1]])
+        named = codes >= 0
+        sums = np.zeros(len(names), dtype=np.int64)
+        np.add.at(sums, codes[named], delta[start : at + 1][named])
+        held = np.flatnonzero(sums > 0)
+        held = held[np.lexsort((held, -sums[held]))]  # most bytes first, ties as they came
         rows.append(
             {
                 "device": device,
                 "allocator": allocator,
                 "peak_bytes": int(live[at]),
-                "peak_time_us": int(group["time_us"].iloc[at]),
-                "ops": [str(op) for op in held.index],
-                "ops_bytes": [int(b) for b in held.to_numpy()],
+                "peak_time_us": int(time_all[group[at]]),
+                "ops": [str(op) for op in names[held]],
+                "ops_bytes": [int(b) for b in sums[held]],
             }
         )
     peaks = pd.DataFrame(rows, columns=PEAK_COLUMNS)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._analyses.memory import memory_peaks
+from .._analyses.memory import memory_peaks, memory_series
 from .._analyses.summary import format_bytes, format_us
 from .._model.devices import short_device
 from .colors import device_color
@@ -77,21 +77,15 @@ def memory_curves(
     ``devices`` order; none without records."""
     if memory is None or not len(memory):
         return []
-    # One pass over the columns: each (device, allocator)'s rows in their order, by codes.
-    device_codes, device_names = pd.factorize(memory["device"].to_numpy(dtype=object))
-    allocator_codes, allocator_names = pd.factorize(memory["allocator"].to_numpy(dtype=object))
-    pair = device_codes.astype(np.int64) * len(allocator_names) + allocator_codes
-    order = np.argsort(pair, kind="stable")
-    bounds = np.flatnonzero(np.diff(pair[order])) + 1
     live_all = memory["live_bytes"].to_numpy(dtype=np.float64)
     time_all = memory["time_us"].to_numpy(dtype=np.float64)
     ops_all = memory["op"].to_numpy(dtype=object)
     delta_all = memory["bytes"].to_numpy(dtype=np.int64)
     place = {device: i for i, device in enumerate(devices)}
     curves = []
-    for rows in np.split(order, bounds):
-        device = str(device_names[device_codes[rows[0]]])
-        allocator = str(allocator_names[allocator_codes[rows[0]]])
+    series = memory_series(memory)  # each (device, allocator)'s rows, found once per frame
+    for device, allocator, rows in zip(series.devices, series.allocators, series.rows, strict=True):
+        device, allocator = str(device), str(allocator)
         live, time = live_all[rows], time_all[rows]
         at = int(np.argmax(live))
         kept = rows[thin(live, max_points)]
