@@ -100,8 +100,11 @@ def test_the_frame_has_its_columns_and_is_sorted_by_severity(classic_findings):
         assert row.message.endswith(".") and "\n" not in row.message
 
 
-def test_int32_matmul_is_a_cpu_fallback_with_the_cast_as_its_fix(classic, classic_findings):
+def test_int32_matmul_is_a_cpu_fallback_with_the_cast_as_its_fix(classic):
     assert classic.ops.set_index("op").loc["int_matmul", "gpu_kernel"] == "dtype"
+    # all_findings: the int32 MatMul takes about 0.4% of this toy step, on either side of the
+    # 1% materiality line as the machine's load stretches the other ops (CI, oneDNN off)
+    classic_findings = classic.all_findings
     found = _one(classic_findings, "cpu_fallback", "int_matmul")
     assert found["severity"] == "high"  # between two ops that run on the GPU
     assert found["message"].startswith("Cast to float32 before the MatMul (int_matmul)")
@@ -154,11 +157,12 @@ def test_int32_arithmetic_computes_in_host_memory_on_the_gpu(tf, trace_placement
     assert not len(_with(findings, "cpu_fallback", "int_add"))
 
 
-def test_a_predicted_gpu_trace_finds_the_same_fallbacks(classic, classic_findings):
+def test_a_predicted_gpu_trace_finds_the_same_fallbacks(classic):
     from tfplace_widget import predict_placement
 
     predicted = predict_placement(classic, gpus=1)
-    findings = predicted.findings
+    findings = predicted.all_findings  # every finding: which are material is the step's timing
+    classic_findings = classic.all_findings
     for kind, op in [
         ("cpu_fallback", "int_matmul"),
         ("cpu_fallback", "label"),
