@@ -100,6 +100,15 @@ def stand_in(tf: Any, trace_placement: Any, build: Any, predicted: Any) -> Any:
     return trace_placement(build, device_count=TWO_CPUS, overrides=overrides, config=one_at_a_time)
 
 
+def made_of_tensors(difference: int, sizes: list[int], most: int = 3) -> bool:
+    """Whether ``difference`` is, within 1%, the bytes of up to ``most`` of the tensors
+    ``sizes``: two runs of a step free ready ops' outputs in different orders, so their peaks
+    can differ by the tensors live at one and not at the other (CI saw two: 802,816 + 524,288
+    bytes of a 2,932,736-byte peak)."""
+    sums = {sum(c) for n in range(1, most + 1) for c in combinations(sizes, n)}
+    return any(abs(difference - b) <= 0.01 * b for b in sums)
+
+
 def step_only(predicted: Any) -> pd.DataFrame:
     """The prediction's peaks without the variables and the copies' buffers."""
     memory = predicted.memory
@@ -123,7 +132,7 @@ def program(request, tf, trace_placement):
 def test_predicted_gpu_peak_is_the_stand_in_runs_peak(program):
     """The step's part of the predicted GPU:0 peak is the stand-in CPU:1 run's own allocator
     peak within 10%, or the difference is tensors live at one run's peak and not at the
-    other's (CI saw two: 802,816 + 524,288 bytes of a 2,932,736-byte peak): the traced run (two inter-op threads) ran two ready ops side by side, and which
+    other's (``made_of_tensors``): the traced run (two inter-op threads) ran two ready ops side by side, and which
     one's output is freed before the other allocates is the schedule's, not the placement's.
     The full predicted peak adds the variables and the copies onto the GPU, each a tensor
     TensorFlow reported (output_bytes), BFC-rounded."""
@@ -137,8 +146,7 @@ def test_predicted_gpu_peak_is_the_stand_in_runs_peak(program):
         theirs = dict(zip(truth["ops"], truth["ops_bytes"], strict=True))
         ours = dict(zip(mine["ops"], mine["ops_bytes"], strict=True))
         apart = [b for op, b in {**theirs, **ours}.items() if op in theirs.keys() ^ ours.keys()]
-        sums = {sum(c) for n in range(1, len(apart) + 1) for c in combinations(apart, n)}
-        assert any(abs(difference - b) <= 0.01 * b for b in sums), (mine, truth)
+        assert made_of_tensors(difference, apart), (mine, truth)
     else:
         assert set(mine["ops"][:1]) <= set(truth["ops"])
     full = predicted.memory_peaks().set_index("device").loc[GPU0]
@@ -275,7 +283,7 @@ def test_no_memory_finding_on_a_balanced_step(program):
 
 def test_several_steps_and_no_records(tf, trace_placement, program):
     """Two traced steps are predicted from the first (the ops' times are their first run's),
-    as one traced step is: the same peak within 10% or one tensor (the order); a trace
+    as one traced step is: the same peak within 10% or a few tensors (the order); a trace
     without allocator records (as a TF2 profile is) is predicted from the ops' output_bytes: at least the largest GPU output live, at most every output at once."""
     traced, predicted, _ = program
     one = predicted.memory_peaks().set_index("device")["peak_bytes"]
@@ -285,12 +293,12 @@ def test_several_steps_and_no_records(tf, trace_placement, program):
     assert (twice.memory["live_bytes"] >= 0).all()  # a step's frees follow its allocations
     peaks = twice.memory_peaks().set_index("device")
     difference = abs(int(peaks.loc[GPU0, "peak_bytes"]) - int(one[GPU0]))
-    if difference > 0.1 * one[GPU0]:  # two runs, two orders of ready ops: one tensor apart
+    if difference > 0.1 * one[GPU0]:  # two runs, two orders of ready ops: tensors apart
         held = (
             peaks.loc[GPU0, "ops_bytes"]
             + predicted.memory_peaks().set_index("device").loc[GPU0, "ops_bytes"]
         )
-        assert any(abs(difference - b) <= 0.01 * b for b in held)
+        assert made_of_tensors(difference, held), (difference, held)
     bare = copy.copy(traced)
     bare.memory = traced.memory.iloc[:0]
     sized = predict_placement(bare, gpus=1)
