@@ -109,6 +109,22 @@ def fails_on_worker_1() -> Any:
     return tf.function(lambda: strategy.run(v.assign_add, args=(1.0,)))
 
 
+def aborts_on_worker_1() -> Any:
+    """A setup whose process aborts on /job:worker/task:1 (as native code that crashes does),
+    after writing why to its standard error."""
+    import json
+    import os
+    import sys
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 1:
+        print("fatal: this worker's native reader crashed", file=sys.stderr, flush=True)
+        os.abort()
+    with strategy.scope():
+        v = tf.Variable(1.0)
+    return tf.function(lambda: strategy.run(v.assign_add, args=(1.0,)))
+
+
 def no_strategy() -> Any:
     return tf.function(lambda: tf.constant(1.0) * 2.0)
 

@@ -27,7 +27,7 @@ import pandas as pd
 from .._model.columns import TRANSFERS_COLUMNS
 from .._model.errors import ClusterError, TraceError
 from .._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
-from .local_cluster import TaskRun, run_tf2_on_local_cluster
+from .local_cluster import TaskRun, is_tensorflow_log_line, run_tf2_on_local_cluster
 
 # The strategy's class -> its public name (tf.distribute.MultiWorkerMirroredStrategy is the
 # class CollectiveAllReduceStrategy).
@@ -132,18 +132,55 @@ def trace_on_local_cluster(
         "device_count": dict(device_count or {}),
         "options": options,
     }
-    try:
-        runs, note = run_tf2_on_local_cluster(plan, worker, [blob])
-    except TraceError as exc:
-        logs = getattr(exc, "logs", {})
-        exc.log = "".join(  # type: ignore[attr-defined]
-            f"tfplace: {task} printed:\n{text}" for task, text in logs.items()
-        )
-        raise
+    retried: list[str] = []
+    while True:
+        try:
+            runs, note = run_tf2_on_local_cluster(plan, worker, [blob])
+            break
+        except TraceError as exc:
+            crash = _profiler_crash(exc)
+            if crash and len(retried) < PROFILER_CRASH_RETRIES:
+                retried.append(crash)
+                continue
+            logs = getattr(exc, "logs", {})
+            exc.log = "".join(  # type: ignore[attr-defined]
+                f"tfplace: {task} printed:\n{text}" for task, text in logs.items()
+            )
+            raise
+    warnings = [f"{crash} The cluster ran again." for crash in retried]
     if note:
-        print(note.split("\n", 1)[0].replace("tfplace: ", "tfplace: warning: ", 1), file=sys.stderr)
+        warnings.append(note.split("\n", 1)[0])
+    for line in warnings:
+        print(line.replace("tfplace: ", "tfplace: warning: ", 1), file=sys.stderr)
+    note = "".join(f"{crash} The cluster ran again.\n" for crash in retried) + note
     name = getattr(setup, "__name__", str(setup))
     return merged(runs, name, reason, note)
+
+
+# TensorFlow's profiler can abort a task's process while it collects the events of a step
+# whose collectives ran over gRPC: the stack ends in TraceMeRecorder::Consume's
+# SplitEventTracker::FindStartAndMerge, with "free(): invalid pointer" (7 traces of 40 of the
+# two-worker test program, TF 2.21). Running the cluster again is all a user could do, so the
+# tracer does it, and says so.
+PROFILER_CRASH_RETRIES = 3
+_PROFILER_COLLECTING = "Profiler session collecting data."
+
+
+def _profiler_crash(exc: TraceError) -> str:
+    """What to tell of a task that ended on a signal while TensorFlow's profiler collected its
+    events (the last line TensorFlow logged before the C library's message); ``""`` for any
+    other failure."""
+    task, exit_code = getattr(exc, "failed_task", ("", 0))
+    if exit_code >= 0:
+        return ""
+    lines = [line for line in getattr(exc, "logs", {}).get(task, "").splitlines() if line]
+    logged = [line for line in lines if is_tensorflow_log_line(line)]
+    if not logged or not logged[-1].endswith(_PROFILER_COLLECTING):
+        return ""
+    said = lines[-1].strip() if lines[-1] is not logged[-1] else ""
+    return f"tfplace: {task} ended on a signal while TensorFlow's profiler collected its events" + (
+        f" ({said!r}: a TensorFlow bug)." if said else " (a TensorFlow bug)."
+    )
 
 
 def merged(runs: list[TaskRun], name: str, reason: str, note: str = "") -> PlacementTrace:

@@ -33,7 +33,9 @@ def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any
         strategy = strategy_in_use()
         from .tf2_call import as_tf2
 
-        options = dict(request["options"], device_count=None, outputs=None)
+        options = dict(
+            request["options"], device_count=None, outputs=None, wait_for_peers=wait_for_peers
+        )
         reason = f"the step {setup.__name__}() returned, traced as TF2 code on this task."
         trace = as_tf2(step, step_args, step_kwargs, options, "", reason)
         collectives = collective_groups(trace)
@@ -47,6 +49,20 @@ def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any
             "traceback": traceback.format_exc(),
         }, []
     return {"strategy": strategy, "collectives": collectives}, [data]
+
+
+# A task waits this long for the others at a barrier; a task that fails ends them all sooner.
+_BARRIER_TIMEOUT_MS = 30 * 60 * 1000
+
+
+def wait_for_peers(phase: str) -> None:
+    """Return when every task of the cluster has got to ``phase`` of its trace (TensorFlow's
+    coordination service barrier, which the strategy configured); at once without one."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    if ctx.coordination_service:
+        ctx.wait_at_barrier(f"tfplace_trace_{phase}", _BARRIER_TIMEOUT_MS)
 
 
 def step_of(made: Any, setup: Callable[..., Any]) -> tuple[Callable[..., Any], tuple, dict]:

@@ -100,10 +100,13 @@ def trace_function(
     note: str = "",
     overrides: Mapping[str, str] | None = None,
     outputs: list[Any] | None = None,
+    wait_for_peers: Callable[[str], None] | None = None,
 ) -> PlacementTrace:
     """Call ``fn(*args, **kwargs)`` ``warmup`` times untraced and ``steps`` times traced
     (with ``overrides``, the traced calls run the functions the warm-up instantiated, their
-    requests rewritten); ``outputs`` (a list) gets what the last two traced calls returned."""
+    requests rewritten); ``outputs`` (a list) gets what the last two traced calls returned.
+    ``wait_for_peers`` (a task of a cluster) is called with ``"start"`` before the profiler
+    starts and ``"stop"`` before it stops, and returns when every task has got there."""
     import tensorflow as tf
 
     if overrides and warmup < 1:
@@ -138,6 +141,7 @@ def trace_function(
                 sources,
                 warm_up_as_the_user=warm_up_as_the_user,
                 outputs=[] if outputs is None else outputs,
+                wait_for_peers=wait_for_peers or (lambda phase: None),
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
             instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)
@@ -468,11 +472,12 @@ def _run(
     sources: DatasetSources | None = None,
     warm_up_as_the_user: bool = False,
     outputs: list[Any] | None = None,
+    wait_for_peers: Callable[[str], None] = lambda phase: None,
 ) -> tuple[list, bytes]:
     """Run the calls; return the placed function graphs and the profiler's XSpace bytes.
     ``user_calls`` receives the first call of each function the last traced call made;
     ``sources`` the functions there were before the traced calls; ``warm_up_as_the_user``:
-    see ``FunctionCopies.start_warm_up``."""
+    see ``FunctionCopies.start_warm_up``; ``wait_for_peers``: see ``trace_function``."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -500,6 +505,7 @@ def _run(
                 copies.add(called, lambda fdefs: override_function_defs(fdefs, overrides, xla))
             if sources is not None:
                 sources.snapshot()
+            wait_for_peers("start")  # the traced calls' collectives meet traced calls
             try:
                 tf.profiler.experimental.start(logdir)
             except tf.errors.AlreadyExistsError as exc:
@@ -513,6 +519,7 @@ def _run(
                     copies.user_calls.clear()  # the last call's functions: the next call's
                     got = _user_call(call, ("step", index, warmup, steps))
                     outputs[-2:] = [*outputs[-1:], got]  # the last two calls' results
+                wait_for_peers("stop")  # every task's traced calls ran in its profiled window
             finally:
                 tf.profiler.experimental.stop()
         metadata = copies.with_recorded(ctx.export_run_metadata())

@@ -25,6 +25,7 @@ import contextlib
 import os
 import pickle
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -287,16 +288,19 @@ def _task_runs(answer: tuple[dict[str, Any], list[bytes]]) -> list[TaskRun]:
         job, index = failed["task"]
         if failed.get("traceback"):  # where the task's code raised, for error.log
             logs[f"/job:{job}/task:{index}"] += failed["traceback"]
+        name = f"/job:{job}/task:{index}"
+        exit_code = failed.get("exit") or 0
         what = failed.get("error") or (
-            f"its process exited with code {failed.get('exit')}"
-            if (failed.get("exit") or 0) >= 0
-            else "its process was killed"
+            f"its process exited with code {exit_code}"
+            if exit_code >= 0
+            else _ended_on_signal(-exit_code, logs.get(name, ""))
         )
         error = TraceError(
-            f"/job:{job}/task:{index} of the local cluster failed: {what}. The other tasks "
-            "were stopped; nothing was left running."
+            f"{name} of the local cluster failed: {what}. The other tasks were stopped; "
+            "nothing was left running."
         )
         error.logs = logs  # type: ignore[attr-defined]  # what each task printed
+        error.failed_task = (name, exit_code)  # type: ignore[attr-defined]
         raise error
     count = len(header["tasks"])
     runs = []
@@ -312,6 +316,25 @@ def _task_runs(answer: tuple[dict[str, Any], list[bytes]]) -> list[TaskRun]:
             )
         )
     return runs
+
+
+def _ended_on_signal(number: int, log: str) -> str:
+    """Why a task's process ended on signal ``number``: the signal, and the last line the
+    process wrote when it is not one of TensorFlow's log lines (what the C library or the
+    crashing code printed: ``free(): invalid pointer``)."""
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    last = log.rstrip().rsplit("\n", 1)[-1].strip() if log.strip() else ""
+    said = f" after writing {last!r}" if last and not is_tensorflow_log_line(last) else ""
+    return f"its process ended on {name}{said}"
+
+
+def is_tensorflow_log_line(line: str) -> bool:
+    """A line of TensorFlow's (absl's) log: ``I0000 00:00:1796535081.1 6264 file.cc:81] ...``."""
+    head = line.split("] ", 1)[0]
+    return bool(line) and line[0] in "IWEF" and "] " in line and (".cc:" in head or ".h:" in head)
 
 
 @contextlib.contextmanager
