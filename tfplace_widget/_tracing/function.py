@@ -22,6 +22,7 @@ import glob
 import inspect
 import os
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -128,7 +129,7 @@ def trace_function(
             _tf_settings(soft_placement, optimize) as as_the_user,
             profile_dir() as logdir,
         ):
-            graphs, space = _run(
+            graphs, space, started_us = _run(
                 call,
                 device_scope,
                 steps,
@@ -184,6 +185,8 @@ def trace_function(
         if xla is not None:
             add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
         zero = origin[0] if origin else min(records.start, default=None)  # as the frames'
+        if zero is not None and zero < started_us // 2:  # TF 2.16: times from the profile's start
+            zero += started_us
         trace.raw = function_protos(space, graphs, names, device_scope, zero)  # kept by save
     if trace.xla.empty:  # e.g. TensorFlow 2.16: no instruction events in its profile
         notes = [n.replace(JIT_SHOWN, JIT_NOT_RECORDED) for n in notes]
@@ -473,8 +476,9 @@ def _run(
     warm_up_as_the_user: bool = False,
     outputs: list[Any] | None = None,
     wait_for_peers: Callable[[str], None] = lambda phase: None,
-) -> tuple[list, bytes]:
-    """Run the calls; return the placed function graphs and the profiler's XSpace bytes.
+) -> tuple[list, bytes, int]:
+    """Run the calls; return the placed function graphs, the profiler's XSpace bytes and when
+    the profiler started (µs since the epoch, read just before).
     ``user_calls`` receives the first call of each function the last traced call made;
     ``sources`` the functions there were before the traced calls; ``warm_up_as_the_user``:
     see ``FunctionCopies.start_warm_up``; ``wait_for_peers``: see ``trace_function``."""
@@ -507,6 +511,7 @@ def _run(
                 sources.snapshot()
             wait_for_peers("start")  # the traced calls' collectives meet traced calls
             try:
+                started_us = time.time_ns() // 1000
                 tf.profiler.experimental.start(logdir)
             except tf.errors.AlreadyExistsError as exc:
                 raise TraceError(
@@ -546,7 +551,7 @@ def _run(
             "The call ran no TensorFlow op, so there is nothing to place. Pass a function "
             "that runs TensorFlow ops (a tf.function, a Keras model, or code using tf.*)."
         )
-    return graphs, space
+    return graphs, space, started_us
 
 
 def written_xspace(logdir: str) -> bytes | None:

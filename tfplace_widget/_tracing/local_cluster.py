@@ -24,6 +24,7 @@ import builtins
 import contextlib
 import os
 import pickle
+import re
 import select
 import signal
 import subprocess
@@ -318,6 +319,11 @@ def _task_runs(answer: tuple[dict[str, Any], list[bytes]]) -> list[TaskRun]:
     return runs
 
 
+_TF_LOG_LINE = re.compile(
+    r"(?:[IWEF]\d{4} [\d:.]+ +\d+ |\d{4}-\d\d-\d\d [\d:.]+: [IWEF] )[^\]\s]+\.(?:cc|h):\d+\] "
+)
+
+
 def _ended_on_signal(number: int, log: str) -> str:
     """Why a task's process ended on signal ``number``: the signal, and the last line the
     process wrote when it is not one of TensorFlow's log lines (what the C library or the
@@ -332,9 +338,9 @@ def _ended_on_signal(number: int, log: str) -> str:
 
 
 def is_tensorflow_log_line(line: str) -> bool:
-    """A line of TensorFlow's (absl's) log: ``I0000 00:00:1796535081.1 6264 file.cc:81] ...``."""
-    head = line.split("] ", 1)[0]
-    return bool(line) and line[0] in "IWEF" and "] " in line and (".cc:" in head or ".h:" in head)
+    """A line of TensorFlow's log: absl's (``I0000 00:00:1796535081.1 6264 file.cc:81] ...``,
+    TF 2.17 on) or TensorFlow's own (``2026-12-06 05:43:58.96: I tensorflow/.../file.cc:113] ...``)."""
+    return _TF_LOG_LINE.match(line) is not None
 
 
 @contextlib.contextmanager
