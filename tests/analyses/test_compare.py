@@ -177,3 +177,38 @@ def test_transfers_without_sizes_say_so_not_zero_bytes(seed_cpu):
     assert removed
     assert f"transfer{'s' * (removed != 1)} removed (sizes not recorded)." in summary
     assert "(0 B)" not in summary
+
+
+def test_a_transfer_whose_size_changed_is_changed_not_same(tf, trace_placement):
+    """The same cross-device tensor (A:0, CPU:0 -> CPU:1) of 1000 and of 2000 floats: TF's own
+    partition graphs copy it in both runs; the diff says its bytes changed, with both sizes."""
+
+    def sized(n: int) -> Any:
+        def build() -> Any:
+            with tf.device("/cpu:0"):
+                a = tf.ones((n,), name="A")
+            with tf.device("/cpu:1"):
+                return tf.identity(a, name="C")
+
+        return build
+
+    small = trace_placement(sized(1000), device_count={"CPU": 2})
+    large = trace_placement(sized(2000), device_count={"CPU": 2})
+    diff = compare(small, large)
+    rows = diff.transfers[diff.transfers["tensor"] == "A:0"]
+    assert len(rows) == 1, diff.transfers
+    row = rows.iloc[0]
+    assert (row.src_device, row.dst_device) == (CPU0, CPU1)
+    assert (row.status, row.bytes_a, row.bytes_b) == ("changed", 4000, 8000)
+    assert (row.count_a, row.count_b) == (1, 1)
+    # C's result goes back to the client on CPU:0: that copy doubled too
+    assert set(diff.transfers["status"]) == {"changed"}
+    assert (
+        "2 transfers changed: A:0 (CPU:0 -> CPU:1) 4.0 kB -> 8.0 kB, "
+        "C:0 (CPU:1 -> CPU:0) 4.0 kB -> 8.0 kB." in diff.summary
+    )
+    assert "2 changed transfers" in repr(diff)
+    # the same run twice: nothing changed
+    again = compare(small, trace_placement(sized(1000), device_count={"CPU": 2}))
+    assert set(again.transfers["status"]) == {"same"}
+    assert "changed" not in again.summary

@@ -307,3 +307,36 @@ def test_several_steps_and_no_records(tf, trace_placement, program):
     placed = dict(zip(sized.ops["op"], sized.ops["device"], strict=True))
     on_gpu = outputs[[placed.get(op) == GPU0 for op in outputs.index]]
     assert on_gpu.max() <= gpu["peak_bytes"] <= 2 * outputs.sum()
+
+
+def test_a_prediction_makes_its_memory_once_and_pickles(seed_cpu, monkeypatch):
+    """A prediction's memory is made on first read (not by predict_placement), once; a
+    prediction pickles (its memory made then) and unpickles with the same memory, as a trace
+    pickled before memory was a property does; a typo is an AttributeError naming it."""
+    import pickle
+
+    from tfplace_widget._analyses.predict import result
+    from tfplace_widget._model.trace import PlacementTrace
+
+    made = []
+    real = result.predict_memory
+    monkeypatch.setattr(result, "predict_memory", lambda *a: made.append(1) or real(*a))
+    predicted = predict_placement(seed_cpu, gpus=1)
+    assert not made
+    shallow = copy.copy(predicted)
+    assert not made  # a copy stays lazy too
+    back = pickle.loads(pickle.dumps(predicted))
+    assert len(made) == 1
+    pd.testing.assert_frame_equal(back.memory, predicted.memory)
+    assert len(made) == 1 and len(predicted.memory) and back.predicted
+    pd.testing.assert_frame_equal(shallow.memory, predicted.memory)
+    pd.testing.assert_frame_equal(back.memory_peaks(), predicted.memory_peaks())
+    with pytest.raises(AttributeError, match="'PlacementTrace' object has no attribute 'memroy'"):
+        predicted.memroy  # noqa: B018
+    # the state an earlier version pickled: memory a plain entry of the instance's __dict__
+    earlier = {k: v for k, v in vars(seed_cpu).items() if not k.startswith("_")}
+    earlier["memory"] = seed_cpu.memory
+    old = PlacementTrace.__new__(PlacementTrace)
+    old.__setstate__(earlier)
+    pd.testing.assert_frame_equal(old.memory, seed_cpu.memory)
+    pd.testing.assert_frame_equal(pickle.loads(pickle.dumps(old)).memory, seed_cpu.memory)

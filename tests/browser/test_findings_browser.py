@@ -68,6 +68,16 @@ def test_clicking_a_finding_filters_the_table_and_timeline(lab, jupyter_lab):
     all_rows = lab.page.evaluate(ROWS_JS)
     cast = findings.filter(has_text="Cast to float32 before the MatMul (int_matmul)")
     assert cast.count() == 1
+    # Its fix's edit, at the line of the cell that made the op, under the message; none for
+    # the ping-pong, which has no fix.
+    line = 1 + next(i for i, text in enumerate(CELLS[1].splitlines()) if '"int_matmul"' in text)
+    edit = cast.locator(".tfplace-finding-edit")
+    assert edit.inner_text().startswith("Edit: cast the inputs of int_matmul (In[")
+    assert f":{line} in step) to float32" in edit.inner_text()
+    message = cast.locator(".tfplace-finding-message").bounding_box()
+    assert edit.bounding_box()["y"] >= message["y"] + message["height"] - 1
+    ping_pong = findings.filter(has=lab.page.locator("code", has_text="ping_pong"))
+    assert ping_pong.count() == 1 and ping_pong.locator(".tfplace-finding-edit").count() == 0
     cast.click()
     lab.page.wait_for_function(
         f"(n) => ({ROWS_JS})().length < n", arg=len(all_rows), timeout=15_000
@@ -97,6 +107,13 @@ def test_clicking_a_finding_filters_the_table_and_timeline(lab, jupyter_lab):
         timeout=15_000,
     )
     assert panel.locator(".tfplace-table tbody tr[data-op='int_matmul']").count() == 1
+    # the table's rows may arrive after the header's (a second or two on a loaded machine)
+    lab.page.wait_for_function(
+        "() => Array.from(document.querySelectorAll("
+        "'.tfplace-panel .tfplace-table tbody td[data-column=\"device\"]'),"
+        " (c) => c.textContent).includes('GPU:0')",
+        timeout=15_000,
+    )
     devices = panel.locator(".tfplace-table tbody td[data-column='device']").all_inner_texts()
     assert "GPU:0" in devices and "CPU:0" in devices, devices
     # predict_placement's findings: all predicted, under the prediction's own header.

@@ -325,8 +325,8 @@ def test_each_all_reduce_sends_its_tensor_to_the_other_task(mwms, tf):
 def test_compare_two_cluster_runs(mwms, trace_placement, tf):
     """The same step with a hidden layer twice as wide, against the fixture's: every op is on
     the same task and device (matched per task: each name is on both workers), the all-reduces'
-    transfers are the same four with the gradients' bytes of each model, and the summary says
-    what crossed between tasks in each run."""
+    transfers are the same four with the gradients' bytes of each model (changed: another
+    size), and the summary says so and what crossed between tasks in each run."""
     trace, _, _ = mwms
     wide = trace_placement(mwms_programs.custom_loop, 32, cluster="local:worker=2", mode="function")
     diff = compare(trace, wide)
@@ -342,15 +342,22 @@ def test_compare_two_cluster_runs(mwms, trace_placement, tf):
         )
         for units in (16, 32)
     }
-    gradients = diff.transfers[diff.transfers["tensor"] == f"{optimizers_scope(trace)}/concat:0"]
-    assert len(gradients) == 2 and set(gradients["status"]) == {"same"}
+    scope = optimizers_scope(trace)
+    gradients = diff.transfers[diff.transfers["tensor"] == f"{scope}/concat:0"]
+    # the same two copies, each of the other model's gradients: changed, not the same
+    assert len(gradients) == 2 and set(gradients["status"]) == {"changed"}
     assert set(gradients["bytes_a"]) == {sizes[16]} and set(gradients["bytes_b"]) == {sizes[32]}
     assert set(zip(gradients["src_device"], gradients["dst_device"], strict=True)) == {
         (WORKER0, WORKER1),
         (WORKER1, WORKER0),
     }
     a_sent, b_sent = (format_bytes(2 * (sizes[units] + 4)) for units in (16, 32))
-    assert f"No op moved. Sent between tasks: a {a_sent}, b {b_sent}." in diff.summary, diff.summary
+    assert diff.summary.startswith(f"No op moved. 2 transfers changed: {scope}/concat:0 ("), (
+        diff.summary
+    )
+    change = f"{format_bytes(sizes[16])} -> {format_bytes(sizes[32])}"
+    assert diff.summary.count(change) == 2, diff.summary
+    assert f". Sent between tasks: a {a_sent}, b {b_sent}." in diff.summary, diff.summary
 
 
 def test_a_task_waiting_in_its_all_reduce_is_not_busy(mwms):

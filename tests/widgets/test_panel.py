@@ -783,3 +783,33 @@ def test_suggest_a_placement_shows_tensorflows_placement_against_the_suggested_o
     assert "a: TensorFlow&#x27;s placer · b: suggested" in view.summary.value
     assert panel.options["overrides"] == effect.overrides
     assert PlacementPanel(seed_trace).suggest_button.layout.display == "none"  # no code to run
+
+
+def test_a_finding_with_a_fix_shows_its_edit_under_the_message(seed_builders):
+    """The seed's inputs_cpu: the copies to C carry a fix whose edit names the lines that make
+    A and B (in conftest.py); the result's copy back to the caller has none. The panel's list
+    (and its static snapshot) shows the edit of the first, nothing for the second."""
+    import html
+    import inspect
+
+    import conftest
+
+    source, first = inspect.getsourcelines(conftest._seed_builders)
+    line_a = first + next(i for i, text in enumerate(source) if 'name="A"' in text)
+    panel = show_placement(seed_builders["inputs_cpu"], device_count={"CPU": 2})
+    items = panel.findings_view.items
+    findings = panel.trace.findings
+    fixed = [i for i, fix in zip(items, findings["fix"], strict=True) if fix and fix["edit"]]
+    unfixed = [i for i, fix in zip(items, findings["fix"], strict=True) if not fix]
+    assert len(fixed) == 1 and len(unfixed) == 1, findings[["kind", "message", "fix"]]
+    edit = fixed[0]["edit"]
+    assert f"conftest.py:{line_a} in inputs_cpu" in edit and "tf.device('/CPU:1')" in edit
+    assert edit not in fixed[0]["message"]  # under it, not already in it
+    assert unfixed[0]["edit"] == ""
+    snapshot = panel._repr_mimebundle_()["text/html"]
+    assert html.escape(edit) in snapshot
+    assert snapshot.count("class='tfplace-finding-edit'") == 1
+    from tfplace_widget._export.html import findings_data  # the HTML report's list: the same
+
+    report = findings_data(panel.trace)["findings"]
+    assert [i["edit"] for i in report] == [i["edit"] for i in items]

@@ -5,8 +5,9 @@ the ``Identity`` joining its partitions, an op Grappler folded into a ``Const``)
 not moved: it is another op. Names the runtime makes with counters (``A/_0`` for the
 ``_Send`` of ``A``, ``A/_4`` in another run) are matched by what they connect instead: their
 type, the producer they carry and their device, so a renumbering is not reported as one op
-removed and another added. Transfers are matched by tensor, source and destination. Pure
-pandas: no widgets, no TensorFlow.
+removed and another added. Transfers are matched by tensor, source and destination; one
+in both runs whose size or number of copies differs is ``changed``. Pure pandas: no widgets,
+no TensorFlow.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pandas as pd
 
 from .._model.devices import short_device
 from .._model.trace import PlacementTrace
-from .summary import device_summaries, format_us, transfer_bytes_text
+from .summary import device_summaries, format_bytes, format_us, transfer_bytes_text
 
 STATUS_VALUES = ("same", "moved", "replaced", "only_a", "only_b")
 OPS_COLUMNS = [
@@ -37,7 +38,17 @@ OPS_COLUMNS = [
     "delta_us",
     "type_a",  # "type" is b's (a's for an op only in a): they differ for a replaced op
 ]
-TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "status", "bytes_a", "bytes_b"]
+TRANSFER_STATUS_VALUES = ("changed", "same", "only_a", "only_b")
+TRANSFERS_COLUMNS = [
+    "tensor",
+    "src_device",
+    "dst_device",
+    "status",
+    "bytes_a",
+    "bytes_b",
+    "count_a",  # how many times the run copied it (0: not in that run)
+    "count_b",
+]
 DEVICES_COLUMNS = ["device", "ops_a", "ops_b", "busy_a_us", "busy_b_us", "delta_busy_us"]
 
 _RUNTIME_COUNTER = re.compile(r"^(?P<base>.+)/_\d+$")
@@ -61,7 +72,11 @@ class PlacementDiff:
     def __repr__(self) -> str:
         counts = self.ops["status"].value_counts()
         parts = ", ".join(f"{counts.get(s, 0)} {s}" for s in STATUS_VALUES)
-        return f"PlacementDiff({parts}; {len(self.transfers)} transfers)"
+        changed = int((self.transfers["status"] == "changed").sum())
+        return (
+            f"PlacementDiff({parts}; {len(self.transfers)} transfers, "
+            f"{changed} changed transfer{'s' * (changed != 1)})"
+        )
 
     @property
     def moved(self) -> pd.DataFrame:
@@ -168,19 +183,41 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
 
 
 def _transfers_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
+    """One row per (tensor, source, destination): its bytes (a copy's size) and its number of
+    copies in each run; ``changed`` when both ran it with another known size or count."""
     key = ["tensor", "src_device", "dst_device"]
-    left = a.transfers[[*key, "bytes"]].drop_duplicates(key)
-    right = b.transfers[[*key, "bytes"]].drop_duplicates(key)
+    left, right = (_transfer_sides(t.transfers, key) for t in (a, b))
     merged = left.merge(right, on=key, how="outer", suffixes=("_a", "_b"), indicator=True)
-    status = merged["_merge"].map({"both": "same", "left_only": "only_a", "right_only": "only_b"})
+    bytes_a, bytes_b = merged["bytes_a"].astype("Int64"), merged["bytes_b"].astype("Int64")
+    count_a = merged["count_a"].fillna(0).astype("int64")
+    count_b = merged["count_b"].fillna(0).astype("int64")
+    other_size = (bytes_a != bytes_b).fillna(False).to_numpy(dtype=bool)  # unknown: not a change
+    both = (merged["_merge"] == "both").to_numpy()
+    status = np.select(
+        [
+            both & (other_size | (count_a != count_b).to_numpy()),
+            both,
+            merged["_merge"] == "left_only",
+        ],
+        ["changed", "same", "only_a"],
+        default="only_b",
+    )
     out = merged[key].assign(
-        status=pd.Categorical(status.astype(str), categories=["same", "only_a", "only_b"]),
-        bytes_a=merged["bytes_a"].astype("Int64"),
-        bytes_b=merged["bytes_b"].astype("Int64"),
+        status=pd.Categorical(status, categories=list(TRANSFER_STATUS_VALUES)),
+        bytes_a=bytes_a,
+        bytes_b=bytes_b,
+        count_a=count_a,
+        count_b=count_b,
     )
     return out.sort_values(["status", "tensor"], kind="stable").reset_index(drop=True)[
         TRANSFERS_COLUMNS
     ]
+
+
+def _transfer_sides(transfers: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """Per key, the first copy's bytes and the number of copies."""
+    grouped = transfers.groupby(key, sort=False, dropna=False)
+    return grouped["bytes"].first().to_frame("bytes").assign(count=grouped.size()).reset_index()
 
 
 def _devices_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
@@ -262,6 +299,9 @@ def _summary(
                 f"{len(rows)} transfer{'s' * (len(rows) != 1)} {word} "
                 f"({transfer_bytes_text(rows[[column]].set_axis(['bytes'], axis=1))})."
             )
+    changed = transfers[transfers["status"] == "changed"]
+    if len(changed):
+        parts.append(_changed_transfers_text(changed))
     crossing_a, crossing_b = (_between_tasks(t) for t in (a, b))
     if len(crossing_a) or len(crossing_b):
         parts.append(
@@ -273,3 +313,19 @@ def _summary(
         change = f" ({(step_b - step_a) / step_a:+.0%})" if step_a else ""
         parts.append(f"Step time: a {format_us(step_a)}, b {format_us(step_b)}{change}.")
     return " ".join(parts)
+
+
+def _changed_transfers_text(changed: pd.DataFrame) -> str:
+    """``2 transfers changed: A:0 (CPU:0 -> CPU:1) 4.0 kB -> 8.0 kB, ...``."""
+
+    def side(size: Any, count: int) -> str:
+        text = "size not recorded" if pd.isna(size) else format_bytes(float(size))
+        return text if count == 1 else f"{count} x {text}"
+
+    shown = ", ".join(
+        f"{row.tensor} ({short_device(row.src_device)} -> {short_device(row.dst_device)}) "
+        f"{side(row.bytes_a, row.count_a)} -> {side(row.bytes_b, row.count_b)}"
+        for row in changed.head(3).itertuples()
+    )
+    more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+    return f"{len(changed)} transfer{'s' * (len(changed) != 1)} changed: {shown}{more}."

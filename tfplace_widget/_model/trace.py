@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,23 +82,41 @@ class PlacementTrace:
     # One row per change of a device's live bytes from TensorFlow's allocator records
     # (_model/columns.py MEMORY_COLUMNS: device, allocator, time_us, bytes, live_bytes, op);
     # graph mode's FULL_TRACE step_stats have them. Empty (with its columns) where the trace has
-    # none: TF2 profiles, Chrome traces, predictions, files saved before it.
+    # none: TF2 profiles, Chrome traces, predictions, files saved before it. The ``memory``
+    # property (below the class) reads and writes ``_memory``.
     memory: pd.DataFrame = field(default_factory=empty_memory, repr=False)
+    # defer_memory's ``make``, until ``memory`` is first read
+    _memory_maker: Callable[[], pd.DataFrame] | None = field(default=None, init=False, repr=False)
 
-    def defer_memory(self, make: Any) -> None:
+    def defer_memory(self, make: Callable[[], pd.DataFrame]) -> None:
         """Make ``memory`` on first use by calling ``make()`` (a prediction's memory, which
         ``predict_placement`` need not pay for when only the placement is read)."""
-        self.__dict__.pop("memory", None)
-        self.__dict__["_memory_maker"] = make
+        self._memory_maker = make
 
-    def __getattr__(self, name: str) -> Any:
-        # only reached for an attribute the instance lacks: a deferred ``memory``
-        maker = self.__dict__.get("_memory_maker") if name == "memory" else None
-        if maker is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self.__dict__["memory"] = made = maker()
-        del self.__dict__["_memory_maker"]
-        return made
+    def _get_memory(self) -> pd.DataFrame:
+        if self._memory_maker is not None:
+            self._memory, self._memory_maker = self._memory_maker(), None
+        return self._memory
+
+    def _set_memory(self, value: pd.DataFrame) -> None:
+        self._memory, self._memory_maker = value, None
+
+    def __copy__(self) -> PlacementTrace:
+        # a copy shares the deferred memory (pickling, below, makes it)
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        return clone
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a deferred memory is made now: its maker is code, not data
+        return {**self.__dict__, "_memory": self.memory, "_memory_maker": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        if "memory" in state:  # pickled when memory was a plain attribute
+            state["_memory"] = state.pop("memory")
+        state.setdefault("_memory", empty_memory())
+        self.__dict__.update(state)
 
     @property
     def findings(self) -> pd.DataFrame:
@@ -371,3 +389,13 @@ class PlacementTrace:
                 field.
         """
         return services().from_chrome_trace(path)
+
+
+# ``memory`` is a dataclass field (for __init__, fields() and dataclasses.replace) and this
+# property over ``_memory``: the class body cannot give one name both.
+PlacementTrace.memory = property(  # type: ignore[assignment]
+    PlacementTrace._get_memory,
+    PlacementTrace._set_memory,
+    doc="One row per change of a device's live bytes, from TensorFlow's allocator records "
+    "(MEMORY_COLUMNS); a prediction's is made when first read.",
+)

@@ -4,6 +4,8 @@ panel's list (``widgets.findings``) and the HTML report's (``export.html``), bot
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from .._analyses.findings import finding_groups
@@ -12,7 +14,8 @@ from .._analyses.findings import finding_groups
 def finding_items(findings: pd.DataFrame, trace: object = None) -> list[dict]:
     """One plain dict per finding, in the frame's order (``selected`` is a row of it), what
     the browser draws (``ops`` stay in the kernel): ``predicted`` and ``group``, the header
-    the browser draws above the first finding of each group ("" for measured findings alone).
+    the browser draws above the first finding of each group ("" for measured findings alone),
+    and ``edit``, the change its fix asks of the user's code (:func:`finding_edit`).
 
     Args:
         findings: ``trace.findings`` (or any frame of its columns).
@@ -22,6 +25,7 @@ def finding_items(findings: pd.DataFrame, trace: object = None) -> list[dict]:
         index: header for header, rows in finding_groups(findings, trace) for index in rows.index
     }
     predicted = findings["predicted"] if "predicted" in findings else [False] * len(findings)
+    fixes = findings["fix"] if "fix" in findings else [None] * len(findings)
     return [
         {
             "kind": str(kind),
@@ -30,17 +34,27 @@ def finding_items(findings: pd.DataFrame, trace: object = None) -> list[dict]:
             "count": len(ops),
             "predicted": bool(marked),
             "group": group_of.get(index, ""),
+            "edit": finding_edit(fix),
         }
-        for index, kind, severity, message, ops, marked in zip(
+        for index, kind, severity, message, ops, marked, fix in zip(
             findings.index,
             findings["kind"],
             findings["severity"],
             findings["message"],
             findings["ops"],
             predicted,
+            fixes,
             strict=True,
         )
     ]
+
+
+def finding_edit(fix: Any) -> str:
+    """The line of code a finding's ``fix`` asks the user to change, as the findings lists
+    show it under the message ("Edit: wrap ... (train.py:42 in step) in ..."); "" for a
+    finding without one (no fix, or ``no_fix``: nothing in the user's code cures it)."""
+    edit = fix.get("edit") if isinstance(fix, dict) else None
+    return f"Edit: {edit}" if edit else ""
 
 
 def severity_counts(findings: pd.DataFrame) -> str:

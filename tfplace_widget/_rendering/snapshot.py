@@ -33,6 +33,7 @@ from .._model.devices import short_device
 from .._model.trace import PlacementTrace
 from .colors import device_color, text_color_on
 from .figure import TimelineFigure
+from .finding_items import finding_edit
 from .html_parts import NUMBER_COLUMNS, TABLE_COLUMNS, header_html, table_cells
 from .memory_lane import memory_items, memory_rows, thin
 from .text_report import cut
@@ -193,17 +194,25 @@ def findings_html(
     lists = []
     for header, rows in finding_groups(findings.head(MAX_FINDINGS), trace):
         items = []
-        for kind, severity, message, ops in zip(
-            rows["kind"], rows["severity"], rows["message"], rows["ops"], strict=True
+        fixes = rows["fix"] if "fix" in rows else [None] * len(rows)
+        for kind, severity, message, ops, fix in zip(
+            rows["kind"], rows["severity"], rows["message"], rows["ops"], fixes, strict=True
         ):
             color = SEVERITY_COLORS.get(str(severity), "#777777")
             count = len(ops)
+            edit = finding_edit(fix)
             items.append(
                 f"<li style='border-left-color:{color}'><span class='tfplace-snapshot-badge' "
                 f"style='background:{color}'>{html.escape(str(severity))}</span>"
                 f"<code>{html.escape(str(kind))}</code>"
                 f"{html.escape(cut(str(message), MAX_MESSAGE))}"
-                f" <span style='opacity:.7'>({count:,} op{'s' if count != 1 else ''})</span></li>"
+                f" <span style='opacity:.7'>({count:,} op{'s' if count != 1 else ''})</span>"
+                + (
+                    f"<div class='tfplace-finding-edit'>{html.escape(cut(edit, MAX_MESSAGE))}</div>"
+                    if edit
+                    else ""
+                )
+                + "</li>"
             )
         title = (
             f"<div class='tfplace-snapshot-findings-group'><b>{html.escape(header)}</b></div>"

@@ -6,7 +6,8 @@
 // finding, a toggle button (Enter or Space shows only its ops, again shows every op) named by
 // its finding. A list taller than its box says how many findings are below, and the hint
 // scrolls to them. Each item's `group` is the header drawn above the first finding of its group
-// (the measured ones, then those predicted for a machine with a GPU); "" draws none.
+// (the measured ones, then those predicted for a machine with a GPU); "" draws none. Its `edit`
+// (the change its fix asks of the user's code, "" for none) is drawn under its message.
 const count = (n) => n.toLocaleString("en-US");
 
 function onActivate(node, action) {
@@ -84,14 +85,24 @@ function renderFindingsList({ model, el }) {
       const text = document.createElement("span");
       text.className = "tfplace-finding-message";
       text.textContent = item.message;  // textContent: op names are never parsed as HTML
+      // Under the message, the line of code its fix asks the user to change (if it has one).
+      const body = document.createElement("span");
+      body.className = "tfplace-finding-body";
+      body.append(text);
+      if (item.edit) {
+        const edit = document.createElement("span");
+        edit.className = "tfplace-finding-edit";
+        edit.textContent = item.edit;
+        body.append(edit);
+      }
       const ops = document.createElement("span");
       ops.className = "tfplace-finding-ops";
       ops.textContent = count(item.count) + (item.count === 1 ? " op" : " ops");
-      button.append(badge, kind, text, ops);
+      button.append(badge, kind, body, ops);
       button.setAttribute("role", "button");  // said outright, for tools that read the attribute
       button.setAttribute("aria-pressed", String(i === selected));
       button.setAttribute("aria-label", `${item.severity} finding ${item.kind}: ${item.message} `
-        + `(${ops.textContent}). ${button.title}`);
+        + `(${ops.textContent}). ${item.edit ? item.edit + " " : ""}${button.title}`);
       // A button: the browser turns Enter and Space into this click.
       button.addEventListener("click", () => {
         model.set("selected", model.get("selected") === i ? -1 : i);
