@@ -24,6 +24,13 @@ import pandas as pd
 
 from .._model.errors import SearchError
 
+try:  # re's own parser (Python 3.11+), to find the text every match of a regex contains
+    from re import _constants as _sre_constants
+    from re import _parser as _sre_parser
+except ImportError:  # Python 3.10
+    import sre_constants as _sre_constants  # type: ignore[no-redef]
+    import sre_parse as _sre_parser  # type: ignore[no-redef]
+
 # What the search box says, in the panel and in the HTML report: a placeholder and its tooltip.
 SEARCH_PLACEHOLDER = "search op names: text, glob (A*), or regex"
 SEARCH_HELP = (
@@ -111,15 +118,29 @@ def match_names(
     *,
     regex: bool = False,
     case: bool = False,
-    lowered: pd.Series | np.ndarray | None = None,
+    lowered: SearchIndex | pd.Series | np.ndarray | None = None,
 ) -> np.ndarray:
     """Boolean mask of ``names`` matching ``text`` (all True for empty text).
 
-    ``lowered`` is the lower-cased names, precomputed by callers that search many times; as a
-    fixed-width numpy string array (:func:`searchable`) a substring test runs in C.
+    ``lowered`` is what callers that search many times precompute: :func:`searchable`'s
+    :class:`SearchIndex` of ``names`` (each distinct name matched once), or the lower-cased
+    names (as a fixed-width numpy string array a substring test runs in C).
     """
     if not text:
         return np.ones(len(names), dtype=bool)
+    if not isinstance(lowered, SearchIndex):
+        return _match_each(names, text, regex, case, lowered)
+    if regex:
+        distinct = lowered.regex_mask(compile_query(text, regex=True, case=case))
+    else:
+        distinct = _match_each(lowered.names, text, regex, case, lowered.lowered)
+    return distinct[lowered.codes]
+
+
+def _match_each(
+    names: pd.Series, text: str, regex: bool, case: bool, lowered: pd.Series | np.ndarray | None
+) -> np.ndarray:
+    """:func:`match_names` name by name (``text`` not empty)."""
     pattern = compile_query(text, regex=regex, case=case)
     if pattern is not None and not regex:  # a glob: the whole name, lower-cased without case
         haystack = names if case else (lowered if lowered is not None else names.str.lower())
@@ -134,6 +155,11 @@ def match_names(
         if isinstance(haystack, np.ndarray):
             return np.char.find(haystack, text.lower()) >= 0
         return haystack.str.contains(text.lower(), regex=False).to_numpy(dtype=bool)
+    return _regex_mask(names, pattern)
+
+
+def _regex_mask(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    """Which of ``names`` the compiled regex ``pattern`` finds anything in (``re.search``)."""
     with warnings.catch_warnings():  # groups in the user's regex: pandas warns, we only match
         warnings.filterwarnings("ignore", "This pattern is interpreted as a regular expression")
         return names.str.contains(pattern, regex=True).to_numpy(dtype=bool)
@@ -142,13 +168,70 @@ def match_names(
 MAX_FIXED_WIDTH = 160  # longer names make a fixed-width array too big: stay with pandas
 
 
-def searchable(names: pd.Series) -> pd.Series | np.ndarray:
-    """Lower-cased ``names`` in the fastest form :func:`match_names` can search."""
-    lowered = names.str.lower()
-    longest = int(lowered.str.len().max()) if len(lowered) else 0
-    if longest > MAX_FIXED_WIDTH:
-        return lowered
-    return lowered.to_numpy(dtype=f"<U{max(longest, 1)}")
+class SearchIndex:
+    """A column of names made ready for many searches (the panel's, one per keystroke).
+
+    It holds the column's distinct names once (an op on several devices, a diff's two sides
+    and log lines repeat a name), each row's code among them, and the distinct names
+    lower-cased in the fastest form to search: a fixed-width numpy array, or a Series for
+    names over ``MAX_FIXED_WIDTH``. A search matches each distinct name once and maps the
+    answer to the rows with one numpy take.
+
+    A regex is matched by ``re``, one call per distinct name, but only on the names that hold
+    the text every match must contain (``c7/add1`` of ``c7/add1\\d+$``, :func:`required_literal`),
+    found first in numpy's C string loops: the same answer, as a name without it cannot match.
+    """
+
+    def __init__(self, names: pd.Series) -> None:
+        codes, uniques = pd.factorize(names, use_na_sentinel=False)
+        self.codes: np.ndarray = codes
+        self.names = pd.Series(np.asarray(uniques, dtype=object), dtype=object)
+        lowered = self.names.str.lower()
+        longest = int(lowered.str.len().max()) if len(lowered) else 0
+        self.lowered: pd.Series | np.ndarray = lowered
+        if longest <= MAX_FIXED_WIDTH:
+            self.lowered = lowered.to_numpy(dtype=f"<U{max(longest, 1)}")
+        # The prefilter needs lower() to keep each character in its place and re's
+        # case-insensitive match of a letter to be ASCII's: ASCII names (TF's op names are).
+        self.ascii = isinstance(self.lowered, np.ndarray) and (
+            self.lowered.size == 0 or int(self.lowered.view(np.uint32).max()) < 128
+        )
+
+    def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
+        """Which distinct names the compiled regex ``pattern`` finds anything in."""
+        literal = required_literal(pattern) if self.ascii else ""
+        if not literal or not literal.isascii():
+            return _regex_mask(self.names, pattern)
+        mask = np.zeros(len(self.names), dtype=bool)
+        maybe = np.flatnonzero(np.char.find(self.lowered, literal.lower()) >= 0)
+        values = self.names.to_numpy()[maybe]
+        mask[maybe] = np.fromiter(
+            (pattern.search(value) is not None for value in values), dtype=bool, count=len(maybe)
+        )
+        return mask
+
+
+def required_literal(pattern: re.Pattern) -> str:
+    """The longest text every match of ``pattern`` contains as typed: a run of plain characters
+    in the pattern's top-level sequence (not in a group, a branch, a class or a repeat), or
+    ``""`` when there is none (``a|b``, ``\\d+``) or ``re``'s parser cannot say."""
+    try:
+        items = list(_sre_parser.parse(pattern.pattern, pattern.flags))
+    except Exception:  # noqa: BLE001  (a private parser: then no prefilter, the same answer)
+        return ""
+    runs, run = [], []
+    for op, value in [*items, (None, None)]:
+        if op == _sre_constants.LITERAL:
+            run.append(chr(value))
+        else:
+            runs.append("".join(run))
+            run = []
+    return max(runs, key=len)
+
+
+def searchable(names: pd.Series) -> SearchIndex:
+    """``names`` ready for :func:`match_names`'s many searches (pass it as ``lowered``)."""
+    return SearchIndex(names)
 
 
 def filter_ops(
@@ -159,7 +242,7 @@ def filter_ops(
     case: bool = False,
     devices: Iterable[str] = (),
     types: Iterable[str] = (),
-    lowered: pd.Series | None = None,
+    lowered: SearchIndex | pd.Series | np.ndarray | None = None,
 ) -> np.ndarray:
     """Mask of ops matching the search text, one of ``devices`` and one of ``types`` (if any).
     A text such as ``train.py:42`` also matches the ops that line made (:func:`match_source`)."""
