@@ -178,7 +178,7 @@ class SearchIndex:
     answer to the rows with one numpy take.
 
     A regex is matched by ``re``, one call per distinct name, but only on the names that hold
-    the text every match must contain (``c7/add1`` of ``c7/add1\\d+$``, :func:`required_literal`),
+    a text every match contains (``c7/add1`` of ``c7/add1\\d+$``, :func:`required_texts`),
     found first in numpy's C string loops: the same answer, as a name without it cannot match.
     """
 
@@ -199,11 +199,14 @@ class SearchIndex:
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
         """Which distinct names the compiled regex ``pattern`` finds anything in."""
-        literal = required_literal(pattern) if self.ascii else ""
-        if not literal or not literal.isascii():
+        needs = required_texts(pattern) if self.ascii else []
+        if not needs:
             return _regex_mask(self.names, pattern)
+        maybe = np.arange(len(self.names))
+        for texts in needs:  # the fewest, longest texts first: on all names, then on fewer
+            found = self.lowered[maybe]
+            maybe = maybe[np.logical_or.reduce([np.char.find(found, t) >= 0 for t in texts])]
         mask = np.zeros(len(self.names), dtype=bool)
-        maybe = np.flatnonzero(np.char.find(self.lowered, literal.lower()) >= 0)
         values = self.names.to_numpy()[maybe]
         mask[maybe] = np.fromiter(
             (pattern.search(value) is not None for value in values), dtype=bool, count=len(maybe)
@@ -211,22 +214,76 @@ class SearchIndex:
         return mask
 
 
-def required_literal(pattern: re.Pattern) -> str:
-    """The longest text every match of ``pattern`` contains as typed: a run of plain characters
-    in the pattern's top-level sequence (not in a group, a branch, a class or a repeat), or
-    ``""`` when there is none (``a|b``, ``\\d+``) or ``re``'s parser cannot say."""
+MAX_ALTERNATIVES = 6  # a scan of a million names per text: more is slower than no prefilter
+
+
+def required_texts(pattern: re.Pattern) -> list[list[str]]:
+    """What every match of ``pattern`` contains, lower-cased: lists of texts, each one of whose
+    texts is in every match (``c7/add1\\d+$``: ``[["c7/add1"]]``; ``(MatMul|Conv2D)$``:
+    ``[["conv2d", "matmul"]]``), read from runs of the pattern's top-level sequence whose every
+    match is one of a few texts; the fewest and longest first. ``[]`` when there is none
+    (``\\d+``), a text is not ASCII, or ``re``'s parser cannot say. For ASCII names (lower-cased
+    alike) a name holding none of a list's texts cannot match, whatever the pattern's flags."""
     try:
         items = list(_sre_parser.parse(pattern.pattern, pattern.flags))
     except Exception:  # noqa: BLE001  (a private parser: then no prefilter, the same answer)
-        return ""
-    runs, run = [], []
-    for op, value in [*items, (None, None)]:
-        if op == _sre_constants.LITERAL:
-            run.append(chr(value))
-        else:
-            runs.append("".join(run))
-            run = []
-    return max(runs, key=len)
+        return []
+    runs, run = [], {""}
+    for item in [*items, None]:
+        texts = None if item is None else _texts(item)
+        grown = None if texts is None else _joined(run, texts)
+        if grown is not None:
+            run = grown
+            continue
+        runs.append(run)
+        run = texts if texts is not None else {""}
+    # a text of one character rarely leaves out enough names to pay for its scan
+    needs = [sorted(t.lower() for t in run) for run in runs if min(map(len, run)) > 1]
+    if not all(t.isascii() for texts in needs for t in texts):
+        return []
+    return sorted(needs, key=lambda texts: (len(texts), -min(map(len, texts))))
+
+
+def _texts(item: tuple) -> set[str] | None:
+    """Every text one item of a parsed pattern can match, if they are few (``None`` if not):
+    a character, a class of characters, a group or a branch of such; anchors and lookarounds
+    match the empty text (they consume nothing)."""
+    op, value = item
+    if op == _sre_constants.LITERAL:
+        return {chr(value)}
+    if op in (_sre_constants.AT, _sre_constants.ASSERT, _sre_constants.ASSERT_NOT):
+        return {""}
+    if op == _sre_constants.IN and all(o == _sre_constants.LITERAL for o, _ in value):
+        return {chr(v) for _, v in value} if len(value) <= MAX_ALTERNATIVES else None
+    if op == _sre_constants.SUBPATTERN:
+        return _sequence_texts(value[-1])
+    if op == _sre_constants.BRANCH:
+        texts: set[str] = set()
+        for branch in value[1]:
+            more = _sequence_texts(branch)
+            if more is None:
+                return None
+            texts |= more
+        return texts if len(texts) <= MAX_ALTERNATIVES else None
+    return None
+
+
+def _sequence_texts(items) -> set[str] | None:
+    """Every text a sequence of parsed items can match, if they are few."""
+    run: set[str] | None = {""}
+    for item in items:
+        texts = _texts(item)
+        run = None if texts is None else _joined(run, texts)
+        if run is None:
+            return None
+    return run
+
+
+def _joined(heads: set[str], tails: set[str]) -> set[str] | None:
+    """Each of ``heads`` followed by each of ``tails``, if they are few."""
+    if len(heads) * len(tails) > MAX_ALTERNATIVES:
+        return None
+    return {head + tail for head in heads for tail in tails}
 
 
 def searchable(names: pd.Series) -> SearchIndex:
