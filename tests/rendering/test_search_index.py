@@ -75,8 +75,8 @@ TEXTS = ["dense_1", "MATMUL", "a.b", "x[1]", "nothing_matches_this", "step", ""]
 GLOBS = ["model/*", "*MatMul", "*/dense_1?/*", "a?b", "x[1]", "*[1]", "c7/add1*", "*nothing*", "*"]
 
 
-def names_frame(names: list[str], dtype: object) -> pd.Series:
-    return pd.Series([names[i % len(names)] for i in range(len(names) * 3)], dtype=dtype)
+def names_frame(names: list[str], dtype: object, repeats: int) -> pd.Series:
+    return pd.Series([names[i % len(names)] for i in range(len(names) * repeats)], dtype=dtype)
 
 
 def expected(names: pd.Series, text: str, *, regex: bool, case: bool) -> list[bool]:
@@ -97,10 +97,11 @@ def expected(names: pd.Series, text: str, *, regex: bool, case: bool) -> list[bo
     return [fold(text) in fold(v) for v in values]
 
 
+@pytest.mark.parametrize("repeats", [1, 3], ids=["distinct", "repeated"])
 @pytest.mark.parametrize("dtype", [object, "string", "category"])
 @pytest.mark.parametrize("names", [ASCII_NAMES, ASCII_NAMES + OTHER_NAMES], ids=["ascii", "other"])
-def test_the_index_answers_as_pandas_and_fnmatch_name_by_name(names, dtype):
-    column = names_frame(names, dtype)
+def test_the_index_answers_as_pandas_and_fnmatch_name_by_name(names, dtype, repeats):
+    column = names_frame(names, dtype, repeats)
     index = searchable(column)
     queries = [(p, True) for p in REGEXES] + [(t, False) for t in TEXTS + GLOBS]
     for text, regex in queries:

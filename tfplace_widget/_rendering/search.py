@@ -134,7 +134,7 @@ def match_names(
         distinct = lowered.regex_mask(compile_query(text, regex=True, case=case))
     else:
         distinct = _match_each(lowered.names, text, regex, case, lowered.lowered)
-    return distinct[lowered.codes]
+    return distinct if lowered.codes is None else distinct[lowered.codes]
 
 
 def _match_each(
@@ -184,7 +184,8 @@ class SearchIndex:
 
     def __init__(self, names: pd.Series) -> None:
         codes, uniques = pd.factorize(names, use_na_sentinel=False)
-        self.codes: np.ndarray = codes
+        # each row's distinct name; None: every row its own (codes in order of first sight)
+        self.codes: np.ndarray | None = codes if len(uniques) < len(codes) else None
         self.names = pd.Series(np.asarray(uniques, dtype=object), dtype=object)
         lowered = self.names.str.lower()
         longest = int(lowered.str.len().max()) if len(lowered) else 0
