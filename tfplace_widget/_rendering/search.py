@@ -203,10 +203,11 @@ class SearchIndex:
         needs = required_texts(pattern) if self.ascii else []
         if not needs:
             return _regex_mask(self.names, pattern)
-        maybe = np.arange(len(self.names))
+        maybe, lowered = None, self.lowered
         for texts in needs:  # the fewest, longest texts first: on all names, then on fewer
-            found = self.lowered[maybe]
-            maybe = maybe[np.logical_or.reduce([np.char.find(found, t) >= 0 for t in texts])]
+            holds = np.logical_or.reduce([np.char.find(lowered, t) >= 0 for t in texts])
+            maybe = np.flatnonzero(holds) if maybe is None else maybe[holds]
+            lowered = self.lowered[maybe]
         mask = np.zeros(len(self.names), dtype=bool)
         values = self.names.to_numpy()[maybe]
         mask[maybe] = np.fromiter(
