@@ -14,7 +14,12 @@ import pytest
 
 from tfplace_widget import SearchError
 from tfplace_widget._rendering import search
-from tfplace_widget._rendering.search import match_names, required_texts, searchable
+from tfplace_widget._rendering.search import (
+    exact_texts,
+    match_names,
+    required_texts,
+    searchable,
+)
 
 # ASCII op names (the prefilter's case), each on several rows, as an op on several devices or
 # a name on both sides of a diff, and names with regex and glob characters in them.
@@ -39,6 +44,8 @@ ASCII_NAMES = [
 # Non-ASCII names: a case-insensitive regex matches the long s and the Kelvin sign as s and k,
 # which lower() does not say (no prefilter then).
 OTHER_NAMES = ["ſtep", "STEP", "K", "k", "Ünïcode/ÄDD", "straße"]
+# A name of two lines: ``$`` also matches before its newline.
+LINES_NAMES = ["MatMul\n", "MatMul\nx", "x\nMatMul", "a"]
 
 REGEXES = [
     r"^model/",
@@ -64,6 +71,12 @@ REGEXES = [
     r"(a)\1b",
     r"c7/add1\d+$",
     r"c7/add1$",
+    r"MatMul\Z",
+    r"^MatMul$",
+    r"^(a|)$",
+    r"(?m)^MatMul$",
+    r"^",
+    r"$",
     r"matmul_1",
     r"nothing_matches_this",
     r"step",
@@ -99,7 +112,11 @@ def expected(names: pd.Series, text: str, *, regex: bool, case: bool) -> list[bo
 
 @pytest.mark.parametrize("repeats", [1, 3], ids=["distinct", "repeated"])
 @pytest.mark.parametrize("dtype", [object, "string", "category"])
-@pytest.mark.parametrize("names", [ASCII_NAMES, ASCII_NAMES + OTHER_NAMES], ids=["ascii", "other"])
+@pytest.mark.parametrize(
+    "names",
+    [ASCII_NAMES, ASCII_NAMES + OTHER_NAMES, ASCII_NAMES + LINES_NAMES],
+    ids=["ascii", "other", "lines"],
+)
 def test_the_index_answers_as_pandas_and_fnmatch_name_by_name(names, dtype, repeats):
     column = names_frame(names, dtype, repeats)
     index = searchable(column)
@@ -137,6 +154,46 @@ def test_a_regex_runs_re_once_per_distinct_name_that_holds_its_text(monkeypatch)
     assert got.tolist() == want and sum(want) == 10 * 7  # c7/add103, 119, ... 199
     holding = sorted({n for n in distinct if "c7/add1" in n})
     assert sorted(calls) == holding
+
+
+@pytest.mark.parametrize(
+    ("pattern", "flags", "answer"),
+    [
+        (r"MatMul$", re.IGNORECASE, ("end", ["matmul"])),
+        (r"^model/block_(3|7)/", re.IGNORECASE, ("start", ["model/block_3/", "model/block_7/"])),
+        (r"\Aa\Z", re.IGNORECASE, ("whole", ["a"])),
+        (r"^$", re.IGNORECASE, ("whole", [""])),
+        (r"(?i)x\[1\]", 0, ("in", ["x[1]"])),
+        (r"MatMul", 0, None),  # match case: the names' case, which the index has not
+        (r"(?m)^a", re.IGNORECASE, None),
+        (r"(?-i:Mat)", re.IGNORECASE, None),
+        (r"a(?=b)", re.IGNORECASE, None),
+        (r"a\b", re.IGNORECASE, None),
+        (r"[ab]\d", re.IGNORECASE, None),
+    ],
+)
+def test_the_regexes_numpy_answers_alone(pattern, flags, answer):
+    assert exact_texts(re.compile(pattern, flags)) == answer
+
+
+def test_a_regex_of_a_few_anchored_texts_calls_no_re(monkeypatch):
+    """``(MatMul|Conv2D)$`` without match case is two ``endswith`` over the lower-cased names."""
+    calls = []
+    real = search.compile_query
+
+    class Counting:
+        def __init__(self, pattern: re.Pattern) -> None:
+            self.pattern, self.flags = pattern.pattern, pattern.flags
+
+        def search(self, name: str):
+            calls.append(name)
+
+    monkeypatch.setattr(search, "compile_query", lambda *a, **k: Counting(real(*a, **k)))
+    names = pd.Series(ASCII_NAMES * 4, dtype=object)
+    got = match_names(names, r"(MatMul|Conv2D)$", regex=True, lowered=searchable(names))
+    want = [bool(re.search(r"(MatMul|Conv2D)$", n, re.IGNORECASE)) for n in names]
+    assert got.tolist() == want and any(want)
+    assert calls == []
 
 
 @pytest.mark.parametrize(

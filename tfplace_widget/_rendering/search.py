@@ -197,9 +197,21 @@ class SearchIndex:
         self.ascii = isinstance(self.lowered, np.ndarray) and (
             self.lowered.size == 0 or int(self.lowered.view(np.uint32).max()) < 128
         )
+        # ``$`` also matches before a name's last newline: the numpy answer is for names without
+        self.one_line = self.ascii and not (np.char.find(self.lowered, "\n") >= 0).any()
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
         """Which distinct names the compiled regex ``pattern`` finds anything in."""
+        whole = exact_texts(pattern) if self.one_line else None
+        if whole is not None:  # a few texts, maybe anchored, any case: numpy alone answers
+            where, texts = whole
+            test = {
+                "in": lambda t: np.char.find(self.lowered, t) >= 0,
+                "start": lambda t: np.strings.startswith(self.lowered, t),
+                "end": lambda t: np.strings.endswith(self.lowered, t),
+                "whole": lambda t: self.lowered == t,
+            }[where]
+            return np.logical_or.reduce([test(t) for t in texts])
         needs = required_texts(pattern) if self.ascii else []
         if not needs:
             return _regex_mask(self.names, pattern)
@@ -246,23 +258,51 @@ def required_texts(pattern: re.Pattern) -> list[list[str]]:
     return sorted(needs, key=lambda texts: (len(texts), -min(map(len, texts))))
 
 
-def _texts(item: tuple) -> set[str] | None:
+_STARTS = (_sre_constants.AT_BEGINNING, _sre_constants.AT_BEGINNING_STRING)
+_ENDS = (_sre_constants.AT_END, _sre_constants.AT_END_STRING)
+
+
+def exact_texts(pattern: re.Pattern) -> tuple[str, list[str]] | None:
+    """For a case-insensitive ``pattern`` that is only a few texts (``matmul``,
+    ``(MatMul|Conv2D)$``, ``^model/block_[37]/``): where a name holds one of them (``"in"``,
+    ``"start"``, ``"end"`` or ``"whole"``) and the texts, lower-cased; else ``None``. On ASCII
+    names of one line each, lower-cased, that is the regex's answer without ``re``."""
+    flags = pattern.flags
+    if not flags & re.IGNORECASE or flags & re.MULTILINE:
+        return None
+    try:
+        items = list(_sre_parser.parse(pattern.pattern, flags))
+    except Exception:  # noqa: BLE001  (a private parser: then ``re``, the same answer)
+        return None
+    start = bool(items) and items[0][0] == _sre_constants.AT and items[0][1] in _STARTS
+    end = len(items) > start and items[-1][0] == _sre_constants.AT and items[-1][1] in _ENDS
+    texts = _sequence_texts(items[int(start) : len(items) - int(end)], exact=True)
+    if texts is None or not all(t.isascii() for t in texts):
+        return None
+    where = {(False, False): "in", (True, False): "start", (False, True): "end"}
+    return where.get((start, end), "whole"), sorted(t.lower() for t in texts)
+
+
+def _texts(item: tuple, exact: bool = False) -> set[str] | None:
     """Every text one item of a parsed pattern can match, if they are few (``None`` if not):
     a character, a class of characters, a group or a branch of such; anchors and lookarounds
-    match the empty text (they consume nothing)."""
+    match the empty text (they consume nothing). ``exact``: no anchors, lookarounds or flags
+    in a group, so that a name holds one of the texts where it matches, and only there."""
     op, value = item
     if op == _sre_constants.LITERAL:
         return {chr(value)}
     if op in (_sre_constants.AT, _sre_constants.ASSERT, _sre_constants.ASSERT_NOT):
-        return {""}
+        return None if exact else {""}
     if op == _sre_constants.IN and all(o == _sre_constants.LITERAL for o, _ in value):
         return {chr(v) for _, v in value} if len(value) <= MAX_ALTERNATIVES else None
     if op == _sre_constants.SUBPATTERN:
-        return _sequence_texts(value[-1])
+        if exact and (value[1] or value[2]):  # (?-i:...) and the like
+            return None
+        return _sequence_texts(value[-1], exact)
     if op == _sre_constants.BRANCH:
         texts: set[str] = set()
         for branch in value[1]:
-            more = _sequence_texts(branch)
+            more = _sequence_texts(branch, exact)
             if more is None:
                 return None
             texts |= more
@@ -270,11 +310,11 @@ def _texts(item: tuple) -> set[str] | None:
     return None
 
 
-def _sequence_texts(items) -> set[str] | None:
+def _sequence_texts(items, exact: bool = False) -> set[str] | None:
     """Every text a sequence of parsed items can match, if they are few."""
     run: set[str] | None = {""}
     for item in items:
-        texts = _texts(item)
+        texts = _texts(item, exact)
         run = None if texts is None else _joined(run, texts)
         if run is None:
             return None
