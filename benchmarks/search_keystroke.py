@@ -45,6 +45,8 @@ QUERIES = {
         ("*/dense_12/*", False, False),
         ("model/block_3*matmul", False, False),
         (r"dense_1\d/MatMul$", True, False),
+        (r"(MatMul|Conv2D)$", True, False),
+        (r"^model/block_(3|7)/", True, False),
         (r"^model/block_(3|7)/", True, True),
         (r"_\d{3}/", True, False),
     ),
