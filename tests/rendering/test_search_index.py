@@ -164,7 +164,7 @@ def test_a_regex_runs_re_once_per_distinct_name_that_holds_its_text(monkeypatch)
         (r"\Aa\Z", re.IGNORECASE, ("whole", ["a"])),
         (r"^$", re.IGNORECASE, ("whole", [""])),
         (r"(?i)x\[1\]", 0, ("in", ["x[1]"])),
-        (r"MatMul", 0, None),  # match case: the names' case, which the index has not
+        (r"(MatMul|conv2D)$", 0, ("end", ["MatMul", "conv2D"])),  # match case
         (r"(?m)^a", re.IGNORECASE, None),
         (r"(?-i:Mat)", re.IGNORECASE, None),
         (r"a(?=b)", re.IGNORECASE, None),
@@ -177,7 +177,8 @@ def test_the_regexes_numpy_answers_alone(pattern, flags, answer):
 
 
 def test_a_regex_of_a_few_anchored_texts_calls_no_re(monkeypatch):
-    """``(MatMul|Conv2D)$`` without match case is two ``endswith`` over the lower-cased names."""
+    """``(MatMul|Conv2D)$`` is two ``endswith`` over the lower-cased names (with match case,
+    then over the cased names of those that end so)."""
     calls = []
     real = search.compile_query
 
@@ -190,9 +191,12 @@ def test_a_regex_of_a_few_anchored_texts_calls_no_re(monkeypatch):
 
     monkeypatch.setattr(search, "compile_query", lambda *a, **k: Counting(real(*a, **k)))
     names = pd.Series(ASCII_NAMES * 4, dtype=object)
-    got = match_names(names, r"(MatMul|Conv2D)$", regex=True, lowered=searchable(names))
-    want = [bool(re.search(r"(MatMul|Conv2D)$", n, re.IGNORECASE)) for n in names]
-    assert got.tolist() == want and any(want)
+    index = searchable(names)
+    for case, flags in ((False, re.IGNORECASE), (True, 0)):
+        got = match_names(names, r"(MatMul|Conv2D)$", regex=True, case=case, lowered=index)
+        want = [bool(re.search(r"(MatMul|Conv2D)$", n, flags)) for n in names]
+        assert got.tolist() == want and any(want)
+    assert not all(got == match_names(names, r"(MatMul|Conv2D)$", regex=True, lowered=index))
     assert calls == []
 
 

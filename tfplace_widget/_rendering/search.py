@@ -203,15 +203,15 @@ class SearchIndex:
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
         """Which distinct names the compiled regex ``pattern`` finds anything in."""
         whole = exact_texts(pattern) if self.one_line else None
-        if whole is not None:  # a few texts, maybe anchored, any case: numpy alone answers
+        if whole is not None:  # a few texts, maybe anchored: numpy alone answers
             where, texts = whole
-            test = {
-                "in": lambda t: np.char.find(self.lowered, t) >= 0,
-                "start": lambda t: np.strings.startswith(self.lowered, t),
-                "end": lambda t: np.strings.endswith(self.lowered, t),
-                "whole": lambda t: self.lowered == t,
-            }[where]
-            return np.logical_or.reduce([test(t) for t in texts])
+            holds = _holding(self.lowered, where, [t.lower() for t in texts])
+            if pattern.flags & re.IGNORECASE:
+                return holds
+            maybe = np.flatnonzero(holds)  # then the same texts, as cased, in their names
+            names = self.names.to_numpy()[maybe].astype(str)
+            holds[maybe] = _holding(names, where, texts)
+            return holds
         needs = required_texts(pattern) if self.ascii else []
         if not needs:
             return _regex_mask(self.names, pattern)
@@ -226,6 +226,18 @@ class SearchIndex:
             (pattern.search(value) is not None for value in values), dtype=bool, count=len(maybe)
         )
         return mask
+
+
+def _holding(names: np.ndarray, where: str, texts: list[str]) -> np.ndarray:
+    """Which of ``names`` hold one of ``texts`` (``where``: anywhere, at the start, the end, or
+    as the whole name)."""
+    test = {
+        "in": lambda t: np.char.find(names, t) >= 0,
+        "start": lambda t: np.strings.startswith(names, t),
+        "end": lambda t: np.strings.endswith(names, t),
+        "whole": lambda t: names == t,
+    }[where]
+    return np.logical_or.reduce([test(t) for t in texts])
 
 
 MAX_ALTERNATIVES = 6  # a scan of a million names per text: more is slower than no prefilter
@@ -263,12 +275,13 @@ _ENDS = (_sre_constants.AT_END, _sre_constants.AT_END_STRING)
 
 
 def exact_texts(pattern: re.Pattern) -> tuple[str, list[str]] | None:
-    """For a case-insensitive ``pattern`` that is only a few texts (``matmul``,
-    ``(MatMul|Conv2D)$``, ``^model/block_[37]/``): where a name holds one of them (``"in"``,
-    ``"start"``, ``"end"`` or ``"whole"``) and the texts, lower-cased; else ``None``. On ASCII
-    names of one line each, lower-cased, that is the regex's answer without ``re``."""
+    """For a ``pattern`` that is only a few texts (``matmul``, ``(MatMul|Conv2D)$``,
+    ``^model/block_[37]/``): where a name holds one of them (``"in"``, ``"start"``, ``"end"`` or
+    ``"whole"``) and the texts (lower-cased for a case-insensitive pattern); else ``None``. On
+    ASCII names of one line each (lower-cased, for a case-insensitive pattern), that is the
+    regex's answer without ``re``."""
     flags = pattern.flags
-    if not flags & re.IGNORECASE or flags & re.MULTILINE:
+    if flags & re.MULTILINE:
         return None
     try:
         items = list(_sre_parser.parse(pattern.pattern, flags))
@@ -280,7 +293,8 @@ def exact_texts(pattern: re.Pattern) -> tuple[str, list[str]] | None:
     if texts is None or not all(t.isascii() for t in texts):
         return None
     where = {(False, False): "in", (True, False): "start", (False, True): "end"}
-    return where.get((start, end), "whole"), sorted(t.lower() for t in texts)
+    folded = (t.lower() for t in texts) if flags & re.IGNORECASE else texts
+    return where.get((start, end), "whole"), sorted(folded)
 
 
 def _texts(item: tuple, exact: bool = False) -> set[str] | None:
