@@ -241,3 +241,14 @@ def test_an_empty_column_and_an_empty_search():
         assert match_names(empty, text, regex=regex, lowered=index).tolist() == []
     names = pd.Series(["a", "a", "b"], dtype=object)
     assert np.array_equal(match_names(names, "", lowered=searchable(names)), [True] * 3)
+
+
+def test_a_column_with_a_missing_name_is_searched_as_before():
+    """A name missing (not an op's: a column of another frame) leaves the index to the search
+    row by row over the lower-cased names, as the panel searched before the index."""
+    names = pd.Series(["MatMul", None, "x", "MatMul", np.nan], dtype=object)
+    index = searchable(names)
+    before = names.str.lower().to_numpy(dtype="<U6")  # what searchable() returned then
+    for text, regex in (("mat", True), ("MatMul$", True), (r"\d", True), ("mat", False)):
+        plain = match_names(names, text, regex=regex, lowered=before)
+        assert match_names(names, text, regex=regex, lowered=index).tolist() == plain.tolist()

@@ -130,6 +130,8 @@ def match_names(
         return np.ones(len(names), dtype=bool)
     if not isinstance(lowered, SearchIndex):
         return _match_each(names, text, regex, case, lowered)
+    if not lowered.strings:
+        return _match_each(names, text, regex, case, lowered.rows)
     if regex:
         distinct = lowered.regex_mask(compile_query(text, regex=True, case=case))
     else:
@@ -155,11 +157,6 @@ def _match_each(
         if isinstance(haystack, np.ndarray):
             return np.char.find(haystack, text.lower()) >= 0
         return haystack.str.contains(text.lower(), regex=False).to_numpy(dtype=bool)
-    return _regex_mask(names, pattern)
-
-
-def _regex_mask(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
-    """Which of ``names`` the compiled regex ``pattern`` finds anything in (``re.search``)."""
     with warnings.catch_warnings():  # groups in the user's regex: pandas warns, we only match
         warnings.filterwarnings("ignore", "This pattern is interpreted as a regular expression")
         return names.str.contains(pattern, regex=True).to_numpy(dtype=bool)
@@ -187,15 +184,16 @@ class SearchIndex:
         # each row's distinct name; None: every row its own (codes in order of first sight)
         self.codes: np.ndarray | None = codes if len(uniques) < len(codes) else None
         self.names = pd.Series(np.asarray(uniques, dtype=object), dtype=object)
-        lowered = self.names.str.lower()
-        longest = int(lowered.str.len().max()) if len(lowered) else 0
-        self.lowered: pd.Series | np.ndarray = lowered
-        if longest <= MAX_FIXED_WIDTH:
-            self.lowered = lowered.to_numpy(dtype=f"<U{max(longest, 1)}")
+        self.lowered = _lowered(self.names)
+        # Names all text; a column with a missing name is searched row by row, as it was
+        self.strings = pd.api.types.infer_dtype(self.names, skipna=False) in ("string", "empty")
+        self.rows = None if self.strings else _lowered(names)
         # The prefilter needs lower() to keep each character in its place and re's
         # case-insensitive match of a letter to be ASCII's: ASCII names (TF's op names are).
-        self.ascii = isinstance(self.lowered, np.ndarray) and (
-            self.lowered.size == 0 or int(self.lowered.view(np.uint32).max()) < 128
+        self.ascii = (
+            self.strings
+            and isinstance(self.lowered, np.ndarray)
+            and (self.lowered.size == 0 or int(self.lowered.view(np.uint32).max()) < 128)
         )
         # ``$`` also matches before a name's last newline: the numpy answer is for names without
         self.one_line = self.ascii and not (np.char.find(self.lowered, "\n") >= 0).any()
@@ -212,13 +210,11 @@ class SearchIndex:
             names = self.names.to_numpy()[maybe].astype(str)
             holds[maybe] = _holding(names, where, texts)
             return holds
-        needs = required_texts(pattern) if self.ascii else []
-        if not needs:
-            return _regex_mask(self.names, pattern)
-        maybe, lowered = None, self.lowered
-        for texts in needs:  # the fewest, longest texts first: on all names, then on fewer
+        maybe, lowered = np.arange(len(self.names)), self.lowered
+        for i, texts in enumerate(required_texts(pattern) if self.ascii else []):
+            # the fewest, longest texts first: on all names, then on those the last one left
             holds = np.logical_or.reduce([np.char.find(lowered, t) >= 0 for t in texts])
-            maybe = np.flatnonzero(holds) if maybe is None else maybe[holds]
+            maybe = np.flatnonzero(holds) if i == 0 else maybe[holds]
             lowered = self.lowered[maybe]
         mask = np.zeros(len(self.names), dtype=bool)
         values = self.names.to_numpy()[maybe]
@@ -340,6 +336,15 @@ def _joined(heads: set[str], tails: set[str]) -> set[str] | None:
     if len(heads) * len(tails) > MAX_ALTERNATIVES:
         return None
     return {head + tail for head in heads for tail in tails}
+
+
+def _lowered(names: pd.Series) -> pd.Series | np.ndarray:
+    """``names`` lower-cased, as a fixed-width numpy array unless one is very long."""
+    lowered = names.str.lower()
+    longest = int(lowered.str.len().max()) if len(lowered) else 0
+    if longest > MAX_FIXED_WIDTH:
+        return lowered
+    return lowered.to_numpy(dtype=f"<U{max(longest, 1)}")
 
 
 def searchable(names: pd.Series) -> SearchIndex:
