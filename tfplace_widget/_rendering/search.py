@@ -183,20 +183,18 @@ class SearchIndex:
         codes, uniques = pd.factorize(names, use_na_sentinel=False)
         # each row's distinct name; None: every row its own (codes in order of first sight)
         self.codes: np.ndarray | None = codes if len(uniques) < len(codes) else None
-        self.names = pd.Series(np.asarray(uniques, dtype=object), dtype=object)
-        self.lowered = _lowered(self.names)
+        values = np.asarray(uniques, dtype=object)
+        self.names = pd.Series(values, dtype=object)
         # Names all text; a column with a missing name is searched row by row, as it was
-        self.strings = pd.api.types.infer_dtype(self.names, skipna=False) in ("string", "empty")
+        self.strings = pd.api.types.infer_dtype(values, skipna=False) in ("string", "empty")
         self.rows = None if self.strings else _lowered(names)
+        self.lowered = _lowered(self.names) if not self.strings else _lowered_text(values)
         # The prefilter needs lower() to keep each character in its place and re's
         # case-insensitive match of a letter to be ASCII's: ASCII names (TF's op names are).
-        self.ascii = (
-            self.strings
-            and isinstance(self.lowered, np.ndarray)
-            and (self.lowered.size == 0 or int(self.lowered.view(np.uint32).max()) < 128)
-        )
-        # ``$`` also matches before a name's last newline: the numpy answer is for names without
-        self.one_line = self.ascii and not (np.char.find(self.lowered, "\n") >= 0).any()
+        # ``$`` also matches before a name's last newline: numpy answers for names without.
+        text = "".join(values) if self.strings else ""
+        self.ascii = self.strings and isinstance(self.lowered, np.ndarray) and text.isascii()
+        self.one_line = self.ascii and "\n" not in text
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
         """Which distinct names the compiled regex ``pattern`` finds anything in."""
@@ -336,6 +334,15 @@ def _joined(heads: set[str], tails: set[str]) -> set[str] | None:
     if len(heads) * len(tails) > MAX_ALTERNATIVES:
         return None
     return {head + tail for head in heads for tail in tails}
+
+
+def _lowered_text(values: np.ndarray) -> pd.Series | np.ndarray:
+    """:func:`_lowered` of names that are all text, without pandas' checks of each."""
+    lowered = [value.lower() for value in values]
+    longest = max(map(len, lowered), default=0)
+    if longest > MAX_FIXED_WIDTH:
+        return pd.Series(lowered, dtype=object)
+    return np.array(lowered, dtype=f"<U{max(longest, 1)}")
 
 
 def _lowered(names: pd.Series) -> pd.Series | np.ndarray:
