@@ -140,6 +140,7 @@ def table(results: list[dict], rows: int) -> str:
         "| --- | --- | ---: | ---: | ---: | --- |",
     ]
     for (frame, query), r in merged.items():
+        query = query.replace("|", "\\|")  # a regex's branches: not the table's columns
         lines.append(
             f"| {frame} | {query} | {r['old'] * 1000:.0f} ms | {r['new'] * 1000:.0f} ms "
             f"| {r.get('hits', '')} | {r.get('answers', '-')} |"
