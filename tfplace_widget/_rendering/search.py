@@ -227,8 +227,8 @@ def _holding(names: np.ndarray, where: str, texts: list[str]) -> np.ndarray:
     as the whole name)."""
     test = {
         "in": lambda t: np.char.find(names, t) >= 0,
-        "start": lambda t: np.strings.startswith(names, t),
-        "end": lambda t: np.strings.endswith(names, t),
+        "start": lambda t: np.char.startswith(names, t),
+        "end": lambda t: np.char.endswith(names, t),
         "whole": lambda t: names == t,
     }[where]
     return np.logical_or.reduce([test(t) for t in texts])
