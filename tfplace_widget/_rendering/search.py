@@ -96,15 +96,15 @@ def glob_mask(names: np.ndarray, glob: str) -> np.ndarray:
     if not runs:
         return names == glob
     first = runs[0]
-    mask = np.strings.startswith(names, first) if first else np.ones(len(names), dtype=bool)
+    mask = np.char.startswith(names, first) if first else np.ones(len(names), dtype=bool)
     at = np.full(len(names), len(first), dtype=np.int64)
     for run in (run for run in runs[1:] if run):
-        found = np.strings.find(names, run, at)
+        found = np.char.find(names, run, at)
         mask &= found >= 0
         at = found + len(run)
     if last:
-        mask &= np.strings.endswith(names, last)
-    return mask & (np.strings.str_len(names) - len(last) >= at)
+        mask &= np.char.endswith(names, last)
+    return mask & (np.char.str_len(names) - len(last) >= at)
 
 
 def _glob_run(part: str) -> str:
