@@ -74,6 +74,8 @@ REGEXES = [
     r"MatMul\Z",
     r"^MatMul$",
     r"^(a|)$",
+    r"MatMul\0",
+    r"d1\0$",
     r"(?m)^MatMul$",
     r"^",
     r"$",
@@ -252,3 +254,17 @@ def test_a_column_with_a_missing_name_is_searched_as_before():
     for text, regex in (("mat", True), ("MatMul$", True), (r"\d", True), ("mat", False)):
         plain = match_names(names, text, regex=regex, lowered=before)
         assert match_names(names, text, regex=regex, lowered=index).tolist() == plain.tolist()
+
+
+def test_a_regex_over_names_with_a_nul_answers_as_re():
+    """A fixed-width numpy string drops trailing NULs, in a name and in a searched text: a
+    regex holding one, or names ending with one, are matched by ``re``."""
+    names = pd.Series(["MatMul", "MatMul\0", "c7/add1\0", "c7/add12"] * 2, dtype=object)
+    for pattern in (r"MatMul\0", r"MatMul$", r"^MatMul", r"d1\0$", r"c7/add1\d*$", r"(?-i:Mat)"):
+        for case in (False, True):
+            want = [bool(re.search(pattern, n, 0 if case else re.IGNORECASE)) for n in names]
+            got = match_names(names, pattern, regex=True, case=case, lowered=searchable(names))
+            assert got.tolist() == want, (pattern, case)
+    ascii_names = pd.Series(["MatMul", "MatMul_1"] * 2, dtype=object)
+    got = match_names(ascii_names, r"MatMul\0", regex=True, lowered=searchable(ascii_names))
+    assert not got.any()

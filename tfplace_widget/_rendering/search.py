@@ -192,8 +192,14 @@ class SearchIndex:
         # The prefilter needs lower() to keep each character in its place and re's
         # case-insensitive match of a letter to be ASCII's: ASCII names (TF's op names are).
         # ``$`` also matches before a name's last newline: numpy answers for names without.
+        # A fixed-width array drops a name's trailing NULs: none, for numpy to say the same.
         text = "".join(values) if self.strings else ""
-        self.ascii = self.strings and isinstance(self.lowered, np.ndarray) and text.isascii()
+        self.ascii = (
+            self.strings
+            and isinstance(self.lowered, np.ndarray)
+            and text.isascii()
+            and "\0" not in text
+        )
         self.one_line = self.ascii and "\n" not in text
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
@@ -259,7 +265,7 @@ def required_texts(pattern: re.Pattern) -> list[list[str]]:
         run = texts if texts is not None else {""}
     # a text of one character rarely leaves out enough names to pay for its scan
     needs = [sorted(t.lower() for t in run) for run in runs if min(map(len, run)) > 1]
-    if not all(t.isascii() for texts in needs for t in texts):
+    if not all(_plain(t) for texts in needs for t in texts):
         return []
     return sorted(needs, key=lambda texts: (len(texts), -min(map(len, texts))))
 
@@ -284,11 +290,17 @@ def exact_texts(pattern: re.Pattern) -> tuple[str, list[str]] | None:
     start = bool(items) and items[0][0] == _sre_constants.AT and items[0][1] in _STARTS
     end = len(items) > start and items[-1][0] == _sre_constants.AT and items[-1][1] in _ENDS
     texts = _sequence_texts(items[int(start) : len(items) - int(end)], exact=True)
-    if texts is None or not all(t.isascii() for t in texts):
+    if texts is None or not all(map(_plain, texts)):
         return None
     where = {(False, False): "in", (True, False): "start", (False, True): "end"}
     folded = (t.lower() for t in texts) if flags & re.IGNORECASE else texts
     return where.get((start, end), "whole"), sorted(folded)
+
+
+def _plain(text: str) -> bool:
+    """Whether numpy finds ``text`` as typed among ASCII names: ASCII, and no NUL (a numpy
+    string drops its trailing NULs)."""
+    return text.isascii() and "\0" not in text
 
 
 def _texts(item: tuple, exact: bool = False) -> set[str] | None:
