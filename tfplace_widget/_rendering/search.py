@@ -180,26 +180,30 @@ class SearchIndex:
     """
 
     def __init__(self, names: pd.Series) -> None:
+        try:
+            text = "".join(names.tolist())
+        except TypeError:  # a missing name (None, NaN)
+            text = None
+        # Names all text, and no NUL in one (pandas 2's factorize takes "a" and "a\0" for one
+        # name); else the column is searched row by row, as it was before the index.
+        self.strings = text is not None and "\0" not in text
+        if not self.strings:
+            self.codes: np.ndarray | None = None
+            self.names = pd.Series(names.to_numpy(dtype=object), dtype=object)
+            self.rows = self.lowered = _lowered(names)
+            self.ascii = self.one_line = False
+            return
         codes, uniques = pd.factorize(names, use_na_sentinel=False)
         # each row's distinct name; None: every row its own (codes in order of first sight)
-        self.codes: np.ndarray | None = codes if len(uniques) < len(codes) else None
+        self.codes = codes if len(uniques) < len(codes) else None
         values = np.asarray(uniques, dtype=object)
         self.names = pd.Series(values, dtype=object)
-        # Names all text; a column with a missing name is searched row by row, as it was
-        self.strings = pd.api.types.infer_dtype(values, skipna=False) in ("string", "empty")
-        self.rows = None if self.strings else _lowered(names)
-        self.lowered = _lowered(self.names) if not self.strings else _lowered_text(values)
+        self.rows = None
+        self.lowered = _lowered_text(values)
         # The prefilter needs lower() to keep each character in its place and re's
         # case-insensitive match of a letter to be ASCII's: ASCII names (TF's op names are).
         # ``$`` also matches before a name's last newline: numpy answers for names without.
-        # A fixed-width array drops a name's trailing NULs: none, for numpy to say the same.
-        text = "".join(values) if self.strings else ""
-        self.ascii = (
-            self.strings
-            and isinstance(self.lowered, np.ndarray)
-            and text.isascii()
-            and "\0" not in text
-        )
+        self.ascii = isinstance(self.lowered, np.ndarray) and text.isascii()
         self.one_line = self.ascii and "\n" not in text
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
