@@ -24,6 +24,13 @@ import pandas as pd
 
 from .._model.errors import SearchError
 
+try:  # re's own parser (Python 3.11+), to find the text every match of a regex contains
+    from re import _constants as _sre_constants
+    from re import _parser as _sre_parser
+except ImportError:  # Python 3.10
+    import sre_constants as _sre_constants  # type: ignore[no-redef]
+    import sre_parse as _sre_parser  # type: ignore[no-redef]
+
 # What the search box says, in the panel and in the HTML report: a placeholder and its tooltip.
 SEARCH_PLACEHOLDER = "search op names: text, glob (A*), or regex"
 SEARCH_HELP = (
@@ -89,15 +96,15 @@ def glob_mask(names: np.ndarray, glob: str) -> np.ndarray:
     if not runs:
         return names == glob
     first = runs[0]
-    mask = np.strings.startswith(names, first) if first else np.ones(len(names), dtype=bool)
+    mask = np.char.startswith(names, first) if first else np.ones(len(names), dtype=bool)
     at = np.full(len(names), len(first), dtype=np.int64)
     for run in (run for run in runs[1:] if run):
-        found = np.strings.find(names, run, at)
+        found = np.char.find(names, run, at)
         mask &= found >= 0
         at = found + len(run)
     if last:
-        mask &= np.strings.endswith(names, last)
-    return mask & (np.strings.str_len(names) - len(last) >= at)
+        mask &= np.char.endswith(names, last)
+    return mask & (np.char.str_len(names) - len(last) >= at)
 
 
 def _glob_run(part: str) -> str:
@@ -111,15 +118,31 @@ def match_names(
     *,
     regex: bool = False,
     case: bool = False,
-    lowered: pd.Series | np.ndarray | None = None,
+    lowered: SearchIndex | pd.Series | np.ndarray | None = None,
 ) -> np.ndarray:
     """Boolean mask of ``names`` matching ``text`` (all True for empty text).
 
-    ``lowered`` is the lower-cased names, precomputed by callers that search many times; as a
-    fixed-width numpy string array (:func:`searchable`) a substring test runs in C.
+    ``lowered`` is what callers that search many times precompute: :func:`searchable`'s
+    :class:`SearchIndex` of ``names`` (each distinct name matched once), or the lower-cased
+    names (as a fixed-width numpy string array a substring test runs in C).
     """
     if not text:
         return np.ones(len(names), dtype=bool)
+    if not isinstance(lowered, SearchIndex):
+        return _match_each(names, text, regex, case, lowered)
+    if not lowered.strings:
+        return _match_each(names, text, regex, case, lowered.rows)
+    if regex:
+        distinct = lowered.regex_mask(compile_query(text, regex=True, case=case))
+    else:
+        distinct = _match_each(lowered.names, text, regex, case, lowered.lowered)
+    return distinct if lowered.codes is None else distinct[lowered.codes]
+
+
+def _match_each(
+    names: pd.Series, text: str, regex: bool, case: bool, lowered: pd.Series | np.ndarray | None
+) -> np.ndarray:
+    """:func:`match_names` name by name (``text`` not empty)."""
     pattern = compile_query(text, regex=regex, case=case)
     if pattern is not None and not regex:  # a glob: the whole name, lower-cased without case
         haystack = names if case else (lowered if lowered is not None else names.str.lower())
@@ -142,13 +165,214 @@ def match_names(
 MAX_FIXED_WIDTH = 160  # longer names make a fixed-width array too big: stay with pandas
 
 
-def searchable(names: pd.Series) -> pd.Series | np.ndarray:
-    """Lower-cased ``names`` in the fastest form :func:`match_names` can search."""
+class SearchIndex:
+    """A column of names made ready for many searches (the panel's, one per keystroke).
+
+    It holds the column's distinct names once (an op on several devices, a diff's two sides
+    and log lines repeat a name), each row's code among them, and the distinct names
+    lower-cased in the fastest form to search: a fixed-width numpy array, or a Series for
+    names over ``MAX_FIXED_WIDTH``. A search matches each distinct name once and maps the
+    answer to the rows with one numpy take.
+
+    A regex is matched by ``re``, one call per distinct name, but only on the names that hold
+    a text every match contains (``c7/add1`` of ``c7/add1\\d+$``, :func:`required_texts`),
+    found first in numpy's C string loops: the same answer, as a name without it cannot match.
+    """
+
+    def __init__(self, names: pd.Series) -> None:
+        try:
+            text = "".join(names.tolist())
+        except TypeError:  # a missing name (None, NaN)
+            text = None
+        # Names all text, and no NUL in one (pandas 2's factorize takes "a" and "a\0" for one
+        # name); else the column is searched row by row, as it was before the index.
+        self.strings = text is not None and "\0" not in text
+        if not self.strings:
+            self.codes: np.ndarray | None = None
+            self.names = pd.Series(names.to_numpy(dtype=object), dtype=object)
+            self.rows = self.lowered = _lowered(names)
+            self.ascii = self.one_line = False
+            return
+        codes, uniques = pd.factorize(names, use_na_sentinel=False)
+        # each row's distinct name; None: every row its own (codes in order of first sight)
+        self.codes = codes if len(uniques) < len(codes) else None
+        values = np.asarray(uniques, dtype=object)
+        self.names = pd.Series(values, dtype=object)
+        self.rows = None
+        self.lowered = _lowered_text(values)
+        # The prefilter needs lower() to keep each character in its place and re's
+        # case-insensitive match of a letter to be ASCII's: ASCII names (TF's op names are).
+        # ``$`` also matches before a name's last newline: numpy answers for names without.
+        self.ascii = isinstance(self.lowered, np.ndarray) and text.isascii()
+        self.one_line = self.ascii and "\n" not in text
+
+    def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
+        """Which distinct names the compiled regex ``pattern`` finds anything in."""
+        whole = exact_texts(pattern) if self.one_line else None
+        if whole is not None:  # a few texts, maybe anchored: numpy alone answers
+            where, texts = whole
+            holds = _holding(self.lowered, where, [t.lower() for t in texts])
+            if pattern.flags & re.IGNORECASE:
+                return holds
+            maybe = np.flatnonzero(holds)  # then the same texts, as cased, in their names
+            names = self.names.to_numpy()[maybe].astype(str)
+            holds[maybe] = _holding(names, where, texts)
+            return holds
+        maybe, lowered = np.arange(len(self.names)), self.lowered
+        for i, texts in enumerate(required_texts(pattern) if self.ascii else []):
+            # the fewest, longest texts first: on all names, then on those the last one left
+            holds = np.logical_or.reduce([np.char.find(lowered, t) >= 0 for t in texts])
+            maybe = np.flatnonzero(holds) if i == 0 else maybe[holds]
+            lowered = self.lowered[maybe]
+        mask = np.zeros(len(self.names), dtype=bool)
+        values = self.names.to_numpy()[maybe]
+        mask[maybe] = np.fromiter(
+            (pattern.search(value) is not None for value in values), dtype=bool, count=len(maybe)
+        )
+        return mask
+
+
+def _holding(names: np.ndarray, where: str, texts: list[str]) -> np.ndarray:
+    """Which of ``names`` hold one of ``texts`` (``where``: anywhere, at the start, the end, or
+    as the whole name)."""
+    test = {
+        "in": lambda t: np.char.find(names, t) >= 0,
+        "start": lambda t: np.char.startswith(names, t),
+        "end": lambda t: np.char.endswith(names, t),
+        "whole": lambda t: names == t,
+    }[where]
+    return np.logical_or.reduce([test(t) for t in texts])
+
+
+MAX_ALTERNATIVES = 6  # a scan of a million names per text: more is slower than no prefilter
+
+
+def required_texts(pattern: re.Pattern) -> list[list[str]]:
+    """What every match of ``pattern`` contains, lower-cased: lists of texts, each one of whose
+    texts is in every match (``c7/add1\\d+$``: ``[["c7/add1"]]``; ``(MatMul|Conv2D)$``:
+    ``[["conv2d", "matmul"]]``), read from runs of the pattern's top-level sequence whose every
+    match is one of a few texts; the fewest and longest first. ``[]`` when there is none
+    (``\\d+``), a text is not ASCII, or ``re``'s parser cannot say. For ASCII names (lower-cased
+    alike) a name holding none of a list's texts cannot match, whatever the pattern's flags."""
+    try:
+        items = list(_sre_parser.parse(pattern.pattern, pattern.flags))
+    except Exception:  # noqa: BLE001  (a private parser: then no prefilter, the same answer)
+        return []
+    runs, run = [], {""}
+    for item in [*items, None]:
+        texts = None if item is None else _texts(item)
+        grown = None if texts is None else _joined(run, texts)
+        if grown is not None:
+            run = grown
+            continue
+        runs.append(run)
+        run = texts if texts is not None else {""}
+    # a text of one character rarely leaves out enough names to pay for its scan
+    needs = [sorted(t.lower() for t in run) for run in runs if min(map(len, run)) > 1]
+    if not all(_plain(t) for texts in needs for t in texts):
+        return []
+    return sorted(needs, key=lambda texts: (len(texts), -min(map(len, texts))))
+
+
+_STARTS = (_sre_constants.AT_BEGINNING, _sre_constants.AT_BEGINNING_STRING)
+_ENDS = (_sre_constants.AT_END, _sre_constants.AT_END_STRING)
+
+
+def exact_texts(pattern: re.Pattern) -> tuple[str, list[str]] | None:
+    """For a ``pattern`` that is only a few texts (``matmul``, ``(MatMul|Conv2D)$``,
+    ``^model/block_[37]/``): where a name holds one of them (``"in"``, ``"start"``, ``"end"`` or
+    ``"whole"``) and the texts (lower-cased for a case-insensitive pattern); else ``None``. On
+    ASCII names of one line each (lower-cased, for a case-insensitive pattern), that is the
+    regex's answer without ``re``."""
+    flags = pattern.flags
+    if flags & re.MULTILINE:
+        return None
+    try:
+        items = list(_sre_parser.parse(pattern.pattern, flags))
+    except Exception:  # noqa: BLE001  (a private parser: then ``re``, the same answer)
+        return None
+    start = bool(items) and items[0][0] == _sre_constants.AT and items[0][1] in _STARTS
+    end = len(items) > start and items[-1][0] == _sre_constants.AT and items[-1][1] in _ENDS
+    texts = _sequence_texts(items[int(start) : len(items) - int(end)], exact=True)
+    if texts is None or not all(map(_plain, texts)):
+        return None
+    where = {(False, False): "in", (True, False): "start", (False, True): "end"}
+    folded = (t.lower() for t in texts) if flags & re.IGNORECASE else texts
+    return where.get((start, end), "whole"), sorted(folded)
+
+
+def _plain(text: str) -> bool:
+    """Whether numpy finds ``text`` as typed among ASCII names: ASCII, and no NUL (a numpy
+    string drops its trailing NULs)."""
+    return text.isascii() and "\0" not in text
+
+
+def _texts(item: tuple, exact: bool = False) -> set[str] | None:
+    """Every text one item of a parsed pattern can match, if they are few (``None`` if not):
+    a character, a class of characters, a group or a branch of such; anchors and lookarounds
+    match the empty text (they consume nothing). ``exact``: no anchors, lookarounds or flags
+    in a group, so that a name holds one of the texts where it matches, and only there."""
+    op, value = item
+    if op == _sre_constants.LITERAL:
+        return {chr(value)}
+    if op in (_sre_constants.AT, _sre_constants.ASSERT, _sre_constants.ASSERT_NOT):
+        return None if exact else {""}
+    if op == _sre_constants.IN and all(o == _sre_constants.LITERAL for o, _ in value):
+        return {chr(v) for _, v in value} if len(value) <= MAX_ALTERNATIVES else None
+    if op == _sre_constants.SUBPATTERN:
+        if exact and (value[1] or value[2]):  # (?-i:...) and the like
+            return None
+        return _sequence_texts(value[-1], exact)
+    if op == _sre_constants.BRANCH:
+        texts: set[str] = set()
+        for branch in value[1]:
+            more = _sequence_texts(branch, exact)
+            if more is None:
+                return None
+            texts |= more
+        return texts if len(texts) <= MAX_ALTERNATIVES else None
+    return None
+
+
+def _sequence_texts(items, exact: bool = False) -> set[str] | None:
+    """Every text a sequence of parsed items can match, if they are few."""
+    run: set[str] | None = {""}
+    for item in items:
+        texts = _texts(item, exact)
+        run = None if texts is None else _joined(run, texts)
+        if run is None:
+            return None
+    return run
+
+
+def _joined(heads: set[str], tails: set[str]) -> set[str] | None:
+    """Each of ``heads`` followed by each of ``tails``, if they are few."""
+    if len(heads) * len(tails) > MAX_ALTERNATIVES:
+        return None
+    return {head + tail for head in heads for tail in tails}
+
+
+def _lowered_text(values: np.ndarray) -> pd.Series | np.ndarray:
+    """:func:`_lowered` of names that are all text, without pandas' checks of each."""
+    lowered = [value.lower() for value in values]
+    longest = max(map(len, lowered), default=0)
+    if longest > MAX_FIXED_WIDTH:
+        return pd.Series(lowered, dtype=object)
+    return np.array(lowered, dtype=f"<U{max(longest, 1)}")
+
+
+def _lowered(names: pd.Series) -> pd.Series | np.ndarray:
+    """``names`` lower-cased, as a fixed-width numpy array unless one is very long."""
     lowered = names.str.lower()
     longest = int(lowered.str.len().max()) if len(lowered) else 0
     if longest > MAX_FIXED_WIDTH:
         return lowered
     return lowered.to_numpy(dtype=f"<U{max(longest, 1)}")
+
+
+def searchable(names: pd.Series) -> SearchIndex:
+    """``names`` ready for :func:`match_names`'s many searches (pass it as ``lowered``)."""
+    return SearchIndex(names)
 
 
 def filter_ops(
@@ -159,7 +383,7 @@ def filter_ops(
     case: bool = False,
     devices: Iterable[str] = (),
     types: Iterable[str] = (),
-    lowered: pd.Series | None = None,
+    lowered: SearchIndex | pd.Series | np.ndarray | None = None,
 ) -> np.ndarray:
     """Mask of ops matching the search text, one of ``devices`` and one of ``types`` (if any).
     A text such as ``train.py:42`` also matches the ops that line made (:func:`match_source`)."""

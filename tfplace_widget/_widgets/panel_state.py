@@ -16,7 +16,7 @@ import pandas as pd
 from .._model.trace import PlacementTrace
 from .._rendering.colors import device_color
 from .._rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, table_cells
-from .._rendering.search import filter_ops, searchable
+from .._rendering.search import SearchIndex, filter_ops, searchable
 
 
 class TableState:
@@ -29,7 +29,7 @@ class TableState:
         self.filtering = False  # whether the last apply() kept a subset (any filter set)
         self.ops: pd.DataFrame | None = None
         self.visible = pd.DataFrame(columns=[c for c, _ in TABLE_COLUMNS])
-        self.lowered: pd.Series | None = None
+        self.lowered: SearchIndex | None = None
         self.event_row: np.ndarray | None = None
         self.sort_orders: dict[tuple[str, bool], np.ndarray] = {}
 
