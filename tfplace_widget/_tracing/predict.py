@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._analyses.predict.result import predict_trace
-from .._model.errors import TraceError
+from .._analyses.predict.strategy import predict_strategy_trace
 from .._model.trace import PlacementTrace, strategy_of
 from .._tfadapter.graphfacts import node_details
 from .._tfadapter.registry import REGISTRY
@@ -82,15 +82,8 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
         trace, details, soft = _trace_for_facts(fn_or_trace, trace_options)
         options = {k: v for k, v in trace_options.items() if k != "args"}
         made = recipes.Recipe(fn_or_trace, tuple(trace_options.get("args", ()) or ()), options)
-    strategy = strategy_of(trace)
-    if strategy:
-        raise TraceError(
-            f"predict_placement cannot predict this trace yet: {strategy} ran its step on every "
-            "task, and a strategy places the step by the devices it finds on each task (with "
-            "GPUs, a replica per GPU and its variables there), so the placement traced here on "
-            "CPUs does not say where its ops would go. Trace it on a machine with the GPUs, or "
-            "predict the step as traced on one machine (trace_placement(step) without cluster=)."
-        )
+    if strategy_of(trace):  # a step the strategy ran on every task: predicted per task
+        return predict_strategy_trace(trace, gpus, soft, registry=REGISTRY)
     predicted = predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
     if made is not None:  # try_fix checks a predicted finding's fix against a prediction
         options = {**made.options, "gpus": gpus, "soft_placement": soft}
