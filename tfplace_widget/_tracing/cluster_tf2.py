@@ -220,6 +220,7 @@ def merged(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Place
         f"/job:{r.job}/task:{r.task}": {
             "collectives": r.header.get("collectives", {}),
             "gpu_requests": r.header.get("gpu_requests", {}),
+            "inputs_to_device": r.header.get("inputs_to_device"),
         }
         for r in runs
     }

@@ -42,6 +42,7 @@ def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any
         collectives = collective_groups(trace)
         add_input_sizes(collectives, step, step_args, step_kwargs)
         on_gpu = gpu_requests(step, step_args, step_kwargs, made)
+        to_device = inputs_to_device([*step_args, *step_kwargs.values()])
         trace.__dict__.pop("_findings_cache", None)
         data = pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException as exc:  # noqa: BLE001 (any failure is the answer)
@@ -50,7 +51,8 @@ def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any
             "type": type(exc).__name__,
             "traceback": traceback.format_exc(),
         }, []
-    return {"strategy": strategy, "collectives": collectives, "gpu_requests": on_gpu}, [data]
+    header = {"strategy": strategy, "collectives": collectives, "gpu_requests": on_gpu}
+    return {**header, "inputs_to_device": to_device}, [data]
 
 
 # A task waits this long for the others at a barrier; a task that fails ends them all sooner.
@@ -134,6 +136,20 @@ def gpu_requests(step: Any, args: tuple, kwargs: dict, strategy: Any) -> dict[st
             merged = merged.make_merged_spec(spec)
         found[op.name] = merged.to_string()
     return found
+
+
+def inputs_to_device(args: list[Any]) -> bool | None:
+    """Whether the step's distributed iterators make their per-replica iterators on the
+    strategy's replica devices (``InputOptions.experimental_fetch_to_device``, on by default:
+    ``input_lib._should_use_multi_device_iterator`` and ``_input_workers_with_options``), so
+    that on a worker with a GPU the step reads its batches there; ``None`` without one."""
+    from tensorflow.python.distribute import input_lib
+
+    found = [a for a in args if isinstance(a, input_lib.DistributedIteratorBase)]
+    if not found:
+        return None
+    options = [getattr(a, "_options", None) for a in found]
+    return all(o is None or bool(o.experimental_fetch_to_device) for o in options)
 
 
 def _spec_key(device: Any) -> str:

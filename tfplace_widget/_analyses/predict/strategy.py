@@ -55,11 +55,17 @@ def predict_strategy_trace(
             "trace, made on CPU-only workers with one replica each, does not hold. Use "
             "predict_placement(trace, gpus=1), or trace it on workers with the GPUs."
         )
-    tasks = {task: info.get("gpu_requests", {}) for task, info in data.get("tasks", {}).items()}
+    tasks = data.get("tasks", {})
+    if gpus and any("gpu_requests" not in info for info in tasks.values()):
+        raise TraceError(
+            f"This trace of {MWMS} was made by an older tfplace, which did not record what the "
+            "step's own tf.device requests ask for on a worker with a GPU: trace it again "
+            "(trace_placement(setup, cluster=...)) to predict it with GPUs."
+        )
     facts_task = _prefix(next(iter(tasks)))  # the merged trace's facts are its first task's
     parts = [
-        _predict_task(trace, _prefix(task), facts_task, requests, gpus, soft, registry)
-        for task, requests in tasks.items()
+        _predict_task(trace, _prefix(task), facts_task, info, gpus, soft, registry)
+        for task, info in tasks.items()
     ]
     ops = pd.concat([p.ops for p in parts], ignore_index=True)
     gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
@@ -74,9 +80,9 @@ def predict_strategy_trace(
             if gpus
             else ": the strategy's replica on each worker's CPU:0, as traced."
         ),
-        "Not predicted: the input pipeline's copy of each batch to the GPU (the strategy's "
-        "InputOptions.experimental_fetch_to_device) and what the all-reduces would send "
-        "between GPUs; the input pipeline's ops are where they ran.",
+        "Not predicted: the strategy's input pipeline outside the step (with "
+        "InputOptions.experimental_fetch_to_device, on by default, it copies each batch to the "
+        "replica's device ahead of the step) and what the all-reduces would send between GPUs.",
     ]
     notes += [n for p in parts for n in p.notes if n.startswith("TensorFlow would refuse")]
     result = PlacementTrace(
@@ -105,13 +111,14 @@ def _predict_task(
     trace: Any,
     task: str,
     facts_task: str,
-    requests: Mapping[str, str],
+    info: Mapping[str, Any],
     gpus: int,
     soft: bool,
     registry: KernelRegistry | None,
 ) -> PlacementTrace:
     """One task's prediction: its rows of ``trace``, the step's requests as the strategy makes
-    them on a worker with ``gpus`` GPUs, its own devices."""
+    them on a worker with ``gpus`` GPUs, its own devices (``info``: what the task recorded)."""
+    requests = info.get("gpu_requests", {})
     cpu, gpu = f"{task}/device:CPU:0", f"{task}/device:GPU:0"
     replica = gpu if gpus else cpu
     facts = trace.facts
@@ -131,7 +138,7 @@ def _predict_task(
     part.devices = [d for d in trace.devices if d.startswith(task + "/")]
     part.raw = {k: v for k, v in trace.raw.items() if k != STRATEGY_TASKS_RAW}
     part.facts = dataclasses.replace(facts, requested=requested)
-    pins = _variables_on_the_replica(part, replica, gpus) if gpus else {}
+    pins = _on_the_replica(part, replica, gpus, info.get("inputs_to_device")) if gpus else {}
     predicted = predict_trace(part, gpus, soft, registry=registry, pins=pins)
     copy_of = f"this is /job:{task.split('/job:')[1].replace('/replica:0', '')}'s copy"
     reasons = []
@@ -157,21 +164,46 @@ def _predict_task(
     return predicted
 
 
-def _variables_on_the_replica(part: Any, replica: str, gpus: int) -> dict[str, tuple[str, str]]:
-    """The step's variables' handles on the task's replica device: the strategy makes the
-    variables of its scope (model, optimizer, metrics) on its replica devices, the GPU on a
-    worker with one (a variable made outside it with no tf.device goes there too). The other
-    resources (iterators, tables) stay where the trace found them."""
+# The ops that read a tf.data iterator inside the step.
+_ITERATOR_READS = frozenset({"IteratorGetNext", "IteratorGetNextAsOptional", "IteratorGetNextSync"})
+
+
+def _on_the_replica(
+    part: Any, replica: str, gpus: int, inputs_to_device: bool | None
+) -> dict[str, tuple[str, str]]:
+    """The step's resource arguments the strategy makes on the task's replica device: the
+    variables of its scope (model, optimizer, metrics: the GPU on a worker with one, where a
+    variable made outside it with no tf.device goes too) and, when its distributed iterator
+    fetches to the device (``inputs_to_device``), the per-replica iterator the step reads
+    (``OwnedMultiDeviceIterator`` makes it under ``tf.device`` of each replica device). The
+    other resources (a multi-device iterator's own handle, tables) stay where they were."""
     facts = part.facts
     args = [name for name, op_type in facts.types.items() if op_type == "_Arg"]
     pinned = pinned_arguments(part, facts, args, gpus, replica)
-    return {
+    where = f"this worker's GPU:0 ({short_device(replica)})"
+    found = {
         name: (
             replica,
             f"A variable's handle: {MWMS} makes the variables of its scope on its replica "
-            f"device, this worker's GPU:0 ({short_device(replica)}), where the runtime pins the "
-            "argument before the placer runs.",
+            f"device, {where}, where the runtime pins the argument before the placer runs.",
         )
         for name, argument in pinned.items()
         if argument.assumed
     }
+    if inputs_to_device:
+        read = {
+            producer
+            for op, producers in facts.resource_inputs.items()
+            if facts.types.get(op) in _ITERATOR_READS
+            for producer in producers
+            if facts.types.get(producer) == "_Arg"
+        }
+        for name in read:
+            found[name] = (
+                replica,
+                f"The per-replica tf.data iterator the step reads: {MWMS}'s distributed "
+                "iterator makes it on the replica device (InputOptions."
+                f"experimental_fetch_to_device, on by default), {where}, and prefetches each "
+                "batch there; the runtime pins the argument there before the placer runs.",
+            )
+    return found
