@@ -265,7 +265,9 @@ def gpu_kernel_for(node: Any) -> bool:
         return not allowed.type or all(t in allowed.type for t in types)
 
     registered = kernels.get_registered_kernels_for_op(node.op).kernel
-    return any(k.device_type in ("GPU", "DEFAULT") and all(map(meets, k.constraint)) for k in registered)
+    return any(
+        k.device_type in ("GPU", "DEFAULT") and all(map(meets, k.constraint)) for k in registered
+    )
 
 
 def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
@@ -274,8 +276,8 @@ def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
     to the task's CPU:0 is predicted on the task's GPU:0 when TensorFlow's registry has a GPU
     kernel for its node def (the step's node defs as TensorFlow recorded them), and on the
     task's CPU:0 by soft placement when not; the ops under the program's own
-    tf.device("/cpu:0") (the metric's update) stay on the task's CPU:0; the variables are on
-    the GPU. A saved and loaded trace predicts the same. No finding of the traced run says
+    tf.device("/cpu:0") (the metric's update) stay on the task's CPU:0; the variables and the
+    per-replica iterator the step reads are on the GPU. A saved and loaded trace predicts the same. No finding of the traced run says
     what a GPU machine would do (was: a ping_pong telling to drop the strategy's tf.device)."""
     from tensorflow.core.protobuf import config_pb2
 
@@ -326,6 +328,13 @@ def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
         assert len(variables) >= 10 and set(variables["device"]) == {gpu}, variables
         reduces = rows[rows["type"] == "CollectiveReduceV2"]
         assert len(reduces) == 2 and set(reduces["device"]) == {gpu}
+        # the batches: the strategy's per-replica iterator is made on the GPU (fetch to device)
+        assert own[task]["inputs_to_device"] is True
+        reads = rows[rows["type"] == "IteratorGetNext"]
+        assert len(reads) == 1 and set(reads["device"]) == {gpu}, reads
+        iterator = rows[rows["op"] == trace.facts.resource_inputs["IteratorGetNext"][0]]
+        assert list(iterator["device"]) == [gpu]
+        assert "per-replica tf.data iterator" in iterator["reason"].iloc[0]
     for each in (trace, loaded):
         with pytest.raises(TraceError, match="with gpus=1 per worker today, not gpus=2"):
             predict_placement(each, gpus=2)
