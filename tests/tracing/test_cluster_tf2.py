@@ -338,6 +338,13 @@ def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
     for each in (trace, loaded):
         with pytest.raises(TraceError, match="with gpus=1 per worker today, not gpus=2"):
             predict_placement(each, gpus=2)
+    older = copy.deepcopy(loaded)  # a trace made before the tasks recorded their requests
+    tasks = json.loads(older.raw[STRATEGY_TASKS_RAW])
+    for info in tasks["tasks"].values():
+        del info["gpu_requests"]
+    older.raw[STRATEGY_TASKS_RAW] = json.dumps(tasks).encode()
+    with pytest.raises(TraceError, match="made by an older tfplace.*trace it again"):
+        predict_placement(older, gpus=1)
     same = predict_placement(loaded, gpus=0)  # without GPUs: the placement the cluster made
     assert Counter(zip(same.ops["op"], same.ops["device"], strict=True)) == Counter(
         zip(trace.ops["op"], trace.ops["device"], strict=True)

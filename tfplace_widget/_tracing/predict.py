@@ -60,7 +60,11 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     each task is a machine (or process) of its own, and the placer prefers the devices of the
     task the session ran on (:func:`~tfplace_widget._analyses.predict.devices.master_task`, usually the chief) among equally good ones,
     as TensorFlow's master does: so ``gpus=0`` gives the placement the cluster made. ``gpus``
-    must be a whole number from 0 to 64 (``TypeError``/``ValueError`` otherwise); the function
+    must be a whole number from 0 to 64 (``TypeError``/``ValueError`` otherwise). A trace of
+    ``MultiWorkerMirroredStrategy`` across tasks (``trace_placement(setup, cluster=...)``) is
+    predicted per worker with ``gpus`` 0 or 1 on each, the strategy's replica on the worker's
+    ``GPU:0`` (:func:`~tfplace_widget._analyses.predict.strategy.predict_strategy_trace`);
+    more GPUs per worker are a ``TraceError`` for now. The function
     is traced with soft placement on (a GPU request cannot be met here), and
     ``soft_placement`` only sets the prediction's.
     """

@@ -80,10 +80,14 @@ def predict_strategy_trace(
             if gpus
             else ": the strategy's replica on each worker's CPU:0, as traced."
         ),
-        "Not predicted: the strategy's input pipeline outside the step (with "
-        "InputOptions.experimental_fetch_to_device, on by default, it copies each batch to the "
-        "replica's device ahead of the step) and what the all-reduces would send between GPUs.",
     ]
+    if gpus:
+        notes.append(
+            "Not predicted: the strategy's input pipeline outside the step (with "
+            "InputOptions.experimental_fetch_to_device, on by default, it copies each batch to "
+            "the replica's device ahead of the step) and what the all-reduces would send "
+            "between GPUs."
+        )
     notes += [n for p in parts for n in p.notes if n.startswith("TensorFlow would refuse")]
     result = PlacementTrace(
         ops=ops,
