@@ -85,7 +85,8 @@ def custom_loop(units: int = 16) -> Any:
             optimizer.apply_gradients(
                 zip(grads, multi_worker_model.trainable_variables, strict=True)
             )
-            train_accuracy.update_state(y, predictions)
+            with tf.device("/cpu:0"):  # the user's own request, inside the strategy's
+                train_accuracy.update_state(y, predictions)
             return loss
 
         per_replica_losses = strategy.run(step_fn, args=(next(iterator),))

@@ -252,20 +252,103 @@ def test_a_tf2_strategy_on_a_cluster_is_no_longer_refused_outright(trace_placeme
         trace_placement(step, cluster="local:worker=2")
 
 
-def test_no_gpu_prediction_is_made_from_the_strategys_cpu_placement(mwms, tmp_path):
-    """On CPU-only workers the strategy pins the step to each task's CPU (tf.device): what it
-    does with GPUs is another placement, which the trace cannot tell. So no finding says what
-    a GPU machine would do (was: a ping_pong telling to drop the strategy's own tf.device), and
-    predict_placement says it cannot predict this trace yet; both survive save and load."""
+def gpu_kernel_for(node: Any) -> bool:
+    """Whether TensorFlow's registry has a GPU kernel (or a DEFAULT one, which serves GPUs)
+    matching this node def's type attrs."""
+    from tensorflow.python.framework import kernels
+
+    def meets(constraint: Any) -> bool:
+        if constraint.name not in node.attr:
+            return True
+        value, allowed = node.attr[constraint.name], constraint.allowed_values.list
+        types = [value.type] if value.WhichOneof("value") == "type" else list(value.list.type)
+        return not allowed.type or all(t in allowed.type for t in types)
+
+    registered = kernels.get_registered_kernels_for_op(node.op).kernel
+    return any(
+        k.device_type in ("GPU", "DEFAULT") and all(map(meets, k.constraint)) for k in registered
+    )
+
+
+def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
+    """predict_placement(trace, gpus=1) (was: refused): on a worker with a GPU the strategy
+    builds its replica under tf.device(that worker's GPU:0), so every op the strategy pinned
+    to the task's CPU:0 is predicted on the task's GPU:0 when TensorFlow's registry has a GPU
+    kernel for its node def (the step's node defs as TensorFlow recorded them), and on the
+    task's CPU:0 by soft placement when not; the ops under the program's own
+    tf.device("/cpu:0") (the metric's update) stay on the task's CPU:0; the variables and the
+    per-replica iterator the step reads are on the GPU. A saved and loaded trace predicts the same. No finding of the traced run says
+    what a GPU machine would do (was: a ping_pong telling to drop the strategy's tf.device)."""
+    from tensorflow.core.protobuf import config_pb2
+
     from tfplace_widget import predict_placement
 
     trace, _, _ = mwms
     loaded = PlacementTrace.load(trace.save(tmp_path / "mwms.tfplace"))
+    assert not trace.all_findings["predicted"].any(), trace.all_findings
+    predicted = predict_placement(loaded, gpus=1)
+    assert predicted.predicted and predicted.notes[0].startswith("Predicted, not run")
+    assert "MultiWorkerMirroredStrategy ran on 2 workers" in predicted.notes[0]
+    gpus = [device.replace("CPU:0", "GPU:0") for device in (WORKER0, WORKER1)]
+    assert set(predicted.devices) == {WORKER0, WORKER1, *gpus}
+    graphs = config_pb2.RunMetadata.FromString(trace.raw["function_graphs.pb"]).function_graphs
+    nodes = {n.name: n for g in graphs for n in g.pre_optimization_graph.node}
+    own = json.loads(trace.raw[STRATEGY_TASKS_RAW])["tasks"]
+    for task, cpu, gpu in zip(TASKS, (WORKER0, WORKER1), gpus, strict=True):
+        prefix = cpu.rsplit("/device", 1)[0] + "/"
+        rows = predicted.ops[predicted.ops["device"].str.startswith(prefix)]
+        traced = trace.ops[trace.ops["device"].str.startswith(prefix)]
+        assert sorted(rows["op"]) == sorted(traced["op"])
+        user = own[task]["gpu_requests"]  # the ops its tf.device("/cpu:0") reaches
+        assert {"ArgMax", "Equal_1", "Sum_5"} <= set(user) and set(user.values()) == {cpu}
+        checked: Counter = Counter()
+        for row in rows.itertuples(index=False):
+            requested = trace.facts.requested.get(row.op, "")
+            if not requested or row.type in _NOT_COMPARED:
+                continue
+            if row.op in user:
+                if row.how == "colocated":  # the metric's variable, on the GPU, wins
+                    assert row.device == gpu, row
+                    continue
+                assert row.device == cpu and row.how == "explicit", row
+                assert "the user's own tf.device inside MultiWorkerMirroredStrategy" in row.reason
+                checked["user's, kept"] += 1
+            elif gpu_kernel_for(nodes[row.op]):
+                assert row.device == gpu, row
+                assert "MultiWorkerMirroredStrategy's replica on this worker's GPU:0" in row.reason
+                checked["GPU"] += 1
+            else:
+                assert row.device == cpu and row.how == "soft", row
+                assert "no GPU kernel" in row.reason, row.reason
+                checked["no GPU kernel"] += 1
+        print(task, dict(checked))
+        assert checked["GPU"] >= 200 and checked["no GPU kernel"] >= 1, checked
+        assert checked["user's, kept"] >= 20, checked
+        variables = rows[(rows["type"] == "_Arg") & rows["op"].str.endswith("_resource")]
+        assert len(variables) >= 10 and set(variables["device"]) == {gpu}, variables
+        reduces = rows[rows["type"] == "CollectiveReduceV2"]
+        assert len(reduces) == 2 and set(reduces["device"]) == {gpu}
+        # the batches: the strategy's per-replica iterator is made on the GPU (fetch to device)
+        assert own[task]["inputs_to_device"] is True
+        reads = rows[rows["type"] == "IteratorGetNext"]
+        assert len(reads) == 1 and set(reads["device"]) == {gpu}, reads
+        iterator = rows[rows["op"] == trace.facts.resource_inputs["IteratorGetNext"][0]]
+        assert list(iterator["device"]) == [gpu]
+        assert "per-replica tf.data iterator" in iterator["reason"].iloc[0]
     for each in (trace, loaded):
-        assert not each.all_findings["predicted"].any(), each.all_findings
-        with pytest.raises(TraceError, match="MultiWorkerMirroredStrategy ran its step on every"):
-            predict_placement(each, gpus=1)
-    assert loaded.devices == trace.devices and len(loaded.ops) == len(trace.ops)
+        with pytest.raises(TraceError, match="with gpus=1 per worker today, not gpus=2"):
+            predict_placement(each, gpus=2)
+    older = copy.deepcopy(loaded)  # a trace made before the tasks recorded their requests
+    tasks = json.loads(older.raw[STRATEGY_TASKS_RAW])
+    for info in tasks["tasks"].values():
+        del info["gpu_requests"]
+    older.raw[STRATEGY_TASKS_RAW] = json.dumps(tasks).encode()
+    with pytest.raises(TraceError, match="made by an older tfplace.*trace it again"):
+        predict_placement(older, gpus=1)
+    same = predict_placement(loaded, gpus=0)  # without GPUs: the placement the cluster made
+    assert Counter(zip(same.ops["op"], same.ops["device"], strict=True)) == Counter(
+        zip(trace.ops["op"], trace.ops["device"], strict=True)
+    )
 
 
 def test_the_tasks_times_are_on_one_clock(mwms):

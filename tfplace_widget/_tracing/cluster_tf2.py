@@ -217,7 +217,11 @@ def merged(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Place
     for run, trace in zip(runs[1:], traces[1:], strict=True):
         raw.update({f"{run.job}{run.task}_{key}": data for key, data in trace.raw.items()})
     tasks = {
-        f"/job:{r.job}/task:{r.task}": {"collectives": r.header.get("collectives", {})}
+        f"/job:{r.job}/task:{r.task}": {
+            "collectives": r.header.get("collectives", {}),
+            "gpu_requests": r.header.get("gpu_requests", {}),
+            "inputs_to_device": r.header.get("inputs_to_device"),
+        }
         for r in runs
     }
     raw[STRATEGY_TASKS_RAW] = json.dumps({"strategy": strategy, "tasks": tasks}).encode()

@@ -30,7 +30,8 @@ def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any
         tf.debugging.set_log_device_placement(True)  # TF prints it only if set before
         setup, args, kwargs = pickle.loads(blobs[0])
         step, step_args, step_kwargs = step_of(setup(*args, **kwargs), setup)
-        strategy = strategy_in_use()
+        made = strategy_made()
+        strategy = type(made).__name__ if made is not None else ""
         from .tf2_call import as_tf2
 
         options = dict(
@@ -40,6 +41,8 @@ def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any
         trace = as_tf2(step, step_args, step_kwargs, options, "", reason)
         collectives = collective_groups(trace)
         add_input_sizes(collectives, step, step_args, step_kwargs)
+        on_gpu = gpu_requests(step, step_args, step_kwargs, made)
+        to_device = inputs_to_device([*step_args, *step_kwargs.values()])
         trace.__dict__.pop("_findings_cache", None)
         data = pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException as exc:  # noqa: BLE001 (any failure is the answer)
@@ -48,7 +51,8 @@ def run_task(request: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any
             "type": type(exc).__name__,
             "traceback": traceback.format_exc(),
         }, []
-    return {"strategy": strategy, "collectives": collectives}, [data]
+    header = {"strategy": strategy, "collectives": collectives, "gpu_requests": on_gpu}
+    return {**header, "inputs_to_device": to_device}, [data]
 
 
 # A task waits this long for the others at a barrier; a task that fails ends them all sooner.
@@ -83,18 +87,79 @@ def step_of(made: Any, setup: Callable[..., Any]) -> tuple[Callable[..., Any], t
     )
 
 
-def strategy_in_use() -> str:
-    """The class name of the ``tf.distribute`` strategy the setup made (the last one made,
-    but the default one); ``""`` when it made none."""
+def strategy_made() -> Any:
+    """The ``tf.distribute`` strategy the setup made (the last one made, but the default one);
+    ``None`` when it made none."""
     from tensorflow.python.distribute import distribute_lib
 
     found = [
-        type(obj).__name__
+        obj
         for obj in gc.get_objects()
         if isinstance(obj, distribute_lib.StrategyBase)
         and not isinstance(obj, distribute_lib._DefaultDistributionStrategy)  # noqa: SLF001
     ]
-    return found[-1] if found else ""
+    return found[-1] if found else None
+
+
+def gpu_requests(step: Any, args: tuple, kwargs: dict, strategy: Any) -> dict[str, str]:
+    """The device each op of the step's graph that a ``tf.device`` of the user's own reaches
+    would request on a worker with a GPU: the op's ``tf.device`` scopes (``_device_assignments``,
+    innermost first) merged outermost first, field by field as TensorFlow merges them, with the
+    strategy's replica device (its ``worker_devices``: this task's ``CPU:0`` without a GPU) made
+    the task's ``GPU:0``, as ``MultiWorkerMirroredStrategy`` makes it on a worker with one
+    GPU. Ops that only the strategy's scopes reach are not listed (their request is the
+    replica device's); nor is anything when the step's graph cannot be read (``{}``). The
+    step's own graph only (not the bodies of functions it calls)."""
+    import tensorflow as tf
+
+    if strategy is None or not hasattr(step, "get_concrete_function"):
+        return {}
+    extended = strategy.extended
+    replicas = {_spec_key(d) for d in getattr(extended, "worker_devices", ())}
+    own = replicas | {_spec_key(getattr(extended, "_default_device", None) or "")}
+    try:
+        graph = step.get_concrete_function(*args, **kwargs).graph
+    except Exception:  # noqa: BLE001 (the requests are an extra; the trace stands without)
+        return {}
+    found = {}
+    for op in graph.get_operations():
+        scopes = [a.obj for a in reversed(op._device_assignments)]  # noqa: SLF001
+        if not scopes or not any(isinstance(s, str) and _spec_key(s) not in own for s in scopes):
+            continue
+        if not all(isinstance(s, str | tf.DeviceSpec) for s in scopes):
+            continue  # a device function: not replayed here
+        merged = tf.DeviceSpec()
+        for scope in scopes:
+            spec = tf.DeviceSpec.from_string(str(scope))
+            if _spec_key(scope) in replicas:
+                spec = spec.replace(device_type="GPU", device_index=0)
+            merged = merged.make_merged_spec(spec)
+        found[op.name] = merged.to_string()
+    return found
+
+
+def inputs_to_device(args: list[Any]) -> bool | None:
+    """Whether the step's distributed iterators make their per-replica iterators on the
+    strategy's replica devices (``InputOptions.experimental_fetch_to_device``, on by default:
+    ``input_lib._should_use_multi_device_iterator`` and ``_input_workers_with_options``), so
+    that on a worker with a GPU the step reads its batches there; ``None`` without one."""
+    from tensorflow.python.distribute import input_lib
+
+    found = [a for a in args if isinstance(a, input_lib.DistributedIteratorBase)]
+    if not found:
+        return None
+    options = [getattr(a, "_options", None) for a in found]
+    return all(o is None or bool(o.experimental_fetch_to_device) for o in options)
+
+
+def _spec_key(device: Any) -> str:
+    """``device`` as a comparable string (``replica:0`` added when a job is named)."""
+    import tensorflow as tf
+
+    spec = tf.DeviceSpec.from_string(str(device))
+    if spec.job is not None and spec.replica is None:
+        spec = spec.replace(replica=0)
+    return spec.to_string()
 
 
 _COLLECTIVE_INPUTS = ("group_size", "group_key")  # instance_key: fed at each call

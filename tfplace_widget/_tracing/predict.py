@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._analyses.predict.result import predict_trace
-from .._model.errors import TraceError
+from .._analyses.predict.strategy import predict_strategy_trace
 from .._model.trace import PlacementTrace, strategy_of
 from .._tfadapter.graphfacts import node_details
 from .._tfadapter.registry import REGISTRY
@@ -60,7 +60,11 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     each task is a machine (or process) of its own, and the placer prefers the devices of the
     task the session ran on (:func:`~tfplace_widget._analyses.predict.devices.master_task`, usually the chief) among equally good ones,
     as TensorFlow's master does: so ``gpus=0`` gives the placement the cluster made. ``gpus``
-    must be a whole number from 0 to 64 (``TypeError``/``ValueError`` otherwise); the function
+    must be a whole number from 0 to 64 (``TypeError``/``ValueError`` otherwise). A trace of
+    ``MultiWorkerMirroredStrategy`` across tasks (``trace_placement(setup, cluster=...)``) is
+    predicted per worker with ``gpus`` 0 or 1 on each, the strategy's replica on the worker's
+    ``GPU:0`` (:func:`~tfplace_widget._analyses.predict.strategy.predict_strategy_trace`);
+    more GPUs per worker are a ``TraceError`` for now. The function
     is traced with soft placement on (a GPU request cannot be met here), and
     ``soft_placement`` only sets the prediction's.
     """
@@ -82,15 +86,8 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
         trace, details, soft = _trace_for_facts(fn_or_trace, trace_options)
         options = {k: v for k, v in trace_options.items() if k != "args"}
         made = recipes.Recipe(fn_or_trace, tuple(trace_options.get("args", ()) or ()), options)
-    strategy = strategy_of(trace)
-    if strategy:
-        raise TraceError(
-            f"predict_placement cannot predict this trace yet: {strategy} ran its step on every "
-            "task, and a strategy places the step by the devices it finds on each task (with "
-            "GPUs, a replica per GPU and its variables there), so the placement traced here on "
-            "CPUs does not say where its ops would go. Trace it on a machine with the GPUs, or "
-            "predict the step as traced on one machine (trace_placement(step) without cluster=)."
-        )
+    if strategy_of(trace):  # a step the strategy ran on every task: predicted per task
+        return predict_strategy_trace(trace, gpus, soft, registry=REGISTRY)
     predicted = predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
     if made is not None:  # try_fix checks a predicted finding's fix against a prediction
         options = {**made.options, "gpus": gpus, "soft_placement": soft}

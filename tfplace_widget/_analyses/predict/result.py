@@ -151,6 +151,7 @@ def predict_trace(
     details: Mapping[str, NodeDetail] | None = None,
     keras: KerasXla | None = None,
     registry: KernelRegistry | None = None,
+    pins: Mapping[str, tuple[str, str]] | None = None,
 ) -> PlacementTrace:
     """The prediction of ``trace`` (traced with its graph facts) with ``gpus`` GPUs added to its
     devices, soft placement ``soft``: what :func:`~tfplace_widget._tracing.predict.predict_placement`
@@ -164,9 +165,11 @@ def predict_trace(
     :func:`xla_clusters_note`. ``registry``: what TensorFlow registered, handed in by the
     caller that runs TensorFlow (by default the one the trace's facts were read with; a trace
     loaded from a file has none:
-    :class:`~tfplace_widget._model.kernel_registry.MissingRegistryError`).
+    :class:`~tfplace_widget._model.kernel_registry.MissingRegistryError`). ``pins``: function
+    arguments whose device the caller knows, argument -> (device, reason), over what
+    :func:`~tfplace_widget._analyses.resources.pinned_arguments` would say.
     """
-    predicted = _predict_trace(trace, gpus, soft, details, registry)
+    predicted = _predict_trace(trace, gpus, soft, details, registry, pins)
     unlisted = _unlisted(trace, predicted)
     if keras is None:
         keras = KerasXla.from_raw(getattr(trace, "raw", None))
@@ -190,6 +193,7 @@ def _predict_trace(
     soft: bool,
     details: Mapping[str, NodeDetail] | None,
     registry: KernelRegistry | None,
+    pins: Mapping[str, tuple[str, str]] | None = None,
 ) -> PlacementTrace:
     """:func:`predict_trace` without the XLA note."""
     facts = getattr(trace, "facts", None)
@@ -213,6 +217,9 @@ def _predict_trace(
         pinned.setdefault(name, device)
         reasons.setdefault(name, reason)
     assumed = {name: argument.assumed for name, argument in arguments.items() if argument.assumed}
+    for name, (device, reason) in (pins or {}).items():
+        pinned[name], reasons[name] = device, reason
+        assumed.pop(name, None)
     columns, placer = _predict(
         facts,
         devices,
