@@ -159,10 +159,25 @@ def _text(
         narrowest = next(t for t in _CODE_TYPES if len(strings) < np.iinfo(np.dtype(t)).max)
         data = array("codes", codes.astype(narrowest))
     # else every row has a string of its own, in order (op names): they need no codes
-    text = json.dumps(list(strings), ensure_ascii=False).encode("utf-8")
+    text, spec = strings_to_member(list(strings))
     members[f"{where}.strings"] = text
-    data["strings"] = f"{where}.strings"
-    return data, json_values(text)
+    data.update(spec, strings=f"{where}.strings")
+    return data, strings_cells(text, spec)
+
+
+def strings_cells(text: bytes, spec: dict[str, Any]) -> int:
+    """The cells a reader counts for the strings member ``text`` (``limits.MAX_CELLS``)."""
+    return text.count(b"\0") + 1 if "split" in spec else json_values(text)
+
+
+def strings_to_member(strings: list[str]) -> tuple[bytes, dict[str, Any]]:
+    """A dictionary's distinct ``strings`` as a member's bytes, and what its spec says of them:
+    UTF-8 joined by NUL with their ``count`` (``"split": "nul"``: split at C speed on load),
+    or a JSON list (as format version 2 wrote them) when a string holds a NUL."""
+    joined = "\0".join(strings)
+    if joined.count("\0") == max(len(strings) - 1, 0):
+        return joined.encode("utf-8"), {"split": "nul", "count": len(strings)}
+    return json.dumps(strings, ensure_ascii=False).encode("utf-8"), {}
 
 
 def _missing_kinds(values: np.ndarray) -> np.ndarray:
@@ -229,10 +244,29 @@ class ArrayReader:
         return np.unpackbits(bits, count=rows, bitorder="little").astype(bool)
 
     def strings(self, data: dict, what: str) -> list[str]:
+        """The distinct strings ``data["strings"]`` names (each a cell, ``limits.MAX_CELLS``):
+        joined by NUL (``"split": "nul"``, with their ``count``) or a JSON list."""
         name = self.member(data, "strings")
+        if "split" in data:
+            return self._split(data, name)
         strings = self._strings(name)
         if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
             raise FrameFormatError(f"{name} is not a list of strings")
+        return strings
+
+
+    def _split(self, data: dict, name: str) -> list[str]:
+        count = data.get("count")
+        if data["split"] != "nul" or type(count) is not int or count < 0:
+            raise FrameFormatError(f"{name} has strings {shown(data)}, not split at NUL")
+        raw = self._read(name)
+        self._take_cells(raw.count(b"\0") + 1, name)
+        try:
+            strings = raw.decode("utf-8").split("\0") if count else []
+        except UnicodeDecodeError as exc:
+            raise FrameFormatError(f"{name} is not UTF-8 text ({exc.reason})") from None
+        if len(strings) != count or (not count and raw):
+            raise FrameFormatError(f"{name} holds {len(strings):,} strings, not {count:,}")
         return strings
 
 
