@@ -78,6 +78,14 @@ def in_memory(members: dict[str, bytes], frame: str = "ops", cells: list | None 
     )
 
 
+def strings_of(members: dict[str, bytes], data: dict) -> list[str]:
+    """The distinct strings of a text column (or of the maps): joined by NUL, or JSON."""
+    if "split" in data:
+        text = members[data["strings"]].decode()
+        return text.split("\0") if data["count"] else []
+    return json.loads(members[data["strings"]])
+
+
 def assert_same(back: pd.DataFrame, frame: pd.DataFrame) -> None:
     assert list(back.dtypes.astype(str)) == list(frame.dtypes.astype(str))
     pd.testing.assert_frame_equal(back, frame, check_exact=True)
@@ -101,9 +109,7 @@ def test_every_dtype_and_missing_kind_round_trips_through_typed_arrays(rows):
     assert inline == (["na_object"] if rows > 1 else [])  # [pd.NA] alone is missing text
     unique = next(c for c in document["columns"] if c["name"] == "unique")
     assert "array" not in unique["data"] or rows == 0  # each row its own string: no codes
-    assert sum(counted) + sum(len(json.loads(members[n])) for n in members if "strings" in n) <= (
-        cells
-    )
+    assert sum(counted) == cells  # the rows and the strings, as the writer counted them
 
 
 def test_a_trace_round_trips_every_frame_with_findings(tmp_path):
@@ -116,7 +122,7 @@ def test_a_trace_round_trips_every_frame_with_findings(tmp_path):
         assert_same(getattr(loaded, name), getattr(trace, name))
     assert_same(loaded.findings, trace.findings)
     members = tfplace_members(tmp_path / "k.tfplace", frames_as_json=False)
-    assert json.loads(members[MANIFEST])["version"] == FORMAT_VERSION == 2
+    assert json.loads(members[MANIFEST])["version"] == FORMAT_VERSION == 3
     ops = json.loads(members["frames/ops.json"])
     assert all("data" in c and "values" not in c for c in ops["columns"])
     assert "frames/ops/0.strings" in members and "frames/events/4.values" in members
@@ -217,7 +223,7 @@ def _codes(saved: Path, column: dict, rows: int, code: int) -> dict:
 
 def _code_past_the_strings(saved: Path, document: dict, column: dict) -> dict:
     if "strings" in column["data"]:
-        count = len(json.loads(member_of(saved, column["data"]["strings"])))
+        count = len(strings_of(tfplace_members(saved, frames_as_json=False), column["data"]))
     else:  # a category's
         count = len(column["categories"]["values"])
     return _codes(saved, column, document["rows"], count)
@@ -256,7 +262,20 @@ def _member(target: str) -> Any:
 
 
 def _strings_of_numbers(saved: Path, document: dict, column: dict) -> dict:
+    column["data"].pop("split")  # a JSON list, as format version 2 wrote them
     return {column["data"]["strings"]: json.dumps([1, 2, 3]).encode()}
+
+
+def _strings_counted(count: Any) -> Any:
+    def change(saved: Path, document: dict, column: dict) -> dict:
+        column["data"]["count"] = count
+        return {}
+
+    return change
+
+
+def _strings_not_utf8(saved: Path, document: dict, column: dict) -> dict:
+    return {column["data"]["strings"]: b"\xff\xfe" + member_of(saved, column["data"]["strings"])}
 
 
 def _missing_member(saved: Path, document: dict, column: dict) -> dict:
@@ -280,6 +299,9 @@ def _missing_member(saved: Path, document: dict, column: dict) -> dict:
         ("ops", "start_us", _member("frames/ops/../x"), "not one of frames/ops/"),
         ("ops", "start_us", _member("frames/events/4.values"), "not one of frames/ops/"),
         ("ops", "op", _strings_of_numbers, "frames/ops/0.strings is not a list of strings"),
+        ("ops", "op", _strings_counted(3), "frames/ops/0.strings holds 310 strings, not 3"),
+        ("ops", "op", _strings_counted("3"), "frames/ops/0.strings has strings {"),
+        ("ops", "op", _strings_not_utf8, "frames/ops/0.strings is not UTF-8 text"),
         ("ops", "duration_us", _missing_member, "it has no frames/ops/7.values"),
     ],
 )
@@ -349,5 +371,5 @@ def test_a_newer_format_is_refused_with_the_upgrade(saved, tmp_path, monkeypatch
     from tfplace_widget._tfplace_format import reader
 
     monkeypatch.setattr(reader, "FORMAT_VERSION", 1)
-    with pytest.raises(TraceError, match=r"trace format 2.*reads formats up to 1.*pip install -U"):
+    with pytest.raises(TraceError, match=r"trace format 3.*reads formats up to 1.*pip install -U"):
         PlacementTrace.load(saved)

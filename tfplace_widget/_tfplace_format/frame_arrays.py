@@ -55,7 +55,7 @@ TakeCells = Callable[[int, str], None]
 
 # Codes of missing text in an ``object`` column (a ``string`` column uses -1 only).
 _MISSING_OBJECTS = (None, math.nan, pd.NA)  # codes -1, -2, -3
-_CODE_TYPES = ("|i1", "<i2", "<i4", "<i8")  # as numpy writes them: one byte has no order
+CODE_TYPES = ("|i1", "<i2", "<i4", "<i8")  # as numpy writes them: one byte has no order
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -156,7 +156,7 @@ def _text(
     if len(strings) < len(values) or (kinds is not None and len(values) and codes.min() < 0):
         if kinds is not None:  # which missing value each missing row holds: -1, -2 or -3
             codes = np.where(codes < 0, kinds, codes)
-        narrowest = next(t for t in _CODE_TYPES if len(strings) < np.iinfo(np.dtype(t)).max)
+        narrowest = next(t for t in CODE_TYPES if len(strings) < np.iinfo(np.dtype(t)).max)
         data = array("codes", codes.astype(narrowest))
     # else every row has a string of its own, in order (op names): they need no codes
     text, spec = strings_to_member(list(strings))
@@ -199,9 +199,14 @@ class ArrayReader:
     """Reads the ``data`` of a frame document's columns from the members of one file."""
 
     def __init__(
-        self, frame: str, read: ReadBytes, strings: ReadStrings, take_cells: TakeCells
+        self,
+        frame: str,
+        read: ReadBytes,
+        strings: ReadStrings,
+        take_cells: TakeCells,
+        prefix: str | None = None,
     ) -> None:
-        self.prefix = member_prefix(frame)
+        self.prefix = prefix or member_prefix(frame)  # where its members must be
         self._read, self._strings, self._take_cells = read, strings, take_cells
 
     def take_cells(self, rows: int, what: str) -> None:
@@ -254,7 +259,6 @@ class ArrayReader:
             raise FrameFormatError(f"{name} is not a list of strings")
         return strings
 
-
     def _split(self, data: dict, name: str) -> list[str]:
         count = data.get("count")
         if data["split"] != "nul" or type(count) is not int or count < 0:
@@ -281,7 +285,7 @@ def column_from_arrays(spec: dict, rows: int, arrays: ArrayReader) -> Any:
         if categories["dtype"] == "category":
             raise FrameFormatError(f"{what} has categories of categories")
         kind = pd.Index(column_from_json(categories, len(categories["values"])))
-        codes = arrays.array(data, rows, _CODE_TYPES, what)
+        codes = arrays.array(data, rows, CODE_TYPES, what)
         _check_codes(codes, -1, len(kind), what)
         return pd.Categorical.from_codes(
             codes, dtype=pd.CategoricalDtype(kind, ordered=bool(spec["ordered"]))
@@ -324,7 +328,7 @@ def _text_from_arrays(spec: dict, rows: int, arrays: ArrayReader, what: str) -> 
             raise FrameFormatError(f"{what} has {len(strings):,} strings for {rows:,} rows")
         codes = np.arange(rows)
     else:
-        codes = arrays.array(data, rows, _CODE_TYPES, what)
+        codes = arrays.array(data, rows, CODE_TYPES, what)
     if dtype == "object":
         _check_codes(codes, -len(_MISSING_OBJECTS), len(strings), what)
         table = np.array([*strings, *reversed(_MISSING_OBJECTS)], dtype=object)

@@ -84,7 +84,7 @@ from __future__ import annotations
 import re
 
 FORMAT = "tfplace_widget trace"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 SUFFIX = ".tfplace"
 MANIFEST = "tfplace.json"
 # The frames every file has, and those it has when the trace has them (``writer``): a new
