@@ -200,7 +200,7 @@ def tfplace_members(path: Path | str, frames_as_json: bool = True) -> dict[str, 
     JSON documents with their values inline (as format version 1 wrote them, and later
     versions still read them) and their typed arrays left out, and ``trace.inputs`` and the
     facts' maps as JSON objects in ``inputs.json`` and ``facts.json`` (as format version 2 wrote
-    them: the manifest says version 2), so that a test can change one value."""
+    them, without ``maps.json``), so that a test can change one value."""
     import zipfile
 
     from tfplace_widget._tfplace_format.frame_arrays import ArrayReader, frame_from_members
@@ -243,6 +243,3 @@ def _maps_as_json(members: dict[str, bytes]) -> None:
         facts = json.loads(members["facts.json"])
         put_maps(facts, maps)
         members["facts.json"] = json.dumps(facts).encode()
-    manifest = json.loads(members["tfplace.json"])
-    manifest["version"] = 2
-    members["tfplace.json"] = json.dumps(manifest).encode()

@@ -373,3 +373,84 @@ def test_a_newer_format_is_refused_with_the_upgrade(saved, tmp_path, monkeypatch
     monkeypatch.setattr(reader, "FORMAT_VERSION", 1)
     with pytest.raises(TraceError, match=r"trace format 3.*reads formats up to 1.*pip install -U"):
         PlacementTrace.load(saved)
+
+
+# -- format version 3: trace.inputs and the facts' per-op maps as arrays ---------------------------
+# Saved by tfplace_widget at commit f659f38 (format version 2: inputs.json, facts.json as JSON
+# objects) from the seed graph (tests/conftest.py ``inputs_cpu``, two CPUs, graph mode).
+FORMAT_2 = Path(__file__).parent / "data" / "seed_format2.tfplace"
+
+
+def test_a_file_written_by_format_version_2_loads_and_saves_as_version_3(tmp_path):
+    with zipfile.ZipFile(FORMAT_2) as archive:
+        assert json.loads(archive.read(MANIFEST))["version"] == 2
+        assert {"inputs.json", "facts.json"} <= set(archive.namelist())
+    old = PlacementTrace.load(FORMAT_2)
+    assert old.inputs["C"] == ["A/_1", "B/_3"] and old.facts.types["C"] == "AddV2"
+    path = old.save(tmp_path / "again.tfplace")
+    members = tfplace_members(path, frames_as_json=False)
+    assert json.loads(members[MANIFEST])["version"] == 3
+    assert "maps.json" in members and "inputs.json" not in members
+    assert set(json.loads(members["facts.json"])) == {"class", "kernels"}  # the rest: arrays
+    new = PlacementTrace.load(path)
+    for name in FRAMES:
+        assert_same(getattr(new, name), getattr(old, name))
+    assert new.inputs == old.inputs and new.facts == old.facts and new.raw == old.raw
+
+
+@pytest.fixture(scope="module")
+def with_facts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    trace = PlacementTrace.load(FORMAT_2)
+    return Path(trace.save(tmp_path_factory.mktemp("v3") / "seed.tfplace"))
+
+
+def _in_map(name: str, part: str, row: int, value: Any) -> Any:
+    """Set row ``row`` of the ``part`` array of map ``name`` to ``value``."""
+
+    def change(members: dict[str, bytes], maps: dict) -> dict:
+        data = maps["maps"][name][part]
+        rows = len(members[data["array"]]) // np.dtype(data["type"]).itemsize
+        values = from_planes(members[data["array"]], data["type"], rows)
+        values[row] = values[0] if value == "first" else value
+        return {data["array"]: to_planes(values)}
+
+    return change
+
+
+def _map_spec(name: str, key: str, value: Any) -> Any:
+    def change(members: dict[str, bytes], maps: dict) -> dict:
+        maps["maps"][name][key] = value
+        return {}
+
+    return change
+
+
+def _short_map(members: dict[str, bytes], maps: dict) -> dict:
+    name = maps["maps"]["facts.types"]["values"]["array"]
+    return {name: members[name][:-1]}
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (_in_map("inputs", "keys", 0, 127), "map 'inputs' keys have the code 127, outside 0.."),
+        (_in_map("facts.types", "values", 0, -1), "map 'facts.types' values have the code -1"),
+        (_in_map("inputs", "keys", 1, "first"), "map 'inputs' has an op more than once"),
+        (_in_map("inputs", "lengths", 0, -1), "map 'inputs' has a negative length"),
+        (_in_map("facts.kernels.of", "values", 0, 99), "'kernels'.*not a row"),
+        (_in_map("facts.kernels.of", "values", 0, -5), "map 'facts.kernels.of' holds a negative"),
+        (_short_map, "holds 9 bytes, not the 10 of 10 rows of |i1"),
+        (_map_spec("facts.types", "kind", "names"), "map 'facts.types' is .*not of kind 'text'"),
+        (_map_spec("inputs", "keys", {"array": "raw/graph_def.pb", "type": "|i1"}), "not one of"),
+        (_map_spec("inputs", "keys", {"array": "maps/0.keys"}), "maps.json: 'type'"),
+        (_map_spec("inputs", "rows", 10**9), "maps.json map 'inputs'.*MAX_JSON_VALUES"),
+        (_map_spec("inputs", "rows", "10"), "map 'inputs' has '10' rows"),
+    ],
+)
+def test_a_map_array_that_lies_is_refused_naming_it(with_facts, tmp_path, change, said):
+    members = tfplace_members(with_facts, frames_as_json=False)
+    maps = json.loads(members["maps.json"])
+    replaced = change(members, maps)
+    path = changed(with_facts, tmp_path / "bad.tfplace", {**replaced, "maps.json": maps})
+    with pytest.raises(TraceError, match=rf"bad.tfplace.*{said}"):
+        PlacementTrace.load(path)

@@ -91,7 +91,7 @@ def read(path: str | os.PathLike) -> SavedTrace:
         devices = reader.devices(info)
         reader.check_devices(frames, devices)
         # format 3: trace.inputs and the facts' per-op maps as arrays; before: JSON objects
-        maps = reader.maps() if manifest["version"] >= 3 else None
+        maps = reader.maps() if "maps.json" in reader.names else None
         saved = SavedTrace(
             fields=dict(
                 **frames,
@@ -259,7 +259,7 @@ class _Reader:
         kinds = {"inputs": "names", **FACT_MAPS}
         try:
             maps = maps_from_members(self.json("maps.json"), kinds, arrays, self.budget.take_values)
-        except FrameFormatError as exc:
+        except (FrameFormatError, KeyError, TypeError) as exc:  # a part missing, or not text
             raise self.damaged("maps.json", exc) from exc
         if "inputs" not in maps:
             raise self.damaged("maps.json", "it has no map 'inputs'")
