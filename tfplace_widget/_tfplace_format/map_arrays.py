@@ -55,7 +55,7 @@ def maps_to_members(
             parts.append(_objects(flat, len(flat)))
     every = np.concatenate(parts) if parts else np.empty(0, dtype=object)
     codes, strings = pd.factorize(every)
-    if len(codes) and (codes.min() < 0 or not all(isinstance(s, str) for s in strings)):
+    if len(codes) and (codes.min() < 0 or not set(map(type, strings)) <= {str}):
         raise TypeError("the maps to save must hold text only (op names, op types)")
     kind_of = _narrowest(len(strings))
     members: dict[str, bytes] = {}
