@@ -6,7 +6,8 @@ holding every distinct name of all maps once (a dictionary, as a text column's:
 ``frame_arrays.strings_to_member``), and each map's spec its ``kind``, its ``rows`` and the
 members ``maps/<i>.<part>`` holding them (``frame_arrays.to_planes``):
 
-- ``"keys"``: codes into the strings, one per entry, in the map's order;
+- ``"keys"``: codes into the strings, one per entry, in the map's order (a map with the same
+  keys as one before it, in the same order, names that one's member);
 - ``"text"`` (op -> text): ``"values"``, codes into the strings;
 - ``"names"`` (op -> list of names): ``"lengths"`` (each list's length) and ``"values"``
   (the codes of all lists, one after the other);
@@ -44,10 +45,16 @@ def maps_to_members(
     them, the cells of their strings (``limits.MAX_CELLS``) and the JSON values they stand
     for (``MAX_JSON_VALUES``)."""
     parts: list[np.ndarray] = []
-    for kind, value in maps.values():
+    keys_of: dict[str, list[str]] = {}  # the maps whose keys are written, by name
+    same_keys: dict[str, str] = {}  # a map with the keys of one before it, in the same order
+    for name, (kind, value) in maps.items():
         if kind not in KINDS:
             raise ValueError(f"unknown map kind {kind!r}")
-        parts.append(_objects(value.keys(), len(value)))
+        keys = list(value)
+        same_keys[name] = next((n for n, k in keys_of.items() if k == keys), name)
+        if same_keys[name] == name:  # the facts' maps of every node share them
+            keys_of[name] = keys
+            parts.append(_objects(keys, len(keys)))
         if kind == "text":
             parts.append(_objects(value.values(), len(value)))
         elif kind == "names":
@@ -71,8 +78,11 @@ def maps_to_members(
     for position, (name, (kind, value)) in enumerate(maps.items()):
         rows = len(value)
         spec: dict[str, Any] = {"kind": kind, "rows": rows}
-        spec["keys"] = array(f"{position}.keys", codes[start : start + rows].astype(kind_of))
-        start += rows
+        if same_keys[name] == name:
+            spec["keys"] = array(f"{position}.keys", codes[start : start + rows].astype(kind_of))
+            start += rows
+        else:  # the member of the map with the same keys
+            spec["keys"] = specs[same_keys[name]]["keys"]
         values_count += rows
         if kind == "text":
             spec["values"] = array(
@@ -112,10 +122,14 @@ def maps_from_members(
         take_values(spec["rows"], f"maps.json map {name!r}")
     strings = arrays.strings(document["strings"], "the maps' names")
     table = _objects(strings, len(strings))
-    out = {}
+    out, keys_in = {}, {}  # keys_in: the keys read, by member (maps may share one)
     for name, spec in specs.items():
         rows, what = spec["rows"], f"map {name!r}"
-        keys = table[_codes(arrays, spec["keys"], rows, len(strings), f"{what} keys")].tolist()
+        member = arrays.member(spec["keys"], "array")
+        if member not in keys_in or len(keys_in[member]) != rows:
+            codes = _codes(arrays, spec["keys"], rows, len(strings), f"{what} keys")
+            keys_in[member] = table[codes].tolist()
+        keys = keys_in[member]
         if spec["kind"] == "text":
             codes = _codes(arrays, spec["values"], rows, len(strings), f"{what} values")
             values: list[Any] = table[codes].tolist()
