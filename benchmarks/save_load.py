@@ -9,6 +9,10 @@ wall time (the best of the repeats), the file's size (and its frames' members, c
 as read), and, in one more call each traced by ``tracemalloc`` (``measure.python_peak``: numpy,
 pandas and every Python object; not timed), the peak memory each call allocates.
 
+``v2`` is the writer of the tree run (format version 3 since ``maps.json``: run it with
+``PYTHONPATH`` on an older checkout for the version-2 writer, side by side). "Frames packed /
+read" count the ``frames/`` members only, not ``maps/`` nor ``facts.json`` or ``inputs.json``.
+
 Version 1 is the writer of today with each frame written as ``frame_json`` writes it (the
 version-1 members ``frames/<name>.json`` with the values inline); version 2 reads those too, as
 it reads any version-1 file. A 1M-op trace past a limit of version 1 (``frames/ops.json`` over

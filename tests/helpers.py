@@ -197,8 +197,10 @@ def run_script_results(script: Path, out: Path, *args: str, timeout: float = 600
 
 def tfplace_members(path: Path | str, frames_as_json: bool = True) -> dict[str, bytes]:
     """The members of the ``.tfplace`` file at ``path``; with ``frames_as_json``, its frames as
-    JSON documents with their values inline (as format version 1 wrote them, and version 2
-    still reads them) and their typed arrays left out, so that a test can change one value."""
+    JSON documents with their values inline (as format version 1 wrote them, and later
+    versions still read them) and their typed arrays left out, and ``trace.inputs`` and the
+    facts' maps as JSON objects in ``inputs.json`` and ``facts.json`` (as format version 2 wrote
+    them, without ``maps.json``), so that a test can change one value."""
     import zipfile
 
     from tfplace_widget._tfplace_format.frame_arrays import ArrayReader, frame_from_members
@@ -219,4 +221,25 @@ def tfplace_members(path: Path | str, frames_as_json: bool = True) -> dict[str, 
         frame = frame_from_members(json.loads(arrays[f"frames/{name}.json"]), reader)
         members[f"frames/{name}.json"] = json.dumps(frame_to_json(frame, name)).encode()
     inside = tuple(f"frames/{name}/" for name in frames)
+    if "maps.json" in members:
+        _maps_as_json(members)
+        inside += ("maps/", "maps.json")
     return {n: data for n, data in members.items() if not n.startswith(inside)}
+
+
+def _maps_as_json(members: dict[str, bytes]) -> None:
+    """``maps.json`` and its arrays (format version 3) written as version 2 wrote them."""
+    from tfplace_widget._tfplace_format.facts_json import MAPS, put_maps
+    from tfplace_widget._tfplace_format.frame_arrays import ArrayReader
+    from tfplace_widget._tfplace_format.map_arrays import PREFIX, maps_from_members
+
+    arrays = ArrayReader(
+        "", members.__getitem__, lambda n: json.loads(members[n]), lambda *_: None, PREFIX
+    )
+    kinds = {"inputs": "names", **MAPS}
+    maps = maps_from_members(json.loads(members["maps.json"]), kinds, arrays, lambda *_: None)
+    members["inputs.json"] = json.dumps(maps.pop("inputs")).encode()
+    if "facts.json" in members:
+        facts = json.loads(members["facts.json"])
+        put_maps(facts, maps)
+        members["facts.json"] = json.dumps(facts).encode()

@@ -78,6 +78,14 @@ def in_memory(members: dict[str, bytes], frame: str = "ops", cells: list | None 
     )
 
 
+def strings_of(members: dict[str, bytes], data: dict) -> list[str]:
+    """The distinct strings of a text column (or of the maps): joined by NUL, or JSON."""
+    if "split" in data:
+        text = members[data["strings"]].decode()
+        return text.split("\0") if data["count"] else []
+    return json.loads(members[data["strings"]])
+
+
 def assert_same(back: pd.DataFrame, frame: pd.DataFrame) -> None:
     assert list(back.dtypes.astype(str)) == list(frame.dtypes.astype(str))
     pd.testing.assert_frame_equal(back, frame, check_exact=True)
@@ -101,9 +109,7 @@ def test_every_dtype_and_missing_kind_round_trips_through_typed_arrays(rows):
     assert inline == (["na_object"] if rows > 1 else [])  # [pd.NA] alone is missing text
     unique = next(c for c in document["columns"] if c["name"] == "unique")
     assert "array" not in unique["data"] or rows == 0  # each row its own string: no codes
-    assert sum(counted) + sum(len(json.loads(members[n])) for n in members if "strings" in n) <= (
-        cells
-    )
+    assert sum(counted) == cells  # the rows and the strings, as the writer counted them
 
 
 def test_a_trace_round_trips_every_frame_with_findings(tmp_path):
@@ -116,7 +122,7 @@ def test_a_trace_round_trips_every_frame_with_findings(tmp_path):
         assert_same(getattr(loaded, name), getattr(trace, name))
     assert_same(loaded.findings, trace.findings)
     members = tfplace_members(tmp_path / "k.tfplace", frames_as_json=False)
-    assert json.loads(members[MANIFEST])["version"] == FORMAT_VERSION == 2
+    assert json.loads(members[MANIFEST])["version"] == FORMAT_VERSION == 3
     ops = json.loads(members["frames/ops.json"])
     assert all("data" in c and "values" not in c for c in ops["columns"])
     assert "frames/ops/0.strings" in members and "frames/events/4.values" in members
@@ -217,7 +223,7 @@ def _codes(saved: Path, column: dict, rows: int, code: int) -> dict:
 
 def _code_past_the_strings(saved: Path, document: dict, column: dict) -> dict:
     if "strings" in column["data"]:
-        count = len(json.loads(member_of(saved, column["data"]["strings"])))
+        count = len(strings_of(tfplace_members(saved, frames_as_json=False), column["data"]))
     else:  # a category's
         count = len(column["categories"]["values"])
     return _codes(saved, column, document["rows"], count)
@@ -256,7 +262,20 @@ def _member(target: str) -> Any:
 
 
 def _strings_of_numbers(saved: Path, document: dict, column: dict) -> dict:
+    column["data"].pop("split")  # a JSON list, as format version 2 wrote them
     return {column["data"]["strings"]: json.dumps([1, 2, 3]).encode()}
+
+
+def _strings_counted(count: Any) -> Any:
+    def change(saved: Path, document: dict, column: dict) -> dict:
+        column["data"]["count"] = count
+        return {}
+
+    return change
+
+
+def _strings_not_utf8(saved: Path, document: dict, column: dict) -> dict:
+    return {column["data"]["strings"]: b"\xff\xfe" + member_of(saved, column["data"]["strings"])}
 
 
 def _missing_member(saved: Path, document: dict, column: dict) -> dict:
@@ -280,6 +299,9 @@ def _missing_member(saved: Path, document: dict, column: dict) -> dict:
         ("ops", "start_us", _member("frames/ops/../x"), "not one of frames/ops/"),
         ("ops", "start_us", _member("frames/events/4.values"), "not one of frames/ops/"),
         ("ops", "op", _strings_of_numbers, "frames/ops/0.strings is not a list of strings"),
+        ("ops", "op", _strings_counted(3), "frames/ops/0.strings holds 310 strings, not 3"),
+        ("ops", "op", _strings_counted("3"), "frames/ops/0.strings has strings {"),
+        ("ops", "op", _strings_not_utf8, "frames/ops/0.strings is not UTF-8 text"),
         ("ops", "duration_us", _missing_member, "it has no frames/ops/7.values"),
     ],
 )
@@ -349,5 +371,86 @@ def test_a_newer_format_is_refused_with_the_upgrade(saved, tmp_path, monkeypatch
     from tfplace_widget._tfplace_format import reader
 
     monkeypatch.setattr(reader, "FORMAT_VERSION", 1)
-    with pytest.raises(TraceError, match=r"trace format 2.*reads formats up to 1.*pip install -U"):
+    with pytest.raises(TraceError, match=r"trace format 3.*reads formats up to 1.*pip install -U"):
         PlacementTrace.load(saved)
+
+
+# -- format version 3: trace.inputs and the facts' per-op maps as arrays ---------------------------
+# Saved by tfplace_widget at commit f659f38 (format version 2: inputs.json, facts.json as JSON
+# objects) from the seed graph (tests/conftest.py ``inputs_cpu``, two CPUs, graph mode).
+FORMAT_2 = Path(__file__).parent / "data" / "seed_format2.tfplace"
+
+
+def test_a_file_written_by_format_version_2_loads_and_saves_as_version_3(tmp_path):
+    with zipfile.ZipFile(FORMAT_2) as archive:
+        assert json.loads(archive.read(MANIFEST))["version"] == 2
+        assert {"inputs.json", "facts.json"} <= set(archive.namelist())
+    old = PlacementTrace.load(FORMAT_2)
+    assert old.inputs["C"] == ["A/_1", "B/_3"] and old.facts.types["C"] == "AddV2"
+    path = old.save(tmp_path / "again.tfplace")
+    members = tfplace_members(path, frames_as_json=False)
+    assert json.loads(members[MANIFEST])["version"] == 3
+    assert "maps.json" in members and "inputs.json" not in members
+    assert set(json.loads(members["facts.json"])) == {"class", "kernels"}  # the rest: arrays
+    new = PlacementTrace.load(path)
+    for name in FRAMES:
+        assert_same(getattr(new, name), getattr(old, name))
+    assert new.inputs == old.inputs and new.facts == old.facts and new.raw == old.raw
+
+
+@pytest.fixture(scope="module")
+def with_facts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    trace = PlacementTrace.load(FORMAT_2)
+    return Path(trace.save(tmp_path_factory.mktemp("v3") / "seed.tfplace"))
+
+
+def _in_map(name: str, part: str, row: int, value: Any) -> Any:
+    """Set row ``row`` of the ``part`` array of map ``name`` to ``value``."""
+
+    def change(members: dict[str, bytes], maps: dict) -> dict:
+        data = maps["maps"][name][part]
+        rows = len(members[data["array"]]) // np.dtype(data["type"]).itemsize
+        values = from_planes(members[data["array"]], data["type"], rows)
+        values[row] = values[0] if value == "first" else value
+        return {data["array"]: to_planes(values)}
+
+    return change
+
+
+def _map_spec(name: str, key: str, value: Any) -> Any:
+    def change(members: dict[str, bytes], maps: dict) -> dict:
+        maps["maps"][name][key] = value
+        return {}
+
+    return change
+
+
+def _short_map(members: dict[str, bytes], maps: dict) -> dict:
+    name = maps["maps"]["facts.types"]["values"]["array"]
+    return {name: members[name][:-1]}
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (_in_map("inputs", "keys", 0, 127), "map 'inputs' keys have the code 127, outside 0.."),
+        (_in_map("facts.types", "values", 0, -1), "map 'facts.types' values have the code -1"),
+        (_in_map("inputs", "keys", 1, "first"), "map 'inputs' has an op more than once"),
+        (_in_map("inputs", "lengths", 0, -1), "map 'inputs' has a negative length"),
+        (_in_map("facts.kernels.of", "values", 0, 99), "'kernels'.*not a row"),
+        (_in_map("facts.kernels.of", "values", 0, -5), "map 'facts.kernels.of' holds a negative"),
+        (_short_map, "holds 9 bytes, not the 10 of 10 rows of |i1"),
+        (_map_spec("facts.types", "kind", "names"), "map 'facts.types' is .*not of kind 'text'"),
+        (_map_spec("inputs", "keys", {"array": "raw/graph_def.pb", "type": "|i1"}), "not one of"),
+        (_map_spec("inputs", "keys", {"array": "maps/0.keys"}), "maps.json: 'type'"),
+        (_map_spec("inputs", "rows", 10**9), "maps.json map 'inputs'.*MAX_JSON_VALUES"),
+        (_map_spec("inputs", "rows", "10"), "map 'inputs' has '10' rows"),
+    ],
+)
+def test_a_map_array_that_lies_is_refused_naming_it(with_facts, tmp_path, change, said):
+    members = tfplace_members(with_facts, frames_as_json=False)
+    maps = json.loads(members["maps.json"])
+    replaced = change(members, maps)
+    path = changed(with_facts, tmp_path / "bad.tfplace", {**replaced, "maps.json": maps})
+    with pytest.raises(TraceError, match=rf"bad.tfplace.*{said}"):
+        PlacementTrace.load(path)

@@ -13,7 +13,6 @@ The limits of a ``.tfplace`` archive as a whole (its total size, its member coun
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import reprlib
@@ -90,14 +89,15 @@ class Budget:
 def read_bounded(stream: IO[bytes], where: str, what: str, budget: Budget | None = None) -> bytes:
     """All of ``stream`` (a zip member or a gzip file being unpacked), read in chunks and
     refused as soon as it passes ``MAX_MEMBER_BYTES`` (or ``budget``'s total)."""
-    out = io.BytesIO()  # getvalue() hands its buffer over: no second copy of a large member
+    chunks, size = [], 0  # joined once: a growing buffer copies a large member many times
     while chunk := stream.read(_CHUNK):
-        out.write(chunk)
-        if out.tell() > MAX_MEMBER_BYTES:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_MEMBER_BYTES:
             raise too_large(where, what, "MAX_MEMBER_BYTES")
         if budget is not None:
             budget.take_bytes(len(chunk), what)
-    return out.getvalue()
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def json_values(data: bytes) -> int:

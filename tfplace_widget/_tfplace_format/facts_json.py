@@ -60,6 +60,45 @@ def facts_to_json(facts: GraphFacts) -> dict[str, Any]:
     return out
 
 
+# The per-op maps of a facts document that format version 3 writes as typed arrays
+# (``map_arrays``), by the name they have there ("facts.<field>") and their kind.
+MAPS = {
+    **{f"facts.{name}": "text" for name in _STRING_MAPS},
+    **{f"facts.{name}": "names" for name in (*_LIST_MAPS, "scope")},
+    "facts.kernels.of": "number",
+}
+
+
+def take_maps(document: dict[str, Any]) -> dict[str, tuple[str, dict]]:
+    """Take the per-op maps out of a :func:`facts_to_json` document: name -> (kind, map)."""
+    maps = {}
+    for name, kind in MAPS.items():
+        holder, key = _holder(document, name)
+        if isinstance(holder, dict) and key in holder:
+            maps[name] = (kind, holder.pop(key))
+    return maps
+
+
+def put_maps(document: Any, maps: dict[str, dict]) -> None:
+    """Put back into a facts document the maps :func:`take_maps` took (read from arrays)."""
+    if not isinstance(document, dict):
+        raise ValueError("the graph facts are not a JSON object")
+    for name, value in maps.items():
+        holder, key = _holder(document, name)
+        if not isinstance(holder, dict):
+            raise ValueError(f"graph facts field {name.split('.')[1]!r} is not an object")
+        holder[key] = value
+
+
+def _holder(document: dict[str, Any], name: str) -> tuple[Any, str]:
+    """The object of ``document`` that holds the map ``name``, and its key there."""
+    *path, key = name.split(".")[1:]
+    holder: Any = document
+    for step in path:
+        holder = holder.get(step) if isinstance(holder, dict) else None
+    return holder, key
+
+
 def facts_from_json(document: Any) -> GraphFacts:
     """The facts :func:`facts_to_json` wrote; ``ValueError`` naming the field that is malformed
     (every value is type-checked: the analyses read them as they would fresh facts)."""
@@ -88,7 +127,7 @@ def facts_from_json(document: Any) -> GraphFacts:
         elif name == "kernels":
             facts.kernels = _kernels(value)
         elif name == "scope":
-            scopes = _checked(value, what, _is_scope, "a [device, call, function] triple")
+            scopes = _scopes(value, what)
             facts.scope = {op: CallScope(*s) for op, s in scopes.items()}
     return facts
 
@@ -125,6 +164,15 @@ def names_map(value: dict, what: str) -> dict[str, list[str]]:
     if set(map(type, lists)) <= {list} and set(map(type, chain.from_iterable(lists))) <= {str}:
         return value
     return _checked(value, what, _is_names, "a list of names")
+
+
+def _scopes(value: dict, what: str) -> dict[str, list[str]]:
+    """``value`` when each value is a [device, call, function] triple (checked at C speed)."""
+    triples = value.values()
+    lists = set(map(type, triples)) <= {list} and set(map(len, triples)) <= {3}
+    if lists and set(map(type, chain.from_iterable(triples))) <= {str}:
+        return value
+    return _checked(value, what, _is_scope, "a [device, call, function] triple")
 
 
 def _checked(value: dict, what: str, valid: Any, expected: str) -> dict:
@@ -169,7 +217,11 @@ def _kernels(value: dict) -> dict[str, KernelFacts]:
             KernelFacts(**{f: tuple(v) if isinstance(v, list) else v for f, v in kernel.items()})
         )
     in_table = range(len(table)).__contains__
-    rows_of = _checked(
-        of, "graph facts field 'kernels'", lambda i: type(i) is int and in_table(i), "a row"
-    )
+    rows = of.values()
+    if set(map(type, rows)) <= {int} and (not of or (min(rows) >= 0 and max(rows) < len(table))):
+        rows_of = of  # checked at C speed: 100k ops have 100k
+    else:
+        rows_of = _checked(
+            of, "graph facts field 'kernels'", lambda i: type(i) is int and in_table(i), "a row"
+        )
     return {op: table[i] for op, i in rows_of.items()}

@@ -55,7 +55,7 @@ TakeCells = Callable[[int, str], None]
 
 # Codes of missing text in an ``object`` column (a ``string`` column uses -1 only).
 _MISSING_OBJECTS = (None, math.nan, pd.NA)  # codes -1, -2, -3
-_CODE_TYPES = ("|i1", "<i2", "<i4", "<i8")  # as numpy writes them: one byte has no order
+CODE_TYPES = ("|i1", "<i2", "<i4", "<i8")  # as numpy writes them: one byte has no order
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -156,13 +156,28 @@ def _text(
     if len(strings) < len(values) or (kinds is not None and len(values) and codes.min() < 0):
         if kinds is not None:  # which missing value each missing row holds: -1, -2 or -3
             codes = np.where(codes < 0, kinds, codes)
-        narrowest = next(t for t in _CODE_TYPES if len(strings) < np.iinfo(np.dtype(t)).max)
+        narrowest = next(t for t in CODE_TYPES if len(strings) < np.iinfo(np.dtype(t)).max)
         data = array("codes", codes.astype(narrowest))
     # else every row has a string of its own, in order (op names): they need no codes
-    text = json.dumps(list(strings), ensure_ascii=False).encode("utf-8")
+    text, spec = strings_to_member(list(strings))
     members[f"{where}.strings"] = text
-    data["strings"] = f"{where}.strings"
-    return data, json_values(text)
+    data.update(spec, strings=f"{where}.strings")
+    return data, strings_cells(text, spec)
+
+
+def strings_cells(text: bytes, spec: dict[str, Any]) -> int:
+    """The cells a reader counts for the strings member ``text`` (``limits.MAX_CELLS``)."""
+    return text.count(b"\0") + 1 if "split" in spec else json_values(text)
+
+
+def strings_to_member(strings: list[str]) -> tuple[bytes, dict[str, Any]]:
+    """A dictionary's distinct ``strings`` as a member's bytes, and what its spec says of them:
+    UTF-8 joined by NUL with their ``count`` (``"split": "nul"``: split at C speed on load),
+    or a JSON list (as format version 2 wrote them) when a string holds a NUL."""
+    joined = "\0".join(strings)
+    if joined.count("\0") == max(len(strings) - 1, 0):
+        return joined.encode("utf-8"), {"split": "nul", "count": len(strings)}
+    return json.dumps(strings, ensure_ascii=False).encode("utf-8"), {}
 
 
 def _missing_kinds(values: np.ndarray) -> np.ndarray:
@@ -184,9 +199,14 @@ class ArrayReader:
     """Reads the ``data`` of a frame document's columns from the members of one file."""
 
     def __init__(
-        self, frame: str, read: ReadBytes, strings: ReadStrings, take_cells: TakeCells
+        self,
+        frame: str,
+        read: ReadBytes,
+        strings: ReadStrings,
+        take_cells: TakeCells,
+        prefix: str | None = None,
     ) -> None:
-        self.prefix = member_prefix(frame)
+        self.prefix = prefix or member_prefix(frame)  # where its members must be
         self._read, self._strings, self._take_cells = read, strings, take_cells
 
     def take_cells(self, rows: int, what: str) -> None:
@@ -229,10 +249,28 @@ class ArrayReader:
         return np.unpackbits(bits, count=rows, bitorder="little").astype(bool)
 
     def strings(self, data: dict, what: str) -> list[str]:
+        """The distinct strings ``data["strings"]`` names (each a cell, ``limits.MAX_CELLS``):
+        joined by NUL (``"split": "nul"``, with their ``count``) or a JSON list."""
         name = self.member(data, "strings")
+        if "split" in data:
+            return self._split(data, name)
         strings = self._strings(name)
         if not isinstance(strings, list) or not all(isinstance(s, str) for s in strings):
             raise FrameFormatError(f"{name} is not a list of strings")
+        return strings
+
+    def _split(self, data: dict, name: str) -> list[str]:
+        count = data.get("count")
+        if data["split"] != "nul" or type(count) is not int or count < 0:
+            raise FrameFormatError(f"{name} has strings {shown(data)}, not split at NUL")
+        raw = self._read(name)
+        self._take_cells(raw.count(b"\0") + 1, name)
+        try:
+            strings = raw.decode("utf-8").split("\0") if count else []
+        except UnicodeDecodeError as exc:
+            raise FrameFormatError(f"{name} is not UTF-8 text ({exc.reason})") from None
+        if len(strings) != count or (not count and raw):
+            raise FrameFormatError(f"{name} holds {len(strings):,} strings, not {count:,}")
         return strings
 
 
@@ -247,7 +285,7 @@ def column_from_arrays(spec: dict, rows: int, arrays: ArrayReader) -> Any:
         if categories["dtype"] == "category":
             raise FrameFormatError(f"{what} has categories of categories")
         kind = pd.Index(column_from_json(categories, len(categories["values"])))
-        codes = arrays.array(data, rows, _CODE_TYPES, what)
+        codes = arrays.array(data, rows, CODE_TYPES, what)
         _check_codes(codes, -1, len(kind), what)
         return pd.Categorical.from_codes(
             codes, dtype=pd.CategoricalDtype(kind, ordered=bool(spec["ordered"]))
@@ -290,7 +328,7 @@ def _text_from_arrays(spec: dict, rows: int, arrays: ArrayReader, what: str) -> 
             raise FrameFormatError(f"{what} has {len(strings):,} strings for {rows:,} rows")
         codes = np.arange(rows)
     else:
-        codes = arrays.array(data, rows, _CODE_TYPES, what)
+        codes = arrays.array(data, rows, CODE_TYPES, what)
     if dtype == "object":
         _check_codes(codes, -len(_MISSING_OBJECTS), len(strings), what)
         table = np.array([*strings, *reversed(_MISSING_OBJECTS)], dtype=object)

@@ -1,7 +1,7 @@
 """What a ``.tfplace`` file holds: its members, and the names and version the reader and the
 writer share.
 
-The format (version 2) is a zip archive (deflate) of plain documents and typed arrays, readable
+The format (version 3) is a zip archive (deflate) of plain documents and typed arrays, readable
 with any zip tool, a JSON parser and ``numpy.frombuffer``, and safe to open: nothing in it is
 executed or unpickled, members are read by name into memory (never extracted to disk) within
 the size limits of ``sources.limits`` and ``tfplace_format.limits``, and every field is
@@ -55,12 +55,16 @@ member                         what it holds
                                version that wrote it)
 ``frames/<frame>/<i>.<part>``  column ``i``'s values: ``.values`` (numbers, little-endian, in
                                byte planes), ``.missing`` (a bit per row), ``.codes`` (indexes
-                               into ``.strings``, a JSON list of the column's distinct strings,
+                               into ``.strings``, the column's distinct strings joined by NUL,
                                or into a category's categories); objects that are not text (a
                                finding's evidence and fix) stay JSON in the frame's document
-``inputs.json``                ``trace.inputs`` (op -> producers)
+``maps.json``                  ``trace.inputs`` (op -> producers) and the facts' per-op maps
+                               (op -> type, device requested, inputs, kernel row, ...), each
+                               as arrays ``maps/<i>.<part>`` of codes into one dictionary of
+                               names, ``maps/strings`` (``map_arrays``)
 ``log.txt``                    ``trace.log`` (UTF-8)
-``facts.json``                 ``trace.facts`` field by field (``facts_json``), when present
+``facts.json``                 ``trace.facts`` field by field (``facts_json``), when present,
+                               but for the per-op maps in ``maps.json``
 ``raw/<name>``                 ``trace.raw``: the protos the trace was made from (graph mode:
                                ``run_metadata_<step>.pb`` and ``graph_def.pb``; TF2 code:
                                ``xspace.pb``, ``function_graphs.pb`` and ``functions.json``),
@@ -71,8 +75,11 @@ member                         what it holds
 
 Version 1 wrote each frame as one JSON document with its values inline (``frame_json``): a
 1M-op trace's ``frames/ops.json`` took over 256 MiB, past the member limit, and saving it was
-refused. Version 2 reads version-1 files (a column's values may be inline JSON), and version 1
-refuses version 2 with the upgrade to install. Typed arrays and not Parquet: a shared file must
+refused. Version 2 wrote the frames as typed arrays (a text column's strings a JSON list), and
+``trace.inputs`` and all of the facts as JSON (``inputs.json``, ``facts.json``): most of the
+time of saving and loading 1M ops. Version 3 reads both (a column's values may be inline JSON,
+a dictionary a JSON list, and a file without ``maps.json`` has ``inputs.json`` and the facts'
+maps in ``facts.json``), and older versions refuse version 3 with the upgrade to install. Typed arrays and not Parquet: a shared file must
 open wherever tfplace_widget is installed, and pyarrow is optional. A reader refuses a newer
 ``version`` (with the upgrade to install), and ignores members and manifest keys it does not
 know, so additions within a version stay readable by older readers. A new frame needs a name
@@ -84,7 +91,7 @@ from __future__ import annotations
 import re
 
 FORMAT = "tfplace_widget trace"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 SUFFIX = ".tfplace"
 MANIFEST = "tfplace.json"
 # The frames every file has, and those it has when the trace has them (``writer``): a new

@@ -100,13 +100,14 @@ def check_member_count(count: int, where: str) -> None:
         )
 
 
-def check_savable(members: dict[str, bytes], where: str, cells: int = 0) -> None:
+def check_savable(members: dict[str, bytes], where: str, cells: int = 0, values: int = 0) -> None:
     """Refuse to write a ``.tfplace`` file that these limits would refuse to open (a
     ``ValueError`` saying which limit to raise), so that a saved trace can be opened again;
-    ``cells``: those of its typed arrays (``MAX_CELLS``)."""
+    ``cells``: those of its typed arrays (``MAX_CELLS``); ``values``: the JSON values its maps
+    stand for (``map_arrays``), besides those of its JSON members (``MAX_JSON_VALUES``)."""
     largest = max(members, key=lambda name: len(members[name]))
     total = sum(len(data) for data in members.values())
-    values = sum(shared.json_values(d) for name, d in members.items() if name.endswith(".json"))
+    values += sum(shared.json_values(d) for name, d in members.items() if name.endswith(".json"))
     for past, what, name in (
         (cells > MAX_CELLS, f"its tables would hold {cells:,} cells,", "MAX_CELLS"),
         (

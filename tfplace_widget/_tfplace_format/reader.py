@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import io
 import os
 import re
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +20,12 @@ from .._model.graphfacts import GraphFacts
 from .._sources import limits as shared
 from .._sources.limits import shown
 from . import limits
-from .facts_json import facts_from_json, names_map
+from .facts_json import MAPS as FACT_MAPS
+from .facts_json import facts_from_json, names_map, put_maps
 from .frame_arrays import ArrayReader, frame_from_members, member_prefix
 from .layout import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, OPTIONAL_FRAMES, RAW_NAME, SUFFIX
+from .map_arrays import PREFIX as MAP_PREFIX
+from .map_arrays import maps_from_members
 from .schema import check_frame, text_columns_of_empty
 from .upgrades import add_missing_columns, current_findings, written_here
 
@@ -67,7 +73,7 @@ def read(path: str | os.PathLike) -> SavedTrace:
     :class:`TraceError` naming the file, the member and what to do.
     """
     reader = _Reader(os.fspath(path))
-    with reader.archive:
+    with reader.archive, _collection_paused():
         manifest = reader.json(MANIFEST)
         _check_manifest(manifest, reader.where)
         info = reader.field(manifest, "trace", dict, "an object")
@@ -84,11 +90,13 @@ def read(path: str | os.PathLike) -> SavedTrace:
         frames.update({n: f for n, f in optional.items() if n not in ("measured", "findings")})
         devices = reader.devices(info)
         reader.check_devices(frames, devices)
+        # format 3: trace.inputs and the facts' per-op maps as arrays; before: JSON objects
+        maps = reader.maps() if "maps.json" in reader.names else None
         saved = SavedTrace(
             fields=dict(
                 **frames,
                 devices=devices,
-                inputs=reader.inputs(),
+                inputs=reader.inputs() if maps is None else maps.pop("inputs"),
                 log=reader.read("log.txt").decode("utf-8", "surrogateescape"),
                 source=reader.field(info, "source", str, "a string"),
                 truncated=reader.field(info, "truncated", bool, "true or false"),
@@ -99,7 +107,7 @@ def read(path: str | os.PathLike) -> SavedTrace:
             )
         )
         if "facts.json" in reader.names:
-            saved.facts = reader.facts()
+            saved.facts = reader.facts(maps)
         saved.measured = optional.get("measured")
         if "findings" in optional:
             saved.findings = current_findings(optional["findings"])
@@ -107,10 +115,24 @@ def read(path: str | os.PathLike) -> SavedTrace:
     return saved
 
 
+@contextlib.contextmanager
+def _collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused (as it was after): reading a large trace makes
+    millions of lists and strings that hold no cycles, and each full collection would walk
+    them all again (a third of the time of reading 100k ops' maps)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 # The members :func:`read` reads (those present), besides raw/ and the frames' arrays.
 _MEMBERS = (MANIFEST, *(f"frames/{n}.json" for n in (*FRAMES, *OPTIONAL_FRAMES)))
-_MEMBERS += ("inputs.json", "log.txt", "facts.json")
-_ARRAYS = tuple(member_prefix(name) for name in (*FRAMES, *OPTIONAL_FRAMES))
+_MEMBERS += ("inputs.json", "maps.json", "log.txt", "facts.json")
+_ARRAYS = (*(member_prefix(name) for name in (*FRAMES, *OPTIONAL_FRAMES)), MAP_PREFIX)
 
 
 def _raw_members(names: Any) -> list[str]:
@@ -231,9 +253,23 @@ class _Reader:
         except ValueError as exc:
             raise self.damaged("inputs.json", exc) from exc
 
-    def facts(self) -> Any:
+    def maps(self) -> dict[str, dict]:
+        """``trace.inputs`` and the facts' per-op maps, from ``maps.json`` and its arrays."""
+        arrays = ArrayReader("", self.read, self.strings, self.budget.take_cells, MAP_PREFIX)
+        kinds = {"inputs": "names", **FACT_MAPS}
+        try:
+            maps = maps_from_members(self.json("maps.json"), kinds, arrays, self.budget.take_values)
+        except (FrameFormatError, KeyError, TypeError) as exc:  # a part missing, or not text
+            raise self.damaged("maps.json", exc) from exc
+        if "inputs" not in maps:
+            raise self.damaged("maps.json", "it has no map 'inputs'")
+        return maps
+
+    def facts(self, maps: dict[str, dict] | None) -> Any:
         document = self.json("facts.json")
         try:
+            if maps is not None:
+                put_maps(document, maps)
             return facts_from_json(document)
         except (KeyError, TypeError, ValueError) as exc:
             raise self.damaged("facts.json", exc) from exc
