@@ -4,6 +4,7 @@ families share (device types, copy names, op durations, name lists)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -573,6 +574,8 @@ def owner_of(name: str) -> tuple[str, str]:
     ``gradient_tape/replica_1/sequential_1/dense_1/MatMul/MatMul_1`` ->
     ``("the gradient of sequential_1/dense_1 on replica 1", "MatMul/MatMul_1")``;
     ``sgd_1/update_0/Mul`` -> ``("the optimizer sgd_1", "update_0/Mul")``."""
+    if _plain_scope(name.partition("/")[0]):  # most names of a large trace: one look-up
+        return "", name
     parts = name.split("/")
     while len(parts) > 1 and _CALL_SCOPES.match(parts[0]):
         parts = parts[1:]
@@ -604,6 +607,19 @@ def owner_of(name: str) -> tuple[str, str]:
         return "", name
     rest = "/".join(parts[depth:]) or parts[-1]
     return f"{gradient}{what}{replica}", rest
+
+
+@functools.lru_cache(maxsize=65536)
+def _plain_scope(head: str) -> bool:
+    """Whether a name whose first scope is ``head`` has no owner (``owner_of``): not a call's,
+    gradient's, replica's, model's, optimizer's or loss's scope."""
+    return not (
+        _CALL_SCOPES.match(head)
+        or head in ("gradient_tape", "gradients", _LOSS_SCOPE)
+        or _REPLICA_SCOPE.match(head)
+        or _MODEL_SCOPE.match(head)
+        or _OPTIMIZER_SCOPE.match(head)
+    )
 
 
 def listed_ops(
