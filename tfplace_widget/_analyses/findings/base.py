@@ -127,6 +127,8 @@ class Context:
     copy_of: dict[str, str] | None = None
     replicas: bool | None = None  # ``replicated``'s answer, found once
     source_of: dict[str, str] | None = None  # op -> its ``source`` (file:line), read once
+    requested_cpu: set[str] | None = None  # ``cpu_requested``'s answer, found once
+    host_sides: tuple[set[str], set[str]] | None = None  # ``_host_sides``'s answer
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -160,6 +162,7 @@ class Context:
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
+        context.runtime = _runtime_names(ops)
         context.inputs = context._through_copies(raw_inputs)
         for op, producers in context.inputs.items():
             for producer in producers:
@@ -194,7 +197,8 @@ class Context:
             resolved = []
             for producer in producers:
                 if type_of.get(producer) in receives:
-                    producer = sent_by.get(copy_key(producer), copy_key(producer))
+                    key = copy_key(producer)
+                    producer = sent_by.get(key, key)
                 elif producer not in type_of:  # a recv the trace did not record: X/_5
                     producer = copy_key(producer)
                 if producer in user:
@@ -214,6 +218,13 @@ class Context:
                 or t.upper().startswith("MEMCPY")
             }
         return name in self.runtime
+
+    def cpu_requested(self) -> set[str]:
+        """The ops a ``tf.device`` put on a CPU (their ``requested_device`` is one), found once."""
+        if self.requested_cpu is None:
+            kinds = {d: device_type(d) for d in set(self.requested.values())}
+            self.requested_cpu = {n for n, d in self.requested.items() if kinds[d] == "CPU"}
+        return self.requested_cpu
 
     def _duplicated_names(self) -> set[str]:
         """Op names listed on a GPU and on a CPU: one op, recorded in several runs whose
@@ -252,11 +263,13 @@ class Context:
         predicted = _predict_with_module(self, facts)
         if predicted is not None:
             reasons = {name: reason for name, (_, _, reason) in predicted.items()}
+            kinds = {device: device_type(device) for device, _, _ in predicted.values()}
+            type_of, runtime = self.type_of, self.runtime or set()
             for name, (device, how, _) in predicted.items():
-                if name not in self.type_of or self.is_runtime(name):
+                if name not in type_of or name in runtime:
                     continue
-                self.view[name] = device_type(device)
-                if self.view[name] == "CPU":
+                kind = self.view[name] = kinds[device]
+                if kind == "CPU":
                     self.why_cpu[name] = self._cpu_cause(name, how, reasons)
             return
         self._predict_here(facts)
@@ -265,6 +278,8 @@ class Context:
         """Why ``name`` is on the CPU: its own kernel or request, else (``colocated``) the op
         its resource or colocation group ties it to, followed to the one that decides."""
         cause = self._kernel_cause(name)
+        if cause[0] or how != "colocated":
+            return cause
         seen = {name}
         while cause[0] == "" and how == "colocated":
             anchor = _partner_from_reason(reasons.get(name, ""), self, seen)
@@ -280,7 +295,7 @@ class Context:
         no GPU kernel; ``requested`` when the user put it there (a tf.device) or when it is a
         function's resource argument, which lives where its variable or table was made (a
         ``host`` kernel, such as a VarHandleOp's, is a GPU kernel: no cause of its own)."""
-        if device_type(self.requested.get(anchor, "")) == "CPU":
+        if anchor in self.cpu_requested():
             return ("requested", anchor)
         if self.gpu_kernel.get(anchor, "") in NO_GPU:
             return ("colocated", anchor)
@@ -292,14 +307,14 @@ class Context:
         kernel = self.gpu_kernel.get(name, "")
         if kernel in NO_GPU:
             return (kernel, "")
-        if device_type(self.requested.get(name, "")) == "CPU":
+        if name in self.cpu_requested():
             return ("requested", "")
         return ("", "")
 
     def asked_cpu(self, name: str) -> bool:
         """A ``tf.device`` put ``name`` on a CPU: there because the code asked, whatever its
         kernels (no fallback)."""
-        return device_type(self.requested.get(name, "")) == "CPU"
+        return name in self.cpu_requested()
 
     def _predict_here(self, facts: Any) -> None:
         """One GPU, soft placement on: an op with a GPU kernel and no CPU request goes to the
@@ -308,7 +323,7 @@ class Context:
         for name, kernel in self.gpu_kernel.items():
             if self.is_runtime(name):
                 continue
-            asked_cpu = device_type(self.requested.get(name, "")) == "CPU"
+            asked_cpu = name in self.cpu_requested()
             self.view[name] = "GPU" if kernel in ON_GPU and not asked_cpu else "CPU"
             if self.view[name] == "CPU":
                 self.why_cpu[name] = self._kernel_cause(name)
@@ -338,15 +353,21 @@ class Context:
         made, read = self.view.get(producer), self.view.get(consumer)
         if made is None or read is None:
             return False
-        out_host = made == "CPU" or self._host_output(producer)
-        in_host = read == "CPU" or self._host_input(consumer, producer)
+        if self.host_sides is None:
+            self.host_sides = self._host_sides()
+        outputs, inputs = self.host_sides
+        out_host = made == "CPU" or producer in outputs
+        in_host = read == "CPU" or (consumer in inputs and self._host_input(consumer, producer))
         return out_host != in_host
 
-    def _host_output(self, op: str) -> bool:
-        kernel = self._kernel_facts(op)
-        return self.gpu_kernel.get(op) == "host" or bool(
-            kernel is not None and 0 in kernel.gpu_host_outputs
-        )
+    def _host_sides(self) -> tuple[set[str], set[str]]:
+        """The ops whose first output a GPU kernel keeps in host memory, and those that keep
+        some input there (``host`` kernels, and the kernel facts' ``gpu_host_*``), found once."""
+        host = {op for op, kernel in self.gpu_kernel.items() if kernel == "host"}
+        facts = getattr(self.trace, "facts", None)
+        kernels = getattr(facts, "kernels", {}) if facts is not None else {}
+        outputs = host | {op for op, k in kernels.items() if 0 in k.gpu_host_outputs}
+        return outputs, host | {op for op, k in kernels.items() if k.gpu_host_inputs}
 
     def _host_input(self, op: str, producer: str) -> bool:
         if self.gpu_kernel.get(op) == "host":
@@ -420,6 +441,20 @@ class Context:
 
     def gpu_name(self) -> str:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
+
+
+def _runtime_names(ops: pd.DataFrame) -> set[str]:
+    """The ops TensorFlow inserted (``Context.is_runtime``), read off the frame's columns: a
+    name's last row decides, as in ``Context.type_of`` and ``Context.how``."""
+    last = ops.drop_duplicates("op", keep="last")
+    types = last["type"].astype(str)
+    runtime = (
+        last["how"].astype(str).eq("runtime")
+        | types.isin(_RUNTIME_TYPES)
+        | last["op"].isin(("_SOURCE", "_SINK"))
+        | types.str.upper().str.startswith("MEMCPY")
+    )
+    return set(last["op"][runtime.to_numpy(dtype=bool)].tolist())
 
 
 def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:

@@ -63,12 +63,10 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     steps = max(1, step_count(context))
     directions: dict[tuple[str, str, str], list[tuple]] = {}
     signals: dict[tuple[str, str], int] = {}
-    columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
+    columns = (transfers[c].tolist() for c in ("tensor", "src_device", "dst_device", "bytes"))
     crossing = cross_task_flags(transfers)
     strategy = replicated(context)
-    for (tensor, src, dst, size), network in zip(
-        columns.itertuples(index=False), crossing, strict=True
-    ):
+    for tensor, src, dst, size, network in zip(*columns, crossing, strict=True):
         if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
             continue
         if network:  # between tasks of a cluster: cross_task_transfer's
