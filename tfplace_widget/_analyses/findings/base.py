@@ -8,6 +8,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import pandas as pd
@@ -565,7 +566,10 @@ def replicated(context: Context) -> bool:
     """A distribution strategy ran the step: MirroredStrategy names replica N's ops
     ``replica_N/...`` and places each replica with a device scope of its own."""
     if context.replicas is None:
-        context.replicas = any(REPLICA.search(name) for name in context.type_of)
+        # the substring test first: most names of a large trace are no replica's
+        context.replicas = any(
+            "replica_" in name and REPLICA.search(name) for name in context.type_of
+        )
     return context.replicas
 
 
@@ -669,11 +673,12 @@ def listed_ops(
         who, rest = owner_of(name)
         groups.setdefault(who or name, []).append(rest if who else "")
     shown = []
-    for who, rests in groups.items():
+    # only the groups the message names are spelled out; the others are counted
+    for who, rests in islice(groups.items(), limit if limit >= 0 else None):
         if not any(rests):
             shown.append(f"{who} ({types.get(who) or '?'})" if types is not None else who)
         elif len(rests) == 1:
             shown.append(f"{who} ({rests[0]})")
         else:
             shown.append(f"{who} ({len(rests)} ops)")
-    return listed_names(shown, limit)
+    return listed_names(shown + [""] * (len(groups) - len(shown)), limit)

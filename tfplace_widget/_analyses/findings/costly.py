@@ -59,7 +59,9 @@ def find_costly_transfers(context: Context) -> list[Finding]:
         return []
     events = context.trace.events
     # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
-    copy_time = events.groupby("op")["duration_us"].sum().to_dict() if len(events) else {}
+    # (the events of the copied tensors only: the others are never looked up)
+    copies = events[events["op"].isin(set(transfers["tensor"].tolist()))] if len(events) else None
+    copy_time = copies.groupby("op")["duration_us"].sum().to_dict() if copies is not None else {}
     steps = max(1, step_count(context))
     directions: dict[tuple[str, str, str], list[tuple]] = {}
     signals: dict[tuple[str, str], int] = {}
