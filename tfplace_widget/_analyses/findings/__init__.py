@@ -253,12 +253,11 @@ def _one_per_copy(context: Context, found: list[Finding]) -> list[Finding]:
     have the same one: the first keeps its message, takes the copies' ops, and counts them
     (``function_copies``)."""
     kept: dict[tuple, Finding] = {}
+    context.original("")  # builds context.copy_of: most traces have no copies
+    copy_of = context.copy_of or {}
     for finding in found:
-        key = (
-            finding.kind,
-            finding.predicted,
-            frozenset(context.original(op) for op in finding.ops),
-        )
+        ops = (copy_of.get(op, op) for op in finding.ops) if copy_of else finding.ops
+        key = (finding.kind, finding.predicted, frozenset(ops))
         first = kept.get(key)
         if first is None:
             kept[key] = finding

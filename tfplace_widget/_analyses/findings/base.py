@@ -449,11 +449,11 @@ def _runtime_names(ops: pd.DataFrame) -> set[str]:
     name's last row decides, as in ``Context.type_of`` and ``Context.how``."""
     last = ops.drop_duplicates("op", keep="last")
     types = last["type"].astype(str)
+    memcpy = {t for t in set(types.tolist()) if t.upper().startswith("MEMCPY")}
     runtime = (
         last["how"].astype(str).eq("runtime")
-        | types.isin(_RUNTIME_TYPES)
+        | types.isin(_RUNTIME_TYPES | memcpy)
         | last["op"].isin(("_SOURCE", "_SINK"))
-        | types.str.upper().str.startswith("MEMCPY")
     )
     return set(last["op"][runtime.to_numpy(dtype=bool)].tolist())
 
@@ -549,7 +549,8 @@ def summed_duration(context: Context, names: Iterable[str]) -> float:
     """Summed ``duration_us`` of ``names`` (untimed ops count 0)."""
     if context.duration_of is None:
         timed = context.ops[["op", "duration_us"]].dropna()
-        context.duration_of = timed.groupby("op")["duration_us"].sum().astype(float).to_dict()
+        sums = timed.groupby("op", sort=False)["duration_us"].sum().astype(float)
+        context.duration_of = dict(zip(sums.index.tolist(), sums.tolist(), strict=True))
     of = context.duration_of
     return float(sum(of.get(name, 0.0) for name in set(names)))
 
