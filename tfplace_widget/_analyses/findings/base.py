@@ -138,16 +138,14 @@ class Context:
         first = ops[["op", "device"]].drop_duplicates("op")
         device_of = dict(zip(first["op"].tolist(), first["device"].tolist(), strict=True))
         type_of = dict(zip(names, ops["type"].tolist(), strict=True))
-        kernel_known = "gpu_kernel" in ops and bool((ops["gpu_kernel"].astype(str) != "NA").any())
-        gpu_kernel = (
-            {
-                n: k
-                for n, k in zip(names, ops["gpu_kernel"].astype(str).tolist(), strict=True)
-                if k != "NA"
-            }
-            if kernel_known
-            else {}
-        )
+        gpu_kernel: dict[str, str] = {}
+        if "gpu_kernel" in ops:  # the rows whose kernels are known
+            kernels = ops["gpu_kernel"].astype(str)
+            known = (kernels != "NA").to_numpy(dtype=bool)
+            if known.any():
+                gpu_kernel = dict(
+                    zip(ops["op"][known].tolist(), kernels[known].tolist(), strict=True)
+                )
         requested = dict(zip(names, ops["requested_device"].astype(str).tolist(), strict=True))
         how = dict(zip(names, ops["how"].astype(str).tolist(), strict=True))
         facts = getattr(trace, "facts", None)
@@ -163,8 +161,8 @@ class Context:
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
-        context.runtime = _runtime_names(ops)
-        context.inputs = context._through_copies(raw_inputs)
+        context.runtime, sends, receives = _runtime_names(ops)
+        context.inputs = context._through_copies(raw_inputs, sends, receives)
         for op, producers in context.inputs.items():
             for producer in producers:
                 context.consumers.setdefault(producer, []).append(op)
@@ -173,21 +171,23 @@ class Context:
         return context
 
     # -- the graph, with the runtime's copies looked through ------------------------------------
-    def _through_copies(self, raw: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-        """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent."""
+    def _through_copies(
+        self, raw: Mapping[str, Sequence[str]], sends: set[str], receives: set[str]
+    ) -> dict[str, list[str]]:
+        """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent
+        (``sends`` and ``receives``: the names of the copies' ops)."""
         type_of = self.type_of
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
-        user = {n for n in type_of if n not in runtime}
+        user = set(type_of) - runtime
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
         for name, producers in raw.items():
-            if producers and type_of.get(name) in ("_Send", "_HostSend"):
+            if producers and name in sends:
                 # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
                 # producer wins, so that X's readers on the other device stay X's consumers.
                 key = copy_key(name)
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
-        receives = ("_Recv", "_HostRecv")
         edges: dict[str, list[str]] = {}
         for name, producers in raw.items():
             if name not in user:
@@ -197,7 +197,7 @@ class Context:
                 continue
             resolved = []
             for producer in producers:
-                if type_of.get(producer) in receives:
+                if producer in receives:
                     key = copy_key(producer)
                     producer = sent_by.get(key, key)
                 elif producer not in type_of:  # a recv the trace did not record: X/_5
@@ -444,9 +444,10 @@ class Context:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
 
 
-def _runtime_names(ops: pd.DataFrame) -> set[str]:
-    """The ops TensorFlow inserted (``Context.is_runtime``), read off the frame's columns: a
-    name's last row decides, as in ``Context.type_of`` and ``Context.how``."""
+def _runtime_names(ops: pd.DataFrame) -> tuple[set[str], set[str], set[str]]:
+    """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends
+    and receives, read off the frame's columns: a name's last row decides, as in
+    ``Context.type_of`` and ``Context.how``."""
     last = ops.drop_duplicates("op", keep="last")
     types = last["type"].astype(str)
     memcpy = {t for t in set(types.tolist()) if t.upper().startswith("MEMCPY")}
@@ -455,7 +456,13 @@ def _runtime_names(ops: pd.DataFrame) -> set[str]:
         | types.isin(_RUNTIME_TYPES | memcpy)
         | last["op"].isin(("_SOURCE", "_SINK"))
     )
-    return set(last["op"][runtime.to_numpy(dtype=bool)].tolist())
+    names = last["op"]
+
+    def named(mask: pd.Series) -> set[str]:
+        return set(names[mask.to_numpy(dtype=bool)].tolist())
+
+    sends = named(types.isin(("_Send", "_HostSend")))
+    return named(runtime), sends, named(types.isin(("_Recv", "_HostRecv")))
 
 
 def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
