@@ -11,6 +11,7 @@ signals (0-byte tensors that carry a control edge) are counted, not named.
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import pandas as pd
 
@@ -296,11 +297,16 @@ def _direction_finding(
             f"{'it' if one else 'them'}."
         )
     elif producers and consumers:
-        fix = placement_fix(context, producers, dst, consumers)
-        message = (
-            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: put {listed_ops(producers)} on "
-            f"{s_dst} with {listed_ops(consumers)}, or those on {s_src}, so the tensors stay on one "
-            "device."
+        # made when read, as a ping_pong's: a direction past TOP_TRANSFERS, or immaterial, is
+        # dropped, and its op lists (a large trace's tens of thousands) are never spelled out
+        fix = partial(placement_fix, context, producers, dst, consumers)
+        message = partial(
+            _put_together,
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}",
+            producers,
+            consumers,
+            s_src,
+            s_dst,
         )
     elif getattr(context.trace, "facts", None) is None:
         user_fix = 0
@@ -336,6 +342,15 @@ def _direction_finding(
         # the CPU <-> GPU ones as such)
         predicted=context.predicted_trace,
         fix=fix,
+    )
+
+
+def _put_together(
+    head: str, producers: list[str], consumers: list[str], s_src: str, s_dst: str
+) -> str:
+    return (
+        f"{head}: put {listed_ops(producers)} on {s_dst} with {listed_ops(consumers)}, or those "
+        f"on {s_src}, so the tensors stay on one device."
     )
 
 
