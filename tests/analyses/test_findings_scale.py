@@ -49,6 +49,21 @@ def chains(tf: Any, trace_placement: Any) -> PlacementTrace:
     return trace_placement(build, device_count={"CPU": 2})
 
 
+class _Counting:
+    """A compiled regex that records the texts it is asked about (``search`` and ``match``)."""
+
+    def __init__(self, real: Any, asked: list[str]) -> None:
+        self.real, self.asked = real, asked
+
+    def search(self, text: str) -> Any:
+        self.asked.append(text)
+        return self.real.search(text)
+
+    def match(self, text: str) -> Any:
+        self.asked.append(text)
+        return self.real.match(text)
+
+
 def _bounces(found: pd.DataFrame) -> int:
     """How many ping_pong findings there are, those capped into one line counted one by one."""
     evidence = found.loc[found["kind"] == "ping_pong", "evidence"]
@@ -59,14 +74,7 @@ def test_the_replica_scan_reads_each_op_name_once_however_many_ping_pongs(chains
     """Whether a distribution strategy ran the step is one question about the trace: asked
     for each ping_pong finding, it read every op name again (over 600 s at 100,000 ops)."""
     searched: list[str] = []
-    real = base.REPLICA
-
-    class Counting:
-        def search(self, name: str) -> Any:
-            searched.append(name)
-            return real.search(name)
-
-    monkeypatch.setattr(base, "REPLICA", Counting())
+    monkeypatch.setattr(base, "REPLICA", _Counting(base.REPLICA, searched))
     found = find_findings(chains, immaterial=True)
     ping_pongs = int((found["kind"] == "ping_pong").sum())
     every = found.loc[found["kind"] == "ping_pong", "evidence"].map(lambda e: e.get("findings", 1))
@@ -141,14 +149,7 @@ def test_the_owner_of_a_name_is_looked_up_once_per_first_scope(chains, monkeypat
     100k op names of a costly_transfer, five regex matches per name were a seventh of the
     findings' time. The owner depends on the first scope's name, looked up once per scope."""
     matched: list[str] = []
-    real = base._MODEL_SCOPE
-
-    class Counting:
-        def match(self, text: str) -> Any:
-            matched.append(text)
-            return real.match(text)
-
-    monkeypatch.setattr(base, "_MODEL_SCOPE", Counting())
+    monkeypatch.setattr(base, "_MODEL_SCOPE", _Counting(base._MODEL_SCOPE, matched))
     forget = getattr(base, "_plain_scope", None)  # the scopes' answers, kept per process
     clear = forget.cache_clear if forget is not None else lambda: None
     clear()
