@@ -367,8 +367,9 @@ class Context:
         host = {op for op, kernel in self.gpu_kernel.items() if kernel == "host"}
         facts = getattr(self.trace, "facts", None)
         kernels = getattr(facts, "kernels", {}) if facts is not None else {}
-        outputs = host | {op for op, k in kernels.items() if 0 in k.gpu_host_outputs}
-        return outputs, host | {op for op, k in kernels.items() if k.gpu_host_inputs}
+        known = [(op, k) for op, k in kernels.items() if k is not None]
+        outputs = host | {op for op, k in known if 0 in k.gpu_host_outputs}
+        return outputs, host | {op for op, k in known if k.gpu_host_inputs}
 
     def _host_input(self, op: str, producer: str) -> bool:
         if self.gpu_kernel.get(op) == "host":
