@@ -140,7 +140,7 @@ def check_equal(metadata: Any, decoded: dict[str, Any]) -> None:
 
 def run(n_ops: int, repeats: int, protos: str | None) -> dict[str, Any]:
     from benchmarks.convert import traced_protos
-    from tfplace_widget._tfadapter.gc_pause import paused_gc
+    from tfplace_widget._model.gc_pause import paused_gc
 
     metadata, _ = traced_protos(n_ops, protos)
     data = metadata.SerializeToString()

@@ -20,7 +20,7 @@ def read_fields_only(metadata: Any, graph: Any) -> int:
     (``as_graph_def()``): name, op, device, inputs, ``_class``. Returns a count, so nothing
     is optimised away. The collector is paused, as in the conversion itself.
     """
-    from tfplace_widget._tfadapter.gc_pause import paused_gc
+    from tfplace_widget._model.gc_pause import paused_gc
 
     with paused_gc():
         return _read_fields(metadata, graph)

@@ -11,12 +11,14 @@ and 1M ops next to a baseline, and checks the answers equal.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pandas as pd
 import pytest
 
 from tfplace_widget import PlacementTrace
+from tfplace_widget._analyses import findings
 from tfplace_widget._analyses.findings import base, find_findings, transfers
 
 CHAINS, LENGTH = 8, 150
@@ -47,6 +49,21 @@ def chains(tf: Any, trace_placement: Any) -> PlacementTrace:
     return trace_placement(build, device_count={"CPU": 2})
 
 
+class _Counting:
+    """A compiled regex that records the texts it is asked about (``search`` and ``match``)."""
+
+    def __init__(self, real: Any, asked: list[str]) -> None:
+        self.real, self.asked = real, asked
+
+    def search(self, text: str) -> Any:
+        self.asked.append(text)
+        return self.real.search(text)
+
+    def match(self, text: str) -> Any:
+        self.asked.append(text)
+        return self.real.match(text)
+
+
 def _bounces(found: pd.DataFrame) -> int:
     """How many ping_pong findings there are, those capped into one line counted one by one."""
     evidence = found.loc[found["kind"] == "ping_pong", "evidence"]
@@ -57,14 +74,7 @@ def test_the_replica_scan_reads_each_op_name_once_however_many_ping_pongs(chains
     """Whether a distribution strategy ran the step is one question about the trace: asked
     for each ping_pong finding, it read every op name again (over 600 s at 100,000 ops)."""
     searched: list[str] = []
-    real = base.REPLICA
-
-    class Counting:
-        def search(self, name: str) -> Any:
-            searched.append(name)
-            return real.search(name)
-
-    monkeypatch.setattr(base, "REPLICA", Counting())
+    monkeypatch.setattr(base, "REPLICA", _Counting(base.REPLICA, searched))
     found = find_findings(chains, immaterial=True)
     ping_pongs = int((found["kind"] == "ping_pong").sum())
     every = found.loc[found["kind"] == "ping_pong", "evidence"].map(lambda e: e.get("findings", 1))
@@ -132,3 +142,44 @@ def test_a_fix_nobody_reads_is_not_made(chains, monkeypatch):
     made.clear()
     shown = find_findings(chains)
     assert len(made) <= len(shown) < bounces
+
+
+def test_the_owner_of_a_name_is_looked_up_once_per_first_scope(chains, monkeypatch):
+    """A message lists its ops by owner (a Keras layer, an optimizer): asked for each of the
+    100k op names of a costly_transfer, five regex matches per name were a seventh of the
+    findings' time. The owner depends on the first scope's name, looked up once per scope."""
+    matched: list[str] = []
+    monkeypatch.setattr(base, "_MODEL_SCOPE", _Counting(base._MODEL_SCOPE, matched))
+    forget = getattr(base, "_plain_scope", None)  # the scopes' answers, kept per process
+    clear = forget.cache_clear if forget is not None else lambda: None
+    clear()
+    names = chains.ops["op"].tolist()
+    owners = [base.owner_of(name) for name in names]
+    assert owners == [("", name) for name in names]  # the chains' ops are the user's own
+    assert base.listed_ops(names) == base.listed_names(list(dict.fromkeys(names)))
+    heads = {name.partition("/")[0] for name in names}
+    assert 0 < len(matched) <= len(heads) < len(names) / 10
+    clear()  # the real regex again for the other tests
+
+
+def test_the_garbage_collector_waits_while_the_findings_are_made(chains, monkeypatch):
+    """The rules make hundreds of thousands of small objects and no cycles: each of the
+    collections they set off walked the whole heap of the kernel (a fifth of the findings'
+    time at 100k ops). It is paused while they run, and left as it was found."""
+    seen: list[bool] = []
+    real = findings.find_ping_pongs
+
+    def recording(context: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(context)
+
+    monkeypatch.setattr(findings, "find_ping_pongs", recording)
+    assert gc.isenabled()
+    find_findings(chains)
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        find_findings(chains)
+        assert not gc.isenabled()  # a caller's own choice stays
+    finally:
+        gc.enable()

@@ -330,10 +330,11 @@ def test_device_of_a_name_on_several_devices_raises_naming_them():
 
 # -- one definition of each helper (issue 11) ------------------------------------------------
 def test_shared_helpers_and_how_values_are_defined_once(panel):
+    from tfplace_widget._analyses import findings
     from tfplace_widget._explain import run as reasons
-    from tfplace_widget._model import records
+    from tfplace_widget._model import gc_pause, records
     from tfplace_widget._sources import chrome, frames, run_metadata
-    from tfplace_widget._tfadapter import gc_pause, graphfacts
+    from tfplace_widget._tfadapter import graphfacts
     from tfplace_widget._tracing import function as function_tracer
     from tfplace_widget._widgets import panel as panel_module
 
@@ -343,8 +344,8 @@ def test_shared_helpers_and_how_values_are_defined_once(panel):
     assert not hasattr(frames, "_HOW_CATEGORIES")
     assert not hasattr(graphfacts, "_producer")  # sources.records.producer(s) is the one
     assert graphfacts.producers is records.producers
-    assert gc_pause.paused_gc.__module__ == "tfplace_widget._tfadapter.gc_pause"
-    for module in (run_metadata, chrome, function_tracer, graphfacts):
+    assert gc_pause.paused_gc.__module__ == "tfplace_widget._model.gc_pause"
+    for module in (run_metadata, chrome, function_tracer, graphfacts, findings):
         assert module.paused_gc is gc_pause.paused_gc, module.__name__
 
 

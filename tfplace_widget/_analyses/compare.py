@@ -117,7 +117,8 @@ def _match_keys(ops: pd.DataFrame, codes: dict[Any, int]) -> list[int]:
     repeated = set(ops["op"][ops["op"].duplicated()])
     seen: dict[Any, int] = {}
     keys: list[Any] = []
-    for name, op_type, device in zip(names, ops["type"], ops["device"], strict=True):
+    types, devices = ops["type"].tolist(), ops["device"].tolist()
+    for name, op_type, device in zip(names, types, devices, strict=True):
         counted = _RUNTIME_COUNTER.match(name) if op_type in _COUNTED_TYPES else None
         if counted:
             key: Any = (op_type, counted["base"], device)
@@ -132,6 +133,14 @@ def _match_keys(ops: pd.DataFrame, codes: dict[Any, int]) -> list[int]:
     return [codes.setdefault(key, len(codes)) for key in keys]
 
 
+def _without_onednn_prefix(types: pd.Series) -> pd.Series:
+    """``types`` as text ("" where missing) without oneDNN's ``_Mkl`` prefix, each distinct
+    type rewritten once (a large trace has hundreds of thousands of rows, a few hundred types)."""
+    codes, uniques = pd.factorize(types.fillna("").astype(str))
+    stripped = np.array([_ONEDNN_PREFIX.sub("", u) for u in uniques], dtype=object)
+    return pd.Series(stripped[codes], index=types.index, dtype=object)
+
+
 def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     columns = ["op", "type", "device", "how", "duration_us"]
     codes: dict[Any, int] = {}
@@ -139,10 +148,7 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     right = b.ops[columns].assign(_key=_match_keys(b.ops, codes))
     merged = left.merge(right, on="_key", how="outer", suffixes=("_a", "_b"), sort=False)
     in_a, in_b = merged["op_a"].notna(), merged["op_b"].notna()
-    type_a, type_b = (
-        merged[column].fillna("").astype(str).str.replace(_ONEDNN_PREFIX, "", regex=True)
-        for column in ("type_a", "type_b")
-    )
+    type_a, type_b = (_without_onednn_prefix(merged[column]) for column in ("type_a", "type_b"))
     other_op = (type_a != type_b) & (type_a != "") & (type_b != "")
     status = np.select(
         [

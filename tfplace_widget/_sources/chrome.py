@@ -8,9 +8,9 @@ import os
 from typing import Any
 
 from .._model.errors import TraceError
+from .._model.gc_pause import paused_gc
 from .._model.records import Executed, Records
 from .._model.trace import PlacementTrace
-from .._tfadapter.gc_pause import paused_gc
 from . import limits
 from .files import read_trace_bytes
 from .frames import frames_from_records

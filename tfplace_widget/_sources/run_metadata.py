@@ -8,11 +8,11 @@ from typing import Any
 
 from .._model.devices import canonical_device
 from .._model.errors import TraceError
+from .._model.gc_pause import paused_gc
 from .._model.graphfacts import GraphFacts
 from .._model.records import SEND_TYPES, BuiltAt, Executed, Records, producers
 from .._model.trace import PlacementTrace
 from .._tfadapter.capture import import_tensorflow
-from .._tfadapter.gc_pause import paused_gc
 from .._tfadapter.graphfacts import facts_from_graph
 from .._tfadapter.origins import graph_built_at
 from .._tfadapter.protos import run_metadata_type

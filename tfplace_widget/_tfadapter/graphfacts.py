@@ -11,10 +11,10 @@ from __future__ import annotations
 from itertools import compress
 from typing import Any
 
+from .._model.gc_pause import paused_gc
 from .._model.graphfacts import OVERRIDE_ATTR, GraphFacts, NodeDetail, NodeTable
 from .._model.records import producers
 from .capture import import_tensorflow
-from .gc_pause import paused_gc
 from .kernels import kernel_facts_of
 from .protos import dtype_name
 from .registry import REGISTRY, may_output_resource_or_ref, op_outputs, registered_op_def

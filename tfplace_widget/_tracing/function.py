@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._model.errors import TraceError, attach_log, ran_out_message
+from .._model.gc_pause import paused_gc
 from .._model.trace import PlacementTrace
 from .._sources.frames import frames_from_records
 from .._sources.functions import function_display_name, rejoin_split_records
@@ -35,7 +36,6 @@ from .._sources.raw import function_protos
 from .._sources.xla import xla_from_xspace
 from .._sources.xspace import HOST_PLANE, parse_xspace, records_from_xspace
 from .._tfadapter.capture import capture_native_output
-from .._tfadapter.gc_pause import paused_gc
 from .._tfadapter.origins import function_built_at
 from .ctrl_c import cancelled_by_ctrl_c
 from .function_copies import (

@@ -4,9 +4,11 @@ families share (device types, copy names, op durations, name lists)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import pandas as pd
@@ -126,6 +128,8 @@ class Context:
     copy_of: dict[str, str] | None = None
     replicas: bool | None = None  # ``replicated``'s answer, found once
     source_of: dict[str, str] | None = None  # op -> its ``source`` (file:line), read once
+    requested_cpu: set[str] | None = None  # ``cpu_requested``'s answer, found once
+    host_sides: tuple[set[str], set[str]] | None = None  # ``_host_sides``'s answer
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -134,16 +138,14 @@ class Context:
         first = ops[["op", "device"]].drop_duplicates("op")
         device_of = dict(zip(first["op"].tolist(), first["device"].tolist(), strict=True))
         type_of = dict(zip(names, ops["type"].tolist(), strict=True))
-        kernel_known = "gpu_kernel" in ops and bool((ops["gpu_kernel"].astype(str) != "NA").any())
-        gpu_kernel = (
-            {
-                n: k
-                for n, k in zip(names, ops["gpu_kernel"].astype(str).tolist(), strict=True)
-                if k != "NA"
-            }
-            if kernel_known
-            else {}
-        )
+        gpu_kernel: dict[str, str] = {}
+        if "gpu_kernel" in ops:  # the rows whose kernels are known
+            kernels = ops["gpu_kernel"].astype(str)
+            known = (kernels != "NA").to_numpy(dtype=bool)
+            if known.any():
+                gpu_kernel = dict(
+                    zip(ops["op"][known].tolist(), kernels[known].tolist(), strict=True)
+                )
         requested = dict(zip(names, ops["requested_device"].astype(str).tolist(), strict=True))
         how = dict(zip(names, ops["how"].astype(str).tolist(), strict=True))
         facts = getattr(trace, "facts", None)
@@ -159,7 +161,8 @@ class Context:
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
-        context.inputs = context._through_copies(raw_inputs)
+        context.runtime, sends, receives = _runtime_names(ops)
+        context.inputs = context._through_copies(raw_inputs, sends, receives)
         for op, producers in context.inputs.items():
             for producer in producers:
                 context.consumers.setdefault(producer, []).append(op)
@@ -168,21 +171,23 @@ class Context:
         return context
 
     # -- the graph, with the runtime's copies looked through ------------------------------------
-    def _through_copies(self, raw: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-        """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent."""
+    def _through_copies(
+        self, raw: Mapping[str, Sequence[str]], sends: set[str], receives: set[str]
+    ) -> dict[str, list[str]]:
+        """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent
+        (``sends`` and ``receives``: the names of the copies' ops)."""
         type_of = self.type_of
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
-        user = {n for n in type_of if n not in runtime}
+        user = set(type_of) - runtime
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
         for name, producers in raw.items():
-            if producers and type_of.get(name) in ("_Send", "_HostSend"):
+            if producers and name in sends:
                 # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
                 # producer wins, so that X's readers on the other device stay X's consumers.
                 key = copy_key(name)
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
-        receives = ("_Recv", "_HostRecv")
         edges: dict[str, list[str]] = {}
         for name, producers in raw.items():
             if name not in user:
@@ -192,8 +197,9 @@ class Context:
                 continue
             resolved = []
             for producer in producers:
-                if type_of.get(producer) in receives:
-                    producer = sent_by.get(copy_key(producer), copy_key(producer))
+                if producer in receives:
+                    key = copy_key(producer)
+                    producer = sent_by.get(key, key)
                 elif producer not in type_of:  # a recv the trace did not record: X/_5
                     producer = copy_key(producer)
                 if producer in user:
@@ -213,6 +219,13 @@ class Context:
                 or t.upper().startswith("MEMCPY")
             }
         return name in self.runtime
+
+    def cpu_requested(self) -> set[str]:
+        """The ops a ``tf.device`` put on a CPU (their ``requested_device`` is one), found once."""
+        if self.requested_cpu is None:
+            kinds = {d: device_type(d) for d in set(self.requested.values())}
+            self.requested_cpu = {n for n, d in self.requested.items() if kinds[d] == "CPU"}
+        return self.requested_cpu
 
     def _duplicated_names(self) -> set[str]:
         """Op names listed on a GPU and on a CPU: one op, recorded in several runs whose
@@ -251,11 +264,13 @@ class Context:
         predicted = _predict_with_module(self, facts)
         if predicted is not None:
             reasons = {name: reason for name, (_, _, reason) in predicted.items()}
+            kinds = {device: device_type(device) for device, _, _ in predicted.values()}
+            type_of, runtime = self.type_of, self.runtime or set()
             for name, (device, how, _) in predicted.items():
-                if name not in self.type_of or self.is_runtime(name):
+                if name not in type_of or name in runtime:
                     continue
-                self.view[name] = device_type(device)
-                if self.view[name] == "CPU":
+                kind = self.view[name] = kinds[device]
+                if kind == "CPU":
                     self.why_cpu[name] = self._cpu_cause(name, how, reasons)
             return
         self._predict_here(facts)
@@ -264,6 +279,8 @@ class Context:
         """Why ``name`` is on the CPU: its own kernel or request, else (``colocated``) the op
         its resource or colocation group ties it to, followed to the one that decides."""
         cause = self._kernel_cause(name)
+        if cause[0] or how != "colocated":
+            return cause
         seen = {name}
         while cause[0] == "" and how == "colocated":
             anchor = _partner_from_reason(reasons.get(name, ""), self, seen)
@@ -279,7 +296,7 @@ class Context:
         no GPU kernel; ``requested`` when the user put it there (a tf.device) or when it is a
         function's resource argument, which lives where its variable or table was made (a
         ``host`` kernel, such as a VarHandleOp's, is a GPU kernel: no cause of its own)."""
-        if device_type(self.requested.get(anchor, "")) == "CPU":
+        if anchor in self.cpu_requested():
             return ("requested", anchor)
         if self.gpu_kernel.get(anchor, "") in NO_GPU:
             return ("colocated", anchor)
@@ -291,14 +308,14 @@ class Context:
         kernel = self.gpu_kernel.get(name, "")
         if kernel in NO_GPU:
             return (kernel, "")
-        if device_type(self.requested.get(name, "")) == "CPU":
+        if name in self.cpu_requested():
             return ("requested", "")
         return ("", "")
 
     def asked_cpu(self, name: str) -> bool:
         """A ``tf.device`` put ``name`` on a CPU: there because the code asked, whatever its
         kernels (no fallback)."""
-        return device_type(self.requested.get(name, "")) == "CPU"
+        return name in self.cpu_requested()
 
     def _predict_here(self, facts: Any) -> None:
         """One GPU, soft placement on: an op with a GPU kernel and no CPU request goes to the
@@ -307,7 +324,7 @@ class Context:
         for name, kernel in self.gpu_kernel.items():
             if self.is_runtime(name):
                 continue
-            asked_cpu = device_type(self.requested.get(name, "")) == "CPU"
+            asked_cpu = name in self.cpu_requested()
             self.view[name] = "GPU" if kernel in ON_GPU and not asked_cpu else "CPU"
             if self.view[name] == "CPU":
                 self.why_cpu[name] = self._kernel_cause(name)
@@ -337,15 +354,22 @@ class Context:
         made, read = self.view.get(producer), self.view.get(consumer)
         if made is None or read is None:
             return False
-        out_host = made == "CPU" or self._host_output(producer)
-        in_host = read == "CPU" or self._host_input(consumer, producer)
+        if self.host_sides is None:
+            self.host_sides = self._host_sides()
+        outputs, inputs = self.host_sides
+        out_host = made == "CPU" or producer in outputs
+        in_host = read == "CPU" or (consumer in inputs and self._host_input(consumer, producer))
         return out_host != in_host
 
-    def _host_output(self, op: str) -> bool:
-        kernel = self._kernel_facts(op)
-        return self.gpu_kernel.get(op) == "host" or bool(
-            kernel is not None and 0 in kernel.gpu_host_outputs
-        )
+    def _host_sides(self) -> tuple[set[str], set[str]]:
+        """The ops whose first output a GPU kernel keeps in host memory, and those that keep
+        some input there (``host`` kernels, and the kernel facts' ``gpu_host_*``), found once."""
+        host = {op for op, kernel in self.gpu_kernel.items() if kernel == "host"}
+        facts = getattr(self.trace, "facts", None)
+        kernels = getattr(facts, "kernels", {}) if facts is not None else {}
+        known = [(op, k) for op, k in kernels.items() if k is not None]
+        outputs = host | {op for op, k in known if 0 in k.gpu_host_outputs}
+        return outputs, host | {op for op, k in known if k.gpu_host_inputs}
 
     def _host_input(self, op: str, producer: str) -> bool:
         if self.gpu_kernel.get(op) == "host":
@@ -419,6 +443,27 @@ class Context:
 
     def gpu_name(self) -> str:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
+
+
+def _runtime_names(ops: pd.DataFrame) -> tuple[set[str], set[str], set[str]]:
+    """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends
+    and receives, read off the frame's columns: a name's last row decides, as in
+    ``Context.type_of`` and ``Context.how``."""
+    last = ops.drop_duplicates("op", keep="last")
+    types = last["type"].astype(str)
+    memcpy = {t for t in set(types.tolist()) if t.upper().startswith("MEMCPY")}
+    runtime = (
+        last["how"].astype(str).eq("runtime")
+        | types.isin(_RUNTIME_TYPES | memcpy)
+        | last["op"].isin(("_SOURCE", "_SINK"))
+    )
+    names = last["op"]
+
+    def named(mask: pd.Series) -> set[str]:
+        return set(names[mask.to_numpy(dtype=bool)].tolist())
+
+    sends = named(types.isin(("_Send", "_HostSend")))
+    return named(runtime), sends, named(types.isin(("_Recv", "_HostRecv")))
 
 
 def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
@@ -512,7 +557,8 @@ def summed_duration(context: Context, names: Iterable[str]) -> float:
     """Summed ``duration_us`` of ``names`` (untimed ops count 0)."""
     if context.duration_of is None:
         timed = context.ops[["op", "duration_us"]].dropna()
-        context.duration_of = timed.groupby("op")["duration_us"].sum().astype(float).to_dict()
+        sums = timed.groupby("op", sort=False)["duration_us"].sum().astype(float)
+        context.duration_of = dict(zip(sums.index.tolist(), sums.tolist(), strict=True))
     of = context.duration_of
     return float(sum(of.get(name, 0.0) for name in set(names)))
 
@@ -529,7 +575,10 @@ def replicated(context: Context) -> bool:
     """A distribution strategy ran the step: MirroredStrategy names replica N's ops
     ``replica_N/...`` and places each replica with a device scope of its own."""
     if context.replicas is None:
-        context.replicas = any(REPLICA.search(name) for name in context.type_of)
+        # the substring test first: most names of a large trace are no replica's
+        context.replicas = any(
+            "replica_" in name and REPLICA.search(name) for name in context.type_of
+        )
     return context.replicas
 
 
@@ -573,6 +622,8 @@ def owner_of(name: str) -> tuple[str, str]:
     ``gradient_tape/replica_1/sequential_1/dense_1/MatMul/MatMul_1`` ->
     ``("the gradient of sequential_1/dense_1 on replica 1", "MatMul/MatMul_1")``;
     ``sgd_1/update_0/Mul`` -> ``("the optimizer sgd_1", "update_0/Mul")``."""
+    if _plain_scope(name.partition("/")[0]):  # most names of a large trace: one look-up
+        return "", name
     parts = name.split("/")
     while len(parts) > 1 and _CALL_SCOPES.match(parts[0]):
         parts = parts[1:]
@@ -606,6 +657,19 @@ def owner_of(name: str) -> tuple[str, str]:
     return f"{gradient}{what}{replica}", rest
 
 
+@functools.lru_cache(maxsize=65536)
+def _plain_scope(head: str) -> bool:
+    """Whether a name whose first scope is ``head`` has no owner (``owner_of``): not a call's,
+    gradient's, replica's, model's, optimizer's or loss's scope."""
+    return not (
+        _CALL_SCOPES.match(head)
+        or head in ("gradient_tape", "gradients", _LOSS_SCOPE)
+        or _REPLICA_SCOPE.match(head)
+        or _MODEL_SCOPE.match(head)
+        or _OPTIMIZER_SCOPE.match(head)
+    )
+
+
 def listed_ops(
     names: Sequence[str], limit: int = MAX_NAMED, types: Mapping[str, str] | None = None
 ) -> str:
@@ -618,11 +682,12 @@ def listed_ops(
         who, rest = owner_of(name)
         groups.setdefault(who or name, []).append(rest if who else "")
     shown = []
-    for who, rests in groups.items():
+    # only the groups the message names are spelled out; the others are counted
+    for who, rests in islice(groups.items(), limit if limit >= 0 else None):
         if not any(rests):
             shown.append(f"{who} ({types.get(who) or '?'})" if types is not None else who)
         elif len(rests) == 1:
             shown.append(f"{who} ({rests[0]})")
         else:
             shown.append(f"{who} ({len(rests)} ops)")
-    return listed_names(shown, limit)
+    return listed_names(shown + [""] * (len(groups) - len(shown)), limit)

@@ -11,6 +11,7 @@ signals (0-byte tensors that carry a control edge) are counted, not named.
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import pandas as pd
 
@@ -59,16 +60,16 @@ def find_costly_transfers(context: Context) -> list[Finding]:
         return []
     events = context.trace.events
     # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
-    copy_time = events.groupby("op")["duration_us"].sum().to_dict() if len(events) else {}
+    # (the events of the copied tensors only: the others are never looked up)
+    copies = events[events["op"].isin(set(transfers["tensor"].tolist()))] if len(events) else None
+    copy_time = copies.groupby("op")["duration_us"].sum().to_dict() if copies is not None else {}
     steps = max(1, step_count(context))
     directions: dict[tuple[str, str, str], list[tuple]] = {}
     signals: dict[tuple[str, str], int] = {}
-    columns = transfers[["tensor", "src_device", "dst_device", "bytes"]]
+    columns = (transfers[c].tolist() for c in ("tensor", "src_device", "dst_device", "bytes"))
     crossing = cross_task_flags(transfers)
     strategy = replicated(context)
-    for (tensor, src, dst, size), network in zip(
-        columns.itertuples(index=False), crossing, strict=True
-    ):
+    for tensor, src, dst, size, network in zip(*columns, crossing, strict=True):
         if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
             continue
         if network:  # between tasks of a cluster: cross_task_transfer's
@@ -296,11 +297,16 @@ def _direction_finding(
             f"{'it' if one else 'them'}."
         )
     elif producers and consumers:
-        fix = placement_fix(context, producers, dst, consumers)
-        message = (
-            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}: put {listed_ops(producers)} on "
-            f"{s_dst} with {listed_ops(consumers)}, or those on {s_src}, so the tensors stay on one "
-            "device."
+        # made when read, as a ping_pong's: a direction past TOP_TRANSFERS, or immaterial, is
+        # dropped, and its op lists (a large trace's tens of thousands) are never spelled out
+        fix = partial(placement_fix, context, producers, dst, consumers)
+        message = partial(
+            _put_together,
+            f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}",
+            producers,
+            consumers,
+            s_src,
+            s_dst,
         )
     elif getattr(context.trace, "facts", None) is None:
         user_fix = 0
@@ -336,6 +342,15 @@ def _direction_finding(
         # the CPU <-> GPU ones as such)
         predicted=context.predicted_trace,
         fix=fix,
+    )
+
+
+def _put_together(
+    head: str, producers: list[str], consumers: list[str], s_src: str, s_dst: str
+) -> str:
+    return (
+        f"{head}: put {listed_ops(producers)} on {s_dst} with {listed_ops(consumers)}, or those "
+        f"on {s_src}, so the tensors stay on one device."
     )
 
 

@@ -62,10 +62,11 @@ def find_cpu_fallbacks(context: Context) -> list[Finding]:
     # A dataset or iterator op in the step runs with its iterator, whose resource a tf.data
     # pipeline makes on the host (IteratorGetNext and IteratorV2 have GPU kernels; only
     # prefetch_to_device makes an iterator on the GPU): one finding, with that lever.
+    pipeline_types = {t for t in set(context.type_of.values()) if is_pipeline(t)}
     pipeline = [
         n
         for n, t in context.type_of.items()
-        if is_pipeline(t) and context.view.get(n) == "CPU" and n not in context.duplicated
+        if t in pipeline_types and context.view.get(n) == "CPU" and n not in context.duplicated
     ]
     findings: list[Finding] = []
     if pipeline:

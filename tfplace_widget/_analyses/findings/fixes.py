@@ -130,7 +130,7 @@ def sources(context: Context, ops: Sequence[str]) -> str:
     if context.source_of is None:  # once per trace: a scan of every row per finding is quadratic
         rows = frame.dropna(subset=["source"])
         context.source_of = dict(
-            zip(rows["op"].astype(str), rows["source"].astype(str), strict=True)
+            zip(rows["op"].astype(str).tolist(), rows["source"].astype(str).tolist(), strict=True)
         )
     source_of = context.source_of
     found = [source_of[op] for op in ops if source_of.get(op, "") not in ("", "<NA>")]

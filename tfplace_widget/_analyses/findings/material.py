@@ -18,6 +18,7 @@ Each finding's ``evidence`` gets ``step_share``, ``traced_steps``, ``steady_step
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,10 @@ def trace_steps(trace: Any) -> int | None:
     return int(runs.mode().iloc[0]) if len(runs) else None
 
 
+# From this many rows on, numpy sums a column pairwise (eight partial sums), not in order.
+_PAIRWISE = 8
+
+
 class Steps:
     """The traced steps' op time, per step, for the shares of findings."""
 
@@ -104,9 +109,17 @@ class Steps:
         its ops' rows, or its own measured time when that is more. The shares of all findings at
         once, in numpy: a large trace has hundreds of thousands of them."""
         row, per_op = self.row, self.per_op
+        rows = [[row[op] for op in set(finding.ops) if op in row] for finding in findings]
         summed = np.zeros((len(findings), self.count))
-        for i, finding in enumerate(findings):  # numpy's own sum per finding: its rounding
-            summed[i] = per_op[[row[op] for op in set(finding.ops) if op in row]].sum(axis=0)
+        # numpy's own sum per finding, for its rounding: below 8 rows (most findings) it adds
+        # them one after another, as np.add.at does for all those findings in one call
+        few = [i for i, r in enumerate(rows) if len(r) < _PAIRWISE]
+        sizes = [len(rows[i]) for i in few]
+        flat = np.fromiter(chain.from_iterable(rows[i] for i in few), np.intp, sum(sizes))
+        np.add.at(summed, np.repeat(np.asarray(few, dtype=np.intp), sizes), per_op[flat])
+        for i, r in enumerate(rows):
+            if len(r) >= _PAIRWISE:
+                summed[i] = per_op[r].sum(axis=0)
         cost = np.array([f.cost[0] for f in findings], dtype=float).reshape(-1, 1)
         own = np.where(cost > 0, cost / self.count, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):

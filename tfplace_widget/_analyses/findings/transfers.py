@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import partial
+from itertools import chain
 
 import pandas as pd
 
@@ -439,10 +440,11 @@ def _cpu_stretch(context: Context, start: str) -> set[str]:
     """``start`` and the CPU ops joined to it by data edges that stay on the CPU."""
     stretch = {start}
     todo = [start]
+    inputs, consumers, view = context.inputs, context.consumers, context.view
     while todo:
         name = todo.pop()
-        for other in context.inputs.get(name, []) + context.consumers.get(name, []):
-            if other not in stretch and context.view.get(other) == "CPU":
+        for other in chain(inputs.get(name, ()), consumers.get(name, ())):
+            if other not in stretch and view.get(other) == "CPU":
                 stretch.add(other)
                 todo.append(other)
     return stretch
