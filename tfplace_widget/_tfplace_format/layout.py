@@ -7,33 +7,6 @@ executed or unpickled, members are read by name into memory (never extracted to 
 the size limits of ``sources.limits`` and ``tfplace_format.limits``, and every field is
 type-checked on load (the frames against ``tfplace_format.schema``).
 
-member                    what it holds
-========================  =====================================================================
-``tfplace.json``          the manifest: ``format`` ("tfplace_widget trace"), ``version``, the
-                          writer's version, and the trace's small fields (``devices``,
-                          ``source``, ``mode``, ``mode_reason``, ``truncated``, ``predicted``,
-                          ``notes``) and the list of ``raw`` members with their proto type
-``frames/ops.json``       ``trace.ops``, column-wise, with each column's dtype (``frame_json``)
-``frames/events.json``    ``trace.events``
-``frames/transfers.json`` ``trace.transfers``
-``frames/xla.json``       ``trace.xla`` (the HLO instructions XLA ran); files written before it
-                          have none, and load with an empty ``xla`` and ``xla_op`` missing
-``frames/memory.json``    ``trace.memory`` (TensorFlow's allocator records), when it has rows; files
-                          written before it load with an empty ``memory`` and the ops' memory
-                          columns missing
-``frames/measured.json``  a prediction's ``trace.measured`` (the op runs of the trace it was
-                          predicted from, for its findings' materiality), when it has one
-``frames/findings.json``  ``trace.findings``, when it had been computed (the panel computes it);
-                          read back only by the version that wrote it (others find them again)
-``inputs.json``           ``trace.inputs`` (op -> producers)
-``log.txt``               ``trace.log`` (UTF-8)
-``facts.json``            ``trace.facts`` field by field (``facts_json``), when present
-``raw/<name>``            ``trace.raw``: the protos the trace was made from (graph mode:
-                          ``run_metadata_<step>.pb`` and ``graph_def.pb``; TF2 code:
-                          ``xspace.pb``, ``function_graphs.pb`` and ``functions.json``), kept
-                          as they were for a later version to re-derive columns from
-========================  =====================================================================
-=======
 =============================  ================================================================
 member                         what it holds
 =============================  ================================================================
