@@ -11,6 +11,7 @@ TF2 profiles, Chrome traces, files saved before) draws what it drew before.
 from __future__ import annotations
 
 import dataclasses
+import html
 
 import numpy as np
 import pandas as pd
@@ -162,3 +163,27 @@ def test_the_panel_lists_each_peak_and_a_click_picks_an_op_holding_it(dense):
             assert f"{item['label']} memory" in snapshot and item["peak"] in snapshot
     finally:
         panel.close()
+
+
+def test_interleaved_records_and_odd_names_give_the_same_curves_and_peaks(dense):
+    """The records of both devices shuffled together, one record naming no device, and op names
+    with HTML and a newline in them: each curve holds its own device's records in order, its
+    peak is that device's, and the hover names each record's op escaped."""
+    memory = dense.memory.sample(frac=1.0, random_state=0).sort_values("time_us", kind="stable")
+    memory = memory.reset_index(drop=True)
+    memory["op"] = memory["op"].astype(object)
+    memory.loc[0, "op"], memory.loc[1, "op"] = "a<b>&'c\"", "two\nlines"
+    memory.loc[2, "device"] = None
+    curves = memory_curves(memory, dense.devices)
+    assert {c.device for c in curves} == set(dense.memory["device"])
+    for curve in curves:
+        records = memory[memory["device"] == curve.device]
+        assert list(curve.time_us) == list(records["time_us"].astype(float))
+        assert curve.peak_bytes == records["live_bytes"].max()
+    lane = _lane(_figure(dense, memory))
+    for device, (curve, _) in lane.items():
+        ops = list(memory.loc[memory["device"] == device, "op"])
+        assert [row[0] for row in curve["customdata"][1:]] == [html.escape(op) for op in ops]
+    named = {row[0] for curve, _ in lane.values() for row in curve["customdata"]}
+    assert {"a&lt;b&gt;&amp;&#x27;c&quot;", "two\nlines"} <= named
+    assert sum(c.records for c in curves) == len(memory) - 1  # the record naming no device

@@ -64,10 +64,8 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
     kept = _SERIES.get(key)
     if kept is not None and kept[0]() is memory:
         return kept[1]
-    device_codes, devices = pd.factorize(memory["device"].to_numpy(dtype=object), sort=True)
-    allocator_codes, allocators = pd.factorize(
-        memory["allocator"].to_numpy(dtype=object), sort=True
-    )
+    device_codes, devices = _codes(memory["device"])
+    allocator_codes, allocators = _codes(memory["allocator"])
     pair = device_codes.astype(np.int64) * len(allocators) + allocator_codes
     order = np.argsort(pair, kind="stable")  # each (device, allocator)'s rows, in their order
     groups = [
@@ -82,6 +80,19 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
     )
     _SERIES[key] = (weakref.ref(memory, lambda _, key=key: _SERIES.pop(key, None)), series)
     return series
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(column, sort=True)`` (missing values coded -1) of a column whose values
+    come in runs (a device's or an allocator's records one after another): only the first
+    value of each run is hashed, the codes repeated over the run."""
+    values = column.to_numpy(dtype=object)
+    changes = values[1:] != values[:-1]
+    if changes.dtype != bool:  # a missing value that compares as missing (pd.NA)
+        return pd.factorize(values, sort=True)
+    starts = np.flatnonzero(np.concatenate([[len(values) > 0], changes]))
+    codes, uniques = pd.factorize(values[starts], sort=True)
+    return np.repeat(codes, np.diff(np.append(starts, len(values)))), uniques
 
 
 def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:

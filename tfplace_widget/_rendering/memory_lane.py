@@ -146,7 +146,7 @@ def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
         # The hover's words per point through customdata (the op, escaped once per name, and
         # the record's bytes), formatted by plotly.js: no string per point made here.
         codes, names = pd.factorize(curve.ops)
-        escaped = np.array([html.escape(str(op)) for op in names], dtype=object)
+        escaped = np.array(_escaped(names), dtype=object)
         ops = np.empty(len(codes) + 1, dtype=object)
         ops[0], ops[1:] = "step start", escaped[codes]
         delta = np.concatenate([[0.0], curve.delta.astype(np.float64)])
@@ -253,6 +253,15 @@ def memory_notes(curves: list[MemoryCurve]) -> list[str]:
         f"({sum(len(c.time_us) for c in thinned):,} of {records:,} allocator records: each "
         "run's first, lowest, highest and last, and every peak)."
     ]
+
+
+def _escaped(names: Any) -> list[str]:
+    """``html.escape`` of each of ``names``, escaped as one text (a newline between them)."""
+    names = [str(name) for name in names]
+    escaped = html.escape("\n".join(names)).split("\n")
+    if len(escaped) != len(names):  # a name with a newline in it
+        escaped = [html.escape(name) for name in names]
+    return escaped
 
 
 def _translucent(color: str) -> str:
