@@ -73,9 +73,10 @@ def test_the_lane_draws_each_devices_live_bytes_and_its_peak(dense):
         axes.add(curve["yaxis"])
         # The hover of the record at the peak names the op whose allocation made it.
         at = int(np.argmax(records["live_bytes"].to_numpy()))
-        op, delta = curve["customdata"][at + 1]
+        op, delta = curve["text"][at + 1], curve["customdata"][at + 1]
         assert op == records["op"].iloc[at] and delta == records["bytes"].iloc[at] > 0
-        assert "%{customdata[0]}" in curve["hovertemplate"]
+        assert "%{text} %{customdata:+.3s}B" in curve["hovertemplate"]
+        assert curve["customdata"].dtype == np.float64  # sent as a binary buffer
     # A row per device under the lanes; the bars' traces keep their places.
     assert axes == {"y2", "y3"}
     layout = figure.layout
@@ -183,7 +184,7 @@ def test_interleaved_records_and_odd_names_give_the_same_curves_and_peaks(dense)
     lane = _lane(_figure(dense, memory))
     for device, (curve, _) in lane.items():
         ops = list(memory.loc[memory["device"] == device, "op"])
-        assert [row[0] for row in curve["customdata"][1:]] == [html.escape(op) for op in ops]
-    named = {row[0] for curve, _ in lane.values() for row in curve["customdata"]}
+        assert list(curve["text"][1:]) == [html.escape(op) for op in ops]
+    named = {op for curve, _ in lane.values() for op in curve["text"]}
     assert {"a&lt;b&gt;&amp;&#x27;c&quot;", "two\nlines"} <= named
     assert sum(c.records for c in curves) == len(memory) - 1  # the record naming no device

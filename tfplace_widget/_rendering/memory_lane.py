@@ -143,8 +143,9 @@ def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
         x = np.concatenate([[start], curve.time_us])
         y = np.concatenate([[0.0], curve.live_bytes])
         name = html.escape(f"{label} ({curve.allocator})")
-        # The hover's words per point through customdata (the op, escaped once per name, and
-        # the record's bytes), formatted by plotly.js: no string per point made here.
+        # The hover's words per point: the op (``text``, escaped once per name) and the
+        # record's bytes (``customdata``, numbers sent as a binary buffer), formatted by
+        # plotly.js: no string per point made here.
         codes, names = pd.factorize(curve.ops)
         escaped = np.array(_escaped(names), dtype=object)
         ops = np.empty(len(codes) + 1, dtype=object)
@@ -161,10 +162,11 @@ def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
                 line=dict(color=color, width=1.5, shape="hv"),
                 fill="tozeroy",
                 fillcolor=_translucent(color),
-                customdata=np.column_stack([ops, delta]),
+                text=ops,
+                customdata=delta,
                 hovertemplate=(
                     f"<b>{name}</b> live %{{y:.3s}}B at %{{x:,.0f}} µs<br>"
-                    "%{customdata[0]} %{customdata[1]:+.3s}B<extra></extra>"
+                    "%{text} %{customdata:+.3s}B<extra></extra>"
                 ),
                 meta=dict(memory=curve.device, allocator=curve.allocator),
             )
