@@ -20,6 +20,7 @@ from helpers import TWO_CPUS
 from test_memory import dense_training_step
 
 from tfplace_widget import show_placement
+from tfplace_widget._analyses.memory import memory_series
 from tfplace_widget._analyses.summary import format_bytes, format_us
 from tfplace_widget._export.html import report_data
 from tfplace_widget._model.devices import short_device
@@ -188,3 +189,9 @@ def test_interleaved_records_and_odd_names_give_the_same_curves_and_peaks(dense)
     named = {op for curve, _ in lane.values() for op in curve["text"]}
     assert {"a&lt;b&gt;&amp;&#x27;c&quot;", "two\nlines"} <= named
     assert sum(c.records for c in curves) == len(memory) - 1  # the record naming no device
+    # The same with the missing device as pandas' NA (which compares as neither equal nor not).
+    with_na = memory.astype({"device": object})
+    with_na.loc[2, "device"] = pd.NA
+    series, expected = memory_series(with_na), memory_series(memory)
+    assert series.devices == expected.devices
+    assert [list(rows) for rows in series.rows] == [list(rows) for rows in expected.rows]

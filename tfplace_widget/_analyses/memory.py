@@ -64,35 +64,45 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
     kept = _SERIES.get(key)
     if kept is not None and kept[0]() is memory:
         return kept[1]
-    device_codes, devices = _codes(memory["device"])
-    allocator_codes, allocators = _codes(memory["allocator"])
+    # The records come in runs of one (device, allocator): each run's names hashed once, the
+    # runs (not the rows) sorted by (device, allocator), then each run's rows in order.
+    device = memory["device"].to_numpy(dtype=object)
+    allocator = memory["allocator"].to_numpy(dtype=object)
+    n = len(device)
+    starts = np.flatnonzero(np.concatenate([[n > 0], _changes(device) | _changes(allocator)]))
+    device_codes, devices = pd.factorize(device[starts], sort=True)
+    allocator_codes, allocators = pd.factorize(allocator[starts], sort=True)
     pair = device_codes.astype(np.int64) * len(allocators) + allocator_codes
-    order = np.argsort(pair, kind="stable")  # each (device, allocator)'s rows, in their order
-    groups = [
-        group
-        for group in np.split(order, np.flatnonzero(np.diff(pair[order])) + 1)
-        if len(group) and device_codes[group[0]] >= 0 and allocator_codes[group[0]] >= 0
-    ]
+    order = np.argsort(pair, kind="stable")  # each (device, allocator)'s runs, in their order
+    lengths = np.diff(np.append(starts, n))[order]
+    ends = np.cumsum(lengths)
+    rows = np.repeat(starts[order] - (ends - lengths), lengths) + np.arange(n)
+    firsts = np.flatnonzero(np.diff(pair[order], prepend=-2 - len(allocators)))
+    groups, heads = [], []
+    for first, last in zip(firsts, np.append(firsts[1:], len(order))[: len(firsts)], strict=True):
+        run = order[first]
+        if device_codes[run] >= 0 and allocator_codes[run] >= 0:
+            groups.append(rows[ends[first] - lengths[first] : ends[last - 1]])
+            heads.append(run)
     series = MemorySeries(
-        devices=[devices[device_codes[g[0]]] for g in groups],
-        allocators=[allocators[allocator_codes[g[0]]] for g in groups],
+        devices=[devices[device_codes[run]] for run in heads],
+        allocators=[allocators[allocator_codes[run]] for run in heads],
         rows=groups,
     )
     _SERIES[key] = (weakref.ref(memory, lambda _, key=key: _SERIES.pop(key, None)), series)
     return series
 
 
-def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """``pd.factorize(column, sort=True)`` (missing values coded -1) of a column whose values
-    come in runs (a device's or an allocator's records one after another): only the first
-    value of each run is hashed, the codes repeated over the run."""
-    values = column.to_numpy(dtype=object)
-    changes = values[1:] != values[:-1]
-    if changes.dtype != bool:  # a missing value that compares as missing (pd.NA)
-        return pd.factorize(values, sort=True)
-    starts = np.flatnonzero(np.concatenate([[len(values) > 0], changes]))
-    codes, uniques = pd.factorize(values[starts], sort=True)
-    return np.repeat(codes, np.diff(np.append(starts, len(values)))), uniques
+def _changes(values: np.ndarray) -> np.ndarray:
+    """Where each value of ``values`` (after the first) differs from the one before: a run
+    starts (every value where one cannot be compared, ``pd.NA``)."""
+    try:
+        changes = values[1:] != values[:-1]
+    except TypeError:
+        changes = None
+    if not isinstance(changes, np.ndarray) or changes.dtype != np.bool_:
+        return np.ones(max(0, len(values) - 1), dtype=bool)
+    return changes
 
 
 def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
