@@ -163,9 +163,14 @@ class Context:
         )
         context.runtime, sends, receives = _runtime_names(ops)
         context.inputs = context._through_copies(raw_inputs, sends, receives)
+        consumers = context.consumers
         for op, producers in context.inputs.items():
             for producer in producers:
-                context.consumers.setdefault(producer, []).append(op)
+                readers = consumers.get(producer)
+                if readers is None:
+                    consumers[producer] = [op]
+                else:
+                    readers.append(op)
         context.duplicated = context._duplicated_names()
         context._build_view(facts)
         return context
@@ -181,17 +186,17 @@ class Context:
         runtime = self.runtime or set()
         user = set(type_of) - runtime
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
-        for name, producers in raw.items():
-            if producers and name in sends:
+        for name in filter(sends.__contains__, raw):  # in raw's order: the first one wins
+            producers = raw[name]
+            if producers:
                 # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
                 # producer wins, so that X's readers on the other device stay X's consumers.
                 key = copy_key(name)
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
         edges: dict[str, list[str]] = {}
-        for name, producers in raw.items():
-            if name not in user:
-                continue
+        for name in filter(user.__contains__, raw):
+            producers = raw[name]
             if user.issuperset(producers):  # most ops: no copy, nothing to resolve
                 edges[name] = list(producers)
                 continue
@@ -264,7 +269,7 @@ class Context:
         predicted = _predict_with_module(self, facts)
         if predicted is not None:
             reasons = {name: reason for name, (_, _, reason) in predicted.items()}
-            kinds = {device: device_type(device) for device, _, _ in predicted.values()}
+            kinds = {d: device_type(d) for d in {device for device, _, _ in predicted.values()}}
             type_of, runtime = self.type_of, self.runtime or set()
             for name, (device, how, _) in predicted.items():
                 if name not in type_of or name in runtime:
@@ -399,10 +404,12 @@ class Context:
         as ``<op>``."""
         if self.copy_of is None:
             functions = (
-                set(self.ops["function"].dropna().astype(str)) if "function" in self.ops else set()
+                set(self.ops["function"].dropna().astype(str).unique().tolist())
+                if "function" in self.ops
+                else set()
             )
             self.copy_of = {}
-            for op, op_type in self.type_of.items():
+            for op, op_type in self.type_of.items() if functions else ():
                 head, sep, rest = op.partition("/")
                 if sep and head in functions and self.type_of.get(rest) == op_type:
                     self.copy_of[op] = rest
