@@ -186,17 +186,17 @@ class Context:
         runtime = self.runtime or set()
         user = set(type_of) - runtime
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
-        for name in filter(sends.__contains__, raw):  # in raw's order: the first one wins
-            producers = raw[name]
-            if producers:
+        for name, producers in raw.items():
+            if producers and name in sends:
                 # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
                 # producer wins, so that X's readers on the other device stay X's consumers.
                 key = copy_key(name)
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
         edges: dict[str, list[str]] = {}
-        for name in filter(user.__contains__, raw):
-            producers = raw[name]
+        for name, producers in raw.items():
+            if name not in user:
+                continue
             if user.issuperset(producers):  # most ops: no copy, nothing to resolve
                 edges[name] = list(producers)
                 continue
