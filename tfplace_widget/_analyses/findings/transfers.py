@@ -432,22 +432,20 @@ def _cpu_stretch(context: Context, start: str) -> tuple[set[str], set[str], set[
     crosses = context.crosses_memory
     while todo:
         name = todo.pop()
-        for other in inputs.get(name, ()):
-            kind = view.get(other)
-            if kind == "CPU":
-                if other not in stretch:
-                    stretch.add(other)
-                    todo.append(other)
-            elif kind == "GPU" and other not in before and crosses(other, name):
-                before.add(other)
-        for other in consumers.get(name, ()):
-            kind = view.get(other)
-            if kind == "CPU":
-                if other not in stretch:
-                    stretch.add(other)
-                    todo.append(other)
-            elif kind == "GPU" and other not in after and crosses(name, other):
-                after.add(other)
+        # its producers (a GPU one feeds the stretch), then its consumers (a GPU one reads it)
+        for edges, ends, fed in ((inputs, before, True), (consumers, after, False)):
+            for other in edges.get(name, ()):
+                kind = view.get(other)
+                if kind == "CPU":
+                    if other not in stretch:
+                        stretch.add(other)
+                        todo.append(other)
+                elif (
+                    kind == "GPU"
+                    and other not in ends
+                    and (crosses(other, name) if fed else crosses(name, other))
+                ):
+                    ends.add(other)
     return stretch, before, after
 
 
