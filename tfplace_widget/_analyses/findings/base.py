@@ -163,9 +163,14 @@ class Context:
         )
         context.runtime, sends, receives = _runtime_names(ops)
         context.inputs = context._through_copies(raw_inputs, sends, receives)
+        consumers = context.consumers
         for op, producers in context.inputs.items():
             for producer in producers:
-                context.consumers.setdefault(producer, []).append(op)
+                readers = consumers.get(producer)
+                if readers is None:
+                    consumers[producer] = [op]
+                else:
+                    readers.append(op)
         context.duplicated = context._duplicated_names()
         context._build_view(facts)
         return context
@@ -264,7 +269,7 @@ class Context:
         predicted = _predict_with_module(self, facts)
         if predicted is not None:
             reasons = {name: reason for name, (_, _, reason) in predicted.items()}
-            kinds = {device: device_type(device) for device, _, _ in predicted.values()}
+            kinds = {d: device_type(d) for d in {device for device, _, _ in predicted.values()}}
             type_of, runtime = self.type_of, self.runtime or set()
             for name, (device, how, _) in predicted.items():
                 if name not in type_of or name in runtime:
@@ -399,10 +404,12 @@ class Context:
         as ``<op>``."""
         if self.copy_of is None:
             functions = (
-                set(self.ops["function"].dropna().astype(str)) if "function" in self.ops else set()
+                set(self.ops["function"].dropna().astype(str).unique().tolist())
+                if "function" in self.ops
+                else set()
             )
             self.copy_of = {}
-            for op, op_type in self.type_of.items():
+            for op, op_type in self.type_of.items() if functions else ():
                 head, sep, rest = op.partition("/")
                 if sep and head in functions and self.type_of.get(rest) == op_type:
                     self.copy_of[op] = rest

@@ -97,7 +97,7 @@ class Steps:
         # each op's time in each step: a finding's share is the sum of its ops' rows
         self.per_op = np.zeros((len(names), self.count))
         np.add.at(self.per_op, (codes, step), duration)
-        self.row = {name: i for i, name in enumerate(names)}
+        self.row = dict(zip(names.tolist(), range(len(names)), strict=True))
         self.total = self.per_op.sum(axis=0)
         ops = trace.ops
         sizes = ops["output_bytes"] if "output_bytes" in ops else pd.Series(dtype=float)

@@ -31,11 +31,10 @@ def find_idle_devices(context: Context) -> list[Finding]:
     op_level = events[~lanes.str.endswith("/stream:all")]
     op_level = op_level[op_level["device"].isin(context.trace.devices)]
     # the runtime's own nodes (_SOURCE, sends and receives) are no work a user could move
-    op_level = op_level[~op_level["op"].map(context.is_runtime)]
+    context.is_runtime("")  # builds context.runtime
     # nor is a collective's time (an all-reduce waits there for the other tasks of its group)
-    op_level = op_level[
-        ~op_level["op"].map(lambda op: context.type_of.get(op, "").startswith("Collective"))
-    ]
+    collective = {op for op, t in context.type_of.items() if t.startswith("Collective")}
+    op_level = op_level[~op_level["op"].isin((context.runtime or set()) | collective)]
     if op_level.empty:
         return []
     starts = op_level["start_us"].to_numpy()

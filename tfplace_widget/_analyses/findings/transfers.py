@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import partial
-from itertools import chain
 
 import pandas as pd
 
@@ -307,32 +306,17 @@ def find_ping_pongs(context: Context) -> list[Finding]:
         return []
     findings: list[Finding] = []
     seen: set[str] = set()
+    type_of = context.type_of
     for start, kind in view.items():
         if kind != "CPU" or start in seen or start in context.duplicated:
             continue
-        stretch = _cpu_stretch(context, start)
+        stretch, before, after = _cpu_stretch(context, start)
         seen |= stretch
-        inside = [n for n in stretch if context.type_of.get(n) not in FOLLOWERS]
-        if not inside:
-            continue
-        before = sorted(
-            {
-                p
-                for n in stretch
-                for p in context.inputs.get(n, [])
-                if view.get(p) == "GPU" and context.crosses_memory(p, n)
-            }
-        )
-        after = sorted(
-            {
-                c
-                for n in stretch
-                for c in context.consumers.get(n, [])
-                if view.get(c) == "GPU" and context.crosses_memory(n, c)
-            }
-        )
-        if before and after:
-            findings.append(_ping_pong_finding(context, sorted(inside), before, after))
+        inside = [n for n in stretch if type_of.get(n) not in FOLLOWERS]
+        if inside and before and after:
+            findings.append(
+                _ping_pong_finding(context, sorted(inside), sorted(before), sorted(after))
+            )
     for name, kind in view.items():  # tf.py_function: on the GPU, its Python on the host
         if kind == "GPU" and context.type_of.get(name) in _PY_FUNCTION_TYPES:
             findings.append(_py_function_finding(context, name))
@@ -436,18 +420,33 @@ def _ping_pong_finding(
     )
 
 
-def _cpu_stretch(context: Context, start: str) -> set[str]:
-    """``start`` and the CPU ops joined to it by data edges that stay on the CPU."""
+def _cpu_stretch(context: Context, start: str) -> tuple[set[str], set[str], set[str]]:
+    """``start`` and the CPU ops joined to it by data edges that stay on the CPU; and, found on
+    the same walk, the GPU ops that feed the stretch and those that read it, where the tensor
+    changes memory (``crosses_memory``): the two ends of its copies."""
     stretch = {start}
+    before: set[str] = set()
+    after: set[str] = set()
     todo = [start]
     inputs, consumers, view = context.inputs, context.consumers, context.view
+    crosses = context.crosses_memory
     while todo:
         name = todo.pop()
-        for other in chain(inputs.get(name, ()), consumers.get(name, ())):
-            if other not in stretch and view.get(other) == "CPU":
-                stretch.add(other)
-                todo.append(other)
-    return stretch
+        # its producers (a GPU one feeds the stretch), then its consumers (a GPU one reads it)
+        for edges, ends, fed in ((inputs, before, True), (consumers, after, False)):
+            for other in edges.get(name, ()):
+                kind = view.get(other)
+                if kind == "CPU":
+                    if other not in stretch:
+                        stretch.add(other)
+                        todo.append(other)
+                elif (
+                    kind == "GPU"
+                    and other not in ends
+                    and (crosses(other, name) if fed else crosses(name, other))
+                ):
+                    ends.add(other)
+    return stretch, before, after
 
 
 def copy_nodes(context: Context, producer: str) -> list[str]:
