@@ -22,6 +22,8 @@ ipykernel runs a cell, each time with the trace's caches dropped:
 - RSS: the kernel's resident set before the cell (after ``malloc_trim``: the memory that
   reading the trace freed does not hide the cell's), its peak during the cell (``VmHWM`` reset by
   ``/proc/self/clear_refs``) and what stays after it;
+- one keystroke each (first build), text, globs and a regex (``benchmarks.scale.QUERIES``),
+  timed until the search box's setter returns (the table's rows and the outlines are set);
 - bytes: every comm message the panel's widgets would send (comm_open is the full state),
   recorded by ``benchmarks.measure.recording_comms``, and the largest widgets' states.
 
@@ -38,7 +40,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.scale import REPO, _env, trace_file
+from benchmarks.scale import QUERIES, REPO, _env, trace_file
 
 _CHILD = r"""
 import asyncio, cProfile, ctypes, gc, io, json, pickle, pstats, sys, time
@@ -66,6 +68,7 @@ from tfplace_widget._widgets.timeline import Timeline
 from benchmarks.measure import message_bytes, recording_comms
 from benchmarks.__main__ import close_widgets, trace_subset
 
+QUERIES = $QUERIES
 parts = {}
 def timed(owner, name, label):
     original = getattr(owner, name)
@@ -139,6 +142,14 @@ with recording_comms() as comms:
         result["widgets"] = comms.opened
         if attempt == 0:
             result["largest widget states"] = widget_sizes(panel)
+            for text, regex in QUERIES:  # one keystroke each, as the panel filters it
+                panel.search.value = ""
+                panel.regex.value = regex
+                start = time.perf_counter()
+                panel.search.value = text
+                result[f"keystroke {text}"] = time.perf_counter() - start
+                result[f"rows kept {text}"] = len(panel.visible_ops)
+            panel.search.value, panel.regex.value = "", False
         out["builds"].append(result)
         print(json.dumps({k: v for k, v in result.items() if k != "parts"}), file=sys.stderr,
               flush=True)
@@ -160,7 +171,8 @@ print(json.dumps(out))
 
 def run_child(tree: Path, trace: Path, repeats: int, findings: bool, profile: int) -> dict:
     """One version's builds of the panel of ``trace``, in a process of its own."""
-    args = [sys.executable, "-P", "-c", _CHILD, str(trace), str(repeats), str(int(findings))]
+    code = _CHILD.replace("$QUERIES", repr(QUERIES))
+    args = [sys.executable, "-P", "-c", code, str(trace), str(repeats), str(int(findings))]
     args.append(str(profile))
     done = subprocess.run(args, env=_env(tree), cwd=REPO, capture_output=True, text=True)
     if done.returncode:
@@ -198,6 +210,13 @@ def summary(version: str, n_ops: int, result: dict) -> list[str]:
     rows.append(
         f"| {version} | {n_ops:,} | state sent (no code) | {_median(builds, 'state bytes') / mb:.2f} MB |"
     )
+    for key in builds[0]:
+        if key.startswith("keystroke"):
+            kept = builds[0][key.replace("keystroke", "rows kept")]
+            rows.append(
+                f"| {version} | {n_ops:,} | {key} (n=1, {kept:,} rows kept) | "
+                f"{builds[0][key] * 1000:.0f} ms |"
+            )
     largest = ", ".join(
         f"{k} {v / 1024:,.0f} KB" for k, v in builds[0]["largest widget states"].items()
     )
