@@ -32,6 +32,8 @@ QUERY_KEY = "7"
 _SETUP = """%load_ext tfplace_widget
 from tfplace_widget import PlacementTrace"""
 _LOAD = "trace_{n} = PlacementTrace.from_run_metadata({rm!r}, graph={graph!r})"
+# --pickled: the trace as benchmarks/scale.py keeps it (a 1M-op trace is not converted again)
+_LOAD_PICKLED = "import pickle\nwith open({rm!r}, 'rb') as f:\n    trace_{n} = pickle.load(f)"
 _SHOW = "show_placement(trace_{n})"
 
 # In the page: when did plotly finish drawing bars in the output of cell ``index``?
@@ -76,13 +78,17 @@ def prepare_traces(folder: Path, sizes: tuple[int, ...]) -> dict[int, tuple[Path
     return paths
 
 
-def make_notebook(path: Path, traces: dict[int, tuple[Path, Path]], sizes: tuple[int, ...]) -> dict:
-    """The notebook the browser runs; returns {n: index of the cell that shows that panel}."""
+def make_notebook(
+    path: Path, traces: dict[int, tuple[Path, Path | None]], sizes: tuple[int, ...]
+) -> dict:
+    """The notebook the browser runs; returns {n: index of the cell that shows that panel}.
+    A trace without a graph is a pickled ``PlacementTrace`` (``--pickled``)."""
     cells = [_SETUP]
     show_cells = {}
     for n in sizes:
         rm, graph = traces[n]
-        cells.append(_LOAD.format(n=n, rm=str(rm), graph=str(graph)))
+        load = _LOAD if graph is not None else _LOAD_PICKLED
+        cells.append(load.format(n=n, rm=str(rm), graph=str(graph)))
         show_cells[n] = len(cells)
         cells.append(_SHOW.format(n=n))
     write_notebook(path, cells)
@@ -174,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.browser", description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument(
+        "--pickled",
+        type=Path,
+        help="read trace_N.pkl from this folder (benchmarks/scale.py's --cache) instead of "
+        "tracing: the kernel unpickles it (untimed), as it would load a saved trace",
+    )
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -184,7 +196,10 @@ def main(argv: list[str] | None = None) -> int:
         base = Path(tmp)
         root = base / "root"
         root.mkdir()
-        traces = prepare_traces(base, sizes)
+        if args.pickled:
+            traces = {n: (args.pickled.resolve() / f"trace_{n}.pkl", None) for n in sizes}
+        else:
+            traces = prepare_traces(base, sizes)
         ARTIFACTS.mkdir(exist_ok=True)
         results: dict[int, dict[str, list[float]]] = {}
         with (

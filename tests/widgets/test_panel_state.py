@@ -98,3 +98,42 @@ def test_a_new_trace_keeps_the_filters_on_the_devices_it_has():
     assert state.sort_orders == {}
     state.clear()
     assert state.ops is None and state.visible.empty
+
+
+def test_the_timeline_s_drawn_events_alone_are_located():
+    """The panel locates the events the timeline draws (at most MAX_BARS of a million): the
+    others are never outlined, and are not looked up."""
+    state = TableState()
+    state.show(made_up_trace())
+    state.locate_events(np.array([1, 3, 4]))  # the second run of a/MatMul, c/MatMul, _SOURCE
+    assert state.event_row.tolist() == [-1, 0, -1, 2, -1]
+    apply(state, "matmul")
+    assert state.event_mask.tolist() == [False, True, False, True, False]
+
+
+def test_event_rows_match_a_merge_on_op_and_device():
+    """Each event's first ops row of its op on its device, -1 without one: as the merge on the
+    two columns that found them before; also for a few events among many ops (the isin path)."""
+    from tfplace_widget._rendering.figure import event_rows
+
+    ops = pd.DataFrame(
+        {
+            "op": ["x", "y", "x", "y", "x", None],
+            "device": [CPU0, CPU0, CPU1, CPU0, CPU1, CPU0],  # y on CPU0 twice, x on CPU1 twice
+        }
+    )
+    events = pd.DataFrame(
+        {
+            "op": pd.array(["y", "x", "z", "x", "x", None], dtype="str"),
+            "device": pd.array([CPU0, CPU1, CPU0, CPU0, "/device:CPU:9", CPU0], dtype="str"),
+        }
+    )
+    keys = ops.assign(_row=np.arange(len(ops))).drop_duplicates(["op", "device"])
+    merged = events.merge(keys, how="left", on=["op", "device"])["_row"]
+    expected = merged.fillna(-1).astype(np.int64).tolist()
+    assert expected == [1, 2, -1, 0, -1, 5]
+    assert event_rows(ops, events).tolist() == expected
+    many = pd.concat([ops] + [ops.assign(op="w")] * 5, ignore_index=True)  # 36 ops, 1 event
+    assert event_rows(many, events.iloc[[1]]).tolist() == [2]
+    assert event_rows(many, events.iloc[[2]]).tolist() == [-1]
+    assert event_rows(ops.head(0), events).tolist() == [-1] * 6

@@ -66,6 +66,7 @@ from .._rendering.figure import (
     MAX_MATCH_BARS,
     SELECTED_COLOR,
     TimelineFigure,
+    event_rows,
 )
 from .._rendering.finding_items import finding_items, severity_counts
 from .._rendering.html_parts import (
@@ -346,11 +347,7 @@ def xla_table(trace: PlacementTrace) -> dict[str, Any] | None:
 def _timeline_map(trace: PlacementTrace, figure: TimelineFigure) -> dict[str, Any]:
     """For each device's bar trace, the ``trace.ops`` row of each bar (by op and device, as
     the panel matches them; -1 for an event without an op row)."""
-    ops = trace.ops
-    keys = ops[["op", "device"]].assign(_row=np.arange(len(ops), dtype=np.int64))
-    keys = keys.drop_duplicates(["op", "device"])
-    located = figure.events[["op", "device"]].merge(keys, how="left", on=["op", "device"])
-    event_row = located["_row"].fillna(-1).to_numpy(dtype=np.int32)
+    event_row = event_rows(trace.ops, figure.events).astype(np.int32)
     return {
         "webgl": bool(figure.webgl),
         "max_match_bars": MAX_MATCH_BARS,

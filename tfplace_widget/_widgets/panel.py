@@ -372,6 +372,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         )
         self._timeline.on_select = self._select_from_timeline
         self._figure_box.children = [self._timeline.widget]
+        self.view_state.locate_events(self._timeline.shown)  # the search outlines only these
 
     # -- rendering ----------------------------------------------------------------------------
     def _render_header(self) -> None:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from .._model.trace import PlacementTrace
 from .._rendering.colors import device_color
+from .._rendering.figure import event_rows
 from .._rendering.html_parts import PAGE_SIZE, TABLE_COLUMNS, table_cells
 from .._rendering.search import SearchIndex, filter_ops, searchable
 
@@ -30,7 +31,8 @@ class TableState:
         self.ops: pd.DataFrame | None = None
         self.visible = pd.DataFrame(columns=[c for c, _ in TABLE_COLUMNS])
         self.lowered: SearchIndex | None = None
-        self.event_row: np.ndarray | None = None
+        self.events: pd.DataFrame | None = None
+        self.event_row: np.ndarray | None = None  # each event's row in ops (-1: none)
         self.sort_orders: dict[tuple[str, bool], np.ndarray] = {}
 
     def show(self, trace: PlacementTrace) -> None:
@@ -39,13 +41,22 @@ class TableState:
         ops = self.ops = trace.ops
         self.lowered = searchable(ops["op"])
         self.sort_orders = {}
-        # Each event's row in trace.ops (by op and device): a keystroke's mask over the ops
-        # becomes the timeline's mask over the events with one numpy take.
-        keys = ops[["op", "device"]].assign(_row=np.arange(len(ops)))
-        keys = keys.drop_duplicates(["op", "device"])
-        located = trace.events[["op", "device"]].merge(keys, how="left", on=["op", "device"])
-        self.event_row = located["_row"].fillna(-1).to_numpy(dtype=np.int64)
+        self.events = trace.events
+        self.event_row = None  # found when first needed, or by locate_events
         self.device_filter &= set(trace.devices)
+
+    def locate_events(self, drawn: np.ndarray | None = None) -> None:
+        """Find each event's row in ``ops`` (by op and device), so that a keystroke's mask over
+        the ops becomes the timeline's mask over the events with one numpy take. ``drawn``:
+        only these events' (the timeline's bars: the only ones it outlines), the others get
+        -1 (never outlined); a million events cost seconds, ten thousand bars milliseconds."""
+        events = self.events
+        if drawn is None:
+            self.event_row = event_rows(self.ops, events)
+            return
+        rows = np.full(len(events), -1, dtype=np.int64)
+        rows[drawn] = event_rows(self.ops, events.iloc[drawn])
+        self.event_row = rows
 
     def filter_devices(self, devices: tuple[str, ...], pressed: bool) -> None:
         """A device chip (or a task's) pressed adds its devices to the filter; released, drops them."""
@@ -84,6 +95,8 @@ class TableState:
         self.filtering = (
             bool(text) or bool(self.device_filter) or bool(op_type) or self.finding_ops is not None
         )
+        if self.filtering and self.event_row is None:
+            self.locate_events()
         keep = np.append(mask, False)  # row -1: an event without an ops row
         self.event_mask = keep[self.event_row] if self.filtering else None
         return kept
@@ -125,6 +138,6 @@ class TableState:
     def clear(self) -> None:
         """Let go of the trace's frames and lookups (a closed panel keeps none)."""
         self.visible = pd.DataFrame(columns=list(self.visible.columns))
-        self.ops = self.lowered = self.event_row = self.event_mask = None
+        self.ops = self.events = self.lowered = self.event_row = self.event_mask = None
         self.finding_ops = None
         self.sort_orders = {}
