@@ -27,7 +27,12 @@ import pandas as pd
 from .._model.columns import TRANSFERS_COLUMNS
 from .._model.errors import ClusterError, TraceError
 from .._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
-from .local_cluster import TaskRun, is_tensorflow_log_line, run_tf2_on_local_cluster
+from .local_cluster import (
+    TaskRun,
+    is_tensorflow_log_line,
+    last_words,
+    run_tf2_on_local_cluster,
+)
 
 # The strategy's class -> its public name (tf.distribute.MultiWorkerMirroredStrategy is the
 # class CollectiveAllReduceStrategy).
@@ -147,12 +152,10 @@ def trace_on_local_cluster(
                 f"tfplace: {task} printed:\n{text}" for task, text in logs.items()
             )
             raise
-    warnings = [f"{crash} The cluster ran again." for crash in retried]
-    if note:
-        warnings.append(note.split("\n", 1)[0])
-    for line in warnings:
+    reruns = [f"{crash} The cluster ran again." for crash in retried]
+    for line in reruns + ([note.split("\n", 1)[0]] if note else []):
         print(line.replace("tfplace: ", "tfplace: warning: ", 1), file=sys.stderr)
-    note = "".join(f"{crash} The cluster ran again.\n" for crash in retried) + note
+    note = "".join(f"{line}\n" for line in reruns) + note
     name = getattr(setup, "__name__", str(setup))
     return merged(runs, name, reason, note)
 
@@ -173,11 +176,11 @@ def _profiler_crash(exc: TraceError) -> str:
     task, exit_code = getattr(exc, "failed_task", ("", 0))
     if exit_code >= 0:
         return ""
-    lines = [line for line in getattr(exc, "logs", {}).get(task, "").splitlines() if line]
-    logged = [line for line in lines if is_tensorflow_log_line(line)]
-    if not logged or not logged[-1].endswith(_PROFILER_COLLECTING):
+    log = getattr(exc, "logs", {}).get(task, "")
+    logged = [line for line in log.splitlines() if is_tensorflow_log_line(line)]
+    if not logged or not logged[-1].rstrip().endswith(_PROFILER_COLLECTING):
         return ""
-    said = lines[-1].strip() if lines[-1] is not logged[-1] else ""
+    said = last_words(log)
     return f"tfplace: {task} ended on a signal while TensorFlow's profiler collected its events" + (
         f" ({said!r}: a TensorFlow bug)." if said else " (a TensorFlow bug)."
     )

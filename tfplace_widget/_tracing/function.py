@@ -101,7 +101,7 @@ def trace_function(
     note: str = "",
     overrides: Mapping[str, str] | None = None,
     outputs: list[Any] | None = None,
-    wait_for_peers: Callable[[str], None] | None = None,
+    wait_for_peers: Callable[[str], None] = lambda phase: None,
 ) -> PlacementTrace:
     """Call ``fn(*args, **kwargs)`` ``warmup`` times untraced and ``steps`` times traced
     (with ``overrides``, the traced calls run the functions the warm-up instantiated, their
@@ -142,7 +142,7 @@ def trace_function(
                 sources,
                 warm_up_as_the_user=warm_up_as_the_user,
                 outputs=[] if outputs is None else outputs,
-                wait_for_peers=wait_for_peers or (lambda phase: None),
+                wait_for_peers=wait_for_peers,
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
             instantiate_for_the_user(user_calls.values(), keep_device=not device_scope)

@@ -287,9 +287,9 @@ def _task_runs(answer: tuple[dict[str, Any], list[bytes]]) -> list[TaskRun]:
         }
         failed = header["failed"]
         job, index = failed["task"]
-        if failed.get("traceback"):  # where the task's code raised, for error.log
-            logs[f"/job:{job}/task:{index}"] += failed["traceback"]
         name = f"/job:{job}/task:{index}"
+        if failed.get("traceback"):  # where the task's code raised, for error.log
+            logs[name] += failed["traceback"]
         exit_code = failed.get("exit") or 0
         what = failed.get("error") or (
             f"its process exited with code {exit_code}"
@@ -325,16 +325,21 @@ _TF_LOG_LINE = re.compile(
 
 
 def _ended_on_signal(number: int, log: str) -> str:
-    """Why a task's process ended on signal ``number``: the signal, and the last line the
-    process wrote when it is not one of TensorFlow's log lines (what the C library or the
-    crashing code printed: ``free(): invalid pointer``)."""
+    """Why a task's process ended on signal ``number``: the signal, and its ``last_words``."""
     try:
         name = signal.Signals(number).name
     except ValueError:
         name = f"signal {number}"
-    last = log.rstrip().rsplit("\n", 1)[-1].strip() if log.strip() else ""
-    said = f" after writing {last!r}" if last and not is_tensorflow_log_line(last) else ""
-    return f"its process ended on {name}{said}"
+    said = last_words(log)
+    return f"its process ended on {name}" + (f" after writing {said!r}" if said else "")
+
+
+def last_words(log: str) -> str:
+    """The last line a process wrote when it is not one of TensorFlow's log lines (what the C
+    library or the crashing code printed: ``free(): invalid pointer``); ``""`` otherwise."""
+    lines = log.strip().splitlines()
+    last = lines[-1].strip() if lines else ""
+    return "" if is_tensorflow_log_line(last) else last
 
 
 def is_tensorflow_log_line(line: str) -> bool:
