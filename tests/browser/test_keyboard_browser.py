@@ -197,6 +197,12 @@ def test_the_panel_from_the_keyboard_alone(frontend):
         if focused["op"] == "scaled_on_cpu1":
             break
         page.keyboard.press("ArrowDown")
+        # the next row has the focus before it is read (CI read the row above, loaded, and
+        # went on pressing past the op)
+        page.wait_for_function(
+            "(op) => document.activeElement && document.activeElement.dataset.op !== op",
+            arg=focused["op"],
+        )
     page.keyboard.press("Enter")
     page.wait_for_function(
         f"""() => {{
