@@ -42,6 +42,18 @@ _RUNTIME_NAMES = {
         "trace.transfers lists them with cross_task True)."
     ),
 }
+
+
+def round_robin_rule(job: str, who: str) -> str:
+    """How variables are dealt out over the ``job`` tasks, by ``who`` ("the setter deals
+    variables out"): tf.compat.v1.train.replica_device_setter's rule, and
+    ParameterServerStrategy's (its ``_create_variable_round_robin``)."""
+    return (
+        f"{who} round-robin over the {job} tasks in the order they are created (task = "
+        "creation index mod the number of ps tasks)"
+    )
+
+
 # Op types tf.compat.v1.train.replica_device_setter sends to the ps tasks (STANDARD_PS_OPS
 # in python/training/device_setter.py).
 _PS_OP_TYPES = {
@@ -336,11 +348,10 @@ class Explainer:
         op_type = self.facts.types.get(name, "") if self.facts is not None else ""
         setter = ""
         if request.task is not None and op_type in _PS_OP_TYPES:
+            rule = round_robin_rule(request.job or "ps", "the setter deals variables out")
             setter = (
                 " It is the request tf.compat.v1.train.replica_device_setter writes on a "
-                f"{op_type}: the setter deals variables out round-robin over the "
-                f"{request.job or 'ps'} tasks in the order they are created (task = creation "
-                "index mod the number of ps tasks); the node def keeps only the result."
+                f"{op_type}: {rule}; the node def keeps only the result."
             )
         choice = "the task's first device by type priority (GPU before CPU) with a kernel"
         if request.task is None:

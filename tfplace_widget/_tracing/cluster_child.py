@@ -20,6 +20,7 @@ Messages both ways are frames: an 8-byte length, a JSON header (with ``sizes``),
 many bytes per blob.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -303,7 +304,14 @@ def run_workers(request, blobs, answer, source):
     write_frame(answer, {"ready": True})
     headers, traces = [None] * len(tasks), [b""] * len(tasks)
     failed = None
-    for _ in tasks:
+    # Tasks of the "serving" jobs (ParameterServerStrategy's workers and ps) only serve the
+    # others: each answers once told that all the other tasks have answered.
+    serving = [n for n, (job, _) in enumerate(tasks) if job in request.get("serving", ())]
+    for count in range(len(tasks)):
+        if count == len(tasks) - len(serving):
+            for number in serving:
+                with contextlib.suppress(OSError):  # a task that is gone: its answer says so
+                    write_frame(workers[number].stdin, {"finish": True})
         number, frame = done.get()
         job, index = tasks[number]
         if frame is None:
@@ -336,7 +344,8 @@ def work(answer):
     if frame is None:
         os._exit(0)
     request, blobs = frame
-    threading.Thread(target=_exit_at_end, args=(sys.stdin.buffer,), daemon=True).start()
+    told = threading.Event()
+    threading.Thread(target=_exit_at_end, args=(sys.stdin.buffer, told), daemon=True).start()
     sys.path[:] = request["sys_path"]
     os.environ["TF_CONFIG"] = json.dumps(request["tf_config"])
     try:
@@ -344,14 +353,18 @@ def work(answer):
     except BaseException as exc:
         write_frame(answer, {"error": f"{type(exc).__name__}: {exc}", "type": "ImportError"})
         os._exit(1)
-    write_frame(answer, *run_task(request, blobs))
+    write_frame(answer, *run_task(request, blobs, told))
     os._exit(0)
 
 
-def _exit_at_end(stdin):
+def _exit_at_end(stdin, told):
+    """Set ``told`` at the starter's next frame (a serving task's "finish"), or at the end of
+    stdin; exit the process at the end of stdin (the process that started this one is gone)."""
+    read_frame(stdin)
+    told.set()
     while stdin.read(65536):
         pass
-    os._exit(0)  # stdin closed: the process that started this one is gone
+    os._exit(0)
 
 
 def main():

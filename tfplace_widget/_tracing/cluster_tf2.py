@@ -27,6 +27,7 @@ import pandas as pd
 from .._model.columns import TRANSFERS_COLUMNS
 from .._model.errors import ClusterError, TraceError
 from .._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
+from .cluster_ps import PS_JOBS, SERVING_JOBS, merged_ps, with_coordinator
 from .local_cluster import (
     TaskRun,
     is_tensorflow_log_line,
@@ -123,24 +124,30 @@ def trace_on_local_cluster(
 ) -> PlacementTrace:
     """Run ``setup`` on every task of the local cluster ``plan``, trace the step it returns
     there (``options``: the function-mode tracer's) and merge the tasks' traces."""
-    unsupported = [job for job in plan.jobs if job not in SUPPORTED_JOBS]
+    with_ps = "ps" in plan.jobs
+    unsupported = [job for job in plan.jobs if job not in (PS_JOBS if with_ps else SUPPORTED_JOBS)]
     if unsupported:
         raise ClusterError(
-            f"TF2 code across a local cluster runs under MultiWorkerMirroredStrategy, whose "
-            f"cluster has only 'worker' (and 'chief') tasks: job(s) {', '.join(unsupported)} "
-            "are not supported yet (ParameterServerStrategy is not traced yet). Use "
-            "cluster='local:worker=2'."
+            f"TF2 code across a local cluster runs under MultiWorkerMirroredStrategy ('worker' "
+            "and 'chief' tasks) or ParameterServerStrategy ('worker' and 'ps' tasks, and the "
+            f"coordinator tfplace adds as 'chief'): job(s) {', '.join(unsupported)} are not "
+            "supported. Use cluster='local:worker=2' or cluster='local:worker=2,ps=1'."
         )
+    if with_ps:
+        _ps_options(options)
+        plan = with_coordinator(plan)
     blob = shipped_setup(setup, args, kwargs)
     worker = {
         "sys_path": [os.path.abspath(p) if p else os.getcwd() for p in sys.path],
         "device_count": dict(device_count or {}),
         "options": options,
+        "role": "ps" if with_ps else "",
     }
     retried: list[str] = []
     while True:
         try:
-            runs, note = run_tf2_on_local_cluster(plan, worker, [blob])
+            serving = SERVING_JOBS if with_ps else ()
+            runs, note = run_tf2_on_local_cluster(plan, worker, [blob], serving)
             break
         except TraceError as exc:
             crash = _profiler_crash(exc)
@@ -157,7 +164,18 @@ def trace_on_local_cluster(
         print(line.replace("tfplace: ", "tfplace: warning: ", 1), file=sys.stderr)
     note = "".join(f"{line}\n" for line in reruns) + note
     name = getattr(setup, "__name__", str(setup))
-    return merged(runs, name, reason, note)
+    return (merged_ps if with_ps else merged)(runs, name, reason, note)
+
+
+def _ps_options(options: dict[str, Any]) -> None:
+    """A ``ClusterError`` for a function-mode option a ParameterServerStrategy trace does not
+    apply: the workers' TensorFlow instantiates the step the coordinator sends, as it is."""
+    for key in ("overrides", "device_scope"):
+        if options.get(key):
+            raise ClusterError(
+                f"{key}= is not applied under ParameterServerStrategy yet: the coordinator sends "
+                "the step to the workers as it is. Leave it out, or change the step itself."
+            )
 
 
 # TensorFlow's profiler can abort a task's process while it collects the events of a step

@@ -246,11 +246,12 @@ class TaskRun:
 
 
 def run_tf2_on_local_cluster(
-    plan: Any, worker: dict[str, Any], blobs: list[bytes]
+    plan: Any, worker: dict[str, Any], blobs: list[bytes], serving: tuple[str, ...] = ()
 ) -> tuple[list[TaskRun], str]:
     """Start one process per task of ``plan`` (each with its ``TF_CONFIG``) in the cluster's
     process and namespace, have each run ``worker`` (``cluster_worker.run_task``'s request;
     ``blobs``: the pickled setup and its arguments) and end them all, whatever happens.
+    The tasks of the ``serving`` jobs answer once all the others have answered.
     Returns each task's answer and the note of a cluster on the host's network."""
     mode, why = network_mode()
     ports = iter(cluster_module.free_ports(sum(plan.jobs.values())))
@@ -261,6 +262,7 @@ def run_tf2_on_local_cluster(
     request = {
         "cluster": addresses,
         "tasks": list(plan.jobs),
+        "serving": list(serving),
         "worker": worker,
         "source": CHILD_SOURCE,
     }

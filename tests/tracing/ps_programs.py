@@ -1,0 +1,82 @@
+"""TF2 programs for ``trace_placement(setup, cluster="local:worker=2,ps=2", mode="function")``
+under ``ParameterServerStrategy``: each setup runs in the coordinator's process, as in
+TensorFlow's "Parameter server training" tutorial (tensorflow/docs,
+site/en/tutorials/distribute/parameter_server_training.ipynb, its custom training loop), so
+they live in a module the coordinator imports.
+
+Shrunk to seconds, and without Keras layers: under Keras 3 the tutorial's model with a
+``variable_partitioner`` fails with or without tfplace (``'ShardedVariable' object has no
+attribute 'handle'`` in ``tape.gradient``), so the model is a ``tf.Module`` of ``tf.Variable``s
+and the optimizer plain SGD (``assign_sub``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+FEATURES, UNITS, BATCH = 10, 64, 8
+# The first layer's kernel (10 x 64 float32, 2,560 bytes) is split in two by the partitioner;
+# the others (256 bytes, 256 bytes) are smaller than a shard.
+MIN_SHARD_BYTES = 1024
+
+
+class Model(tf.Module):
+    """Two dense layers, their variables made in this order: w1, b1, w2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = tf.Variable(tf.random.stateless_normal((FEATURES, UNITS), seed=(1, 2)), name="w1")
+        self.b1 = tf.Variable(tf.zeros(UNITS), name="b1")
+        self.w2 = tf.Variable(tf.random.stateless_normal((UNITS, 1), seed=(3, 4)), name="w2")
+
+    def __call__(self, x: Any) -> Any:
+        return tf.matmul(tf.nn.relu(tf.matmul(x, self.w1) + self.b1), self.w2)
+
+
+def dataset_fn(input_context: Any = None) -> Any:
+    x = tf.random.stateless_uniform((64, FEATURES), seed=(5, 6))
+    y = tf.random.stateless_uniform((64, 1), seed=(7, 8))
+    return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64).repeat().batch(BATCH)
+
+
+def custom_loop() -> Any:
+    """The tutorial's set-up up to its training loop: the strategy with a variable
+    partitioner, the coordinator, the model in ``strategy.scope()``, the per-worker dataset
+    and ``step_fn``; returns the step and its per-worker iterator, which the coordinator
+    schedules (``coordinator.schedule(step_fn, args=(per_worker_iterator,))``)."""
+    strategy = tf.distribute.experimental.ParameterServerStrategy(
+        tf.distribute.cluster_resolver.TFConfigClusterResolver(),
+        variable_partitioner=tf.distribute.experimental.partitioners.MinSizePartitioner(
+            min_shard_bytes=MIN_SHARD_BYTES, max_shards=2
+        ),
+    )
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        model = Model()
+    per_worker_dataset = coordinator.create_per_worker_dataset(dataset_fn)
+    per_worker_iterator = iter(per_worker_dataset)
+
+    @tf.function
+    def step_fn(iterator: Any) -> Any:
+        def replica_fn(batch_data: Any, labels: Any) -> Any:
+            with tf.GradientTape() as tape:
+                pred = model(batch_data)
+                per_example_loss = tf.square(pred - labels)
+                loss = tf.nn.compute_average_loss(per_example_loss)
+            gradients = tape.gradient(loss, model.trainable_variables)
+            for variable, gradient in zip(model.trainable_variables, gradients, strict=True):
+                variable.assign_sub(0.01 * gradient)
+            return loss
+
+        batch_data, labels = next(iterator)
+        losses = strategy.run(replica_fn, args=(batch_data, labels))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    return step_fn, (per_worker_iterator,)
+
+
+def mirrored_on_ps_cluster() -> Any:
+    """MultiWorkerMirroredStrategy's setup, given a cluster with ps tasks by mistake."""
+    return tf.function(lambda: tf.constant(1.0))

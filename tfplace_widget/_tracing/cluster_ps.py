@@ -1,0 +1,290 @@
+"""``trace_placement(setup, cluster="local:worker=2,ps=1", mode="function")``: TF2 code under
+``ParameterServerStrategy`` with a ``ClusterCoordinator``, traced on a local cluster.
+
+As in TensorFlow's "Parameter server training" guide, the coordinator process runs the setup
+(the strategy, the variables in ``strategy.scope()``, sharded over the ps tasks by its
+``variable_partitioner``, the per-worker dataset) and schedules the step it returns on the
+workers; worker and ps tasks run servers only (``ps_task``). tfplace adds the coordinator,
+``/job:chief/task:0``, to the cluster asked for. The trace is made of what TensorFlow did on
+the workers: the graphs each worker placed and partitioned when the coordinator sent it the
+step (over its own CPU and the ps tasks'), read by the RunMetadata reader as a graph-mode
+trace's partition graphs are; the reasons name the strategy's rules (which worker the
+coordinator scheduled the step on; which ps task holds each variable and shard, and why); each
+cross-task transfer has the bytes of the tensor's static shape in the step's graph.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+from typing import Any
+
+import pandas as pd
+
+from .._explain.run import round_robin_rule
+from .._model.devices import task_of
+from .._model.errors import TraceError
+from .._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
+from .cluster import ClusterPlan
+from .local_cluster import TaskRun
+from .ps_task import _DUMPED, STRATEGY
+
+COORDINATOR = ("chief", 0)
+SERVING_JOBS = ("worker", "ps")
+PS_JOBS = ("chief", "worker", "ps")
+NOT_TIMED = (
+    "Not timed: the workers ran the step inside their tf.distribute.Server, whose profiler "
+    "tfplace does not read yet; the ops have no start or duration and the timeline is empty. "
+    "Placement, reasons, variable shards and transfers (with their bytes) are TensorFlow's own: "
+    "the graphs each worker placed and partitioned."
+)
+
+
+def with_coordinator(plan: ClusterPlan) -> ClusterPlan:
+    """``plan`` with the coordinator task (``chief``) the strategy needs, first."""
+    return ClusterPlan(jobs={"chief": 1, **{j: n for j, n in plan.jobs.items() if j != "chief"}})
+
+
+def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> PlacementTrace:
+    """One trace of what the workers placed when the coordinator sent them the step."""
+    from .._sources.run_metadata import trace_from_run_metadata
+
+    coordinator = next(r for r in runs if (r.job, r.task) == COORDINATOR)
+    record = coordinator.header
+    functions = list(record.get("functions", []))
+    scheduled = scheduled_on(runs, functions)
+    traces: list[tuple[TaskRun, str, PlacementTrace]] = []
+    for run in runs:
+        if run.job != "worker":
+            continue
+        graphs = pickle.loads(run.trace) if run.trace else {}
+        for function in functions:
+            metadata, before = _instantiation(graphs, function)
+            if metadata is not None:
+                trace = trace_from_run_metadata(metadata, before)
+                traces.append((run, function, trace))
+    if not traces:
+        raise TraceError(
+            f"No worker instantiated the step {name}() returned: the coordinator scheduled "
+            f"{len(scheduled)} call(s) ({', '.join(map(str, scheduled)) or 'none'}), and no "
+            "worker's TensorFlow placed a function of it. Return the tf.function the "
+            "coordinator should schedule (e.g. `return train_step, (per_worker_iterator,)`)."
+        )
+    ops_frames, transfer_frames = [], []
+    for run, function, trace in traces:
+        ops = trace.ops.copy()
+        variables = record.get("variables", {}).get(function, {})
+        reads = _variable_reads(trace, variables)
+        ops["reason"] = [
+            _reason(op, str(why), device, run, scheduled, reads, record)
+            for op, why, device in zip(ops["op"], ops["reason"], ops["device"], strict=True)
+        ]
+        ops_frames.append(ops)
+        transfers = trace.transfers.copy()
+        sizes = record.get("tensor_bytes", {}).get(function, {})
+        transfers["bytes"] = pd.array(
+            [
+                sizes.get(tensor, pd.NA) if pd.isna(size) else size
+                for tensor, size in zip(transfers["tensor"], transfers["bytes"], strict=True)
+            ],
+            dtype="Int64",
+        )
+        transfer_frames.append(transfers)
+    first = traces[0][2]
+    ops = pd.concat(ops_frames, ignore_index=True)
+    # Each worker's instantiation runs its own copy of the ps tasks' part: the same ops, on the
+    # same ps devices; one row each.
+    ops = ops.drop_duplicates(subset=["op", "device"], ignore_index=True)
+    transfers = pd.concat(transfer_frames, ignore_index=True).drop_duplicates(
+        subset=["tensor", "src_device", "dst_device"], ignore_index=True
+    )
+    devices = sorted({d for _, _, t in traces for d in t.devices})
+    inputs: dict[str, list[str]] = {}
+    for _, _, trace in traces:
+        for op, producers in trace.inputs.items():
+            inputs[op] = list(dict.fromkeys([*inputs.get(op, []), *producers]))
+    raw: dict[str, bytes] = dict(first.raw)
+    for run, _, trace in traces[1:]:
+        raw.update({f"{run.job}{run.task}_{key}": data for key, data in trace.raw.items()})
+    tasks = {f"/job:{r.job}/task:{r.task}": {} for r in runs}
+    raw[STRATEGY_TASKS_RAW] = json.dumps(
+        {
+            "strategy": STRATEGY,
+            "tasks": tasks,
+            "coordinator": "/job:chief/task:0",
+            "scheduled": [f"/job:worker/task:{w}" for w in scheduled],
+            "warmup": record.get("warmup", 0),
+            "calls": record.get("calls", 0),
+            "variables": record.get("variables", {}),
+            "partitioner": record.get("partitioner", ""),
+        }
+    ).encode()
+    log = note + "".join(
+        f"tfplace: /job:{run.job}/task:{run.task} ran "
+        f"{name if (run.job, run.task) == COORDINATOR else 'tf.distribute.Server'}(); "
+        f"its process printed:\n{run.log}"
+        for run in runs
+    )
+    result = PlacementTrace(
+        ops=ops,
+        events=first.events.iloc[0:0],
+        transfers=transfers,
+        devices=devices,
+        inputs=inputs,
+        log=f"tfplace: {reason}\n{log}",
+        source=name,
+        mode="function",
+        notes=[],
+        facts=first.facts,
+        raw=raw,
+        mode_reason=reason,
+        xla=first.xla.iloc[0:0],
+    )
+    result.notes = [_scheduling_note(scheduled, record), *_variable_notes(record), NOT_TIMED]
+    return result
+
+
+# A task's log line of a function call its eager runtime ran (log_device_placement): absl's
+# ("I0000 00:00:1796546864.843368  1695 execute.cc:1775] ...", TF 2.17 on) or TensorFlow's own
+# ("2026-12-06 05:43:58.967647: I tensorflow/core/common_runtime/eager/execute.cc:1752] ...").
+_EXECUTED = re.compile(
+    r"(?P<hours>\d\d):(?P<minutes>\d\d):(?P<seconds>[\d.]+):? .*?execute\.cc:\d+\] "
+    r"Executing op (?P<function>\S+) in device /job:worker/replica:\d+/task:(?P<task>\d+)/",
+    re.MULTILINE,
+)
+
+
+def scheduled_on(runs: list[TaskRun], functions: list[str]) -> list[int]:
+    """The worker that ran each call of the step the coordinator scheduled, in the order they
+    started: each worker's TensorFlow logs a line per function call it runs."""
+    calls = []
+    for run in runs:
+        if run.job != "worker":
+            continue
+        for found in _EXECUTED.finditer(run.log):
+            if found["function"] in functions:
+                clock = (
+                    int(found["hours"]) * 3600
+                    + int(found["minutes"]) * 60
+                    + float(found["seconds"])
+                )
+                calls.append((clock, int(found["task"])))
+    return [task for _, task in sorted(calls)]
+
+
+def _instantiation(graphs: dict[str, str], function: str) -> tuple[Any, Any]:
+    """The RunMetadata of ``function``'s partitions on a worker and its graph before the
+    placer (TensorFlow's dumps, text protos); ``(None, None)`` if it did not instantiate it."""
+    from google.protobuf import text_format
+    from tensorflow.core.framework import graph_pb2
+    from tensorflow.core.protobuf import config_pb2
+
+    before, partitions = None, {}
+    for file_name, text in sorted(graphs.items()):
+        found = _DUMPED.match(file_name)
+        if found is None:
+            continue
+        dumped, stage = found["function"], found["stage"]
+        if stage == "before_placer" and dumped == function:
+            before = text
+        elif stage == "after_partition_passes" and dumped.startswith(f"{function}_partition_"):
+            partitions[dumped] = text  # the last dump of each device's partition
+    if not partitions:
+        return None, None
+    metadata = config_pb2.RunMetadata()
+    for text in partitions.values():
+        text_format.Parse(text, metadata.partition_graphs.add())
+    graph = None
+    if before is not None:
+        graph = graph_pb2.GraphDef()
+        text_format.Parse(before, graph)
+    return metadata, graph
+
+
+def _variable_reads(trace: PlacementTrace, variables: dict[str, Any]) -> dict[str, Any]:
+    """Op -> the variable (shard) it is or uses: its ``_Arg`` and the ops reading or writing
+    it (resource edges)."""
+    found = {arg: info for arg, info in variables.items()}
+    facts = trace.facts
+    for op, resources in (facts.resource_inputs if facts is not None else {}).items():
+        for resource in resources:
+            if resource in variables:
+                found.setdefault(op, variables[resource])
+    return found
+
+
+def _reason(
+    op: str,
+    why: str,
+    device: str,
+    run: TaskRun,
+    scheduled: list[int],
+    reads: dict[str, Any],
+    record: dict[str, Any],
+) -> str:
+    """The op's reason, then the strategy's rule that put it on its task."""
+    said = why.rstrip().rstrip(".")
+    task = task_of(device)
+    if task.startswith("/job:worker/"):
+        calls = [str(n + 1) for n, w in enumerate(scheduled) if f"/job:worker/task:{w}" == task]
+        return (
+            f"{said}. The step runs on {task} because the coordinator scheduled it there "
+            f"(ClusterCoordinator.schedule: call{'s' * (len(calls) != 1)} "
+            f"{', '.join(calls) or 'none'} of {len(scheduled)})."
+        )
+    variable = reads.get(op)
+    if variable is None or task != task_of(variable["device"]):
+        return f"{said}." if said else said
+    return f"{said}. {variable_words(variable, record)}"
+
+
+def variable_words(variable: dict[str, Any], record: dict[str, Any]) -> str:
+    """Which task holds the variable (shard) and the strategy's rule that put it there."""
+    task = task_of(variable["device"])
+    size = f"{variable['shape']} {variable['dtype']}, {variable['bytes']:,} bytes"
+    rule = round_robin_rule("ps", "ParameterServerStrategy deals variables and shards out")
+    if "shard" in variable:
+        partitioner = record.get("partitioner") or "variable_partitioner"
+        return (
+            f"Variable shard {variable['shard'] + 1} of {variable['shards']} of "
+            f"{variable['variable']} ({variable['name']}: {size}), placed on {task} by the "
+            f"strategy's variable_partitioner ({partitioner}): {rule}."
+        )
+    return f"Variable {variable['name']} ({size}), placed on {task}: {rule}."
+
+
+def _scheduling_note(scheduled: list[int], record: dict[str, Any]) -> str:
+    warmup = int(record.get("warmup", 0))
+    calls = ", ".join(
+        f"{n + 1}{' (warm-up)' if n < warmup else ''} on /job:worker/task:{w}"
+        for n, w in enumerate(scheduled)
+    )
+    return (
+        f"{STRATEGY}: the coordinator (/job:chief/task:0) scheduled the step {len(scheduled)} "
+        f"times with ClusterCoordinator.schedule: call {calls}. Each worker that ran it placed "
+        "and partitioned it once, over its own CPU and the ps tasks holding its variables."
+    )
+
+
+def _variable_notes(record: dict[str, Any]) -> list[str]:
+    by_variable: dict[str, list[str]] = {}
+    seen = set()
+    for variables in record.get("variables", {}).values():
+        for info in variables.values():
+            if info["name"] in seen:
+                continue
+            seen.add(info["name"])
+            by_variable.setdefault(info["variable"], []).append(task_of(info["device"]))
+    if not by_variable:
+        return []
+    partitioner = record.get("partitioner")
+    held = "; ".join(
+        f"{v} on {', '.join(tasks)}" + (f" ({len(tasks)} shards)" if len(tasks) > 1 else "")
+        for v, tasks in by_variable.items()
+    )
+    return [
+        f"The step's variables on the {record.get('ps_tasks', 0)} ps task(s)"
+        + (f", sharded by {partitioner}" if partitioner else "")
+        + f": {held}."
+    ]

@@ -1,0 +1,206 @@
+"""One task of a ``ParameterServerStrategy`` trace across a local cluster (issue 36), in a
+process of its own (started by ``cluster_child`` in the cluster's network namespace, with the
+task's ``TF_CONFIG``), as on each machine of a real cluster:
+
+- the coordinator (``/job:chief/task:0``) runs the user's setup, which makes the strategy (its
+  variables on the ps tasks) and the ``ClusterCoordinator`` and returns the step; it schedules
+  the step ``warmup + steps`` times through the coordinator. Its ``log_device_placement`` is set first: the strategy passes it on to every task's
+  eager context (``ServerDef.default_session_config``), so each task prints its placement log
+  and a line for each function call it runs (which worker ran each scheduled call);
+- worker and ps tasks run a ``tf.distribute.Server`` only. The worker the coordinator sends the
+  step to instantiates it: places it and partitions it over its own device and the ps tasks'.
+  With ``TF_DUMP_GRAPH_PREFIX`` set before TensorFlow starts, TensorFlow writes the graphs of
+  each instantiation into the task's private folder (removed when the task ends; a killed
+  task's by the next trace, ``profile_dir``); once the coordinator is done, the task sends back
+  the graph before the placer and each device's partition of every function it instantiated.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pickle
+import re
+import socket
+import threading
+import time
+import traceback
+from typing import Any
+
+from .._model.errors import TraceError
+from .profile_dir import profile_dir
+
+# The graphs of an instantiation that make the trace: TensorFlow's DebugDataDumper names its
+# files <function>[_partition_<device>].<order>.<group>.<stage>.pbtxt.
+DUMP_STAGES = ("before_placer", "after_partition_passes")
+_DUMPED = re.compile(r"(?P<function>.+?)\.\d{4}\.main\.(?P<stage>\w+)\.pbtxt\Z")
+SERVERS_TIMEOUT_S = 120.0  # for the worker and ps tasks' servers to listen
+STRATEGY = "ParameterServerStrategy"
+
+
+def run_ps_task(
+    request: dict[str, Any], blobs: list[bytes], told: threading.Event
+) -> tuple[dict[str, Any], list[bytes]]:
+    """The task's answer: the coordinator's record and nothing else, or a server's graphs
+    (pickled ``{file name: text}``); ``({"error": ...}, [])`` on failure."""
+    try:
+        if request["tf_config"]["task"]["type"] == "chief":
+            return coordinate(request, blobs), [b""]
+        return {}, [pickle.dumps(serve(request, told), pickle.HIGHEST_PROTOCOL)]
+    except BaseException as exc:  # noqa: BLE001 (any failure is the answer)
+        return {
+            "error": str(exc) if isinstance(exc, TraceError) else f"{type(exc).__name__}: {exc}",
+            "type": type(exc).__name__,
+            "traceback": traceback.format_exc(),
+        }, []
+
+
+def serve(request: dict[str, Any], told: threading.Event) -> dict[str, str]:
+    """Run this task's server until ``told``; the graphs TensorFlow dumped meanwhile."""
+    with profile_dir() as folder:
+        os.environ["TF_DUMP_GRAPH_PREFIX"] = folder  # read by TensorFlow's dumper when it starts
+        os.environ["TF_DUMP_GRAPH_NAME_FILTER"] = "*"
+        import tensorflow as tf
+
+        task = request["tf_config"]["task"]
+        config = tf.compat.v1.ConfigProto()
+        for kind, count in request.get("device_count", {}).items():
+            config.device_count[kind] = count
+        tf.distribute.Server(
+            tf.train.ClusterSpec(request["tf_config"]["cluster"]),
+            job_name=task["type"],
+            task_index=task["index"],
+            protocol="grpc",
+            config=config,
+            start=True,
+        )
+        told.wait()
+        graphs = {}
+        for path in sorted(glob.glob(os.path.join(folder, "*.pbtxt"))):
+            found = _DUMPED.match(os.path.basename(path))
+            if found and found["stage"] in DUMP_STAGES:
+                with open(path, encoding="utf-8") as handle:
+                    graphs[os.path.basename(path)] = handle.read()
+    return graphs
+
+
+def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
+    """Run the setup, schedule its step through the strategy's coordinator; what happened."""
+    import tensorflow as tf
+
+    from .cluster_worker import step_of, strategy_made
+
+    tf.debugging.set_log_device_placement(True)  # before the strategy connects: every task's
+    _wait_for_servers(request["tf_config"]["cluster"])
+    setup, args, kwargs = pickle.loads(blobs[0])
+    step, step_args, step_kwargs = step_of(setup(*args, **kwargs), setup)
+    strategy = strategy_made()
+    if strategy is None or STRATEGY not in type(strategy).__name__:
+        made = type(strategy).__name__ if strategy is not None else "no tf.distribute strategy"
+        raise TraceError(
+            f"{getattr(setup, '__name__', 'setup')}() made {made} on the coordinator of a "
+            "cluster with ps tasks: make tf.distribute.experimental.ParameterServerStrategy("
+            "tf.distribute.cluster_resolver.TFConfigClusterResolver()) in it (tfplace sets "
+            "TF_CONFIG), create the variables in strategy.scope() and return the step."
+        )
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)  # the setup's own
+    options = request["options"]
+    calls = int(options.get("warmup", 1)) + int(options.get("steps", 1))
+    for _ in range(calls):
+        coordinator.schedule(step, args=step_args, kwargs=step_kwargs)
+    coordinator.join()
+    functions = _concrete_functions(step)
+    partitioner = getattr(strategy.extended, "_variable_partitioner", None)
+    return {
+        "strategy": STRATEGY,
+        "calls": calls,
+        "warmup": int(options.get("warmup", 1)),
+        "functions": [f.function_def.signature.name for f in functions],
+        "variables": {f.function_def.signature.name: _variables(f) for f in functions},
+        "tensor_bytes": {f.function_def.signature.name: _tensor_bytes(f) for f in functions},
+        "partitioner": type(partitioner).__name__ if partitioner is not None else "",
+        "ps_tasks": len(request["tf_config"]["cluster"].get("ps", [])),
+    }
+
+
+def _wait_for_servers(cluster: dict[str, list[str]]) -> None:
+    """Return once every worker and ps task's server accepts connections."""
+    deadline = time.monotonic() + SERVERS_TIMEOUT_S
+    for job in ("worker", "ps"):
+        for address in cluster.get(job, []):
+            host, _, port = address.rpartition(":")
+            while True:
+                try:
+                    with socket.create_connection((host, int(port)), 1.0):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise TraceError(
+                            f"The server of {job} at {address} did not start in "
+                            f"{SERVERS_TIMEOUT_S:.0f} s."
+                        ) from None
+                    time.sleep(0.1)
+
+
+def _concrete_functions(step: Any) -> list[Any]:
+    """The step's concrete functions traced so far (a ``tf.function``'s)."""
+    listed = getattr(step, "_list_all_concrete_functions", None)
+    if listed is None:
+        raise TraceError(
+            "The step the setup returned is not a tf.function: ClusterCoordinator.schedule "
+            "sends a tf.function to a worker. Return the @tf.function train_step."
+        )
+    return list(listed())
+
+
+def _variables(concrete: Any) -> dict[str, dict[str, Any]]:
+    """Per argument of the step's FunctionDef that is a captured variable's handle (the name
+    of its ``_Arg`` node in the placed graphs): the variable's name, device, shape, dtype,
+    bytes, and its shard and shard count when it is a shard of a ``ShardedVariable``."""
+    import gc
+
+    from tensorflow.python.distribute import sharded_variable
+    from tensorflow.python.ops import resource_variable_ops
+
+    shards: dict[int, tuple[int, int]] = {}
+    handles: dict[int, Any] = {}
+    for obj in gc.get_objects():
+        if isinstance(obj, sharded_variable.ShardedVariableMixin):
+            for index, shard in enumerate(obj.variables):
+                shards[id(shard.handle)] = (index, len(obj.variables))
+        elif isinstance(obj, resource_variable_ops.BaseResourceVariable):
+            handles[id(obj.handle)] = obj
+    names = [arg.name for arg in concrete.function_def.signature.input_arg]
+    position = {id(tensor): index for index, tensor in enumerate(concrete.graph.inputs)}
+    found = {}
+    for external, internal in concrete.graph.captures:
+        variable = handles.get(id(external))
+        index = position.get(id(internal))
+        if variable is None or index is None or index >= len(names):
+            continue
+        name = variable.name.split(":")[0]
+        info = {
+            "variable": name.rsplit("/part_", 1)[0] if id(external) in shards else name,
+            "name": name,
+            "device": variable.device,
+            "shape": [int(d) for d in variable.shape],
+            "dtype": variable.dtype.name,
+            "bytes": int(variable.shape.num_elements() * variable.dtype.size),
+        }
+        if id(external) in shards:
+            info["shard"], info["shards"] = shards[id(external)]
+        found[names[index]] = info
+    return found
+
+
+def _tensor_bytes(concrete: Any) -> dict[str, int]:
+    """The size of every tensor of the step's graph whose static shape is known."""
+    import tensorflow as tf
+
+    sizes = {}
+    for op in concrete.graph.get_operations():
+        for tensor in op.outputs:
+            count = tensor.shape.num_elements()
+            if count is not None and tensor.dtype not in (tf.resource, tf.variant, tf.string):
+                sizes[tensor.name] = int(count * tensor.dtype.size)
+    return sizes
