@@ -241,8 +241,10 @@ def test_a_setup_the_tasks_cannot_import_is_refused_before_anything_starts(
         trace_placement(setup, cluster="local:worker=2", mode="function")
     with pytest.raises(ClusterError, match="not 'module:function'"):
         trace_placement("mwms_programs.custom_loop", cluster="local:worker=2")
-    with pytest.raises(ClusterError, match="ParameterServerStrategy is not traced yet"):
-        trace_placement(mwms_programs.custom_loop, cluster="local:worker=2,ps=1", mode="function")
+    with pytest.raises(ClusterError, match="job\\(s\\) evaluator are not supported"):
+        trace_placement(
+            mwms_programs.custom_loop, cluster="local:worker=2,evaluator=1", mode="function"
+        )
     assert spy.children == []
 
 

@@ -91,6 +91,11 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
     from .cluster_worker import step_of, strategy_made
 
     tf.debugging.set_log_device_placement(True)  # before the strategy connects: every task's
+    # As trace_placement runs TF2 code: the step's calls carry this process's ConfigProto to
+    # the worker that instantiates the step (soft placement, Grappler off unless optimize=True).
+    tf.config.set_soft_device_placement(bool(request["options"].get("soft_placement", True)))
+    if not request["options"].get("optimize"):
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     _wait_for_servers(request["tf_config"]["cluster"])
     setup, args, kwargs = pickle.loads(blobs[0])
     step, step_args, step_kwargs = step_of(setup(*args, **kwargs), setup)

@@ -1,0 +1,233 @@
+"""TF2 code under ``ParameterServerStrategy`` across a local cluster (issue 36):
+``trace_placement(setup, cluster="local:worker=2,ps=2", mode="function")`` runs ``setup`` in the
+coordinator's process (``/job:chief/task:0``, which tfplace adds), schedules the step it returns
+through the ``ClusterCoordinator``, and traces what the workers placed.
+
+Checked against TensorFlow itself: every task's process prints TensorFlow's placement log
+(``log_device_placement``, which the strategy passes on to each task), and the trace's ops are
+on the devices that log names, op for op; the shards are those TensorFlow's partitioner makes,
+their bytes those of the shapes it gives. The program is in ``ps_programs`` (a module: the
+coordinator imports the setup by name).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from typing import Any
+
+import ps_programs
+import pytest
+from test_cluster import WORKER0, WORKER1, record
+from test_cluster_tf2 import worker_processes
+
+from tfplace_widget._model.errors import ClusterError
+from tfplace_widget._model.trace import STRATEGY_TASKS_RAW
+
+PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
+PS1 = "/job:ps/replica:0/task:1/device:CPU:0"
+WORKERS = {"/job:worker/task:0": WORKER0, "/job:worker/task:1": WORKER1}
+_SECTION = re.compile(r"^tfplace: (/job:\w+/task:\d+) ran (\S+)\(\); its process printed:$", re.M)
+_PLACED = re.compile(r"placer\.cc:\d+\] (\S+): \((\w+)\): (\S+)$", re.MULTILINE)
+_DUMPED = re.compile(r"Dumped Graph to \S+/(\S+?)\.\d{4}\.main\.(\w+)\.pbtxt$", re.MULTILINE)
+_NOT_COMPARED = {"_Retval", "_DeviceArg"}
+
+
+@pytest.fixture(scope="module")
+def ps(trace_placement: Any) -> Any:
+    """The tutorial's custom training loop on two workers and two ps tasks; the processes it
+    started and the thread count before."""
+    with pytest.MonkeyPatch.context() as patch:
+        spy = record(patch)
+        threads = threading.active_count()
+        trace = trace_placement(
+            ps_programs.custom_loop, cluster="local:worker=2,ps=2", mode="function"
+        )
+        return trace, spy, threads
+
+
+def printed(trace: Any) -> dict[str, str]:
+    """What each task's process printed, as the merged log keeps it."""
+    found = list(_SECTION.finditer(trace.log))
+    ends = [m.start() for m in found[1:]] + [len(trace.log)]
+    return {m[1]: trace.log[m.end() : end] for m, end in zip(found, ends, strict=True)}
+
+
+def step_placements(log: str) -> list[tuple[str, str, str]]:
+    """TensorFlow's placement log of the step's function in one task's log: the placer's lines
+    after TensorFlow dumped that function's graph before the placer (``__inference_step_fn_N``)."""
+    dumps = list(_DUMPED.finditer(log))
+    placed = []
+    for index, dump in enumerate(dumps):
+        if dump[2] != "before_placer" or not re.fullmatch(r"__inference_step_fn_\d+", dump[1]):
+            continue
+        end = dumps[index + 1].start() if index + 1 < len(dumps) else len(log)
+        placed += _PLACED.findall(log[dump.end() : end])
+    return placed
+
+
+def ran_the_step(trace: Any) -> list[str]:
+    """The workers whose ops are in the trace."""
+    return [task for task, device in WORKERS.items() if device in set(trace.ops["device"])]
+
+
+def test_the_step_runs_on_workers_and_its_variables_on_the_ps_tasks(ps):
+    trace, _, _ = ps
+    workers = ran_the_step(trace)
+    assert workers, trace.devices
+    assert set(trace.devices) == {PS0, PS1, *(WORKERS[w] for w in workers)}
+    types = trace.ops.groupby("device")["type"].agg(lambda t: {x.removeprefix("_Mkl") for x in t})
+    for task in workers:
+        assert {"IteratorGetNext", "Square"} <= types[WORKERS[task]], types[WORKERS[task]]
+        assert "ReadVariableOp" not in types[WORKERS[task]]
+    for device in (PS0, PS1):
+        assert {"ReadVariableOp", "AssignSubVariableOp"} <= types[device], types[device]
+        assert "IteratorGetNext" not in types[device]
+    assert trace.mode == "function"
+
+
+def test_each_tasks_ops_are_where_its_placement_log_puts_them(ps):
+    """TensorFlow's placement log of the step on each worker that ran it (printed in that
+    worker's process): every op it names is in the trace on the device it names, the
+    variables' ops on the ps tasks, the rest on that worker."""
+    trace, _, _ = ps
+    logs = printed(trace)
+    assert set(logs) == {
+        "/job:chief/task:0",
+        "/job:worker/task:0",
+        "/job:worker/task:1",
+        "/job:ps/task:0",
+        "/job:ps/task:1",
+    }
+    rows = Counter(zip(trace.ops["op"], trace.ops["device"], strict=True))
+    for task in ran_the_step(trace):
+        placed = [(n, t, d) for n, t, d in step_placements(logs[task]) if t not in _NOT_COMPARED]
+        assert len(placed) >= 40, (task, placed)
+        compared: Counter = Counter()
+        for name, op_type, device in placed:
+            assert rows[(name, device)] == 1, (task, name, op_type, device)
+            compared[device] += 1
+        print(f"{task}: {sum(compared.values())} ops placed as its placement log says", compared)
+        assert compared[WORKERS[task]] >= 30 and compared[PS0] >= 4 and compared[PS1] >= 4
+
+
+def test_each_shard_names_its_ps_task_and_the_partitioner(ps, tf):
+    """The variables' _Arg ops (their handles) are on the ps task TensorFlow's placement log
+    puts them on, and say which variable or shard they are: w1 in the shards the strategy's
+    MinSizePartitioner makes (asked here of the partitioner itself), dealt out round-robin in
+    creation order (w1's two shards on ps:0 and ps:1, then b1 on ps:0, w2 on ps:1)."""
+    trace, _, _ = ps
+    partitioner = tf.distribute.experimental.partitioners.MinSizePartitioner(
+        min_shard_bytes=ps_programs.MIN_SHARD_BYTES, max_shards=2
+    )
+    split = partitioner(tf.TensorShape([ps_programs.FEATURES, ps_programs.UNITS]), tf.float32)
+    assert list(split) == [2, 1]
+    rows = ps_programs.FEATURES // 2
+    shard = rows * ps_programs.UNITS * 4
+    expected = {
+        "Variable shard 1 of 2 of w1 (w1/part_0: "
+        f"[{rows}, {ps_programs.UNITS}] float32, {shard:,} bytes), placed on /job:ps/task:0 by "
+        "the strategy's variable_partitioner (MinSizePartitioner)": PS0,
+        "Variable shard 2 of 2 of w1 (w1/part_1: "
+        f"[{rows}, {ps_programs.UNITS}] float32, {shard:,} bytes), placed on /job:ps/task:1 by "
+        "the strategy's variable_partitioner (MinSizePartitioner)": PS1,
+        "Variable b1 ([64] float32, 256 bytes), placed on /job:ps/task:0": PS0,
+        "Variable w2 ([64, 1] float32, 256 bytes), placed on /job:ps/task:1": PS1,
+    }
+    rule = (
+        "ParameterServerStrategy deals variables and shards out round-robin over the ps tasks "
+        "in the order they are created (task = creation index mod the number of ps tasks)."
+    )
+    logged = {
+        name: device
+        for task in ran_the_step(trace)
+        for name, op_type, device in step_placements(printed(trace)[task])
+        if op_type == "_Arg"
+    }
+    handles = trace.ops[(trace.ops["type"] == "_Arg") & trace.ops["op"].str.endswith("_resource")]
+    found = {}
+    for op, device, reason in handles[["op", "device", "reason"]].itertuples(index=False):
+        said = [words for words in expected if words in reason]
+        assert len(said) == 1 and reason.endswith(rule), reason
+        assert logged[op] == device == expected[said[0]], (op, device, logged.get(op))
+        found[said[0]] = op
+    assert len(found) == 4, handles
+    # the reads and updates of each variable are on its task, and say so too
+    for op_type in ("ReadVariableOp", "AssignSubVariableOp"):
+        for reason in trace.ops.loc[trace.ops["type"] == op_type, "reason"]:
+            assert sum(words in reason for words in expected) == 1, reason
+    raw = json.loads(trace.raw[STRATEGY_TASKS_RAW])
+    assert raw["strategy"] == "ParameterServerStrategy"
+    assert raw["partitioner"] == "MinSizePartitioner"
+    assert any(
+        "sharded by MinSizePartitioner: w1 on /job:ps/task:0, /job:ps/task:1 (2 shards)" in note
+        for note in trace.notes
+    ), trace.notes
+
+
+def test_each_step_reads_every_shard_from_its_ps_task_and_sends_the_updates_back(ps):
+    """The cross-task transfers of each worker that ran the step: each variable's (shard's)
+    value from its ps task, and its update back, with the bytes of its shape (float32): the
+    static shapes of the step's graph, whose tensors TensorFlow's partitions send."""
+    trace, _, _ = ps
+    transfers = trace.transfers
+    # not the control edges' dummy tensors (".../ctrl/_N:0"), which carry no data
+    crossing = transfers[transfers["cross_task"] & ~transfers["tensor"].str.contains("/ctrl/")]
+    shard = ps_programs.FEATURES // 2 * ps_programs.UNITS * 4
+    sizes = Counter({(PS0, shard): 1, (PS1, shard): 1, (PS0, 256): 1, (PS1, 256): 1})
+    for task in ran_the_step(trace):
+        worker = WORKERS[task]
+        reads = crossing[crossing["dst_device"] == worker]
+        values = reads[reads["tensor"].str.contains("ReadVariableOp")]
+        assert Counter(zip(values["src_device"], values["bytes"], strict=True)) == sizes, values
+        updates = crossing[crossing["src_device"] == worker]
+        assert Counter(zip(updates["dst_device"], updates["bytes"], strict=True)) == sizes, updates
+    assert not set(trace.transfers["src_device"]) - set(trace.devices)
+
+
+def test_the_worker_of_each_step_is_the_one_the_coordinator_sent_it_to(ps):
+    """The coordinator scheduled the step warmup + steps = 2 times; each call's worker (TensorFlow
+    logged it on that worker) is a worker whose TensorFlow placed the step (its graphs), and
+    every op there names the calls it ran."""
+    trace, _, _ = ps
+    raw = json.loads(trace.raw[STRATEGY_TASKS_RAW])
+    scheduled = raw["scheduled"]
+    assert len(scheduled) == raw["calls"] == 2, raw
+    assert set(scheduled) == set(ran_the_step(trace))
+    for task in ran_the_step(trace):
+        calls = [str(n + 1) for n, w in enumerate(scheduled) if w == task]
+        words = (
+            f"The step runs on {task} because the coordinator scheduled it there "
+            f"(ClusterCoordinator.schedule: call{'s' * (len(calls) > 1)} {', '.join(calls)} of 2)."
+        )
+        for reason in trace.ops.loc[trace.ops["device"] == WORKERS[task], "reason"]:
+            assert reason.endswith(words), reason
+    assert any(
+        "the coordinator (/job:chief/task:0) scheduled the step 2 times" in n for n in trace.notes
+    )
+    assert any(n.startswith("Not timed:") for n in trace.notes)
+
+
+def test_the_cluster_leaves_no_process_or_thread(ps):
+    trace, spy, threads = ps
+    assert len(spy.children) == 1 and not spy.children[0].is_running()
+    assert worker_processes() == []
+    assert threading.active_count() == threads
+
+
+def test_options_the_coordinator_cannot_apply_are_refused_before_anything_starts(
+    trace_placement, monkeypatch
+):
+    spy = record(monkeypatch)
+    with pytest.raises(ClusterError, match="overrides= is not applied under ParameterServer"):
+        trace_placement(
+            ps_programs.custom_loop,
+            cluster="local:worker=2,ps=1",
+            mode="function",
+            overrides={"MatMul": "/cpu:0"},
+        )
+    with pytest.raises(ClusterError, match="job\\(s\\) evaluator are not supported"):
+        trace_placement("ps_programs:custom_loop", cluster="local:worker=2,ps=1,evaluator=1")
+    assert spy.children == []
