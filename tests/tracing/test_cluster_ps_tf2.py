@@ -207,7 +207,36 @@ def test_the_worker_of_each_step_is_the_one_the_coordinator_sent_it_to(ps):
     assert any(
         "the coordinator (/job:chief/task:0) scheduled the step 2 times" in n for n in trace.notes
     )
-    assert any(n.startswith("Not timed:") for n in trace.notes)
+
+
+def test_each_tasks_profiler_times_its_ops_on_one_clock(ps):
+    """Each worker and ps task's TensorFlow profiler recorded the step's ops there: each op's
+    events are on its own task's device; the ps tasks ran each variable's read once per
+    scheduled call (whichever worker it was for), each worker ran its compute once per call it
+    was sent; and on one clock, every worker's MatMul/concat (which joins w1's two shards)
+    starts after the ps task's read of the first shard that it waited for."""
+    trace, _, _ = ps
+    events = trace.events
+    assert not events.empty and events["start_us"].min() == 0
+    placed = set(zip(trace.ops["op"], trace.ops["device"], strict=True))
+    assert all(key in placed for key in zip(events["op"], events["device"], strict=True))
+    scheduled = json.loads(trace.raw[STRATEGY_TASKS_RAW])["scheduled"]
+    ops = trace.ops.set_index(["op", "device"])
+    for read, device in (
+        ("MatMul/concat/ReadVariableOp", PS0),
+        ("MatMul/concat/ReadVariableOp_1", PS1),
+        ("add/ReadVariableOp", PS0),
+        ("MatMul_1/ReadVariableOp", PS1),
+    ):
+        assert ops.loc[(read, device), "runs"] == len(scheduled), (read, device)
+    for task in ran_the_step(trace):
+        assert ops.loc[("MatMul/concat", WORKERS[task]), "runs"] == scheduled.count(task)
+    reads = events[(events["op"] == "MatMul/concat/ReadVariableOp") & (events["device"] == PS0)]
+    joins = events[events["op"] == "MatMul/concat"]
+    assert len(joins) == len(scheduled)
+    for start in joins["start_us"]:
+        assert (reads["start_us"] <= start).any(), (start, reads)
+    assert any(n.startswith("Times: each worker and ps task's") for n in trace.notes)
 
 
 def test_the_cluster_leaves_no_process_or_thread(ps):

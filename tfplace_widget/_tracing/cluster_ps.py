@@ -15,6 +15,7 @@ cross-task transfer has the bytes of the tensor's static shape in the step's gra
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pickle
 import re
@@ -23,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from .._explain.run import round_robin_rule
+from .._model.columns import EVENTS_COLUMNS
 from .._model.devices import task_of
 from .._model.errors import TraceError
 from .._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
@@ -33,9 +35,14 @@ from .ps_task import _DUMPED, STRATEGY
 COORDINATOR = ("chief", 0)
 SERVING_JOBS = ("worker", "ps")
 PS_JOBS = ("chief", "worker", "ps")
+TIMED = (
+    "Times: each worker and ps task's TensorFlow profiler ran in its process while it served "
+    "(one clock: the tasks ran on this machine); they count from the step's first op on any "
+    "task, and each op's runs are its executions in all the scheduled calls."
+)
 NOT_TIMED = (
-    "Not timed: the workers ran the step inside their tf.distribute.Server, whose profiler "
-    "tfplace does not read yet; the ops have no start or duration and the timeline is empty. "
+    "Not timed: the tasks' profilers recorded none of the step's ops; the ops have no start or "
+    "duration and the timeline is empty. "
     "Placement, reasons, variable shards and transfers (with their bytes) are TensorFlow's own: "
     "the graphs each worker placed and partitioned."
 )
@@ -58,11 +65,12 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
     for run in runs:
         if run.job != "worker":
             continue
-        graphs = pickle.loads(run.trace) if run.trace else {}
+        graphs = pickle.loads(run.trace)["graphs"] if run.trace else {}
         for function in functions:
             metadata, before = _instantiation(graphs, function)
             if metadata is not None:
                 trace = trace_from_run_metadata(metadata, before)
+                trace.raw["ps_constant_bytes"] = json.dumps(_constant_bytes(metadata)).encode()
                 traces.append((run, function, trace))
     if not traces:
         raise TraceError(
@@ -82,7 +90,10 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
         ]
         ops_frames.append(ops)
         transfers = trace.transfers.copy()
-        sizes = record.get("tensor_bytes", {}).get(function, {})
+        sizes = {
+            **json.loads(trace.raw.pop("ps_constant_bytes")),
+            **record.get("tensor_bytes", {}).get(function, {}),
+        }
         transfers["bytes"] = pd.array(
             [
                 sizes.get(tensor, pd.NA) if pd.isna(size) else size
@@ -126,9 +137,12 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
         f"its process printed:\n{run.log}"
         for run in runs
     )
+    events = _events(runs, ops)
+    if not events.empty:
+        _add_times(ops, events)
     result = PlacementTrace(
         ops=ops,
-        events=first.events.iloc[0:0],
+        events=events if not events.empty else first.events.iloc[0:0],
         transfers=transfers,
         devices=devices,
         inputs=inputs,
@@ -141,8 +155,65 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
         mode_reason=reason,
         xla=first.xla.iloc[0:0],
     )
-    result.notes = [_scheduling_note(scheduled, record), *_variable_notes(record), NOT_TIMED]
+    result.notes = [
+        _scheduling_note(scheduled, record),
+        *_variable_notes(record),
+        TIMED if not events.empty else NOT_TIMED,
+    ]
     return result
+
+
+def _events(runs: list[TaskRun], ops: pd.DataFrame) -> pd.DataFrame:
+    """The step's op executions each worker and ps task's profiler recorded (its host ops of
+    the trace's ops on that task), on one clock: µs from the first of any task."""
+    from .._sources.xspace import HOST_PLANE, records_from_xspace
+
+    on_task: dict[str, dict[str, str]] = {}
+    for op, device in zip(ops["op"], ops["device"], strict=True):
+        on_task.setdefault(task_of(device), {})[op] = device
+    rows = []
+    for run in runs:
+        space = pickle.loads(run.trace).get("xspace") if run.job in SERVING_JOBS else None
+        if not space:
+            continue
+        devices = on_task.get(f"/job:{run.job}/task:{run.task}", {})
+        records = records_from_xspace(space)
+        for op, lane, thread, start, duration, label in zip(
+            records.op,
+            records.lane,
+            records.thread,
+            records.start,
+            records.duration,
+            records.label,
+            strict=True,
+        ):
+            device = devices.get(op)
+            if device is not None and lane == HOST_PLANE:
+                rows.append((op, device, device, thread, start, duration, label))
+    events = pd.DataFrame(rows, columns=EVENTS_COLUMNS)
+    if events.empty:
+        return events
+    events["start_us"] = (events["start_us"] - events["start_us"].min()).astype("int64")
+    events["duration_us"] = events["duration_us"].astype("int64")
+    events["thread"] = events["thread"].astype("int64")
+    return events.sort_values("start_us", kind="stable", ignore_index=True)
+
+
+def _add_times(ops: pd.DataFrame, events: pd.DataFrame) -> None:
+    """Each op's first start, total duration and runs, from its events (in place)."""
+    grouped = events.groupby(["op", "device"])
+    times = pd.DataFrame(
+        {
+            "start_us": grouped["start_us"].min(),
+            "duration_us": grouped["duration_us"].sum(),
+            "runs": grouped.size(),
+        }
+    )
+    keys = pd.MultiIndex.from_arrays([ops["op"], ops["device"]])
+    found = times.reindex(keys)
+    ops["start_us"] = found["start_us"].to_numpy(dtype=float)
+    ops["duration_us"] = found["duration_us"].to_numpy(dtype=float)
+    ops["runs"] = pd.array(found["runs"].to_numpy(dtype=float), dtype="Float64").astype("Int64")
 
 
 # A task's log line of a function call its eager runtime ran (log_device_placement): absl's
@@ -200,6 +271,24 @@ def _instantiation(graphs: dict[str, str], function: str) -> tuple[Any, Any]:
         graph = graph_pb2.GraphDef()
         text_format.Parse(before, graph)
     return metadata, graph
+
+
+def _constant_bytes(metadata: Any) -> dict[str, int]:
+    """The size of each constant of the partitions (the partitioner's dummy tensor sent along
+    a control edge between tasks, ``.../ctrl/_N``, is one: an empty float)."""
+    import tensorflow as tf
+
+    sizes = {}
+    for graph in metadata.partition_graphs:
+        for node in graph.node:
+            if node.op == "Const" and "value" in node.attr:
+                value = node.attr["value"].tensor
+                count = 1
+                for dim in value.tensor_shape.dim:
+                    count *= dim.size
+                with contextlib.suppress(TypeError, ValueError):
+                    sizes[f"{node.name}:0"] = count * tf.as_dtype(value.dtype).size
+    return sizes
 
 
 def _variable_reads(trace: PlacementTrace, variables: dict[str, Any]) -> dict[str, Any]:

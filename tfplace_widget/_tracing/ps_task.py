@@ -28,6 +28,7 @@ import traceback
 from typing import Any
 
 from .._model.errors import TraceError
+from .function import written_xspace
 from .profile_dir import profile_dir
 
 # The graphs of an instantiation that make the trace: TensorFlow's DebugDataDumper names its
@@ -46,7 +47,8 @@ def run_ps_task(
     try:
         if request["tf_config"]["task"]["type"] == "chief":
             return coordinate(request, blobs), [b""]
-        return {}, [pickle.dumps(serve(request, told), pickle.HIGHEST_PROTOCOL)]
+        graphs, space = serve(request, told)
+        return {}, [pickle.dumps({"graphs": graphs, "xspace": space}, pickle.HIGHEST_PROTOCOL)]
     except BaseException as exc:  # noqa: BLE001 (any failure is the answer)
         return {
             "error": str(exc) if isinstance(exc, TraceError) else f"{type(exc).__name__}: {exc}",
@@ -55,8 +57,9 @@ def run_ps_task(
         }, []
 
 
-def serve(request: dict[str, Any], told: threading.Event) -> dict[str, str]:
-    """Run this task's server until ``told``; the graphs TensorFlow dumped meanwhile."""
+def serve(request: dict[str, Any], told: threading.Event) -> tuple[dict[str, str], bytes]:
+    """Run this task's server until ``told``; the graphs TensorFlow dumped meanwhile, and
+    what its profiler recorded (XSpace bytes; ``b""`` if it wrote none)."""
     with profile_dir() as folder:
         os.environ["TF_DUMP_GRAPH_PREFIX"] = folder  # read by TensorFlow's dumper when it starts
         os.environ["TF_DUMP_GRAPH_NAME_FILTER"] = "*"
@@ -74,14 +77,18 @@ def serve(request: dict[str, Any], told: threading.Event) -> dict[str, str]:
             config=config,
             start=True,
         )
+        logdir = os.path.join(folder, "profile")
+        tf.profiler.experimental.start(logdir)  # the ops the server runs, in this process
         told.wait()
+        tf.profiler.experimental.stop()
+        space = written_xspace(logdir) or b""
         graphs = {}
         for path in sorted(glob.glob(os.path.join(folder, "*.pbtxt"))):
             found = _DUMPED.match(os.path.basename(path))
             if found and found["stage"] in DUMP_STAGES:
                 with open(path, encoding="utf-8") as handle:
                     graphs[os.path.basename(path)] = handle.read()
-    return graphs
+    return graphs, space
 
 
 def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:

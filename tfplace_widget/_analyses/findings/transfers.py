@@ -12,6 +12,7 @@ from functools import partial
 import pandas as pd
 
 from ..._model.devices import crosses_tasks, task_of
+from ..._model.trace import strategy_of
 from ..summary import format_bytes, format_us
 from .base import (
     FOLLOWERS,
@@ -206,7 +207,16 @@ def _cross_task_finding(
     updates = [c for c in consumers if context.type_of.get(c, "").startswith(UPDATE_PREFIXES)]
     feeds = [p for p in producers if is_feed(context, f"{p}:0", p)]
     computed = [p for p in user_producers if p not in reads]
-    if reads:
+    if reads and strategy_of(context.trace) == "ParameterServerStrategy":
+        fix = (
+            f"reads of the variables on {src_task} ({listed_names(variables)}), sent every "
+            "step: ParameterServerStrategy keeps the variables on the ps tasks and each step "
+            "the coordinator schedules reads them. Partition large variables over the ps tasks "
+            "(variable_partitioner= of ParameterServerStrategy, e.g. "
+            "tf.distribute.experimental.partitioners.MinSizePartitioner) so no one task ships "
+            "them all; read each variable once a step and reuse that read"
+        )
+    elif reads:
         fix = (
             f"reads of the variables on {src_task} ({listed_names(variables)}), sent every step. "
             "Partition large variables over the ps tasks (partitioner= in "
