@@ -80,3 +80,17 @@ def custom_loop() -> Any:
 def mirrored_on_ps_cluster() -> Any:
     """MultiWorkerMirroredStrategy's setup, given a cluster with ps tasks by mistake."""
     return tf.function(lambda: tf.constant(1.0))
+
+
+def blocked() -> Any:
+    """A setup whose step waits forever on the worker it is scheduled on (a dequeue from an
+    empty queue), once every task's server listens: what the safety tests kill."""
+    tf.distribute.experimental.ParameterServerStrategy(
+        tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    )
+
+    @tf.function
+    def step() -> Any:
+        return tf.queue.FIFOQueue(1, tf.float32).dequeue()
+
+    return step

@@ -36,6 +36,7 @@ from test_cluster import PS0, Spy, assert_nothing_left, blocked_dequeue, one_ps_
 
 from tfplace_widget._model.errors import TraceError
 from tfplace_widget._tracing import local_cluster
+from tfplace_widget._tracing.profile_dir import remove_stale
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -403,12 +404,20 @@ from tfplace_widget import trace_placement
 
 print("importing done", flush=True)
 try:
-    trace_placement({step}, mode="{mode}", cluster="local:worker=2", warmup=0)
+    trace_placement({step}, mode="{mode}", cluster="{cluster}", warmup=0)
 except KeyboardInterrupt:
     print(json.dumps({{"interrupted_at": time.monotonic()}}), flush=True)
 """
-TRACING = TRACING_TEMPLATE.format(module="test_cluster", step="blocked_dequeue", mode="graph")
-TRACING_TF2 = TRACING_TEMPLATE.format(module="mwms_programs", step="blocked", mode="function")
+TRACING = TRACING_TEMPLATE.format(
+    module="test_cluster", step="blocked_dequeue", mode="graph", cluster="local:worker=2"
+)
+TRACING_TF2 = TRACING_TEMPLATE.format(
+    module="mwms_programs", step="blocked", mode="function", cluster="local:worker=2"
+)
+# ParameterServerStrategy: the coordinator (chief) and the servers of 2 workers and 1 ps task
+TRACING_PS = TRACING_TEMPLATE.format(
+    module="ps_programs", step="blocked", mode="function", cluster="local:worker=2,ps=1"
+)
 
 
 @contextlib.contextmanager
@@ -459,12 +468,14 @@ PHASES: dict[str, Callable[[psutil.Process], bool]] = {
     # TF2 code on every task (issue 36): the cluster's process starts one process per task
     "tf2_tasks_starting": lambda child: bool(child.children()),
     "tf2_running": lambda child: bool(tf2_tasks_running(child, 2)),
+    # ParameterServerStrategy: the step scheduled on a worker, blocked there
+    "ps_running": lambda child: bool(tf2_tasks_running(child, 4)),
 }
 
 
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_a_sigkill_of_the_users_process_leaves_no_cluster_process_or_log(tmp_path, phase):
-    program = TRACING_TF2 if phase.startswith("tf2") else TRACING
+    program = {"tf2": TRACING_TF2, "ps_": TRACING_PS}.get(phase[:3], TRACING)
     with start_tracing(tmp_path, program) as (parent, temporary):
         traced = psutil.Process(parent.pid)
         child = wait_for(lambda: cluster_child_of(traced), START_S, "the cluster", every=0.005)
@@ -473,6 +484,10 @@ def test_a_sigkill_of_the_users_process_leaves_no_cluster_process_or_log(tmp_pat
         parent.kill()
         parent.wait()
         wait_for(lambda: not any(map(alive, family)), GONE_S, "the processes it started")
+        if phase == "ps_running":  # the serving tasks' private folders (their TensorFlow's
+            # graphs): a killed process's, which the next trace removes (profile_dir)
+            left = sorted(str(p) for p in temporary.iterdir())
+            assert left and sorted(remove_stale(str(temporary))) == left
         assert list(temporary.iterdir()) == []  # no log (nor any other file) left
 
 
@@ -521,21 +536,29 @@ def test_interrupt_main_stops_a_cluster_trace_at_once_leaving_nothing(trace_plac
 
 
 # -- TF2 across tasks (issue 36): one process per task, started by the cluster's process ------
+@pytest.mark.parametrize(
+    "program, cluster, tasks",
+    [
+        ("mwms_programs:blocked", "local:worker=2", 2),
+        # ParameterServerStrategy: the coordinator (chief), 2 workers, 1 ps task
+        ("ps_programs:blocked", "local:worker=2,ps=1", 4),
+    ],
+)
 def test_no_socket_of_a_running_tf2_cluster_trace_is_reachable_from_another_host(
-    trace_placement, spy
+    trace_placement, spy, program, cluster, tasks
 ):
-    """MultiWorkerMirroredStrategy's servers, one per task process: all in the cluster's
+    """The strategy's servers, one per task process (MultiWorkerMirroredStrategy's workers;
+    ParameterServerStrategy's coordinator, workers and ps tasks): all in the cluster's
     namespace (loopback only), none reachable; killing the cluster's process ends them."""
-    from mwms_programs import blocked
 
     def trace() -> Any:
-        return trace_placement(blocked, mode="function", cluster="local:worker=2", warmup=0)
+        return trace_placement(program, mode="function", cluster=cluster, warmup=0)
 
     child, workers = None, []
     with tracing_in_a_thread(trace) as outcome:
         try:
             child = wait_for(lambda: spy.children and spy.children[0], START_S, "the cluster")
-            workers = wait_for(lambda: tf2_tasks_running(child, 2), START_S, "its tasks")
+            workers = wait_for(lambda: tf2_tasks_running(child, tasks), START_S, "its tasks")
             servers = assert_unreachable({w.pid for w in workers}, spy.ports)
             assert set(spy.ports) <= {s.port for s in servers}  # each task's TF_CONFIG port
             assert {netns(w.pid) for w in workers} == {netns(child.pid)}
