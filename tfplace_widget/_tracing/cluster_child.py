@@ -349,7 +349,10 @@ def work(answer):
     sys.path[:] = request["sys_path"]
     os.environ["TF_CONFIG"] = json.dumps(request["tf_config"])
     try:
-        from tfplace_widget._tracing.cluster_worker import run_task
+        if request.get("role"):  # a task of ParameterServerStrategy's
+            from tfplace_widget._tracing.ps_task import run_ps_task as run_task
+        else:
+            from tfplace_widget._tracing.cluster_worker import run_task
     except BaseException as exc:
         write_frame(answer, {"error": f"{type(exc).__name__}: {exc}", "type": "ImportError"})
         os._exit(1)

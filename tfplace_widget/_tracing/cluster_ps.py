@@ -178,18 +178,11 @@ def _events(runs: list[TaskRun], ops: pd.DataFrame) -> pd.DataFrame:
             continue
         devices = on_task.get(f"/job:{run.job}/task:{run.task}", {})
         records = records_from_xspace(space)
-        for op, lane, thread, start, duration, label in zip(
-            records.op,
-            records.lane,
-            records.thread,
-            records.start,
-            records.duration,
-            records.label,
-            strict=True,
-        ):
+        for row, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
             device = devices.get(op)
             if device is not None and lane == HOST_PLANE:
-                rows.append((op, device, device, thread, start, duration, label))
+                timing = (records.start[row], records.duration[row], records.label[row])
+                rows.append((op, device, device, records.thread[row], *timing))
     events = pd.DataFrame(rows, columns=EVENTS_COLUMNS)
     if events.empty:
         return events

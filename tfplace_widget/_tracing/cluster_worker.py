@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import pickle
-import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -20,15 +19,10 @@ from .._model.errors import TraceError
 
 
 def run_task(
-    request: dict[str, Any], blobs: list[bytes], told: threading.Event | None = None
+    request: dict[str, Any], blobs: list[bytes], told: Any = None
 ) -> tuple[dict[str, Any], list[bytes]]:
     """Run the setup and trace its step: ``({"strategy", "collectives"}, [trace])``, or
-    ``({"error": ...}, [])``. A task of ``ParameterServerStrategy`` (``request["role"]``)
-    runs in ``ps_task`` (``told``: set when the other tasks are done)."""
-    if request.get("role"):
-        from .ps_task import run_ps_task
-
-        return run_ps_task(request, blobs, told or threading.Event())
+    ``({"error": ...}, [])``. (``told``: for a serving task's; this one answers when done.)"""
     try:
         import tensorflow as tf
 
