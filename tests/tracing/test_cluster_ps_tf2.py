@@ -18,13 +18,14 @@ import threading
 from collections import Counter
 from typing import Any
 
+import pandas as pd
 import ps_programs
 import pytest
 from test_cluster import WORKER0, WORKER1, record
 from test_cluster_tf2 import worker_processes
 
-from tfplace_widget._model.errors import ClusterError
-from tfplace_widget._model.trace import STRATEGY_TASKS_RAW
+from tfplace_widget._model.errors import ClusterError, TraceError
+from tfplace_widget._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
 PS1 = "/job:ps/replica:0/task:1/device:CPU:0"
@@ -43,7 +44,7 @@ def ps(trace_placement: Any) -> Any:
         spy = record(patch)
         threads = threading.active_count()
         trace = trace_placement(
-            ps_programs.custom_loop, cluster="local:worker=2,ps=2", mode="function"
+            ps_programs.custom_loop, cluster="local:worker=2,ps=2", mode="function", steps=2
         )
         return trace, spy, threads
 
@@ -188,39 +189,42 @@ def test_each_step_reads_every_shard_from_its_ps_task_and_sends_the_updates_back
 
 
 def test_the_worker_of_each_step_is_the_one_the_coordinator_sent_it_to(ps):
-    """The coordinator scheduled the step warmup + steps = 2 times; each call's worker (TensorFlow
+    """The coordinator scheduled the step warmup + steps = 3 times; each call's worker (TensorFlow
     logged it on that worker) is a worker whose TensorFlow placed the step (its graphs), and
     every op there names the calls it ran."""
     trace, _, _ = ps
     raw = json.loads(trace.raw[STRATEGY_TASKS_RAW])
     scheduled = raw["scheduled"]
-    assert len(scheduled) == raw["calls"] == 2, raw
+    assert len(scheduled) == raw["calls"] == 3 and raw["warmup"] == 1, raw
     assert set(scheduled) == set(ran_the_step(trace))
     for task in ran_the_step(trace):
         calls = [str(n + 1) for n, w in enumerate(scheduled) if w == task]
         words = (
             f"The step runs on {task} because the coordinator scheduled it there "
-            f"(ClusterCoordinator.schedule: call{'s' * (len(calls) > 1)} {', '.join(calls)} of 2)."
+            f"(ClusterCoordinator.schedule: call{'s' * (len(calls) > 1)} {', '.join(calls)} of 3)."
         )
         for reason in trace.ops.loc[trace.ops["device"] == WORKERS[task], "reason"]:
             assert reason.endswith(words), reason
     assert any(
-        "the coordinator (/job:chief/task:0) scheduled the step 2 times" in n for n in trace.notes
+        "the coordinator (/job:chief/task:0) scheduled the step 3 times" in n for n in trace.notes
     )
 
 
 def test_each_tasks_profiler_times_its_ops_on_one_clock(ps):
-    """Each worker and ps task's TensorFlow profiler recorded the step's ops there: each op's
-    events are on its own task's device; the ps tasks ran each variable's read once per
-    scheduled call (whichever worker it was for), each worker ran its compute once per call it
-    was sent; and on one clock, every worker's MatMul/concat (which joins w1's two shards)
-    starts after the ps task's read of the first shard that it waited for."""
+    """Each worker and ps task's TensorFlow profiler recorded the step's ops there in the
+    traced calls (the 2 after the warm-up call): each op's events are on its own task's
+    device; the ps tasks ran each variable's read once per traced call (whichever worker it
+    was for), each worker ran its compute once per traced call it was sent; and on one clock,
+    every worker's MatMul/concat (which joins w1's two shards) starts after the ps task's read
+    of the first shard that it waited for."""
     trace, _, _ = ps
     events = trace.events
     assert not events.empty and events["start_us"].min() == 0
     placed = set(zip(trace.ops["op"], trace.ops["device"], strict=True))
     assert all(key in placed for key in zip(events["op"], events["device"], strict=True))
-    scheduled = json.loads(trace.raw[STRATEGY_TASKS_RAW])["scheduled"]
+    raw = json.loads(trace.raw[STRATEGY_TASKS_RAW])
+    traced = raw["scheduled"][raw["warmup"] :]
+    assert len(traced) == 2
     ops = trace.ops.set_index(["op", "device"])
     for read, device in (
         ("MatMul/concat/ReadVariableOp", PS0),
@@ -228,15 +232,32 @@ def test_each_tasks_profiler_times_its_ops_on_one_clock(ps):
         ("add/ReadVariableOp", PS0),
         ("MatMul_1/ReadVariableOp", PS1),
     ):
-        assert ops.loc[(read, device), "runs"] == len(scheduled), (read, device)
+        assert ops.loc[(read, device), "runs"] == len(traced), (read, device)
     for task in ran_the_step(trace):
-        assert ops.loc[("MatMul/concat", WORKERS[task]), "runs"] == scheduled.count(task)
+        runs = ops.loc[("MatMul/concat", WORKERS[task]), "runs"]
+        assert (0 if pd.isna(runs) else runs) == traced.count(task), task
     reads = events[(events["op"] == "MatMul/concat/ReadVariableOp") & (events["device"] == PS0)]
     joins = events[events["op"] == "MatMul/concat"]
-    assert len(joins) == len(scheduled)
+    assert len(joins) == len(traced)
     for start in joins["start_us"]:
         assert (reads["start_us"] <= start).any(), (start, reads)
-    assert any(n.startswith("Times: each worker and ps task's") for n in trace.notes)
+    assert any(n.startswith("Times: of the traced calls") for n in trace.notes)
+
+
+def test_a_saved_trace_loads_the_same_and_its_prediction_is_refused_by_name(ps, tmp_path):
+    """The trace saves and loads whole (its strategy's record too); predict_placement, which
+    predicts MultiWorkerMirroredStrategy's workers only, says so rather than predicting the
+    cluster as one machine."""
+    from tfplace_widget import predict_placement
+
+    trace, _, _ = ps
+    loaded = PlacementTrace.load(trace.save(tmp_path / "ps.tfplace"))
+    columns = ["op", "device", "reason", "runs"]
+    assert loaded.ops[columns].equals(trace.ops[columns])
+    assert loaded.transfers.equals(trace.transfers) and loaded.notes == trace.notes
+    assert loaded.raw[STRATEGY_TASKS_RAW] == trace.raw[STRATEGY_TASKS_RAW]
+    with pytest.raises(TraceError, match="cannot predict a trace of ParameterServerStrategy"):
+        predict_placement(loaded, gpus=1)
 
 
 def test_the_cluster_leaves_no_process_or_thread(ps):

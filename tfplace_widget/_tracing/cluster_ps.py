@@ -36,9 +36,10 @@ COORDINATOR = ("chief", 0)
 SERVING_JOBS = ("worker", "ps")
 PS_JOBS = ("chief", "worker", "ps")
 TIMED = (
-    "Times: each worker and ps task's TensorFlow profiler ran in its process while it served "
-    "(one clock: the tasks ran on this machine); they count from the step's first op on any "
-    "task, and each op's runs are its executions in all the scheduled calls."
+    "Times: of the traced calls (scheduled once the warm-up calls had ended), from each worker "
+    "and ps task's TensorFlow profiler, which ran in its process while it served (one clock: "
+    "the tasks ran on this machine); they count from the first op of those calls on any task, "
+    "and an op's runs are its executions in all of them (a ps task's, for every worker)."
 )
 NOT_TIMED = (
     "Not timed: the tasks' profilers recorded none of the step's ops; the ops have no start or "
@@ -137,7 +138,7 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
         f"its process printed:\n{run.log}"
         for run in runs
     )
-    events = _events(runs, ops)
+    events = _events(runs, ops, int(record.get("traced_from_us", 0)))
     if not events.empty:
         _add_times(ops, events)
     result = PlacementTrace(
@@ -163,9 +164,10 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
     return result
 
 
-def _events(runs: list[TaskRun], ops: pd.DataFrame) -> pd.DataFrame:
-    """The step's op executions each worker and ps task's profiler recorded (its host ops of
-    the trace's ops on that task), on one clock: µs from the first of any task."""
+def _events(runs: list[TaskRun], ops: pd.DataFrame, traced_from_us: int) -> pd.DataFrame:
+    """The step's op executions each worker and ps task's profiler recorded in the traced
+    calls (its host ops of the trace's ops on that task, from ``traced_from_us``, µs since the
+    epoch, when the warm-up calls had ended), on one clock: µs from the first of any task."""
     from .._sources.xspace import HOST_PLANE, records_from_xspace
 
     on_task: dict[str, dict[str, str]] = {}
@@ -180,7 +182,7 @@ def _events(runs: list[TaskRun], ops: pd.DataFrame) -> pd.DataFrame:
         records = records_from_xspace(space)
         for row, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
             device = devices.get(op)
-            if device is not None and lane == HOST_PLANE:
+            if device is not None and lane == HOST_PLANE and records.start[row] >= traced_from_us:
                 timing = (records.start[row], records.duration[row], records.label[row])
                 rows.append((op, device, device, records.thread[row], *timing))
     events = pd.DataFrame(rows, columns=EVENTS_COLUMNS)

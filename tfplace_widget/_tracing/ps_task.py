@@ -4,7 +4,8 @@ task's ``TF_CONFIG``), as on each machine of a real cluster:
 
 - the coordinator (``/job:chief/task:0``) runs the user's setup, which makes the strategy (its
   variables on the ps tasks) and the ``ClusterCoordinator`` and returns the step; it schedules
-  the step ``warmup + steps`` times through the coordinator. Its ``log_device_placement`` is set first: the strategy passes it on to every task's
+  the step ``warmup`` times through the coordinator, waits for them, then ``steps`` times
+  (the traced calls). Its ``log_device_placement`` is set first: the strategy passes it on to every task's
   eager context (``ServerDef.default_session_config``), so each task prints its placement log
   and a line for each function call it runs (which worker ran each scheduled call);
 - worker and ps tasks run a ``tf.distribute.Server`` only. The worker the coordinator sends the
@@ -117,16 +118,21 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
         )
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)  # the setup's own
     options = request["options"]
-    calls = int(options.get("warmup", 1)) + int(options.get("steps", 1))
-    for _ in range(calls):
+    warmup, steps = int(options.get("warmup", 1)), int(options.get("steps", 1))
+    for _ in range(warmup):  # done before the traced calls start: they alone are timed
+        coordinator.schedule(step, args=step_args, kwargs=step_kwargs)
+    coordinator.join()
+    traced_from_us = time.time_ns() // 1000
+    for _ in range(steps):
         coordinator.schedule(step, args=step_args, kwargs=step_kwargs)
     coordinator.join()
     functions = _concrete_functions(step)
     partitioner = getattr(strategy.extended, "_variable_partitioner", None)
     return {
         "strategy": STRATEGY,
-        "calls": calls,
-        "warmup": int(options.get("warmup", 1)),
+        "calls": warmup + steps,
+        "warmup": warmup,
+        "traced_from_us": traced_from_us,
         "functions": [f.function_def.signature.name for f in functions],
         "variables": {f.function_def.signature.name: _variables(f) for f in functions},
         "tensor_bytes": {f.function_def.signature.name: _tensor_bytes(f) for f in functions},
