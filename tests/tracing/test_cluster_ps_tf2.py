@@ -198,7 +198,11 @@ def test_the_worker_of_each_step_is_the_one_the_coordinator_sent_it_to(ps):
     assert len(scheduled) == raw["calls"] == 3 and raw["warmup"] == 1, raw
     assert set(scheduled) == set(ran_the_step(trace))
     for task in ran_the_step(trace):
-        calls = [str(n + 1) for n, w in enumerate(scheduled) if w == task]
+        calls = [
+            f"{n + 1}{' (warm-up)' if n < raw['warmup'] else ''}"
+            for n, w in enumerate(scheduled)
+            if w == task
+        ]
         words = (
             f"The step runs on {task} because the coordinator scheduled it there "
             f"(ClusterCoordinator.schedule: call{'s' * (len(calls) > 1)} {', '.join(calls)} of 3)."

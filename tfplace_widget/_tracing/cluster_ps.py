@@ -56,54 +56,31 @@ def with_coordinator(plan: ClusterPlan) -> ClusterPlan:
 
 def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> PlacementTrace:
     """One trace of what the workers placed when the coordinator sent them the step."""
-    from .._sources.run_metadata import trace_from_run_metadata
-
     coordinator = next(r for r in runs if (r.job, r.task) == COORDINATOR)
     record = coordinator.header
     functions = list(record.get("functions", []))
     scheduled = scheduled_on(runs, functions)
-    traces: list[tuple[TaskRun, str, PlacementTrace]] = []
-    for run in runs:
-        if run.job != "worker":
-            continue
-        graphs = pickle.loads(run.trace)["graphs"] if run.trace else {}
-        for function in functions:
-            metadata, before = _instantiation(graphs, function)
-            if metadata is not None:
-                trace = trace_from_run_metadata(metadata, before)
-                trace.raw["ps_constant_bytes"] = json.dumps(_constant_bytes(metadata)).encode()
-                traces.append((run, function, trace))
+    served = {(r.job, r.task): pickle.loads(r.trace) for r in runs if r.job in SERVING_JOBS}
+    traces = _worker_traces(runs, served, functions)
     if not traces:
         raise TraceError(
             f"No worker instantiated the step {name}() returned: the coordinator scheduled "
-            f"{len(scheduled)} call(s) ({', '.join(map(str, scheduled)) or 'none'}), and no "
-            "worker's TensorFlow placed a function of it. Return the tf.function the "
-            "coordinator should schedule (e.g. `return train_step, (per_worker_iterator,)`)."
+            f"{len(scheduled)} call(s), and no worker's TensorFlow placed a function of it. "
+            "Return the tf.function the coordinator should schedule (e.g. "
+            "`return train_step, (per_worker_iterator,)`)."
         )
     ops_frames, transfer_frames = [], []
-    for run, function, trace in traces:
+    for function, trace, constants in traces:
         ops = trace.ops.copy()
-        variables = record.get("variables", {}).get(function, {})
-        reads = _variable_reads(trace, variables)
+        reads = _variable_reads(trace, record.get("variables", {}).get(function, {}))
         ops["reason"] = [
-            _reason(op, str(why), device, run, scheduled, reads, record)
+            _reason(op, str(why), device, scheduled, reads, record)
             for op, why, device in zip(ops["op"], ops["reason"], ops["device"], strict=True)
         ]
         ops_frames.append(ops)
-        transfers = trace.transfers.copy()
-        sizes = {
-            **json.loads(trace.raw.pop("ps_constant_bytes")),
-            **record.get("tensor_bytes", {}).get(function, {}),
-        }
-        transfers["bytes"] = pd.array(
-            [
-                sizes.get(tensor, pd.NA) if pd.isna(size) else size
-                for tensor, size in zip(transfers["tensor"], transfers["bytes"], strict=True)
-            ],
-            dtype="Int64",
-        )
-        transfer_frames.append(transfers)
-    first = traces[0][2]
+        sizes = {**constants, **record.get("tensor_bytes", {}).get(function, {})}
+        transfer_frames.append(_with_bytes(trace.transfers, sizes))
+    first = traces[0][1]
     ops = pd.concat(ops_frames, ignore_index=True)
     # Each worker's instantiation runs its own copy of the ps tasks' part: the same ops, on the
     # same ps devices; one row each.
@@ -111,14 +88,14 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
     transfers = pd.concat(transfer_frames, ignore_index=True).drop_duplicates(
         subset=["tensor", "src_device", "dst_device"], ignore_index=True
     )
-    devices = sorted({d for _, _, t in traces for d in t.devices})
+    devices = sorted({d for _, t, _ in traces for d in t.devices})
     inputs: dict[str, list[str]] = {}
-    for _, _, trace in traces:
+    for _, trace, _ in traces:
         for op, producers in trace.inputs.items():
             inputs[op] = list(dict.fromkeys([*inputs.get(op, []), *producers]))
     raw: dict[str, bytes] = dict(first.raw)
-    for run, _, trace in traces[1:]:
-        raw.update({f"{run.job}{run.task}_{key}": data for key, data in trace.raw.items()})
+    for number, (_, trace, _) in enumerate(traces[1:], start=1):
+        raw.update({f"instantiation{number}_{key}": data for key, data in trace.raw.items()})
     tasks = {f"/job:{r.job}/task:{r.task}": {} for r in runs}
     raw[STRATEGY_TASKS_RAW] = json.dumps(
         {
@@ -138,7 +115,7 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
         f"its process printed:\n{run.log}"
         for run in runs
     )
-    events = _events(runs, ops, int(record.get("traced_from_us", 0)))
+    events = _events(served, ops, int(record.get("traced_from_us", 0)))
     if not events.empty:
         _add_times(ops, events)
     result = PlacementTrace(
@@ -164,7 +141,41 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
     return result
 
 
-def _events(runs: list[TaskRun], ops: pd.DataFrame, traced_from_us: int) -> pd.DataFrame:
+def _worker_traces(
+    runs: list[TaskRun], served: dict[tuple[str, int], Any], functions: list[str]
+) -> list[tuple[str, PlacementTrace, dict[str, int]]]:
+    """Per instantiation of the step on a worker: its function, the trace of its partition
+    graphs (read as a RunMetadata's) and the bytes of the partitions' constants."""
+    from .._sources.run_metadata import trace_from_run_metadata
+
+    found = []
+    for run in runs:
+        if run.job == "worker":
+            for function in functions:
+                graphs = served[(run.job, run.task)].get("graphs", {})
+                metadata, before = _instantiation(graphs, function)
+                if metadata is not None:
+                    trace = trace_from_run_metadata(metadata, before)
+                    found.append((function, trace, _constant_bytes(metadata)))
+    return found
+
+
+def _with_bytes(transfers: pd.DataFrame, sizes: dict[str, int]) -> pd.DataFrame:
+    """``transfers`` with the bytes ``sizes`` gives each tensor whose size is missing."""
+    transfers = transfers.copy()
+    transfers["bytes"] = pd.array(
+        [
+            sizes.get(tensor, pd.NA) if pd.isna(size) else size
+            for tensor, size in zip(transfers["tensor"], transfers["bytes"], strict=True)
+        ],
+        dtype="Int64",
+    )
+    return transfers
+
+
+def _events(
+    served: dict[tuple[str, int], Any], ops: pd.DataFrame, traced_from_us: int
+) -> pd.DataFrame:
     """The step's op executions each worker and ps task's profiler recorded in the traced
     calls (its host ops of the trace's ops on that task, from ``traced_from_us``, µs since the
     epoch, when the warm-up calls had ended), on one clock: µs from the first of any task."""
@@ -174,11 +185,11 @@ def _events(runs: list[TaskRun], ops: pd.DataFrame, traced_from_us: int) -> pd.D
     for op, device in zip(ops["op"], ops["device"], strict=True):
         on_task.setdefault(task_of(device), {})[op] = device
     rows = []
-    for run in runs:
-        space = pickle.loads(run.trace).get("xspace") if run.job in SERVING_JOBS else None
+    for (job, index), answer in served.items():
+        space = answer.get("xspace")
         if not space:
             continue
-        devices = on_task.get(f"/job:{run.job}/task:{run.task}", {})
+        devices = on_task.get(f"/job:{job}/task:{index}", {})
         records = records_from_xspace(space)
         for row, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
             device = devices.get(op)
@@ -302,7 +313,6 @@ def _reason(
     op: str,
     why: str,
     device: str,
-    run: TaskRun,
     scheduled: list[int],
     reads: dict[str, Any],
     record: dict[str, Any],
@@ -311,7 +321,12 @@ def _reason(
     said = why.rstrip().rstrip(".")
     task = task_of(device)
     if task.startswith("/job:worker/"):
-        calls = [str(n + 1) for n, w in enumerate(scheduled) if f"/job:worker/task:{w}" == task]
+        warmup = int(record.get("warmup", 0))
+        calls = [
+            f"{n + 1}{' (warm-up)' if n < warmup else ''}"
+            for n, w in enumerate(scheduled)
+            if f"/job:worker/task:{w}" == task
+        ]
         return (
             f"{said}. The step runs on {task} because the coordinator scheduled it there "
             f"(ClusterCoordinator.schedule: call{'s' * (len(calls) != 1)} "
