@@ -43,8 +43,8 @@ STRATEGY = "ParameterServerStrategy"
 def run_ps_task(
     request: dict[str, Any], blobs: list[bytes], told: threading.Event
 ) -> tuple[dict[str, Any], list[bytes]]:
-    """The task's answer: the coordinator's record and nothing else, or a server's graphs
-    (pickled ``{file name: text}``); ``({"error": ...}, [])`` on failure."""
+    """The task's answer: the coordinator's record, or a server's graphs and profile (pickled
+    ``{"graphs": {file name: text}, "xspace": bytes}``); ``({"error": ...}, [])`` on failure."""
     try:
         if request["tf_config"]["task"]["type"] == "chief":
             return coordinate(request, blobs), [b""]
