@@ -485,9 +485,17 @@ def test_a_sigkill_of_the_users_process_leaves_no_cluster_process_or_log(tmp_pat
         parent.wait()
         wait_for(lambda: not any(map(alive, family)), GONE_S, "the processes it started")
         if phase == "ps_running":  # the serving tasks' private folders (their TensorFlow's
-            # graphs): a killed process's, which the next trace removes (profile_dir)
+            # graphs): a killed process's, which the next trace removes (profile_dir) once the
+            # process is reaped
             left = sorted(str(p) for p in temporary.iterdir())
-            assert left and sorted(remove_stale(str(temporary))) == left
+            removed: list[str] = []
+
+            def cleaned_up() -> bool:
+                removed.extend(remove_stale(str(temporary)))
+                return sorted(removed) == left
+
+            assert left
+            wait_for(cleaned_up, GONE_S, "the next trace's removal of the tasks' folders")
         assert list(temporary.iterdir()) == []  # no log (nor any other file) left
 
 
