@@ -191,10 +191,13 @@ def _events(
             continue
         devices = on_task.get(f"/job:{job}/task:{index}", {})
         records = records_from_xspace(space)
+        started_us = int(answer.get("started_us", 0))
+        # TF 2.16: times from the profile's start, not the epoch (as function.trace_function)
+        shift = started_us if min(records.start, default=started_us) < started_us // 2 else 0
         for row, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
-            device = devices.get(op)
-            if device is not None and lane == HOST_PLANE and records.start[row] >= traced_from_us:
-                timing = (records.start[row], records.duration[row], records.label[row])
+            device, start = devices.get(op), records.start[row] + shift
+            if device is not None and lane == HOST_PLANE and start >= traced_from_us:
+                timing = (start, records.duration[row], records.label[row])
                 rows.append((op, device, device, records.thread[row], *timing))
     events = pd.DataFrame(rows, columns=EVENTS_COLUMNS)
     if events.empty:

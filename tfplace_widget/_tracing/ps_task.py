@@ -44,12 +44,14 @@ def run_ps_task(
     request: dict[str, Any], blobs: list[bytes], told: threading.Event
 ) -> tuple[dict[str, Any], list[bytes]]:
     """The task's answer: the coordinator's record, or a server's graphs and profile (pickled
-    ``{"graphs": {file name: text}, "xspace": bytes}``); ``({"error": ...}, [])`` on failure."""
+    ``{"graphs": {file name: text}, "xspace": bytes, "started_us": int}``); ``({"error": ...},
+    [])`` on failure."""
     try:
         if request["tf_config"]["task"]["type"] == "chief":
             return coordinate(request, blobs), [b""]
-        graphs, space = serve(request, told)
-        return {}, [pickle.dumps({"graphs": graphs, "xspace": space}, pickle.HIGHEST_PROTOCOL)]
+        graphs, space, started_us = serve(request, told)
+        answer = {"graphs": graphs, "xspace": space, "started_us": started_us}
+        return {}, [pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)]
     except BaseException as exc:  # noqa: BLE001 (any failure is the answer)
         return {
             "error": str(exc) if isinstance(exc, TraceError) else f"{type(exc).__name__}: {exc}",
@@ -58,9 +60,10 @@ def run_ps_task(
         }, []
 
 
-def serve(request: dict[str, Any], told: threading.Event) -> tuple[dict[str, str], bytes]:
-    """Run this task's server until ``told``; the graphs TensorFlow dumped meanwhile, and
-    what its profiler recorded (XSpace bytes; ``b""`` if it wrote none)."""
+def serve(request: dict[str, Any], told: threading.Event) -> tuple[dict[str, str], bytes, int]:
+    """Run this task's server until ``told``; the graphs TensorFlow dumped meanwhile, what
+    its profiler recorded (XSpace bytes; ``b""`` if it wrote none) and when it started (µs
+    since the epoch, read just before)."""
     with profile_dir() as folder:
         os.environ["TF_DUMP_GRAPH_PREFIX"] = folder  # read by TensorFlow's dumper when it starts
         os.environ["TF_DUMP_GRAPH_NAME_FILTER"] = "*"
@@ -79,6 +82,7 @@ def serve(request: dict[str, Any], told: threading.Event) -> tuple[dict[str, str
             start=True,
         )
         logdir = os.path.join(folder, "profile")
+        started_us = time.time_ns() // 1000
         tf.profiler.experimental.start(logdir)  # the ops the server runs, in this process
         told.wait()
         tf.profiler.experimental.stop()
@@ -89,7 +93,7 @@ def serve(request: dict[str, Any], told: threading.Event) -> tuple[dict[str, str
             if found and found["stage"] in DUMP_STAGES:
                 with open(path, encoding="utf-8") as handle:
                     graphs[os.path.basename(path)] = handle.read()
-    return graphs, space
+    return graphs, space, started_us
 
 
 def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
