@@ -352,6 +352,47 @@ def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
     )
 
 
+def test_the_predicted_findings_are_each_workers_own_and_name_devices_it_has(mwms):
+    """Every worker runs its own copy of the step under the same op names, so the findings of
+    the prediction are found task by task (they mixed the copies: a ping_pong on task 0 whose
+    edit named task 1's CPU, "5 copies from /job:worker/task:1/CPU:0 ... and  on the GPU read
+    them"), each told once for both workers. A fix names the device as the step's code writes
+    it, the worker's own /GPU:0 (was '//job:worker/task:0/GPU:0', a device that does not
+    parse). No soft_move for the ops the strategy, not the user, asked onto the GPU. Variables
+    of the strategy's scope are not told to move (its creator puts them on the replica device
+    whatever tf.device says): the compute moves to them."""
+    from tfplace_widget import predict_placement
+
+    trace, _, _ = mwms
+    predicted = predict_placement(trace, gpus=1)
+    findings = predicted.all_findings
+    assert len(findings) >= 1, findings
+    users = {
+        op
+        for task in json.loads(trace.raw[STRATEGY_TASKS_RAW])["tasks"].values()
+        for op in task["gpu_requests"]
+    }
+    softly = set(predicted.ops.loc[predicted.ops["how"] == "soft", "op"])
+    assert softly - users, "the strategy's own requests: TensorFlow's asserts, soft-placed"
+    for finding in findings.itertuples(index=False):
+        own, _, others = finding.message.partition(" The same on ")
+        assert "/job:worker/task:1" not in own, finding.message  # task 0's copy, told once
+        assert others.startswith("/job:worker/task:1: MultiWorkerMirroredStrategy runs"), (
+            finding.message
+        )
+        assert finding.evidence["tasks"] == 2
+        if finding.kind == "soft_move":
+            assert set(finding.ops) <= users, finding
+        fix = finding.fix or {}
+        for device in (fix.get("overrides") or {}).values():
+            assert device in ("/GPU:0", "/CPU:0"), fix
+        assert "//" not in fix.get("edit", "") and "/job:" not in fix.get("edit", ""), fix
+        if "updates of variables" in finding.message or "reads of variables" in finding.message:
+            moved = set(fix["overrides"])
+            assert not any(op.endswith("_resource") for op in moved), fix
+            assert "run that compute where they live" in finding.message
+
+
 def test_the_tasks_times_are_on_one_clock(mwms):
     """An all-reduce cannot end on one task before the other task has started it: on one
     clock, the two tasks' runs of each CollectiveReduceV2 overlap (they would not if each
