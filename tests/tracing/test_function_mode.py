@@ -143,6 +143,26 @@ def test_unmet_gpu_request_without_soft_placement_says_how_to_fix(scenarios):
     assert "CPU:0, CPU:1" in message
 
 
+def test_a_resource_argument_is_on_the_device_its_resource_was_made_on(scenarios):
+    """A tf.function's argument that carries a variable's or an iterator's handle runs where
+    TensorFlow made the resource (the device the user's object reports), and its reason says
+    so, naming what the resource is and who uses it (was: "Inserted by the runtime to feed a
+    placeholder's value or a function's argument", for every argument alike)."""
+    outcome = result(scenarios, "resource_arguments")
+    trace, made_on = outcome["trace"], outcome["made_on"]
+    assert made_on == {"variable": CPU1, "iterator": CPU0}
+    arguments = trace.ops[trace.ops["type"] == "_Arg"].set_index("op")
+    variable = arguments.loc["product_readvariableop_resource"]
+    iterator = arguments.loc["iterator"]
+    assert (variable["device"], iterator["device"]) == (made_on["variable"], made_on["iterator"])
+    assert variable["reason"].startswith(
+        "A function's argument that carries a variable's handle (used by product/ReadVariableOp)"
+    ), variable["reason"]
+    assert variable["reason"].endswith("before the placer runs: CPU:1."), variable["reason"]
+    assert "a tf.data iterator's handle (used by IteratorGetNext)" in iterator["reason"]
+    assert iterator["reason"].endswith(": CPU:0."), iterator["reason"]
+
+
 # -- Keras -------------------------------------------------------------------------------------
 def test_keras_model_forward_pass_leaves_the_weights_alone(scenarios):
     outcome = result(scenarios, "keras_forward")

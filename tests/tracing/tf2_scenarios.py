@@ -151,6 +151,22 @@ def gpu_request_no_soft():
     return trace_placement(f, x, soft_placement=False)
 
 
+@scenario
+def resource_arguments():
+    """A variable made on CPU:1 and an iterator made on CPU:0, read by a tf.function: the
+    devices the user's objects report, and the trace."""
+    with tf.device("/CPU:1"):
+        weights = tf.Variable(tf.ones([4, 4]), name="weights")
+    batches = iter(tf.data.Dataset.from_tensors(tf.ones([4, 4])).repeat())
+
+    @tf.function
+    def step(iterator):
+        return tf.matmul(next(iterator), weights, name="product")
+
+    made_on = {"variable": weights.device, "iterator": batches._iterator_resource.device}
+    return {"made_on": made_on, "trace": trace_placement(step, batches)}
+
+
 def make_model() -> Any:
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
