@@ -163,6 +163,31 @@ def test_a_resource_argument_is_on_the_device_its_resource_was_made_on(scenarios
     assert iterator["reason"].endswith(": CPU:0."), iterator["reason"]
 
 
+def test_a_tf2_steps_memory_is_what_tensorflows_allocator_saw(scenarios):
+    """TF2 code's allocations come from the profile's allocator events (were not read: every
+    memory column <NA>). Against TensorFlow's own accounting around the traced call
+    (tf.config.experimental.get_memory_info): the bytes held before it plus the step's peak
+    the tool reports are the allocator's peak; each op's allocated_bytes sum to the
+    allocations in trace.memory. Where TensorFlow's CPU allocator keeps no stats (oneDNN
+    off), it reports no allocation to the profiler either: no row, every op <NA>, never 0."""
+    outcome = result(scenarios, "allocator_peak")
+    trace, stats = outcome["trace"], outcome["stats"]
+    ran = trace.ops[trace.ops["runs"].notna()]
+    if stats is None:
+        assert trace.memory.empty and ran["allocated_bytes"].isna().all()
+        return
+    before, after = stats
+    peaks = trace.memory_peaks()
+    assert list(peaks["device"]) == [CPU0] and list(peaks["allocator"]) == ["mklcpu"]
+    assert before["current"] + int(peaks["peak_bytes"].iloc[0]) == after["peak"], (before, after)
+    allocated = trace.memory.loc[trace.memory["bytes"] > 0, "bytes"].sum()
+    assert ran["allocated_bytes"].sum() == allocated > 0
+    # the largest allocation is the first Dense layer's activations: 256 x 1024 float32
+    largest = trace.ops.loc[trace.ops["allocated_bytes"].idxmax()]
+    assert largest["allocated_bytes"] >= 256 * 1024 * 4, largest
+    assert set(ran["allocator"].dropna()) == {"mklcpu"}
+
+
 # -- Keras -------------------------------------------------------------------------------------
 def test_keras_model_forward_pass_leaves_the_weights_alone(scenarios):
     outcome = result(scenarios, "keras_forward")

@@ -218,6 +218,35 @@ def keras_train_on_batch():
 
 
 @scenario
+def allocator_peak():
+    """A Keras train_on_batch large enough for TensorFlow's allocator to report to its
+    profiler (oneDNN's mklcpu; TensorFlow's plain CPU allocator reports nothing and keeps no
+    stats), traced between TensorFlow's own readings of the allocator's bytes."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((1024,)),
+            keras.layers.Dense(1024, activation="relu"),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    batch, classes = tf.random.normal((256, 1024)), tf.zeros((256,), tf.int32)
+    model.train_on_batch(batch, classes)
+    try:
+        tf.config.experimental.reset_memory_stats("CPU:0")
+        before = tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError:  # "Allocator stats not available for device 'CPU:0'"
+        return {"trace": trace_placement(model.train_on_batch, batch, classes), "stats": None}
+    trace = trace_placement(model.train_on_batch, batch, classes)
+    after = tf.config.experimental.get_memory_info("CPU:0")
+    return {"trace": trace, "stats": (before, after)}
+
+
+@scenario
 def keras_train_warmup_zero():
     model = make_model()
     before = int(model.optimizer.iterations.numpy())
