@@ -57,6 +57,8 @@ def memory_table(results: dict[str, dict[str, Any]]) -> str:
         if memory is None:
             continue
         agrees = {True: "yes", False: "**no**", None: "not compared"}[memory["agrees"]]
+        if memory["agrees"] is None and memory.get("xla"):
+            agrees += " (XLA's buffers are no op's)"
         lines.append(
             f"| {name} | {result['mode']} | {'yes' if memory['stats'] else 'no'} "
             f"| {memory['rows']} | {memory['before']} | {memory['step_peak']:,} "
