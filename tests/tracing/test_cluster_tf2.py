@@ -393,6 +393,26 @@ def test_the_predicted_findings_are_each_workers_own_and_name_devices_it_has(mwm
             assert "run that compute where they live" in finding.message
 
 
+def test_each_tasks_memory_is_kept_on_its_devices_and_clock(mwms):
+    """Each task's allocator records (its profile's, where oneDNN's allocator reports) are in
+    the merged trace.memory (were dropped: ops with allocated_bytes and no memory row), on
+    that task's devices, for its own ops, on the clock its events were moved to."""
+    trace, _, _ = mwms
+    recorded = trace.ops[trace.ops["allocated_bytes"].notna()]
+    assert bool(len(recorded)) == bool(len(trace.memory))
+    if recorded.empty:  # oneDNN off: TensorFlow's CPU allocator reports nothing
+        return
+    for device in (WORKER0, WORKER1):
+        rows = trace.memory[trace.memory["device"] == device]
+        events = trace.events[trace.events["device"] == device]
+        assert len(rows), device
+        assert set(rows["op"]) <= set(recorded.loc[recorded["device"] == device, "op"])
+        end = (events["start_us"] + events["duration_us"]).max()
+        allocated = rows.loc[rows["bytes"] > 0, "time_us"]
+        assert events["start_us"].min() <= allocated.min() and allocated.max() <= end
+    assert set(trace.memory_peaks()["device"]) == {WORKER0, WORKER1}
+
+
 def test_the_tasks_times_are_on_one_clock(mwms):
     """An all-reduce cannot end on one task before the other task has started it: on one
     clock, the two tasks' runs of each CollectiveReduceV2 overlap (they would not if each
