@@ -34,12 +34,15 @@ _NOT_COMPARED = {"_Arg", "_Retval", "_DeviceArg"}
 TASKS = ("/job:worker/task:0", "/job:worker/task:1")
 
 
-def worker_processes() -> list[psutil.Process]:
-    """The TF2 task processes of this tree's local clusters that are still running."""
+def worker_processes(spy: Any) -> list[psutil.Process]:
+    """The TF2 task processes still running that the cluster processes ``spy`` saw this test
+    start started: a task's argv names its starter's pid (another test run on the machine,
+    or another user's trace, has its own)."""
+    starters = {str(child.pid) for child in spy.children}
     found = []
     for process in psutil.process_iter(["cmdline"]):
         argv = process.info["cmdline"] or []
-        if local_cluster.CHILD_SOURCE in argv and argv[-1] == "worker":
+        if local_cluster.CHILD_SOURCE in argv and argv[-1] == "worker" and argv[-3] in starters:
             found.append(process)
     return found
 
@@ -159,7 +162,7 @@ def test_reasons_name_the_strategy_and_the_task(mwms):
 def test_the_cluster_leaves_no_process_port_or_thread(mwms):
     trace, spy, threads = mwms
     assert spy.children and not any(c.is_running() and c.status() != "zombie" for c in spy.children)
-    assert worker_processes() == []
+    assert worker_processes(spy) == []
     assert threading.active_count() == threads
 
 
@@ -173,7 +176,7 @@ def test_a_failing_task_stops_the_others_and_is_named(trace_placement, monkeypat
     assert "RuntimeError: no data on this worker" in message
     assert "/job:worker/task:1 printed" in caught.value.log
     assert 'raise RuntimeError("no data on this worker")' in caught.value.log  # its traceback
-    assert spy.children and worker_processes() == []
+    assert spy.children and worker_processes(spy) == []
 
 
 def test_a_task_that_crashes_is_named_with_its_signal_and_not_run_again(
@@ -187,7 +190,7 @@ def test_a_task_that_crashes_is_named_with_its_signal_and_not_run_again(
     message = str(caught.value)
     assert "/job:worker/task:1 of the local cluster failed: its process ended on SIGABRT" in message
     assert "fatal: this worker's native reader crashed" in message
-    assert len(spy.children) == 1 and worker_processes() == []
+    assert len(spy.children) == 1 and worker_processes(spy) == []
 
 
 def test_a_crash_in_tensorflows_profiler_is_told_apart_from_other_crashes():
