@@ -346,3 +346,23 @@ def test_suggest_placement_tries_each_fix_against_its_own_baseline_and_leaves_ou
     assert effect.notes[-1].startswith(
         "left out, verified alone but asking for other devices for b, b/y than a fix before it"
     )
+
+
+@pytest.mark.parametrize(
+    ("device", "in_a_strategys_step", "written"),
+    [
+        ("/job:localhost/replica:0/task:0/device:CPU:1", False, "/CPU:1"),
+        # a cluster's device keeps its task, with one slash (was '//job:ps/task:1/CPU:0')
+        ("/job:ps/replica:0/task:1/device:CPU:0", False, "/job:ps/task:1/CPU:0"),
+        # every worker runs a strategy's step: the code names the worker's own device
+        ("/job:worker/replica:0/task:1/device:GPU:0", True, "/GPU:0"),
+    ],
+)
+def test_a_fix_names_the_device_as_tf_device_takes_it(device, in_a_strategys_step, written):
+    from types import SimpleNamespace
+
+    from tfplace_widget._analyses.findings.fixes import as_written
+    from tfplace_widget._analyses.findings.tasks import PART_TASK
+
+    trace = SimpleNamespace(**{PART_TASK: "/job:worker/task:1" if in_a_strategys_step else ""})
+    assert as_written(SimpleNamespace(trace=trace), device) == written

@@ -375,3 +375,29 @@ def pipeline_check(
                     {"op": name, "type": op_type, "tool": devices, "tf": device}
                 )
     return result
+
+
+def memory_check(trace: Any, before: dict | None, after: dict | None) -> dict[str, Any]:
+    """The trace's memory against TensorFlow's own count of the host allocator around the
+    call that traced it (``get_memory_info("CPU:0")``; None where it keeps none). The logical
+    CPUs share that allocator, so its rows of every device are summed in time order: the
+    bytes in use before the call plus the step's peak so counted must be the allocator's peak
+    (a TF2 trace: the calls before the traced one do the same work). Graph mode's allocator
+    peak also holds the session's variables and set-up, made inside the call, and an XLA
+    cluster's buffers belong to the whole cluster, no op of the trace: not compared."""
+    memory = trace.memory
+    rows = memory[memory["allocator"] == "mklcpu"].sort_values("time_us", kind="stable")
+    step_peak = int(rows["bytes"].cumsum().max()) if len(rows) else 0
+    compared = (
+        before is not None and after is not None and trace.mode == "function" and trace.xla.empty
+    )
+    return {
+        "stats": before is not None,
+        "rows": len(memory),
+        "compared": compared,
+        "xla": not trace.xla.empty,
+        "before": before["current"] if before else None,
+        "step_peak": step_peak,
+        "allocator_peak": after["peak"] if after else None,
+        "agrees": (before["current"] + step_peak == after["peak"]) if compared else None,
+    }

@@ -90,10 +90,12 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
         if kwargs:
             options["fn_kwargs"] = kwargs
     truths, eager_ops = run.truths, run.eager_ops
+    before = allocator_stats(reset=True)
     try:
         trace = trace_placement(fn, *args, **options)
     except TraceError as exc:  # TF ran it (above); the tool could not trace it
         return {"program": name, "tool_error": f"{type(exc).__name__}: {exc}"[:2000]}
+    after = allocator_stats()
     predicted = predict_placement(trace, gpus=1)
     mapping = map_rows(trace, truths)
     framework_only = getattr(fn, "__name__", "") in KERAS_STEPS
@@ -118,6 +120,7 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
         if spec.get("xla")
         else None,
         "onednn": onednn_on(),
+        "memory": checks.memory_check(trace, before, after),
         # last: trying a fix runs the program's call again (a training step trains on)
         "fixes": fix_trials(trace),
         "seconds": round(time.perf_counter() - started, 1),
@@ -169,6 +172,17 @@ def _xla_check(
             result, text, xla_truth.dumped_modules(XLA_DUMP)
         )
     return result
+
+
+def allocator_stats(reset: bool = False) -> dict[str, int] | None:
+    """TensorFlow's own count of the host allocator's bytes (``get_memory_info``: in use now,
+    and the peak since ``reset``), or None where that allocator keeps none (oneDNN off)."""
+    try:
+        if reset:
+            tf.config.experimental.reset_memory_stats("CPU:0")
+        return tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError:  # "Allocator stats not available for device 'CPU:0'"
+        return None
 
 
 def onednn_on() -> bool:

@@ -44,6 +44,29 @@ def agreement_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def memory_table(results: dict[str, dict[str, Any]]) -> str:
+    """Markdown: per program, the step's memory as the trace has it against TensorFlow's own
+    count of the host allocator around the traced call (``checks.memory_check``)."""
+    lines = [
+        "| program | mode | allocator keeps stats | memory rows | in use before | step peak "
+        "(trace) | allocator's peak | before + step peak = allocator's peak |",
+        "| --- " * 8 + "|",
+    ]
+    for name, result in results.items():
+        memory = result.get("memory")
+        if memory is None:
+            continue
+        agrees = {True: "yes", False: "**no**", None: "not compared"}[memory["agrees"]]
+        if memory["agrees"] is None and memory.get("xla"):
+            agrees += " (XLA's buffers are no op's)"
+        lines.append(
+            f"| {name} | {result['mode']} | {'yes' if memory['stats'] else 'no'} "
+            f"| {memory['rows']} | {memory['before']} | {memory['step_peak']:,} "
+            f"| {memory['allocator_peak']} | {agrees} |"
+        )
+    return "\n".join(lines)
+
+
 def findings_table(results: dict[str, dict[str, Any]]) -> str:
     """Markdown: each finding kind (rows; the trace's and the prediction's) against the corpus
     (columns): ``listed`` and, when any, how many state a false cause (``c``), offer a fix the

@@ -34,12 +34,15 @@ _NOT_COMPARED = {"_Arg", "_Retval", "_DeviceArg"}
 TASKS = ("/job:worker/task:0", "/job:worker/task:1")
 
 
-def worker_processes() -> list[psutil.Process]:
-    """The TF2 task processes of this tree's local clusters that are still running."""
+def worker_processes(spy: Any) -> list[psutil.Process]:
+    """The TF2 task processes still running that the cluster processes ``spy`` saw this test
+    start started: a task's argv names its starter's pid (another test run on the machine,
+    or another user's trace, has its own)."""
+    starters = {str(child.pid) for child in spy.children}
     found = []
     for process in psutil.process_iter(["cmdline"]):
         argv = process.info["cmdline"] or []
-        if local_cluster.CHILD_SOURCE in argv and argv[-1] == "worker":
+        if local_cluster.CHILD_SOURCE in argv and argv[-1] == "worker" and argv[-3] in starters:
             found.append(process)
     return found
 
@@ -159,7 +162,7 @@ def test_reasons_name_the_strategy_and_the_task(mwms):
 def test_the_cluster_leaves_no_process_port_or_thread(mwms):
     trace, spy, threads = mwms
     assert spy.children and not any(c.is_running() and c.status() != "zombie" for c in spy.children)
-    assert worker_processes() == []
+    assert worker_processes(spy) == []
     assert threading.active_count() == threads
 
 
@@ -173,7 +176,7 @@ def test_a_failing_task_stops_the_others_and_is_named(trace_placement, monkeypat
     assert "RuntimeError: no data on this worker" in message
     assert "/job:worker/task:1 printed" in caught.value.log
     assert 'raise RuntimeError("no data on this worker")' in caught.value.log  # its traceback
-    assert spy.children and worker_processes() == []
+    assert spy.children and worker_processes(spy) == []
 
 
 def test_a_task_that_crashes_is_named_with_its_signal_and_not_run_again(
@@ -187,7 +190,7 @@ def test_a_task_that_crashes_is_named_with_its_signal_and_not_run_again(
     message = str(caught.value)
     assert "/job:worker/task:1 of the local cluster failed: its process ended on SIGABRT" in message
     assert "fatal: this worker's native reader crashed" in message
-    assert len(spy.children) == 1 and worker_processes() == []
+    assert len(spy.children) == 1 and worker_processes(spy) == []
 
 
 def test_a_crash_in_tensorflows_profiler_is_told_apart_from_other_crashes():
@@ -352,6 +355,67 @@ def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
     assert Counter(zip(same.ops["op"], same.ops["device"], strict=True)) == Counter(
         zip(trace.ops["op"], trace.ops["device"], strict=True)
     )
+
+
+def test_the_predicted_findings_are_each_workers_own_and_name_devices_it_has(mwms):
+    """Every worker runs its own copy of the step under the same op names, so the findings of
+    the prediction are found task by task (they mixed the copies: a ping_pong on task 0 whose
+    edit named task 1's CPU, "5 copies from /job:worker/task:1/CPU:0 ... and  on the GPU read
+    them"), each told once for both workers. A fix names the device as the step's code writes
+    it, the worker's own /GPU:0 (was '//job:worker/task:0/GPU:0', a device that does not
+    parse). No soft_move for the ops the strategy, not the user, asked onto the GPU. Variables
+    of the strategy's scope are not told to move (its creator puts them on the replica device
+    whatever tf.device says): the compute moves to them."""
+    from tfplace_widget import predict_placement
+
+    trace, _, _ = mwms
+    predicted = predict_placement(trace, gpus=1)
+    findings = predicted.all_findings
+    assert len(findings) >= 1, findings
+    users = {
+        op
+        for task in json.loads(trace.raw[STRATEGY_TASKS_RAW])["tasks"].values()
+        for op in task["gpu_requests"]
+    }
+    softly = set(predicted.ops.loc[predicted.ops["how"] == "soft", "op"])
+    assert softly - users, "the strategy's own requests: TensorFlow's asserts, soft-placed"
+    for finding in findings.itertuples(index=False):
+        own, _, others = finding.message.partition(" The same on ")
+        assert "/job:worker/task:1" not in own, finding.message  # task 0's copy, told once
+        assert others.startswith("/job:worker/task:1: MultiWorkerMirroredStrategy runs"), (
+            finding.message
+        )
+        assert finding.evidence["tasks"] == 2
+        if finding.kind == "soft_move":
+            assert set(finding.ops) <= users, finding
+        fix = finding.fix or {}
+        for device in (fix.get("overrides") or {}).values():
+            assert device in ("/GPU:0", "/CPU:0"), fix
+        assert "//" not in fix.get("edit", "") and "/job:" not in fix.get("edit", ""), fix
+        if "updates of variables" in finding.message or "reads of variables" in finding.message:
+            moved = set(fix["overrides"])
+            assert not any(op.endswith("_resource") for op in moved), fix
+            assert "run that compute where they live" in finding.message
+
+
+def test_each_tasks_memory_is_kept_on_its_devices_and_clock(mwms):
+    """Each task's allocator records (its profile's, where oneDNN's allocator reports) are in
+    the merged trace.memory (were dropped: ops with allocated_bytes and no memory row), on
+    that task's devices, for its own ops, on the clock its events were moved to."""
+    trace, _, _ = mwms
+    recorded = trace.ops[trace.ops["allocated_bytes"].notna()]
+    assert bool(len(recorded)) == bool(len(trace.memory))
+    if recorded.empty:  # oneDNN off: TensorFlow's CPU allocator reports nothing
+        return
+    for device in (WORKER0, WORKER1):
+        rows = trace.memory[trace.memory["device"] == device]
+        events = trace.events[trace.events["device"] == device]
+        assert len(rows), device
+        assert set(rows["op"]) <= set(recorded.loc[recorded["device"] == device, "op"])
+        end = (events["start_us"] + events["duration_us"]).max()
+        allocated = rows.loc[rows["bytes"] > 0, "time_us"]
+        assert events["start_us"].min() <= allocated.min() and allocated.max() <= end
+    assert set(trace.memory_peaks()["device"]) == {WORKER0, WORKER1}
 
 
 def test_the_tasks_times_are_on_one_clock(mwms):

@@ -143,6 +143,51 @@ def test_unmet_gpu_request_without_soft_placement_says_how_to_fix(scenarios):
     assert "CPU:0, CPU:1" in message
 
 
+def test_a_resource_argument_is_on_the_device_its_resource_was_made_on(scenarios):
+    """A tf.function's argument that carries a variable's or an iterator's handle runs where
+    TensorFlow made the resource (the device the user's object reports), and its reason says
+    so, naming what the resource is and who uses it (was: "Inserted by the runtime to feed a
+    placeholder's value or a function's argument", for every argument alike)."""
+    outcome = result(scenarios, "resource_arguments")
+    trace, made_on = outcome["trace"], outcome["made_on"]
+    assert made_on == {"variable": CPU1, "iterator": CPU0}
+    arguments = trace.ops[trace.ops["type"] == "_Arg"].set_index("op")
+    variable = arguments.loc["product_readvariableop_resource"]
+    iterator = arguments.loc["iterator"]
+    assert (variable["device"], iterator["device"]) == (made_on["variable"], made_on["iterator"])
+    assert variable["reason"].startswith(
+        "A function's argument that carries a variable's handle (used by product/ReadVariableOp)"
+    ), variable["reason"]
+    assert variable["reason"].endswith("before the placer runs: CPU:1."), variable["reason"]
+    assert "a tf.data iterator's handle (used by IteratorGetNext)" in iterator["reason"]
+    assert iterator["reason"].endswith(": CPU:0."), iterator["reason"]
+
+
+def test_a_tf2_steps_memory_is_what_tensorflows_allocator_saw(scenarios):
+    """TF2 code's allocations come from the profile's allocator events (were not read: every
+    memory column <NA>). Against TensorFlow's own accounting around the traced call
+    (tf.config.experimental.get_memory_info): the bytes held before it plus the step's peak
+    the tool reports are the allocator's peak; each op's allocated_bytes sum to the
+    allocations in trace.memory. Where TensorFlow's CPU allocator keeps no stats (oneDNN
+    off), it reports no allocation to the profiler either: no row, every op <NA>, never 0."""
+    outcome = result(scenarios, "allocator_peak")
+    trace, stats = outcome["trace"], outcome["stats"]
+    ran = trace.ops[trace.ops["runs"].notna()]
+    if stats is None:
+        assert trace.memory.empty and ran["allocated_bytes"].isna().all()
+        return
+    before, after = stats
+    peaks = trace.memory_peaks()
+    assert list(peaks["device"]) == [CPU0] and list(peaks["allocator"]) == ["mklcpu"]
+    assert before["current"] + int(peaks["peak_bytes"].iloc[0]) == after["peak"], (before, after)
+    allocated = trace.memory.loc[trace.memory["bytes"] > 0, "bytes"].sum()
+    assert ran["allocated_bytes"].sum() == allocated > 0
+    # the largest allocation is the first Dense layer's activations: 256 x 1024 float32
+    largest = trace.ops.loc[trace.ops["allocated_bytes"].idxmax()]
+    assert largest["allocated_bytes"] >= 256 * 1024 * 4, largest
+    assert set(ran["allocator"].dropna()) == {"mklcpu"}
+
+
 # -- Keras -------------------------------------------------------------------------------------
 def test_keras_model_forward_pass_leaves_the_weights_alone(scenarios):
     outcome = result(scenarios, "keras_forward")

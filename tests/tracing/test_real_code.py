@@ -150,6 +150,8 @@ def test_agreement_table(oracle, capsys):
         + report.findings_table(oracle)
         + "\n\n## Fixes tried with trace.try_fix (the code run again with each fix)\n\n"
         + report.fixes_table(oracle)
+        + "\n\n## The step's memory against TensorFlow's allocator (get_memory_info)\n\n"
+        + report.memory_table(oracle)
         + "\n\n## XLA clusters against XLA's dumped HLO and the placement log\n\n"
         + report.xla_table(oracle)
         + "\n\n## Disagreements\n\n"
@@ -250,6 +252,25 @@ def test_fixes_name_only_what_the_user_writes(oracle, name):
     nothing impossible (a cast of a string)."""
     flagged = _flagged(result(oracle, name), {"fix impossible", "fix not the user's"})
     assert flagged == [], flagged[:5]
+
+
+@pytest.mark.parametrize("name", _cases("memory"))
+def test_a_tf2_steps_memory_peak_is_the_allocators(oracle, name):
+    """TF2 code: the bytes the host allocator held before the traced call plus the step's
+    peak in trace.memory are TensorFlow's own peak for the call (get_memory_info). Graph
+    mode, XLA clusters (their buffers are no op's) and an allocator that keeps no stats
+    (oneDNN off) are not compared: said so."""
+    memory = result(oracle, name)["memory"]
+    if not memory["compared"]:
+        why = (
+            "the allocator keeps no stats"
+            if not memory["stats"]
+            else "XLA's buffers belong to a cluster, no op"
+            if memory.get("xla")
+            else "graph mode"
+        )
+        pytest.skip(f"not compared: {why}")
+    assert memory["agrees"], memory
 
 
 @pytest.mark.parametrize("name", _cases("fixes"))

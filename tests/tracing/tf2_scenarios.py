@@ -151,6 +151,22 @@ def gpu_request_no_soft():
     return trace_placement(f, x, soft_placement=False)
 
 
+@scenario
+def resource_arguments():
+    """A variable made on CPU:1 and an iterator made on CPU:0, read by a tf.function: the
+    devices the user's objects report, and the trace."""
+    with tf.device("/CPU:1"):
+        weights = tf.Variable(tf.ones([4, 4]), name="weights")
+    batches = iter(tf.data.Dataset.from_tensors(tf.ones([4, 4])).repeat())
+
+    @tf.function
+    def step(iterator):
+        return tf.matmul(next(iterator), weights, name="product")
+
+    made_on = {"variable": weights.device, "iterator": batches._iterator_resource.device}
+    return {"made_on": made_on, "trace": trace_placement(step, batches)}
+
+
 def make_model() -> Any:
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
@@ -199,6 +215,35 @@ def keras_train_on_batch():
     trace = trace_placement(model.train_on_batch, features, labels)
     after = int(model.optimizer.iterations.numpy())
     return {"trace": trace, "iterations": after - before}
+
+
+@scenario
+def allocator_peak():
+    """A Keras train_on_batch large enough for TensorFlow's allocator to report to its
+    profiler (oneDNN's mklcpu; TensorFlow's plain CPU allocator reports nothing and keeps no
+    stats), traced between TensorFlow's own readings of the allocator's bytes."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((1024,)),
+            keras.layers.Dense(1024, activation="relu"),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    batch, classes = tf.random.normal((256, 1024)), tf.zeros((256,), tf.int32)
+    model.train_on_batch(batch, classes)
+    try:
+        tf.config.experimental.reset_memory_stats("CPU:0")
+        before = tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError:  # "Allocator stats not available for device 'CPU:0'"
+        return {"trace": trace_placement(model.train_on_batch, batch, classes), "stats": None}
+    trace = trace_placement(model.train_on_batch, batch, classes)
+    after = tf.config.experimental.get_memory_info("CPU:0")
+    return {"trace": trace, "stats": (before, after)}
 
 
 @scenario

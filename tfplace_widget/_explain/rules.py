@@ -150,6 +150,54 @@ def with_consumers(consumers: Sequence[str], short: str) -> str:
     )
 
 
+# What a resource is, by the ops that use it (their type's start).
+_RESOURCE_KINDS = (
+    (
+        ("IteratorGetNext", "MultiDeviceIteratorGetNext", "DeserializeIterator"),
+        "a tf.data iterator",
+    ),
+    (("Lookup",), "a lookup table"),
+    (
+        (
+            "ReadVariableOp",
+            "AssignVariableOp",
+            "AssignAddVariableOp",
+            "AssignSubVariableOp",
+            "ResourceApply",
+            "ResourceSparseApply",
+            "ResourceGather",
+            "ResourceScatter",
+            "VarIsInitializedOp",
+            "VariableShape",
+        ),
+        "a variable",
+    ),
+)
+
+
+def resource_argument(readers: Sequence[str], reader_types: Sequence[str], short: str) -> str:
+    """A function's ``_Arg`` that carries a resource's handle, used by ``readers`` (of
+    ``reader_types``): the runtime gives such an argument the device of the resource it
+    points to, where the resource was made, before the placer runs."""
+    kind = next(
+        (
+            name
+            for starts, name in _RESOURCE_KINDS
+            if reader_types and all(t.startswith(starts) for t in reader_types)
+        ),
+        "a resource",
+    )
+    distinct = list(dict.fromkeys(readers))
+    shown = ", ".join(distinct[:3]) + (
+        f" and {len(distinct) - 3:,} more" if len(distinct) > 3 else ""
+    )
+    return (
+        f"A function's argument that carries {kind}'s handle (used by {shown}): the runtime "
+        f"puts such an argument on the device of the resource it points to, where that was "
+        f"made, before the placer runs: {short}."
+    )
+
+
 def no_kernel(op_type: str, device_type: str, dtypes: str = "") -> str:
     """Rule 2: no kernel of ``device_type`` serves an op: for its type, or ``for <dtypes>`` of
     its node def (a kernel registered for other dtypes)."""

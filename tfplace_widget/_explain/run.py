@@ -154,6 +154,7 @@ class Explainer:
             # The master's own device of the best type, else the remote ones by name.
             self.default = default_device(local) if local else min(of_best, default=self.default)
         self._consumers: dict[str, list[str]] | None = None
+        self._readers: dict[str, list[str]] | None = None
         self._groups = _colocation_groups(facts) if facts is not None else {}
         # Function mode: ops whose request came from a tf.device around their call.
         self._scopes = getattr(facts, "scope", {}) if facts is not None else {}
@@ -167,6 +168,10 @@ class Explainer:
         client = _client_copy(name, op_type)
         if client:
             return "", "runtime", client.format(short=short)
+        if op_type == "_Arg" and self._resource_readers().get(name):
+            readers = self._resource_readers()[name]
+            kinds = [self.facts.types.get(reader, "") for reader in readers]  # type: ignore[union-attr]
+            return "", "runtime", rules.resource_argument(readers, kinds, short)
         if op_type in _RUNTIME_TYPES:
             return "", "runtime", f"{_RUNTIME_TYPES[op_type]} Placed on {short}."
         if op_type.upper().startswith("MEMCPY"):  # GPU tracer copy records (MEMCPYHtoD, ...)
@@ -507,6 +512,16 @@ class Explainer:
             if self.facts.requested.get(member):
                 return member
         return (direct + others)[0] if direct or others else ""
+
+    def _resource_readers(self) -> dict[str, list[str]]:
+        """Resource producer -> the ops that use its resource (the graph's resource edges)."""
+        if self._readers is None:
+            readers: dict[str, list[str]] = {}
+            for op, producers in (self.facts.resource_inputs if self.facts else {}).items():
+                for producer in producers:
+                    readers.setdefault(producer, []).append(op)
+            self._readers = readers
+        return self._readers
 
     def _consumers_of(self, name: str) -> list[str]:
         if self._consumers is None:

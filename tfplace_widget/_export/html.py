@@ -280,8 +280,12 @@ def findings_data(trace: PlacementTrace) -> dict[str, Any]:
     except Exception as exc:  # a failure to find them must not cost the report
         note = f"could not be computed: {type(exc).__name__}"
         return {"findings": [], "findings_counts": "", "findings_note": note}
+    # the rows of the findings' ops only: one pass in C over the column, not a Python one
+    wanted = {str(op) for ops in found["ops"] for op in ops}
+    names = trace.ops["op"].astype(str)
     rows_of: dict[str, list[int]] = {}
-    for row, name in enumerate(trace.ops["op"].astype(str)):
+    listed = np.flatnonzero(names.isin(wanted).to_numpy(dtype=bool))
+    for row, name in zip(listed.tolist(), names.iloc[listed].tolist(), strict=True):
         rows_of.setdefault(name, []).append(row)
     items = finding_items(found, trace)
     for item, ops in zip(items, found["ops"], strict=True):

@@ -1,8 +1,8 @@
 """``trace.memory``: each change of a device's live bytes that TensorFlow's allocators recorded.
 
-Pure data code. :func:`empty_memory` is the frame of a trace without allocator records (TF2
-profiles, Chrome traces, predictions, files saved before it); :func:`memory_frame` makes it
-from the records of one or more traced steps.
+Pure data code. :func:`empty_memory` is the frame of a trace without allocator records (Chrome
+traces, TF2 profiles where no allocator reported, predictions, files saved before it);
+:func:`memory_frame` makes it from the records of one or more traced steps.
 """
 
 from __future__ import annotations

@@ -61,6 +61,10 @@ class AllocatorRecords:
     count: list = field(default_factory=list)  # its allocation records
     time: list = field(default_factory=list)  # each allocation record's alloc_micros
     bytes: list = field(default_factory=list)  # and alloc_bytes
+    # Every allocation of every op (graph mode's tracking allocators), or only those of the
+    # allocators that report to TensorFlow's profiler (a TF2 profile): then an op with no
+    # item allocated nothing that was recorded, which is not "nothing".
+    every_allocation: bool = True
 
     def keep(self, moved: dict[int, int]) -> None:
         """Keep the items of the execution records in ``moved`` (old row -> new row)."""
@@ -75,6 +79,7 @@ class AllocatorRecords:
                 kept.time += self.time[at : at + count]
                 kept.bytes += self.bytes[at : at + count]
             at += count
+        kept.every_allocation = self.every_allocation
         for name in kept.__dataclass_fields__:
             setattr(self, name, getattr(kept, name))
 

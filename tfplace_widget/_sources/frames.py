@@ -95,7 +95,7 @@ def frames_from_records(
     ran = ops["runs"].notna().to_numpy()
     origin = _origin(records, step_starts)
     memory_rows, memory = memory_of_records(records, origin, names, op_devices, ran)
-    if memory is None:  # no allocator records (TF2 profiles, Chrome traces)
+    if memory is None:  # no allocator records (Chrome traces, TF2 profiles without oneDNN)
         memory = {
             "allocated_bytes": _missing_int(len(names)),
             "peak_bytes": _missing_int(len(names)),

@@ -35,7 +35,8 @@ def memory_of_records(
     Per (op, device) over its runs: ``allocated_bytes`` the ``total_bytes`` summed,
     ``peak_bytes`` the largest ``peak_bytes`` (of a run, of one allocator), ``allocator`` the
     allocators by their bytes, largest first. An op that ran without allocating (it forwarded
-    an input's buffer, or read a variable) is 0 with no allocator.
+    an input's buffer, or read a variable) is 0 with no allocator; when the records hold only
+    some allocators' allocations (a TF2 profile's), such an op is <NA>: unknown, not none.
     """
     memory = records.memory
     if not memory.row:
@@ -51,11 +52,15 @@ def memory_of_records(
         np.repeat(items["step"], counts),
         np.repeat(items["series"], counts),
     )
-    return frame, _memory_columns(items, names, devices, ran)
+    return frame, _memory_columns(items, names, devices, ran, memory.every_allocation)
 
 
 def _memory_columns(
-    items: dict[str, np.ndarray], names: list[str], devices: list[str], ran: np.ndarray
+    items: dict[str, np.ndarray],
+    names: list[str],
+    devices: list[str],
+    ran: np.ndarray,
+    every_allocation: bool,
 ) -> dict[str, Any]:
     n = len(names)
     # (op, device) as one integer per op row and per item, from codes shared by both
@@ -77,6 +82,8 @@ def _memory_columns(
     allocator_names = np.full(n, None, dtype=object)
     allocator_names[found] = allocator[where[found]]
     missing = ~np.asarray(ran, dtype=bool)
+    if not every_allocation:  # only the profiler's allocators: no item is not "none"
+        missing |= ~found
     return {
         "allocated_bytes": pd.arrays.IntegerArray(np.where(missing, 0, allocated), missing),
         "peak_bytes": pd.arrays.IntegerArray(np.where(missing, 0, peaks), missing.copy()),

@@ -9,6 +9,7 @@ stream, each kernel naming its TF op in a ``tf_op`` stat. GPU lanes are spelt as
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -186,24 +187,98 @@ def split_op_event(name: str) -> tuple[str, str] | None:
 
 
 def _host_records(plane: Any, origin_ns: int, records: Records) -> None:
-    """Op events of any line of the host plane (names parsed once per event metadata)."""
-    ops = {}
+    """Op events of any line of the host plane (names parsed once per event metadata), and the
+    allocator events among them (:func:`_allocations`)."""
+    ops, memory = {}, {}
     for key, meta in plane.event_metadata.items():
-        parsed = split_op_event(_text(meta.name))
+        name = _text(meta.name)
+        parsed = split_op_event(name)
         if parsed:
             ops[key] = parsed
+        elif name in _MEMORY_EVENTS:
+            memory[key] = _MEMORY_EVENTS[name]
     if not ops:
         return
+    spans: dict[int, list[tuple[int, int, int, str]]] = {}  # line -> its ops' (start, end, row)
+    changes: list[tuple[int, int, int, Any]] = []  # (time, line, +1 / -1, event)
     for line in plane.lines:
         line_ns = _line_start_ns(line, origin_ns)
+        mine = spans.setdefault(line.id, [])
         for event in line.events:
             parsed = ops.get(event.metadata_id)
             if parsed is not None:
                 node, op_type = parsed
                 start, duration = _span_us(line_ns, event)
+                mine.append((start, start + duration, len(records.op), node))
                 records.append(
                     node, op_type, HOST_PLANE, line.id, start, duration, f"{node} = {op_type}()"
                 )
+            elif event.metadata_id in memory:
+                time = _span_us(line_ns, event)[0]
+                changes.append((time, line.id, memory[event.metadata_id], event))
+    if changes:
+        stat_names = {key: _text(meta.name) for key, meta in plane.stat_metadata.items()}
+        _allocations(records, spans, sorted(changes, key=lambda c: c[0]), stat_names)
+
+
+# The allocator events of a TF2 profile: BFC allocators report each allocation and free to the
+# profiler (``BFCAllocator::AddTraceMe``): on a GPU, GPU_0_bfc and cuda_host_bfc; on a CPU,
+# oneDNN's mklcpu allocator (none with oneDNN off: TensorFlow's plain CPU allocator reports none).
+_MEMORY_EVENTS = {"MemoryAllocation": 1, "MemoryDeallocation": -1}
+
+
+def _allocations(
+    records: Records,
+    spans: dict[int, list[tuple[int, int, int, str]]],
+    changes: list[tuple[int, int, int, Any]],
+    stat_names: dict[int, str],
+) -> None:
+    """``records.memory`` from a profile's allocator events (in time order): an allocation
+    belongs to the op its ``tf_op`` names that ran on its thread at that time; a free, to the
+    allocation of its address. Sizes are the allocator's (``allocation_bytes``: a BFC chunk);
+    allocations outside any traced op (eager calls around it) and their frees are left out."""
+    owned: dict[tuple[int, str], list[tuple[int, int]]] = {}  # (row, allocator) -> changes
+    owner_of: dict[tuple[str, int], tuple[int, str]] = {}  # (allocator, address) -> its key
+    for time, line, sign, event in changes:
+        stats = _event_stats(event, stat_names)
+        allocator, address = str(stats.get("allocator_name", "")), stats.get("addr", 0)
+        size = int(stats.get("allocation_bytes") or stats.get("requested_bytes") or 0)
+        if sign > 0:
+            row = _op_at(spans.get(line, []), time, str(stats.get("tf_op", "")))
+            if row is None:
+                continue
+            key = owner_of[(allocator, address)] = (row, allocator)
+        else:
+            key = owner_of.pop((allocator, address), None)
+            if key is None:
+                continue
+        owned.setdefault(key, []).append((time, sign * size))
+    memory = records.memory
+    memory.every_allocation = False
+    for (row, allocator), changed in sorted(owned.items()):
+        sizes = [size for _, size in changed]
+        live = peak = 0
+        for size in sizes:
+            live += size
+            peak = max(peak, live)
+        memory.row.append(row)
+        memory.step.append(0)
+        memory.allocator.append(allocator)
+        memory.peak.append(peak)
+        memory.total.append(sum(size for size in sizes if size > 0))
+        memory.count.append(len(changed))
+        memory.time += [time for time, _ in changed]
+        memory.bytes += sizes
+
+
+def _op_at(spans: list[tuple[int, int, int, str]], time: int, node: str) -> int | None:
+    """The record row of the op ``node`` (any op, if ``node`` is "") running at ``time`` on a
+    line whose ops' spans are ``spans`` (in start order); None if none."""
+    at = bisect.bisect_right(spans, (time, float("inf")))
+    for start, end, row, name in reversed(spans[max(0, at - 64) : at]):
+        if start <= time <= end and (not node or name == node):
+            return row
+    return None
 
 
 def _launch_threads(host_planes: Iterable[Any]) -> dict[int, int]:

@@ -268,6 +268,7 @@ def merged(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Place
         raw=raw,
         mode_reason=reason,
         xla=pd.concat([t.xla for t in traces], ignore_index=True),
+        memory=pd.concat([t.memory for t in traces], ignore_index=True),
     )
     result.notes.append(
         f"{strategy} ran the step on {len(runs)} tasks "
@@ -296,6 +297,8 @@ def _on_one_clock(traces: list[PlacementTrace]) -> bool:
         for frame in (trace.ops, trace.events, trace.xla):
             if "start_us" in frame and len(frame):
                 frame["start_us"] = frame["start_us"] + (zero - first)
+        if len(trace.memory):
+            trace.memory["time_us"] = trace.memory["time_us"] + (zero - first)
     return True
 
 

@@ -37,6 +37,7 @@ import pandas as pd
 
 from ..._model.columns import FINDINGS_COLUMNS
 from ..._model.gc_pause import paused_gc
+from ..._model.trace import strategy_of
 from .base import (
     KINDS,
     MAX_NAMED,
@@ -62,6 +63,7 @@ from .placement import (
     find_merged_runs,
     find_soft_moves,
 )
+from .tasks import is_split, merged, task_parts
 from .timing import BUSY_SHARE, IDLE_SHARE, find_idle_devices
 from .transfers import (
     NETWORK_HIGH_BYTES,
@@ -167,6 +169,18 @@ def find_findings(trace: Any, immaterial: bool = False) -> pd.DataFrame:
 
 
 def _find(trace: Any, immaterial: bool) -> pd.DataFrame:
+    if is_split(trace):  # a strategy's step on every task: each task's copy on its own
+        per_task = [(task, _judged(part)) for task, part in task_parts(trace)]
+        whole = Context.of(_the_calls_only(trace))
+        across = find_cross_task_transfers(whole, NETWORK_HIGH_BYTES, NETWORK_MEDIUM_BYTES)
+        found = merged(per_task, strategy_of(trace)) + judge(whole, across)
+    else:
+        found = _judged(trace)
+    return _frame(_capped([f for f in found if immaterial or material(f)]))
+
+
+def _judged(trace: Any) -> list[Finding]:
+    """Every rule's findings of ``trace``, each with its materiality in its evidence."""
     context = Context.of(_the_calls_only(trace))
     found: list[Finding] = []
     found += find_merged_runs(context)
@@ -186,8 +200,7 @@ def _find(trace: Any, immaterial: bool) -> pd.DataFrame:
     # the package's sizes, so that setting findings.GPU_MEMORY_GIB / PEAK_OP_BYTES takes effect
     found += find_gpu_memory(trace, GPU_MEMORY_GIB)
     found += find_memory_peaks(trace, PEAK_OP_BYTES)
-    found = judge(context, _one_per_copy(context, _as_keras_xla_would(trace, found)))
-    return _frame(_capped([f for f in found if immaterial or material(f)]))
+    return judge(context, _one_per_copy(context, _as_keras_xla_would(trace, found)))
 
 
 # Predicted kinds about ops placed one by one: inside an XLA cluster none of them arises.

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 from functools import partial
+from typing import Any
 
 import pandas as pd
 
 from ..._model.devices import short_device
+from ..._model.trace import strategy_of
 from ..summary import format_bytes, format_us
 from .base import (
     REPLICA,
@@ -31,6 +33,7 @@ from .base import (
 )
 from .fallbacks import is_pipeline
 from .fixes import no_fix, placement_fix, variable_fix
+from .tasks import PART_TASK
 from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
 
 # A costly copy: this many bytes, or this much time, per traced run.
@@ -250,22 +253,20 @@ def _direction_finding(
             f"a shape with its input, on {s_src}; {made}: nothing in your code to change."
         )
     elif variables:
-        fix = variable_fix(context, variables, dst, consumers)
+        fix, cure = _variables_cure(context, variables, dst, consumers, src, producers)
         message = (
             f"{lead}{count} read{'s' * (count != 1)} of variables that live on {s_src} "
             f"({listed_names(variables)}), copied every step to {s_dst}, where the ops that use them "
             f"run {numbers}: the variables are on one device and the step's compute on "
-            f"another: create the variables on the device that computes with them ({s_dst}), "
-            f"or run that compute where they live ({s_src})."
+            f"another: {cure.format(on_compute=s_dst, on_variables=s_src)}."
         )
     elif updated:
-        fix = variable_fix(context, updated, src, producers)
+        fix, cure = _variables_cure(context, updated, src, producers, dst, consumers)
         message = (
             f"{lead}{count} update{'s' * (count != 1)} of variables that live on {s_dst} "
             f"({listed_names(updated)}), computed on {s_src} and copied there every step {numbers}: "
-            "the variables are on one device and the step's compute on another: create the "
-            f"variables on the device that computes with them ({s_src}), or run that compute "
-            f"where they live ({s_dst})."
+            f"the variables are on one device and the step's compute on another: "
+            f"{cure.format(on_compute=s_src, on_variables=s_dst)}."
         )
     elif producers and consumers and all_on_one_gpu(context, producers + consumers):
         user_fix = 0
@@ -376,6 +377,32 @@ def _fallbacks_among(
         if context.why_cpu.get(n, ("", ""))[0] in ("no", "dtype", "colocated")
         or is_pipeline(context.type_of.get(n, ""))
     ]
+
+
+def _variables_cure(
+    context: Context,
+    variables: list[str],
+    compute_device: str,
+    compute: list[str],
+    variables_device: str,
+    beside: list[str],
+) -> tuple[dict[str, Any], str]:
+    """The fix of copies between ``variables`` (on ``variables_device``) and the ops that
+    ``compute`` with them (on ``compute_device``), and its sentence, to format with the two
+    devices as the message names them (``on_compute``, ``on_variables``). Either side may
+    move; inside a strategy's step (one task's part of its trace) only the compute can:
+    ``MirroredStrategy``'s variable creator makes the variables of its scope under
+    ``tf.device`` of its replica device, whatever the user's code asks around them."""
+    if getattr(context.trace, PART_TASK, ""):
+        return placement_fix(context, compute, variables_device, beside), (
+            f"{strategy_of(context.trace)} makes the variables of its scope on its replica "
+            "device whatever tf.device asks around them, so run that compute where they live "
+            "({on_variables})"
+        )
+    return variable_fix(context, variables, compute_device, compute), (
+        "create the variables on the device that computes with them ({on_compute}), or run "
+        "that compute where they live ({on_variables})"
+    )
 
 
 def _variables_read(context: Context, producers: list[str]) -> list[str]:

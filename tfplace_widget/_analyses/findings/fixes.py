@@ -25,6 +25,7 @@ from typing import Any
 
 from ..._model.devices import short_device
 from .base import Context, listed_names, listed_ops, replicated
+from .tasks import PART_TASK
 
 FIX_KEYS = ("overrides", "edit", "no_fix", "not_simulable")
 
@@ -34,7 +35,7 @@ def placement_fix(
 ) -> dict[str, Any]:
     """Put ``movers`` (and the ops their lines make with them: constants and shapes in their
     name scope that only feed them) on ``device``, beside ``partners``."""
-    target = "/" + (short_device(device) or device)
+    target = as_written(context, device)
     moved = _with_their_internals(context, movers)
     overrides = dict.fromkeys(moved, target)
     requests = {context.requested.get(op, "") for op in movers}
@@ -42,11 +43,12 @@ def placement_fix(
     lines = f"the lines that make them{where}"
     if len(requests) == 1 and (request := requests.pop()):
         change = (
-            f"change the tf.device({_short(request)!r}) around {lines} to tf.device({target!r})"
+            f"change the tf.device({as_written(context, request)!r}) around {lines} to "
+            f"tf.device({target!r})"
         )
     else:
         change = f"wrap {lines} in `with tf.device({target!r}):`"
-    edit = f"put {listed_ops(movers)} on {target[1:]} with {listed_ops(partners)}: {change}."
+    edit = f"put {listed_ops(movers)} on {_shown(target)} with {listed_ops(partners)}: {change}."
     return {"overrides": overrides, "edit": edit, "no_fix": "", "not_simulable": ""}
 
 
@@ -59,7 +61,7 @@ def variable_fix(
     placer puts those with the variable whatever they ask), when the variables are made in the
     traced graph; made outside it (eagerly, before a ``tf.function`` reads them through its
     arguments), no request inside the function moves them, and the edit is given untried."""
-    target = "/" + (short_device(device) or device)
+    target = as_written(context, device)
     facts = getattr(context.trace, "facts", None)
     resource_inputs = getattr(facts, "resource_inputs", {}) if facts is not None else {}
     tied = [op for op, held in resource_inputs.items() if set(held) & set(variables)]
@@ -78,7 +80,7 @@ def variable_fix(
         f"`with tf.device({target!r}):`"
     )
     edit = (
-        f"create {what} on {target[1:]}, where {listed_ops(readers)} "
+        f"create {what} on {_shown(target)}, where {listed_ops(readers)} "
         f"compute{'s' * (len(readers) == 1)} with {it}: {how}."
     )
     if not made_here:
@@ -138,6 +140,16 @@ def sources(context: Context, ops: Sequence[str]) -> str:
     return f" ({listed_names(found)})" if found else ""
 
 
-def _short(request: str) -> str:
-    """A requested device as the user wrote it, near enough: ``/device:CPU:0`` -> ``/CPU:0``."""
-    return "/" + (short_device(request) or request.lstrip("/"))
+def as_written(context: Context, device: str) -> str:
+    """A device as the user writes it in ``tf.device``: ``/GPU:0``; in a cluster, with its
+    task, ``/job:ps/task:1/CPU:0``; in a strategy's step (one task's part of the trace), the
+    task's own ``/GPU:0``, since every worker runs that same code."""
+    short = short_device(device) or device.lstrip("/")
+    if getattr(context.trace, PART_TASK, ""):
+        short = short.rsplit("/", 1)[-1]
+    return short if short.startswith("/") else "/" + short
+
+
+def _shown(target: str) -> str:
+    """``target`` in a sentence: ``GPU:0``, or with its task ``/job:ps/task:1/CPU:0``."""
+    return target if target.startswith("/job:") else target[1:]

@@ -25,6 +25,7 @@ from .base import (
 )
 from .fallbacks import gpu_cast, is_string_op
 from .fixes import no_fix
+from .tasks import users_requests
 
 # host_memory_on_gpu's fix: its cure is a dtype, never a device.
 _HOST_MEMORY_NO_FIX = (
@@ -63,6 +64,9 @@ def find_merged_runs(context: Context) -> list[Finding]:
 def find_soft_moves(context: Context) -> list[Finding]:
     ops = context.ops
     soft = ops[ops["how"].astype(str) == "soft"]
+    users = users_requests(context.trace)
+    if users is not None:  # the strategy's own replica device is no request the user made
+        soft = soft[soft["op"].isin(users)]
     if soft.empty:
         return []
     findings = []

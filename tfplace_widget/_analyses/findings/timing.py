@@ -1,10 +1,5 @@
 """Findings about time: ``idle_device``, a device idle for most of the step while another is
-busy (a GPU waiting for its input, work that could spread over the devices).
-
-Under a ``tf.distribute`` strategy across tasks (``MultiWorkerMirroredStrategy``) every worker
-runs the same step on its own devices: a worker that waits for a slower one (a straggler, a
-loaded machine) has no work the user could move to it, so devices are compared only with the
-devices of their own task there."""
+busy (a GPU waiting for its input, work that could spread over the devices)."""
 
 from __future__ import annotations
 
@@ -12,8 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..._model.devices import parse_device, short_device, task_of
-from ..._model.trace import strategy_of
+from ..._model.devices import parse_device, short_device
 from ..summary import busy_per_device
 from .base import Context, Finding, device_type, listed_ops
 from .material import step_of, trace_steps
@@ -43,27 +37,13 @@ def find_idle_devices(context: Context) -> list[Finding]:
     op_level = op_level[~op_level["op"].isin((context.runtime or set()) | collective)]
     if op_level.empty:
         return []
-    if not strategy_of(context.trace):
-        return _idle_among(context, op_level, list(context.trace.devices))
-    tasks = op_level["device"].map(task_of)
-    found = []
-    for task, rows in op_level.groupby(tasks, sort=False):
-        devices = [d for d in context.trace.devices if task_of(d) == task]
-        found += _idle_among(context, rows, devices)
-    return found
-
-
-def _idle_among(context: Context, op_level: pd.DataFrame, devices: list[str]) -> list[Finding]:
-    """The idle_device findings among ``devices``, from their op-level events ``op_level``."""
-    if len(devices) < 2:
-        return []
     starts = op_level["start_us"].to_numpy()
     ends = starts + op_level["duration_us"].to_numpy()
     span = float(ends.max() - starts.min())
     if span <= 0 or span / max(1, step_count(context)) < IDLE_MIN_STEP_US:
         return []
     busy = busy_per_device(op_level)
-    for device in devices:
+    for device in context.trace.devices:
         busy.setdefault(device, 0.0)
     busiest = max(busy, key=lambda d: busy[d])
     if busy[busiest] < BUSY_SHARE * span:

@@ -100,6 +100,8 @@ def predict_strategy_trace(
         notes=notes,
     )
     result.facts = trace.facts
+    # the strategy's record, so that the findings are found per task as the trace's own are
+    result.raw = {STRATEGY_TASKS_RAW: trace.raw[STRATEGY_TASKS_RAW]}
     result.predicted = True
     result.measured = None
     return result
