@@ -267,7 +267,7 @@ def test_a_saved_trace_loads_the_same_and_its_prediction_is_refused_by_name(ps, 
 def test_the_cluster_leaves_no_process_or_thread(ps):
     trace, spy, threads = ps
     assert len(spy.children) == 1 and not spy.children[0].is_running()
-    assert worker_processes() == []
+    assert worker_processes(spy) == []
     assert threading.active_count() == threads
 
 
