@@ -43,11 +43,14 @@ def find_gpu_memory(trace: Any, gib: float | None = None) -> list[Finding]:
     row = peaks[peaks["device"] == fit.device].iloc[0]
     at = _op_of(fit.at_op)
     held = [(_op_of(op), b) for op, b in zip(row["ops"], row["ops_bytes"], strict=True)]
-    variables = _variables(trace, fit.device)
-    persistent = sum(b for op, b in held if op in variables)
+    persistent = fit.persistent_bytes
     largest = "; ".join(f"{op} {format_bytes(b)}" for op, b in held[:3])
     verdict = "more than it has" if not fit.fits else "close to all of it"
-    of_variables = f"{format_bytes(persistent)} of variables, the rest " if persistent else ""
+    of_variables = (
+        f"{format_bytes(persistent)} of variables and constants held through the step, the rest "
+        if persistent
+        else ""
+    )
     message = (
         f"On a {size:g} GiB GPU this step would need about {fit.need_bytes / _GIB:.2f} GiB on "
         f"{short_device(fit.device)} at op {at}{_source(trace, at)} ({verdict}): "
@@ -131,14 +134,6 @@ def _peaks(trace: Any) -> pd.DataFrame:
 def _op_of(name: str) -> str:
     """The op a memory row's name is about (a copy's buffer: the op it copies)."""
     return name.split(_COPY, 1)[0]
-
-
-def _variables(trace: Any, device: str) -> set[str]:
-    from ..predict.memory import VARIABLE_TYPES
-
-    ops = trace.ops
-    mine = ops[(ops["device"] == device) & ops["type"].astype(str).isin(VARIABLE_TYPES)]
-    return set(mine["op"])
 
 
 def _source(trace: Any, op: str) -> str:
