@@ -88,4 +88,6 @@ FINDING_KINDS = (
     "input_wait",
     "gpu_memory",
     "memory_peak",
+    "pinned_host_memory",
+    "input_memory",
 )
