@@ -77,20 +77,12 @@ def predict_memory(traced: Any, predicted: Any) -> pd.DataFrame:
         memory = memory[memory["time_us"].to_numpy(dtype=float) < bounds[0]]
     rows = _Rows(np.zeros(0), events, table.device_of)
     if len(memory):
-        to = table.device[table.code(memory["op"])]
-        to = np.where(to == "", memory["device"].to_numpy(dtype=object), to)
-        rows.extend(
-            to,
-            _allocators(to, memory["allocator"]),
-            memory["time_us"],
-            memory["bytes"],
-            memory["op"],
-        )
+        _add_traced(rows, table, memory, TEMPORARY)
     else:
         _add_outputs(rows, table)
     _add_copies(rows, table)
     if len(persistent):
-        _add_persistent(rows, table, persistent)
+        _add_traced(rows, table, persistent, PERSISTENT)
     else:
         _add_variables(rows, table, _host_allocator(memory))
     return rows.frame()
@@ -241,19 +233,21 @@ def _add_variables(rows: _Rows, table: _Ops, host: str) -> None:
     )
 
 
-def _add_persistent(rows: _Rows, table: _Ops, persistent: pd.DataFrame) -> None:
-    """The traced persistent rows, each on its holder's predicted device (its traced one
-    where the prediction has no such op), in that device's memory."""
-    to = table.device[table.code(persistent["op"])]
-    to = np.where(to == "", persistent["device"].to_numpy(dtype=object), to)
+def _add_traced(rows: _Rows, table: _Ops, memory: pd.DataFrame, kind: str) -> None:
+    """Traced ``memory`` rows of one ``kind``, each on its op's predicted device (its traced
+    one where the prediction has no such op), in that device's memory; a persistent row was
+    made by no run of the step (owner " ")."""
+    to = table.device[table.code(memory["op"])]
+    to = np.where(to == "", memory["device"].to_numpy(dtype=object), to)
+    owner = None if kind == TEMPORARY else np.full(len(to), " ", dtype=object)
     rows.extend(
         to,
-        _allocators(to, persistent["allocator"]),
-        persistent["time_us"],
-        persistent["bytes"],
-        persistent["op"],
-        np.full(len(to), " ", dtype=object),
-        PERSISTENT,
+        _allocators(to, memory["allocator"]),
+        memory["time_us"],
+        memory["bytes"],
+        memory["op"],
+        owner,
+        kind,
     )
 
 
