@@ -13,6 +13,7 @@ the ``tf.Variable`` objects themselves (shape and dtype) on the device TensorFlo
 
 from __future__ import annotations
 
+import html
 import io
 from collections import Counter
 from pathlib import Path
@@ -135,6 +136,7 @@ def test_the_memory_list_says_what_is_held_through_the_step(keras_step):
     before, and on a line of its own the persistent bytes, how many variables and constants
     hold them and the largest."""
     from tfplace_widget._rendering.memory_lane import memory_items
+    from tfplace_widget._rendering.snapshot import memory_html
     from tfplace_widget._rendering.text_report import TextOutput, print_summary
 
     trace, _ = keras_step
@@ -148,6 +150,8 @@ def test_the_memory_list_says_what_is_held_through_the_step(keras_step):
         assert item["persistent"].startswith(line) and item["persistent"] in text
     cpu1 = next(i for i in memory_items(trace) if i["device"].endswith("CPU:1"))
     assert "6 variables" in cpu1["persistent"]  # kernel, bias and their two Adam slots each
+    snapshot = memory_html(memory_items(trace))  # the snapshot's list; the panel's and the
+    assert html.escape(cpu1["persistent"]) in snapshot  # report's draw the same item
 
 
 def test_tf2_function_mode_holds_the_captured_variables(tmp_path):
