@@ -82,10 +82,11 @@ def _persistent(
     """The persistent rows' columns (device, allocator, time, bytes, op, series, kind), one
     row per holder and device, or None when there is none. A resource variable's allocator:
     a GPU's own BFC allocator, else the one its device's records use most, else ``cpu``."""
-    held: dict[tuple[str, str], tuple[int, str]] = {
-        (op, canonical_device(lane_owner(lane))): value
-        for (op, lane), value in records.persistent.items()
-    }
+    held: dict[tuple[str, str], tuple[int, str]] = {}
+    for (op, lane), value in records.persistent.items():  # a device's lanes: the largest
+        key = (op, canonical_device(lane_owner(lane)))
+        if key not in held or held[key][0] < value[0]:
+            held[key] = value
     variables = executed.variables if executed is not None else {}
     if variables:
         usual = _usual_allocators(items)
