@@ -157,8 +157,9 @@ def test_the_memory_list_says_what_is_held_through_the_step(keras_step):
 def test_tf2_function_mode_holds_the_captured_variables(tmp_path):
     """A Keras model's ``train_on_batch`` in function mode on two logical CPUs: per device, the
     persistent bytes are the tf.Variables the step captured (model, Adam, the loss metric),
-    by their own device, shape and dtype; TF2 records no step allocations, so the peak list
-    says so."""
+    by their own device, shape and dtype, apart from the step's own allocations (the profile's
+    allocator events, with oneDNN's mklcpu; none with oneDNN off: then the peak list says no
+    allocation of the step is recorded)."""
     script = Path(__file__).with_name("tf2_persistent.py")
     result = run_script_results(script, tmp_path / "tf2.pickle")
     trace = result["trace"]
@@ -166,10 +167,16 @@ def test_tf2_function_mode_holds_the_captured_variables(tmp_path):
     for device, size in result["variables"]:
         expected[canonical_device(device)] += size
     assert len(expected) == 2 and persistent_per_device(trace) == expected
-    assert (trace.memory["kind"] == "persistent").all()
-    assert trace.ops["allocated_bytes"].isna().all()
+    step = trace.memory[trace.memory["kind"] == "temporary"]
+    allocated = trace.ops["allocated_bytes"]
+    assert allocated.sum() == step.loc[step["bytes"] > 0, "bytes"].sum()  # none persistent
+    held = trace.memory[trace.memory["kind"] == "persistent"]
+    usual = set(step["allocator"]) or {"cpu"}  # the records' allocator (mklcpu), else cpu
+    assert set(held["allocator"]) == usual
     peaks = trace.memory_peaks()
-    assert (peaks["peak_bytes"] == 0).all() and not any(len(ops) for ops in peaks["ops"])
+    for row in peaks.itertuples(index=False):
+        rows = step[(step["device"] == row.device) & (step["allocator"] == row.allocator)]
+        assert row.peak_bytes == (rows["live_bytes"].max() if len(rows) else 0)
 
 
 def test_predicted_gpu_peak_counts_the_variables(keras_step):
