@@ -42,7 +42,7 @@ def memory_peaks(trace: Any) -> pd.DataFrame:
     ``persistent_bytes`` (``trace.memory``'s persistent rows: held through the whole step,
     beside the peak), with its holders ``persistent_ops`` and their ``persistent_ops_bytes``,
     most bytes first; the device needs ``peak_bytes + persistent_bytes`` at the peak. A device
-    and allocator with persistent rows only (a TF2 trace records no step allocations) has
+    and allocator with persistent rows only (TF2 code with oneDNN off: its CPU allocator reports nothing) has
     ``peak_bytes`` 0, ``peak_time_us`` 0 and no ``ops``. Sorted by
     device, then allocator; no row when the trace has no allocator records. Found once per
     ``trace.memory`` frame and kept on the trace (the panel, its list, the findings and the

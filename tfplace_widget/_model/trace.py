@@ -82,7 +82,7 @@ class PlacementTrace:
     # One row per change of a device's live bytes from TensorFlow's allocator records
     # (_model/columns.py MEMORY_COLUMNS: device, allocator, time_us, bytes, live_bytes, op,
     # kind); graph mode's FULL_TRACE step_stats have them; kind "persistent": what a device
-    # holds through the step (variables, constants; TF2 traces have only these). Empty (with
+    # holds through the step (variables, constants). Empty (with
     # its columns) where the trace has none: Chrome traces, files saved before it. The ``memory``
     # property (below the class) reads and writes ``_memory``.
     memory: pd.DataFrame = field(default_factory=empty_memory, repr=False)

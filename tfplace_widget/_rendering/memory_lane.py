@@ -282,7 +282,7 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
     device: why its tensor is on that device); ``more`` how many ops are left out;
     ``persistent_bytes`` and ``persistent`` (:func:`persistent_text`: what the device holds
     through the step, apart from the peak; "" when nothing); ``recorded``: whether the step's
-    own allocations there are recorded (a TF2 trace's persistent rows come alone)."""
+    own allocations there are recorded (none where TF2 code's CPU allocator reported none: oneDNN off)."""
     peaks = memory_peaks(trace)
     if peaks.empty:
         return []
