@@ -116,12 +116,10 @@ def made_of_tensors(difference: int, sizes: list[int], most: int = 3) -> bool:
 
 
 def step_only(predicted: Any) -> pd.DataFrame:
-    """The prediction's peaks without the variables and the copies' buffers."""
+    """The prediction's peaks without the persistent rows and the copies' buffers."""
     memory = predicted.memory
-    types = dict(zip(predicted.ops["op"], predicted.ops["type"].astype(str), strict=True))
     kept = memory[
-        ~memory["op"].map(types).isin(VARIABLE_TYPES)
-        & ~memory["op"].str.contains(" (copy to ", regex=False)
+        (memory["kind"] == "temporary") & ~memory["op"].str.contains(" (copy to ", regex=False)
     ].copy()
     kept["live_bytes"] = kept.groupby(["device", "allocator"])["bytes"].cumsum()
     return memory_peaks(SimpleNamespace(memory=kept))
@@ -161,10 +159,15 @@ def test_predicted_gpu_peak_is_the_stand_in_runs_peak(program):
     copy = "images/RandomUniform" + COPY_SUFFIX.format(device="GPU:0")
     images = sizes["images/RandomUniform"]
     assert held[copy] == -(-images // BFC_ROUNDING) * BFC_ROUNDING  # the batch, copied in
+    # the variables are held through the step apart from the peak, each BFC-rounded: the
+    # traced persistent rows (TensorFlow's own, sources/persistent.py) moved to GPU:0
     types = predicted.ops.set_index("op")["type"].astype(str)
-    variables = {op: b for op, b in held.items() if types.get(op) in VARIABLE_TYPES}
-    assert variables and all(b % BFC_ROUNDING == 0 for b in variables.values())
-    assert full["peak_bytes"] >= mine["peak_bytes"] + sum(variables.values())
+    persistent = dict(zip(full["persistent_ops"], full["persistent_ops_bytes"], strict=True))
+    variables = {op: b for op, b in persistent.items() if types.get(op) in VARIABLE_TYPES}
+    assert variables and all(b % BFC_ROUNDING == 0 for b in persistent.values())
+    assert not set(variables) & set(held) and full["persistent_bytes"] == sum(persistent.values())
+    assert full["peak_bytes"] >= mine["peak_bytes"]
+    assert predicted.fits_on().need_bytes == full["peak_bytes"] + full["persistent_bytes"]
     # the host keeps what the prediction leaves there: the stand-in's CPU:0 peak
     # (in its own allocator: a copy back from the GPU would be in pinned host memory)
     host = memory_peaks(run).set_index(["device", "allocator"]).loc[CPU0]
@@ -196,8 +199,10 @@ def test_seed_copies_are_what_the_gpu_would_hold(tf, trace_placement):
 def test_fits_on(program):
     traced, predicted, _ = program
     fit = predicted.fits_on(gib=16)
-    peak = predicted.memory_peaks().set_index("device").loc[GPU0, "peak_bytes"]
+    row = predicted.memory_peaks().set_index("device").loc[GPU0]
+    peak = row["peak_bytes"] + row["persistent_bytes"]  # the step's peak and what it holds
     assert fit.fits and fit.need_bytes == peak and fit.device == GPU0
+    assert fit.persistent_bytes == row["persistent_bytes"] > 0
     assert fit.at_op.split(" (copy to ")[0] in set(predicted.ops["op"])
     small = predicted.fits_on(gib=peak / 2**30 / 2)
     assert not small.fits and small.need_bytes == peak

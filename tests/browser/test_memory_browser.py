@@ -63,11 +63,17 @@ def _check_lane(drawn: list[dict], trace: PlacementTrace) -> None:
 
 
 def _check_list(texts: dict[str, str], trace: PlacementTrace) -> None:
-    """The memory list: per device its peak and the op holding the most of it."""
+    """The memory list: per device its peak and the op holding the most of it, and on a line
+    of its own what the device holds through the step (the variables on both CPUs)."""
+    from tfplace_widget._rendering.memory_lane import memory_items
+
+    persistent = {item["device"]: item["persistent"] for item in memory_items(trace)}
     for row in trace.memory_peaks().itertuples(index=False):
         text = texts[row.device]
         assert text.startswith(short_device(row.device)), text
         assert f"peak {format_bytes(row.peak_bytes)}" in text and row.ops[0] in text, text
+        line = f"held through the step: {format_bytes(row.persistent_bytes)}"
+        assert row.persistent_bytes > 0 and line in text and persistent[row.device] in text
 
 
 LIST_JS = """(root) => Object.fromEntries(Array.from(

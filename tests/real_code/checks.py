@@ -386,7 +386,8 @@ def memory_check(trace: Any, before: dict | None, after: dict | None) -> dict[st
     peak also holds the session's variables and set-up, made inside the call, and an XLA
     cluster's buffers belong to the whole cluster, no op of the trace: not compared."""
     memory = trace.memory
-    rows = memory[memory["allocator"] == "mklcpu"].sort_values("time_us", kind="stable")
+    step = memory[memory["kind"] == "temporary"]  # not the variables held through the step
+    rows = step[step["allocator"] == "mklcpu"].sort_values("time_us", kind="stable")
     step_peak = int(rows["bytes"].cumsum().max()) if len(rows) else 0
     compared = (
         before is not None and after is not None and trace.mode == "function" and trace.xla.empty

@@ -39,6 +39,12 @@ def dense(tf, trace_placement):
     return trace_placement(lambda: dense_training_step(tf), device_count=TWO_CPUS)
 
 
+def own(trace):
+    """``trace.memory``'s rows of the step's own allocations: what the lane draws (the
+    persistent rows are in no curve)."""
+    return trace.memory[trace.memory["kind"] == "temporary"].reset_index(drop=True)
+
+
 def _figure(trace, memory=None):
     memory = trace.memory if memory is None else memory
     return TimelineFigure(trace.events, trace.devices, trace.transfers, trace.inputs, memory=memory)
@@ -61,7 +67,7 @@ def test_the_lane_draws_each_devices_live_bytes_and_its_peak(dense):
     axes = set()
     for row in peaks.itertuples(index=False):
         curve, marker = lane[row.device]
-        records = dense.memory[dense.memory["device"] == row.device]
+        records = own(dense)[own(dense)["device"] == row.device]
         # Every record drawn (a small step), after a point at 0 where the step starts.
         assert list(curve["y"]) == [0.0, *records["live_bytes"].astype(float)]
         assert list(curve["x"][1:]) == list(records["time_us"].astype(float))
@@ -104,7 +110,7 @@ def test_the_curve_is_bounded_and_keeps_the_step_shape(dense):
     """The step's records many times over (each copy later in time, as steps of a longer run):
     past MAX_MEMORY_POINTS a device's curve is cut down, keeping its first and last point,
     its highest and lowest, and the peak, and the header says so."""
-    memory = dense.memory
+    memory = own(dense)
     span = int(memory["time_us"].max()) + 1
     copies = MAX_MEMORY_POINTS // 5
     big = pd.concat(
@@ -171,7 +177,7 @@ def test_interleaved_records_and_odd_names_give_the_same_curves_and_peaks(dense)
     """The records of both devices shuffled together, one record naming no device, and op names
     with HTML and a newline in them: each curve holds its own device's records in order, its
     peak is that device's, and the hover names each record's op escaped."""
-    memory = dense.memory.sample(frac=1.0, random_state=0).sort_values("time_us", kind="stable")
+    memory = own(dense).sample(frac=1.0, random_state=0).sort_values("time_us", kind="stable")
     memory = memory.reset_index(drop=True)
     memory["op"] = memory["op"].astype(object)
     memory.loc[0, "op"], memory.loc[1, "op"] = "a<b>&'c\"", "two\nlines"

@@ -80,6 +80,11 @@ def tf_records(tf: Any, trace: Any) -> list[tuple[int, str, str, Any]]:
     return found
 
 
+def step_memory(trace: Any) -> pd.DataFrame:
+    """``trace.memory``'s rows of the step's own allocations (not the persistent ones)."""
+    return trace.memory[trace.memory["kind"] == "temporary"]
+
+
 def test_ops_bytes_are_tensorflows_own_counts(tf, dense_net_steps2):
     """Per op: ``allocated_bytes`` is TF's ``total_bytes`` summed over the traced steps,
     ``peak_bytes`` the largest ``peak_bytes``, ``allocator`` TF's allocator name; and the
@@ -107,7 +112,8 @@ def test_ops_bytes_are_tensorflows_own_counts(tf, dense_net_steps2):
         r.alloc_bytes for *_, used in records for r in used.allocation_records if r.alloc_bytes > 0
     )
     assert trace.ops["allocated_bytes"].sum() == allocated == sum(total.values())
-    assert trace.memory.loc[trace.memory["bytes"] > 0, "bytes"].sum() == allocated
+    memory = step_memory(trace)
+    assert memory.loc[memory["bytes"] > 0, "bytes"].sum() == allocated
     # ops that ran without allocating (variable reads, forwarded inputs) allocated 0 bytes;
     # those with no record of their own (_Send, _Recv) are not known
     ran = trace.ops["runs"].notna()
@@ -121,8 +127,9 @@ def test_memory_rows_are_the_allocation_records(tf, dense_net):
     """``trace.memory`` holds every allocation record, on the op's device, on the ops' clock;
     each op's own records there rise to exactly TF's ``peak_bytes`` for it."""
     trace = dense_net
-    memory = trace.memory
-    assert list(memory.columns) == MEMORY_COLUMNS and len(memory)
+    assert list(trace.memory.columns) == MEMORY_COLUMNS
+    memory = step_memory(trace)
+    assert len(memory)
     records = tf_records(tf, trace)
     expected = sorted(
         (device, used.allocator_name, op, r.alloc_bytes)
@@ -213,7 +220,7 @@ def test_several_steps_each_start_empty(tf, dense_net_steps2):
         for r in used.allocation_records:
             changes[device, used.allocator_name, step].append((r.alloc_micros, r.alloc_bytes))
     assert {step for *_, step in changes} == {0, 1}
-    assert len(trace.memory) == sum(len(found) for found in changes.values())
+    assert len(step_memory(trace)) == sum(len(found) for found in changes.values())
     expected: dict[tuple[str, str], int] = defaultdict(int)
     for (device, allocator, _), found in changes.items():
         curve = np.cumsum([b for _, b in sorted(found, key=lambda change: change[0])])
@@ -223,9 +230,8 @@ def test_several_steps_each_start_empty(tf, dense_net_steps2):
     # the second step's first record on each device starts from nothing
     for (device, allocator, step), found in changes.items():
         if step == 1:
-            rows = trace.memory[
-                (trace.memory["device"] == device) & (trace.memory["allocator"] == allocator)
-            ]
+            memory = step_memory(trace)
+            rows = memory[(memory["device"] == device) & (memory["allocator"] == allocator)]
             first = rows.iloc[len(rows) - len(found)]
             assert first["live_bytes"] == first["bytes"], (device, allocator)
 
@@ -296,7 +302,8 @@ def test_chrome_export_has_memory_counters(dense_net, tmp_path):
     assert len(counters) == len(memory)
     names = {e["args"]["name"]: e["pid"] for e in events if e.get("name") == "process_name"}
     for event, row in zip(counters, memory.itertuples(index=False), strict=True):
-        assert event["name"] == f"Memory {row.allocator}" and event["cat"] == "memory"
+        kind = "Memory" if row.kind == "temporary" else "Persistent memory"
+        assert event["name"] == f"{kind} {row.allocator}" and event["cat"] == "memory"
         assert (event["ts"], event["args"]) == (row.time_us, {"live_bytes": row.live_bytes})
         assert event["pid"] == names[f"{row.device} Compute"]
     assert len(PlacementTrace.from_chrome_trace(path).events) == len(dense_net.events)

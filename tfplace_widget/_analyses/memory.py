@@ -13,7 +13,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-PEAK_COLUMNS = ["device", "allocator", "peak_bytes", "peak_time_us", "ops", "ops_bytes"]
+from .._model.memory import persistent_bytes, step_rows
+
+PEAK_COLUMNS = [
+    "device",
+    "allocator",
+    "peak_bytes",
+    "peak_time_us",
+    "ops",
+    "ops_bytes",
+    "persistent_bytes",
+    "persistent_ops",
+    "persistent_ops_bytes",
+]
 
 
 def memory_peaks(trace: Any) -> pd.DataFrame:
@@ -26,7 +38,12 @@ def memory_peaks(trace: Any) -> pd.DataFrame:
     ``peak_bytes``). Each deallocation record is in the tracking allocator of the op that made
     the allocation, so an op's own running sum is what it holds; as every op's is at least 0,
     where a device's live bytes are 0 every op's are, and the sum starts there. Memory held from
-    before the step (variables, feeds) is in no record, hence not in the peak. Sorted by
+    before the step (variables, constants) is in no record, hence not in the peak: it is
+    ``persistent_bytes`` (``trace.memory``'s persistent rows: held through the whole step,
+    beside the peak), with its holders ``persistent_ops`` and their ``persistent_ops_bytes``,
+    most bytes first; the device needs ``peak_bytes + persistent_bytes`` at the peak. A device
+    and allocator with persistent rows only (TF2 code with oneDNN off: its CPU allocator reports nothing) has
+    ``peak_bytes`` 0, ``peak_time_us`` 0 and no ``ops``. Sorted by
     device, then allocator; no row when the trace has no allocator records. Found once per
     ``trace.memory`` frame and kept on the trace (the panel, its list, the findings and the
     text report all read it): treat the frame returned as read-only.
@@ -68,6 +85,9 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
     # runs (not the rows) sorted by (device, allocator), then each run's rows in order.
     device = memory["device"].to_numpy(dtype=object)
     allocator = memory["allocator"].to_numpy(dtype=object)
+    step = step_rows(memory)
+    if not step.all():  # the persistent rows are in no series: named by no device
+        device = np.where(step, device, None)
     n = len(device)
     starts = np.flatnonzero(np.concatenate([[n > 0], _changes(device) | _changes(allocator)]))
     device_codes, devices = pd.factorize(device[starts], sort=True)
@@ -139,7 +159,33 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
                 "ops_bytes": [int(b) for b in sums[held]],
             }
         )
+    held = persistent_bytes(memory)
+    for row in rows:
+        mine = held.pop((row["device"], row["allocator"]), [])
+        row.update(_persistent_fields(mine))
+    for (device, allocator), mine in held.items():
+        rows.append(
+            {
+                "device": device,
+                "allocator": allocator,
+                "peak_bytes": 0,
+                "peak_time_us": 0,
+                "ops": [],
+                "ops_bytes": [],
+                **_persistent_fields(mine),
+            }
+        )
+    rows.sort(key=lambda r: (r["device"], r["allocator"]))
     peaks = pd.DataFrame(rows, columns=PEAK_COLUMNS)
     peaks["peak_bytes"] = peaks["peak_bytes"].astype(np.int64)
     peaks["peak_time_us"] = peaks["peak_time_us"].astype(np.int64)
+    peaks["persistent_bytes"] = peaks["persistent_bytes"].astype(np.int64)
     return peaks
+
+
+def _persistent_fields(held: list[tuple[str, int]]) -> dict[str, Any]:
+    return {
+        "persistent_bytes": sum(b for _, b in held),
+        "persistent_ops": [op for op, _ in held],
+        "persistent_ops_bytes": [b for _, b in held],
+    }

@@ -27,7 +27,8 @@ Perfetto UI (ui.perfetto.dev) and chrome://tracing open, using only:
 - ``ph: "C"`` counter events, one per row of ``trace.memory`` (TensorFlow's allocator records,
   issue 34), as ``timeline.py``'s ``show_memory`` writes them: ``name`` "Memory <allocator>"
   (``Memory mklcpu``, ``Memory GPU_0_bfc``) on the device's process, ``cat`` "memory",
-  ``args`` ``{"live_bytes": n}``, the bytes the step's ops held there after the change.
+  ``args`` ``{"live_bytes": n}``, the bytes the step's ops held there after the change; the
+  persistent rows (variables, constants) as "Persistent memory <allocator>", at the step's start.
 
 ``PlacementTrace.from_chrome_trace`` reads the file back with the same ops, devices, lanes,
 starts and durations (ops that never ran, e.g. ``_Send``, have no event and are not in it).
@@ -44,6 +45,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .._model.memory import TEMPORARY
 from .._model.records import producer
 from .output import write_atomically
 
@@ -236,9 +238,10 @@ def _memory_counters(trace: PlacementTrace, pid_of: dict[str, int]) -> list[dict
     memory = getattr(trace, "memory", None)
     if memory is None or not len(memory):
         return []
+    kinds = memory["kind"].tolist() if "kind" in memory else [TEMPORARY] * len(memory)
     return [
         {
-            "name": f"Memory {allocator}",
+            "name": f"{'Memory' if kind == TEMPORARY else 'Persistent memory'} {allocator}",
             "cat": "memory",
             "ph": "C",
             "ts": time,
@@ -246,11 +249,12 @@ def _memory_counters(trace: PlacementTrace, pid_of: dict[str, int]) -> list[dict
             "tid": 0,
             "args": {"live_bytes": live},
         }
-        for device, allocator, time, live in zip(
+        for device, allocator, time, live, kind in zip(
             memory["device"].tolist(),
             memory["allocator"].tolist(),
             memory["time_us"].tolist(),
             memory["live_bytes"].tolist(),
+            kinds,
             strict=True,
         )
     ]

@@ -61,8 +61,12 @@ XLA_COLUMNS = [
 # (each allocation and deallocation an op's tracking allocator saw in a traced step): time_us on
 # ops.start_us's axis, bytes signed (+ allocated, - freed), live_bytes after the change (what
 # the step's ops allocated on that device and allocator and had not freed yet), op: who
-# allocated it. Empty where the trace has no allocator records.
-MEMORY_COLUMNS = ["device", "allocator", "time_us", "bytes", "live_bytes", "op"]
+# allocated it. Empty where the trace has no allocator records. kind: "temporary" for those
+# (the step's own allocations), "persistent" for what the device holds from before the step to
+# after it (variables, constants: sources/persistent.py), one row per tensor at the step's
+# start, live_bytes their own running sum (never added to the step's).
+MEMORY_COLUMNS = ["device", "allocator", "time_us", "bytes", "live_bytes", "op", "kind"]
+MEMORY_KINDS = ("temporary", "persistent")
 TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "cross_task"]
 # predicted: a prediction about a machine with a GPU the trace did not run on (issue 24)
 # fix: the placement change that cures it, as data (_analyses/findings/fixes.py), or None
@@ -84,4 +88,6 @@ FINDING_KINDS = (
     "input_wait",
     "gpu_memory",
     "memory_peak",
+    "pinned_host_memory",
+    "input_memory",
 )

@@ -2,7 +2,9 @@
 
 Pure data code. :func:`empty_memory` is the frame of a trace without allocator records (Chrome
 traces, TF2 profiles where no allocator reported, predictions, files saved before it);
-:func:`memory_frame` makes it from the records of one or more traced steps.
+:func:`memory_frame` makes it from the records of one or more traced steps. :func:`step_rows`
+keeps the step's own (``kind`` "temporary"), :func:`persistent_bytes` sums the rest per device
+and allocator.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .columns import MEMORY_COLUMNS
+from .columns import MEMORY_COLUMNS, MEMORY_KINDS
+
+TEMPORARY, PERSISTENT = MEMORY_KINDS
 
 
 def empty_memory() -> pd.DataFrame:
@@ -31,6 +35,7 @@ def _empty_memory() -> pd.DataFrame:
             "bytes": pd.Series([], dtype=np.int64),
             "live_bytes": pd.Series([], dtype=np.int64),
             "op": pd.Series([], dtype=object),
+            "kind": pd.Series([], dtype=object),
         }
     )[MEMORY_COLUMNS]
 
@@ -43,6 +48,7 @@ def memory_frame(
     op: Sequence[str],
     step: Sequence[int],
     series: Sequence[int],
+    kind: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """``trace.memory`` from one row per allocation record (``delta`` > 0) or deallocation
     record (< 0), in the order TensorFlow recorded them (each op's own records in its order).
@@ -51,15 +57,24 @@ def memory_frame(
     are sorted by step, then time (stably: an op's records at the same microsecond keep their
     order); ``live_bytes`` is the running sum of ``bytes`` per series: a traced step's records
     hold only what its own ops allocated (memory held from before the step, such as
-    variables, is not in them), so each step starts at 0.
+    variables, is not in them), so each step starts at 0. ``kind`` per row: ``"temporary"``
+    (the default: the step's own allocations) or ``"persistent"`` (held from before the step
+    to after it, a series of its own: give those rows step -1, and they come first).
     """
     if not len(time_us):
         return empty_memory()
+    kinds = (
+        np.full(len(time_us), TEMPORARY, dtype=object)
+        if kind is None
+        else np.asarray(kind, dtype=object)
+    )
     time = np.asarray(time_us, dtype=np.int64)
     change = np.asarray(delta, dtype=np.int64)
     numbers = np.asarray(series, dtype=np.int64)
     order = np.lexsort((time, np.asarray(step)))  # stable: ties keep the recorded order
-    device, allocator, op = (np.asarray(c, dtype=object)[order] for c in (device, allocator, op))
+    device, allocator, op, kinds = (
+        np.asarray(c, dtype=object)[order] for c in (device, allocator, op, kinds)
+    )
     time, change, numbers = time[order], change[order], numbers[order]
     return pd.DataFrame(
         {
@@ -69,6 +84,7 @@ def memory_frame(
             "bytes": change,
             "live_bytes": _running_sums(change, numbers),
             "op": op,
+            "kind": kinds,
         }
     )
 
@@ -85,3 +101,29 @@ def _running_sums(values: np.ndarray, series: np.ndarray) -> np.ndarray:
     running = np.empty_like(sums)
     running[by_series] = sums
     return running
+
+
+def step_rows(memory: pd.DataFrame) -> np.ndarray:
+    """Which rows of ``memory`` (``trace.memory``) are the step's own allocations (``kind``
+    "temporary"; every row of a frame without the column, as saved before it)."""
+    if "kind" not in memory.columns:
+        return np.ones(len(memory), dtype=bool)
+    return memory["kind"].to_numpy(dtype=object) != PERSISTENT
+
+
+def persistent_bytes(memory: pd.DataFrame) -> dict[tuple[str, str], list[tuple[str, int]]]:
+    """The persistent rows of ``memory`` per (device, allocator): each holder op and its
+    bytes, most bytes first (ties by name)."""
+    if "kind" not in memory.columns or not len(memory):
+        return {}
+    rows = memory[memory["kind"].to_numpy(dtype=object) == PERSISTENT]
+    held: dict[tuple[str, str], dict[str, int]] = {}
+    for device, allocator, op, size in zip(
+        rows["device"], rows["allocator"], rows["op"], rows["bytes"].tolist(), strict=True
+    ):
+        mine = held.setdefault((str(device), str(allocator)), {})
+        mine[str(op)] = mine.get(str(op), 0) + int(size)
+    return {
+        key: sorted(((op, b) for op, b in ops.items() if b > 0), key=lambda p: (-p[1], p[0]))
+        for key, ops in held.items()
+    }

@@ -23,6 +23,9 @@ class Records:
     # TensorFlow's allocator records (graph mode's ``NodeExecStats.memory``); not columns:
     # most records have none.
     memory: AllocatorRecords = field(default_factory=lambda: AllocatorRecords())
+    # What kernels recorded as persistent (``memory_stats.persistent_memory_size``: a Const's
+    # value, a ref variable's buffer): (op, lane) -> (bytes, allocator), the largest of its runs
+    persistent: dict = field(default_factory=dict)
 
     def append(
         self, op: str, op_type: str, lane: str, thread: int, start: int, duration: int, label: str
@@ -40,7 +43,7 @@ class Records:
     def keep(self, rows: list[int]) -> None:
         """Keep only the records at ``rows``, in that order."""
         for column in fields(self):
-            if column.name != "memory":
+            if column.name not in ("memory", "persistent"):
                 values = getattr(self, column.name)
                 setattr(self, column.name, [values[i] for i in rows])
         if self.memory.row:
@@ -116,6 +119,9 @@ class Executed:
     replicated: dict[str, list[str]] = field(default_factory=dict)
     # the client's device (where a cluster's fetches and feeds end), "" when not recorded
     client: str = ""
+    # node -> the bytes of the resource variables it hands out (``sources.persistent``): a
+    # VarHandleOp's, a function's resource _Arg's; held on its device through every step
+    variables: dict[str, int] = field(default_factory=dict)
     # node -> where the user's code made it (``tfadapter.origins``); None: made by code but no
     # frame of the user's recorded. Empty when the trace did not record sources; otherwise a
     # node missing here was added by TensorFlow's runtime (_Send, _Recv, copies, Grappler).

@@ -80,9 +80,10 @@ class PlacementTrace:
     # trace that ran (its own ``events`` say it) and for a prediction loaded from a file.
     measured: pd.DataFrame | None = field(default=None, repr=False)
     # One row per change of a device's live bytes from TensorFlow's allocator records
-    # (_model/columns.py MEMORY_COLUMNS: device, allocator, time_us, bytes, live_bytes, op);
-    # graph mode's FULL_TRACE step_stats have them. Empty (with its columns) where the trace has
-    # none: TF2 profiles, Chrome traces, predictions, files saved before it. The ``memory``
+    # (_model/columns.py MEMORY_COLUMNS: device, allocator, time_us, bytes, live_bytes, op,
+    # kind); graph mode's FULL_TRACE step_stats have them; kind "persistent": what a device
+    # holds through the step (variables, constants). Empty (with
+    # its columns) where the trace has none: Chrome traces, files saved before it. The ``memory``
     # property (below the class) reads and writes ``_memory``.
     memory: pd.DataFrame = field(default_factory=empty_memory, repr=False)
     # defer_memory's ``make``, until ``memory`` is first read
@@ -138,14 +139,17 @@ class PlacementTrace:
         """Each device's memory peak in the traced step, from TensorFlow's allocator records
         (``memory``): one row per device and allocator with ``peak_bytes``, ``peak_time_us``,
         and the ``ops`` live at the peak with the bytes each holds (``ops_bytes``, most
-        first); no row when the trace has no records. See
+        first), and apart from it what the device holds through the step
+        (``persistent_bytes``, ``persistent_ops``, ``persistent_ops_bytes``: variables,
+        constants); no row when the trace has no records. See
         :func:`tfplace_widget._analyses.memory.memory_peaks`."""
         return services().memory_peaks(self)
 
     def fits_on(self, gib: float = 16) -> Any:
         """Whether a prediction's step fits on a GPU of ``gib`` GiB: ``fits``, ``need_bytes``
-        (the largest predicted GPU peak of ``memory``), ``at_op`` (the op whose allocation
-        reached it), ``device``. Only for ``predict_placement``'s trace (``ValueError``
+        (the largest predicted GPU peak of ``memory`` plus what that GPU holds through the
+        step), ``at_op`` (the op whose allocation reached it), ``device``,
+        ``persistent_bytes`` (the variables' and constants' part of ``need_bytes``). Only for ``predict_placement``'s trace (``ValueError``
         otherwise). See :func:`tfplace_widget._analyses.predict.memory.fits_on`."""
         return services().fits_on(self, gib)
 

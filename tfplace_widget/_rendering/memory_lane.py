@@ -279,7 +279,10 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
     ``color``, ``peak`` and ``at`` (formatted), ``peak_bytes`` and ``peak_time_us``; ``ops``
     the ones holding the peak, most bytes first (at most ``max_ops``), each with its
     ``bytes`` (formatted), ``how`` and ``reason`` (``trace.ops``' row of that op on that
-    device: why its tensor is on that device); ``more`` how many ops are left out."""
+    device: why its tensor is on that device); ``more`` how many ops are left out;
+    ``persistent_bytes`` and ``persistent`` (:func:`persistent_text`: what the device holds
+    through the step, apart from the peak; "" when nothing); ``recorded``: whether the step's
+    own allocations there are recorded (none where TF2 code's CPU allocator reported none: oneDNN off)."""
     peaks = memory_peaks(trace)
     if peaks.empty:
         return []
@@ -293,6 +296,7 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
         )
     }
     labels = curve_labels(list(zip(peaks["device"], peaks["allocator"], strict=True)))
+    types = _holder_types(trace, peaks)
     items = []
     for row, label in zip(peaks.itertuples(index=False), labels, strict=True):
         held = []
@@ -320,6 +324,54 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
                 "peak_time_us": int(row.peak_time_us),
                 "ops": held,
                 "more": max(0, len(row.ops) - max_ops),
+                "recorded": bool(row.ops),
+                "persistent_bytes": int(row.persistent_bytes),
+                "persistent": persistent_text(
+                    row.persistent_ops, row.persistent_ops_bytes, types, str(row.device)
+                ),
             }
         )
     return items
+
+
+VARIABLE_HOLDERS = frozenset({"VarHandleOp", "VariableV2", "Variable", "_VarHandlesOp", "_Arg"})
+MAX_PERSISTENT_NAMED = 3  # holders named in a persistent line, the largest first
+
+
+def persistent_text(
+    ops: list[str], sizes: list[int], types: dict[tuple[str, str], str], device: str
+) -> str:
+    """One device's persistent memory as one line: its bytes, how many variables (a
+    ``VarHandleOp``, ``VariableV2``, a function's resource ``_Arg``) and constants (the other
+    holders: ``Const``) hold them, and the largest; "" when it holds none."""
+    if not ops:
+        return ""
+    variables = sum(types.get((op, device), "") in VARIABLE_HOLDERS for op in ops)
+    parts = []
+    if variables:
+        parts.append(f"{variables:,} variable{'s' * (variables != 1)}")
+    if len(ops) - variables:
+        constants = len(ops) - variables
+        parts.append(f"{constants:,} constant{'s' * (constants != 1)}")
+    largest = ", ".join(
+        f"{op} {format_bytes(b)}"
+        for op, b in list(zip(ops, sizes, strict=True))[:MAX_PERSISTENT_NAMED]
+    )
+    more = f", +{len(ops) - MAX_PERSISTENT_NAMED:,} more" if len(ops) > MAX_PERSISTENT_NAMED else ""
+    return (
+        f"held through the step: {format_bytes(sum(sizes))} in {' and '.join(parts)} "
+        f"({largest}{more})"
+    )
+
+
+def _holder_types(trace: Any, peaks: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The op type of each persistent holder of ``peaks`` on its device."""
+    named = {op for held in peaks["persistent_ops"] for op in held}
+    if not named:
+        return {}
+    ops = trace.ops
+    ops = ops[ops["op"].isin(named)]
+    return {
+        (op, device): str(t)
+        for op, device, t in zip(ops["op"], ops["device"], ops["type"], strict=True)
+    }

@@ -240,15 +240,25 @@ def memory_html(items: Sequence[dict]) -> str:
             for op in item["ops"]
         )
         more = f"<li style='opacity:.7'>and {item['more']:,} more ops</li>" if item["more"] else ""
+        peak = (
+            f" peak <b>{html.escape(item['peak'])}</b> at {html.escape(item['at'])}, held by:"
+            if item.get("recorded", True)
+            else ": no allocation of the step recorded"
+        )
+        held = (
+            f"<div style='opacity:.85'>{html.escape(item['persistent'])}</div>"
+            if item.get("persistent")
+            else ""
+        )
         lines.append(
             f"<li style='border-left-color:{item['color']}'><b style='color:{item['color']}'>"
-            f"{html.escape(item['label'])}</b> ({html.escape(item['allocator'])}) peak "
-            f"<b>{html.escape(item['peak'])}</b> at {html.escape(item['at'])}, held by:"
-            f"<ol>{ops}{more}</ol></li>"
+            f"{html.escape(item['label'])}</b> ({html.escape(item['allocator'])}){peak}"
+            f"{held}<ol>{ops}{more}</ol></li>"
         )
     return (
         "<div><b>Memory peak per device</b> (TensorFlow's allocator records: the step's own "
-        f"tensors)</div><ul class='tfplace-snapshot-memory'>{''.join(lines)}</ul>"
+        "tensors; variables and constants held through the step apart)</div>"
+        f"<ul class='tfplace-snapshot-memory'>{''.join(lines)}</ul>"
     )
 
 

@@ -155,30 +155,37 @@ def _print_findings(out: TextOutput, trace: PlacementTrace, shown: Any) -> None:
 
 
 def _print_memory(out: TextOutput, trace: PlacementTrace, short: dict[str, str]) -> None:
-    """Each device's memory peak from TensorFlow's allocator records (``memory_peaks``): when,
-    and the ops holding the most of it; nothing when the trace has no records."""
-    from .._analyses.memory import memory_peaks
-    from .._analyses.summary import format_bytes, format_us
+    """Each device's memory peak from TensorFlow's allocator records (the panel's memory list,
+    ``memory_items``): when, the ops holding the most of it, and what the device holds
+    through the step apart from it; nothing when the trace has no records."""
+    from .memory_lane import memory_items
 
-    peaks = memory_peaks(trace)
-    if peaks.empty:
+    items = memory_items(trace, max_ops=3)
+    if not items:
         return
     out.line("")
-    out.heading("Memory peak per device (TensorFlow's allocator records, the step's own tensors)")
+    out.heading(
+        "Memory peak per device (TensorFlow's allocator records, the step's own tensors; "
+        "persistent: variables and constants held through the step)"
+    )
     rows = []
-    for row in peaks.itertuples(index=False):
-        held = [f"{op} {format_bytes(b)}" for op, b in zip(row.ops, row.ops_bytes, strict=True)]
-        more = f", +{len(held) - 3:,} more" if len(held) > 3 else ""
+    for item in items:
+        held = [f"{op['op']} {op['bytes']}" for op in item["ops"]]
+        more = f", +{item['more']:,} more" if item["more"] else ""
+        recorded = item["recorded"]
         rows.append(
             [
-                short.get(row.device, row.device),
-                row.allocator,
-                format_bytes(row.peak_bytes),
-                format_us(row.peak_time_us),
-                ", ".join(held[:3]) + more,
+                short.get(item["device"], item["device"]),
+                item["allocator"],
+                item["peak"] if recorded else "none recorded",
+                item["at"] if recorded else "",
+                ", ".join(held) + more,
             ]
         )
     out.table(rows, ["device", "allocator", "peak", "at", "held by"], right=(2, 3))
+    for item in items:
+        if item["persistent"]:
+            out.line(f"  {short.get(item['device'], item['device'])}: {item['persistent']}")
 
 
 def print_summary(

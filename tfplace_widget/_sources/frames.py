@@ -94,7 +94,7 @@ def frames_from_records(
     columns["source"], columns["source_path"] = source_columns(names, op_types, executed)
     ran = ops["runs"].notna().to_numpy()
     origin = _origin(records, step_starts)
-    memory_rows, memory = memory_of_records(records, origin, names, op_devices, ran)
+    memory_rows, memory = memory_of_records(records, origin, names, op_devices, ran, executed)
     if memory is None:  # no allocator records (Chrome traces, TF2 profiles without oneDNN)
         memory = {
             "allocated_bytes": _missing_int(len(names)),

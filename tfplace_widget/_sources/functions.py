@@ -28,6 +28,7 @@ from .._model.records import SEND_TYPES, Executed, producer, producers, send_tra
 from .._tfadapter.kernels import kernel_facts
 from .._tfadapter.registry import REGISTRY, registered_op_def
 from .onednn import MERGED_TYPES, onednn_merges
+from .persistent import variable_bytes
 from .replicated import PlacementLog, placed_device, replicas_of
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
@@ -187,6 +188,8 @@ def read_function_graphs(
                     device = canonical[node.device] = canonical_device(node.device)
                 executed.device[display] = device
                 executed.type[display] = node.op
+                if node.op == "_Arg" and not eager and (held := variable_bytes(node)):
+                    executed.variables[display] = held  # a variable the function captured
                 if "fused_ops" in node.attr:
                     executed.fused[display] = [f.decode() for f in node.attr["fused_ops"].list.s]
                 if origin is not None:

@@ -20,13 +20,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._model.devices import canonical_device, lane_owner
-from .._model.memory import empty_memory, memory_frame
-from .._model.records import Records
+from .._model.devices import canonical_device, lane_owner, parse_device
+from .._model.memory import PERSISTENT, TEMPORARY, empty_memory, memory_frame
+from .._model.records import Executed, Records
 
 
 def memory_of_records(
-    records: Records, origin: int, names: list[str], devices: list[str], ran: np.ndarray
+    records: Records,
+    origin: int,
+    names: list[str],
+    devices: list[str],
+    ran: np.ndarray,
+    executed: Executed | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """``trace.memory`` of ``records`` (times on the trace's axis: µs since ``origin``), and
     the memory columns of the ops ``names`` on ``devices`` (``ran``: the op has a record of
@@ -37,22 +42,90 @@ def memory_of_records(
     allocators by their bytes, largest first. An op that ran without allocating (it forwarded
     an input's buffer, or read a variable) is 0 with no allocator; when the records hold only
     some allocators' allocations (a TF2 profile's), such an op is <NA>: unknown, not none.
+
+    The persistent rows (``kind`` "persistent", at time 0: the first step's start) are what
+    the kernels recorded as persistent (``records.persistent``) and the resource variables of
+    ``executed`` (``sources.persistent``), on their devices.
     """
     memory = records.memory
-    if not memory.row:
+    items = _items(records) if memory.row else None
+    parts = []
+    if items is not None:
+        counts = items["count"]
+        parts.append(
+            (
+                np.repeat(items["device"], counts),
+                np.repeat(items["allocator"], counts),
+                np.asarray(memory.time, dtype=np.int64) - origin,
+                np.asarray(memory.bytes, dtype=np.int64),
+                np.repeat(items["op"], counts),
+                np.repeat(items["step"], counts),
+                np.repeat(items["series"], counts),
+                np.full(int(counts.sum()), TEMPORARY, dtype=object),
+            )
+        )
+    held = _persistent(records, executed, items)
+    if held is not None:
+        first = int(parts[0][6].max()) + 1 if parts else 0
+        parts.append((*held[:5], np.full(len(held[0]), -1), first + held[5], held[6]))
+    if not parts:
         return empty_memory(), None
-    items = _items(records)
-    counts = items["count"]
-    frame = memory_frame(
-        np.repeat(items["device"], counts),
-        np.repeat(items["allocator"], counts),
-        np.asarray(memory.time, dtype=np.int64) - origin,
-        memory.bytes,
-        np.repeat(items["op"], counts),
-        np.repeat(items["step"], counts),
-        np.repeat(items["series"], counts),
-    )
+    frame = memory_frame(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+    if items is None:
+        return frame, None
     return frame, _memory_columns(items, names, devices, ran, memory.every_allocation)
+
+
+def _persistent(
+    records: Records, executed: Executed | None, items: dict[str, np.ndarray] | None
+) -> tuple[np.ndarray, ...] | None:
+    """The persistent rows' columns (device, allocator, time, bytes, op, series, kind), one
+    row per holder and device, or None when there is none. A resource variable's allocator:
+    a GPU's own BFC allocator, else the one its device's records use most, else ``cpu``."""
+    held: dict[tuple[str, str], tuple[int, str]] = {}
+    for (op, lane), value in records.persistent.items():  # a device's lanes: the largest
+        key = (op, canonical_device(lane_owner(lane)))
+        if key not in held or held[key][0] < value[0]:
+            held[key] = value
+    variables = executed.variables if executed is not None else {}
+    if variables:
+        usual = _usual_allocators(items)
+        for op, size in variables.items():
+            device = executed.device.get(op, "")
+            if size and device and (op, device) not in held:
+                held[op, device] = (size, usual.get(device) or _own_allocator(device))
+    if not held:
+        return None
+    keys = list(held)
+    device = np.array([d for _, d in keys], dtype=object)
+    allocator = np.array([held[k][1] or _own_allocator(k[1]) for k in keys], dtype=object)
+    series, _ = pd.factorize(pd.Series(list(zip(device, allocator, strict=True))))
+    return (
+        device,
+        allocator,
+        np.zeros(len(keys), dtype=np.int64),
+        np.array([held[k][0] for k in keys], dtype=np.int64),
+        np.array([op for op, _ in keys], dtype=object),
+        series.astype(np.int64),
+        np.full(len(keys), PERSISTENT, dtype=object),
+    )
+
+
+def _usual_allocators(items: dict[str, np.ndarray] | None) -> dict[str, str]:
+    """Per device, the allocator its ops' records took the most bytes from."""
+    if items is None or not len(items["device"]):
+        return {}
+    taken = pd.Series(items["total"]).groupby([items["device"], items["allocator"]]).sum()
+    return {device: allocator for device, allocator in taken.groupby(level=0).idxmax().tolist()}
+
+
+def _own_allocator(device: str) -> str:
+    """A GPU's own BFC allocator (``GPU_0_bfc``), else ``cpu``."""
+    try:
+        spec = parse_device(device)
+    except ValueError:
+        return "cpu"
+    return f"GPU_{spec.index}_bfc" if spec.type == "GPU" else "cpu"
 
 
 def _memory_columns(

@@ -19,6 +19,7 @@ from .._tfadapter.protos import run_metadata_type
 from . import frames
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
 from .onednn import add_merged_nodes
+from .persistent import VARIABLE_HANDLES, variable_bytes
 from .replicated import add_replicated_constants
 from .xla import XlaProfile
 from .xla_graph import LAUNCH_TYPES, add_graph_clusters
@@ -156,10 +157,14 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
     rows, steps, allocators = memory.row.append, memory.step.append, memory.allocator.append
     peaks, totals, counts = memory.peak.append, memory.total.append, memory.count.append
     times, sizes = memory.time.append, memory.bytes.append
+    persistent = records.persistent
     for dev in step_stats.dev_stats:
         nodes = dev.node_stats
         lane.extend([dev.device] * len(nodes))
         for node in nodes:
+            held = node.memory_stats.persistent_memory_size
+            if held:  # a Const's value, a ref variable's buffer: allocated before the step
+                _keep_persistent(persistent, node, dev.device, held)
             used = node.memory
             if used:  # what the op's tracking allocators saw (FULL_TRACE), read flat
                 for allocator in used:
@@ -194,6 +199,19 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
     return min(start[first:]) if len(start) > first else 0
 
 
+def _keep_persistent(persistent: dict, node: Any, lane: str, held: int) -> None:
+    """Keep what ``node`` recorded as persistent on ``lane``: the largest of its runs, in the
+    allocator of its output (where TensorFlow described one)."""
+    key = (node.node_name, lane)
+    if key in persistent and persistent[key][0] >= held:
+        return
+    outputs = node.output
+    allocator = (
+        outputs[0].tensor_description.allocation_description.allocator_name if outputs else ""
+    )
+    persistent[key] = (int(held), allocator)
+
+
 def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
     executed = Executed()
     device_of, type_of, inputs_of = executed.device, executed.type, executed.inputs
@@ -212,6 +230,8 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
                 inputs_of[name] = producers(raw_inputs)
             else:
                 inputs_of[name] = raw_inputs
+            if op_type in VARIABLE_HANDLES:
+                executed.variables[name] = variable_bytes(node)
             if op_type in SEND_TYPES:
                 attr = node.attr
                 if "client_terminated" in attr and attr["client_terminated"].b:

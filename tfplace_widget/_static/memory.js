@@ -16,7 +16,7 @@ function renderMemoryPeaks({ model, el }) {
     const title = document.createElement("div");
     title.className = "tfplace-memory-title";
     title.textContent = "Memory peak per device (TensorFlow's allocator records: the step's own "
-      + "tensors, not variables held from before it)";
+      + "tensors; variables and constants held through the step apart)";
     const list = document.createElement("ul");
     list.className = "tfplace-memory-list";
     for (const item of items) {
@@ -32,7 +32,18 @@ function renderMemoryPeaks({ model, el }) {
       const peak = document.createElement("b");
       peak.className = "tfplace-memory-peak";
       peak.textContent = item.peak;
-      head.append(name, ` (${item.allocator}) peak `, peak, ` at ${item.at}, held by:`);
+      if (item.recorded === false) {
+        head.append(name, ` (${item.allocator}): no allocation of the step recorded`);
+      } else {
+        head.append(name, ` (${item.allocator}) peak `, peak, ` at ${item.at}, held by:`);
+      }
+      const parts = [head];
+      if (item.persistent) {
+        const held = document.createElement("div");
+        held.className = "tfplace-memory-persistent";
+        held.textContent = item.persistent;
+        parts.push(held);
+      }
       const ops = document.createElement("ol");
       ops.className = "tfplace-memory-ops";
       for (const op of item.ops) {
@@ -64,7 +75,7 @@ function renderMemoryPeaks({ model, el }) {
         more.textContent = `and ${item.more.toLocaleString("en-US")} more ops`;
         ops.appendChild(more);
       }
-      li.append(head, ops);
+      li.append(...parts, ops);
       list.appendChild(li);
     }
     el.append(title, list);

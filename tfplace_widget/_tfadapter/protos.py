@@ -51,3 +51,21 @@ def dtype_name(enum: int) -> str:
     from tensorflow.python.framework import dtypes
 
     return dtypes.as_dtype(enum).name
+
+
+def dtype_size(enum: int) -> int:
+    """The bytes of one element of the ``DataType`` enum value (TensorFlow's ``dtype.size``;
+    a ``_ref`` type's base type's), 0 for a type without a fixed size (string, resource,
+    variant) or a value that is no dtype."""
+    from tensorflow.python.framework import dtypes
+
+    try:
+        dtype = dtypes.as_dtype(enum).base_dtype
+    except TypeError:
+        return 0
+    if dtype in (dtypes.string, dtypes.resource, dtypes.variant):
+        return 0
+    try:
+        return int(dtype.size)
+    except (TypeError, ValueError):
+        return 0

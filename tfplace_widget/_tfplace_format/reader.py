@@ -27,7 +27,7 @@ from .layout import FORMAT, FORMAT_VERSION, FRAMES, MANIFEST, OPTIONAL_FRAMES, R
 from .map_arrays import PREFIX as MAP_PREFIX
 from .map_arrays import maps_from_members
 from .schema import check_frame, text_columns_of_empty
-from .upgrades import add_missing_columns, current_findings, written_here
+from .upgrades import add_memory_kind, add_missing_columns, current_findings, written_here
 
 _MISSING: Any = object()
 # A device as TensorFlow names it in full (device_name_utils.cc: job names and types are a
@@ -88,6 +88,7 @@ def read(path: str | os.PathLike) -> SavedTrace:
         }
         # measured and findings are set on the trace made; the others are its fields
         frames.update({n: f for n, f in optional.items() if n not in ("measured", "findings")})
+        add_memory_kind(frames)
         devices = reader.devices(info)
         reader.check_devices(frames, devices)
         # format 3: trace.inputs and the facts' per-op maps as arrays; before: JSON objects

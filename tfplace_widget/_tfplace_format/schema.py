@@ -26,6 +26,7 @@ from .._model.columns import (
     FINDING_KINDS,
     FINDINGS_COLUMNS,
     MEMORY_COLUMNS,
+    MEMORY_KINDS,
     OPS_ADDED_LATER,
     OPS_ADDED_LATER_BYTES,
     OPS_COLUMNS,
@@ -270,6 +271,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         time_us=_time(_integer(False)),
         bytes=_integer(False),
         live_bytes=_integer(False),
+        kind=_one_of(MEMORY_KINDS),
     )
     return {
         "ops": ops,
@@ -293,6 +295,8 @@ OPTIONAL = {
     "transfers": {"cross_task": _flag, "predicted": _flag, "copy": _text},
     # predicted: absent from files written before it (their findings are found again)
     "findings": {"predicted": _flag, "fix": _fixes},
+    # kind: absent from files written before it (every row the step's own: upgrades.py)
+    "memory": {"kind": _one_of(MEMORY_KINDS)},
 }
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .._model.columns import OPS_ADDED_LATER, OPS_ADDED_LATER_BYTES, OPS_COLUMNS
 from .._model.devices import crosses_tasks
+from .._model.memory import TEMPORARY
 
 
 def add_missing_columns(frames: dict[str, pd.DataFrame], predicted: bool) -> None:
@@ -26,6 +28,14 @@ def add_missing_columns(frames: dict[str, pd.DataFrame], predicted: bool) -> Non
     if missing:  # where a fresh trace has them (a file may lack one added before another)
         order = [c for c in OPS_COLUMNS if c in ops.columns]
         frames["ops"] = ops[order + [c for c in ops.columns if c not in order]]
+
+
+def add_memory_kind(frames: dict[str, pd.DataFrame]) -> None:
+    """A memory frame saved before ``kind`` (issue 34's persistent rows): every row its step's
+    own, "temporary"."""
+    memory = frames.get("memory")
+    if memory is not None and "kind" not in memory.columns:
+        frames["memory"] = memory.assign(kind=np.full(len(memory), TEMPORARY, dtype=object))
 
 
 def written_here(manifest: dict[str, Any]) -> bool:

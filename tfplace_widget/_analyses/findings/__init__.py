@@ -56,7 +56,9 @@ from .memory import (
     GPU_MEMORY_NEAR,
     PEAK_OP_BYTES,
     find_gpu_memory,
+    find_input_memory,
     find_memory_peaks,
+    find_pinned_host_memory,
 )
 from .placement import (
     find_host_memory_on_gpu,
@@ -200,6 +202,8 @@ def _judged(trace: Any) -> list[Finding]:
     # the package's sizes, so that setting findings.GPU_MEMORY_GIB / PEAK_OP_BYTES takes effect
     found += find_gpu_memory(trace, GPU_MEMORY_GIB)
     found += find_memory_peaks(trace, PEAK_OP_BYTES)
+    found += find_pinned_host_memory(trace, PEAK_OP_BYTES)
+    found += find_input_memory(trace, PEAK_OP_BYTES)
     return judge(context, _one_per_copy(context, _as_keras_xla_would(trace, found)))
 
 

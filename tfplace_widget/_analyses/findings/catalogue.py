@@ -87,6 +87,19 @@ KIND_RULES: dict[str, KindRule] = {
         True,
         "one op holds over half a device's peak and at least 256 MiB",
     ),
+    "pinned_host_memory": KindRule(
+        "TensorFlow's cuda_host_bfc allocator records, or a prediction's copies off a GPU "
+        "(predict/memory.py); the CPU readers' GPU kernels and requests",
+        True,  # no_fix where a reader has no GPU kernel
+        "a device's pinned host memory peaks at 256 MiB or more",
+    ),
+    "input_memory": KindRule(
+        "IteratorGetNext's output bytes with no allocation record of the step (tf.data "
+        "allocated them), live from its start to its last reader's end; a prediction's copy "
+        "of them",
+        True,
+        "the batch is at least 256 MiB of a device's peak and more than the step's own tensors",
+    ),
 }
 
 # When any finding is listed in ``trace.findings`` (material.py); the others are in

@@ -5,9 +5,21 @@ prediction's memory, :mod:`..predict.memory`):
   ``GPU_MEMORY_GIB`` GiB holds, or more (at least ``GPU_MEMORY_NEAR`` of it): the GPU, the
   bytes, the op whose allocation reached the peak and what is live there;
 - ``memory_peak``: one op holds more than half a device's peak, and at least
-  ``PEAK_OP_BYTES``: the op (its source line where the trace has it) and its bytes.
+  ``PEAK_OP_BYTES``: the op (its source line where the trace has it) and its bytes;
+- ``pinned_host_memory``: a device's pinned host memory (``cuda_host_bfc``: page-locked host
+  memory TensorFlow takes for a GPU's tensors that go to or through the host) peaks at
+  ``PEAK_OP_BYTES`` or more: the ops holding it, and, for a prediction's copies off the GPU,
+  the CPU ops that read them (moving those to the GPU, where the user's tf.device put them on
+  a CPU and they have a GPU kernel, is the fix; none where they have no GPU kernel);
+- ``input_memory``: the input pipeline's batch (``IteratorGetNext``'s outputs, which tf.data
+  allocated in its own threads, so no record of the step holds them; or a prediction's copy of
+  them onto the GPU) is live at a device's peak, at least ``PEAK_OP_BYTES``, and more than the
+  step's own tensors there: the batch size in the user's dataset code sets it.
 
 Their materiality is their own (a size, not a share of the step's time): ``judge`` keeps it.
+The size rule is one for all four: ``PEAK_OP_BYTES`` (256 MiB) is large in any device's terms
+(a few percent of a 16 GiB GPU or of a host's RAM: what one tensor-sized change can win), and
+"more than half" is where one cause makes most of what is held.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ import pandas as pd
 from ..._model.devices import short_device
 from ..summary import format_bytes
 from .base import Finding, listed_ops
+from .fixes import no_fix
 
 GPU_MEMORY_GIB = 16.0  # the GPU a prediction's step is held against (a common card's size)
 GPU_MEMORY_NEAR = 0.9  # material from this share of it: the CUDA context and fragmentation
@@ -26,6 +39,8 @@ PEAK_OP_BYTES = 256 * 2**20  # one op's bytes at a peak that are large in any de
 PEAK_OP_SHARE = 0.5  # ... and more than this share of the peak
 _GIB = 2**30
 _COPY = " (copy to "
+HOST_PINNED = "cuda_host_bfc"  # TensorFlow's pinned host allocator beside a GPU
+INPUT_TYPES = frozenset({"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional"})
 
 
 def find_gpu_memory(trace: Any, gib: float | None = None) -> list[Finding]:
@@ -43,11 +58,14 @@ def find_gpu_memory(trace: Any, gib: float | None = None) -> list[Finding]:
     row = peaks[peaks["device"] == fit.device].iloc[0]
     at = _op_of(fit.at_op)
     held = [(_op_of(op), b) for op, b in zip(row["ops"], row["ops_bytes"], strict=True)]
-    variables = _variables(trace, fit.device)
-    persistent = sum(b for op, b in held if op in variables)
+    persistent = fit.persistent_bytes
     largest = "; ".join(f"{op} {format_bytes(b)}" for op, b in held[:3])
     verdict = "more than it has" if not fit.fits else "close to all of it"
-    of_variables = f"{format_bytes(persistent)} of variables, the rest " if persistent else ""
+    of_variables = (
+        f"{format_bytes(persistent)} of variables and constants held through the step, the rest "
+        if persistent
+        else ""
+    )
     message = (
         f"On a {size:g} GiB GPU this step would need about {fit.need_bytes / _GIB:.2f} GiB on "
         f"{short_device(fit.device)} at op {at}{_source(trace, at)} ({verdict}): "
@@ -92,6 +110,8 @@ def find_memory_peaks(trace: Any, min_bytes: int | None = None) -> list[Finding]
         op, held = _op_of(row.ops[0]), int(row.ops_bytes[0])
         if held < least or held <= PEAK_OP_SHARE * row.peak_bytes:
             continue
+        if op in _input_ops(trace) or row.allocator == HOST_PINNED:
+            continue  # input_memory and pinned_host_memory say it, with its cause
         what = "would hold" if predicted else "held"
         copy = " (the copy of its output there)" if _COPY in row.ops[0] else ""
         others = [(_op_of(o), b) for o, b in zip(row.ops[1:], row.ops_bytes[1:], strict=True)]
@@ -133,14 +153,6 @@ def _op_of(name: str) -> str:
     return name.split(_COPY, 1)[0]
 
 
-def _variables(trace: Any, device: str) -> set[str]:
-    from ..predict.memory import VARIABLE_TYPES
-
-    ops = trace.ops
-    mine = ops[(ops["device"] == device) & ops["type"].astype(str).isin(VARIABLE_TYPES)]
-    return set(mine["op"])
-
-
 def _source(trace: Any, op: str) -> str:
     """`` (train.py:42)`` where the trace has the op's source line, else ``""``."""
     ops = trace.ops
@@ -149,3 +161,214 @@ def _source(trace: Any, op: str) -> str:
     found = ops.loc[ops["op"] == op, "source"].dropna()
     found = found[found.astype(str) != ""]
     return f" ({found.iloc[0]})" if len(found) else ""
+
+
+def find_pinned_host_memory(trace: Any, min_bytes: int | None = None) -> list[Finding]:
+    """A ``pinned_host_memory`` finding per device whose ``cuda_host_bfc`` memory peaks at
+    ``min_bytes`` (default ``PEAK_OP_BYTES``) or more."""
+    if not len(trace.memory):
+        return []
+    least = PEAK_OP_BYTES if min_bytes is None else min_bytes
+    predicted = bool(getattr(trace, "predicted", False))
+    peaks = _peaks(trace)
+    found = []
+    for row in peaks[peaks["allocator"] == HOST_PINNED].itertuples(index=False):
+        if row.peak_bytes < least or not row.ops:
+            continue
+        copied = [_op_of(op) for op in row.ops if _COPY in op]
+        readers = _readers_on(trace, copied, row.device)
+        held = "; ".join(
+            f"{op} {format_bytes(b)}"
+            for op, b in list(zip(row.ops, row.ops_bytes, strict=True))[:3]
+        )
+        what = "would pin" if predicted else "pinned"
+        message = (
+            f"{short_device(row.device)} {what} {format_bytes(row.peak_bytes)} of host memory "
+            f"for GPU tensors at once (cuda_host_bfc: page-locked, taken from the host's RAM, "
+            f"and kept by TensorFlow's allocator once grown): {held}."
+        )
+        fix = None
+        if readers:
+            movable = [
+                r for r, (kernel, how) in readers.items() if kernel == "yes" and how == "explicit"
+            ]
+            stuck = [r for r, (kernel, _) in readers.items() if kernel != "yes"]
+            message += f" The GPU's output{'s' * (len(copied) != 1)} come{'s' * (len(copied) == 1)} back for {listed_ops(list(readers))} on {short_device(row.device)}{_source(trace, next(iter(readers)))}."
+            if stuck:
+                fix = no_fix(
+                    f"{listed_ops(stuck)} ha{'ve' if len(stuck) != 1 else 's'} no GPU kernel for "
+                    "its inputs: the tensors must come back to the host"
+                )
+                message += " No placement change cures it: " + fix["no_fix"] + "."
+            elif movable and len(movable) == len(readers):
+                target = "/" + short_device(_gpu_of(trace, copied))
+                edit = (
+                    f"run {listed_ops(movable)} on {target[1:]}, where {'its input is' if len(copied) == 1 else 'their inputs are'}: "
+                    f"drop the tf.device that puts {'it' if len(movable) == 1 else 'them'} on "
+                    f"{short_device(row.device)}{_source(trace, movable[0])}, or make it "
+                    f"tf.device({target!r})."
+                )
+                fix = {
+                    "overrides": dict.fromkeys(movable, target),
+                    "edit": edit,
+                    "no_fix": "",
+                    "not_simulable": "",
+                }
+                message += " Fix: " + edit
+        evidence = {
+            "pinned_bytes": int(row.peak_bytes),
+            "material": 1,
+            "user_fix": int(bool(fix and fix["overrides"])),
+        }
+        found.append(
+            Finding(
+                "pinned_host_memory",
+                "medium",
+                list(dict.fromkeys([*copied, *readers] or [_op_of(op) for op in row.ops])),
+                message,
+                evidence,
+                (0.0, float(row.peak_bytes), 1.0),
+                predicted=predicted,
+                fix=fix,
+            )
+        )
+    return found
+
+
+def find_input_memory(trace: Any, min_bytes: int | None = None) -> list[Finding]:
+    """An ``input_memory`` finding per device where the input pipeline's batch is live at the
+    step's peak, at least ``min_bytes`` (default ``PEAK_OP_BYTES``), and more than the step's
+    own tensors there (a prediction's: its copy onto the device, more than half its peak)."""
+    if not len(trace.memory):
+        return []
+    inputs = _input_ops(trace)
+    if not inputs:
+        return []
+    least = PEAK_OP_BYTES if min_bytes is None else min_bytes
+    predicted = bool(getattr(trace, "predicted", False))
+    batches = _batches(trace, inputs)
+    found = []
+    for row in _peaks(trace).itertuples(index=False):
+        if row.allocator == HOST_PINNED:
+            continue
+        copies = {
+            _op_of(op): int(b)
+            for op, b in zip(row.ops, row.ops_bytes, strict=True)
+            if _op_of(op) in inputs
+        }
+        # the batches tf.data handed over on this device: in no record of the step, live
+        # from their op's start to their last reader's end; the step's own bytes then
+        mine = {op: b for op, b in batches.items() if b[0] == row.device and op not in copies}
+        outside = {op: size for op, (_, size, _, _) in mine.items()}
+        if outside:
+            start = min(b[2] for b in mine.values())
+            end = max(b[3] for b in mine.values())
+            own = _step_live_during(trace.memory, row.device, row.allocator, start, end)
+        else:
+            own = int(row.peak_bytes) - sum(copies.values())
+        batch = sum(copies.values()) + sum(outside.values())
+        if batch < least or batch <= own or (outside and batch + own < row.peak_bytes):
+            continue
+        ops = sorted({**copies, **outside}, key=lambda op: -{**copies, **outside}[op])
+        what = "would be" if predicted else "is"
+        how = (
+            "its copy onto this device"
+            if copies and not outside
+            else "allocated by tf.data in its own threads, so no allocation record of the step holds it"
+        )
+        message = (
+            f"The input pipeline's batch makes {short_device(row.device)}'s memory peak: "
+            f"{listed_ops(ops)}{_source(trace, ops[0])} {what} {format_bytes(batch)} live at "
+            f"the peak ({how}), beside at most {format_bytes(max(own, 0))} of the step's own "
+            "tensors then. "
+            "Fix: a smaller batch in your dataset code (dataset.batch(n): the batch's bytes "
+            "are n times an element's); prefetch(k) holds k more batches on the host."
+        )
+        fix = {
+            "overrides": None,
+            "edit": "a smaller batch size in the dataset's batch() call",
+            "no_fix": "",
+            "not_simulable": "a batch size is no device request: trace again with the smaller batch",
+        }
+        evidence = {
+            "batch_bytes": int(batch),
+            "step_bytes": int(max(own, 0)),
+            "material": 1,
+        }
+        found.append(
+            Finding(
+                "input_memory",
+                "medium",
+                ops,
+                message,
+                evidence,
+                (0.0, float(batch), 1.0),
+                predicted=predicted,
+                fix=fix,
+            )
+        )
+    return found
+
+
+def _step_live_during(
+    memory: pd.DataFrame, device: str, allocator: str, start: float, end: float
+) -> int:
+    """The most bytes the step's own records of ``device`` and ``allocator`` hold at once
+    between ``start`` and ``end`` (µs): live at ``start``, and every change up to ``end``."""
+    from ..._model.memory import step_rows
+
+    rows = memory[step_rows(memory)]
+    rows = rows[(rows["device"] == device) & (rows["allocator"] == allocator)]
+    times = rows["time_us"].to_numpy()
+    live = rows["live_bytes"].to_numpy()
+    before = live[times < start]
+    during = live[(times >= start) & (times <= end)]
+    return int(max([before[-1] if len(before) else 0, *during.tolist()]))
+
+
+def _input_ops(trace: Any) -> set[str]:
+    """The ops that hand the step the input pipeline's batch (``IteratorGetNext``...)."""
+    ops = trace.ops
+    return set(ops.loc[ops["type"].astype(str).isin(INPUT_TYPES), "op"])
+
+
+def _batches(trace: Any, inputs: set[str]) -> dict[str, tuple[str, int, float, float]]:
+    """Each input op of a traced run whose outputs no allocation record holds (its
+    ``allocated_bytes`` 0: tf.data allocated them): its device, output bytes, and when the
+    batch is live (from its start to its last reader's end)."""
+    ops = trace.ops
+    if "allocated_bytes" not in ops or "start_us" not in ops:
+        return {}
+    mine = ops[ops["op"].isin(inputs)].drop_duplicates("op")
+    ends = (ops["start_us"] + ops["duration_us"].fillna(0)).groupby(ops["op"]).first()
+    found = {}
+    for row in mine.itertuples(index=False):
+        size = row.output_bytes
+        if pd.isna(size) or not size or pd.isna(row.allocated_bytes) or row.allocated_bytes:
+            continue
+        readers = [c for c, made in trace.inputs.items() if row.op in made and c in ends.index]
+        end = max([float(ends[c]) for c in readers], default=float("nan"))
+        if pd.isna(row.start_us) or pd.isna(end):
+            continue
+        found[row.op] = (str(row.device), int(size), float(row.start_us), end)
+    return found
+
+
+def _readers_on(trace: Any, producers: list[str], device: str) -> dict[str, tuple[str, str]]:
+    """The ops on ``device`` that read any of ``producers``: each with its ``gpu_kernel`` and
+    ``how``."""
+    if not producers:
+        return {}
+    wanted = set(producers)
+    ops = trace.ops.drop_duplicates("op").set_index("op")
+    found = {}
+    for consumer, made in trace.inputs.items():
+        if wanted & set(made) and consumer in ops.index and ops.at[consumer, "device"] == device:
+            kernel = ops.at[consumer, "gpu_kernel"] if "gpu_kernel" in ops else ""
+            found[consumer] = (str(kernel), str(ops.at[consumer, "how"]))
+    return found
+
+
+def _gpu_of(trace: Any, producers: list[str]) -> str:
+    ops = trace.ops.drop_duplicates("op").set_index("op")
+    return str(ops.at[producers[0], "device"]) if producers and producers[0] in ops.index else ""

@@ -13,8 +13,11 @@ devices (:func:`predict_memory`):
   producer's ``output_bytes``), live from the producer's end until the last consumer there ends:
   on a GPU in its ``GPU_<n>_bfc`` memory, on a CPU fed from a GPU in pinned host memory
   (``cuda_host_bfc``); two CPUs share the host's memory and copy nothing;
-- each variable's value (persistent, made before the step and in none of its records: the size
-  of what the step read from it) for the whole step, on its predicted device.
+- what the traced devices held persistently (``trace.memory``'s persistent rows: variables,
+  constants), each on its holder's predicted device, for the whole step (``kind``
+  "persistent", a series of its own: :func:`fits_on` adds it to the step's peak); a trace
+  without them (a Chrome trace, a file saved before them): each variable the step read, the
+  size of its largest read.
 
 On a GPU each size is rounded up to 256 bytes, as TensorFlow's BFC allocator rounds. The
 schedule is the traced run's order (its first step's, when it traced several), one kernel at a
@@ -37,7 +40,8 @@ import numpy as np
 import pandas as pd
 
 from ..._model.devices import parse_device, short_device
-from ..._model.memory import empty_memory, memory_frame
+from ..._model.memory import PERSISTENT, TEMPORARY, empty_memory, memory_frame, step_rows
+from ..summary import format_bytes
 
 BFC_ROUNDING = 256  # bytes: a BFC allocator's chunks are multiples of this (kMinAllocationSize)
 GIB = 2**30
@@ -48,8 +52,9 @@ VARIABLE_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable", "_VarHandle
 MEMORY_NOTE = (
     "Memory predicted per device (prediction.memory_peaks(), fits_on(gib=16)): the traced "
     "step's allocations moved to the predicted devices at their traced times, plus a buffer for "
-    "each tensor copied onto another device and the variables' values (what the step read of "
-    "them); on a GPU each size rounded up to 256 bytes as TensorFlow's BFC allocator does. "
+    "each tensor copied onto another device; the variables and constants the traced devices "
+    "held (persistent_bytes) are counted apart and added to the peak by fits_on; "
+    "on a GPU each size rounded up to 256 bytes as TensorFlow's BFC allocator does. "
     "Assumed: the traced run's op order, no XLA buffer reuse, no allocator fragmentation, no "
     "CUDA context or cuDNN workspace beyond what the traced kernels allocated."
 )
@@ -64,25 +69,22 @@ def predict_memory(traced: Any, predicted: Any) -> pd.DataFrame:
     table = _Ops(traced, predicted)
     events = _timed_events(traced)
     memory = traced.memory
+    step = step_rows(memory)
+    persistent, memory = memory[~step], memory[step]
     bounds = _step_bounds(traced, events)
     if len(bounds):  # the first traced step (the ops' times are their first run's)
         events = events[events["start_us"].to_numpy(dtype=float) < bounds[0]]
         memory = memory[memory["time_us"].to_numpy(dtype=float) < bounds[0]]
     rows = _Rows(np.zeros(0), events, table.device_of)
     if len(memory):
-        to = table.device[table.code(memory["op"])]
-        to = np.where(to == "", memory["device"].to_numpy(dtype=object), to)
-        rows.extend(
-            to,
-            _allocators(to, memory["allocator"]),
-            memory["time_us"],
-            memory["bytes"],
-            memory["op"],
-        )
+        _add_traced(rows, table, memory, TEMPORARY)
     else:
         _add_outputs(rows, table)
     _add_copies(rows, table)
-    _add_variables(rows, table, _host_allocator(memory))
+    if len(persistent):
+        _add_traced(rows, table, persistent, PERSISTENT)
+    else:
+        _add_variables(rows, table, _host_allocator(memory))
     return rows.frame()
 
 
@@ -226,7 +228,27 @@ def _add_variables(rows: _Rows, table: _Ops, host: str) -> None:
     names = table.names.to_numpy(dtype=object)[codes]
     owner = np.full(len(codes), " ", dtype=object)
     when = float(np.nanmin(table.start)) - 1  # before anything of the step
-    rows.extend(where, allocator, np.full(len(codes), when), held.to_numpy(), names, owner)
+    rows.extend(
+        where, allocator, np.full(len(codes), when), held.to_numpy(), names, owner, PERSISTENT
+    )
+
+
+def _add_traced(rows: _Rows, table: _Ops, memory: pd.DataFrame, kind: str) -> None:
+    """Traced ``memory`` rows of one ``kind``, each on its op's predicted device (its traced
+    one where the prediction has no such op), in that device's memory; a persistent row was
+    made by no run of the step (owner " ")."""
+    to = table.device[table.code(memory["op"])]
+    to = np.where(to == "", memory["device"].to_numpy(dtype=object), to)
+    owner = None if kind == TEMPORARY else np.full(len(to), " ", dtype=object)
+    rows.extend(
+        to,
+        _allocators(to, memory["allocator"]),
+        memory["time_us"],
+        memory["bytes"],
+        memory["op"],
+        owner,
+        kind,
+    )
 
 
 @dataclass(frozen=True)
@@ -234,10 +256,11 @@ class FitsOn:
     """Whether a prediction's step fits on a GPU of ``gib`` GiB (:func:`fits_on`)."""
 
     fits: bool
-    need_bytes: int  # the most any predicted GPU holds at once in the step
+    need_bytes: int  # the most any predicted GPU holds at once in the step, persistent included
     at_op: str  # the op whose allocation reached that peak
     device: str  # the GPU it is on ("" when no op is predicted on a GPU)
     gib: float
+    persistent_bytes: int = 0  # of need_bytes: variables and constants held through the step
 
     def __str__(self) -> str:
         if not self.device:
@@ -245,7 +268,9 @@ class FitsOn:
         verdict = "fits" if self.fits else "does not fit"
         return (
             f"On a {self.gib:g} GiB GPU this step {verdict}: {short_device(self.device)} would "
-            f"need about {self.need_bytes / GIB:.2f} GiB at op {self.at_op}."
+            f"need about {self.need_bytes / GIB:.2f} GiB at op {self.at_op}, "
+            f"{format_bytes(self.persistent_bytes)} of it variables and constants held "
+            "through the step."
         )
 
 
@@ -263,19 +288,32 @@ def fits_on(predicted: Any, gib: float = 16) -> FitsOn:
     peak = gpu_peak(predicted.memory)
     if peak is None:
         return FitsOn(True, 0, "", "", float(gib))
-    need, op, device = peak
-    return FitsOn(need <= gib * GIB, need, op, device, float(gib))
+    need, op, device, persistent = peak
+    return FitsOn(need <= gib * GIB, need, op, device, float(gib), persistent)
 
 
-def gpu_peak(memory: pd.DataFrame) -> tuple[int, str, str] | None:
-    """The largest live bytes any GPU's allocator reaches in ``memory``, the op whose row
-    reached it first, and the GPU; None when no row is on a GPU."""
+def gpu_peak(memory: pd.DataFrame) -> tuple[int, str, str, int] | None:
+    """The most bytes any GPU's allocator holds at once in ``memory``: its step's peak live
+    bytes plus what it holds persistently; the op whose row reached the peak first (the
+    largest persistent holder where the step allocates nothing there), the GPU, and the
+    persistent part. None when no row is on a GPU."""
     on_gpu = memory[[_is_gpu(d) for d in memory["device"]]] if len(memory) else memory
     if not len(on_gpu):
         return None
-    at = int(np.argmax(on_gpu["live_bytes"].to_numpy()))
-    row = on_gpu.iloc[at]
-    return int(row["live_bytes"]), str(row["op"]), str(row["device"])
+    best: tuple[int, str, str, int] | None = None
+    for (device, _), rows in on_gpu.groupby(["device", "allocator"], sort=True):
+        mine = step_rows(rows)
+        held = rows.loc[~mine]
+        persistent = int(held["bytes"].sum())
+        temporary = rows.loc[mine]
+        if len(temporary):
+            at = int(np.argmax(temporary["live_bytes"].to_numpy()))
+            peak, op = int(temporary["live_bytes"].iloc[at]), str(temporary["op"].iloc[at])
+        else:
+            peak, op = 0, str(held.sort_values("bytes", ascending=False)["op"].iloc[0])
+        if best is None or peak + persistent > best[0]:
+            best = (peak + persistent, op, str(device), persistent)
+    return best
 
 
 _ROW_NAMES = ["device", "allocator", "time", "bytes", "op", "step", "owner"]
@@ -295,9 +333,17 @@ class _Rows:
         self.parts: list[pd.DataFrame] = []
 
     def extend(
-        self, device: Any, allocator: Any, time: Any, size: Any, op: Any, owner: Any = None
+        self,
+        device: Any,
+        allocator: Any,
+        time: Any,
+        size: Any,
+        op: Any,
+        owner: Any = None,
+        kind: str = TEMPORARY,
     ) -> None:
-        """Rows, one per item; ``owner``: the op whose run made each (its own op by default)."""
+        """Rows, one per item; ``owner``: the op whose run made each (its own op by default);
+        ``kind``: the step's own (``TEMPORARY``) or held through it (``PERSISTENT``)."""
         op = np.asarray(op, dtype=object)
         self.parts.append(
             pd.DataFrame(
@@ -308,6 +354,7 @@ class _Rows:
                     "bytes": np.asarray(size, dtype=np.int64),
                     "op": op,
                     "owner": op if owner is None else np.asarray(owner, dtype=object),
+                    "kind": kind,
                 }
             )
         )
@@ -322,8 +369,10 @@ class _Rows:
         rounded = np.sign(size) * (-(-np.abs(size) // BFC_ROUNDING) * BFC_ROUNDING)
         rows["bytes"] = np.where(gpu, rounded, size)
         rows["step"] = np.searchsorted(self.bounds, rows["time"].to_numpy(), side="right")
-        parts = [rows[~gpu]]
-        for device, mine in rows[gpu].groupby("device", sort=False):
+        held = (rows["kind"] == PERSISTENT).to_numpy(dtype=bool)
+        rows.loc[held, "step"] = -1  # a series of its own, before the steps
+        parts = [rows[~gpu | held]]
+        for device, mine in rows[gpu & ~held].groupby("device", sort=False):
             parts.append(_in_sequence(mine, self.events, self.device_of, device))
         rows = pd.concat(parts, ignore_index=True)
         series = rows.groupby(["step", "device", "allocator"], sort=False).ngroup()
@@ -335,6 +384,7 @@ class _Rows:
             rows["op"],
             rows["step"],
             series.to_numpy(),
+            rows["kind"],
         )
 
 
