@@ -372,3 +372,26 @@ def test_gradients_relayed_by_the_chief_are_named_with_the_fix(towers):
         message = by_pair[pair].message
         assert "control signal" in message
         assert not any(f"{t} (0 B)" in message for t in zero["tensor"])
+
+
+def test_a_finding_every_task_has_is_told_once_with_the_strategys_rule():
+    """A strategy trace's findings are found per task (findings/tasks.py): one each task
+    has is told once, naming the other tasks and why they run the same step."""
+    from tfplace_widget._analyses.findings.base import Finding
+    from tfplace_widget._analyses.findings.tasks import merged
+
+    def found() -> list:
+        return [Finding("soft_move", "high", ["A"], "A moved.", {"material": 0}, (1.0, 0, 1))]
+
+    tasks = [("/job:worker/task:0", found()), ("/job:worker/task:1", found())]
+    tasks[1][1][0].evidence["material"] = 1
+    [mirrored] = merged(tasks, "MultiWorkerMirroredStrategy")
+    assert mirrored.message == (
+        "A moved. The same on /job:worker/task:1: MultiWorkerMirroredStrategy runs this step "
+        "on every worker."
+    )
+    assert mirrored.evidence == {"material": 1, "tasks": 2}  # material on any task
+    [scheduled] = merged([(t, found()) for t, _ in tasks], "ParameterServerStrategy")
+    assert scheduled.message.endswith(
+        "/job:worker/task:1: the coordinator scheduled the step there too."
+    )

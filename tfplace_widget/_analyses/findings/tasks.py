@@ -79,10 +79,12 @@ def merged(per_task: list[tuple[str, list[Finding]]], strategy: str) -> list[Fin
     for finding, tasks in kept.values():
         finding.evidence["tasks"] = len(tasks)
         if len(tasks) > 1:
-            finding.message = (
-                f"{finding.message} The same on {', '.join(tasks[1:])}: {strategy} runs this "
-                "step on every worker."
+            why = (
+                f"{strategy} runs this step on every worker"
+                if strategy != "ParameterServerStrategy"
+                else "the coordinator scheduled the step there too"
             )
+            finding.message = f"{finding.message} The same on {', '.join(tasks[1:])}: {why}."
         findings.append(finding)
     return findings
 
