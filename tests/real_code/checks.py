@@ -382,7 +382,8 @@ def memory_check(trace: Any, before: dict | None, after: dict | None) -> dict[st
     call that traced it (``get_memory_info("CPU:0")``; None where it keeps none). The logical
     CPUs share that allocator, so its rows of every device are summed in time order: the
     bytes in use before the call plus the step's peak so counted must be the allocator's peak
-    (a TF2 trace: the calls before the traced one do the same work). Graph mode's allocator
+    (a TF2 trace: the calls before the traced one do the same work), or at most it when a
+    tf.data pipeline allocates beside the step. Graph mode's allocator
     peak also holds the session's variables and set-up, made inside the call, and an XLA
     cluster's buffers belong to the whole cluster, no op of the trace: not compared."""
     memory = trace.memory
@@ -392,6 +393,12 @@ def memory_check(trace: Any, before: dict | None, after: dict | None) -> dict[st
     compared = (
         before is not None and after is not None and trace.mode == "function" and trace.xla.empty
     )
+    # A step that reads a tf.data iterator: the pipeline's threads allocate its next batches
+    # beside the step, by no op of it, as fast as the machine lets them: the allocator's peak
+    # holds them at times that change between runs, so the trace's can only be at most it.
+    types = trace.ops["type"].astype(str)
+    pipeline = bool(types.str.startswith("IteratorGetNext").any())
+    total = before["current"] + step_peak if compared else None
     return {
         "stats": before is not None,
         "rows": len(memory),
@@ -400,5 +407,8 @@ def memory_check(trace: Any, before: dict | None, after: dict | None) -> dict[st
         "before": before["current"] if before else None,
         "step_peak": step_peak,
         "allocator_peak": after["peak"] if after else None,
-        "agrees": (before["current"] + step_peak == after["peak"]) if compared else None,
+        "pipeline": pipeline,
+        "agrees": (total <= after["peak"] if pipeline else total == after["peak"])
+        if compared
+        else None,
     }

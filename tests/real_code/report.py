@@ -59,6 +59,8 @@ def memory_table(results: dict[str, dict[str, Any]]) -> str:
         agrees = {True: "yes", False: "**no**", None: "not compared"}[memory["agrees"]]
         if memory["agrees"] is None and memory.get("xla"):
             agrees += " (XLA's buffers are no op's)"
+        elif memory["agrees"] is not None and memory.get("pipeline"):
+            agrees += " (at most: tf.data allocates beside the step)"
         lines.append(
             f"| {name} | {result['mode']} | {'yes' if memory['stats'] else 'no'} "
             f"| {memory['rows']} | {memory['before']} | {memory['step_peak']:,} "

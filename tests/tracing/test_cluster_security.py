@@ -99,11 +99,16 @@ def interfaces(pid: int) -> list[str]:
 
 
 def listening_sockets(pid: int) -> list[Listening]:
-    """Every TCP socket process ``pid`` listens on."""
-    inodes, space, names = _socket_inodes(pid), netns(pid), interfaces(pid)
+    """Every TCP socket process ``pid`` listens on; none once it has ended (a short-lived
+    helper process can end while it is looked at: CI saw /proc/<pid>/ns/net vanish)."""
+    try:
+        inodes, space, names = _socket_inodes(pid), netns(pid), interfaces(pid)
+        rows = list(_tcp_rows(pid))
+    except (FileNotFoundError, ProcessLookupError):
+        return []
     return [
         Listening(pid, *_address(row[1]), space, names)
-        for row in _tcp_rows(pid)
+        for row in rows
         if row[3] == "0A" and int(row[9]) in inodes
     ]
 
