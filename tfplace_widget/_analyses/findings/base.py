@@ -359,16 +359,19 @@ class Context:
         made, read = self.view.get(producer), self.view.get(consumer)
         if made is None or read is None:
             return False
-        if self.host_sides is None:
-            self.host_sides = self._host_sides()
-        outputs, inputs = self.host_sides
+        outputs, inputs = self.host_side_ops()
         out_host = made == "CPU" or producer in outputs
         in_host = read == "CPU" or (consumer in inputs and self._host_input(consumer, producer))
         return out_host != in_host
 
-    def _host_sides(self) -> tuple[set[str], set[str]]:
+    def host_side_ops(self) -> tuple[set[str], set[str]]:
         """The ops whose first output a GPU kernel keeps in host memory, and those that keep
         some input there (``host`` kernels, and the kernel facts' ``gpu_host_*``), found once."""
+        if self.host_sides is None:
+            self.host_sides = self._host_sides()
+        return self.host_sides
+
+    def _host_sides(self) -> tuple[set[str], set[str]]:
         host = {op for op, kernel in self.gpu_kernel.items() if kernel == "host"}
         facts = getattr(self.trace, "facts", None)
         kernels = getattr(facts, "kernels", {}) if facts is not None else {}
