@@ -8,9 +8,10 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import compress, islice
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..._model.columns import FINDING_KINDS as KINDS
@@ -185,23 +186,23 @@ class Context:
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
         user = set(type_of) - runtime
+        names, lists = list(raw), list(raw.values())
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
-        for name, producers in raw.items():
-            if producers and name in sends:
+        for name in compress(names, map(sends.__contains__, names)):
+            producers = raw[name]
+            if producers:
                 # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
                 # producer wins, so that X's readers on the other device stay X's consumers.
                 key = copy_key(name)
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
-        edges: dict[str, list[str]] = {}
-        for name, producers in raw.items():
-            if name not in user:
-                continue
-            if user.issuperset(producers):  # most ops: no copy, nothing to resolve
-                edges[name] = list(producers)
-                continue
+        # most ops: no copy among their producers, nothing to resolve (a C pass over them all)
+        mine = np.fromiter(map(user.__contains__, names), bool, len(names))
+        plain = np.fromiter(map(user.issuperset, lists), bool, len(lists))
+        edges = dict(zip(compress(names, mine), map(list, compress(lists, mine)), strict=True))
+        for name in compress(names, (mine & ~plain).tolist()):
             resolved = []
-            for producer in producers:
+            for producer in raw[name]:
                 if producer in receives:
                     key = copy_key(producer)
                     producer = sent_by.get(key, key)
@@ -209,7 +210,7 @@ class Context:
                     producer = copy_key(producer)
                 if producer in user:
                     resolved.append(producer)
-            edges[name] = resolved
+            edges[name] = resolved  # in its place among the others
         return edges
 
     def is_runtime(self, name: str) -> bool:
@@ -268,17 +269,45 @@ class Context:
         self.predicted_view = True
         predicted = _predict_with_module(self, facts)
         if predicted is not None:
-            reasons = {name: reason for name, (_, _, reason) in predicted.items()}
-            kinds = {d: device_type(d) for d in {device for device, _, _ in predicted.values()}}
-            type_of, runtime = self.type_of, self.runtime or set()
-            for name, (device, how, _) in predicted.items():
-                if name not in type_of or name in runtime:
-                    continue
-                kind = self.view[name] = kinds[device]
-                if kind == "CPU":
-                    self.why_cpu[name] = self._cpu_cause(name, how, reasons)
+            self._view_of_prediction(*predicted)
             return
         self._predict_here(facts)
+
+    def _view_of_prediction(
+        self, names: list[str], devices: list[str], hows: list[str], reasons: list[str]
+    ) -> None:
+        """The view from the placer's prediction (one row per node of the graph, each name
+        once), the ops of the trace other than the runtime's, in the prediction's order; each
+        CPU op's cause, its own kernel's or request's read here (most of a million), a
+        colocated one's followed to its anchor (``_cpu_cause``)."""
+        type_of, runtime = self.type_of, self.runtime or set()
+        kinds = {d: device_type(d) for d in set(devices)}
+        ours = [
+            a and not b
+            for a, b in zip(
+                map(type_of.__contains__, names), map(runtime.__contains__, names), strict=True
+            )
+        ]
+        kept = list(compress(names, ours))
+        kind_of = list(map(kinds.__getitem__, compress(devices, ours)))
+        self.view.update(zip(kept, kind_of, strict=True))
+        on_cpu = [k == "CPU" for k in kind_of]
+        why, kernel_of, asked = self.why_cpu, self.gpu_kernel, self.cpu_requested()
+        by_name: dict[str, str] | None = None
+        for name, how in zip(
+            compress(kept, on_cpu), compress(compress(hows, ours), on_cpu), strict=True
+        ):
+            kernel = kernel_of.get(name, "")
+            if kernel in NO_GPU:
+                why[name] = (kernel, "")
+            elif name in asked:
+                why[name] = ("requested", "")
+            elif how == "colocated":
+                if by_name is None:
+                    by_name = dict(zip(names, reasons, strict=True))
+                why[name] = self._cpu_cause(name, how, by_name)
+            else:
+                why[name] = ("", "")
 
     def _cpu_cause(self, name: str, how: str | None, reasons: Mapping[str, str]) -> tuple[str, str]:
         """Why ``name`` is on the CPU: its own kernel or request, else (``colocated``) the op
@@ -476,12 +505,14 @@ def _runtime_names(ops: pd.DataFrame) -> tuple[set[str], set[str], set[str]]:
     return named(runtime), sends, named(types.isin(("_Recv", "_HostRecv")))
 
 
-def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
+def _predict_with_module(
+    context: Context, facts: Any
+) -> tuple[list[str], list[str], list[str], list[str]] | None:
     """``predict_devices`` (one GPU, soft placement): every placer rule replayed, about 0.1 s
-    per 100k nodes. None without facts read from this process's registry (the placer reads
-    its op and kernel registries: facts loaded from a file are another process's, and
-    ``tfplace show`` of a saved trace does not import TensorFlow, seconds, for them), or when
-    the prediction fails: then the kernel columns and resource groups the trace holds alone
+    per 100k nodes; its ops (each once), devices, hows and reasons. None without facts read
+    from this process's registry (the placer reads its op and kernel registries: facts loaded
+    from a file are another process's, and ``tfplace show`` of a saved trace does not import
+    TensorFlow, seconds, for them), or when the prediction fails: then the kernel columns and resource groups the trace holds alone
     decide (``_predict_here``)."""
     if getattr(facts, "registry", None) is None:
         return None
@@ -501,14 +532,12 @@ def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, s
         )
     except Exception:  # a prediction that fails must not cost the other findings
         return None
-    columns = (frame[c].tolist() for c in ("predicted_device", "how", "reason"))
-    return dict(
-        zip(
-            frame["op"].tolist(),
-            zip(*(map(str, values) for values in columns), strict=True),
-            strict=True,
-        )
-    )
+    names = frame["op"].tolist()
+    columns = [list(map(str, frame[c].tolist())) for c in ("predicted_device", "how", "reason")]
+    if len(set(names)) != len(names):  # a name's last row, in its first row's place
+        last = dict(zip(names, zip(*columns, strict=True), strict=True))
+        names, columns = list(last), [list(c) for c in zip(*last.values(), strict=True)]
+    return names, columns[0], columns[1], columns[2]
 
 
 def _partner_from_reason(reason: str, context: Context, skip: set[str] | None = None) -> str:
