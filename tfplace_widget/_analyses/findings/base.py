@@ -229,8 +229,9 @@ class Context:
     def cpu_requested(self) -> set[str]:
         """The ops a ``tf.device`` put on a CPU (their ``requested_device`` is one), found once."""
         if self.requested_cpu is None:
-            kinds = {d: device_type(d) for d in set(self.requested.values())}
-            self.requested_cpu = {n for n, d in self.requested.items() if kinds[d] == "CPU"}
+            cpu = {d for d in set(self.requested.values()) if device_type(d) == "CPU"}
+            asked = map(cpu.__contains__, self.requested.values())
+            self.requested_cpu = set(compress(self.requested, asked))
         return self.requested_cpu
 
     def _duplicated_names(self) -> set[str]:
@@ -282,12 +283,10 @@ class Context:
         colocated one's followed to its anchor (``_cpu_cause``)."""
         type_of, runtime = self.type_of, self.runtime or set()
         kinds = {d: device_type(d) for d in set(devices)}
-        ours = [
-            a and not b
-            for a, b in zip(
-                map(type_of.__contains__, names), map(runtime.__contains__, names), strict=True
-            )
-        ]
+        ours = (
+            np.fromiter(map(type_of.__contains__, names), bool, len(names))
+            & ~np.fromiter(map(runtime.__contains__, names), bool, len(names))
+        ).tolist()
         kept = list(compress(names, ours))
         kind_of = list(map(kinds.__getitem__, compress(devices, ours)))
         self.view.update(zip(kept, kind_of, strict=True))
