@@ -580,7 +580,7 @@ def copied_op(context: Context, tensor: str) -> str:
     """The op whose output a transfer copies: ``A:0`` -> ``A``; ``edge_22_MatMul`` (a TF 1.x
     memcpy record) -> ``MatMul``."""
     name = tensor.rpartition(":")[0] if ":" in tensor else tensor
-    match = _EDGE.match(name)
+    match = _EDGE.match(name) if name.startswith("edge_") else None
     if match and match.group(1) in context.type_of:
         return match.group(1)
     return name

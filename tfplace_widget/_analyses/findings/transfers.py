@@ -475,8 +475,13 @@ def copy_nodes(context: Context, producer: str) -> list[str]:
     """The ``_Send``/``_Recv`` nodes that carry ``producer``'s output to another device."""
     if context.copies_by_producer is None:
         context.copies_by_producer = {}
-        for name, op_type in context.type_of.items():
-            if op_type in ("_Send", "_Recv", "_HostSend", "_HostRecv"):
+        copies = {"_Send", "_Recv", "_HostSend", "_HostRecv"}
+        # the names of those types, in the order of type_of (each name's first row; its type
+        # its last row's): picked out of the frame's columns, not by a pass over every op
+        names = context.ops["op"].drop_duplicates()
+        names = names[names.isin(_named(context.ops, copies)).to_numpy(dtype=bool)].tolist()
+        for name in names:
+            if context.type_of.get(name) in copies:
                 context.copies_by_producer.setdefault(copy_key(name), []).append(name)
     return context.copies_by_producer.get(producer, [])
 
