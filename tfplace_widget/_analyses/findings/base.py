@@ -226,6 +226,19 @@ class Context:
             }
         return name in self.runtime
 
+    def names_of(self, types: Iterable[str]) -> list[str]:
+        """The ops whose type (``type_of``: a name's last row's) is one of ``types``, in the
+        order of ``type_of`` (a name's first row): picked out of the frame's columns, not by a
+        pass over every op of a million."""
+        types = set(types)
+        ops = self.ops
+        rows = ops["type"].isin(types).to_numpy(dtype=bool) if types else ()
+        if not len(rows) or not rows.any():
+            return []
+        names = ops["op"].to_numpy()
+        first = names[ops["op"].isin(set(names[rows].tolist())).to_numpy(dtype=bool)]
+        return [n for n in pd.unique(first).tolist() if self.type_of.get(n) in types]
+
     def cpu_requested(self) -> set[str]:
         """The ops a ``tf.device`` put on a CPU (their ``requested_device`` is one), found once."""
         if self.requested_cpu is None:
@@ -439,8 +452,12 @@ class Context:
                 if "function" in self.ops
                 else set()
             )
+            # an op's first scope is a function's when its name starts with it and a "/" (a
+            # function name with a "/" is no first scope; "" none: no op name starts with "/")
+            heads = tuple(f"{f}/" for f in functions if f and "/" not in f)
             self.copy_of = {}
-            for op, op_type in self.type_of.items() if functions else ():
+            for op in filter(lambda n: n.startswith(heads), self.type_of) if heads else ():
+                op_type = self.type_of[op]
                 head, sep, rest = op.partition("/")
                 if sep and head in functions and self.type_of.get(rest) == op_type:
                     self.copy_of[op] = rest

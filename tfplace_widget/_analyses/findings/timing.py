@@ -39,7 +39,9 @@ def find_idle_devices(context: Context) -> list[Finding]:
     # the runtime's own nodes (_SOURCE, sends and receives) are no work a user could move
     context.is_runtime("")  # builds context.runtime
     # nor is a collective's time (an all-reduce waits there for the other tasks of its group)
-    collective = {op for op, t in context.type_of.items() if t.startswith("Collective")}
+    collective = set(
+        context.names_of(t for t in set(context.type_of.values()) if t.startswith("Collective"))
+    )
     op_level = op_level[~op_level["op"].isin((context.runtime or set()) | collective)]
     if op_level.empty:
         return []

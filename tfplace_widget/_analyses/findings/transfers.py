@@ -441,8 +441,7 @@ def _cpu_stretches(context: Context) -> Iterator[tuple[list[str], list[str], lis
     ends = sorted(before.keys() & after.keys())
     if not ends:
         return
-    followers = [n for n in _named(context.ops, FOLLOWERS) if context.type_of.get(n) in FOLLOWERS]
-    members = cpu & ~index.isin(followers) & np.isin(label, ends)
+    members = cpu & ~index.isin(context.names_of(FOLLOWERS)) & np.isin(label, ends)
     inside = _by_label(label[members], np.flatnonzero(members), names)
     for stretch in ends:
         if stretch in inside:
@@ -466,23 +465,12 @@ def _by_label(labels: np.ndarray, ids: np.ndarray, names: np.ndarray) -> dict[in
     }
 
 
-def _named(ops: pd.DataFrame, types: set[str]) -> set[str]:
-    """The names of the op rows of one of ``types``."""
-    return set(ops.loc[ops["type"].isin(types).to_numpy(dtype=bool), "op"].tolist())
-
-
 def copy_nodes(context: Context, producer: str) -> list[str]:
     """The ``_Send``/``_Recv`` nodes that carry ``producer``'s output to another device."""
     if context.copies_by_producer is None:
         context.copies_by_producer = {}
-        copies = {"_Send", "_Recv", "_HostSend", "_HostRecv"}
-        # the names of those types, in the order of type_of (each name's first row; its type
-        # its last row's): picked out of the frame's columns, not by a pass over every op
-        names = context.ops["op"].drop_duplicates()
-        names = names[names.isin(_named(context.ops, copies)).to_numpy(dtype=bool)].tolist()
-        for name in names:
-            if context.type_of.get(name) in copies:
-                context.copies_by_producer.setdefault(copy_key(name), []).append(name)
+        for name in context.names_of(("_Send", "_Recv", "_HostSend", "_HostRecv")):
+            context.copies_by_producer.setdefault(copy_key(name), []).append(name)
     return context.copies_by_producer.get(producer, [])
 
 
