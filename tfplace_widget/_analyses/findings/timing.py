@@ -16,7 +16,7 @@ from ..._model.devices import parse_device, short_device, task_of
 from ..._model.trace import strategy_of
 from ..summary import busy_per_device
 from .base import Context, Finding, device_type, listed_ops
-from .material import step_of, trace_steps
+from .material import aggregate_lanes, step_of, trace_steps
 from .transfers import step_count
 
 # A device is idle when busy for less than this share of the step while another device is
@@ -33,8 +33,7 @@ def find_idle_devices(context: Context) -> list[Finding]:
     events = context.trace.events
     if events is None or events.empty:
         return []
-    lanes = events["lane"].astype(str)
-    op_level = events[~lanes.str.endswith("/stream:all")]
+    op_level = events[~aggregate_lanes(events)]
     op_level = op_level[op_level["device"].isin(context.trace.devices)]
     # the runtime's own nodes (_SOURCE, sends and receives) are no work a user could move
     context.is_runtime("")  # builds context.runtime
