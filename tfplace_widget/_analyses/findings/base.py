@@ -45,6 +45,7 @@ _CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (co
 GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 # Generators and host constants that follow their consumers: never findings of their own.
 FOLLOWERS = {"Const", "HostConst"}
+_KIND_SET, _SEVERITY_SET = frozenset(KINDS), frozenset(SEVERITIES)  # a Finding's checks
 # A distribution strategy's replica scope (``replica_1/...``).
 REPLICA = re.compile(r"(^|/)replica_\d+/")
 
@@ -66,7 +67,7 @@ class Finding:
     fix: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS or self.severity not in SEVERITIES:
+        if self.kind not in _KIND_SET or self.severity not in _SEVERITY_SET:
             raise ValueError(f"unknown finding kind/severity: {self.kind}/{self.severity}")
         self.ops = list(dict.fromkeys(self.ops))
 
@@ -621,7 +622,7 @@ def summed_duration(context: Context, names: Iterable[str]) -> float:
 def in_order(context: Context, names: Iterable[str]) -> list[str]:
     """``names`` in the trace's row order (first start first)."""
     if context.position is None:
-        context.position = {name: i for i, name in enumerate(context.device_of)}
+        context.position = dict(zip(context.device_of, range(len(context.device_of)), strict=True))
     position = context.position
     return sorted(set(names), key=lambda n: position.get(n, len(position)))
 
