@@ -733,14 +733,23 @@ def listed_ops(
     loss or strategy replica under that owner (``owner_of``), with how many there are; the
     user's own ops by name (with their type from ``types``, when given). The finding's
     ``ops`` keep every name."""
-    groups: dict[str, list[str]] = {}
-    for name in dict.fromkeys(names):
-        who, rest = owner_of(name)
-        groups.setdefault(who or name, []).append(rest if who else "")
+    # a name whose first scope is nobody's (most of a large trace's) is a group of its own
+    # (None: the name alone): every owner's name has a space or starts with an owner's scope
+    groups: dict[str, list[str] | None] = dict.fromkeys(names)
+    owned = {name for name in groups if not _plain_scope(name.partition("/")[0])}
+    if owned:  # the others as owner_of groups them, in their order among the plain ones
+        ordered: dict[str, list[str] | None] = {}
+        for name in groups:
+            if name not in owned:
+                ordered[name] = None
+                continue
+            who, rest = owner_of(name)
+            ordered.setdefault(who or name, []).append(rest if who else "")  # type: ignore[union-attr]
+        groups = ordered
     shown = []
     # only the groups the message names are spelled out; the others are counted
     for who, rests in islice(groups.items(), limit if limit >= 0 else None):
-        if not any(rests):
+        if rests is None or not any(rests):
             shown.append(f"{who} ({types.get(who) or '?'})" if types is not None else who)
         elif len(rests) == 1:
             shown.append(f"{who} ({rests[0]})")
