@@ -137,9 +137,12 @@ class Context:
     def of(cls, trace: Any) -> Context:
         ops = trace.ops
         names = ops["op"].tolist()
-        first = ops[["op", "device"]].drop_duplicates("op")
-        device_of = dict(zip(first["op"].tolist(), first["device"].tolist(), strict=True))
         type_of = dict(zip(names, ops["type"].tolist(), strict=True))
+        if len(type_of) == len(names):  # each name one row (nearly always)
+            device_of = dict(zip(names, ops["device"].tolist(), strict=True))
+        else:
+            first = ops[["op", "device"]].drop_duplicates("op")
+            device_of = dict(zip(first["op"].tolist(), first["device"].tolist(), strict=True))
         gpu_kernel: dict[str, str] = {}
         if "gpu_kernel" in ops:  # the rows whose kernels are known
             kernels = ops["gpu_kernel"].astype(str)
@@ -163,7 +166,7 @@ class Context:
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
-        context.runtime, sends, receives = _runtime_names(ops)
+        context.runtime, sends, receives = _runtime_names(type_of, how)
         context.inputs = context._through_copies(raw_inputs, sends, receives)
         consumers = context.consumers
         for op, producers in context.inputs.items():
@@ -200,7 +203,11 @@ class Context:
         # most ops: no copy among their producers, nothing to resolve (a C pass over them all)
         mine = np.fromiter(map(user.__contains__, names), bool, len(names))
         plain = np.fromiter(map(user.issuperset, lists), bool, len(lists))
-        edges = dict(zip(compress(names, mine), map(list, compress(lists, mine)), strict=True))
+        # the producer lists as they are (the rules only read them), copied when not lists
+        own = compress(lists, mine)
+        if not set(map(type, lists)) <= {list}:
+            own = map(list, own)
+        edges = dict(zip(compress(names, mine), own, strict=True))
         for name in compress(names, (mine & ~plain).tolist()):
             resolved = []
             for producer in raw[name]:
@@ -501,25 +508,23 @@ class Context:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
 
 
-def _runtime_names(ops: pd.DataFrame) -> tuple[set[str], set[str], set[str]]:
+def _runtime_names(
+    type_of: Mapping[str, Any], how: Mapping[str, str]
+) -> tuple[set[str], set[str], set[str]]:
     """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends
-    and receives, read off the frame's columns: a name's last row decides, as in
-    ``Context.type_of`` and ``Context.how``."""
-    last = ops.drop_duplicates("op", keep="last")
-    types = last["type"].astype(str)
-    memcpy = {t for t in set(types.tolist()) if t.upper().startswith("MEMCPY")}
-    runtime = (
-        last["how"].astype(str).eq("runtime")
-        | types.isin(_RUNTIME_TYPES | memcpy)
-        | last["op"].isin(("_SOURCE", "_SINK"))
-    )
-    names = last["op"]
+    and receives: a name's last row decides (``type_of`` and ``how`` hold it). By C passes over
+    the two dicts' values, in the order they hold them."""
+    memcpy = {
+        t for t in set(type_of.values()) if isinstance(t, str) and t.upper().startswith("MEMCPY")
+    }
 
-    def named(mask: pd.Series) -> set[str]:
-        return set(names[mask.to_numpy(dtype=bool)].tolist())
+    def typed(types: set[str] | frozenset[str]) -> set[str]:
+        return set(compress(type_of, map(types.__contains__, type_of.values())))
 
-    sends = named(types.isin(("_Send", "_HostSend")))
-    return named(runtime), sends, named(types.isin(("_Recv", "_HostRecv")))
+    runtime = typed(_RUNTIME_TYPES | memcpy)
+    runtime.update(compress(how, map("runtime".__eq__, how.values())))
+    runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
+    return runtime, typed({"_Send", "_HostSend"}), typed({"_Recv", "_HostRecv"})
 
 
 def _predict_with_module(
