@@ -14,12 +14,17 @@ the garbage collector runs before each call, outside the timing). Each call is a
 (``predict/cache.py``) is dropped before it, outside the timing. The answers are checked
 equal with ``pandas.testing.assert_frame_equal``: the findings frame and, up to
 ``--immaterial-up-to`` op rows, ``immaterial=True``'s (every finding). TensorFlow is imported
-first, as in a kernel that traced. A 1M-op trace takes about 10 GB of memory to load.
+first, as in a kernel that traced. Loading the 1M-op trace takes about 30 s and 3 GB; each
+version's findings about 4 GB at their peak.
+
+``--parts``: then, once per version, the CPU seconds of each step of ``find_findings`` (the
+``Context``, each rule, the per-copy merge, ``judge``, the cap and the frame), as it runs them.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import pickle
 import sys
@@ -63,7 +68,45 @@ def same(new: Any, old: Any) -> str:
     return "equal"
 
 
-def measure(path: Path, baseline: Path, repeats: int, immaterial_up_to: int) -> dict[str, Any]:
+def parts(package: Any, trace: Any) -> dict[str, float]:
+    """CPU seconds of each step of ``package``'s ``find_findings`` (its findings module)."""
+    from tfplace_widget._analyses.predict.cache import _drop_facts_cache
+    from tfplace_widget._model.gc_pause import paused_gc
+
+    p, took, found = package, {}, []
+
+    def step(name: str, fn: Any) -> Any:
+        start = time.process_time()
+        result = fn()
+        took[name] = took.get(name, 0.0) + time.process_time() - start
+        return result
+
+    _drop_facts_cache(trace.facts)
+    gc.collect()
+    with paused_gc():
+        context = step("Context.of", lambda: p.Context.of(p._the_calls_only(trace)))
+        for name in ("merged_runs", "cpu_fallbacks", "soft_moves", "costly_transfers"):
+            found += step(name, lambda n=name: getattr(p, f"find_{n}")(context))
+        network = (p.NETWORK_HIGH_BYTES, p.NETWORK_MEDIUM_BYTES)
+        found += step("cross_task", lambda: p.find_cross_task_transfers(context, *network))
+        for name in ("ping_pongs", "host_memory_on_gpu", "idle_devices"):
+            found += step(name, lambda n=name: getattr(p, f"find_{n}")(context))
+        for name in ("hidden", "time", "recompile", "outside"):
+            found += step("xla", lambda n=name: getattr(p, f"find_xla_{n}")(context))
+        found += step("input_waits", lambda: p.find_input_waits(trace))
+        found += step("memory", lambda: p.find_gpu_memory(trace, p.GPU_MEMORY_GIB))
+        found += step("memory", lambda: p.find_memory_peaks(trace, p.PEAK_OP_BYTES))
+        merged = step(
+            "one_per_copy", lambda: p._one_per_copy(context, p._as_keras_xla_would(trace, found))
+        )
+        judged = step("judge", lambda: p.judge(context, merged))
+        step("capped+frame", lambda: p._frame(p._capped([f for f in judged if p.material(f)])))
+    return took
+
+
+def measure(
+    path: Path, baseline: Path, repeats: int, immaterial_up_to: int, with_parts: bool = False
+) -> dict[str, Any]:
     import tensorflow  # noqa: F401  (a kernel that traced has it)
 
     from tfplace_widget._analyses.findings import find_findings
@@ -88,7 +131,14 @@ def measure(path: Path, baseline: Path, repeats: int, immaterial_up_to: int) -> 
             wall, cpu, _ = time_cpu_once(fn)
             timings[name].seconds.append(wall)
             timings[name].cpu.append(cpu)
+    split = {}
+    if with_parts:
+        split = {
+            "baseline": parts(importlib.import_module(f"{BASELINE}._analyses.findings"), trace),
+            "this": parts(importlib.import_module("tfplace_widget._analyses.findings"), trace),
+        }
     return {
+        "parts": split,
         "trace": str(path),
         "op rows": len(trace.ops),
         "load s": round(loaded, 1),
@@ -106,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", type=Path, action="append", help="a pickled trace (repeatable)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--immaterial-up-to", type=int, default=200_000)
+    parser.add_argument("--parts", action="store_true", help="CPU seconds per step, each version")
     args = parser.parse_args(argv)
     paths = args.trace or [args.cache / f"trace_{n}.pkl" for n in args.sizes.split(",")]
     print(
@@ -113,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("| --- | ---: | ---: | ---: | ---: | --- |")
     for path in paths:
-        row = measure(path, args.baseline.resolve(), args.repeats, args.immaterial_up_to)
+        row = measure(
+            path, args.baseline.resolve(), args.repeats, args.immaterial_up_to, args.parts
+        )
         old, new = row["baseline"], row["this"]
         cpu = {k: min(t.cpu) for k, t in (("old", old), ("new", new))}
         print(
@@ -122,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
             f"| {row['answers']} |",
             flush=True,
         )
+        for name, took in row["parts"].items():
+            split = ", ".join(f"{step} {seconds:.3f}" for step, seconds in took.items())
+            print(f"  {name}: {split}; total {sum(took.values()):.2f} s CPU", flush=True)
     return 0
 
 
