@@ -618,8 +618,12 @@ def summed_duration(context: Context, names: Iterable[str]) -> float:
     """Summed ``duration_us`` of ``names`` (untimed ops count 0)."""
     if context.duration_of is None:
         timed = context.ops[["op", "duration_us"]].dropna()
-        sums = timed.groupby("op", sort=False)["duration_us"].sum().astype(float)
-        context.duration_of = dict(zip(sums.index.tolist(), sums.tolist(), strict=True))
+        if len(context.type_of) == len(context.ops):  # each name one row: its own time
+            durations = timed["duration_us"].astype(float).tolist()
+            context.duration_of = dict(zip(timed["op"].tolist(), durations, strict=True))
+        else:
+            sums = timed.groupby("op", sort=False)["duration_us"].sum().astype(float)
+            context.duration_of = dict(zip(sums.index.tolist(), sums.tolist(), strict=True))
     of = context.duration_of
     return float(sum(of.get(name, 0.0) for name in set(names)))
 

@@ -167,12 +167,15 @@ def judge(context: Context, found: list[Finding]) -> list[Finding]:
             continue
         if not timed or finding.kind in _ABOUT_THE_TRACE:
             finding.evidence["material"] = 1
-    for i, finding in enumerate(judged):
+    if steps.count == 1:  # one product per finding, as np.dot of two one-element rows makes
+        wholes = ((shares[:, 0] * steps.total[0]) / total).tolist()
+    else:
+        wholes = [float(np.dot(row, steps.total) / total) for row in shares]
+    for finding, whole, runs in zip(judged, wholes, steady.tolist(), strict=True):
         evidence = finding.evidence
-        whole = float(np.dot(shares[i], steps.total) / total)
         evidence["step_share"] = round(whole, 4)
-        evidence["steady_steps"] = int(steady[i])
-        by_time = whole >= MATERIAL_SHARE and steady[i] * 2 > steps.count
+        evidence["steady_steps"] = runs
+        by_time = whole >= MATERIAL_SHARE and runs * 2 > steps.count
         by_bytes = steps.bytes_share(finding) >= MATERIAL_SHARE
         evidence["material"] = int(by_time or by_bytes)
         if steps.count == 1 and finding.kind in _TIMED_KINDS | _timed_copy(finding):
