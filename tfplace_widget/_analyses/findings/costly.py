@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from functools import partial
 
-import numpy as np
 import pandas as pd
 
 from ..._model.devices import short_device
@@ -67,34 +66,23 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     steps = max(1, step_count(context))
     directions: dict[tuple[str, str, str], list[tuple]] = {}
     signals: dict[tuple[str, str], int] = {}
-    tensors, sources, targets = (
-        transfers[c].tolist() for c in ("tensor", "src_device", "dst_device")
-    )
+    columns = (transfers[c].tolist() for c in ("tensor", "src_device", "dst_device", "bytes"))
     crossing = cross_task_flags(transfers)
     strategy = replicated(context)
-    type_of, consumers_of = context.type_of, context.consumers
-    with_gpu: dict[tuple[str, str], bool] = {}  # a CPU <-> GPU pair of devices
-    io_cache: dict[str, bool] = {}  # op type -> is_pipeline
-    for tensor, src, dst, size, network in zip(
-        tensors, sources, targets, _sizes(transfers["bytes"]), crossing, strict=True
-    ):
+    for tensor, src, dst, size, network in zip(*columns, crossing, strict=True):
         if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
             continue
         if network:  # between tasks of a cluster: cross_task_transfer's
             continue
-        if "/ctrl/_" in tensor and _CONTROL.match(tensor):
+        if _CONTROL.match(tensor):
             signals[(src, dst)] = signals.get((src, dst), 0) + 1
             continue
         producer = copied_op(context, tensor)
-        pair = (src, dst)
-        gpu = with_gpu.get(pair)
-        if gpu is None:
-            gpu = with_gpu[pair] = "GPU" in (device_type(src), device_type(dst))
-        if gpu and _stays_in_host_memory(context, producer, src, dst):
+        if _stays_in_host_memory(context, producer, src, dst):
             continue
-        consumers = [c for c in consumers_of.get(producer, ()) if c in type_of]
-        io = _io_of(context, tensor, producer, consumers, strategy, io_cache)
-        row = (tensor, producer, size, copy_time.get(tensor, 0.0))
+        consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
+        io = _io_of(context, tensor, producer, consumers, strategy)
+        row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
         directions.setdefault((src, dst, io), []).append(row)
     findings = [
         _direction_finding(
@@ -106,21 +94,8 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     return findings[:TOP_TRANSFERS]
 
 
-def _sizes(column: pd.Series) -> list[int | None]:
-    """A ``bytes`` column as Python ints, None where unknown."""
-    unknown = column.isna().to_numpy(dtype=bool)
-    sizes = np.array(column.fillna(0).astype("int64").tolist(), dtype=object)
-    sizes[unknown] = None
-    return sizes.tolist()
-
-
 def _io_of(
-    context: Context,
-    tensor: str,
-    producer: str,
-    consumers: list[str],
-    strategy: bool,
-    pipeline: dict[str, bool] | None = None,
+    context: Context, tensor: str, producer: str, consumers: list[str], strategy: bool
 ) -> str:
     """What a copy is for the user: ``feed`` (the step's inputs: arguments, feeds and its
     tf.data batches), ``fetch`` (its results: read by nothing, or only by the identities and
@@ -132,15 +107,7 @@ def _io_of(
         REPLICA.search(n) or context.how.get(n) == "explicit" for n in (producer, *consumers)
     ):
         return "replicas"
-    if is_feed(context, tensor, producer):
-        return "feed"
-    op_type = context.type_of.get(producer, "")
-    known = pipeline.get(op_type) if pipeline is not None else None
-    if known is None:
-        known = is_pipeline(op_type)
-        if pipeline is not None:
-            pipeline[op_type] = known
-    if known:
+    if is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, "")):
         return "feed"
     if all(_returned(context, c) for c in consumers):
         return "fetch"

@@ -106,7 +106,7 @@ class Steps:
         # each op's time in each step: a finding's share is the sum of its ops' rows
         self.per_op = np.zeros((len(names), self.count))
         np.add.at(self.per_op, (codes, step), duration)
-        self.names = pd.Index(names)  # an op's row of per_op is its position here
+        self.row = dict(zip(names.tolist(), range(len(names)), strict=True))
         self.total = self.per_op.sum(axis=0)
         ops = trace.ops
         sizes = ops["output_bytes"] if "output_bytes" in ops else pd.Series(dtype=float)
@@ -117,23 +117,18 @@ class Steps:
         """Each finding's share of each traced step's op time (a row per finding): the sum of
         its ops' rows, or its own measured time when that is more. The shares of all findings at
         once, in numpy: a large trace has hundreds of thousands of them."""
-        per_op, width = self.per_op, max(1, len(self.names))
-        lengths = np.fromiter((len(f.ops) for f in findings), np.intp, len(findings))
-        rows = self.names.get_indexer(list(chain.from_iterable(f.ops for f in findings)))
-        owner = np.repeat(np.arange(len(findings), dtype=np.int64), lengths)
-        timed = rows >= 0
-        # each of a finding's ops once (grouped by finding, in row order)
-        key = np.unique(owner[timed] * width + rows[timed])
-        owner, rows = key // width, key % width
-        counts = np.bincount(owner, minlength=len(findings))
+        row, per_op = self.row, self.per_op
+        rows = [[row[op] for op in set(finding.ops) if op in row] for finding in findings]
         summed = np.zeros((len(findings), self.count))
         # numpy's own sum per finding, for its rounding: below 8 rows (most findings) it adds
         # them one after another, as np.add.at does for all those findings in one call
-        few = counts[owner] < _PAIRWISE
-        np.add.at(summed, owner[few], per_op[rows[few]])
-        ends = np.cumsum(counts)
-        for i in np.flatnonzero(counts >= _PAIRWISE).tolist():
-            summed[i] = per_op[rows[ends[i] - counts[i] : ends[i]]].sum(axis=0)
+        few = [i for i, r in enumerate(rows) if len(r) < _PAIRWISE]
+        sizes = [len(rows[i]) for i in few]
+        flat = np.fromiter(chain.from_iterable(rows[i] for i in few), np.intp, sum(sizes))
+        np.add.at(summed, np.repeat(np.asarray(few, dtype=np.intp), sizes), per_op[flat])
+        for i, r in enumerate(rows):
+            if len(r) >= _PAIRWISE:
+                summed[i] = per_op[r].sum(axis=0)
         cost = np.array([f.cost[0] for f in findings], dtype=float).reshape(-1, 1)
         own = np.where(cost > 0, cost / self.count, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -469,8 +469,9 @@ def copy_nodes(context: Context, producer: str) -> list[str]:
     """The ``_Send``/``_Recv`` nodes that carry ``producer``'s output to another device."""
     if context.copies_by_producer is None:
         context.copies_by_producer = {}
-        for name in context.names_of(("_Send", "_Recv", "_HostSend", "_HostRecv")):
-            context.copies_by_producer.setdefault(copy_key(name), []).append(name)
+        for name, op_type in context.type_of.items():
+            if op_type in ("_Send", "_Recv", "_HostSend", "_HostRecv"):
+                context.copies_by_producer.setdefault(copy_key(name), []).append(name)
     return context.copies_by_producer.get(producer, [])
 
 
