@@ -183,3 +183,63 @@ def test_the_garbage_collector_waits_while_the_findings_are_made(chains, monkeyp
         assert not gc.isenabled()  # a caller's own choice stays
     finally:
         gc.enable()
+
+
+def test_ping_pong_finds_its_stretches_and_their_copies_without_a_call_per_edge(
+    chains, monkeypatch
+):
+    """The CPU stretches and their GPU ends are found over integer edge arrays: at a million
+    ops, a Python walk per stretch asked ``crosses_memory`` once per boundary edge (hundreds
+    of thousands of calls), and the same stretches, ends and findings come out."""
+    context = base.Context.of(chains)
+    asked: list[tuple[str, str]] = []
+    real = base.Context.crosses_memory
+
+    def counting(self: Any, producer: str, consumer: str) -> bool:
+        asked.append((producer, consumer))
+        return real(self, producer, consumer)
+
+    monkeypatch.setattr(base.Context, "crosses_memory", counting)
+    found = transfers.find_ping_pongs(context)
+    assert len(found) > 50 and all(f.kind == "ping_pong" for f in found)
+    assert asked == []
+    for finding in found:  # GPU -> CPU stretch -> GPU, as the view has them
+        cpu = [op for op in finding.ops if context.view.get(op) == "CPU"]
+        gpu = [op for op in finding.ops if context.view.get(op) == "GPU"]
+        assert len(cpu) == finding.evidence["cpu_ops"] and gpu, finding.ops
+        # each end one copy: a GPU op that feeds the stretch and reads it is two
+        assert len(gpu) <= finding.evidence["copies"] <= 2 * len(gpu)
+
+
+def test_components_label_each_node_with_the_smallest_it_is_joined_to():
+    """``graph.components`` against a plain union-find: long chains in either order (a
+    million-op model's CPU stretch), random edges, self-loops and lone nodes."""
+    import numpy as np
+
+    from tfplace_widget._analyses.findings.graph import components
+
+    def reference(count: int, a: np.ndarray, b: np.ndarray) -> list[int]:
+        parent = list(range(count))
+
+        def root(x: int) -> int:
+            while parent[x] != x:
+                x = parent[x]
+            return x
+
+        for x, y in zip(a.tolist(), b.tolist(), strict=True):
+            rx, ry = root(x), root(y)
+            parent[max(rx, ry)] = min(rx, ry)
+        return [root(x) for x in range(count)]
+
+    rng = np.random.default_rng(35)
+    chain = np.arange(9_999)
+    cases = [
+        (10_000, chain, chain + 1),
+        (10_000, chain[::-1] + 1, chain[::-1]),
+        (10_000, rng.permutation(10_000)[:-1], rng.permutation(10_000)[1:]),
+        (500, rng.integers(0, 500, 300), rng.integers(0, 500, 300)),
+        (5, np.array([3, 4]), np.array([3, 1])),
+        (3, np.array([], dtype=int), np.array([], dtype=int)),
+    ]
+    for count, a, b in cases:
+        assert components(count, a, b).tolist() == reference(count, a, b)

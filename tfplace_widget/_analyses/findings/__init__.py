@@ -302,6 +302,7 @@ def _capped(found: list[Finding]) -> list[Finding]:
         group.sort(key=lambda f: (rank[f.severity], *(-c for c in f.cost)))
         head, rest = group[: MAX_PER_KIND - 1], group[MAX_PER_KIND - 1 :]
         ops = [op for f in rest for op in f.ops]
+        distinct = len(set(ops))
         cost = tuple(sum(f.cost[i] for f in rest) for i in range(3))  # for the evidence
         kept += head
         kept.append(
@@ -310,11 +311,11 @@ def _capped(found: list[Finding]) -> list[Finding]:
                 min((f.severity for f in rest), key=rank.__getitem__),
                 ops,
                 (
-                    f"{len(rest)} more {kind} findings over {len(set(ops)):,} ops "
+                    f"{len(rest)} more {kind} findings over {distinct:,} ops "
                     f"({listed_ops(ops)}): their causes and fixes are those "
                     "of the findings above; click to see their ops."
                 ),
-                {"findings": len(rest), "ops": len(set(ops)), "duration_us": cost[0]},
+                {"findings": len(rest), "ops": distinct, "duration_us": cost[0]},
                 (-1.0, -1.0, -1.0),  # last of its severity: after the ones it summarises
                 predicted=all(f.predicted for f in rest),
             )

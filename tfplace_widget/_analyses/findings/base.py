@@ -8,9 +8,10 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import compress, islice
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..._model.columns import FINDING_KINDS as KINDS
@@ -44,6 +45,7 @@ _CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (co
 GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 # Generators and host constants that follow their consumers: never findings of their own.
 FOLLOWERS = {"Const", "HostConst"}
+_KIND_SET, _SEVERITY_SET = frozenset(KINDS), frozenset(SEVERITIES)  # a Finding's checks
 # A distribution strategy's replica scope (``replica_1/...``).
 REPLICA = re.compile(r"(^|/)replica_\d+/")
 
@@ -65,7 +67,7 @@ class Finding:
     fix: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS or self.severity not in SEVERITIES:
+        if self.kind not in _KIND_SET or self.severity not in _SEVERITY_SET:
             raise ValueError(f"unknown finding kind/severity: {self.kind}/{self.severity}")
         self.ops = list(dict.fromkeys(self.ops))
 
@@ -135,9 +137,12 @@ class Context:
     def of(cls, trace: Any) -> Context:
         ops = trace.ops
         names = ops["op"].tolist()
-        first = ops[["op", "device"]].drop_duplicates("op")
-        device_of = dict(zip(first["op"].tolist(), first["device"].tolist(), strict=True))
         type_of = dict(zip(names, ops["type"].tolist(), strict=True))
+        if len(type_of) == len(names):  # each name one row (nearly always)
+            device_of = dict(zip(names, ops["device"].tolist(), strict=True))
+        else:
+            first = ops[["op", "device"]].drop_duplicates("op")
+            device_of = dict(zip(first["op"].tolist(), first["device"].tolist(), strict=True))
         gpu_kernel: dict[str, str] = {}
         if "gpu_kernel" in ops:  # the rows whose kernels are known
             kernels = ops["gpu_kernel"].astype(str)
@@ -161,7 +166,7 @@ class Context:
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
-        context.runtime, sends, receives = _runtime_names(ops)
+        context.runtime, sends, receives = _runtime_names(type_of, how)
         context.inputs = context._through_copies(raw_inputs, sends, receives)
         consumers = context.consumers
         for op, producers in context.inputs.items():
@@ -185,23 +190,27 @@ class Context:
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
         user = set(type_of) - runtime
+        names, lists = list(raw), list(raw.values())
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
-        for name, producers in raw.items():
-            if producers and name in sends:
+        for name in compress(names, map(sends.__contains__, names)):
+            producers = raw[name]
+            if producers:
                 # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
                 # producer wins, so that X's readers on the other device stay X's consumers.
                 key = copy_key(name)
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
-        edges: dict[str, list[str]] = {}
-        for name, producers in raw.items():
-            if name not in user:
-                continue
-            if user.issuperset(producers):  # most ops: no copy, nothing to resolve
-                edges[name] = list(producers)
-                continue
+        # most ops: no copy among their producers, nothing to resolve (a C pass over them all)
+        mine = np.fromiter(map(user.__contains__, names), bool, len(names))
+        plain = np.fromiter(map(user.issuperset, lists), bool, len(lists))
+        # the producer lists as they are (the rules only read them), copied when not lists
+        own = compress(lists, mine)
+        if not set(map(type, lists)) <= {list}:
+            own = map(list, own)
+        edges = dict(zip(compress(names, mine), own, strict=True))
+        for name in compress(names, (mine & ~plain).tolist()):
             resolved = []
-            for producer in producers:
+            for producer in raw[name]:
                 if producer in receives:
                     key = copy_key(producer)
                     producer = sent_by.get(key, key)
@@ -209,7 +218,7 @@ class Context:
                     producer = copy_key(producer)
                 if producer in user:
                     resolved.append(producer)
-            edges[name] = resolved
+            edges[name] = resolved  # in its place among the others
         return edges
 
     def is_runtime(self, name: str) -> bool:
@@ -225,11 +234,25 @@ class Context:
             }
         return name in self.runtime
 
+    def names_of(self, types: Iterable[str]) -> list[str]:
+        """The ops whose type (``type_of``: a name's last row's) is one of ``types``, in the
+        order of ``type_of`` (a name's first row): picked out of the frame's columns, not by a
+        pass over every op of a million."""
+        types = set(types)
+        ops = self.ops
+        rows = ops["type"].isin(types).to_numpy(dtype=bool) if types else ()
+        if not len(rows) or not rows.any():
+            return []
+        names = ops["op"].to_numpy()
+        first = names[ops["op"].isin(set(names[rows].tolist())).to_numpy(dtype=bool)]
+        return [n for n in pd.unique(first).tolist() if self.type_of.get(n) in types]
+
     def cpu_requested(self) -> set[str]:
         """The ops a ``tf.device`` put on a CPU (their ``requested_device`` is one), found once."""
         if self.requested_cpu is None:
-            kinds = {d: device_type(d) for d in set(self.requested.values())}
-            self.requested_cpu = {n for n, d in self.requested.items() if kinds[d] == "CPU"}
+            cpu = {d for d in set(self.requested.values()) if device_type(d) == "CPU"}
+            asked = map(cpu.__contains__, self.requested.values())
+            self.requested_cpu = set(compress(self.requested, asked))
         return self.requested_cpu
 
     def _duplicated_names(self) -> set[str]:
@@ -268,17 +291,43 @@ class Context:
         self.predicted_view = True
         predicted = _predict_with_module(self, facts)
         if predicted is not None:
-            reasons = {name: reason for name, (_, _, reason) in predicted.items()}
-            kinds = {d: device_type(d) for d in {device for device, _, _ in predicted.values()}}
-            type_of, runtime = self.type_of, self.runtime or set()
-            for name, (device, how, _) in predicted.items():
-                if name not in type_of or name in runtime:
-                    continue
-                kind = self.view[name] = kinds[device]
-                if kind == "CPU":
-                    self.why_cpu[name] = self._cpu_cause(name, how, reasons)
+            self._view_of_prediction(*predicted)
             return
         self._predict_here(facts)
+
+    def _view_of_prediction(
+        self, names: list[str], devices: list[str], hows: list[str], reasons: list[str]
+    ) -> None:
+        """The view from the placer's prediction (one row per node of the graph, each name
+        once), the ops of the trace other than the runtime's, in the prediction's order; each
+        CPU op's cause, its own kernel's or request's read here (most of a million), a
+        colocated one's followed to its anchor (``_cpu_cause``)."""
+        type_of, runtime = self.type_of, self.runtime or set()
+        kinds = {d: device_type(d) for d in set(devices)}
+        ours = (
+            np.fromiter(map(type_of.__contains__, names), bool, len(names))
+            & ~np.fromiter(map(runtime.__contains__, names), bool, len(names))
+        ).tolist()
+        kept = list(compress(names, ours))
+        kind_of = list(map(kinds.__getitem__, compress(devices, ours)))
+        self.view.update(zip(kept, kind_of, strict=True))
+        on_cpu = [k == "CPU" for k in kind_of]
+        why, kernel_of, asked = self.why_cpu, self.gpu_kernel, self.cpu_requested()
+        by_name: dict[str, str] | None = None
+        for name, how in zip(
+            compress(kept, on_cpu), compress(compress(hows, ours), on_cpu), strict=True
+        ):
+            kernel = kernel_of.get(name, "")
+            if kernel in NO_GPU:
+                why[name] = (kernel, "")
+            elif name in asked:
+                why[name] = ("requested", "")
+            elif how == "colocated":
+                if by_name is None:
+                    by_name = dict(zip(names, reasons, strict=True))
+                why[name] = self._cpu_cause(name, how, by_name)
+            else:
+                why[name] = ("", "")
 
     def _cpu_cause(self, name: str, how: str | None, reasons: Mapping[str, str]) -> tuple[str, str]:
         """Why ``name`` is on the CPU: its own kernel or request, else (``colocated``) the op
@@ -359,16 +408,19 @@ class Context:
         made, read = self.view.get(producer), self.view.get(consumer)
         if made is None or read is None:
             return False
-        if self.host_sides is None:
-            self.host_sides = self._host_sides()
-        outputs, inputs = self.host_sides
+        outputs, inputs = self.host_side_ops()
         out_host = made == "CPU" or producer in outputs
         in_host = read == "CPU" or (consumer in inputs and self._host_input(consumer, producer))
         return out_host != in_host
 
-    def _host_sides(self) -> tuple[set[str], set[str]]:
+    def host_side_ops(self) -> tuple[set[str], set[str]]:
         """The ops whose first output a GPU kernel keeps in host memory, and those that keep
         some input there (``host`` kernels, and the kernel facts' ``gpu_host_*``), found once."""
+        if self.host_sides is None:
+            self.host_sides = self._host_sides()
+        return self.host_sides
+
+    def _host_sides(self) -> tuple[set[str], set[str]]:
         host = {op for op, kernel in self.gpu_kernel.items() if kernel == "host"}
         facts = getattr(self.trace, "facts", None)
         kernels = getattr(facts, "kernels", {}) if facts is not None else {}
@@ -408,8 +460,12 @@ class Context:
                 if "function" in self.ops
                 else set()
             )
+            # an op's first scope is a function's when its name starts with it and a "/" (a
+            # function name with a "/" is no first scope; "" none: no op name starts with "/")
+            heads = tuple(f"{f}/" for f in functions if f and "/" not in f)
             self.copy_of = {}
-            for op, op_type in self.type_of.items() if functions else ():
+            for op in filter(lambda n: n.startswith(heads), self.type_of) if heads else ():
+                op_type = self.type_of[op]
                 head, sep, rest = op.partition("/")
                 if sep and head in functions and self.type_of.get(rest) == op_type:
                     self.copy_of[op] = rest
@@ -452,33 +508,33 @@ class Context:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
 
 
-def _runtime_names(ops: pd.DataFrame) -> tuple[set[str], set[str], set[str]]:
+def _runtime_names(
+    type_of: Mapping[str, Any], how: Mapping[str, str]
+) -> tuple[set[str], set[str], set[str]]:
     """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends
-    and receives, read off the frame's columns: a name's last row decides, as in
-    ``Context.type_of`` and ``Context.how``."""
-    last = ops.drop_duplicates("op", keep="last")
-    types = last["type"].astype(str)
-    memcpy = {t for t in set(types.tolist()) if t.upper().startswith("MEMCPY")}
-    runtime = (
-        last["how"].astype(str).eq("runtime")
-        | types.isin(_RUNTIME_TYPES | memcpy)
-        | last["op"].isin(("_SOURCE", "_SINK"))
-    )
-    names = last["op"]
+    and receives: a name's last row decides (``type_of`` and ``how`` hold it). By C passes over
+    the two dicts' values, in the order they hold them."""
+    memcpy = {
+        t for t in set(type_of.values()) if isinstance(t, str) and t.upper().startswith("MEMCPY")
+    }
 
-    def named(mask: pd.Series) -> set[str]:
-        return set(names[mask.to_numpy(dtype=bool)].tolist())
+    def typed(types: set[str] | frozenset[str]) -> set[str]:
+        return set(compress(type_of, map(types.__contains__, type_of.values())))
 
-    sends = named(types.isin(("_Send", "_HostSend")))
-    return named(runtime), sends, named(types.isin(("_Recv", "_HostRecv")))
+    runtime = typed(_RUNTIME_TYPES | memcpy)
+    runtime.update(compress(how, map("runtime".__eq__, how.values())))
+    runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
+    return runtime, typed({"_Send", "_HostSend"}), typed({"_Recv", "_HostRecv"})
 
 
-def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, str, str]] | None:
+def _predict_with_module(
+    context: Context, facts: Any
+) -> tuple[list[str], list[str], list[str], list[str]] | None:
     """``predict_devices`` (one GPU, soft placement): every placer rule replayed, about 0.1 s
-    per 100k nodes. None without facts read from this process's registry (the placer reads
-    its op and kernel registries: facts loaded from a file are another process's, and
-    ``tfplace show`` of a saved trace does not import TensorFlow, seconds, for them), or when
-    the prediction fails: then the kernel columns and resource groups the trace holds alone
+    per 100k nodes; its ops (each once), devices, hows and reasons. None without facts read
+    from this process's registry (the placer reads its op and kernel registries: facts loaded
+    from a file are another process's, and ``tfplace show`` of a saved trace does not import
+    TensorFlow, seconds, for them), or when the prediction fails: then the kernel columns and resource groups the trace holds alone
     decide (``_predict_here``)."""
     if getattr(facts, "registry", None) is None:
         return None
@@ -498,14 +554,12 @@ def _predict_with_module(context: Context, facts: Any) -> dict[str, tuple[str, s
         )
     except Exception:  # a prediction that fails must not cost the other findings
         return None
-    columns = (frame[c].tolist() for c in ("predicted_device", "how", "reason"))
-    return dict(
-        zip(
-            frame["op"].tolist(),
-            zip(*(map(str, values) for values in columns), strict=True),
-            strict=True,
-        )
-    )
+    names = frame["op"].tolist()
+    columns = [list(map(str, frame[c].tolist())) for c in ("predicted_device", "how", "reason")]
+    if len(set(names)) != len(names):  # a name's last row, in its first row's place
+        last = dict(zip(names, zip(*columns, strict=True), strict=True))
+        names, columns = list(last), [list(c) for c in zip(*last.values(), strict=True)]
+    return names, columns[0], columns[1], columns[2]
 
 
 def _partner_from_reason(reason: str, context: Context, skip: set[str] | None = None) -> str:
@@ -549,7 +603,7 @@ def copied_op(context: Context, tensor: str) -> str:
     """The op whose output a transfer copies: ``A:0`` -> ``A``; ``edge_22_MatMul`` (a TF 1.x
     memcpy record) -> ``MatMul``."""
     name = tensor.rpartition(":")[0] if ":" in tensor else tensor
-    match = _EDGE.match(name)
+    match = _EDGE.match(name) if name.startswith("edge_") else None
     if match and match.group(1) in context.type_of:
         return match.group(1)
     return name
@@ -564,8 +618,12 @@ def summed_duration(context: Context, names: Iterable[str]) -> float:
     """Summed ``duration_us`` of ``names`` (untimed ops count 0)."""
     if context.duration_of is None:
         timed = context.ops[["op", "duration_us"]].dropna()
-        sums = timed.groupby("op", sort=False)["duration_us"].sum().astype(float)
-        context.duration_of = dict(zip(sums.index.tolist(), sums.tolist(), strict=True))
+        if len(context.type_of) == len(context.ops):  # each name one row: its own time
+            durations = timed["duration_us"].astype(float).tolist()
+            context.duration_of = dict(zip(timed["op"].tolist(), durations, strict=True))
+        else:
+            sums = timed.groupby("op", sort=False)["duration_us"].sum().astype(float)
+            context.duration_of = dict(zip(sums.index.tolist(), sums.tolist(), strict=True))
     of = context.duration_of
     return float(sum(of.get(name, 0.0) for name in set(names)))
 
@@ -573,7 +631,7 @@ def summed_duration(context: Context, names: Iterable[str]) -> float:
 def in_order(context: Context, names: Iterable[str]) -> list[str]:
     """``names`` in the trace's row order (first start first)."""
     if context.position is None:
-        context.position = {name: i for i, name in enumerate(context.device_of)}
+        context.position = dict(zip(context.device_of, range(len(context.device_of)), strict=True))
     position = context.position
     return sorted(set(names), key=lambda n: position.get(n, len(position)))
 
@@ -684,14 +742,23 @@ def listed_ops(
     loss or strategy replica under that owner (``owner_of``), with how many there are; the
     user's own ops by name (with their type from ``types``, when given). The finding's
     ``ops`` keep every name."""
-    groups: dict[str, list[str]] = {}
-    for name in dict.fromkeys(names):
-        who, rest = owner_of(name)
-        groups.setdefault(who or name, []).append(rest if who else "")
+    # a name whose first scope is nobody's (most of a large trace's) is a group of its own
+    # (None: the name alone): every owner's name has a space or starts with an owner's scope
+    groups: dict[str, list[str] | None] = dict.fromkeys(names)
+    owned = {name for name in groups if not _plain_scope(name.partition("/")[0])}
+    if owned:  # the others as owner_of groups them, in their order among the plain ones
+        ordered: dict[str, list[str] | None] = {}
+        for name in groups:
+            if name not in owned:
+                ordered[name] = None
+                continue
+            who, rest = owner_of(name)
+            ordered.setdefault(who or name, []).append(rest if who else "")  # type: ignore[union-attr]
+        groups = ordered
     shown = []
     # only the groups the message names are spelled out; the others are counted
     for who, rests in islice(groups.items(), limit if limit >= 0 else None):
-        if not any(rests):
+        if rests is None or not any(rests):
             shown.append(f"{who} ({types.get(who) or '?'})" if types is not None else who)
         elif len(rests) == 1:
             shown.append(f"{who} ({rests[0]})")

@@ -11,6 +11,7 @@ code (where that layer runs), not about the ops inside it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress
 from typing import Any
 
 from .base import (
@@ -65,18 +66,18 @@ def find_cpu_fallbacks(context: Context) -> list[Finding]:
     pipeline_types = {t for t in set(context.type_of.values()) if is_pipeline(t)}
     pipeline = [
         n
-        for n, t in context.type_of.items()
-        if t in pipeline_types and context.view.get(n) == "CPU" and n not in context.duplicated
+        for n in context.names_of(pipeline_types)
+        if context.view.get(n) == "CPU" and n not in context.duplicated
     ]
     findings: list[Finding] = []
     if pipeline:
         findings.append(_pipeline_finding(context, pipeline))
     in_pipeline = set(pipeline)
+    view = context.view
     fallbacks = {
         name
-        for name, kind in context.view.items()
-        if kind == "CPU"
-        and name not in context.duplicated
+        for name in compress(view, map("CPU".__eq__, view.values()))
+        if name not in context.duplicated
         and name not in in_pipeline
         and not follower(context, name)
         and falls_back(name)

@@ -28,6 +28,8 @@ def find_input_waits(trace: Any) -> list[Finding]:
         return []
     in_calls = ops["input_stage"].isna()
     waits = ops[in_calls & ops["type"].isin(_WAIT_TYPES)]["op"].tolist()
+    if not waits:  # no call waited: nothing to read off a million events
+        return []
     calls = events[events["op"].isin(set(ops["op"][in_calls]))]
     waited = calls[calls["op"].isin(waits)].sort_values("start_us")
     if waited.empty:

@@ -49,10 +49,19 @@ def timed_events(trace: Any) -> pd.DataFrame:
         events = trace.measured
     if events is None or events.empty:
         return pd.DataFrame(columns=["op", "device", "start_us", "duration_us"])
-    lanes = events["lane"].astype(str) if "lane" in events else pd.Series("", index=events.index)
     ops = trace.ops
     compiles = set(ops.loc[ops["type"].astype(str) == "_XlaCompile", "op"]) if "type" in ops else ()
-    return events[~lanes.str.endswith("/stream:all") & ~events["op"].isin(compiles)]
+    return events[~aggregate_lanes(events) & ~events["op"].isin(compiles).to_numpy(dtype=bool)]
+
+
+def aggregate_lanes(events: pd.DataFrame) -> np.ndarray:
+    """Per event: on an aggregate ``.../stream:all`` lane (its time is its streams' again),
+    tested once per distinct lane, not per event."""
+    if "lane" not in events:
+        return np.zeros(len(events), dtype=bool)
+    codes, lanes = pd.factorize(events["lane"].astype(str))
+    aggregate = [str(lane).endswith("/stream:all") for lane in lanes]
+    return np.array([*aggregate, False], dtype=bool)[codes]
 
 
 def step_of(events: pd.DataFrame, steps: int | None = None) -> tuple[np.ndarray, int]:
@@ -153,12 +162,15 @@ def judge(context: Context, found: list[Finding]) -> list[Finding]:
             continue
         if not timed or finding.kind in _ABOUT_THE_TRACE:
             finding.evidence["material"] = 1
-    for i, finding in enumerate(judged):
+    if steps.count == 1:  # one product per finding, as np.dot of two one-element rows makes
+        wholes = ((shares[:, 0] * steps.total[0]) / total).tolist()
+    else:
+        wholes = [float(np.dot(row, steps.total) / total) for row in shares]
+    for finding, whole, runs in zip(judged, wholes, steady.tolist(), strict=True):
         evidence = finding.evidence
-        whole = float(np.dot(shares[i], steps.total) / total)
         evidence["step_share"] = round(whole, 4)
-        evidence["steady_steps"] = int(steady[i])
-        by_time = whole >= MATERIAL_SHARE and steady[i] * 2 > steps.count
+        evidence["steady_steps"] = runs
+        by_time = whole >= MATERIAL_SHARE and runs * 2 > steps.count
         by_bytes = steps.bytes_share(finding) >= MATERIAL_SHARE
         evidence["material"] = int(by_time or by_bytes)
         if steps.count == 1 and finding.kind in _TIMED_KINDS | _timed_copy(finding):

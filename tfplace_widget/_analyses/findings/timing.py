@@ -10,7 +10,7 @@ import pandas as pd
 from ..._model.devices import parse_device, short_device
 from ..summary import busy_per_device
 from .base import Context, Finding, device_type, listed_ops
-from .material import step_of, trace_steps
+from .material import aggregate_lanes, step_of, trace_steps
 from .transfers import step_count
 
 # A device is idle when busy for less than this share of the step while another device is
@@ -27,13 +27,14 @@ def find_idle_devices(context: Context) -> list[Finding]:
     events = context.trace.events
     if events is None or events.empty:
         return []
-    lanes = events["lane"].astype(str)
-    op_level = events[~lanes.str.endswith("/stream:all")]
+    op_level = events[~aggregate_lanes(events)]
     op_level = op_level[op_level["device"].isin(context.trace.devices)]
     # the runtime's own nodes (_SOURCE, sends and receives) are no work a user could move
     context.is_runtime("")  # builds context.runtime
     # nor is a collective's time (an all-reduce waits there for the other tasks of its group)
-    collective = {op for op, t in context.type_of.items() if t.startswith("Collective")}
+    collective = set(
+        context.names_of(t for t in set(context.type_of.values()) if t.startswith("Collective"))
+    )
     op_level = op_level[~op_level["op"].isin((context.runtime or set()) | collective)]
     if op_level.empty:
         return []

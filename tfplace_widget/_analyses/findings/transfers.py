@@ -6,9 +6,10 @@ what a misplaced op costs. ``costly_transfer`` (copies between devices of one ta
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 
+import numpy as np
 import pandas as pd
 
 from ..._model.devices import crosses_tasks, task_of
@@ -26,6 +27,7 @@ from .base import (
     summed_duration,
 )
 from .fixes import edit_fix, no_fix, placement_fix, sources
+from .graph import components, edge_positions
 
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
 # by bytes per step: a 10 Gb/s link moves about 1 GB/s at best, so 10 MB a step is 10 ms or
@@ -314,19 +316,10 @@ def find_ping_pongs(context: Context) -> list[Finding]:
     view = context.view
     if not view or not any(kind == "GPU" for kind in view.values()):
         return []
-    findings: list[Finding] = []
-    seen: set[str] = set()
-    type_of = context.type_of
-    for start, kind in view.items():
-        if kind != "CPU" or start in seen or start in context.duplicated:
-            continue
-        stretch, before, after = _cpu_stretch(context, start)
-        seen |= stretch
-        inside = [n for n in stretch if type_of.get(n) not in FOLLOWERS]
-        if inside and before and after:
-            findings.append(
-                _ping_pong_finding(context, sorted(inside), sorted(before), sorted(after))
-            )
+    findings = [
+        _ping_pong_finding(context, inside, before, after)
+        for inside, before, after in _cpu_stretches(context)
+    ]
     for name, kind in view.items():  # tf.py_function: on the GPU, its Python on the host
         if kind == "GPU" and context.type_of.get(name) in _PY_FUNCTION_TYPES:
             findings.append(_py_function_finding(context, name))
@@ -430,33 +423,56 @@ def _ping_pong_finding(
     )
 
 
-def _cpu_stretch(context: Context, start: str) -> tuple[set[str], set[str], set[str]]:
-    """``start`` and the CPU ops joined to it by data edges that stay on the CPU; and, found on
-    the same walk, the GPU ops that feed the stretch and those that read it, where the tensor
-    changes memory (``crosses_memory``): the two ends of its copies."""
-    stretch = {start}
-    before: set[str] = set()
-    after: set[str] = set()
-    todo = [start]
-    inputs, consumers, view = context.inputs, context.consumers, context.view
-    crosses = context.crosses_memory
-    while todo:
-        name = todo.pop()
-        # its producers (a GPU one feeds the stretch), then its consumers (a GPU one reads it)
-        for edges, ends, fed in ((inputs, before, True), (consumers, after, False)):
-            for other in edges.get(name, ()):
-                kind = view.get(other)
-                if kind == "CPU":
-                    if other not in stretch:
-                        stretch.add(other)
-                        todo.append(other)
-                elif (
-                    kind == "GPU"
-                    and other not in ends
-                    and (crosses(other, name) if fed else crosses(name, other))
-                ):
-                    ends.add(other)
-    return stretch, before, after
+def _cpu_stretches(context: Context) -> Iterator[tuple[list[str], list[str], list[str]]]:
+    """Each stretch of CPU ops joined by data edges (a connected component of the view's CPU
+    ops) that GPU ops feed and read where the tensor changes memory (``crosses_memory``): its
+    ops other than constants, its GPU feeders and its GPU readers, each sorted by name; the
+    stretches in the order of their first op in the view. Over integer positions, for a
+    million-op graph: one numpy pass over the edges, not a Python walk per stretch."""
+    view = context.view
+    index = pd.Index(list(view), dtype=object)
+    kinds = np.array(list(view.values()), dtype=object)
+    cpu, gpu = kinds == "CPU", kinds == "GPU"
+    producers, consumers = edge_positions(context.inputs, index)
+    known = (producers >= 0) & (consumers >= 0)
+    producers, consumers = producers[known], consumers[known]
+    inner = cpu[producers] & cpu[consumers]
+    label = components(len(index), producers[inner], consumers[inner])
+    outputs, host_inputs = context.host_side_ops()
+    # a GPU op feeding the CPU copies its output unless its kernel keeps it in host memory
+    fed = gpu[producers] & cpu[consumers] & ~index.isin(list(outputs))[producers]
+    # a GPU op reading a CPU op's output copies it unless its kernel takes it in host memory
+    read = cpu[producers] & gpu[consumers]
+    names = index.to_numpy()
+    for i in np.flatnonzero(read & index.isin(list(host_inputs))[consumers]).tolist():
+        read[i] = not context._host_input(names[consumers[i]], names[producers[i]])
+    before = _by_label(label[consumers[fed]], producers[fed], names)
+    after = _by_label(label[producers[read]], consumers[read], names)
+    ends = sorted(before.keys() & after.keys())
+    if not ends:
+        return
+    members = cpu & ~index.isin(context.names_of(FOLLOWERS)) & np.isin(label, ends)
+    inside = _by_label(label[members], np.flatnonzero(members), names)
+    for stretch in ends:
+        if stretch in inside:
+            yield (
+                sorted(inside[stretch]),
+                sorted(set(before[stretch])),
+                sorted(set(after[stretch])),
+            )
+
+
+def _by_label(labels: np.ndarray, ids: np.ndarray, names: np.ndarray) -> dict[int, list[str]]:
+    """``names[ids]`` grouped by ``labels`` (each group in the order of ``ids``)."""
+    order = np.argsort(labels, kind="stable")
+    labels, ids = labels[order], ids[order]
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]]) if len(labels) else labels
+    bounds = [*starts.tolist(), len(ids)]
+    listed = names[ids].tolist()
+    return {
+        int(key): listed[start:end]
+        for key, start, end in zip(labels[starts].tolist(), bounds, bounds[1:], strict=False)
+    }
 
 
 def copy_nodes(context: Context, producer: str) -> list[str]:

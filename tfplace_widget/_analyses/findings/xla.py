@@ -42,7 +42,7 @@ def find_xla_hidden(context: Context) -> list[Finding]:
     (``sources.xla_graph``). Loaded without the graph, an auto-clustered trace says to load it
     with the graph, not to turn XLA off (that would measure another program); a TF2 call whose
     profile named no instruction (TensorFlow 2.16) says that."""
-    launch = [n for n, t in context.type_of.items() if t in XLA_LAUNCH_TYPES]
+    launch = context.names_of(XLA_LAUNCH_TYPES)
     if not launch:
         return []
     ops = context.ops
@@ -154,7 +154,8 @@ def find_xla_outside(context: Context) -> list[Finding]:
     """
     ops = context.ops
     how = ops["how"].astype(str)
-    clustered = ops[(how == "xla") & ops["reason"].astype(str).str.contains("auto-clustering")]
+    clustered = ops[(how == "xla").to_numpy(dtype=bool)]  # the reasons of these rows alone
+    clustered = clustered[clustered["reason"].astype(str).str.contains("auto-clustering")]
     if clustered.empty:
         return []
     outside = ops[

@@ -1,0 +1,44 @@
+"""The trace's data edges as integer arrays, for the rules that walk a million-op graph
+(``ping_pong``'s CPU stretches): positions in an index of op names instead of per-op dicts and
+sets, and connected components by numpy instead of one Python walk per stretch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import chain
+
+import numpy as np
+import pandas as pd
+
+
+def edge_positions(
+    inputs: Mapping[str, Sequence[str]], index: pd.Index
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every data edge of ``inputs`` (op -> its producers) as two arrays of positions in
+    ``index`` (unique op names): producers and consumers, -1 for a name not in it. In the
+    order of ``inputs``, each op's producers in theirs."""
+    lengths = np.fromiter(map(len, inputs.values()), np.intp, len(inputs))
+    producers = index.get_indexer(list(chain.from_iterable(inputs.values())))
+    consumers = np.repeat(index.get_indexer(list(inputs)), lengths)
+    return producers, consumers
+
+
+def components(count: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each of ``count`` nodes, the smallest node joined to it by the undirected edges
+    ``a[i] -- b[i]``: a label per connected component. Each round hooks the larger root of an
+    edge's two onto the smaller, then jumps every node to its root, until no edge joins two
+    roots: a few rounds, however long the chains."""
+    parent = np.arange(count)
+    while True:
+        left, right = parent[a], parent[b]
+        differ = left != right
+        if not differ.any():
+            return parent
+        low = np.minimum(left[differ], right[differ])
+        high = np.maximum(left[differ], right[differ])
+        parent[high] = low  # any of an edge's smaller roots will do: each points lower
+        while True:
+            jumped = parent[parent]
+            if np.array_equal(jumped, parent):
+                break
+            parent = jumped
