@@ -83,14 +83,22 @@ def mirrored_on_ps_cluster() -> Any:
 
 
 def blocked() -> Any:
-    """A setup whose step waits forever on the worker it is scheduled on (a dequeue from an
-    empty queue), once every task's server listens: what the safety tests kill."""
-    tf.distribute.experimental.ParameterServerStrategy(
+    """A setup whose step runs until it is killed on the worker it is scheduled on (a loop
+    whose condition stays true, then a read of a variable on the ps task), once every task's
+    server listens: what the safety tests kill. The step holds the strategy's variable, so
+    the strategy lives on (one dropped at once was collected: the coordinator then refused
+    the setup within 50 ms); a queue made in the step lives on the coordinator, whose
+    dequeue on the worker fails at once (a missing resource)."""
+    strategy = tf.distribute.experimental.ParameterServerStrategy(
         tf.distribute.cluster_resolver.TFConfigClusterResolver()
     )
+    with strategy.scope():
+        offset = tf.Variable(1.0)
 
     @tf.function
     def step() -> Any:
-        return tf.queue.FIFOQueue(1, tf.float32).dequeue()
+        start = tf.constant(0, tf.int64)
+        count = tf.while_loop(lambda i: i >= 0, lambda i: i + 1, [start])[0]
+        return tf.cast(count, tf.float32) + offset
 
     return step
