@@ -96,7 +96,10 @@ def test_tf2_cluster_panel_groups_the_workers(lab, jupyter_lab):
     name = write_notebook(jupyter_lab.root / "notebooks" / "cluster_tf2.ipynb", TF2_CELLS)
     lab.open_notebook(str(name.relative_to(jupyter_lab.root)))
     lab.run_all_cells(timeout_s=240)
-    assert not lab.errors()
+    # nothing on stderr but the warning of a rerun after TensorFlow's profiler crashed in a
+    # task (a TensorFlow bug, about one trace in six here: cluster_tf2.PROFILER_CRASH_RETRIES)
+    lines = [line for text in lab.errors() for line in text.splitlines() if line.strip()]
+    assert all(line.endswith("The cluster ran again.") for line in lines), lines
     panel = lab.page.locator(PANEL).first
     panel.locator(".tfplace-table tbody tr").first.wait_for(timeout=30_000)
     lab.page.wait_for_function(f"() => ({TICKS_JS})().length > 0", timeout=30_000)
