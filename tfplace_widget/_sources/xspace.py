@@ -203,13 +203,15 @@ def _host_records(plane: Any, origin_ns: int, records: Records) -> None:
     changes: list[tuple[int, int, int, Any]] = []  # (time, line, +1 / -1, event)
     for line in plane.lines:
         line_ns = _line_start_ns(line, origin_ns)
-        mine = spans.setdefault(line.id, [])
+        # the ops' spans only where allocator events need an owner (most profiles have none)
+        mine = spans.setdefault(line.id, []) if memory else None
         for event in line.events:
             parsed = ops.get(event.metadata_id)
             if parsed is not None:
                 node, op_type = parsed
                 start, duration = _span_us(line_ns, event)
-                mine.append((start, start + duration, len(records.op), node))
+                if mine is not None:
+                    mine.append((start, start + duration, len(records.op), node))
                 records.append(
                     node, op_type, HOST_PLANE, line.id, start, duration, f"{node} = {op_type}()"
                 )

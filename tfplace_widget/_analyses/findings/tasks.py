@@ -75,15 +75,15 @@ def merged(per_task: list[tuple[str, list[Finding]]], strategy: str) -> list[Fin
             tasks.append(task)
             material = max(first.evidence.get("material", 0), finding.evidence.get("material", 0))
             first.evidence["material"] = material
+    why = (
+        f"{strategy} runs this step on every worker"
+        if strategy != "ParameterServerStrategy"
+        else "the coordinator scheduled the step there too"
+    )
     findings = []
     for finding, tasks in kept.values():
         finding.evidence["tasks"] = len(tasks)
         if len(tasks) > 1:
-            why = (
-                f"{strategy} runs this step on every worker"
-                if strategy != "ParameterServerStrategy"
-                else "the coordinator scheduled the step there too"
-            )
             finding.message = f"{finding.message} The same on {', '.join(tasks[1:])}: {why}."
         findings.append(finding)
     return findings
