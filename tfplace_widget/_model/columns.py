@@ -77,6 +77,7 @@ FINDING_KINDS = (
     "soft_move",
     "costly_transfer",
     "cross_task_transfer",
+    "unbalanced_ps",
     "ping_pong",
     "host_memory_on_gpu",
     "idle_device",

@@ -73,8 +73,9 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
     for function, trace, constants in traces:
         ops = trace.ops.copy()
         reads = _variable_reads(trace, record.get("variables", {}).get(function, {}))
+        scopes = record.get("requests", {}).get(function, {})
         ops["reason"] = [
-            _reason(op, str(why), device, scheduled, reads, record)
+            _reason(op, strategy_asked(str(why), scopes.get(op)), device, scheduled, reads, record)
             for op, why, device in zip(ops["op"], ops["reason"], ops["device"], strict=True)
         ]
         ops_frames.append(ops)
@@ -339,6 +340,25 @@ def _reason(
     if variable is None or task != task_of(variable["device"]):
         return f"{said}." if said else said
     return f"{said}. {variable_words(variable, record)}"
+
+
+_ASKED = re.compile(r"\ARequested (?P<device>\S+) with tf\.device")
+
+
+def strategy_asked(why: str, scopes: list[dict[str, Any]] | None) -> str:
+    """``why`` with its request credited to the strategy when no ``tf.device`` of the user's
+    reaches the op (``scopes``: the op's device scopes, innermost first, as the coordinator's
+    graph of the step recorded them): ``strategy.run`` runs the replica function under the
+    worker's replica device, ``strategy.reduce`` reduces to its CPU."""
+    found = _ASKED.match(why)
+    if found is None or not scopes or any(scope["user"] for scope in scopes):
+        return why
+    inner = scopes[0]
+    where = "/".join(inner["file"].replace("\\", "/").split("/")[-2:])
+    return (
+        f"Requested {found['device']} by {STRATEGY}'s own device scope ({where}:{inner['line']}), "
+        f"not by a tf.device of yours{why[found.end() :]}"
+    )
 
 
 def variable_words(variable: dict[str, Any], record: dict[str, Any]) -> str:

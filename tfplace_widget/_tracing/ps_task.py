@@ -140,6 +140,7 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
         "functions": [f.function_def.signature.name for f in functions],
         "variables": {f.function_def.signature.name: _variables(f) for f in functions},
         "tensor_bytes": {f.function_def.signature.name: _tensor_bytes(f) for f in functions},
+        "requests": {f.function_def.signature.name: device_scopes(f) for f in functions},
         "partitioner": type(partitioner).__name__ if partitioner is not None else "",
         "ps_tasks": len(request["tf_config"]["cluster"].get("ps", [])),
     }
@@ -178,7 +179,8 @@ def _concrete_functions(step: Any) -> list[Any]:
 def _variables(concrete: Any) -> dict[str, dict[str, Any]]:
     """Per argument of the step's FunctionDef that is a captured variable's handle (the name
     of its ``_Arg`` node in the placed graphs): the variable's name, device, shape, dtype,
-    bytes, and its shard and shard count when it is a shard of a ``ShardedVariable``."""
+    bytes, when it was made (``created``: an index, ordering them) and its shard and shard
+    count when it is a shard of a ``ShardedVariable``."""
     import gc
 
     from tensorflow.python.distribute import sharded_variable
@@ -208,11 +210,56 @@ def _variables(concrete: Any) -> dict[str, dict[str, Any]]:
             "shape": [int(d) for d in variable.shape],
             "dtype": variable.dtype.name,
             "bytes": int(variable.shape.num_elements() * variable.dtype.size),
+            "created": _creation_index(variable),
         }
         if id(external) in shards:
             info["shard"], info["shards"] = shards[id(external)]
         found[names[index]] = info
     return found
+
+
+def _creation_index(variable: Any) -> int:
+    """When TensorFlow made ``variable``: the process-wide counter its id ends with
+    (``<handle name>_<ops.uid()>``), -1 when it has none."""
+    tail = str(getattr(variable, "_unique_id", "")).rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+def device_scopes(concrete: Any) -> dict[str, list[dict[str, Any]]]:
+    """Per op of the step's graph that a device scope reaches: each ``tf.device`` around it,
+    innermost first, as its graph recorded it (``_device_assignments``): the device, the file
+    and line of the ``with``, and whether that line is the user's (outside TensorFlow and
+    Keras: the strategy's own scopes, such as ``strategy.run``'s replica device, are not)."""
+    import tensorflow as tf
+
+    library = tuple(
+        os.path.dirname(os.path.realpath(module.__file__)) + os.sep
+        for module in (tf, _keras())
+        if module is not None and getattr(module, "__file__", None)
+    )
+    found = {}
+    for op in concrete.graph.get_operations():
+        scopes = [
+            {
+                "device": str(a.obj),
+                "file": a.filename,
+                "line": a.lineno,
+                "user": not os.path.realpath(a.filename).startswith(library),
+            }
+            for a in reversed(op._device_assignments)  # noqa: SLF001 (the graph's own record)
+            if isinstance(a.obj, str | tf.DeviceSpec)
+        ]
+        if scopes:
+            found[op.name] = scopes
+    return found
+
+
+def _keras() -> Any:
+    """The ``keras`` package when it is imported (its layers set no device: a scope in its
+    files is a library's), else None."""
+    import sys
+
+    return sys.modules.get("keras")
 
 
 def _tensor_bytes(concrete: Any) -> dict[str, int]:

@@ -45,6 +45,13 @@ KIND_RULES: dict[str, KindRule] = {
     "cross_task_transfer": KindRule(
         "the cluster's transfers and RecvTensor records", True, "1 MB a step: medium; 10 MB: high"
     ),
+    "unbalanced_ps": KindRule(
+        "the coordinator's record of ParameterServerStrategy's variables and shards (device, "
+        "bytes, creation order, partitioner) and the cross-task transfers of one step",
+        True,  # user_fix 0 where the partitioner that would balance it was not tried
+        "one ps task serves 1.5x the mean of the ps tasks' bytes a step or more, and 1 MB a "
+        "step or more: medium; 10 MB: high",
+    ),
     "ping_pong": KindRule(
         "predicted devices and host-memory kernels (copies that leave device memory)",
         True,

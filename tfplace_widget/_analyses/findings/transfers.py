@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from ..._model.devices import crosses_tasks, task_of
-from ..._model.trace import strategy_of
 from ..summary import format_bytes, format_us
 from .base import (
     FOLLOWERS,
@@ -28,6 +27,7 @@ from .base import (
 )
 from .fixes import edit_fix, no_fix, placement_fix, sources
 from .graph import components, edge_positions
+from .ps import handle_variables, ps_record, ps_words
 
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
 # by bytes per step: a 10 Gb/s link moves about 1 GB/s at best, so 10 MB a step is 10 ms or
@@ -209,15 +209,14 @@ def _cross_task_finding(
     updates = [c for c in consumers if context.type_of.get(c, "").startswith(UPDATE_PREFIXES)]
     feeds = [p for p in producers if is_feed(context, f"{p}:0", p)]
     computed = [p for p in user_producers if p not in reads]
-    if reads and strategy_of(context.trace) == "ParameterServerStrategy":
-        fix = (
-            f"reads of the variables on {src_task} ({listed_names(variables)}), sent every "
-            "step: ParameterServerStrategy keeps the variables on the ps tasks and each step "
-            "the coordinator schedules reads them. Partition large variables over the ps tasks "
-            "(variable_partitioner= of ParameterServerStrategy, e.g. "
-            "tf.distribute.experimental.partitioners.MinSizePartitioner) so no one task ships "
-            "them all; read each variable once a step and reuse that read"
+    user_fix = None
+    record = ps_record(context.trace)
+    if handle_variables(record) and (reads or updates):
+        args = (
+            variables if reads else sorted({v for u in updates for v in resource_inputs.get(u, ())})
         )
+        fix, advised = ps_words(record, args, src_task if reads else dst_task, reads, medium_bytes)
+        user_fix = int(advised)
     elif reads:
         fix = (
             f"reads of the variables on {src_task} ({listed_names(variables)}), sent every step. "
@@ -298,6 +297,8 @@ def _cross_task_finding(
         "steps": steps,
         "time_us": seconds,
     }
+    if user_fix is not None:
+        evidence["user_fix"] = user_fix
     return Finding(
         "cross_task_transfer",
         severity,
