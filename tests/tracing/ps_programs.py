@@ -102,3 +102,69 @@ def blocked() -> Any:
         return tf.cast(count, tf.float32) + offset
 
     return step
+
+
+# The unbalanced case: a wide first layer (256 x 1024 float32: 1 MiB) made first, then its
+# bias and a small output layer; without a variable_partitioner, the strategy deals each
+# variable whole round-robin in creation order: w1 and w2 to ps:0, b1 to ps:1.
+WIDE_FEATURES, WIDE_UNITS = 256, 1024
+
+
+class WideModel(tf.Module):
+    """Dense layers whose first kernel dwarfs the rest, made in this order: w1, b1, w2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = tf.Variable(
+            tf.random.stateless_normal((WIDE_FEATURES, WIDE_UNITS), seed=(1, 2)), name="w1"
+        )
+        self.b1 = tf.Variable(tf.zeros(WIDE_UNITS), name="b1")
+        self.w2 = tf.Variable(tf.random.stateless_normal((WIDE_UNITS, 1), seed=(3, 4)), name="w2")
+
+    def __call__(self, x: Any) -> Any:
+        return tf.matmul(tf.nn.relu(tf.matmul(x, self.w1) + self.b1), self.w2)
+
+
+def _wide_step(partitioner: Any) -> Any:
+    """The tutorial's custom loop with ``WideModel`` and ``partitioner``."""
+    strategy = tf.distribute.experimental.ParameterServerStrategy(
+        tf.distribute.cluster_resolver.TFConfigClusterResolver(), variable_partitioner=partitioner
+    )
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    with strategy.scope():
+        model = WideModel()
+
+    def wide_dataset_fn(input_context: Any = None) -> Any:
+        x = tf.random.stateless_uniform((32, WIDE_FEATURES), seed=(5, 6))
+        y = tf.random.stateless_uniform((32, 1), seed=(7, 8))
+        return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(BATCH)
+
+    per_worker_iterator = iter(coordinator.create_per_worker_dataset(wide_dataset_fn))
+
+    @tf.function
+    def step_fn(iterator: Any) -> Any:
+        def replica_fn(batch_data: Any, labels: Any) -> Any:
+            with tf.GradientTape() as tape:
+                pred = model(batch_data)
+                with tf.device("/device:CPU:0"):  # the user's own request (the strategy's too)
+                    loss = tf.nn.compute_average_loss(tf.square(pred - labels, name="user_square"))
+            gradients = tape.gradient(loss, model.trainable_variables)
+            for variable, gradient in zip(model.trainable_variables, gradients, strict=True):
+                variable.assign_sub(0.01 * gradient)
+            return loss
+
+        losses = strategy.run(replica_fn, args=next(iterator))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+
+    return step_fn, (per_worker_iterator,)
+
+
+def wide_whole() -> Any:
+    """``WideModel`` without a variable_partitioner: w1 (1 MiB) whole on ps:0."""
+    return _wide_step(None)
+
+
+def wide_fixed_shards() -> Any:
+    """The fix unbalanced_ps offers, applied: ``FixedShardsPartitioner(num_shards=2)`` splits
+    every variable in two, one shard on each ps task."""
+    return _wide_step(tf.distribute.experimental.partitioners.FixedShardsPartitioner(num_shards=2))

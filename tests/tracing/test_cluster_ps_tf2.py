@@ -285,3 +285,49 @@ def test_options_the_coordinator_cannot_apply_are_refused_before_anything_starts
     with pytest.raises(ClusterError, match="job\\(s\\) evaluator are not supported"):
         trace_placement("ps_programs:custom_loop", cluster="local:worker=2,ps=1,evaluator=1")
     assert spy.children == []
+
+
+def test_cross_task_findings_name_the_variables_and_leave_partitioned_ones_be(ps):
+    """Each worker's reads from a ps task and updates back are a cross_task_transfer finding
+    that names the variables and shards TensorFlow's partitioner made (as the coordinator's
+    strategy holds them), not the handle arguments the step's graph takes them through; w1 is
+    already split in two by the MinSizePartitioner and b1 and w2 are 256 bytes each, so no
+    partitioner is advised and the finding has no fix of the user's."""
+    trace, _, _ = ps
+    found = trace.all_findings
+    crossing = found[found["kind"] == "cross_task_transfer"]
+    named = {
+        PS0: ("w1/part_0 (shard 1 of 2 of w1, 1.3 kB)", "b1 (256 B)"),
+        PS1: ("w1/part_1 (shard 2 of 2 of w1, 1.3 kB)", "w2 (256 B)"),
+    }
+    seen = 0
+    for message, evidence in crossing[["message", "evidence"]].itertuples(index=False):
+        assert "_resource" not in message and "Partition " not in message, message
+        assert evidence["user_fix"] == 0, evidence
+        for device, names in named.items():
+            task = device.replace("/replica:0", "").removesuffix("/device:CPU:0")
+            if f"variables on {task} (" in message:
+                assert all(name in message for name in names), message
+                assert "w1 already split over the ps tasks by MinSizePartitioner" in message
+                seen += 1
+    # reads and updates, between each ps task and each worker that ran the step
+    assert seen == 2 * 2 * len(ran_the_step(trace)), crossing["message"].tolist()
+
+
+def test_ops_the_strategy_asked_a_device_for_name_the_strategy(ps):
+    """The step's ops that ask for /device:CPU:0 (TensorFlow's graph before the placer: their
+    requested_device) ask because ParameterServerStrategy runs the replica function under its
+    replica device and reduces there: the program has no tf.device. Their reasons say so, on
+    the workers and on the ps tasks (an update asks for the replica device, and goes with its
+    variable); and no ps task serves much more than the other (no unbalanced_ps)."""
+    trace, _, _ = ps
+    asked = trace.ops[trace.ops["requested_device"].fillna("") == "/device:CPU:0"]
+    assert len(asked) >= 30 and set(asked["device"]) >= {PS0, PS1}, asked
+    words = (
+        "Requested /device:CPU:0 by ParameterServerStrategy, not by a tf.device of yours (its "
+        "replica device on the worker: strategy.run runs the replica function under it, "
+        "strategy.reduce reduces there); placed exactly there ("
+    )
+    for reason in asked["reason"]:
+        assert reason.startswith(words), reason
+    assert "unbalanced_ps" not in set(trace.all_findings["kind"])

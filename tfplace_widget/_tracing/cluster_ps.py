@@ -347,17 +347,15 @@ _ASKED = re.compile(r"\ARequested (?P<device>\S+) with tf\.device")
 
 def strategy_asked(why: str, scopes: list[dict[str, Any]] | None) -> str:
     """``why`` with its request credited to the strategy when no ``tf.device`` of the user's
-    reaches the op (``scopes``: the op's device scopes, innermost first, as the coordinator's
-    graph of the step recorded them): ``strategy.run`` runs the replica function under the
-    worker's replica device, ``strategy.reduce`` reduces to its CPU."""
+    reaches the op (``scopes``: the op's device scopes, as the coordinator's graph of the step
+    recorded them, ``ps_task.device_scopes``)."""
     found = _ASKED.match(why)
     if found is None or not scopes or any(scope["user"] for scope in scopes):
         return why
-    inner = scopes[0]
-    where = "/".join(inner["file"].replace("\\", "/").split("/")[-2:])
     return (
-        f"Requested {found['device']} by {STRATEGY}'s own device scope ({where}:{inner['line']}), "
-        f"not by a tf.device of yours{why[found.end() :]}"
+        f"Requested {found['device']} by {STRATEGY}, not by a tf.device of yours (its replica "
+        "device on the worker: strategy.run runs the replica function under it, "
+        f"strategy.reduce reduces there){why[found.end() :]}"
     )
 
 

@@ -140,7 +140,7 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
         "functions": [f.function_def.signature.name for f in functions],
         "variables": {f.function_def.signature.name: _variables(f) for f in functions},
         "tensor_bytes": {f.function_def.signature.name: _tensor_bytes(f) for f in functions},
-        "requests": {f.function_def.signature.name: device_scopes(f) for f in functions},
+        "requests": {f.function_def.signature.name: device_scopes(f, strategy) for f in functions},
         "partitioner": type(partitioner).__name__ if partitioner is not None else "",
         "ps_tasks": len(request["tf_config"]["cluster"].get("ps", [])),
     }
@@ -225,41 +225,35 @@ def _creation_index(variable: Any) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
-def device_scopes(concrete: Any) -> dict[str, list[dict[str, Any]]]:
+def device_scopes(concrete: Any, strategy: Any) -> dict[str, list[dict[str, Any]]]:
     """Per op of the step's graph that a device scope reaches: each ``tf.device`` around it,
-    innermost first, as its graph recorded it (``_device_assignments``): the device, the file
-    and line of the ``with``, and whether that line is the user's (outside TensorFlow and
-    Keras: the strategy's own scopes, such as ``strategy.run``'s replica device, are not)."""
+    innermost first, as its graph recorded it (``_device_assignments``), and whether it is the
+    user's. The strategy sets one scope on an op: its replica device (``worker_devices``), under
+    which ``strategy.run`` runs the replica function, or the CPU that ``strategy.reduce``
+    reduces to. An op with that one scope alone asked for nothing else; an op with more scopes,
+    or another device, is reached by the user's (TensorFlow records no usable line for either:
+    each scope's file is its own ``ops.py``)."""
     import tensorflow as tf
 
-    library = tuple(
-        os.path.dirname(os.path.realpath(module.__file__)) + os.sep
-        for module in (tf, _keras())
-        if module is not None and getattr(module, "__file__", None)
-    )
+    own = {_spec(d) for d in (*strategy.extended.worker_devices, "/device:CPU:0")}
     found = {}
     for op in concrete.graph.get_operations():
-        scopes = [
-            {
-                "device": str(a.obj),
-                "file": a.filename,
-                "line": a.lineno,
-                "user": not os.path.realpath(a.filename).startswith(library),
-            }
+        devices = [
+            str(a.obj)
             for a in reversed(op._device_assignments)  # noqa: SLF001 (the graph's own record)
             if isinstance(a.obj, str | tf.DeviceSpec)
         ]
-        if scopes:
-            found[op.name] = scopes
+        if devices:
+            users = len(devices) > 1 or _spec(devices[0]) not in own
+            found[op.name] = [{"device": d, "user": users} for d in devices]
     return found
 
 
-def _keras() -> Any:
-    """The ``keras`` package when it is imported (its layers set no device: a scope in its
-    files is a library's), else None."""
-    import sys
+def _spec(device: str) -> str:
+    """``device`` as a comparable string (``/cpu:0`` and ``/device:CPU:0`` alike)."""
+    import tensorflow as tf
 
-    return sys.modules.get("keras")
+    return tf.DeviceSpec.from_string(device).to_string()
 
 
 def _tensor_bytes(concrete: Any) -> dict[str, int]:
