@@ -318,6 +318,27 @@ FACTS = {
         "/job:worker/task:0 -> /job:worker/task:1: 22,244 bytes in 2 copies",  # + the loss
         "/job:worker/task:1 -> /job:worker/task:0: 22,244 bytes in 2 copies",
         "all tasks, per step: 44,488 bytes",
+        # TF2: ParameterServerStrategy (ps_train.py): MinSizePartitioner splits w1 in two, and
+        # the strategy deals variables and shards round-robin in creation order
+        "sharded by MinSizePartitioner: w1 on /job:ps/task:0, /job:ps/task:1 (2 shards); b1 on "
+        "/job:ps/task:0; w2 on /job:ps/task:1; b2 on /job:ps/task:0.",
+        "/job:ps/task:1: Variable shard 2 of 2 of w1 (w1/part_1: [50, 50] float32, 10,000 bytes), "
+        "placed on /job:ps/task:1 by the strategy's variable_partitioner (MinSizePartitioner)",
+        "/job:ps/task:0: Variable b2 ([10] float32, 40 bytes), placed on /job:ps/task:0",
+        # the worker's /device:CPU:0 is the strategy's request, not a tf.device of the user's
+        "Requested /device:CPU:0 by ParameterServerStrategy, not by a tf.device of yours",
+        "because the coordinator scheduled it there (ClusterCoordinator.schedule: call",
+        # one step's reads and updates, per ps task
+        "/job:ps/task:0 -> the worker: 10,240 bytes in 9 copies",
+        "the worker -> /job:ps/task:0: 10,240 bytes in 3 copies",
+        "/job:ps/task:1 -> the worker: 12,000 bytes in 6 copies",
+        "the worker -> /job:ps/task:1: 12,000 bytes in 2 copies",
+        "unbalanced_ps findings: 0",
+        # cross_task_transfer names the variables and shards, and advises no partitioner
+        "reads of the variables on /job:ps/task:0 (b2 (40 B), b1 (200 B), w1/part_0 (shard 1 of 2 "
+        "of w1, 10.0 kB))",
+        "(w1 already split over the ps tasks by MinSizePartitioner; the others whole but under "
+        "1.0 MB each). This is the strategy's parameter traffic",
     ],
     "09_memory.ipynb": [
         # TensorFlow's allocator records, read from graph mode's FULL_TRACE step_stats
