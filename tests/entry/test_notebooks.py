@@ -337,8 +337,8 @@ FACTS = {
         # cross_task_transfer names the variables and shards, and advises no partitioner
         "reads of the variables on /job:ps/task:0 (b2 (40 B), b1 (200 B), w1/part_0 (shard 1 of 2 "
         "of w1, 10.0 kB))",
-        "(w1 already split over the ps tasks by MinSizePartitioner; the others whole but under "
-        "1.0 MB each). This is the strategy's parameter traffic",
+        "(w1 already split over the ps tasks by MinSizePartitioner; b2, b1 whole, under 1.0 MB "
+        "each). This is the strategy's parameter traffic",
     ],
     "09_memory.ipynb": [
         # TensorFlow's allocator records, read from graph mode's FULL_TRACE step_stats

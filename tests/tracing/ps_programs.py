@@ -106,8 +106,11 @@ def blocked() -> Any:
 
 # The unbalanced case: a wide first layer (256 x 1024 float32: 1 MiB) made first, then its
 # bias and a small output layer; without a variable_partitioner, the strategy deals each
-# variable whole round-robin in creation order: w1 and w2 to ps:0, b1 to ps:1.
+# variable whole round-robin in creation order: w1 and w2 to ps:0, b1 to ps:1, whatever
+# tf.device is around them.
 WIDE_FEATURES, WIDE_UNITS = 256, 1024
+# A tf.device the program writes around w1's creation (tensorflow#56416): w1 still goes to ps:0.
+ASKED = "/job:ps/task:1"
 
 
 class WideModel(tf.Module):
@@ -115,9 +118,10 @@ class WideModel(tf.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.w1 = tf.Variable(
-            tf.random.stateless_normal((WIDE_FEATURES, WIDE_UNITS), seed=(1, 2)), name="w1"
-        )
+        with tf.device(ASKED):  # the strategy's own device scope, inside this one, decides
+            self.w1 = tf.Variable(
+                tf.random.stateless_normal((WIDE_FEATURES, WIDE_UNITS), seed=(1, 2)), name="w1"
+            )
         self.b1 = tf.Variable(tf.zeros(WIDE_UNITS), name="b1")
         self.w2 = tf.Variable(tf.random.stateless_normal((WIDE_UNITS, 1), seed=(3, 4)), name="w2")
 

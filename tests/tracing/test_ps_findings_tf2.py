@@ -10,6 +10,7 @@ graphs send; the variables' tasks are those of their handles in the partition gr
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -127,3 +128,37 @@ def test_a_users_tf_device_in_the_step_keeps_its_words(whole):
     assert ops.loc["MatMul", "reason"].startswith(
         "Requested /device:CPU:0 by ParameterServerStrategy, not by a tf.device of yours"
     )
+
+
+def _asked_line() -> int:
+    """The line of the program's ``with tf.device(ASKED)`` around w1's creation."""
+    lines = inspect.getsource(ps_programs).splitlines()
+    return 1 + next(n for n, line in enumerate(lines) if "with tf.device(ASKED)" in line)
+
+
+def test_a_tf_device_the_strategy_overrides_is_an_overridden_request_finding(whole, sharded):
+    """The program asks for /job:ps/task:1 around w1's creation under strategy.scope();
+    TensorFlow put w1 on ps:0 anyway (its handle, in the partition graphs), as the strategy's
+    round-robin deals it. The finding says where the request was, that it did not place w1,
+    where w1 went and the strategy's rule; sharded by FixedShardsPartitioner, only w1/part_0
+    went elsewhere (part_1 is on ps:1, as asked), and only it is named."""
+    assert "w1" in handles_on(whole, PS0)
+    where = f"(ps_programs.py:{_asked_line()})"
+    found = whole.findings
+    overridden = found[found["kind"] == "overridden_request"]
+    assert len(overridden) == 1, found[["kind", "message"]]
+    finding = overridden.iloc[0]
+    assert finding["message"].startswith(
+        f"Your tf.device('/job:ps/task:1') around the creation of w1 {where} did not place it: "
+        "w1 (1.0 MB) on /job:ps/task:0. ParameterServerStrategy's variable creator opens its "
+        "own device scope"
+    ), finding["message"]
+    assert finding["evidence"]["user_fix"] == 0 and finding["fix"] is None
+    handle = whole.ops[(whole.ops["device"] == PS0) & whole.ops["op"].isin(finding["ops"])]
+    assert len(handle) == 1 and handle["reason"].iloc[0].split(". Variable ")[1].startswith("w1 ")
+    assert handles_on(sharded, PS1) >= {"w1/part_1"}
+    split = sharded.findings[sharded.findings["kind"] == "overridden_request"]
+    assert len(split) == 1 and split["message"].iloc[0].startswith(
+        f"Your tf.device('/job:ps/task:1') around the creation of w1/part_0 {where} did not "
+        "place it: w1/part_0 (shard 1 of 2 of w1, 524.3 kB) on /job:ps/task:0."
+    ), split["message"].tolist()

@@ -78,6 +78,7 @@ FINDING_KINDS = (
     "costly_transfer",
     "cross_task_transfer",
     "unbalanced_ps",
+    "overridden_request",
     "ping_pong",
     "host_memory_on_gpu",
     "idle_device",

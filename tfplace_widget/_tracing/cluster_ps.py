@@ -108,6 +108,7 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
             "calls": record.get("calls", 0),
             "variables": record.get("variables", {}),
             "partitioner": record.get("partitioner", ""),
+            "asked": record.get("asked", {}),
         }
     ).encode()
     log = note + "".join(

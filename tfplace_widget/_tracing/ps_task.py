@@ -31,6 +31,7 @@ from typing import Any
 from .._model.errors import TraceError
 from .function import written_xspace
 from .profile_dir import profile_dir
+from .ps_requests import users_requests
 
 # The graphs of an instantiation that make the trace: TensorFlow's DebugDataDumper names its
 # files <function>[_partition_<device>].<order>.<group>.<stage>.pbtxt.
@@ -110,7 +111,9 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     _wait_for_servers(request["tf_config"]["cluster"])
     setup, args, kwargs = pickle.loads(blobs[0])
-    step, step_args, step_kwargs = step_of(setup(*args, **kwargs), setup)
+    with users_requests() as asked:  # the user's tf.device around each variable it makes
+        made = setup(*args, **kwargs)
+    step, step_args, step_kwargs = step_of(made, setup)
     strategy = strategy_made()
     if strategy is None or STRATEGY not in type(strategy).__name__:
         made = type(strategy).__name__ if strategy is not None else "no tf.distribute strategy"
@@ -141,6 +144,7 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
         "variables": {f.function_def.signature.name: _variables(f) for f in functions},
         "tensor_bytes": {f.function_def.signature.name: _tensor_bytes(f) for f in functions},
         "requests": {f.function_def.signature.name: device_scopes(f, strategy) for f in functions},
+        "asked": asked,
         "partitioner": type(partitioner).__name__ if partitioner is not None else "",
         "ps_tasks": len(request["tf_config"]["cluster"].get("ps", [])),
     }

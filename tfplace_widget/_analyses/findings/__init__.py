@@ -24,7 +24,7 @@ What can be known depends on the trace:
 
 The rules live by family: ``fallbacks`` (cpu_fallback), ``placement`` (soft_move,
 host_memory_on_gpu, merged_runs), ``costly`` (costly_transfer), ``transfers`` (ping_pong, cross_task_transfer) and
-``timing`` (idle_device), ``ps`` (unbalanced_ps: one ps task of a ParameterServerStrategy serves much more than its share of the variables' bytes a step), ``memory`` (gpu_memory: a prediction's step near or over a GPU's size; memory_peak: one op holds most of a device's peak), ``input`` (input_wait: the calls blocked in ``IteratorGetNext`` for a
+``timing`` (idle_device), ``ps`` (unbalanced_ps: one ps task of a ParameterServerStrategy serves much more than its share of the variables' bytes a step; overridden_request: a tf.device of the user's around a variable's creation that the strategy overrode), ``memory`` (gpu_memory: a prediction's step near or over a GPU's size; memory_peak: one op holds most of a device's peak), ``input`` (input_wait: the calls blocked in ``IteratorGetNext`` for a
 material share of their time), ``xla`` (xla_time: where an XLA cluster's time went; xla_recompile: a cluster compiled again for new input shapes; xla_outside: ops auto-clustering left out; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
 kind capped at ``MAX_PER_KIND`` and the frame built.
 """
@@ -65,7 +65,12 @@ from .placement import (
     find_merged_runs,
     find_soft_moves,
 )
-from .ps import UNBALANCED_BYTES, UNBALANCED_SHARE, find_unbalanced_ps
+from .ps import (
+    UNBALANCED_BYTES,
+    UNBALANCED_SHARE,
+    find_overridden_requests,
+    find_unbalanced_ps,
+)
 from .tasks import is_split, merged, task_parts
 from .timing import BUSY_SHARE, IDLE_SHARE, find_idle_devices
 from .transfers import (
@@ -179,6 +184,7 @@ def _find(trace: Any, immaterial: bool) -> pd.DataFrame:
         whole = Context.of(_the_calls_only(trace))
         across = find_cross_task_transfers(whole, NETWORK_HIGH_BYTES, NETWORK_MEDIUM_BYTES)
         across += find_unbalanced_ps(whole, UNBALANCED_SHARE, UNBALANCED_BYTES)
+        across += find_overridden_requests(whole)
         found = merged(per_task, strategy_of(trace)) + judge(whole, across)
     else:
         found = _judged(trace)

@@ -52,6 +52,12 @@ KIND_RULES: dict[str, KindRule] = {
         "one ps task serves 1.5x the mean of the ps tasks' bytes a step or more, and 1 MB a "
         "step or more: medium; 10 MB: high",
     ),
+    "overridden_request": KindRule(
+        "the user's tf.device scopes open around each variable's creation (recorded in the "
+        "coordinator while the setup runs) against the device TensorFlow made the variable on",
+        False,  # untried: no tf.device moves a variable under the strategy
+        "always (medium): the request did not do what it says",
+    ),
     "ping_pong": KindRule(
         "predicted devices and host-memory kernels (copies that leave device memory)",
         True,

@@ -30,10 +30,17 @@ from .base import Context, Finding
 MATERIAL_SHARE = 0.01
 # Findings about the trace itself (what it can show), not about a cost: always material.
 _ABOUT_THE_TRACE = frozenset({"merged_runs", "xla_hidden"})
-# Findings with a size rule of their own (memory.py's bytes held, ps.py's bytes a ps task
-# serves a step): material by it, kept as they are.
+# Findings with a rule of their own (memory.py's bytes held, ps.py's bytes a ps task serves a
+# step, and a user's request the strategy overrode: always): material by it, kept as they are.
 _OWN_MATERIALITY = frozenset(
-    {"gpu_memory", "memory_peak", "pinned_host_memory", "input_memory", "unbalanced_ps"}
+    {
+        "gpu_memory",
+        "memory_peak",
+        "pinned_host_memory",
+        "input_memory",
+        "unbalanced_ps",
+        "overridden_request",
+    }
 )
 # Findings whose claim rests on measured time (an idle share, a wait, a cluster's time, a
 # copy's time): with one traced step the message says it rests on that one step.

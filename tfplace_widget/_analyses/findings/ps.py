@@ -1,6 +1,7 @@
 """Findings about a ``ParameterServerStrategy`` trace's variables on the ps tasks:
 ``unbalanced_ps`` (one ps task serves much more than its share of the step's variable reads and
-updates, so its network link bounds each step), and the names of the variables behind the
+updates, so its network link bounds each step), ``overridden_request`` (a ``tf.device`` of the
+user's around a variable's creation that the strategy's own scope overrode), and the names of the variables behind the
 handles a step's graph reads them through (for ``cross_task_transfer``'s words).
 
 What the strategy did is the coordinator's record (``trace.raw[STRATEGY_TASKS_RAW]``): per
@@ -13,9 +14,10 @@ the cross-task transfers of the partition graphs, with the bytes of their static
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
-from ..._model.devices import task_of
+from ..._model.devices import parse_device, task_of
 from ..._model.trace import STRATEGY_TASKS_RAW, strategy_of
 from ..summary import format_bytes
 from .base import Context, Finding, listed_names
@@ -76,7 +78,7 @@ def find_unbalanced_ps(
     partitioner = str(record.get("partitioner", ""))
     fix, user_fix = _fix(held[heavy], partitioner, len(tasks))
     others = "; ".join(
-        f"{t} {format_bytes(served[t])} ({_labels(held[t])})" for t in tasks if t != heavy
+        f"{t} {format_bytes(served[t])}, holding {_labels(held[t])}" for t in tasks if t != heavy
     )
     message = (
         f"{heavy} serves {format_bytes(moved)} a step of the ps tasks' {format_bytes(total)} "
@@ -194,8 +196,8 @@ def _fix(infos: list[dict[str, Any]], partitioner: str, count: int) -> tuple[str
         return (
             f"Fix: make the strategy with variable_partitioner={_PARTITIONERS}."
             f"FixedShardsPartitioner(num_shards={count}), which splits every variable into "
-            f"{count} shards, one on each ps task (tried on the tutorial's step: the ps "
-            "tasks then serve equal shares)."
+            f"{count} shards, one on each ps task (tried: tfplace's tests trace a program "
+            "like this one with it, and the ps tasks then serve equal shares)."
         ), 1
     return (
         f"A partitioner that splits the large variables into {count} shards (a multiple of "
@@ -228,21 +230,85 @@ def ps_words(
         return (
             f"{what}. Partition {listed_names([variable_label(i) for i in whole])} over the "
             f"{ps_tasks} ps tasks (variable_partitioner={_PARTITIONERS}.FixedShardsPartitioner("
-            f"num_shards={ps_tasks}) of {PS_STRATEGY}) so that no one ps task sends "
-            f"{'them' if len(whole) > 1 else 'it'} whole"
+            f"num_shards={ps_tasks}) of {PS_STRATEGY}) so that no one ps task "
+            f"{'sends' if reads else 'receives'} {'them' if len(whole) > 1 else 'it'} whole"
         ), True
     sharded = sorted({i["variable"] for i in infos if "shard" in i})
     said = []
     if sharded:
         partitioner = record.get("partitioner") or "the variable_partitioner"
         said.append(f"{listed_names(sharded)} already split over the ps tasks by {partitioner}")
-    if any("shard" not in i for i in infos):
-        said.append(
-            f"the others whole but under {format_bytes(large)} each"
-            if ps_tasks > 1
-            else "one ps task to hold them all"
-        )
+    small = [i["name"] for i in infos if "shard" not in i]
+    if small and ps_tasks > 1:
+        each = " each" if len(small) > 1 else ""
+        said.append(f"{listed_names(small)} whole, under {format_bytes(large)}{each}")
+    elif small:
+        said.append(f"one ps task holds {listed_names(small)}: no shard could go elsewhere")
     return (
         f"{what} ({'; '.join(said)}). This is the strategy's parameter traffic: no placement "
         "of yours removes it"
     ), False
+
+
+def find_overridden_requests(context: Context) -> list[Finding]:
+    """A ``tf.device`` of the user's around a variable's creation (the coordinator's record
+    of it, ``asked``) that names another job, task or device than the one the variable is on:
+    the strategy's own scope, inside the user's, decided. One finding per request (its
+    device, file and line), naming the variables and shards it did not move."""
+    record = ps_record(context.trace)
+    asked = record.get("asked", {})
+    if not asked:
+        return []
+    handles: dict[str, list[str]] = {}
+    infos: dict[str, dict[str, Any]] = {}
+    for arg, info in handle_variables(record).items():
+        handles.setdefault(info["name"], []).append(arg)
+        infos[info["name"]] = info
+    by_request: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for name, request in asked.items():
+        info = infos.get(name)
+        if info is not None and not _lands_on(request["device"], info["device"]):
+            key = (request["device"], request["file"], int(request["line"]))
+            by_request.setdefault(key, []).append(info)
+    present = set(context.type_of)
+    findings = []
+    for (device, path, line), moved in by_request.items():
+        where = "; ".join(
+            f"{variable_label(i)} on {task_of(i['device'])}" for i in sorted(moved, key=_created)
+        )
+        message = (
+            f"Your tf.device({device!r}) around the creation of "
+            f"{listed_names([i['name'] for i in moved])} ({os.path.basename(path)}:{line}) did "
+            f"not place {'it' if len(moved) == 1 else 'them'}: {where}. {PS_STRATEGY}'s "
+            "variable creator opens its own device scope, /job:ps/task:<creation index mod the "
+            "number of ps tasks>/device:CPU:0, inside yours, so it deals every variable and "
+            "shard out round-robin over the ps tasks in creation order whatever tf.device is "
+            "around it (tensorflow#56416). Under this strategy a variable's ps task follows "
+            "from the order the variables are created in (and the variable_partitioner's "
+            "shards), not from tf.device: drop the request, or change the creation order"
+        )
+        ops = [a for i in moved for a in handles.get(i["name"], []) if a in present]
+        evidence = {"variables": len(moved), "user_fix": 0, "material": 1}
+        findings.append(
+            Finding(
+                "overridden_request",
+                "medium",
+                ops,
+                message + " (untried here).",
+                evidence,
+                (0.0, float(sum(int(i["bytes"]) for i in moved)), float(len(moved))),
+            )
+        )
+    return findings
+
+
+def _created(info: dict[str, Any]) -> int:
+    return int(info.get("created", -1))
+
+
+def _lands_on(request: str, device: str) -> bool:
+    """Whether ``device`` is one the request ``request`` names (every field it sets)."""
+    try:
+        return parse_device(request).matches(parse_device(device))
+    except ValueError:  # a request TensorFlow took and this parser does not: no claim
+        return True
