@@ -334,6 +334,7 @@ FACTS = {
         "/job:ps/task:1 -> the worker: 12,000 bytes in 6 copies",
         "the worker -> /job:ps/task:1: 12,000 bytes in 2 copies",
         "unbalanced_ps findings: 0",
+        "overridden_request findings: 0",
         # cross_task_transfer names the variables and shards, and advises no partitioner
         "reads of the variables on /job:ps/task:0 (b2 (40 B), b1 (200 B), w1/part_0 (shard 1 of 2 "
         "of w1, 10.0 kB))",
