@@ -38,27 +38,32 @@ def users_requests() -> Iterator[dict[str, dict[str, Any]]]:
         return
     library = _library_dirs()
     opened: list[tuple[Any, int, str, str, int]] = []
+    lock = threading.Lock()  # the coordinator's threads open scopes too
     enter, leave = scope.__enter__, scope.__exit__
 
     def entering(self: Any) -> Any:
         caller = sys._getframe(1)  # the frame whose `with` opened it
         where = (caller.f_code.co_filename, caller.f_lineno)
-        opened.append((self, threading.get_ident(), str(self._device_name), *where))
+        with lock:
+            opened.append((self, threading.get_ident(), str(self._device_name), *where))
         return enter(self)
 
     def leaving(self: Any, *info: Any) -> Any:
-        for index in range(len(opened) - 1, -1, -1):
-            if opened[index][0] is self:
-                del opened[index]
-                break
+        with lock:
+            for index in range(len(opened) - 1, -1, -1):
+                if opened[index][0] is self:
+                    del opened[index]
+                    break
         return leave(self, *info)
 
     def creator(next_creator: Any, **kwargs: Any) -> Any:
         variable = next_creator(**kwargs)
         me = threading.get_ident()
+        with lock:
+            now = list(opened)
         users = [
             {"device": device, "file": path, "line": line}
-            for _, thread, device, path, line in opened
+            for _, thread, device, path, line in now
             if thread == me and device and not os.path.realpath(path).startswith(library)
         ]
         if users:
