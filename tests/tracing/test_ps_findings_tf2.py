@@ -118,10 +118,16 @@ def test_cross_task_advises_partitioning_only_the_whole_large_variable(whole, sh
 
 
 def test_a_users_tf_device_in_the_step_keeps_its_words(whole):
-    """The program's own tf.device("/device:CPU:0") around the loss: those ops were asked by the
-    user (and by the strategy's replica scope around them); their reason says tf.device, the
-    other ops' the strategy."""
+    """The program's own tf.device("/device:CPU:0") around the loss in the replica function
+    (inside the strategy's replica scope) and around the step's result (outside it: the only
+    scope there, on the strategy's own device): those ops were asked by the user, and their
+    reason says tf.device; the other ops' the strategy."""
     ops = whole.ops.set_index("op")
+    for mine in ("user_square", "user_total"):  # user_total: one scope, as the strategy's are
+        assert ops.loc[mine, "requested_device"] == "/device:CPU:0"
+        assert ops.loc[mine, "reason"].startswith(
+            "Requested /device:CPU:0 with tf.device; placed exactly there"
+        ), ops.loc[mine, "reason"]
     assert ops.loc["user_square", "reason"].startswith(
         "Requested /device:CPU:0 with tf.device; placed exactly there"
     ), ops.loc["user_square", "reason"]

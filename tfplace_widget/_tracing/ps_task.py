@@ -31,7 +31,7 @@ from typing import Any
 from .._model.errors import TraceError
 from .function import written_xspace
 from .profile_dir import profile_dir
-from .ps_requests import users_requests
+from .ps_requests import is_library, scope_openers, users_requests
 
 # The graphs of an instantiation that make the trace: TensorFlow's DebugDataDumper names its
 # files <function>[_partition_<device>].<order>.<group>.<stage>.pbtxt.
@@ -101,7 +101,7 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
     """Run the setup, schedule its step through the strategy's coordinator; what happened."""
     import tensorflow as tf
 
-    from .cluster_worker import step_of, strategy_made
+    from .cluster_worker import step_of
 
     tf.debugging.set_log_device_placement(True)  # before the strategy connects: every task's
     # As trace_placement runs TF2 code: the step's calls carry this process's ConfigProto to
@@ -111,24 +111,17 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     _wait_for_servers(request["tf_config"]["cluster"])
     setup, args, kwargs = pickle.loads(blobs[0])
-    with users_requests() as asked:  # the user's tf.device around each variable it makes
-        made = setup(*args, **kwargs)
-    step, step_args, step_kwargs = step_of(made, setup)
-    strategy = strategy_made()
-    if strategy is None or STRATEGY not in type(strategy).__name__:
-        made = type(strategy).__name__ if strategy is not None else "no tf.distribute strategy"
-        raise TraceError(
-            f"{getattr(setup, '__name__', 'setup')}() made {made} on the coordinator of a "
-            "cluster with ps tasks: make tf.distribute.experimental.ParameterServerStrategy("
-            "tf.distribute.cluster_resolver.TFConfigClusterResolver()) in it (tfplace sets "
-            "TF_CONFIG), create the variables in strategy.scope() and return the step."
-        )
-    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)  # the setup's own
     options = request["options"]
     warmup, steps = int(options.get("warmup", 1)), int(options.get("steps", 1))
-    for _ in range(warmup):  # done before the traced calls start: they alone are timed
-        coordinator.schedule(step, args=step_args, kwargs=step_kwargs)
-    coordinator.join()
+    # who opened each device scope (the step is traced at its first schedule), and the
+    # user's tf.device around each variable the setup makes
+    with scope_openers() as followed, users_requests() as asked:
+        step, step_args, step_kwargs = step_of(setup(*args, **kwargs), setup)
+        strategy = _the_strategy(setup)
+        coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)  # the setup's own
+        for _ in range(warmup):  # done before the traced calls start: they alone are timed
+            coordinator.schedule(step, args=step_args, kwargs=step_kwargs)
+        coordinator.join()
     traced_from_us = time.time_ns() // 1000
     for _ in range(steps):
         coordinator.schedule(step, args=step_args, kwargs=step_kwargs)
@@ -143,11 +136,29 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
         "functions": [f.function_def.signature.name for f in functions],
         "variables": {f.function_def.signature.name: _variables(f) for f in functions},
         "tensor_bytes": {f.function_def.signature.name: _tensor_bytes(f) for f in functions},
-        "requests": {f.function_def.signature.name: device_scopes(f, strategy) for f in functions},
+        "requests": {
+            f.function_def.signature.name: device_scopes(f, strategy, followed) for f in functions
+        },
         "asked": asked,
         "partitioner": type(partitioner).__name__ if partitioner is not None else "",
         "ps_tasks": len(request["tf_config"]["cluster"].get("ps", [])),
     }
+
+
+def _the_strategy(setup: Any) -> Any:
+    """The ParameterServerStrategy the setup made; a TraceError naming the fix otherwise."""
+    from .cluster_worker import strategy_made
+
+    strategy = strategy_made()
+    if strategy is None or STRATEGY not in type(strategy).__name__:
+        made = type(strategy).__name__ if strategy is not None else "no tf.distribute strategy"
+        raise TraceError(
+            f"{getattr(setup, '__name__', 'setup')}() made {made} on the coordinator of a "
+            "cluster with ps tasks: make tf.distribute.experimental.ParameterServerStrategy("
+            "tf.distribute.cluster_resolver.TFConfigClusterResolver()) in it (tfplace sets "
+            "TF_CONFIG), create the variables in strategy.scope() and return the step."
+        )
+    return strategy
 
 
 def _wait_for_servers(cluster: dict[str, list[str]]) -> None:
@@ -229,27 +240,34 @@ def _creation_index(variable: Any) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
-def device_scopes(concrete: Any, strategy: Any) -> dict[str, list[dict[str, Any]]]:
+def device_scopes(concrete: Any, strategy: Any, followed: bool) -> dict[str, list[dict[str, Any]]]:
     """Per op of the step's graph that a device scope reaches: each ``tf.device`` around it,
     innermost first, as its graph recorded it (``_device_assignments``), and whether it is the
-    user's. The strategy sets one scope on an op: its replica device (``worker_devices``), under
+    user's. ``followed``: the scopes carry the file that opened them (``scope_openers``): the
+    user's is one outside TensorFlow, Keras and tfplace. Otherwise the strategy's scopes are
+    told by their device: it sets one on an op, its replica device (``worker_devices``), under
     which ``strategy.run`` runs the replica function, or the CPU that ``strategy.reduce``
-    reduces to. An op with that one scope alone asked for nothing else; an op with more scopes,
-    or another device, is reached by the user's (TensorFlow records no usable line for either:
-    each scope's file is its own ``ops.py``)."""
+    reduces to; an op with more scopes, or another device, is reached by the user's."""
     import tensorflow as tf
 
     own = {_spec(d) for d in (*strategy.extended.worker_devices, "/device:CPU:0")}
     found = {}
     for op in concrete.graph.get_operations():
-        devices = [
-            str(a.obj)
+        scopes = [
+            a
             for a in reversed(op._device_assignments)  # noqa: SLF001 (the graph's own record)
             if isinstance(a.obj, str | tf.DeviceSpec)
         ]
-        if devices:
-            users = len(devices) > 1 or _spec(devices[0]) not in own
-            found[op.name] = [{"device": d, "user": users} for d in devices]
+        if not scopes:
+            continue
+        if followed:
+            users = [not is_library(a.filename or "") for a in scopes]
+        else:
+            guess = len(scopes) > 1 or _spec(str(scopes[0].obj)) not in own
+            users = [guess] * len(scopes)
+        found[op.name] = [
+            {"device": str(a.obj), "user": user} for a, user in zip(scopes, users, strict=True)
+        ]
     return found
 
 
