@@ -24,6 +24,7 @@ import pytest
 from test_cluster import WORKER0, WORKER1, record
 from test_cluster_tf2 import worker_processes
 
+from tfplace_widget import compare
 from tfplace_widget._model.errors import ClusterError, TraceError
 from tfplace_widget._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 
@@ -285,3 +286,29 @@ def test_options_the_coordinator_cannot_apply_are_refused_before_anything_starts
     with pytest.raises(ClusterError, match="job\\(s\\) evaluator are not supported"):
         trace_placement("ps_programs:custom_loop", cluster="local:worker=2,ps=1,evaluator=1")
     assert spy.children == []
+
+
+def test_compare_one_ps_task_against_two(ps, trace_placement):
+    """The same program with one ps task: the partitioner still makes two shards of ``w1``
+    (``max_shards=2``), now both on ps:0. Every op of the step that ran on ps:1 is on ps:0
+    (moved), with the sends and control-edge ops the runtime made for it under renumbered
+    names; no op moved between the workers, and the step's own ops are all in both runs (the
+    runtime's own may differ: it sends only to the workers that ran the step)."""
+    two, _, _ = ps
+    one = trace_placement(
+        ps_programs.custom_loop, cluster="local:worker=2,ps=1", mode="function", steps=2
+    )
+    assert PS1 not in set(one.ops["device"])
+    diff = compare(two, one)
+    runtime = diff.ops["op"].str.contains(r"/_\d+$")
+    own = diff.ops[~runtime]
+    assert set(own["status"]) == {"same", "moved"}, own[own["status"] != "same"]
+    moved_own = own[own["status"] == "moved"]
+    assert sorted(moved_own["op"]) == sorted(
+        op for op in two.ops["op"][two.ops["device"] == PS1] if not re.search(r"/_\d+$", op)
+    )
+    assert set(diff.moved["device_a"]) == {PS1} and set(diff.moved["device_b"]) == {PS0}
+    assert runtime[diff.ops["status"] == "moved"].any()  # the runtime's ops moved with theirs
+    assert diff.summary.startswith(f"{len(diff.moved)} ops moved: "), diff.summary
+    assert diff.summary.index(moved_own["op"].iloc[0]) < diff.summary.index(" and ")
+    assert "of them the runtime's sends, receives and control-edge ops" in diff.summary
