@@ -112,69 +112,64 @@ def _as_trace(value: Any, trace: Callable[[Any], PlacementTrace] | None, name: s
     return trace(value)
 
 
-def _match_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list[int], list[int]]:
+def _match_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """A key per row of ``a`` and of ``b`` that is the same for "the same op" in the other run
-    of the same code (an op name, or for runtime-made and repeated names a tuple of their
-    parts), as a number shared by both sides: merged as integers, whatever characters names
-    hold (pandas 3.0's string merge loses keys that differ after a NUL character). A
-    runtime-made op whose key is on one side only is given the key of one on the other side of
-    the same type and op, in order: the op it serves moved, and it with it."""
-    keys_a, counted_a = _keys(a)
-    keys_b, counted_b = _keys(b)
-    for index, key in _leftover_pairs(keys_a, counted_a, keys_b, counted_b):
-        keys_b[index] = key
-    codes: dict[Any, int] = {}
-    return (
-        [codes.setdefault(key, len(codes)) for key in keys_a],
-        [codes.setdefault(key, len(codes)) for key in keys_b],
+    of the same code, as a number shared by both sides: its name; for a name the runtime made
+    with a counter (:data:`_COUNTED_TYPES`), its type, the op it serves, its device and which
+    of those it is; for a name repeated in a run (``_SOURCE``: one per device), its name, device
+    and which. Numbers, not names, are merged: pandas 3.0's string merge loses keys that
+    differ after a NUL character. A runtime-made op whose key is in one run only takes the key
+    of one of the other run of the same type and op, in order: the op it serves moved, and it
+    with it. Array operations throughout: a trace has a million rows."""
+    both = pd.DataFrame(
+        {
+            "op": pd.concat([a["op"], b["op"]], ignore_index=True).astype(object),
+            "type": pd.concat([a["type"], b["type"]], ignore_index=True).astype(object),
+            "device": pd.concat([a["device"], b["device"]], ignore_index=True).astype(object),
+            "side": np.repeat([0, 1], [len(a), len(b)]),
+        }
+    ).fillna({"type": "", "device": ""})
+    counted = both["type"].isin(_COUNTED_TYPES).to_numpy().copy()
+    counted[counted] = both["op"][counted].str.contains(r"/_\d+$", na=False).to_numpy(bool)
+    repeated = both.duplicated(["side", "op"], keep=False).to_numpy() & ~counted
+    special = counted | repeated
+    codes = np.empty(len(both), dtype=np.int64)
+    plain_codes, plain = pd.factorize(both["op"].to_numpy()[~special])
+    codes[~special] = plain_codes
+    parts = both[special]
+    served = parts["op"].where(
+        ~counted[special], parts["op"].str.replace(r"/_\d+$", "", regex=True)
     )
+    group = pd.DataFrame(
+        {
+            "side": parts["side"],
+            "kind": parts["type"].where(counted[special], ""),  # a counted type is never ""
+            "served": served,
+            "device": parts["device"],
+        }
+    )
+    group["nth"] = group.groupby(["side", "kind", "served", "device"], sort=False).cumcount()
+    keys = group.groupby(["kind", "served", "device", "nth"], sort=False).ngroup()
+    codes[special] = keys.to_numpy() + len(plain)
+    _pair_leftovers(codes, counted, both["side"].to_numpy(), group, counted[special])
+    return codes[: len(a)], codes[len(a) :]
 
 
-def _keys(ops: pd.DataFrame) -> tuple[list[Any], dict[int, tuple[str, str]]]:
-    """Each row's key (:func:`_match_keys`), and the (type, op served) of the runtime-made rows
-    by their position."""
-    names = ops["op"].tolist()
-    repeated = set(ops["op"][ops["op"].duplicated()])
-    seen: dict[Any, int] = {}
-    keys: list[Any] = []
-    counted_rows: dict[int, tuple[str, str]] = {}
-    types, devices = ops["type"].tolist(), ops["device"].tolist()
-    for index, (name, op_type, device) in enumerate(zip(names, types, devices, strict=True)):
-        counted = _RUNTIME_COUNTER.match(name) if op_type in _COUNTED_TYPES else None
-        if counted:
-            key: Any = (op_type, counted["base"], device)
-            counted_rows[index] = (op_type, counted["base"])
-        elif name in repeated:  # e.g. _SOURCE: one per device
-            key = (name, device)
-        else:
-            keys.append(name)
-            continue
-        nth = seen.get(key, 0)
-        seen[key] = nth + 1
-        keys.append((*key, nth))
-    return keys, counted_rows
-
-
-def _leftover_pairs(
-    keys_a: list[Any],
-    counted_a: dict[int, tuple[str, str]],
-    keys_b: list[Any],
-    counted_b: dict[int, tuple[str, str]],
-) -> list[tuple[int, Any]]:
-    """(row of ``b``, key of ``a``) for the runtime-made rows of ``b`` whose key ``a`` lacks,
-    paired in order with ``a``'s rows of the same type and op whose key ``b`` lacks."""
-    in_a = {keys_a[i] for i in counted_a}
-    in_b = {keys_b[i] for i in counted_b}
-    waiting: dict[tuple[str, str], list[Any]] = {}
-    for index, served in counted_a.items():
-        if keys_a[index] not in in_b:
-            waiting.setdefault(served, []).append(keys_a[index])
-    pairs = []
-    for index, served in counted_b.items():
-        left = waiting.get(served)
-        if keys_b[index] not in in_a and left:
-            pairs.append((index, left.pop(0)))
-    return pairs
+def _pair_leftovers(
+    codes: np.ndarray, counted: np.ndarray, side: np.ndarray, group: pd.DataFrame, kinds: np.ndarray
+) -> None:
+    """Give each runtime-made row of ``b`` whose key ``a`` lacks the key of a row of ``a`` of
+    the same type and op whose key ``b`` lacks, pairing them in order (in place)."""
+    in_a, in_b = codes[counted & (side == 0)], codes[counted & (side == 1)]
+    left = counted & (((side == 0) & ~np.isin(codes, in_b)) | ((side == 1) & ~np.isin(codes, in_a)))
+    if not left.any():
+        return
+    rows = group[kinds][["side", "kind", "served"]].assign(row=np.flatnonzero(counted))
+    rows = rows[left[rows["row"].to_numpy()]]
+    rows["rank"] = rows.groupby(["side", "kind", "served"], sort=False).cumcount()
+    key = ["kind", "served", "rank"]
+    pairs = rows[rows["side"] == 1].merge(rows[rows["side"] == 0], on=key, suffixes=("", "_a"))
+    codes[pairs["row"].to_numpy()] = codes[pairs["row_a"].to_numpy()]
 
 
 def _without_onednn_prefix(types: pd.Series) -> pd.Series:
