@@ -29,6 +29,7 @@ from ..._model.errors import TraceError
 from ..._model.kernel_registry import KernelRegistry
 from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from ..resources import pinned_arguments
+from .parameter_servers import PSS, predict_ps_trace
 from .result import predict_trace
 
 MWMS = "MultiWorkerMirroredStrategy"
@@ -39,13 +40,17 @@ def predict_strategy_trace(
 ) -> PlacementTrace:
     """The prediction of a trace across tasks under ``MultiWorkerMirroredStrategy`` with
     ``gpus`` GPUs on each worker (0 or 1): each task's step as the strategy would build it
-    there, placed on the task's devices; a ``TraceError`` for another strategy or more GPUs."""
+    there, placed on the task's devices; under ``ParameterServerStrategy``,
+    :func:`.parameter_servers.predict_ps_trace`; a ``TraceError`` for another strategy or more
+    GPUs."""
     data = json.loads(trace.raw[STRATEGY_TASKS_RAW])
     strategy = str(data.get("strategy", ""))
+    if strategy == PSS:
+        return predict_ps_trace(trace, data, gpus, soft, registry)
     if strategy != MWMS:
         raise TraceError(
             f"predict_placement cannot predict a trace of {strategy or 'this strategy'} across "
-            f"tasks yet (only {MWMS}'s)."
+            f"tasks yet (only {MWMS}'s and {PSS}'s)."
         )
     if gpus > 1:
         raise TraceError(
