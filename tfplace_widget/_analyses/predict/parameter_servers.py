@@ -33,6 +33,7 @@ from ..._model.kernel_registry import KernelRegistry
 from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from .devices import gpu_devices
 from .result import predict_trace
+from .tasks import assembled, older_trace, task_prefix
 
 PSS = "ParameterServerStrategy"
 # The replica device the strategy gives strategy.run on a worker without a GPU, and with one.
@@ -63,13 +64,9 @@ def predict_ps_trace(
         and any(task_of(d) == task for d in trace.devices)  # it ran the step
     ]
     if gpus and any("gpu_requests" not in tasks[w] for w in workers):
-        raise TraceError(
-            f"This trace of {PSS} was made by an older tfplace, which did not record what the "
-            "step's own tf.device requests ask for on a worker with a GPU: trace it again "
-            "(trace_placement(setup, cluster=...)) to predict it with GPUs."
-        )
+        raise older_trace(PSS)
     ps = [d for d in trace.devices if task_of(d).startswith("/job:ps/")]
-    facts_worker = tasks_facts_worker(trace, workers)
+    facts_worker = _facts_worker(trace, workers)
     parts = [
         _predict_worker(trace, data, w, facts_worker, ps, gpus, soft, registry) for w in workers
     ]
@@ -102,26 +99,10 @@ def predict_ps_trace(
             "the coordinator's side (scheduling, the per-worker dataset's creation) and the "
             "times."
         )
-    notes += [n for p in parts for n in p.notes if n.startswith("TensorFlow would refuse")]
-    result = PlacementTrace(
-        ops=ops,
-        events=parts[0].events if parts else trace.events.iloc[0:0],
-        transfers=transfers,
-        devices=sorted({d for p in parts for d in p.devices}, key=device_sort_key),
-        inputs=dict(trace.inputs),
-        source=f"{trace.source or 'graph'} (predicted, {gpu_words} per worker)",
-        mode=trace.mode,
-        notes=notes,
-    )
-    result.facts = trace.facts
-    # the strategy's record, so that the findings are found per task as the trace's own are
-    result.raw = {STRATEGY_TASKS_RAW: trace.raw[STRATEGY_TASKS_RAW]}
-    result.predicted = True
-    result.measured = None
-    return result
+    return assembled(trace, parts, ops, transfers, notes, gpus)
 
 
-def tasks_facts_worker(trace: Any, workers: list[str]) -> str:
+def _facts_worker(trace: Any, workers: list[str]) -> str:
     """The worker whose instantiation the trace's graph facts are (the first that placed the
     step: its ``_Arg`` of the per-worker iterator asks for that worker's device)."""
     for request in trace.facts.requested.values():
@@ -129,12 +110,6 @@ def tasks_facts_worker(trace: Any, workers: list[str]) -> str:
         if task in workers:
             return task
     return workers[0] if workers else ""
-
-
-def _prefix(task: str) -> str:
-    """``/job:worker/task:1`` -> ``/job:worker/replica:0/task:1``."""
-    job, _, index = task.rpartition("/task:")
-    return f"{job}/replica:0/task:{index}"
 
 
 def _predict_worker(
@@ -151,7 +126,7 @@ def _predict_worker(
     as the strategy makes them on a worker with ``gpus`` GPUs, its devices and the ps tasks'."""
     info = data["tasks"][worker]
     requests = info.get("gpu_requests", {})
-    task, traced_task = _prefix(worker), _prefix(facts_worker)
+    task, traced_task = task_prefix(worker), task_prefix(facts_worker)
     facts = trace.facts
     requested, whose = {}, {}
     for op, request in facts.requested.items():
@@ -259,7 +234,7 @@ def _arguments(
         if facts.types.get(op) in _ITERATOR_READS
         for producer in producers
     }
-    gpu = gpu_devices(1, _prefix(worker))[0]
+    gpu = gpu_devices(1, task_prefix(worker))[0]
     pins = {}
     for name, op_type in facts.types.items():
         device = traced.get(name)
