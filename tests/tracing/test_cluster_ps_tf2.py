@@ -285,6 +285,7 @@ def test_each_workers_step_is_predicted_on_its_gpu_and_the_variables_stay_on_the
     predicted = predict_placement(loaded, gpus=1)
     assert predicted.predicted and predicted.notes[0].startswith("Predicted, not run")
     assert "ParameterServerStrategy's coordinator scheduled on 2 worker(s)" in predicted.notes[0]
+    assert "per-worker tf.data iterator stays on each worker's CPU:0" in predicted.notes[1]
     workers = ran_the_step(trace)
     gpus = {task: WORKERS[task].replace("CPU:0", "GPU:0") for task in workers}
     assert set(predicted.devices) == {PS0, PS1, *(WORKERS[t] for t in workers), *gpus.values()}

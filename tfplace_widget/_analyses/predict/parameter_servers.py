@@ -93,11 +93,20 @@ def predict_ps_trace(
         ),
     ]
     if gpus:
+        fetched = any(tasks[w].get("inputs_to_device") for w in workers)
         notes.append(
             "Assumed: the ps tasks have the devices traced (their CPU:0: the variables and "
-            "the ops that read or update them are pinned there, GPUs or not). Not predicted: "
-            "the coordinator's side (scheduling, the per-worker dataset's creation) and the "
-            "times."
+            "the ops that read or update them are pinned there, GPUs or not); "
+            + (
+                "the step reads a distributed dataset that fetches its batches to the replica "
+                "device (InputOptions.experimental_fetch_to_device, on by default), so its "
+                "per-replica iterator is on each worker's GPU:0. "
+                if fetched
+                else "the step's per-worker tf.data iterator stays on each worker's CPU:0 (its "
+                "kernels prefer the CPU) and each batch is copied to the GPU in the step. "
+            )
+            + "Not predicted: the coordinator's side (scheduling, the per-worker dataset's "
+            "creation) and the times."
         )
     return assembled(trace, parts, ops, transfers, notes, gpus)
 
