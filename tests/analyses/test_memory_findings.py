@@ -206,6 +206,20 @@ def test_replicated_variables_are_the_strategys_copies(mirrored, monkeypatch):
     assert "would keep" in message
 
 
+def test_replicated_variables_of_fit_count_each_variable_once(mirrored, monkeypatch):
+    """``model.fit`` with a validation split: its training and evaluation steps each capture
+    the model's variables (a persistent row each); the finding counts each variable once, as
+    TensorFlow holds it on each replica device."""
+    result = mirrored["fit"]
+    (per_device,) = set(result["held"].values())
+    monkeypatch.setattr(findings, "PEAK_OP_BYTES", 2**16)
+    rows = _kind(find_findings(result["trace"]), "replicated_variables")
+    assert len(rows) == 1
+    evidence = rows.iloc[0]["evidence"]
+    assert evidence["variables_bytes"] == per_device and evidence["copies"] == 2
+    assert {evidence["variables"]} == set(result["count"].values())
+
+
 def test_no_replicated_variables_for_one_replica_or_small_variables(mirrored, monkeypatch):
     """One replica holds one copy (no duplication, even at a lowered threshold); two replicas
     of a few MB of variables are below the finding's 256 MiB."""

@@ -1,6 +1,7 @@
 """A Keras model's training step under ``tf.distribute.MirroredStrategy`` on two logical CPUs,
 in a process of its own (logical devices must be set before TensorFlow's runtime starts): the
-trace, its prediction with a GPU, and TensorFlow's own record of what each replica holds, the
+trace (of ``train_on_batch``, and of ``model.fit`` with validation: its training and evaluation
+steps capture the same variables), its prediction with a GPU, and TensorFlow's own record of what each replica holds, the
 components of the strategy's distributed variables (``v.values``: one ``tf.Variable`` per
 replica device) and the strategy's own per-device variables (its all-reduces' ordering
 tokens); and the same model under a strategy of one replica.
@@ -35,8 +36,9 @@ def components(variable: Any) -> tuple:
     return tuple(getattr(value, "values", None) or (value,))
 
 
-def train(devices: list[str]) -> dict[str, Any]:
-    """A dense net's Adam step under MirroredStrategy(devices), traced after a first step."""
+def train(devices: list[str], fit: bool = False) -> dict[str, Any]:
+    """A dense net's Adam step under MirroredStrategy(devices), traced after a first step;
+    ``fit``: ``model.fit``'s epoch with a validation split, traced whole."""
     keras.utils.set_random_seed(0)
     strategy = tf.distribute.MirroredStrategy(devices)
     with strategy.scope():
@@ -50,8 +52,12 @@ def train(devices: list[str]) -> dict[str, Any]:
         )
         model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x, y = np.ones((16, 64), "float32"), np.zeros((16,), "int64")
-    model.train_on_batch(x, y)
-    trace = trace_placement(model.train_on_batch, x, y)
+    if fit:
+        kwargs = {"epochs": 1, "verbose": 0, "batch_size": 8, "validation_split": 0.5}
+        trace = trace_placement(model.fit, x, y, fn_kwargs=kwargs)
+    else:
+        model.train_on_batch(x, y)
+        trace = trace_placement(model.train_on_batch, x, y)
     held: Counter = Counter()  # per device: bytes of every tf.Variable the replicas hold
     count: Counter = Counter()
     slots: Counter = Counter()  # the optimizer's slots (momentum, velocity) alone
@@ -90,7 +96,11 @@ def train(devices: list[str]) -> dict[str, Any]:
     }
 
 
-results = {"two": train(["/cpu:0", "/cpu:1"]), "one": train(["/cpu:0"])}
+results = {
+    "two": train(["/cpu:0", "/cpu:1"]),
+    "one": train(["/cpu:0"]),
+    "fit": train(["/cpu:0", "/cpu:1"], fit=True),
+}
 results["two"]["predicted"] = predict_placement(results["two"]["trace"], gpus=1)
 with open(sys.argv[1], "wb") as handle:
     pickle.dump(results, handle)
