@@ -415,14 +415,15 @@ def find_replicated_variables(trace: Any, min_bytes: int | None = None) -> list[
     copies = {device: _the_copy(held[device], shared) for device in devices}
     first = copies[devices[0]]
     readers = _readers_of(trace, {op for op, _ in first})
-    optimizer = sum(
-        size for op, size in first if readers.get(op) and all(_by_optimizer(r) for r in readers[op])
-    )
+    state = {op for op, _ in first if readers.get(op) and all(map(_by_optimizer, readers[op]))}
+    optimizer = sum(size for op, size in first if op in state)
+    # the model's variables before the optimizer's state of the same size
+    shown = sorted(first, key=lambda held: (-held[1], held[0] in state))[:3]
     largest = "; ".join(
         f"{format_bytes(size)} read by {listed_ops(readers[op][:1])}{_source(trace, readers[op][0])}"
         if readers.get(op)
         else f"{format_bytes(size)} ({op})"
-        for op, size in first[:3]
+        for op, size in shown
     )
     predicted = bool(getattr(trace, "predicted", False))
     names = [short_device(device) for device in devices]
