@@ -476,10 +476,15 @@ def _replica_devices(trace: Any) -> list[str]:
     twins (the same names without that scope, as MirroredStrategy names replica 0's) ran.
     Empty without ``replica_N`` scopes."""
     ops = trace.ops
-    device_of = dict(zip(ops["op"].tolist(), ops["device"].astype(str).tolist(), strict=True))
+    names = ops["op"].tolist()
+    scoped = [i for i, name in enumerate(names) if "replica_" in name]  # most traces: none
+    if not scoped:
+        return []
+    devices = ops["device"].astype(str).tolist()
+    device_of = dict(zip(names, devices, strict=True))
     votes: dict[int, Counter] = {}
-    for name, device in device_of.items():
-        match = REPLICA.search(name) if "replica_" in name else None
+    for name, device in ((names[i], devices[i]) for i in scoped):
+        match = REPLICA.search(name)
         if match is None:
             continue
         votes.setdefault(int(match.group(2)), Counter())[device] += 1
