@@ -159,8 +159,9 @@ def test_no_memory_cause_findings_on_small_or_recorded_gpu_traces(seed_cpu):
 @pytest.fixture(scope="module")
 def mirrored(tmp_path_factory):
     """``tf2_replicated_variables.py``'s traces: a Keras model's Adam step under
-    MirroredStrategy over two logical CPUs (and its prediction with a GPU), and under one
-    replica, each with TensorFlow's own record of the variables each device holds."""
+    MirroredStrategy over two logical CPUs (and its prediction with a GPU), the same model's
+    ``fit`` with validation, and its step under one replica, each with TensorFlow's own record
+    of the variables each device holds."""
     script = Path(__file__).with_name("tf2_replicated_variables.py")
     return run_script_results(script, tmp_path_factory.mktemp("mirrored") / "out.pickle")
 
