@@ -90,4 +90,5 @@ FINDING_KINDS = (
     "memory_peak",
     "pinned_host_memory",
     "input_memory",
+    "replicated_variables",
 )

@@ -100,6 +100,14 @@ KIND_RULES: dict[str, KindRule] = {
         True,
         "the batch is at least 256 MiB of a device's peak and more than the step's own tensors",
     ),
+    "replicated_variables": KindRule(
+        "what each replica device holds through the step (trace.memory's persistent rows: "
+        "the captured variables' shapes and dtypes) on the devices of the strategy's "
+        "replica_N scopes, the same sizes on every replica",
+        False,  # the strategy's design: no_fix, user_fix 0
+        "never (info): listed when each replica's copy is at least 256 MiB and a quarter of "
+        "its device's need at the peak",
+    ),
 }
 
 # When any finding is listed in ``trace.findings`` (material.py); the others are in

@@ -31,7 +31,9 @@ MATERIAL_SHARE = 0.01
 # Findings about the trace itself (what it can show), not about a cost: always material.
 _ABOUT_THE_TRACE = frozenset({"merged_runs", "xla_hidden"})
 # Findings about bytes held (memory.py): material by their own size rule, kept as they are.
-_OWN_MATERIALITY = frozenset({"gpu_memory", "memory_peak", "pinned_host_memory", "input_memory"})
+_OWN_MATERIALITY = frozenset(
+    {"gpu_memory", "memory_peak", "pinned_host_memory", "input_memory", "replicated_variables"}
+)
 # Findings whose claim rests on measured time (an idle share, a wait, a cluster's time, a
 # copy's time): with one traced step the message says it rests on that one step.
 _TIMED_KINDS = frozenset({"idle_device", "input_wait", "xla_time", "xla_recompile"})

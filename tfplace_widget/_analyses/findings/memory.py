@@ -14,23 +14,33 @@ prediction's memory, :mod:`..predict.memory`):
 - ``input_memory``: the input pipeline's batch (``IteratorGetNext``'s outputs, which tf.data
   allocated in its own threads, so no record of the step holds them; or a prediction's copy of
   them onto the GPU) is live at a device's peak, at least ``PEAK_OP_BYTES``, and more than the
-  step's own tensors there: the batch size in the user's dataset code sets it.
+  step's own tensors there: the batch size in the user's dataset code sets it;
+- ``replicated_variables``: a distribution strategy's replicas (``replica_N`` scopes of one
+  task's step: MirroredStrategy's in one process, or a worker's several GPUs) each hold their
+  own copy of the same variables (model, optimizer state, metrics), ``PEAK_OP_BYTES`` or more
+  on each device and at least ``REPLICATED_SHARE`` of what each needs at its peak: adding
+  devices adds copies and never shrinks it. No fix (the strategy's design): ``user_fix`` 0,
+  ``info``. A MultiWorkerMirroredStrategy worker with one device holds one copy in its own
+  memory (findings of a trace across tasks are found per task: ``tasks.py``): no finding.
 
 Their materiality is their own (a size, not a share of the step's time): ``judge`` keeps it.
-The size rule is one for all four: ``PEAK_OP_BYTES`` (256 MiB) is large in any device's terms
+The size rule is one for all five: ``PEAK_OP_BYTES`` (256 MiB) is large in any device's terms
 (a few percent of a 16 GiB GPU or of a host's RAM: what one tensor-sized change can win), and
-"more than half" is where one cause makes most of what is held.
+"more than half" is where one cause makes most of what is held; variables that are a quarter
+of a device's need are a part no batch size changes.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pandas as pd
 
 from ..._model.devices import short_device
+from ..._model.trace import strategy_of
 from ..summary import format_bytes
-from .base import Finding, listed_ops
+from .base import REPLICA, Finding, listed_ops, owner_of
 from .fixes import no_fix
 
 GPU_MEMORY_GIB = 16.0  # the GPU a prediction's step is held against (a common card's size)
@@ -41,6 +51,9 @@ _GIB = 2**30
 _COPY = " (copy to "
 HOST_PINNED = "cuda_host_bfc"  # TensorFlow's pinned host allocator beside a GPU
 INPUT_TYPES = frozenset({"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional"})
+REPLICATED_SHARE = 0.25  # each replica's copy of the variables: this share of its need or more
+_CONSTANTS = frozenset({"Const", "HostConst"})  # held through the step, but no variable
+_OPTIMIZER = "the optimizer "  # owner_of's name of an optimizer's ops
 
 
 def find_gpu_memory(trace: Any, gib: float | None = None) -> list[Finding]:
@@ -372,3 +385,195 @@ def _readers_on(trace: Any, producers: list[str], device: str) -> dict[str, tupl
 def _gpu_of(trace: Any, producers: list[str]) -> str:
     ops = trace.ops.drop_duplicates("op").set_index("op")
     return str(ops.at[producers[0], "device"]) if producers and producers[0] in ops.index else ""
+
+
+def find_replicated_variables(trace: Any, min_bytes: int | None = None) -> list[Finding]:
+    """A ``replicated_variables`` finding when a distribution strategy's replicas (the
+    ``replica_N`` scopes of one task's step) each hold their own copy of the same variables,
+    at least ``min_bytes`` (default ``PEAK_OP_BYTES``) per device and at least
+    ``REPLICATED_SHARE`` of what each of those devices needs at its peak (its step's peak and
+    what it holds through the step). No fix: the strategy keeps a copy on every replica."""
+    if not len(trace.memory):
+        return []
+    devices = _replica_devices(trace)
+    if len(devices) < 2:
+        return []
+    per_device, held, shared = 0, {}, Counter()
+    for mine in _variables_held(trace, devices):  # per function: fit's copies hold the same
+        sizes = _shared_sizes([mine.get(device, []) for device in devices])
+        if sum(size * count for size, count in sizes.items()) > per_device:
+            held, shared = mine, sizes
+            per_device = sum(size * count for size, count in sizes.items())
+    least = PEAK_OP_BYTES if min_bytes is None else min_bytes
+    if not per_device or per_device < least:
+        return []
+    peaks = _peaks(trace)
+    need = (peaks["peak_bytes"] + peaks["persistent_bytes"]).groupby(peaks["device"]).sum()
+    share = min(per_device / max(int(need.get(device, 0)), per_device) for device in devices)
+    if share < REPLICATED_SHARE:
+        return []
+    copies = {device: _the_copy(held[device], shared) for device in devices}
+    first = copies[devices[0]]
+    readers = _readers_of(trace, {op for op, _ in first})
+    state = {op for op, _ in first if readers.get(op) and all(map(_by_optimizer, readers[op]))}
+    optimizer = sum(size for op, size in first if op in state)
+    # the model's variables before the optimizer's state of the same size
+    shown = sorted(first, key=lambda held: (-held[1], held[0] in state))[:3]
+    largest = "; ".join(
+        f"{format_bytes(size)} read by {listed_ops(readers[op][:1])}{_source(trace, readers[op][0])}"
+        if readers.get(op)
+        else f"{format_bytes(size)} ({op})"
+        for op, size in shown
+    )
+    predicted = bool(getattr(trace, "predicted", False))
+    names = [short_device(device) for device in devices]
+    who = strategy_of(trace) or "The distribution strategy"
+    of_optimizer = (
+        f"; {format_bytes(optimizer)} of them the optimizer's state, read only by it"
+        if optimizer
+        else ""
+    )
+    reason = "the strategy keeps a full copy of the variables on every replica by design"
+    message = (
+        f"{who} {'would keep' if predicted else 'keeps'} a copy of the variables on each of "
+        f"its {len(devices)} replicas: {', '.join(names[:-1])} and {names[-1]} each hold "
+        f"{format_bytes(per_device)} ({len(first)} variables{of_optimizer}), "
+        f"{format_bytes(per_device * len(devices))} in all, at least {share:.0%} of what each "
+        "device needs at its peak. Each device added gets a copy of its own: a smaller "
+        "per-replica batch shrinks the step's tensors, not this. "
+        f"The largest: {largest}. No placement change in your code cures it: {reason}; what "
+        "lowers it is a smaller model or optimizer state, or ParameterServerStrategy, which "
+        "keeps the variables on parameter servers (sharded by a variable_partitioner) rather "
+        "than on every replica."
+    )
+    evidence = {
+        "variables_bytes": int(per_device),
+        "variables": len(first),
+        "copies": len(devices),
+        "optimizer_bytes": int(optimizer),
+        "share": round(share, 4),
+        "user_fix": 0,
+        "material": 1,
+    }
+    ops = [op for device in devices for op, _ in copies[device]]
+    return [
+        Finding(
+            "replicated_variables",
+            "info",  # what nothing in the user's code makes is said, never urged
+            ops,
+            message,
+            evidence,
+            (0.0, float(per_device * len(devices)), float(len(devices))),
+            predicted=predicted,
+            fix=no_fix(reason),
+        )
+    ]
+
+
+def _replica_devices(trace: Any) -> list[str]:
+    """The devices of a strategy's replicas in ``trace``'s step, replica 0's first: replica
+    N's (N > 0) is where most of its ``replica_N/`` ops ran, replica 0's where most of their
+    twins (the same names without that scope, as MirroredStrategy names replica 0's) ran.
+    Empty without ``replica_N`` scopes."""
+    ops = trace.ops
+    names = ops["op"].tolist()
+    scoped = [i for i, name in enumerate(names) if "replica_" in name]  # most traces: none
+    if not scoped:
+        return []
+    devices = ops["device"].astype(str).tolist()
+    device_of = dict(zip(names, devices, strict=True))
+    votes: dict[int, Counter] = {}
+    for name, device in ((names[i], devices[i]) for i in scoped):
+        match = REPLICA.search(name)
+        if match is None:
+            continue
+        votes.setdefault(int(match.group(2)), Counter())[device] += 1
+        twin = device_of.get(name[: match.start()] + match.group(1) + name[match.end() :])
+        if twin is not None:
+            votes.setdefault(0, Counter())[twin] += 1
+    found = [votes[index].most_common(1)[0][0] for index in sorted(votes) if votes[index]]
+    return list(dict.fromkeys(found)) if 0 in votes else []
+
+
+def _variables_held(trace: Any, devices: list[str]) -> list[dict[str, list[tuple[str, int]]]]:
+    """Per function that captured variables (a graph-mode trace: its one graph), what each of
+    ``devices`` holds through the step, constants left out: each holder op and its bytes
+    (over the device's allocators), most bytes first. Each function's are apart: a variable
+    two functions capture (the training and the evaluation copy of Keras's step, whose ops
+    are ``<function>/<op>``) is a row of each, one buffer."""
+    from ..._model.memory import persistent_bytes
+
+    ops = trace.ops.drop_duplicates("op")
+    types = dict(zip(ops["op"].tolist(), ops["type"].astype(str).tolist(), strict=True))
+    functions: dict[str, str] = {}
+    if "function" in ops:
+        names = ops["function"].fillna("").astype(str).tolist()
+        functions = dict(zip(ops["op"].tolist(), names, strict=True))
+    heads = set(functions.values())
+    held: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+    for (device, _), rows in persistent_bytes(trace.memory).items():
+        if device not in devices:
+            continue
+        for op, size in rows:
+            if types.get(op) in _CONSTANTS:
+                continue
+            head = op.partition("/")[0] if "/" in op else ""
+            key = (functions.get(op, ""), head if head in heads else "")
+            mine = held.setdefault(key, {}).setdefault(device, {})
+            mine[op] = mine.get(op, 0) + size
+    return [
+        {device: sorted(mine.items(), key=lambda p: (-p[1], p[0])) for device, mine in by.items()}
+        for by in held.values()
+    ]
+
+
+def _shared_sizes(held: list[list[tuple[str, int]]]) -> Counter:
+    """The sizes every device's list of ``held`` has, as often as each has them (a copy on
+    every replica: each holds a variable of that size)."""
+    shared = Counter(size for _, size in held[0])
+    for rows in held[1:]:
+        shared &= Counter(size for _, size in rows)
+    return shared
+
+
+def _the_copy(held: list[tuple[str, int]], shared: Counter) -> list[tuple[str, int]]:
+    """The holders of ``held`` (most bytes first) that make the shared copy's sizes."""
+    left = Counter(shared)
+    copy = []
+    for op, size in held:
+        if left[size]:
+            left[size] -= 1
+            copy.append((op, size))
+    return copy
+
+
+def _readers_of(trace: Any, holders: set[str]) -> dict[str, list[str]]:
+    """The ops that read each of ``holders`` (a variable's handle), through the runtime's
+    ``Identity`` nodes that hand it into an inlined call (``Func/.../input/_4``): the model's
+    first, then the optimizer's, each in the trace's order."""
+    consumers: dict[str, list[str]] = {}
+    for consumer, made in trace.inputs.items():
+        for producer in made:
+            consumers.setdefault(producer, []).append(consumer)
+    ops = trace.ops.drop_duplicates("op")
+    passing = set(ops.loc[ops["type"].astype(str) == "Identity", "op"])
+    found: dict[str, list[str]] = {}
+    for holder in holders:
+        readers, seen, stack = [], {holder}, list(consumers.get(holder, ()))
+        while stack:
+            op = stack.pop(0)
+            if op in seen:
+                continue
+            seen.add(op)
+            if op in passing and op.startswith("Func/"):
+                stack += consumers.get(op, ())
+            else:
+                readers.append(op)
+        if readers:
+            found[holder] = sorted(readers, key=_by_optimizer)
+    return found
+
+
+def _by_optimizer(name: str) -> bool:
+    """Op ``name`` is an optimizer's (``owner_of``: Keras's and TF1's optimizer scopes)."""
+    return owner_of(name)[0].startswith(_OPTIMIZER)
