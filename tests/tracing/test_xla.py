@@ -1,9 +1,14 @@
 """XLA clusters traced for real on XLA:CPU (issue 23): a ``jit_compile=True`` function's TF ops
 in ``trace.ops`` (``how="xla"``, the HLO instruction each went into in ``xla_op``), the
 instructions XLA ran in ``trace.xla`` and on the device's lane of ``trace.events``, search,
-and the ``.tfplace`` round trip. Each test runs in the shared test process."""
+and the ``.tfplace`` round trip. Each test runs in the shared test process, but the one of the
+cluster's memory (exact against TensorFlow's allocator: a process of its own)."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import pandas as pd
 import pandas.testing as pdt
@@ -333,3 +338,77 @@ def test_only_the_modules_that_ran_are_parsed(tf, trace_placement):
     assert ran and set(profile.modules) == ran
     assert any("elsewhere" in module for module in profile.programs), profile.programs
     assert set(profile.programs) > ran
+
+
+# -- memory: the cluster's buffers ----------------------------------------------------------
+MEMORY_CHILD = """
+import json, sys
+import tensorflow as tf
+from tfplace_widget import trace_placement
+
+@tf.function(jit_compile=True)
+def wide(x, w):
+    hidden = tf.nn.relu(tf.matmul(x, w, name="hidden"))
+    return tf.reduce_sum(tf.matmul(hidden, w, name="out"), name="total")
+
+x = tf.random.normal((512, 512))
+wide(x, x)  # compiled before the trace, as the user's next call finds it
+try:
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    before = tf.config.experimental.get_memory_info("CPU:0")
+except ValueError:  # "Allocator stats not available for device 'CPU:0'"
+    before = None
+trace = trace_placement(wide, x, x, steps=2)
+after = tf.config.experimental.get_memory_info("CPU:0") if before is not None else None
+trace.save(sys.argv[1] + "/wide.tfplace")
+json.dump({"before": before, "after": after}, open(sys.argv[1] + "/stats.json", "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory: pytest.TempPathFactory) -> tuple[PlacementTrace, dict]:
+    """A jit_compile function with a 1 MiB activation, traced in a fresh process between
+    TensorFlow's own readings of its CPU allocator (peak reset before)."""
+    out = tmp_path_factory.mktemp("xla_memory")
+    done = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    stats = json.loads((out / "stats.json").read_text())
+    return PlacementTrace.load(out / "wide.tfplace"), stats
+
+
+def test_an_xla_clusters_buffers_are_the_memory_tensorflows_allocator_saw(wide):
+    """XLA:CPU takes a program's buffers (one for all its instructions) when the program
+    starts, on the thread of the eager op TensorFlow names after the compiled function (their
+    ``tf_op``), which no placed graph holds: they were left out (trace.memory empty). They are
+    the cluster's, under its name: the bytes in use before the call plus the step's peak are
+    TensorFlow's own peak for it (get_memory_info), and no op of the cluster claims bytes of
+    its own. Where the CPU allocator keeps no stats (oneDNN off) it reports nothing either."""
+    trace, stats = wide
+    step = trace.memory[trace.memory["kind"] == "temporary"]
+    if stats["before"] is None:
+        assert step.empty and trace.ops["allocated_bytes"].isna().all()
+        pytest.skip(
+            "TensorFlow's CPU allocator keeps no stats and reports no allocation to the "
+            "profiler (oneDNN off): no memory rows, checked"
+        )
+    if trace.xla.empty:
+        pytest.skip(
+            "this TensorFlow's profile has no XLA instruction events (as on TF 2.16): the "
+            "trace knows no cluster to hold the buffers"
+        )
+    assert len(step) and set(step["op"]) == {"wide"}
+    assert set(step["device"]) == {CPU0} and set(step["allocator"]) == {"mklcpu"}
+    assert step["bytes"].max() >= 512 * 512 * 4  # the hidden activation, at least
+    assert step["bytes"].sum() == 0  # each step frees what it took
+    peaks = trace.memory_peaks()
+    assert list(peaks["device"]) == [CPU0] and list(peaks["ops"].iloc[0]) == ["wide"]
+    before, after = stats["before"], stats["after"]
+    assert before["current"] + int(peaks["peak_bytes"].iloc[0]) == after["peak"], stats
+    cluster = trace.ops[trace.ops["function"] == "wide"]
+    assert len(cluster) and cluster["allocated_bytes"].isna().all()
+    assert cluster["reason"].str.contains("trace.memory has them under wide").all()
