@@ -15,6 +15,7 @@ import pandas.testing as pdt
 import pytest
 
 from tfplace_widget import PlacementTrace
+from tfplace_widget._analyses.findings.memory import find_memory_peaks
 from tfplace_widget._model.columns import OPS_COLUMNS, XLA_COLUMNS
 from tfplace_widget._rendering.search import match_names
 
@@ -412,3 +413,5 @@ def test_an_xla_clusters_buffers_are_the_memory_tensorflows_allocator_saw(wide):
     cluster = trace.ops[trace.ops["function"] == "wide"]
     assert len(cluster) and cluster["allocated_bytes"].isna().all()
     assert cluster["reason"].str.contains("trace.memory has them under wide").all()
+    # what holds the peak is the cluster, no op: no memory_peak finding names it as one
+    assert find_memory_peaks(trace, min_bytes=1) == []

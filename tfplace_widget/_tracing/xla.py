@@ -349,8 +349,8 @@ def _add_cluster_memory(
     held = {a.cluster for a in mine}
     ops = ops.copy()
     ops["reason"] = [
-        f"{reason} XLA allocates the buffers of the cluster as a whole (one for all its "
-        f"instructions), not op by op: trace.memory has them under {cluster}."
+        f"{reason} XLA allocates the cluster's buffers for the whole cluster, one for all "
+        f"its instructions: trace.memory has them under {cluster}, none under this op."
         if cluster in held
         else reason
         for reason, cluster in zip(ops["reason"], ops["function"], strict=True)
