@@ -14,7 +14,7 @@ import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-from tfplace_widget import PlacementTrace
+from tfplace_widget import PlacementTrace, predict_placement
 from tfplace_widget._analyses.findings.memory import find_memory_peaks
 from tfplace_widget._model.columns import OPS_COLUMNS, XLA_COLUMNS
 from tfplace_widget._rendering.search import match_names
@@ -415,3 +415,7 @@ def test_an_xla_clusters_buffers_are_the_memory_tensorflows_allocator_saw(wide):
     assert cluster["reason"].str.contains("trace.memory has them under wide").all()
     # what holds the peak is the cluster, no op: no memory_peak finding names it as one
     assert find_memory_peaks(trace, min_bytes=1) == []
+    # a prediction with a GPU has no row of the cluster's ops (it replays the compiled call):
+    # their buffers are put on no device rather than left on the traced CPU
+    predicted = predict_placement(trace, gpus=1)
+    assert "wide" not in set(predicted.ops["function"]) | set(predicted.memory["op"])
