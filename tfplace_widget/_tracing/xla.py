@@ -11,6 +11,7 @@ function's debug info (the stack that built the node). Nothing is compiled again
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
@@ -273,17 +274,18 @@ class LaunchAllocation(NamedTuple):
 
 
 def launch_allocations(records: Records, profile: XlaProfile | None) -> list[LaunchAllocation]:
-    """The allocator events ``records`` gives to the op that launched a jit_compile cluster:
-    the eager op TensorFlow names after the function XLA compiled (``__inference_step_22``,
-    the ``tf_op`` of XLA's allocations: XLA:CPU takes the program's buffers, one for all its
-    instructions, when the program starts, on that op's thread). No placed graph holds that
-    op, so the trace has no row of it; read these before the host records are placed."""
+    """The allocator events of the XLA clusters' buffers: XLA:CPU takes a program's buffers,
+    one for all its instructions, when the program starts (``CpuExecutable::Execute...``), on
+    the thread of the op that launched it. A jit_compile function called eagerly: that op is
+    the one TensorFlow names after the function (``__inference_step_22``, the allocations'
+    ``tf_op``); called from a tf.function: its call op, which has no op event there (the
+    allocations name no op, ``records.memory.unowned``). No placed graph holds the first, and
+    neither can own the bytes of the cluster's ops: they are the cluster's. Read these before
+    the host records are placed (which drops the first)."""
     if profile is None or not profile.runs:
         return []
-    clusters = {
-        function_of_module(module): cluster_name(module)
-        for module in dict.fromkeys(run[0] for run in profile.runs)
-    }
+    modules = list(dict.fromkeys(run[0] for run in profile.runs))
+    clusters = {function_of_module(module): cluster_name(module) for module in modules}
     clusters.pop("", None)
     memory, found, at = records.memory, [], 0
     for item, row in enumerate(memory.row):
@@ -293,6 +295,29 @@ def launch_allocations(records: Records, profile: XlaProfile | None) -> list[Lau
             changes = zip(memory.time[at : at + count], memory.bytes[at : at + count], strict=True)
             found += [LaunchAllocation(cluster, memory.allocator[item], t, b) for t, b in changes]
         at += count
+    return found + _program_allocations(memory.unowned, profile)
+
+
+def _program_allocations(unowned: list, profile: XlaProfile) -> list[LaunchAllocation]:
+    """Of the allocations no op owns (``records.memory.unowned``), those taken on a line
+    while a compiled program ran there, and their frees (by address): that cluster's."""
+    runs: dict[int, list[tuple[int, int, str]]] = {}
+    for module, line, start, end in profile.executions:
+        runs.setdefault(line, []).append((start, end, cluster_name(module)))
+    for spans in runs.values():
+        spans.sort()
+    found, held = [], {}
+    for line, time, allocator, address, size in unowned:
+        if size < 0:
+            cluster = held.pop((allocator, address), None)
+        else:
+            spans = runs.get(line, [])
+            at = bisect.bisect_right(spans, (time, float("inf"))) - 1
+            cluster = spans[at][2] if at >= 0 and spans[at][1] >= time else None
+            if cluster:
+                held[(allocator, address)] = cluster
+        if cluster:
+            found.append(LaunchAllocation(cluster, allocator, time, size))
     return found
 
 
