@@ -287,14 +287,17 @@ def launch_allocations(records: Records, profile: XlaProfile | None) -> list[Lau
     modules = list(dict.fromkeys(run[0] for run in profile.runs))
     clusters = {function_of_module(module): cluster_name(module) for module in modules}
     clusters.pop("", None)
-    memory, found, at = records.memory, [], 0
+    memory, found, at, launches = records.memory, [], 0, set()
     for item, row in enumerate(memory.row):
         count = memory.count[item]
         cluster = clusters.get(records.op[row]) if records.lane[row] == HOST_PLANE else None
         if cluster:
             changes = zip(memory.time[at : at + count], memory.bytes[at : at + count], strict=True)
             found += [LaunchAllocation(cluster, memory.allocator[item], t, b) for t, b in changes]
+            launches.add(row)
         at += count
+    if launches:  # the cluster's now, not its launch record's
+        memory.keep({row: row for row in range(len(records.op)) if row not in launches})
     return found + _program_allocations(memory.unowned, profile)
 
 

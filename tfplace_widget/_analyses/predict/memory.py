@@ -21,10 +21,11 @@ devices (:func:`predict_memory`):
 
 On a GPU each size is rounded up to 256 bytes, as TensorFlow's BFC allocator rounds. The
 schedule is the traced run's order (its first step's, when it traced several), one kernel at a
-time on a GPU. Not
-modelled: XLA's buffer reuse (a cluster's buffers are XLA's: an XLA cluster's traced buffers,
-``trace.memory`` rows under its name, go to the device its ops are predicted on, as traced), the BFC allocator's fragmentation,
-cuDNN/cuBLAS workspaces beyond what the traced kernels allocated, the CUDA context.
+time on a GPU. An XLA cluster's traced buffers (``trace.memory`` rows under its name) go to
+the device its ops are predicted on, as traced; to none when the prediction has no row of its
+ops. Not modelled: XLA's buffer reuse (a cluster's buffers are XLA's), the BFC allocator's
+fragmentation, cuDNN/cuBLAS workspaces beyond what the traced kernels allocated, the CUDA
+context.
 :data:`MEMORY_NOTE` says so in the prediction's notes.
 
 :func:`fits_on` reads the predicted peaks against a GPU's size.
