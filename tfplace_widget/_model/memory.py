@@ -2,7 +2,8 @@
 
 Pure data code. :func:`empty_memory` is the frame of a trace without allocator records (Chrome
 traces, TF2 profiles where no allocator reported, predictions, files saved before it);
-:func:`memory_frame` makes it from the records of one or more traced steps. :func:`step_rows`
+:func:`memory_frame` makes it from the records of one or more traced steps, :func:`add_step_rows`
+adds records to a TF2 trace's. :func:`step_rows`
 keeps the step's own (``kind`` "temporary"), :func:`persistent_bytes` sums the rest per device
 and allocator.
 """
@@ -86,6 +87,39 @@ def memory_frame(
             "op": op,
             "kind": kinds,
         }
+    )
+
+
+def add_step_rows(
+    memory: pd.DataFrame,
+    device: Sequence[str],
+    allocator: Sequence[str],
+    time_us: Sequence[int],
+    delta: Sequence[int],
+    op: Sequence[str],
+) -> pd.DataFrame:
+    """``memory`` (a TF2 trace's ``trace.memory``: its steps' records share one series per
+    device and allocator) with more of the step's own records (``kind`` "temporary"), in time
+    order, ``live_bytes`` summed anew."""
+    if not len(time_us):
+        return memory
+    kinds = np.concatenate(
+        [memory["kind"].to_numpy(dtype=object), np.full(len(time_us), TEMPORARY, dtype=object)]
+    )
+    devices = np.concatenate([memory["device"].to_numpy(dtype=object), np.asarray(device, object)])
+    allocators = np.concatenate(
+        [memory["allocator"].to_numpy(dtype=object), np.asarray(allocator, dtype=object)]
+    )
+    series, _ = pd.factorize(pd.Series(list(zip(kinds, devices, allocators, strict=True))))
+    return memory_frame(
+        devices,
+        allocators,
+        np.concatenate([memory["time_us"].to_numpy(np.int64), np.asarray(time_us, np.int64)]),
+        np.concatenate([memory["bytes"].to_numpy(np.int64), np.asarray(delta, np.int64)]),
+        np.concatenate([memory["op"].to_numpy(dtype=object), np.asarray(op, dtype=object)]),
+        np.where(kinds == PERSISTENT, -1, 0),
+        series.astype(np.int64),
+        kinds,
     )
 
 

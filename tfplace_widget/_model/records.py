@@ -68,6 +68,9 @@ class AllocatorRecords:
     # allocators that report to TensorFlow's profiler (a TF2 profile): then an op with no
     # item allocated nothing that was recorded, which is not "nothing".
     every_allocation: bool = True
+    # A TF2 profile's allocations no traced op owns, and their frees: (profiler line, time,
+    # allocator, address, bytes signed), in time order; an XLA program's buffers are among them
+    unowned: list = field(default_factory=list)
 
     def keep(self, moved: dict[int, int]) -> None:
         """Keep the items of the execution records in ``moved`` (old row -> new row)."""
@@ -83,6 +86,7 @@ class AllocatorRecords:
                 kept.bytes += self.bytes[at : at + count]
             at += count
         kept.every_allocation = self.every_allocation
+        kept.unowned = self.unowned
         for name in kept.__dataclass_fields__:
             setattr(self, name, getattr(kept, name))
 

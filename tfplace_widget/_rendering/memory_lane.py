@@ -295,6 +295,7 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
             ops["op"], ops["device"], ops["type"], ops["how"], ops["reason"], strict=True
         )
     }
+    facts.update(_cluster_facts(trace, named))
     labels = curve_labels(list(zip(peaks["device"], peaks["allocator"], strict=True)))
     types = _holder_types(trace, peaks)
     items = []
@@ -362,6 +363,26 @@ def persistent_text(
         f"held through the step: {format_bytes(sum(sizes))} in {' and '.join(parts)} "
         f"({largest}{more})"
     )
+
+
+def _cluster_facts(trace: Any, named: set) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """(type, how, reason) of each XLA cluster among the holders ``named``: its buffers are
+    the cluster's (``trace.memory`` names the cluster), no op of it has a row of its own."""
+    xla = trace.xla
+    if not len(xla):
+        return {}
+    clusters = set(zip(xla["cluster"], xla["device"], strict=True))
+    return {
+        (cluster, device): (
+            "XLA cluster",
+            "xla",
+            f"the buffers XLA allocated for the cluster {cluster} on {short_device(device)}, "
+            "one for all its instructions, not op by op (its ops: function == "
+            f"{cluster!r} in trace.ops)",
+        )
+        for cluster, device in clusters
+        if cluster in named
+    }
 
 
 def _holder_types(trace: Any, peaks: pd.DataFrame) -> dict[tuple[str, str], str]:

@@ -237,10 +237,12 @@ def _allocations(
 ) -> None:
     """``records.memory`` from a profile's allocator events (in time order): an allocation
     belongs to the op its ``tf_op`` names that ran on its thread at that time; a free, to the
-    allocation of its address. Sizes are the allocator's (``allocation_bytes``: a BFC chunk);
-    allocations outside any traced op (eager calls around it) and their frees are left out."""
+    allocation of its address. Sizes are the allocator's (``allocation_bytes``: a BFC chunk).
+    Allocations outside any traced op (eager calls around it, an XLA program's buffers taken
+    under a call op that has no op event) and their frees go to ``records.memory.unowned``."""
     owned: dict[tuple[int, str], list[tuple[int, int]]] = {}  # (row, allocator) -> changes
     owner_of: dict[tuple[str, int], tuple[int, str]] = {}  # (allocator, address) -> its key
+    unowned, loose = records.memory.unowned, set()  # loose: (allocator, address) of those
     for time, line, sign, event in changes:
         stats = _event_stats(event, stat_names)
         allocator, address = str(stats.get("allocator_name", "")), stats.get("addr", 0)
@@ -248,11 +250,16 @@ def _allocations(
         if sign > 0:
             row = _op_at(spans.get(line, []), time, str(stats.get("tf_op", "")))
             if row is None:
+                loose.add((allocator, address))
+                unowned.append((line, time, allocator, address, size))
                 continue
             key = owner_of[(allocator, address)] = (row, allocator)
         else:
             key = owner_of.pop((allocator, address), None)
             if key is None:
+                if (allocator, address) in loose:
+                    loose.discard((allocator, address))
+                    unowned.append((line, time, allocator, address, -size))
                 continue
         owned.setdefault(key, []).append((time, sign * size))
     memory = records.memory

@@ -125,6 +125,8 @@ def find_memory_peaks(trace: Any, min_bytes: int | None = None) -> list[Finding]
             continue
         if op in _input_ops(trace) or row.allocator == HOST_PINNED:
             continue  # input_memory and pinned_host_memory say it, with its cause
+        if op in _clusters(trace):
+            continue  # an XLA cluster's buffers: no op of it, nor an output, holds them
         what = "would hold" if predicted else "held"
         copy = " (the copy of its output there)" if _COPY in row.ops[0] else ""
         others = [(_op_of(o), b) for o, b in zip(row.ops[1:], row.ops_bytes[1:], strict=True)]
@@ -159,6 +161,12 @@ def _peaks(trace: Any) -> pd.DataFrame:
     from ..memory import memory_peaks
 
     return memory_peaks(trace)
+
+
+def _clusters(trace: Any) -> set[str]:
+    """The XLA clusters of ``trace``: ``trace.memory`` names them for their buffers."""
+    xla = getattr(trace, "xla", None)
+    return set(xla["cluster"]) if xla is not None and len(xla) else set()
 
 
 def _op_of(name: str) -> str:

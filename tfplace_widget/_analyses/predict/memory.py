@@ -21,9 +21,11 @@ devices (:func:`predict_memory`):
 
 On a GPU each size is rounded up to 256 bytes, as TensorFlow's BFC allocator rounds. The
 schedule is the traced run's order (its first step's, when it traced several), one kernel at a
-time on a GPU. Not
-modelled: XLA's buffer reuse (a cluster's buffers are XLA's), the BFC allocator's fragmentation,
-cuDNN/cuBLAS workspaces beyond what the traced kernels allocated, the CUDA context.
+time on a GPU. An XLA cluster's traced buffers (``trace.memory`` rows under its name) go to
+the device its ops are predicted on, as traced; to none when the prediction has no row of its
+ops. Not modelled: XLA's buffer reuse (a cluster's buffers are XLA's), the BFC allocator's
+fragmentation, cuDNN/cuBLAS workspaces beyond what the traced kernels allocated, the CUDA
+context.
 :data:`MEMORY_NOTE` says so in the prediction's notes.
 
 :func:`fits_on` reads the predicted peaks against a GPU's size.
@@ -132,11 +134,29 @@ class _Ops:
         self.on_gpu = np.fromiter(map(gpu.__getitem__, self.device), dtype=bool, count=n + 1)
         self.variable = np.isin(self.type, list(VARIABLE_TYPES))
         self.device_of = pd.Series(self.device[:n], index=self.names)
+        self.clusters = _cluster_devices(traced, placed)
 
     def code(self, names: Any) -> np.ndarray:
         """Each name's code (names not listed: the last, whose arrays hold nothing)."""
         found = self.names.get_indexer(np.asarray(names, dtype=object))
         return np.where(found < 0, len(self.names), found)
+
+
+def _cluster_devices(traced: Any, placed: pd.DataFrame) -> dict[str, str]:
+    """Each XLA cluster of ``traced`` (``trace.memory`` holds its buffers under its name) ->
+    the device the prediction puts most of its ops on (XLA runs a cluster on one device),
+    ``""`` when it has no row of them (a Keras step XLA compiles whole: its graph is not
+    replayed)."""
+    xla = getattr(traced, "xla", None)
+    if xla is None or not len(xla):
+        return {}
+    found = {}
+    for cluster in pd.unique(xla["cluster"]):
+        where = pd.Series([], dtype=object)
+        if "function" in placed:
+            where = placed.loc[placed["function"] == cluster, "device"].astype(str)
+        found[str(cluster)] = str(where.mode().iloc[0]) if len(where) else ""
+    return found
 
 
 def _add_outputs(rows: _Rows, table: _Ops) -> None:
@@ -238,6 +258,13 @@ def _add_traced(rows: _Rows, table: _Ops, memory: pd.DataFrame, kind: str) -> No
     one where the prediction has no such op), in that device's memory; a persistent row was
     made by no run of the step (owner " ")."""
     to = table.device[table.code(memory["op"])]
+    if table.clusters:  # an XLA cluster's buffers: where its ops are predicted, if anywhere
+        cluster = memory["op"].map(table.clusters).to_numpy(dtype=object)
+        known = ~pd.isna(cluster)
+        placed = known & (cluster != "")
+        to = np.where(placed & (to == ""), cluster, to)
+        keep = ~known | placed  # a cluster predicted on no device: its buffers on none
+        memory, to = memory[keep], to[keep]
     to = np.where(to == "", memory["device"].to_numpy(dtype=object), to)
     owner = None if kind == TEMPORARY else np.full(len(to), " ", dtype=object)
     rows.extend(
