@@ -43,7 +43,12 @@ def test_no_code_reads_the_shared_folder_beside_the_clone():
 
 def test_every_vendored_trace_folder_keeps_its_licence_and_origin():
     folders = sorted(p for p in GPU_TRACES.iterdir() if p.is_dir())
-    assert [p.name for p in folders] == ["ikhlestov-tensorflow-profiling", "kittibox", "riptide"]
+    assert [p.name for p in folders] == [
+        "ikhlestov-tensorflow-profiling",
+        "kittibox",
+        "riptide",
+        "tensorflow-profiler-bert",
+    ]
     readme = (GPU_TRACES / "README.md").read_text()
     for folder in folders:
         assert (folder / "LICENSE").read_text().strip(), folder

@@ -322,3 +322,121 @@ def test_text_report_prints_each_devices_peak(dense_net):
         line = next(x for x in lines if x.strip().startswith(f"{short} "))
         assert row.allocator in line and format_bytes(row.peak_bytes) in line
         assert f"{row.ops[0]} {format_bytes(row.ops_bytes[0])}" in line
+
+
+# -- a real GPU profile: TensorFlow's own BFC allocator records -----------------------------
+BERT_PROFILE = "tensorflow-profiler-bert/34.83.195.179_6003.xplane.pb"
+
+
+def allocator_events(path: Path) -> dict[str, list[tuple[int, int, dict[str, Any]]]]:
+    """The profile's allocator events read with TensorFlow's own ``xplane_pb2`` (not the
+    tool's reader): per allocator, ``(time_ps, +1 | -1, stats by name)`` in time order."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())
+    (host,) = [plane for plane in space.planes if plane.name == "/host:CPU"]
+    stat_names = {key: meta.name for key, meta in host.stat_metadata.items()}
+    kinds = {"MemoryAllocation": 1, "MemoryDeallocation": -1}
+    found = defaultdict(list)
+    for line in host.lines:
+        for event in line.events:
+            sign = kinds.get(host.event_metadata[event.metadata_id].name)
+            if sign is None:
+                continue
+            stats = {}
+            for stat in event.stats:
+                value = getattr(stat, stat.WhichOneof("value"))
+                if stat.WhichOneof("value") == "ref_value":
+                    value = stat_names[value]
+                stats[stat_names[stat.metadata_id]] = value
+            time_ps = line.timestamp_ns * 1000 + event.offset_ps
+            found[stats["allocator_name"]].append((time_ps, sign, stats))
+    return {name: sorted(events, key=lambda e: e[0]) for name, events in found.items()}
+
+
+def host_ops_that_ran(path: Path) -> set[str]:
+    """The node names of the profile's op events (``"<node>:<OpType>"`` on the host plane)."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())
+    (host,) = [plane for plane in space.planes if plane.name == "/host:CPU"]
+    names = {}
+    for key, meta in host.event_metadata.items():
+        node, sep, op_type = meta.name.rpartition(":")
+        if sep and node and op_type.isidentifier() and " " not in meta.name:
+            names[key] = node
+    events = (event for line in host.lines for event in line.events)
+    return {names[e.metadata_id] for e in events if e.metadata_id in names}
+
+
+@pytest.fixture(scope="module")
+def bert_profile() -> PlacementTrace:
+    return PlacementTrace.from_xspace(gpu_trace(BERT_PROFILE))
+
+
+def test_gpu_peak_is_the_gpu_allocators_own(tf, bert_profile):
+    """A real GPU profile (BERT training on GPU:4 and GPU:6): each GPU's peak is the peak of
+    its BFC allocator's own records. The records are complete: each event's
+    ``bytes_allocated`` (the allocator's bytes in use after it) moves by exactly its chunk,
+    so the step's curve is theirs less what they held before it; the ops' share of it (every
+    chunk an op that ran allocated, freed by address) peaks at ``memory_peaks``' number, on
+    the op's device. What the allocator held beyond it at its own peak is only chunks of ops
+    that never ran in the profile (constants made as the function's kernels were built)."""
+    events = allocator_events(gpu_trace(BERT_PROFILE))
+    ran = host_ops_that_ran(gpu_trace(BERT_PROFILE))
+    peaks = bert_profile.memory_peaks().set_index(["device", "allocator"])
+    for index in (4, 6):
+        allocator = f"GPU_{index}_bfc"
+        found = events[allocator]
+        in_use = [stats["bytes_allocated"] for _, _, stats in found]
+        moves = [sign * stats["allocation_bytes"] for _, sign, stats in found]
+        assert np.diff(in_use).tolist() == moves[1:]  # TF's own counter, event by event
+        before = in_use[0] - moves[0]
+        live, held, curve = {}, 0, []
+        for _, sign, stats in found:
+            if sign > 0 and stats.get("tf_op") in ran:
+                live[stats["addr"]] = stats["allocation_bytes"]
+                held += stats["allocation_bytes"]
+            elif sign < 0 and stats["addr"] in live:
+                held -= live.pop(stats["addr"])
+            curve.append(held)
+        row = peaks.loc[(f"/job:localhost/replica:0/task:0/device:GPU:{index}", allocator)]
+        assert row["peak_bytes"] == max(curve) > 2 * 1024**3  # 2.2 GB of activations
+        assert sum(row["ops_bytes"]) == row["peak_bytes"]
+        assert all(op.startswith(f"replica_{index}/") for op in row["ops"][:10])
+        at_peak = int(np.argmax(in_use))
+        gap = in_use[at_peak] - before - curve[at_peak]
+        unran = {}
+        for _, sign, stats in found[: at_peak + 1]:
+            if sign > 0 and stats.get("tf_op") not in ran:
+                unran[stats["addr"]] = stats["allocation_bytes"]
+            elif sign < 0:
+                unran.pop(stats["addr"], None)
+        assert 0 <= gap == sum(unran.values()) < 64 * 1024
+    host = peaks.loc[("/host:CPU", "gpu_host_bfc")]  # the GPUs' pinned host memory
+    assert host["peak_bytes"] == 256
+
+
+def test_gpu_ops_bytes_are_the_allocators_chunks(tf, bert_profile):
+    """Per op on each GPU: ``allocated_bytes`` is the chunks TF's allocator events give the
+    op while it ran, and the GPU's ops together took what the allocator handed them; an op
+    that allocated from ``GPU_<N>_bfc`` is on ``/device:GPU:<N>``."""
+    events = allocator_events(gpu_trace(BERT_PROFILE))
+    memory = step_memory(bert_profile)
+    ops = bert_profile.ops
+    for index in (4, 6):
+        device = f"/job:localhost/replica:0/task:0/device:GPU:{index}"
+        mine = memory[memory["allocator"] == f"GPU_{index}_bfc"]
+        assert set(mine["device"]) == {device}
+        taken = mine[mine["bytes"] > 0]
+        chunks = defaultdict(list)
+        for _, sign, stats in events[f"GPU_{index}_bfc"]:
+            if sign > 0:
+                chunks[stats["tf_op"]].append(stats["allocation_bytes"])
+        for op, group in taken.groupby("op"):
+            assert sorted(group["bytes"]) == sorted(chunks[op]), op
+        on_gpu = ops[ops["device"] == device]
+        assert on_gpu["allocated_bytes"].sum() == taken["bytes"].sum()
+        assert set(on_gpu.loc[on_gpu["allocated_bytes"] > 0, "op"]) == set(taken["op"])

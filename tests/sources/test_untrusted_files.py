@@ -167,6 +167,20 @@ def test_a_gzipped_run_metadata_bomb_is_refused(tmp_path):
     assert_refused(open_in_child("from_run_metadata", path), "step.pb.gz", "256 MiB")
 
 
+def test_an_xspace_past_the_limit_is_refused_unread(tmp_path):
+    path = tmp_path / "host.xplane.pb"
+    with open(path, "wb") as handle:
+        handle.truncate(limits.MAX_MEMBER_BYTES + MIB)  # on disk: a few blocks
+    assert_refused(open_in_child("from_xspace", path), "host.xplane.pb", "256 MiB")
+
+
+def test_a_file_that_is_not_an_xspace_is_a_trace_error_naming_it(tmp_path):
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(b"\xff" * 64)
+    with pytest.raises(TraceError, match=r"host\.xplane\.pb.*not an XSpace.*tf\.profiler"):
+        PlacementTrace.from_xspace(path)
+
+
 @pytest.mark.parametrize("where", ["sparse file", "/dev/zero"])
 def test_a_file_past_the_limit_is_refused_unread(tmp_path, where):
     if where == "sparse file":

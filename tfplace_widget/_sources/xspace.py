@@ -10,14 +10,19 @@ stream, each kernel naming its TF op in a ``tf_op`` stat. GPU lanes are spelt as
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 from .._model.errors import TraceError
-from .._model.records import Records
+from .._model.gc_pause import paused_gc
+from .._model.records import Executed, Records
+from .._model.trace import PlacementTrace
 from .._tfadapter.protos import xplane_descriptor
+from .files import read_trace_bytes
+from .frames import frames_from_records
 
 HOST_PLANE = "/host:CPU"
 # Launch events of the CUDA driver API; merged into /host:CPU before a profile is written, but a
@@ -124,6 +129,42 @@ def parse_xspace(data: bytes) -> Any:
             f"XSpace. {_WHAT}"
         )
     return space
+
+
+def trace_from_xspace(path: str | os.PathLike) -> PlacementTrace:
+    """:meth:`PlacementTrace.from_xspace`: a trace of the ops in a saved ``.xplane.pb``.
+
+    The file has no graph: an op event of the host plane keeps the lane ``/host:CPU`` unless
+    the op allocated from one GPU's own BFC allocator (``GPU_<N>_bfc``, which only
+    ``/device:GPU:<N>``'s kernels allocate from), which puts it on that GPU.
+    """
+    where = os.fspath(path)
+    data = read_trace_bytes(where)  # bounded: limits.MAX_MEMBER_BYTES
+    with paused_gc():
+        try:
+            records = records_from_xspace(data)
+        except TraceError as exc:
+            raise TraceError(f"{where!r}: {exc}") from exc
+        _place_by_allocator(records)
+        return frames_from_records(
+            records, step_starts=[], executed=Executed(), facts=None, source=where
+        )
+
+
+_GPU_ALLOCATOR = re.compile(r"GPU_(\d+)_bfc")
+
+
+def _place_by_allocator(records: Records) -> None:
+    """Put the host-plane records of each op whose allocations (in all its runs) all came from
+    one GPU's BFC allocator on that GPU (its memory then counts on that device too)."""
+    gpus: dict[str, set[str]] = {}
+    for row, allocator in zip(records.memory.row, records.memory.allocator, strict=True):
+        match = _GPU_ALLOCATOR.fullmatch(allocator)
+        gpus.setdefault(records.op[row], set()).add(f"/device:GPU:{match[1]}" if match else "")
+    placed = {op: min(found) for op, found in gpus.items() if len(found) == 1 and "" not in found}
+    for row, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
+        if lane == HOST_PLANE and op in placed:
+            records.lane[row] = placed[op]
 
 
 def records_from_xspace(data: bytes | Any) -> Records:
