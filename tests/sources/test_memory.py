@@ -419,6 +419,15 @@ def test_gpu_peak_is_the_gpu_allocators_own(tf, bert_profile):
     assert host["peak_bytes"] == 256
 
 
+def test_a_profile_file_opens_like_any_trace_file(bert_profile):
+    """``show_placement(path)`` and ``compare`` take a ``.xplane.pb`` as ``from_xspace`` does."""
+    from tfplace_widget._tracing.dispatch import as_trace
+
+    opened = as_trace(str(gpu_trace(BERT_PROFILE)))
+    pdt.assert_frame_equal(opened.memory, bert_profile.memory)
+    pdt.assert_frame_equal(opened.ops, bert_profile.ops)
+
+
 def test_gpu_ops_bytes_are_the_allocators_chunks(tf, bert_profile):
     """Per op on each GPU: ``allocated_bytes`` is the chunks TF's allocator events give the
     op while it ran, and the GPU's ops together took what the allocator handed them; an op
