@@ -28,6 +28,7 @@ from tfplace_widget._analyses.findings import (
 
 MERGED = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_03_merged_5_runs.json"
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
+BERT_PROFILE = GPU_TRACES / "tensorflow-profiler-bert" / "34.83.195.179_6003.xplane.pb"
 
 
 def classic_step(tf: Any, width: int = 4) -> Any:
@@ -276,6 +277,18 @@ def test_a_real_gpu_trace_shows_host_memory_ops_without_a_graph():
     # The host waiting for a busy GPU is how it should be: no idle_device for the CPU.
     assert not (findings["kind"] == "idle_device").any()
     assert not findings["message"].str.contains("has no GPU kernel").any()
+
+
+def test_copies_that_name_no_tensor_are_told_as_unknown():
+    """A real TF2 GPU profile whose copy events name no op (``MemcpyH2D`` into GPU:4): no
+    cause is told (they are no "step's results going back to the caller"), only that the
+    file does not say who read them."""
+    trace = PlacementTrace.from_xspace(BERT_PROFILE)
+    copies = trace.all_findings[trace.all_findings["kind"] == "costly_transfer"]
+    assert len(copies)
+    for message in copies["message"]:
+        assert "loaded without its graph, the trace does not say which ops read them" in message
+        assert "results" not in message and "fetch" not in message
 
 
 def test_findings_of_an_empty_trace_and_bad_input(seed_none):

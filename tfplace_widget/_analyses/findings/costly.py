@@ -112,6 +112,8 @@ def _io_of(
         return "replicas"
     if is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, "")):
         return "feed"
+    if tensor == producer and not consumers:  # a copy record that names no tensor: unknown
+        return ""
     if all(_returned(context, c) for c in consumers):
         return "fetch"
     return ""
