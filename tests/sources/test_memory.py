@@ -328,14 +328,20 @@ def test_text_report_prints_each_devices_peak(dense_net):
 BERT_PROFILE = "tensorflow-profiler-bert/34.83.195.179_6003.xplane.pb"
 
 
-def allocator_events(path: Path) -> dict[str, list[tuple[int, int, dict[str, Any]]]]:
-    """The profile's allocator events read with TensorFlow's own ``xplane_pb2`` (not the
-    tool's reader): per allocator, ``(time_ps, +1 | -1, stats by name)`` in time order."""
+def host_plane(path: Path) -> Any:
+    """The ``/host:CPU`` plane of a profile, read with TensorFlow's own ``xplane_pb2`` (not
+    the tool's reader)."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     space = xplane_pb2.XSpace()
     space.ParseFromString(path.read_bytes())
     (host,) = [plane for plane in space.planes if plane.name == "/host:CPU"]
+    return host
+
+
+def allocator_events(host: Any) -> dict[str, list[tuple[int, int, dict[str, Any]]]]:
+    """The host plane's allocator events: per allocator, ``(time_ps, +1 | -1, stats by
+    name)`` in time order."""
     stat_names = {key: meta.name for key, meta in host.stat_metadata.items()}
     kinds = {"MemoryAllocation": 1, "MemoryDeallocation": -1}
     found = defaultdict(list)
@@ -355,13 +361,8 @@ def allocator_events(path: Path) -> dict[str, list[tuple[int, int, dict[str, Any
     return {name: sorted(events, key=lambda e: e[0]) for name, events in found.items()}
 
 
-def host_ops_that_ran(path: Path) -> set[str]:
-    """The node names of the profile's op events (``"<node>:<OpType>"`` on the host plane)."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    space = xplane_pb2.XSpace()
-    space.ParseFromString(path.read_bytes())
-    (host,) = [plane for plane in space.planes if plane.name == "/host:CPU"]
+def host_ops_that_ran(host: Any) -> set[str]:
+    """The node names of the host plane's op events (``"<node>:<OpType>"``)."""
     names = {}
     for key, meta in host.event_metadata.items():
         node, sep, op_type = meta.name.rpartition(":")
@@ -372,11 +373,18 @@ def host_ops_that_ran(path: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
+def bert_records(tf) -> tuple[dict[str, list], set[str]]:
+    """The BERT profile's allocator events and the ops that ran, by TensorFlow's proto."""
+    host = host_plane(gpu_trace(BERT_PROFILE))
+    return allocator_events(host), host_ops_that_ran(host)
+
+
+@pytest.fixture(scope="module")
 def bert_profile() -> PlacementTrace:
     return PlacementTrace.from_xspace(gpu_trace(BERT_PROFILE))
 
 
-def test_gpu_peak_is_the_gpu_allocators_own(tf, bert_profile):
+def test_gpu_peak_is_the_gpu_allocators_own(bert_records, bert_profile):
     """A real GPU profile (BERT training on GPU:4 and GPU:6): each GPU's peak is the peak of
     its BFC allocator's own records. The records are complete: each event's
     ``bytes_allocated`` (the allocator's bytes in use after it) moves by exactly its chunk,
@@ -384,8 +392,7 @@ def test_gpu_peak_is_the_gpu_allocators_own(tf, bert_profile):
     chunk an op that ran allocated, freed by address) peaks at ``memory_peaks``' number, on
     the op's device. What the allocator held beyond it at its own peak is only chunks of ops
     that never ran in the profile (constants made as the function's kernels were built)."""
-    events = allocator_events(gpu_trace(BERT_PROFILE))
-    ran = host_ops_that_ran(gpu_trace(BERT_PROFILE))
+    events, ran = bert_records
     peaks = bert_profile.memory_peaks().set_index(["device", "allocator"])
     for index in (4, 6):
         allocator = f"GPU_{index}_bfc"
@@ -428,11 +435,11 @@ def test_a_profile_file_opens_like_any_trace_file(bert_profile):
     pdt.assert_frame_equal(opened.ops, bert_profile.ops)
 
 
-def test_gpu_ops_bytes_are_the_allocators_chunks(tf, bert_profile):
+def test_gpu_ops_bytes_are_the_allocators_chunks(bert_records, bert_profile):
     """Per op on each GPU: ``allocated_bytes`` is the chunks TF's allocator events give the
     op while it ran, and the GPU's ops together took what the allocator handed them; an op
     that allocated from ``GPU_<N>_bfc`` is on ``/device:GPU:<N>``."""
-    events = allocator_events(gpu_trace(BERT_PROFILE))
+    events, _ = bert_records
     memory = step_memory(bert_profile)
     ops = bert_profile.ops
     for index in (4, 6):
