@@ -435,6 +435,51 @@ def test_a_profile_file_opens_like_any_trace_file(bert_profile):
     pdt.assert_frame_equal(opened.ops, bert_profile.ops)
 
 
+def xprof_memory_profile(path: Path) -> dict[str, Any]:
+    """XProf's memory profile of a profile (TensorBoard's Memory Profile tool), made by the
+    converter TensorFlow's wheel ships; skipped where this TensorFlow has none."""
+    try:
+        from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
+    except ImportError:
+        pytest.skip("this TensorFlow has no _pywrap_profiler_plugin (XProf's converters)")
+    data, ok = plugin.xspace_to_tools_data([str(path)], "memory_profile", {})
+    assert ok
+    return json.loads(data)["memoryProfilePerAllocator"]
+
+
+def test_gpu_peak_is_xprofs_memory_profile(bert_records, bert_profile):
+    """TensorFlow's own converter to XProf's memory profile agrees: per GPU allocator its
+    peak in use is the allocator's records' (``bytes_allocated``), the part held from before
+    the profile its "unused preallocated device memory"; the rest, less the chunks of ops that
+    never ran, is ``memory_peaks``' peak, and the ops holding 1 MiB or more at it are XProf's
+    active allocations' with the same bytes."""
+    events, ran = bert_records
+    profiles = xprof_memory_profile(gpu_trace(BERT_PROFILE))
+    peaks = bert_profile.memory_peaks().set_index("allocator")
+    for allocator in ("GPU_4_bfc", "GPU_6_bfc"):
+        profile = profiles[allocator]
+        in_use = max(stats["bytes_allocated"] for _, _, stats in events[allocator])
+        assert int(profile["profileSummary"]["peakStats"]["peakBytesInUse"]) == in_use
+        (before,) = profile["specialAllocations"]
+        assert before["tfOpName"] == "unused preallocated device memory"
+        snapshots = profile["memoryProfileSnapshots"]
+        held: dict[str, int] = defaultdict(int)
+        for active in profile["activeAllocations"]:
+            if int(active["snapshotIndex"]) >= 0:
+                what = snapshots[int(active["snapshotIndex"])]["activityMetadata"]
+                count = int(active["numOccurrences"])
+                held[what["tfOpName"]] += int(what["allocationBytes"]) * count
+        assert int(before["allocationBytes"]) + sum(held.values()) == in_use
+        row = peaks.loc[allocator]
+        theirs = {op: size for op, size in held.items() if op in ran}
+        assert row["peak_bytes"] == sum(theirs.values())
+        mine = dict(zip(row["ops"], row["ops_bytes"], strict=True))
+        big = 1 << 20
+        assert {o: b for o, b in mine.items() if b >= big} == {
+            o: b for o, b in theirs.items() if b >= big
+        }
+
+
 def test_gpu_ops_bytes_are_the_allocators_chunks(bert_records, bert_profile):
     """Per op on each GPU: ``allocated_bytes`` is the chunks TF's allocator events give the
     op while it ran, and the GPU's ops together took what the allocator handed them; an op
