@@ -455,6 +455,22 @@ def test_graph_facts_of_the_wrong_kind_are_refused(saved_with_facts, tmp_path, w
         PlacementTrace.load(path)
 
 
+def test_the_host_plane_is_a_device_only_of_a_trace_without_its_graph(
+    saved, saved_with_facts, tmp_path
+):
+    """``/host:CPU`` (a TF2 profile's host ops, read without a graph) loads; with graph facts,
+    whose placer replay needs every device's full name, it is a damaged file."""
+    for source, name in ((saved, "no_facts.tfplace"), (saved_with_facts, "facts.tfplace")):
+        manifest = json.loads(members_of(source)["tfplace.json"])
+        manifest["trace"]["devices"].append("/host:CPU")
+        path = with_members(source, tmp_path / name, {"tfplace.json": manifest})
+        if source is saved:
+            assert "/host:CPU" in PlacementTrace.load(path).devices
+        else:
+            with pytest.raises(TraceError, match=r"devices has '/host:CPU' in a trace with graph"):
+                PlacementTrace.load(path)
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [

@@ -404,8 +404,10 @@ class PlacementTrace:
 
         Returns:
             The trace, with the profile's allocator records in ``memory``; ``how`` says
-            ``unknown`` (the file has no graph). A host op that allocated from one GPU's own
-            allocator (``GPU_<N>_bfc``) is on that GPU; other host ops are on ``/host:CPU``.
+            ``unknown`` (the file has no graph). An op the profile ties to one GPU alone (its
+            kernels or copies there, or chunks of that GPU's own allocator ``GPU_<N>_bfc``) is
+            on that GPU; other host ops (``_Arg``, ``_Send``...) are on ``/host:CPU``, as the
+            profile does not say their device.
 
         Raises:
             TraceError: The file is missing, too large, or not an XSpace.

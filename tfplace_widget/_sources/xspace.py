@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
+from .._model.devices import lane_owner
 from .._model.errors import TraceError
 from .._model.gc_pause import paused_gc
 from .._model.records import Executed, Records
@@ -134,9 +135,10 @@ def parse_xspace(data: bytes) -> Any:
 def trace_from_xspace(path: str | os.PathLike) -> PlacementTrace:
     """:meth:`PlacementTrace.from_xspace`: a trace of the ops in a saved ``.xplane.pb``.
 
-    The file has no graph: an op event of the host plane keeps the lane ``/host:CPU`` unless
-    the op allocated from one GPU's own BFC allocator (``GPU_<N>_bfc``, which only
-    ``/device:GPU:<N>``'s kernels allocate from), which puts it on that GPU.
+    The file has no graph: the host-plane records of an op are put on a GPU when the profile
+    ties the op to that GPU alone (its kernels or copies on the GPU's streams, or chunks of
+    the GPU's own BFC allocator, ``GPU_<N>_bfc``, which only its kernels allocate from); the
+    other host ops stay on ``/host:CPU`` (the profile does not say their device).
     """
     where = os.fspath(path)
     data = read_trace_bytes(where)  # bounded: limits.MAX_MEMBER_BYTES
@@ -145,7 +147,7 @@ def trace_from_xspace(path: str | os.PathLike) -> PlacementTrace:
             records = records_from_xspace(data)
         except TraceError as exc:
             raise TraceError(f"{where!r}: {exc}") from exc
-        _place_by_allocator(records)
+        _place_on_their_gpu(records)
         return frames_from_records(
             records, step_starts=[], executed=Executed(), facts=None, source=where
         )
@@ -154,14 +156,18 @@ def trace_from_xspace(path: str | os.PathLike) -> PlacementTrace:
 _GPU_ALLOCATOR = re.compile(r"GPU_(\d+)_bfc")
 
 
-def _place_by_allocator(records: Records) -> None:
-    """Put the host-plane records of each op whose allocations (in all its runs) all came from
-    one GPU's BFC allocator on that GPU (its memory then counts on that device too)."""
+def _place_on_their_gpu(records: Records) -> None:
+    """Put the host-plane records of each op that only one GPU's work names (its records on
+    the GPU's lanes, its chunks of the GPU's BFC allocator) on that GPU."""
     gpus: dict[str, set[str]] = {}
+    for op, lane in zip(records.op, records.lane, strict=True):
+        if lane != HOST_PLANE:
+            gpus.setdefault(op, set()).add(lane_owner(lane))
     for row, allocator in zip(records.memory.row, records.memory.allocator, strict=True):
         match = _GPU_ALLOCATOR.fullmatch(allocator)
-        gpus.setdefault(records.op[row], set()).add(f"/device:GPU:{match[1]}" if match else "")
-    placed = {op: min(found) for op, found in gpus.items() if len(found) == 1 and "" not in found}
+        if match:
+            gpus.setdefault(records.op[row], set()).add(f"/device:GPU:{match[1]}")
+    placed = {op: found.pop() for op, found in gpus.items() if len(found) == 1}
     for row, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
         if lane == HOST_PLANE and op in placed:
             records.lane[row] = placed[op]
@@ -374,7 +380,7 @@ def _gpu_records(
         for event in line.events:
             stats = _event_stats(event, stat_names)
             name = event_names.get(event.metadata_id, "")
-            tf_op = stats.get("tf_op")
+            tf_op = stats.get("tf_op") or _annotated_op(stats)
             if "kernel_details" in stats:
                 lane = f"{device}/stream:{line.id}"
             elif "memcpy_details" in stats or name.startswith("Memcpy"):
@@ -391,6 +397,13 @@ def _gpu_records(
             thread = launchers.get(stats.get("correlation_id", -1), 0)
             start, duration = _span_us(line_ns, event)
             records.append(node, op_type, lane, thread, start, duration, name)
+
+
+def _annotated_op(stats: dict[str, Any]) -> str | None:
+    """The op a GPU event's outermost annotation names (``"<node>:<OpType>"`` in the
+    ``level 0`` stat: profiles of TensorFlow 2.2 to 2.4, before the ``tf_op`` stat), if any."""
+    level0 = stats.get("level 0")
+    return level0 if isinstance(level0, str) and split_op_event(level0) else None
 
 
 def _event_stats(event: Any, stat_names: dict[int, str]) -> dict[str, Any]:
