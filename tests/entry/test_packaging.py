@@ -105,6 +105,17 @@ def test_the_wheel_ships_the_browsers_javascript_and_css(wheel):
     assert "tfplace_widget/_static/__init__.py" in wheel
 
 
+def test_the_wheel_ships_every_vendored_trace_with_its_licence(wheel):
+    """The recorded GPU traces (Chrome traces and the TF2 profile) are in the wheel as they are
+    in the checkout, each folder's licence beside them: notebooks open them from the package."""
+    files = sorted(p for p in GPU_TRACES.rglob("*") if p.is_file() and p.suffix != ".pyc")
+    assert any(p.name.endswith(".xplane.pb") for p in files)
+    for path in files:
+        name = f"tfplace_widget/examples/gpu_traces/{path.relative_to(GPU_TRACES).as_posix()}"
+        assert name in wheel, f"{name} is not in the wheel"
+        assert wheel[name] == path.read_bytes(), f"{name} differs in the wheel"
+
+
 def test_the_wheel_registers_the_console_script_and_the_pytest_plugin(wheel):
     """Installed, the wheel gives the ``tfplace`` command and the ``tfplace`` pytest plugin."""
     import configparser
