@@ -230,3 +230,22 @@ def test_no_replicated_variables_for_one_replica_or_small_variables(mirrored, mo
     monkeypatch.setattr(findings, "PEAK_OP_BYTES", 1)
     assert _kind(find_findings(one, immaterial=True), "replicated_variables").empty
     assert not _kind(find_findings(two), "replicated_variables").empty
+
+
+def test_tf2s_pinned_host_allocator_is_pinned_host_memory():
+    """TF2 names its pinned host allocator ``gpu_host_bfc`` (TF 1.x: ``cuda_host_bfc``): the
+    recorded TF2 GPU profile's pinned host memory (256 B, at OptionalHasValue_5) is found when
+    the threshold is that low, and is not material at the default one."""
+    from tfplace_widget import PlacementTrace
+    from tfplace_widget._analyses.findings.memory import find_pinned_host_memory
+
+    trace = PlacementTrace.from_xspace(
+        gpu_trace("tensorflow-profiler-bert/34.83.195.179_6003.xplane.pb")
+    )
+    peaks = trace.memory_peaks()
+    pinned = peaks[peaks["allocator"] == "gpu_host_bfc"]
+    assert len(pinned) == 1 and int(pinned["peak_bytes"].iloc[0]) == 256
+    (found,) = find_pinned_host_memory(trace, min_bytes=256)
+    assert "(gpu_host_bfc: page-locked" in found.message and "256 B" in found.message
+    assert found.ops == list(pinned["ops"].iloc[0])
+    assert find_pinned_host_memory(trace) == []

@@ -19,6 +19,11 @@ import pandas as pd
 from .columns import MEMORY_COLUMNS, MEMORY_KINDS
 
 TEMPORARY, PERSISTENT = MEMORY_KINDS
+# TensorFlow's pinned (page-locked) host allocator beside its GPUs: ``gpu_host_bfc`` in TF2
+# (``GPUProcessState::GetGpuHostAllocator``; the recorded TF2 GPU profile's name), and
+# ``cuda_host_bfc`` in the step_stats of TF 1.x.
+PINNED_HOST = "gpu_host_bfc"
+PINNED_HOST_ALLOCATORS = frozenset({PINNED_HOST, "cuda_host_bfc"})
 
 
 def empty_memory() -> pd.DataFrame:

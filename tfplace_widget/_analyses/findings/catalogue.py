@@ -88,7 +88,7 @@ KIND_RULES: dict[str, KindRule] = {
         "one op holds over half a device's peak and at least 256 MiB",
     ),
     "pinned_host_memory": KindRule(
-        "TensorFlow's cuda_host_bfc allocator records, or a prediction's copies off a GPU "
+        "TensorFlow's gpu_host_bfc (TF 1.x: cuda_host_bfc) allocator records, or a prediction's copies off a GPU "
         "(predict/memory.py); the CPU readers' GPU kernels and requests",
         True,  # no_fix where a reader has no GPU kernel
         "a device's pinned host memory peaks at 256 MiB or more",

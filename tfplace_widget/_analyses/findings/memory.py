@@ -6,8 +6,8 @@ prediction's memory, :mod:`..predict.memory`):
   bytes, the op whose allocation reached the peak and what is live there;
 - ``memory_peak``: one op holds more than half a device's peak, and at least
   ``PEAK_OP_BYTES``: the op (its source line where the trace has it) and its bytes;
-- ``pinned_host_memory``: a device's pinned host memory (``cuda_host_bfc``: page-locked host
-  memory TensorFlow takes for a GPU's tensors that go to or through the host) peaks at
+- ``pinned_host_memory``: a device's pinned host memory (``gpu_host_bfc``; ``cuda_host_bfc``
+  in TF 1.x: page-locked host memory TensorFlow takes for a GPU's tensors that go to or through the host) peaks at
   ``PEAK_OP_BYTES`` or more: the ops holding it, and, for a prediction's copies off the GPU,
   the CPU ops that read them (moving those to the GPU, where the user's tf.device put them on
   a CPU and they have a GPU kernel, is the fix; none where they have no GPU kernel);
@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 from ..._model.devices import short_device
+from ..._model.memory import PINNED_HOST_ALLOCATORS
 from ..._model.trace import strategy_of
 from ..summary import format_bytes
 from .base import REPLICA, Finding, listed_ops, owner_of
@@ -49,7 +50,6 @@ PEAK_OP_BYTES = 256 * 2**20  # one op's bytes at a peak that are large in any de
 PEAK_OP_SHARE = 0.5  # ... and more than this share of the peak
 _GIB = 2**30
 _COPY = " (copy to "
-HOST_PINNED = "cuda_host_bfc"  # TensorFlow's pinned host allocator beside a GPU
 INPUT_TYPES = frozenset({"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional"})
 REPLICATED_SHARE = 0.25  # each replica's copy of the variables: this share of its need or more
 _CONSTANTS = frozenset({"Const", "HostConst"})  # held through the step, but no variable
@@ -123,7 +123,7 @@ def find_memory_peaks(trace: Any, min_bytes: int | None = None) -> list[Finding]
         op, held = _op_of(row.ops[0]), int(row.ops_bytes[0])
         if held < least or held <= PEAK_OP_SHARE * row.peak_bytes:
             continue
-        if op in _input_ops(trace) or row.allocator == HOST_PINNED:
+        if op in _input_ops(trace) or row.allocator in PINNED_HOST_ALLOCATORS:
             continue  # input_memory and pinned_host_memory say it, with its cause
         if op in _clusters(trace):
             continue  # an XLA cluster's buffers: no op of it, nor an output, holds them
@@ -185,7 +185,8 @@ def _source(trace: Any, op: str) -> str:
 
 
 def find_pinned_host_memory(trace: Any, min_bytes: int | None = None) -> list[Finding]:
-    """A ``pinned_host_memory`` finding per device whose ``cuda_host_bfc`` memory peaks at
+    """A ``pinned_host_memory`` finding per device whose pinned host memory (``gpu_host_bfc``;
+    ``cuda_host_bfc`` in TF 1.x) peaks at
     ``min_bytes`` (default ``PEAK_OP_BYTES``) or more."""
     if not len(trace.memory):
         return []
@@ -193,7 +194,7 @@ def find_pinned_host_memory(trace: Any, min_bytes: int | None = None) -> list[Fi
     predicted = bool(getattr(trace, "predicted", False))
     peaks = _peaks(trace)
     found = []
-    for row in peaks[peaks["allocator"] == HOST_PINNED].itertuples(index=False):
+    for row in peaks[peaks["allocator"].isin(PINNED_HOST_ALLOCATORS)].itertuples(index=False):
         if row.peak_bytes < least or not row.ops:
             continue
         copied = [_op_of(op) for op in row.ops if _COPY in op]
@@ -205,7 +206,7 @@ def find_pinned_host_memory(trace: Any, min_bytes: int | None = None) -> list[Fi
         what = "would pin" if predicted else "pinned"
         message = (
             f"{short_device(row.device)} {what} {format_bytes(row.peak_bytes)} of host memory "
-            f"for GPU tensors at once (cuda_host_bfc: page-locked, taken from the host's RAM, "
+            f"for GPU tensors at once ({row.allocator}: page-locked, taken from the host's RAM, "
             f"and kept by TensorFlow's allocator once grown): {held}."
         )
         fix = None
@@ -270,7 +271,7 @@ def find_input_memory(trace: Any, min_bytes: int | None = None) -> list[Finding]
     batches = _batches(trace, inputs)
     found = []
     for row in _peaks(trace).itertuples(index=False):
-        if row.allocator == HOST_PINNED:
+        if row.allocator in PINNED_HOST_ALLOCATORS:
             continue
         copies = {
             _op_of(op): int(b)

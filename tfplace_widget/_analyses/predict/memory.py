@@ -12,7 +12,7 @@ devices (:func:`predict_memory`):
 - one buffer per tensor copied onto another device (the predicted edges between devices, the
   producer's ``output_bytes``), live from the producer's end until the last consumer there ends:
   on a GPU in its ``GPU_<n>_bfc`` memory, on a CPU fed from a GPU in pinned host memory
-  (``cuda_host_bfc``); two CPUs share the host's memory and copy nothing;
+  (``gpu_host_bfc``); two CPUs share the host's memory and copy nothing;
 - what the traced devices held persistently (``trace.memory``'s persistent rows: variables,
   constants), each on its holder's predicted device, for the whole step (``kind``
   "persistent", a series of its own: :func:`fits_on` adds it to the step's peak); a trace
@@ -42,12 +42,18 @@ import numpy as np
 import pandas as pd
 
 from ..._model.devices import parse_device, short_device
-from ..._model.memory import PERSISTENT, TEMPORARY, empty_memory, memory_frame, step_rows
+from ..._model.memory import (
+    PERSISTENT,
+    PINNED_HOST,
+    TEMPORARY,
+    empty_memory,
+    memory_frame,
+    step_rows,
+)
 from ..summary import format_bytes
 
 BFC_ROUNDING = 256  # bytes: a BFC allocator's chunks are multiples of this (kMinAllocationSize)
 GIB = 2**30
-HOST_PINNED = "cuda_host_bfc"  # TensorFlow's pinned host allocator beside a GPU
 COPY_SUFFIX = " (copy to {device})"  # the op name a copy's buffer is listed under
 # Op types whose output is a variable (its value lives on the device for the whole run).
 VARIABLE_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable", "_VarHandlesOp"})
@@ -214,7 +220,7 @@ def _add_copies(rows: _Rows, table: _Ops) -> None:
     reader = copies.loc[by["last"].idxmax()]
     made = receiver["producer"].to_numpy()
     where = receiver["to"].to_numpy(dtype=object)
-    allocator = _allocators(where, np.full(len(where), HOST_PINNED, dtype=object))
+    allocator = _allocators(where, np.full(len(where), PINNED_HOST, dtype=object))
     names = table.names.to_numpy(dtype=object)
     short = {d: short_device(d) for d in pd.unique(where)}
     label = names[made] + np.array([COPY_SUFFIX.format(device=short[d]) for d in where], object)
