@@ -131,6 +131,37 @@ def test_graph_mode_resource_variables_from_the_graph(tf, keras_step):
         assert row["peak_bytes"] == rows["live_bytes"].max() == sum(row["ops_bytes"])
 
 
+def test_graph_mode_one_variable_two_handles_is_held_once(tf, trace_placement):
+    """A meta graph imported twice (``import_meta_graph``, scopes ``a`` and ``b``) has two
+    ``VarHandleOp``s of one resource (the same ``shared_name``): TensorFlow holds one buffer,
+    as a value assigned through one handle and read through the other shows. The trace holds
+    it once, on the device TF placed its handles on, besides what the kernels recorded
+    (constants)."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.Variable(tf.ones([100, 200]), name="w")
+        meta = v1.train.export_meta_graph()
+
+    def step() -> Any:
+        v1.train.import_meta_graph(meta, import_scope="a")
+        v1.train.import_meta_graph(meta, import_scope="b")
+        return tf.reduce_sum(tf.stack([v.read_value() for v in v1.global_variables()]))
+
+    with tf.Graph().as_default(), v1.Session() as session:
+        a, b = step(), v1.global_variables()
+        session.run(b[0].initializer)
+        session.run(b[0].assign(tf.fill([100, 200], 3.0)))
+        assert session.run(b[1].read_value())[0, 0] == 3.0  # one buffer behind both handles
+        assert session.run(a) == 2 * 3.0 * 100 * 200
+    trace = trace_placement(step)
+    handles = trace.ops[trace.ops["type"] == "VarHandleOp"]
+    assert set(handles["op"]) == {"a/w", "b/w"}
+    (device,) = set(handles["device"])
+    expected, _ = tf_persistent(tf, trace)
+    expected[device] += 100 * 200 * 4
+    assert persistent_per_device(trace) == expected
+
+
 def test_the_memory_list_says_what_is_held_through_the_step(keras_step):
     """``tfplace show`` and the panel's list (``memory_items``): per device the peak as
     before, and on a line of its own the persistent bytes, how many variables and constants
