@@ -221,6 +221,19 @@ def test_replicated_variables_of_fit_count_each_variable_once(mirrored, monkeypa
     assert {evidence["variables"]} == set(result["count"].values())
 
 
+def test_persistent_bytes_are_the_replicas_variables(mirrored):
+    """What each replica device holds through the step (``memory_peaks``' persistent bytes, the
+    need ``fits_on`` and the memory findings add to the peak) is exactly the components of the
+    strategy's variables there and its all-reduces' tokens, as TensorFlow holds them: for
+    ``train_on_batch`` and for ``model.fit`` with validation, whose training and evaluation
+    steps capture the same variables (each counted once)."""
+    for case in ("two", "fit"):
+        result = mirrored[case]
+        peaks = result["trace"].memory_peaks()
+        held = peaks.groupby("device")["persistent_bytes"].sum()
+        assert held.to_dict() == dict(result["held"]), case
+
+
 def test_no_replicated_variables_for_one_replica_or_small_variables(mirrored, monkeypatch):
     """One replica holds one copy (no duplication, even at a lowered threshold); two replicas
     of a few MB of variables are below the finding's 256 MiB."""
