@@ -44,6 +44,7 @@ from .function_copies import (
     instantiate_for_the_user,
     is_copy,
     reachable_functions,
+    variable_handles,
 )
 from .input_pipeline import (
     DatasetSources,
@@ -174,7 +175,7 @@ def trace_function(
             sources,
             placement_log=captured.text,
             definitions=definitions,
-            handles=_variable_handles(definitions, user_calls),
+            handles=variable_handles(definitions, user_calls),
         )
         executed.built_at = function_built_at(executed.made_by)  # the user's lines
         _place_records(records, display_of, executed.device)
@@ -706,33 +707,6 @@ def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:
                     _drop_leftovers(partition, leftover)
         names.append(match)
     return names
-
-
-def _variable_handles(
-    definitions: list[str | None], calls: Mapping[str, UserCall]
-) -> list[list[str | None]]:
-    """Per entry (its FunctionDef name in ``definitions``), the variable each input of its
-    call hands out (``calls``: each function's call in the last traced call), None for an input
-    that is no resource handle, nothing for a function whose call was not seen. A variable's
-    handle is one EagerTensor, given to every function that captured it (a concrete function's
-    ``captured_inputs``, its FunctionDef's trailing resource arguments): by its identity, the
-    variables are numbered in the order they are met."""
-    import tensorflow as tf
-
-    numbers: dict[int, str] = {}
-    found: list[list[str | None]] = []
-    for fname in definitions:
-        call = calls.get(fname) if fname else None
-        inputs = list(call.inputs) if call is not None else []
-        found.append(
-            [
-                numbers.setdefault(id(tensor), f"handle {len(numbers)}")
-                if getattr(tensor, "dtype", None) == tf.resource
-                else None
-                for tensor in inputs
-            ]
-        )
-    return found
 
 
 def _reachable_functions(graphs: list) -> list[str]:
