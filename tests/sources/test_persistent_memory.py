@@ -222,12 +222,13 @@ def test_tf2_function_mode_holds_the_captured_variables(tf2_keras):
         assert row.peak_bytes == (rows["live_bytes"].max() if len(rows) else 0)
 
 
-def test_tf2_fit_with_validation_holds_each_variable_once(tf2_keras):
+def test_tf2_fit_with_validation_holds_each_variable_once(tf2_keras, tmp_path):
     """``model.fit`` with a validation split runs two functions, its training and its
     evaluation step, and both capture the model's variables (the same handles): per device,
     the persistent bytes, ``memory_peaks``' and the memory list's, are each tf.Variable of the
     model, its optimizer and its metrics once, as TensorFlow holds them; one row per variable
-    and device."""
+    and device, kept by ``save`` and ``load``."""
+    from tfplace_widget import PlacementTrace
     from tfplace_widget._rendering.memory_lane import memory_items
 
     fit = tf2_keras["fit"]
@@ -241,6 +242,8 @@ def test_tf2_fit_with_validation_holds_each_variable_once(tf2_keras):
         assert item["persistent"].startswith(
             f"held through the step: {format_bytes(expected[item['device']])} in "
         )
+    loaded = PlacementTrace.load(fit.save(tmp_path / "fit.tfplace"))
+    assert persistent_per_device(loaded) == expected
 
 
 def test_predicted_gpu_peak_counts_the_variables(keras_step):
