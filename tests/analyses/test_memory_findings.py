@@ -209,8 +209,8 @@ def test_replicated_variables_are_the_strategys_copies(mirrored, monkeypatch):
 
 def test_replicated_variables_of_fit_count_each_variable_once(mirrored, monkeypatch):
     """``model.fit`` with a validation split: its training and evaluation steps each capture
-    the model's variables (a persistent row each); the finding counts each variable once, as
-    TensorFlow holds it on each replica device."""
+    the model's variables (one persistent row per variable and device all the same); the
+    finding counts each variable once, as TensorFlow holds it on each replica device."""
     result = mirrored["fit"]
     (per_device,) = set(result["held"].values())
     monkeypatch.setattr(findings, "PEAK_OP_BYTES", 2**16)
