@@ -83,7 +83,8 @@ def _persistent(
     row per holder and device, or None when there is none. A resource variable's allocator:
     a GPU's own BFC allocator, else the one its device's records use most, else ``cpu``. A
     variable several holders hand out (``Executed.variable_of``) is one row per device, its
-    first holder's (the first function's ``_Arg``: the traced call's own step first)."""
+    first holder's (the first function's ``_Arg`` in ``read_function_graphs``' order, the largest
+    function first: fit's training step before its evaluation step)."""
     held: dict[tuple[str, str], tuple[int, str]] = {}
     for (op, lane), value in records.persistent.items():  # a device's lanes: the largest
         key = (op, canonical_device(lane_owner(lane)))
