@@ -209,8 +209,8 @@ def test_replicated_variables_are_the_strategys_copies(mirrored, monkeypatch):
 
 def test_replicated_variables_of_fit_count_each_variable_once(mirrored, monkeypatch):
     """``model.fit`` with a validation split: its training and evaluation steps each capture
-    the model's variables (a persistent row each); the finding counts each variable once, as
-    TensorFlow holds it on each replica device."""
+    the model's variables (one persistent row per variable and device all the same); the
+    finding counts each variable once, as TensorFlow holds it on each replica device."""
     result = mirrored["fit"]
     (per_device,) = set(result["held"].values())
     monkeypatch.setattr(findings, "PEAK_OP_BYTES", 2**16)
@@ -219,6 +219,19 @@ def test_replicated_variables_of_fit_count_each_variable_once(mirrored, monkeypa
     evidence = rows.iloc[0]["evidence"]
     assert evidence["variables_bytes"] == per_device and evidence["copies"] == 2
     assert {evidence["variables"]} == set(result["count"].values())
+
+
+def test_persistent_bytes_are_the_replicas_variables(mirrored):
+    """What each replica device holds through the step (``memory_peaks``' persistent bytes, the
+    need ``fits_on`` and the memory findings add to the peak) is exactly the components of the
+    strategy's variables there and its all-reduces' tokens, as TensorFlow holds them: for
+    ``train_on_batch`` and for ``model.fit`` with validation, whose training and evaluation
+    steps capture the same variables (each counted once)."""
+    for case in ("two", "fit"):
+        result = mirrored[case]
+        peaks = result["trace"].memory_peaks()
+        held = peaks.groupby("device")["persistent_bytes"].sum()
+        assert held.to_dict() == dict(result["held"]), case
 
 
 def test_no_replicated_variables_for_one_replica_or_small_variables(mirrored, monkeypatch):

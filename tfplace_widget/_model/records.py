@@ -126,6 +126,10 @@ class Executed:
     # node -> the bytes of the resource variables it hands out (``sources.persistent``): a
     # VarHandleOp's, a function's resource _Arg's; held on its device through every step
     variables: dict[str, int] = field(default_factory=dict)
+    # node (of ``variables``) -> the variable it hands out, the same for two handles of one
+    # variable (a graph's VarHandleOps of one resource, two functions' _Args given one handle):
+    # held once per device. A node missing here is a variable of its own.
+    variable_of: dict[str, str] = field(default_factory=dict)
     # node -> where the user's code made it (``tfadapter.origins``); None: made by code but no
     # frame of the user's recorded. Empty when the trace did not record sources; otherwise a
     # node missing here was added by TensorFlow's runtime (_Send, _Recv, copies, Grappler).

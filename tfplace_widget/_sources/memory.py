@@ -81,7 +81,10 @@ def _persistent(
 ) -> tuple[np.ndarray, ...] | None:
     """The persistent rows' columns (device, allocator, time, bytes, op, series, kind), one
     row per holder and device, or None when there is none. A resource variable's allocator:
-    a GPU's own BFC allocator, else the one its device's records use most, else ``cpu``."""
+    a GPU's own BFC allocator, else the one its device's records use most, else ``cpu``. A
+    variable several holders hand out (``Executed.variable_of``) is one row per device, its
+    first holder's (the first function's ``_Arg`` in ``read_function_graphs``' order, the largest
+    function first: fit's training step before its evaluation step)."""
     held: dict[tuple[str, str], tuple[int, str]] = {}
     for (op, lane), value in records.persistent.items():  # a device's lanes: the largest
         key = (op, canonical_device(lane_owner(lane)))
@@ -90,10 +93,18 @@ def _persistent(
     variables = executed.variables if executed is not None else {}
     if variables:
         usual = _usual_allocators(items)
+        same = executed.variable_of
+        seen: set[tuple[str, str]] = set()  # (variable, device): its first holder's row only
         for op, size in variables.items():
             device = executed.device.get(op, "")
-            if size and device and (op, device) not in held:
-                held[op, device] = (size, usual.get(device) or _own_allocator(device))
+            if not size or not device or (op, device) in held:
+                continue
+            variable = same.get(op)
+            if variable is not None:
+                if (variable, device) in seen:
+                    continue
+                seen.add((variable, device))
+            held[op, device] = (size, usual.get(device) or _own_allocator(device))
     if not held:
         return None
     keys = list(held)

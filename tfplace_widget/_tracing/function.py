@@ -44,6 +44,7 @@ from .function_copies import (
     instantiate_for_the_user,
     is_copy,
     reachable_functions,
+    variable_handles,
 )
 from .input_pipeline import (
     DatasetSources,
@@ -175,6 +176,7 @@ def trace_function(
             sources,
             placement_log=captured.text,
             definitions=definitions,
+            handles=variable_handles(definitions, user_calls),
         )
         executed.built_at = function_built_at(executed.made_by)  # the user's lines
         launches = launch_allocations(records, xla)  # their op is in no placed graph

@@ -407,12 +407,9 @@ def find_replicated_variables(trace: Any, min_bytes: int | None = None) -> list[
     devices = _replica_devices(trace)
     if len(devices) < 2:
         return []
-    per_device, held, shared = 0, {}, Counter()
-    for mine in _variables_held(trace, devices):  # per function: fit's copies hold the same
-        sizes = _shared_sizes([mine.get(device, []) for device in devices])
-        if sum(size * count for size, count in sizes.items()) > per_device:
-            held, shared = mine, sizes
-            per_device = sum(size * count for size, count in sizes.items())
+    held = _variables_held(trace, devices)
+    shared = _shared_sizes([held.get(device, []) for device in devices])
+    per_device = sum(size * count for size, count in shared.items())
     least = PEAK_OP_BYTES if min_bytes is None else min_bytes
     if not per_device or per_device < least:
         return []
@@ -504,36 +501,27 @@ def _replica_devices(trace: Any) -> list[str]:
     return list(dict.fromkeys(found)) if 0 in votes else []
 
 
-def _variables_held(trace: Any, devices: list[str]) -> list[dict[str, list[tuple[str, int]]]]:
-    """Per function that captured variables (a graph-mode trace: its one graph), what each of
-    ``devices`` holds through the step, constants left out: each holder op and its bytes
-    (over the device's allocators), most bytes first. Each function's are apart: a variable
-    two functions capture (the training and the evaluation copy of Keras's step, whose ops
-    are ``<function>/<op>``) is a row of each, one buffer."""
+def _variables_held(trace: Any, devices: list[str]) -> dict[str, list[tuple[str, int]]]:
+    """What each of ``devices`` holds through the step, constants left out: each holder op and
+    its bytes (over the device's allocators), most bytes first. A variable several functions
+    capture (``model.fit``'s training and evaluation steps) is one row per device
+    (``sources.memory``); a trace saved before that has a row per function, counted as it
+    was saved."""
     from ..._model.memory import persistent_bytes
 
     ops = trace.ops.drop_duplicates("op")
     types = dict(zip(ops["op"].tolist(), ops["type"].astype(str).tolist(), strict=True))
-    functions: dict[str, str] = {}
-    if "function" in ops:
-        names = ops["function"].fillna("").astype(str).tolist()
-        functions = dict(zip(ops["op"].tolist(), names, strict=True))
-    heads = set(functions.values())
-    held: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+    held: dict[str, dict[str, int]] = {}
     for (device, _), rows in persistent_bytes(trace.memory).items():
         if device not in devices:
             continue
+        mine = held.setdefault(device, {})
         for op, size in rows:
-            if types.get(op) in _CONSTANTS:
-                continue
-            head = op.partition("/")[0] if "/" in op else ""
-            key = (functions.get(op, ""), head if head in heads else "")
-            mine = held.setdefault(key, {}).setdefault(device, {})
-            mine[op] = mine.get(op, 0) + size
-    return [
-        {device: sorted(mine.items(), key=lambda p: (-p[1], p[0])) for device, mine in by.items()}
-        for by in held.values()
-    ]
+            if types.get(op) not in _CONSTANTS:
+                mine[op] = mine.get(op, 0) + size
+    return {
+        device: sorted(mine.items(), key=lambda p: (-p[1], p[0])) for device, mine in held.items()
+    }
 
 
 def _shared_sizes(held: list[list[tuple[str, int]]]) -> Counter:
