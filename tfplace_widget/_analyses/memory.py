@@ -63,11 +63,13 @@ def memory_peaks(trace: Any) -> pd.DataFrame:
 class MemorySeries:
     """``trace.memory``'s records per device and allocator: ``rows`` the row positions of
     each (in the frame's order), ``devices`` and ``allocators`` their names, sorted by device
-    then allocator (records naming no device or allocator are in none)."""
+    then allocator (records naming no device or allocator are in none); ``step`` which rows
+    are the step's own (``step_rows``: the others are persistent, in no series)."""
 
     devices: list[str]
     allocators: list[str]
     rows: list[np.ndarray]
+    step: np.ndarray
 
 
 _SERIES: dict[int, tuple[weakref.ref, MemorySeries]] = {}
@@ -110,6 +112,7 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
         devices=[devices[device_codes[run]] for run in heads],
         allocators=[allocators[allocator_codes[run]] for run in heads],
         rows=groups,
+        step=step,
     )
     _SERIES[key] = (weakref.ref(memory, lambda _, key=key: _SERIES.pop(key, None)), series)
     return series
@@ -173,7 +176,7 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
                 "ops_bytes": [int(b) for b in sums[held]],
             }
         )
-    held = persistent_bytes(memory)
+    held = persistent_bytes(memory, series.step)
     for row in rows:
         mine = held.pop((row["device"], row["allocator"]), [])
         row.update(_persistent_fields(mine))

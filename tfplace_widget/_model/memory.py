@@ -111,16 +111,18 @@ def step_rows(memory: pd.DataFrame) -> np.ndarray:
     return memory["kind"].to_numpy(dtype=object) != PERSISTENT
 
 
-def persistent_bytes(memory: pd.DataFrame) -> dict[tuple[str, str], list[tuple[str, int]]]:
+def persistent_bytes(
+    memory: pd.DataFrame, step: np.ndarray | None = None
+) -> dict[tuple[str, str], list[tuple[str, int]]]:
     """The persistent rows of ``memory`` per (device, allocator): each holder op and its
-    bytes, most bytes first (ties by name)."""
+    bytes, most bytes first (ties by name). ``step``: :func:`step_rows` of ``memory`` when
+    known (not found again)."""
     if "kind" not in memory.columns or not len(memory):
         return {}
-    rows = memory[memory["kind"].to_numpy(dtype=object) == PERSISTENT]
+    at = np.flatnonzero(~(step_rows(memory) if step is None else step))
+    columns = [memory[c].array[at].tolist() for c in ("device", "allocator", "op", "bytes")]
     held: dict[tuple[str, str], dict[str, int]] = {}
-    for device, allocator, op, size in zip(
-        rows["device"], rows["allocator"], rows["op"], rows["bytes"].tolist(), strict=True
-    ):
+    for device, allocator, op, size in zip(*columns, strict=True):
         mine = held.setdefault((str(device), str(allocator)), {})
         mine[str(op)] = mine.get(str(op), 0) + int(size)
     return {
