@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._model.memory import persistent_bytes, step_rows
+from .._model.memory import persistent_bytes, stable_order, step_rows
 
 PEAK_COLUMNS = [
     "device",
@@ -97,7 +97,7 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
     device_codes, devices = _run_codes(device, device_change, starts)
     allocator_codes, allocators = _run_codes(allocator, allocator_change, starts)
     pair = device_codes * len(allocators) + allocator_codes
-    order = np.argsort(pair, kind="stable")  # each (device, allocator)'s runs, in their order
+    order = stable_order(pair)  # each (device, allocator)'s runs, in their order
     lengths = np.diff(np.append(starts, n))[order]
     ends = np.cumsum(lengths)
     rows = np.repeat(starts[order] - (ends - lengths), lengths) + np.arange(n)

@@ -91,7 +91,7 @@ def memory_frame(
 
 def _running_sums(values: np.ndarray, series: np.ndarray) -> np.ndarray:
     """The running sum of ``values`` within each ``series`` (group numbers), in row order."""
-    by_series = np.argsort(series, kind="stable")
+    by_series = stable_order(series)
     grouped = values[by_series]
     sums = np.cumsum(grouped)
     ordered = series[by_series]
@@ -101,6 +101,15 @@ def _running_sums(values: np.ndarray, series: np.ndarray) -> np.ndarray:
     running = np.empty_like(sums)
     running[by_series] = sums
     return running
+
+
+def stable_order(codes: np.ndarray) -> np.ndarray:
+    """``np.argsort(codes, kind="stable")`` of integer codes; codes from 0 to 65,535 (nearly
+    always: a few devices and allocators) sorted as ``uint16``, by numpy's radix sort (about
+    3x faster than its merge sort of ``int64``, the same order)."""
+    if len(codes) and codes.min() >= 0 and codes.max() <= np.iinfo(np.uint16).max:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    return np.argsort(codes, kind="stable")
 
 
 def step_rows(memory: pd.DataFrame) -> np.ndarray:
