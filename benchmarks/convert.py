@@ -21,11 +21,18 @@ times in this one process, interleaved, repeat by repeat:
 Prints medians (wall and process CPU time) and the ratio timeline.py / PlacementTrace, the
 issue's target being at least 3x at 10k and 100k ops.
 
+``--memory`` times only what memory (issue 34) adds, side by side on one RunMetadata: the
+protos with an allocator record on every node (the worst case), against the same protos with
+every node's ``memory`` and ``memory_stats`` cleared (the baseline: nothing for the memory
+reading to read, the outputs as they were), and the parts alone (reading the step_stats with
+and without the records, the memory frame and columns); the target is under 10% added.
+
 Checking that a change to the conversion keeps its result (the frames equal, not just similar):
 ``--protos DIR`` keeps the traced protos (``run_metadata_<n>.pb``, ``graph_def_<n>.pb``) and
 reuses them when present, so two versions convert the very same trace; ``--save-frames DIR``
-pickles ``ops``, ``events`` and ``transfers`` of that conversion (with ``devices`` and
-``inputs``), and ``--compare-frames DIR`` asserts, with ``pandas.testing.assert_frame_equal``,
+pickles ``ops``, ``events``, ``transfers`` and ``memory`` of that conversion (with ``devices``
+and ``inputs``; and ``ops`` and ``memory`` of the same protos with a record on every node), and
+``--compare-frames DIR`` asserts, with ``pandas.testing.assert_frame_equal``,
 that this version's frames equal the saved ones. E.g. the old version's package exported with
 ``git archive <commit> tfplace_widget | tar -x -C /tmp/old`` and run with
 ``PYTHONPATH=/tmp/old:$PWD ... --protos P --save-frames F``, then this one with
