@@ -54,6 +54,9 @@ from benchmarks.measure import fmt_ms, interleaved
 
 TARGET = 3.0
 MEMORY_TARGET = 0.10  # what memory may add to the conversion (issue 34)
+MEMORY_BASELINE = "PlacementTrace, memory fields cleared (baseline)"
+MEMORY_EVERYWHERE = "PlacementTrace, an allocator record on every node"
+MEMORY_STAGE = "  memory frame + columns"
 DEVICES = 4
 
 
@@ -63,7 +66,7 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
 
     from tfplace_widget import PlacementTrace
     from tfplace_widget._model.records import Records
-    from tfplace_widget._sources import frames, memory, raw, run_metadata
+    from tfplace_widget._sources import frames, raw, run_metadata
     from tfplace_widget._tfadapter import graphfacts
 
     graph_def = graph.as_graph_def()
@@ -76,12 +79,7 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
         return run_metadata.records_from_step_stats(metadata.step_stats, Records())
 
     # The same run without its allocator records: the difference is what memory costs.
-    stripped = without_memory(metadata)
-    everywhere = with_memory_everywhere(stripped)
-    full = Records()
-    full_start = run_metadata.records_from_step_stats(everywhere.step_stats, full)
-    names, devices, ran = full.op, ["device"] * len(full.op), [True] * len(full.op)
-
+    memory_parts = memory_stages(metadata, graph)
     return {
         "timeline.py": lambda: timeline.Timeline(
             metadata.step_stats, graph
@@ -95,15 +93,9 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
             copy.copy(records), [start], executed, facts
         ),
         "  trace.raw": lambda: raw.raw_protos([metadata], graph_def),
-        "PlacementTrace, allocator records stripped": lambda: PlacementTrace.from_run_metadata(
-            stripped, graph
-        ),
-        "PlacementTrace, an allocator record on every node": lambda: (
-            PlacementTrace.from_run_metadata(everywhere, graph)
-        ),
-        "  memory frame + columns": lambda: memory.memory_of_records(
-            full, full_start, names, devices, ran
-        ),
+        "PlacementTrace, allocator records stripped": memory_parts[MEMORY_BASELINE],
+        "PlacementTrace, an allocator record on every node": memory_parts[MEMORY_EVERYWHERE],
+        "  memory frame + columns": memory_parts[MEMORY_STAGE],
         "floor: read the fields": lambda: floor.read_fields_only(metadata, graph),
     }
 
@@ -134,21 +126,15 @@ def memory_stages(metadata: Any, graph: Any) -> dict[str, Any]:
     full_start = run_metadata.records_from_step_stats(everywhere.step_stats, full)
     names, devices, ran = full.op, ["device"] * len(full.op), [True] * len(full.op)
     return {
-        "PlacementTrace, memory fields cleared (baseline)": lambda: (
-            PlacementTrace.from_run_metadata(stripped, graph)
-        ),
-        "PlacementTrace, an allocator record on every node": lambda: (
-            PlacementTrace.from_run_metadata(everywhere, graph)
-        ),
+        MEMORY_BASELINE: lambda: PlacementTrace.from_run_metadata(stripped, graph),
+        MEMORY_EVERYWHERE: lambda: PlacementTrace.from_run_metadata(everywhere, graph),
         "  step_stats records, memory fields cleared": lambda: run_metadata.records_from_step_stats(
             stripped.step_stats, Records()
         ),
         "  step_stats records, a record on every node": lambda: (
             run_metadata.records_from_step_stats(everywhere.step_stats, Records())
         ),
-        "  memory frame + columns": lambda: memory.memory_of_records(
-            full, full_start, names, devices, ran
-        ),
+        MEMORY_STAGE: lambda: memory.memory_of_records(full, full_start, names, devices, ran),
     }
 
 
@@ -305,12 +291,12 @@ def render(results: list[dict[str, Any]]) -> str:
 def render_memory(r: dict[str, Any]) -> list[str]:
     """``--memory``'s table: each part against the baseline (memory fields cleared)."""
     wall, cpu = r["wall"], r["cpu"]
-    base = "PlacementTrace, memory fields cleared (baseline)"
-    added = cpu["PlacementTrace, an allocator record on every node"] / cpu[base] - 1
+    base = MEMORY_BASELINE
+    added = cpu[MEMORY_EVERYWHERE] / cpu[base] - 1
     lines = [
         f"{r['n_ops']:,} ops, medians of {r['repeats']} interleaved repeats: an allocator "
         f"record on every node adds **{added:+.1%}** (CPU time; wall "
-        f"{wall['PlacementTrace, an allocator record on every node'] / wall[base] - 1:+.1%}) "
+        f"{wall[MEMORY_EVERYWHERE] / wall[base] - 1:+.1%}) "
         f"to the conversion (target < {MEMORY_TARGET:.0%})",
         "",
     ]
