@@ -130,7 +130,7 @@ def add_step_rows(
 
 def _running_sums(values: np.ndarray, series: np.ndarray) -> np.ndarray:
     """The running sum of ``values`` within each ``series`` (group numbers), in row order."""
-    by_series = np.argsort(series, kind="stable")
+    by_series = stable_order(series)
     grouped = values[by_series]
     sums = np.cumsum(grouped)
     ordered = series[by_series]
@@ -142,6 +142,15 @@ def _running_sums(values: np.ndarray, series: np.ndarray) -> np.ndarray:
     return running
 
 
+def stable_order(codes: np.ndarray) -> np.ndarray:
+    """``np.argsort(codes, kind="stable")`` of integer codes; codes from 0 to 65,535 (nearly
+    always: a few devices and allocators) sorted as ``uint16``, by numpy's radix sort (about
+    3x faster than its merge sort of ``int64``, the same order)."""
+    if len(codes) and codes.min() >= 0 and codes.max() <= np.iinfo(np.uint16).max:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    return np.argsort(codes, kind="stable")
+
+
 def step_rows(memory: pd.DataFrame) -> np.ndarray:
     """Which rows of ``memory`` (``trace.memory``) are the step's own allocations (``kind``
     "temporary"; every row of a frame without the column, as saved before it)."""
@@ -150,16 +159,18 @@ def step_rows(memory: pd.DataFrame) -> np.ndarray:
     return memory["kind"].to_numpy(dtype=object) != PERSISTENT
 
 
-def persistent_bytes(memory: pd.DataFrame) -> dict[tuple[str, str], list[tuple[str, int]]]:
+def persistent_bytes(
+    memory: pd.DataFrame, step: np.ndarray | None = None
+) -> dict[tuple[str, str], list[tuple[str, int]]]:
     """The persistent rows of ``memory`` per (device, allocator): each holder op and its
-    bytes, most bytes first (ties by name)."""
+    bytes, most bytes first (ties by name). ``step``: :func:`step_rows` of ``memory`` when
+    known (not found again)."""
     if "kind" not in memory.columns or not len(memory):
         return {}
-    rows = memory[memory["kind"].to_numpy(dtype=object) == PERSISTENT]
+    at = np.flatnonzero(~(step_rows(memory) if step is None else step))
+    columns = [memory[c].array[at].tolist() for c in ("device", "allocator", "op", "bytes")]
     held: dict[tuple[str, str], dict[str, int]] = {}
-    for device, allocator, op, size in zip(
-        rows["device"], rows["allocator"], rows["op"], rows["bytes"].tolist(), strict=True
-    ):
+    for device, allocator, op, size in zip(*columns, strict=True):
         mine = held.setdefault((str(device), str(allocator)), {})
         mine[str(op)] = mine.get(str(op), 0) + int(size)
     return {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -66,8 +67,9 @@ def thin(live: np.ndarray, max_points: int = MAX_MEMORY_POINTS) -> np.ndarray:
     for extreme in (np.maximum, np.minimum):  # each run's first highest and first lowest point
         at = np.flatnonzero(live == extreme.reduceat(live, starts)[run])
         kept.append(at[np.concatenate([[True], run[at][1:] != run[at][:-1]])])
-    kept = np.concatenate(kept)
-    return np.unique(kept)
+    marked = np.zeros(n, dtype=bool)  # ascending, once each: marked, not sorted
+    marked[np.concatenate(kept)] = True
+    return np.flatnonzero(marked)
 
 
 def memory_curves(
@@ -86,7 +88,7 @@ def memory_curves(
     series = memory_series(memory)  # each (device, allocator)'s rows, found once per frame
     for device, allocator, rows in zip(series.devices, series.allocators, series.rows, strict=True):
         device, allocator = str(device), str(allocator)
-        live, time = live_all[rows], time_all[rows]
+        live = live_all[rows]
         at = int(np.argmax(live))
         kept = rows[thin(live, max_points)]
         curves.append(
@@ -99,7 +101,7 @@ def memory_curves(
                 delta=delta_all[kept],
                 records=len(rows),
                 peak_bytes=int(live[at]),
-                peak_time_us=float(time[at]),
+                peak_time_us=float(time_all[rows[at]]),
             )
         )
     return sorted(curves, key=lambda c: (place.get(c.device, len(place)), c.device, c.allocator))
@@ -287,19 +289,20 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
     if peaks.empty:
         return []
     named = {op for held in peaks["ops"] for op in held[:max_ops]}
-    ops = trace.ops
-    ops = ops[ops["op"].isin(named)]
+    holders = {op for held in peaks["persistent_ops"] for op in held}
+    rows = _op_rows(trace.ops, named | holders)
     facts = {
         (op, device): (str(t), str(h), str(r))
-        for op, device, t, h, r in zip(
-            ops["op"], ops["device"], ops["type"], ops["how"], ops["reason"], strict=True
-        )
+        for op, device, t, h, r in zip(*rows, strict=True)
+        if op in named
+    }
+    types = {
+        (op, device): str(t) for op, device, t, _, _ in zip(*rows, strict=True) if op in holders
     }
     facts.update(_cluster_facts(trace, named))
     labels = curve_labels(list(zip(peaks["device"], peaks["allocator"], strict=True)))
-    types = _holder_types(trace, peaks)
     items = []
-    for row, label in zip(peaks.itertuples(index=False), labels, strict=True):
+    for row, label in zip(_peak_rows(peaks), labels, strict=True):
         held = []
         for op, size in list(zip(row.ops, row.ops_bytes, strict=True))[:max_ops]:
             typ, how, reason = facts.get((op, row.device), ("", "", ""))
@@ -385,14 +388,22 @@ def _cluster_facts(trace: Any, named: set) -> dict[tuple[str, str], tuple[str, s
     }
 
 
-def _holder_types(trace: Any, peaks: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """The op type of each persistent holder of ``peaks`` on its device."""
-    named = {op for held in peaks["persistent_ops"] for op in held}
-    if not named:
-        return {}
-    ops = trace.ops
-    ops = ops[ops["op"].isin(named)]
-    return {
-        (op, device): str(t)
-        for op, device, t in zip(ops["op"], ops["device"], ops["type"], strict=True)
-    }
+def _op_rows(ops: pd.DataFrame, names: set[str]) -> list[list[Any]]:
+    """The ``op``, ``device``, ``type``, ``how`` and ``reason`` of the rows of ``ops``
+    (``trace.ops``) whose op is one of ``names``, in order: those columns only taken."""
+    if not names:
+        return [[] for _ in range(5)]
+    at = np.flatnonzero(ops["op"].isin(names).to_numpy(dtype=bool))
+    return [ops[column].array[at].tolist() for column in _FACT_COLUMNS]
+
+
+_FACT_COLUMNS = ("op", "device", "type", "how", "reason")
+
+
+def _peak_rows(peaks: pd.DataFrame) -> list[Any]:
+    """``peaks``' rows as plain namespaces of its columns (no ``itertuples``)."""
+    columns = {c: peaks[c].tolist() for c in peaks.columns}
+    return [
+        SimpleNamespace(**dict(zip(columns, values, strict=True)))
+        for values in zip(*columns.values(), strict=True)
+    ]
