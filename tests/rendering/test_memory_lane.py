@@ -29,6 +29,7 @@ from tfplace_widget._model.memory import stable_order
 from tfplace_widget._rendering.figure import TimelineFigure
 from tfplace_widget._rendering.memory_lane import (
     MAX_MEMORY_POINTS,
+    NO_OP,
     memory_curves,
     memory_items,
     thin,
@@ -229,3 +230,19 @@ def test_the_series_are_each_device_and_allocators_records_in_order_however_the_
     codes = rng.integers(0, 70_000, 5_000)
     for values in (codes % 9, codes, codes - 35_000):  # radix-sorted, or not
         assert list(stable_order(values)) == list(np.argsort(values, kind="stable"))
+
+
+def test_records_that_name_no_op_say_so_in_the_hover(dense):
+    """A file's memory rows may name no op (its ``op`` missing): the curve is drawn all the
+    same, each such record's hover says no op was recorded (not another record's op), and one
+    device's records all without an op draw too."""
+    memory = own(dense).astype({"op": object}).reset_index(drop=True)
+    first_device = memory["device"].iloc[0]
+    memory.loc[memory.index[:2], "op"] = None
+    memory.loc[memory["device"] != first_device, "op"] = pd.NA
+    lane = _lane(_figure(dense, memory))
+    assert set(lane) == set(memory["device"])
+    for device, (curve, _) in lane.items():
+        ops = memory.loc[memory["device"] == device, "op"]
+        expected = [NO_OP if pd.isna(op) else html.escape(op) for op in ops]
+        assert list(curve["text"][1:]) == expected

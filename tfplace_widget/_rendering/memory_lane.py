@@ -129,6 +129,9 @@ def memory_rows(curves: list[MemoryCurve]) -> dict[str, str]:
     return {device: f"y{i + 2}" for i, device in enumerate(ordered)}
 
 
+NO_OP = "(no op recorded)"  # the hover of a record whose op the trace (a file) does not name
+
+
 def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
     """The lane's plotly.js traces: per curve a step line (``line.shape: "hv"``, filled light
     below) on its device's row, whose hover gives the live bytes, the time and the op of the
@@ -148,8 +151,8 @@ def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
         # The hover's words per point: the op (``text``, escaped once per name) and the
         # record's bytes (``customdata``, numbers sent as a binary buffer), formatted by
         # plotly.js: no string per point made here.
-        codes, names = pd.factorize(curve.ops)
-        escaped = np.array(_escaped(names), dtype=object)
+        codes, names = pd.factorize(curve.ops)  # -1 for a record that names no op
+        escaped = np.array([*_escaped(names), NO_OP], dtype=object)
         ops = np.empty(len(codes) + 1, dtype=object)
         ops[0], ops[1:] = "step start", escaped[codes]
         delta = np.concatenate([[0.0], curve.delta.astype(np.float64)])
