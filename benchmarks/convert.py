@@ -21,11 +21,18 @@ times in this one process, interleaved, repeat by repeat:
 Prints medians (wall and process CPU time) and the ratio timeline.py / PlacementTrace, the
 issue's target being at least 3x at 10k and 100k ops.
 
+``--memory`` times only what memory (issue 34) adds, side by side on one RunMetadata: the
+protos with an allocator record on every node (the worst case), against the same protos with
+every node's ``memory`` and ``memory_stats`` cleared (the baseline: nothing for the memory
+reading to read, the outputs as they were), and the parts alone (reading the step_stats with
+and without the records, the memory frame and columns); the target is under 10% added.
+
 Checking that a change to the conversion keeps its result (the frames equal, not just similar):
 ``--protos DIR`` keeps the traced protos (``run_metadata_<n>.pb``, ``graph_def_<n>.pb``) and
 reuses them when present, so two versions convert the very same trace; ``--save-frames DIR``
-pickles ``ops``, ``events`` and ``transfers`` of that conversion (with ``devices`` and
-``inputs``), and ``--compare-frames DIR`` asserts, with ``pandas.testing.assert_frame_equal``,
+pickles ``ops``, ``events``, ``transfers`` and ``memory`` of that conversion (with ``devices``
+and ``inputs``; and ``ops`` and ``memory`` of the same protos with a record on every node), and
+``--compare-frames DIR`` asserts, with ``pandas.testing.assert_frame_equal``,
 that this version's frames equal the saved ones. E.g. the old version's package exported with
 ``git archive <commit> tfplace_widget | tar -x -C /tmp/old`` and run with
 ``PYTHONPATH=/tmp/old:$PWD ... --protos P --save-frames F``, then this one with
@@ -46,6 +53,10 @@ from benchmarks import floor, graphs
 from benchmarks.measure import fmt_ms, interleaved
 
 TARGET = 3.0
+MEMORY_TARGET = 0.10  # what memory may add to the conversion (issue 34)
+MEMORY_BASELINE = "PlacementTrace, memory fields cleared (baseline)"
+MEMORY_EVERYWHERE = "PlacementTrace, an allocator record on every node"
+MEMORY_STAGE = "  memory frame + columns"
 DEVICES = 4
 
 
@@ -55,7 +66,7 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
 
     from tfplace_widget import PlacementTrace
     from tfplace_widget._model.records import Records
-    from tfplace_widget._sources import frames, memory, raw, run_metadata
+    from tfplace_widget._sources import frames, raw, run_metadata
     from tfplace_widget._tfadapter import graphfacts
 
     graph_def = graph.as_graph_def()
@@ -68,15 +79,7 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
         return run_metadata.records_from_step_stats(metadata.step_stats, Records())
 
     # The same run without its allocator records: the difference is what memory costs.
-    stripped = copy.deepcopy(metadata)
-    for dev in stripped.step_stats.dev_stats:
-        for node in dev.node_stats:
-            node.ClearField("memory")
-    everywhere = with_memory_everywhere(stripped)
-    full = Records()
-    full_start = run_metadata.records_from_step_stats(everywhere.step_stats, full)
-    names, devices, ran = full.op, ["device"] * len(full.op), [True] * len(full.op)
-
+    memory_parts = memory_stages(metadata, graph)
     return {
         "timeline.py": lambda: timeline.Timeline(
             metadata.step_stats, graph
@@ -90,16 +93,48 @@ def stages(metadata: Any, graph: Any) -> dict[str, Any]:
             copy.copy(records), [start], executed, facts
         ),
         "  trace.raw": lambda: raw.raw_protos([metadata], graph_def),
-        "PlacementTrace, allocator records stripped": lambda: PlacementTrace.from_run_metadata(
-            stripped, graph
-        ),
-        "PlacementTrace, an allocator record on every node": lambda: (
-            PlacementTrace.from_run_metadata(everywhere, graph)
-        ),
-        "  memory frame + columns": lambda: memory.memory_of_records(
-            full, full_start, names, devices, ran
-        ),
+        "PlacementTrace, allocator records stripped": memory_parts[MEMORY_BASELINE],
+        "PlacementTrace, an allocator record on every node": memory_parts[MEMORY_EVERYWHERE],
+        "  memory frame + columns": memory_parts[MEMORY_STAGE],
         "floor: read the fields": lambda: floor.read_fields_only(metadata, graph),
+    }
+
+
+def without_memory(metadata: Any) -> Any:
+    """A copy of ``metadata`` with every node's allocator records (``memory``) and
+    persistent memory (``memory_stats``) cleared: what the conversion reads for memory gone,
+    everything else (the ops' outputs included) as it was."""
+    copied = copy.deepcopy(metadata)
+    for dev in copied.step_stats.dev_stats:
+        for node in dev.node_stats:
+            node.ClearField("memory")
+            node.ClearField("memory_stats")
+    return copied
+
+
+def memory_stages(metadata: Any, graph: Any) -> dict[str, Any]:
+    """What memory (issue 34) adds to the conversion, on one RunMetadata: the same protos
+    converted with a record on every node and with those fields cleared (the baseline), and
+    the memory stage alone (the frame and the ops' columns from the records read)."""
+    from tfplace_widget import PlacementTrace
+    from tfplace_widget._model.records import Records
+    from tfplace_widget._sources import memory, run_metadata
+
+    stripped = without_memory(metadata)
+    everywhere = with_memory_everywhere(stripped)
+    full = Records()
+    full_start = run_metadata.records_from_step_stats(everywhere.step_stats, full)
+    names, devices, ran = full.op, ["device"] * len(full.op), [True] * len(full.op)
+    return {
+        MEMORY_BASELINE: lambda: PlacementTrace.from_run_metadata(stripped, graph),
+        MEMORY_EVERYWHERE: lambda: PlacementTrace.from_run_metadata(everywhere, graph),
+        "  step_stats records, memory fields cleared": lambda: run_metadata.records_from_step_stats(
+            stripped.step_stats, Records()
+        ),
+        "  step_stats records, a record on every node": lambda: (
+            run_metadata.records_from_step_stats(everywhere.step_stats, Records())
+        ),
+        MEMORY_STAGE: lambda: memory.memory_of_records(full, full_start, names, devices, ran),
     }
 
 
@@ -160,10 +195,16 @@ def frames_of(metadata: Any, graph: Any) -> dict[str, Any]:
     from tfplace_widget import PlacementTrace
 
     trace = PlacementTrace.from_run_metadata(metadata, graph)
+    everywhere = PlacementTrace.from_run_metadata(
+        with_memory_everywhere(without_memory(metadata)), graph
+    )
     return {
         "ops": trace.ops,
         "events": trace.events,
         "transfers": trace.transfers,
+        "memory": trace.memory,
+        "ops, a record on every node": everywhere.ops,
+        "memory, a record on every node": everywhere.memory,
         "devices": trace.devices,
         "inputs": trace.inputs,
         "raw": sorted(trace.raw),
@@ -176,6 +217,9 @@ def compare_frames(now: dict[str, Any], saved: dict[str, Any]) -> None:
 
     for name in ("ops", "events", "transfers"):
         pdt.assert_frame_equal(now[name], saved[name], obj=name)
+    for name in ("memory", "ops, a record on every node", "memory, a record on every node"):
+        if name in saved:  # frames saved before memory was compared have none
+            pdt.assert_frame_equal(now[name], saved[name], obj=name)
     for name in ("devices", "inputs", "raw"):
         assert now[name] == saved[name], f"{name} differ"
 
@@ -186,6 +230,7 @@ def run(
     protos: str | None = None,
     save_frames: str | None = None,
     compare_with: str | None = None,
+    memory_only: bool = False,
 ) -> dict[str, Any]:
     metadata, graph = traced_protos(n_ops, protos)
     checked = ""
@@ -199,13 +244,14 @@ def run(
             with open(os.path.join(compare_with, f"frames_{n_ops}.pkl"), "rb") as f:
                 compare_frames(frames, pickle.load(f))
             checked = f"frames equal to those saved in {compare_with}"
-    fns = stages(metadata, graph)
+    fns = memory_stages(metadata, graph) if memory_only else stages(metadata, graph)
     for fn in fns.values():  # warm caches (kernel registry, imports) before timing
         fn()
     timings = interleaved(fns, repeats)
     return {
         "n_ops": n_ops,
         "repeats": repeats,
+        "memory_only": memory_only,
         "checked": checked,
         "wall": {name: t.median for name, t in timings.items()},
         "cpu": {name: statistics.median(t.cpu) for name, t in timings.items()},
@@ -216,6 +262,9 @@ def run(
 def render(results: list[dict[str, Any]]) -> str:
     lines = []
     for r in results:
+        if r.get("memory_only"):
+            lines += render_memory(r)
+            continue
         wall, cpu = r["wall"], r["cpu"]
         ratio = wall["timeline.py"] / wall["PlacementTrace"]
         cpu_ratio = cpu["timeline.py"] / cpu["PlacementTrace"]
@@ -239,6 +288,29 @@ def render(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_memory(r: dict[str, Any]) -> list[str]:
+    """``--memory``'s table: each part against the baseline (memory fields cleared)."""
+    wall, cpu = r["wall"], r["cpu"]
+    base = MEMORY_BASELINE
+    added = cpu[MEMORY_EVERYWHERE] / cpu[base] - 1
+    lines = [
+        f"{r['n_ops']:,} ops, medians of {r['repeats']} interleaved repeats: an allocator "
+        f"record on every node adds **{added:+.1%}** (CPU time; wall "
+        f"{wall[MEMORY_EVERYWHERE] / wall[base] - 1:+.1%}) "
+        f"to the conversion (target < {MEMORY_TARGET:.0%})",
+        "",
+    ]
+    if r.get("checked"):
+        lines += [f"Checked: {r['checked']}.", ""]
+    lines += ["| | wall | CPU | share of the baseline (CPU) |", "|---|---:|---:|---:|"]
+    for name in wall:
+        lines.append(
+            f"| {name.strip()}{' (stage)' if name.startswith('  ') else ''} "
+            f"| {fmt_ms(wall[name])} | {fmt_ms(cpu[name])} | {cpu[name] / cpu[base]:.1%} |"
+        )
+    return lines + [""]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -248,11 +320,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protos", help="keep/reuse the traced protos in this folder")
     parser.add_argument("--save-frames", help="pickle the frames into this folder")
     parser.add_argument("--compare-frames", help="assert the frames equal those pickled here")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="time only what memory adds: the same protos with and without allocator records",
+    )
     args = parser.parse_args(argv)
     results = []
     for n_ops in args.sizes:
         print(f"{n_ops:,} ops: tracing, then timing", file=sys.stderr, flush=True)
-        results.append(run(n_ops, args.repeats, args.protos, args.save_frames, args.compare_frames))
+        results.append(
+            run(
+                n_ops,
+                args.repeats,
+                args.protos,
+                args.save_frames,
+                args.compare_frames,
+                memory_only=args.memory,
+            )
+        )
     print(render(results))
     return 0
 

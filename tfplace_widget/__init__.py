@@ -84,7 +84,8 @@ def show_placement(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementPan
         fn_or_trace: TF2 code (a ``tf.function``, a Keras model, ``model.train_on_batch``,
             any callable) or a TF1 graph builder, run as ``trace_placement`` runs it; or an
             already made ``PlacementTrace``, a ``RunMetadata``, or a trace file path
-            (``.tfplace``, Chrome-trace ``.json``/``.json.gz``, ``.pb``/``.pbtxt``).
+            (``.tfplace``, Chrome-trace ``.json``/``.json.gz``, a TF2 profile's ``.xplane.pb``,
+            a RunMetadata's ``.pb``/``.pbtxt``).
         *args: Positional arguments passed to ``fn`` (TF2 code).
         **options: Keyword-only: the options of ``trace_placement``, and ``compare_to=`` (a
             trace, or anything this function takes) to open the panel on a comparison.

@@ -116,6 +116,13 @@ def from_chrome_trace(path: str | os.PathLike) -> PlacementTrace:
     return trace_from_chrome(path)
 
 
+def from_xspace(path: str | os.PathLike) -> PlacementTrace:
+    """:func:`tfplace_widget._sources.xspace.trace_from_xspace`."""
+    from ._sources.xspace import trace_from_xspace
+
+    return trace_from_xspace(path)
+
+
 def try_fix(trace: PlacementTrace, finding: Any) -> FixEffect:
     """:func:`tfplace_widget._tracing.fixes.try_fix`."""
     from ._tracing.fixes import try_fix as run_with_the_fix

@@ -28,6 +28,7 @@ from tfplace_widget._analyses.findings import (
 
 MERGED = GPU_TRACES / "ikhlestov-tensorflow-profiling" / "GPU_timeline_03_merged_5_runs.json"
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
+BERT_PROFILE = GPU_TRACES / "tensorflow-profiler-bert" / "34.83.195.179_6003.xplane.pb"
 
 
 def classic_step(tf: Any, width: int = 4) -> Any:
@@ -276,6 +277,21 @@ def test_a_real_gpu_trace_shows_host_memory_ops_without_a_graph():
     # The host waiting for a busy GPU is how it should be: no idle_device for the CPU.
     assert not (findings["kind"] == "idle_device").any()
     assert not findings["message"].str.contains("has no GPU kernel").any()
+
+
+def test_a_gpu_profiles_copies_are_told_only_as_the_file_shows_them():
+    """A real TF2 GPU profile read without its graph (BERT): copies off a GPU (the input
+    pipeline's, a ``_HostRecv`` into host memory) are no "step's inputs" to prefetch to the
+    device, and copies that name no tensor or reader no "step's results going back to the
+    caller": both only say the file does not tell who read them."""
+    trace = PlacementTrace.from_xspace(BERT_PROFILE)
+    copies = trace.all_findings[trace.all_findings["kind"] == "costly_transfer"]
+    assert len(copies)
+    unknown = "loaded without its graph, the trace does not say which ops read them"
+    for message in copies["message"]:
+        assert "the step's results" not in message and "fetch only" not in message
+        if message.split(" (")[0].endswith("to CPU:0"):  # off a GPU
+            assert unknown in message and "the step's inputs" not in message
 
 
 def test_findings_of_an_empty_trace_and_bad_input(seed_none):

@@ -4,14 +4,18 @@ for a GPU's tensors (``pinned_host_memory``) and a peak made by the input pipeli
 checked against TensorFlow's own records: the tensors' sizes in the RunMetadata the trace keeps
 (``allocation_description.requested_bytes``), and which ops' allocations its allocator records
 hold. No recorded GPU trace of the package has allocator records (``timeline.py`` wrote them
-without ``show_memory``): pinned host memory here is a prediction's.
+without ``show_memory``): pinned host memory here is a prediction's. Variables duplicated per
+replica (``replicated_variables``): a Keras model under MirroredStrategy on two logical CPUs in
+a process of its own (``tf2_replicated_variables.py``), against the strategy's own variables.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from helpers import TWO_CPUS
+import pytest
+from helpers import TWO_CPUS, run_script_results
 
 from tfplace_widget import predict_placement
 from tfplace_widget._analyses import findings
@@ -150,3 +154,111 @@ def test_no_memory_cause_findings_on_small_or_recorded_gpu_traces(seed_cpu):
     for trace in traces:
         kinds = set(find_findings(trace, immaterial=True)["kind"])
         assert not kinds & {"pinned_host_memory", "input_memory"}
+
+
+@pytest.fixture(scope="module")
+def mirrored(tmp_path_factory):
+    """``tf2_replicated_variables.py``'s traces: a Keras model's Adam step under
+    MirroredStrategy over two logical CPUs (and its prediction with a GPU), the same model's
+    ``fit`` with validation, and its step under one replica, each with TensorFlow's own record
+    of the variables each device holds."""
+    script = Path(__file__).with_name("tf2_replicated_variables.py")
+    return run_script_results(script, tmp_path_factory.mktemp("mirrored") / "out.pickle")
+
+
+def test_replicated_variables_are_the_strategys_copies(mirrored, monkeypatch):
+    """Each replica device holds its own copy of the variables: the finding's bytes per
+    device and variable count are exactly the components (``v.values``) of the strategy's
+    variables on each device (model, Adam's slots, the loss metric) and its all-reduces' own
+    ordering tokens, as TensorFlow holds them; two copies, on CPU:0 and CPU:1, no fix
+    (``user_fix`` 0, ``info``). The prediction with a GPU keeps the replicas on the CPUs the
+    user named (their tf.device: no per-GPU replica), and says the same as what it would do.
+    Its size threshold is lowered for a model of a few MB."""
+    from tfplace_widget._analyses.summary import format_bytes
+
+    result = mirrored["two"]
+    trace, held, count = result["trace"], result["held"], result["count"]
+    assert result["replicas"] == 2 and len(held) == 2 and len(set(held.values())) == 1
+    (per_device,) = set(held.values())
+    monkeypatch.setattr(findings, "PEAK_OP_BYTES", 2**20)
+    predicted = result["predicted"]
+    assert {predicted.device_of(op) for op in trace.memory["op"]} == set(held)
+    for case in (trace, predicted):
+        found = find_findings(case)
+        rows = _kind(found, "replicated_variables")
+        assert len(rows) == 1, found[["kind", "message"]]
+        row = rows.iloc[0]
+        evidence = row["evidence"]
+        assert evidence["variables_bytes"] == per_device and evidence["copies"] == 2
+        assert {evidence["variables"]} == set(count.values())
+        # read only by the optimizer: at least its slots, at most its variables and the
+        # all-reduces' tokens (read by the optimizer's CollectiveReduceV2)
+        most = max(result["optimizer"][d] + result["tokens"][d] for d in held)
+        assert min(result["slots"].values()) <= evidence["optimizer_bytes"] <= most
+        assert evidence["user_fix"] == 0 and row["severity"] == "info"
+        assert row["fix"]["overrides"] is None and "by design" in row["fix"]["no_fix"]
+        assert bool(row["predicted"]) == case.predicted
+        assert {case.device_of(op) for op in row["ops"]} == set(held)
+        assert len(row["ops"]) == sum(count.values())
+        message = row["message"]
+        assert f"CPU:0 and CPU:1 each hold {format_bytes(per_device)}" in message
+        assert f"{format_bytes(2 * per_device)} in all" in message
+        assert "sequential" in message and "ParameterServerStrategy" in message
+    assert "would keep" in message
+
+
+def test_replicated_variables_of_fit_count_each_variable_once(mirrored, monkeypatch):
+    """``model.fit`` with a validation split: its training and evaluation steps each capture
+    the model's variables (one persistent row per variable and device all the same); the
+    finding counts each variable once, as TensorFlow holds it on each replica device."""
+    result = mirrored["fit"]
+    (per_device,) = set(result["held"].values())
+    monkeypatch.setattr(findings, "PEAK_OP_BYTES", 2**16)
+    rows = _kind(find_findings(result["trace"]), "replicated_variables")
+    assert len(rows) == 1
+    evidence = rows.iloc[0]["evidence"]
+    assert evidence["variables_bytes"] == per_device and evidence["copies"] == 2
+    assert {evidence["variables"]} == set(result["count"].values())
+
+
+def test_persistent_bytes_are_the_replicas_variables(mirrored):
+    """What each replica device holds through the step (``memory_peaks``' persistent bytes, the
+    need ``fits_on`` and the memory findings add to the peak) is exactly the components of the
+    strategy's variables there and its all-reduces' tokens, as TensorFlow holds them: for
+    ``train_on_batch`` and for ``model.fit`` with validation, whose training and evaluation
+    steps capture the same variables (each counted once)."""
+    for case in ("two", "fit"):
+        result = mirrored[case]
+        peaks = result["trace"].memory_peaks()
+        held = peaks.groupby("device")["persistent_bytes"].sum()
+        assert held.to_dict() == dict(result["held"]), case
+
+
+def test_no_replicated_variables_for_one_replica_or_small_variables(mirrored, monkeypatch):
+    """One replica holds one copy (no duplication, even at a lowered threshold); two replicas
+    of a few MB of variables are below the finding's 256 MiB."""
+    two, one = mirrored["two"]["trace"], mirrored["one"]["trace"]
+    assert len(mirrored["one"]["held"]) == 1
+    assert _kind(find_findings(two, immaterial=True), "replicated_variables").empty
+    monkeypatch.setattr(findings, "PEAK_OP_BYTES", 1)
+    assert _kind(find_findings(one, immaterial=True), "replicated_variables").empty
+    assert not _kind(find_findings(two), "replicated_variables").empty
+
+
+def test_tf2s_pinned_host_allocator_is_pinned_host_memory():
+    """TF2 names its pinned host allocator ``gpu_host_bfc`` (TF 1.x: ``cuda_host_bfc``): the
+    recorded TF2 GPU profile's pinned host memory (256 B, at OptionalHasValue_5) is found when
+    the threshold is that low, and is not material at the default one."""
+    from tfplace_widget import PlacementTrace
+    from tfplace_widget._analyses.findings.memory import find_pinned_host_memory
+
+    trace = PlacementTrace.from_xspace(
+        gpu_trace("tensorflow-profiler-bert/34.83.195.179_6003.xplane.pb")
+    )
+    peaks = trace.memory_peaks()
+    pinned = peaks[peaks["allocator"] == "gpu_host_bfc"]
+    assert len(pinned) == 1 and int(pinned["peak_bytes"].iloc[0]) == 256
+    (found,) = find_pinned_host_memory(trace, min_bytes=256)
+    assert "(gpu_host_bfc: page-locked" in found.message and "256 B" in found.message
+    assert found.ops == list(pinned["ops"].iloc[0])
+    assert find_pinned_host_memory(trace) == []

@@ -43,7 +43,12 @@ def test_no_code_reads_the_shared_folder_beside_the_clone():
 
 def test_every_vendored_trace_folder_keeps_its_licence_and_origin():
     folders = sorted(p for p in GPU_TRACES.iterdir() if p.is_dir())
-    assert [p.name for p in folders] == ["ikhlestov-tensorflow-profiling", "kittibox", "riptide"]
+    assert [p.name for p in folders] == [
+        "ikhlestov-tensorflow-profiling",
+        "kittibox",
+        "riptide",
+        "tensorflow-profiler-bert",
+    ]
     readme = (GPU_TRACES / "README.md").read_text()
     for folder in folders:
         assert (folder / "LICENSE").read_text().strip(), folder
@@ -98,6 +103,17 @@ def test_the_wheel_ships_the_browsers_javascript_and_css(wheel):
         assert name in wheel, f"{name} is not in the wheel"
         assert wheel[name] == path.read_bytes(), f"{name} differs in the wheel"
     assert "tfplace_widget/_static/__init__.py" in wheel
+
+
+def test_the_wheel_ships_every_vendored_trace_with_its_licence(wheel):
+    """The recorded GPU traces (Chrome traces and the TF2 profile) are in the wheel as they are
+    in the checkout, each folder's licence beside them: notebooks open them from the package."""
+    files = sorted(p for p in GPU_TRACES.rglob("*") if p.is_file() and p.suffix != ".pyc")
+    assert any(p.name.endswith(".xplane.pb") for p in files)
+    for path in files:
+        name = f"tfplace_widget/examples/gpu_traces/{path.relative_to(GPU_TRACES).as_posix()}"
+        assert name in wheel, f"{name} is not in the wheel"
+        assert wheel[name] == path.read_bytes(), f"{name} differs in the wheel"
 
 
 def test_the_wheel_registers_the_console_script_and_the_pytest_plugin(wheel):

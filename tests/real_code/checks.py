@@ -377,21 +377,28 @@ def pipeline_check(
     return result
 
 
-def memory_check(trace: Any, before: dict | None, after: dict | None) -> dict[str, Any]:
+def memory_check(
+    trace: Any, before: dict | None, after: dict | None, xla: bool = False
+) -> dict[str, Any]:
     """The trace's memory against TensorFlow's own count of the host allocator around the
     call that traced it (``get_memory_info("CPU:0")``; None where it keeps none). The logical
     CPUs share that allocator, so its rows of every device are summed in time order: the
     bytes in use before the call plus the step's peak so counted must be the allocator's peak
     (a TF2 trace: the calls before the traced one do the same work), or at most it when a
     tf.data pipeline allocates beside the step. Graph mode's allocator
-    peak also holds the session's variables and set-up, made inside the call, and an XLA
-    cluster's buffers belong to the whole cluster, no op of the trace: not compared."""
+    peak also holds the session's variables and set-up, made inside the call: not compared.
+    An XLA cluster's buffers are the cluster's (``trace.memory`` rows under its name); for an
+    XLA program (``xla``) whose trace has no instruction (TF 2.16's profile records none) the
+    trace knows no cluster to hold them: not compared."""
     memory = trace.memory
     step = memory[memory["kind"] == "temporary"]  # not the variables held through the step
     rows = step[step["allocator"] == "mklcpu"].sort_values("time_us", kind="stable")
     step_peak = int(rows["bytes"].cumsum().max()) if len(rows) else 0
     compared = (
-        before is not None and after is not None and trace.mode == "function" and trace.xla.empty
+        before is not None
+        and after is not None
+        and trace.mode == "function"
+        and not (xla and trace.xla.empty)
     )
     # A step that reads a tf.data iterator: the pipeline's threads allocate its next batches
     # beside the step, by no op of it, as fast as the machine lets them: the allocator's peak
@@ -403,7 +410,8 @@ def memory_check(trace: Any, before: dict | None, after: dict | None) -> dict[st
         "stats": before is not None,
         "rows": len(memory),
         "compared": compared,
-        "xla": not trace.xla.empty,
+        "xla": xla,
+        "xla_unrecorded": xla and trace.xla.empty,
         "before": before["current"] if before else None,
         "step_peak": step_peak,
         "allocator_peak": after["peak"] if after else None,

@@ -120,7 +120,7 @@ def _compare(name: str, module: Any, spec: dict, started: float) -> dict[str, An
         if spec.get("xla")
         else None,
         "onednn": onednn_on(),
-        "memory": checks.memory_check(trace, before, after),
+        "memory": checks.memory_check(trace, before, after, bool(spec.get("xla"))),
         # last: trying a fix runs the program's call again (a training step trains on)
         "fixes": fix_trials(trace),
         "seconds": round(time.perf_counter() - started, 1),

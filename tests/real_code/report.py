@@ -57,8 +57,10 @@ def memory_table(results: dict[str, dict[str, Any]]) -> str:
         if memory is None:
             continue
         agrees = {True: "yes", False: "**no**", None: "not compared"}[memory["agrees"]]
-        if memory["agrees"] is None and memory.get("xla"):
-            agrees += " (XLA's buffers are no op's)"
+        if memory["agrees"] is None and memory.get("xla_unrecorded"):
+            agrees += " (no XLA instruction in this TensorFlow's profile: no cluster)"
+        elif memory["agrees"] is not None and memory.get("xla"):
+            agrees += " (XLA's buffers: the cluster's)"
         elif memory["agrees"] is not None and memory.get("pipeline"):
             agrees += " (at most: tf.data allocates beside the step)"
         lines.append(

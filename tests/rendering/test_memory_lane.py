@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -20,13 +21,15 @@ from helpers import TWO_CPUS
 from test_memory import dense_training_step
 
 from tfplace_widget import show_placement
-from tfplace_widget._analyses.memory import memory_series
+from tfplace_widget._analyses.memory import memory_peaks, memory_series
 from tfplace_widget._analyses.summary import format_bytes, format_us
 from tfplace_widget._export.html import report_data
 from tfplace_widget._model.devices import short_device
+from tfplace_widget._model.memory import stable_order
 from tfplace_widget._rendering.figure import TimelineFigure
 from tfplace_widget._rendering.memory_lane import (
     MAX_MEMORY_POINTS,
+    NO_OP,
     memory_curves,
     memory_items,
     thin,
@@ -201,3 +204,45 @@ def test_interleaved_records_and_odd_names_give_the_same_curves_and_peaks(dense)
     series, expected = memory_series(with_na), memory_series(memory)
     assert series.devices == expected.devices
     assert [list(rows) for rows in series.rows] == [list(rows) for rows in expected.rows]
+
+
+def test_the_series_are_each_device_and_allocators_records_in_order_however_the_runs_fall(dense):
+    """``memory_series`` finds runs of each column on their own (a device's and an
+    allocator's runs fall apart) and sorts the runs by radix: on the real step's records with
+    allocators changing inside a device's runs and some rows persistent, each series is
+    exactly pandas' group of those rows, in row order, and the peaks' persistent bytes are the
+    persistent rows' sums."""
+    rng = np.random.default_rng(0)
+    memory = dense.memory.copy()
+    memory["allocator"] = rng.choice(["cpu", "mklcpu", "cuda_host_bfc"], len(memory)).astype(object)
+    memory["kind"] = np.where(rng.random(len(memory)) < 0.1, "persistent", "temporary")
+    series = memory_series(memory)
+    step = memory[memory["kind"] == "temporary"]
+    groups = step.groupby(["device", "allocator"], sort=True).indices
+    assert list(zip(series.devices, series.allocators, strict=True)) == list(groups)
+    for rows, expected in zip(series.rows, groups.values(), strict=True):
+        assert list(rows) == list(step.index[expected])
+    persistent = memory[memory["kind"] == "persistent"]
+    held = persistent.groupby(["device", "allocator", "op"])["bytes"].sum()
+    held = held[held > 0].groupby(level=[0, 1]).sum()  # each holder's positive bytes
+    peaks = memory_peaks(SimpleNamespace(memory=memory)).set_index(["device", "allocator"])
+    assert len(held) and held.to_dict() == peaks.loc[held.index, "persistent_bytes"].to_dict()
+    codes = rng.integers(0, 70_000, 5_000)
+    for values in (codes % 9, codes, codes - 35_000):  # radix-sorted, or not
+        assert list(stable_order(values)) == list(np.argsort(values, kind="stable"))
+
+
+def test_records_that_name_no_op_say_so_in_the_hover(dense):
+    """A file's memory rows may name no op (its ``op`` missing): the curve is drawn all the
+    same, each such record's hover says no op was recorded (not another record's op), and one
+    device's records all without an op draw too."""
+    memory = own(dense).astype({"op": object}).reset_index(drop=True)
+    first_device = memory["device"].iloc[0]
+    memory.loc[memory.index[:2], "op"] = None
+    memory.loc[memory["device"] != first_device, "op"] = pd.NA
+    lane = _lane(_figure(dense, memory))
+    assert set(lane) == set(memory["device"])
+    for device, (curve, _) in lane.items():
+        ops = memory.loc[memory["device"] == device, "op"]
+        expected = [NO_OP if pd.isna(op) else html.escape(op) for op in ops]
+        assert list(curve["text"][1:]) == expected

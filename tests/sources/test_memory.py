@@ -322,3 +322,182 @@ def test_text_report_prints_each_devices_peak(dense_net):
         line = next(x for x in lines if x.strip().startswith(f"{short} "))
         assert row.allocator in line and format_bytes(row.peak_bytes) in line
         assert f"{row.ops[0]} {format_bytes(row.ops_bytes[0])}" in line
+
+
+# -- a real GPU profile: TensorFlow's own BFC allocator records -----------------------------
+BERT_PROFILE = "tensorflow-profiler-bert/34.83.195.179_6003.xplane.pb"
+
+
+def host_plane(path: Path) -> Any:
+    """The ``/host:CPU`` plane of a profile, read with TensorFlow's own ``xplane_pb2`` (not
+    the tool's reader)."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())
+    (host,) = [plane for plane in space.planes if plane.name == "/host:CPU"]
+    return host
+
+
+def allocator_events(host: Any) -> dict[str, list[tuple[int, int, dict[str, Any]]]]:
+    """The host plane's allocator events: per allocator, ``(time_ps, +1 | -1, stats by
+    name)`` in time order."""
+    stat_names = {key: meta.name for key, meta in host.stat_metadata.items()}
+    kinds = {"MemoryAllocation": 1, "MemoryDeallocation": -1}
+    found = defaultdict(list)
+    for line in host.lines:
+        for event in line.events:
+            sign = kinds.get(host.event_metadata[event.metadata_id].name)
+            if sign is None:
+                continue
+            stats = {}
+            for stat in event.stats:
+                value = getattr(stat, stat.WhichOneof("value"))
+                if stat.WhichOneof("value") == "ref_value":
+                    value = stat_names[value]
+                stats[stat_names[stat.metadata_id]] = value
+            time_ps = line.timestamp_ns * 1000 + event.offset_ps
+            found[stats["allocator_name"]].append((time_ps, sign, stats))
+    return {name: sorted(events, key=lambda e: e[0]) for name, events in found.items()}
+
+
+def host_ops_that_ran(host: Any) -> set[str]:
+    """The node names of the host plane's op events (``"<node>:<OpType>"``)."""
+    names = {}
+    for key, meta in host.event_metadata.items():
+        node, sep, op_type = meta.name.rpartition(":")
+        if sep and node and op_type.isidentifier() and " " not in meta.name:
+            names[key] = node
+    events = (event for line in host.lines for event in line.events)
+    return {names[e.metadata_id] for e in events if e.metadata_id in names}
+
+
+@pytest.fixture(scope="module")
+def bert_records(tf) -> tuple[dict[str, list], set[str]]:
+    """The BERT profile's allocator events and the ops that ran, by TensorFlow's proto."""
+    host = host_plane(gpu_trace(BERT_PROFILE))
+    return allocator_events(host), host_ops_that_ran(host)
+
+
+@pytest.fixture(scope="module")
+def bert_profile() -> PlacementTrace:
+    return PlacementTrace.from_xspace(gpu_trace(BERT_PROFILE))
+
+
+def test_gpu_peak_is_the_gpu_allocators_own(bert_records, bert_profile):
+    """A real GPU profile (BERT training on GPU:4 and GPU:6): each GPU's peak is the peak of
+    its BFC allocator's own records. The records are complete: each event's
+    ``bytes_allocated`` (the allocator's bytes in use after it) moves by exactly its chunk,
+    so the step's curve is theirs less what they held before it; the ops' share of it (every
+    chunk an op that ran allocated, freed by address) peaks at ``memory_peaks``' number, on
+    the op's device. What the allocator held beyond it at its own peak is only chunks of ops
+    that never ran in the profile (constants made as the function's kernels were built)."""
+    events, ran = bert_records
+    peaks = bert_profile.memory_peaks().set_index(["device", "allocator"])
+    for index in (4, 6):
+        allocator = f"GPU_{index}_bfc"
+        found = events[allocator]
+        in_use = [stats["bytes_allocated"] for _, _, stats in found]
+        moves = [sign * stats["allocation_bytes"] for _, sign, stats in found]
+        assert np.diff(in_use).tolist() == moves[1:]  # TF's own counter, event by event
+        before = in_use[0] - moves[0]
+        live, held, curve = {}, 0, []
+        for _, sign, stats in found:
+            if sign > 0 and stats.get("tf_op") in ran:
+                live[stats["addr"]] = stats["allocation_bytes"]
+                held += stats["allocation_bytes"]
+            elif sign < 0 and stats["addr"] in live:
+                held -= live.pop(stats["addr"])
+            curve.append(held)
+        row = peaks.loc[(f"/job:localhost/replica:0/task:0/device:GPU:{index}", allocator)]
+        assert row["peak_bytes"] == max(curve) > 2 * 1024**3  # 2.2 GB of activations
+        assert sum(row["ops_bytes"]) == row["peak_bytes"]
+        assert all(op.startswith(f"replica_{index}/") for op in row["ops"][:10])
+        at_peak = int(np.argmax(in_use))
+        gap = in_use[at_peak] - before - curve[at_peak]
+        unran = {}
+        for _, sign, stats in found[: at_peak + 1]:
+            if sign > 0 and stats.get("tf_op") not in ran:
+                unran[stats["addr"]] = stats["allocation_bytes"]
+            elif sign < 0:
+                unran.pop(stats["addr"], None)
+        assert 0 <= gap == sum(unran.values()) < 64 * 1024
+    host = peaks.loc[("/host:CPU", "gpu_host_bfc")]  # the GPUs' pinned host memory
+    assert host["peak_bytes"] == 256
+
+
+def test_a_profile_file_opens_like_any_trace_file(bert_profile):
+    """``show_placement(path)`` and ``compare`` take a ``.xplane.pb`` as ``from_xspace`` does."""
+    from tfplace_widget._tracing.dispatch import as_trace
+
+    opened = as_trace(str(gpu_trace(BERT_PROFILE)))
+    pdt.assert_frame_equal(opened.memory, bert_profile.memory)
+    pdt.assert_frame_equal(opened.ops, bert_profile.ops)
+
+
+def xprof_memory_profile(path: Path) -> dict[str, Any]:
+    """XProf's memory profile of a profile (TensorBoard's Memory Profile tool), made by the
+    converter TensorFlow's wheel ships; skipped where this TensorFlow has none."""
+    try:
+        from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
+    except ImportError:
+        pytest.skip("this TensorFlow has no _pywrap_profiler_plugin (XProf's converters)")
+    data, ok = plugin.xspace_to_tools_data([str(path)], "memory_profile", {})
+    assert ok
+    return json.loads(data)["memoryProfilePerAllocator"]
+
+
+def test_gpu_peak_is_xprofs_memory_profile(bert_records, bert_profile):
+    """TensorFlow's own converter to XProf's memory profile agrees: per GPU allocator its
+    peak in use is the allocator's records' (``bytes_allocated``), the part held from before
+    the profile its "unused preallocated device memory"; the rest, less the chunks of ops that
+    never ran, is ``memory_peaks``' peak, and the ops holding 1 MiB or more at it are XProf's
+    active allocations' with the same bytes."""
+    events, ran = bert_records
+    profiles = xprof_memory_profile(gpu_trace(BERT_PROFILE))
+    peaks = bert_profile.memory_peaks().set_index("allocator")
+    for allocator in ("GPU_4_bfc", "GPU_6_bfc"):
+        profile = profiles[allocator]
+        in_use = max(stats["bytes_allocated"] for _, _, stats in events[allocator])
+        assert int(profile["profileSummary"]["peakStats"]["peakBytesInUse"]) == in_use
+        (before,) = profile["specialAllocations"]
+        assert before["tfOpName"] == "unused preallocated device memory"
+        snapshots = profile["memoryProfileSnapshots"]
+        held: dict[str, int] = defaultdict(int)
+        for active in profile["activeAllocations"]:
+            if int(active["snapshotIndex"]) >= 0:
+                what = snapshots[int(active["snapshotIndex"])]["activityMetadata"]
+                count = int(active["numOccurrences"])
+                held[what["tfOpName"]] += int(what["allocationBytes"]) * count
+        assert int(before["allocationBytes"]) + sum(held.values()) == in_use
+        row = peaks.loc[allocator]
+        theirs = {op: size for op, size in held.items() if op in ran}
+        assert row["peak_bytes"] == sum(theirs.values())
+        mine = dict(zip(row["ops"], row["ops_bytes"], strict=True))
+        big = 1 << 20
+        assert {o: b for o, b in mine.items() if b >= big} == {
+            o: b for o, b in theirs.items() if b >= big
+        }
+
+
+def test_gpu_ops_bytes_are_the_allocators_chunks(bert_records, bert_profile):
+    """Per op on each GPU: ``allocated_bytes`` is the chunks TF's allocator events give the
+    op while it ran, and the GPU's ops together took what the allocator handed them; an op
+    that allocated from ``GPU_<N>_bfc`` is on ``/device:GPU:<N>``."""
+    events, _ = bert_records
+    memory = step_memory(bert_profile)
+    ops = bert_profile.ops
+    for index in (4, 6):
+        device = f"/job:localhost/replica:0/task:0/device:GPU:{index}"
+        mine = memory[memory["allocator"] == f"GPU_{index}_bfc"]
+        assert set(mine["device"]) == {device}
+        taken = mine[mine["bytes"] > 0]
+        chunks = defaultdict(list)
+        for _, sign, stats in events[f"GPU_{index}_bfc"]:
+            if sign > 0:
+                chunks[stats["tf_op"]].append(stats["allocation_bytes"])
+        for op, group in taken.groupby("op"):
+            assert sorted(group["bytes"]) == sorted(chunks[op]), op
+        on_gpu = ops[ops["device"] == device]
+        assert on_gpu["allocated_bytes"].sum() == taken["bytes"].sum()
+        assert set(on_gpu.loc[on_gpu["allocated_bytes"] > 0, "op"]) == set(taken["op"])

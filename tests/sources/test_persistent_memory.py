@@ -131,6 +131,37 @@ def test_graph_mode_resource_variables_from_the_graph(tf, keras_step):
         assert row["peak_bytes"] == rows["live_bytes"].max() == sum(row["ops_bytes"])
 
 
+def test_graph_mode_one_variable_two_handles_is_held_once(tf, trace_placement):
+    """A meta graph imported twice (``import_meta_graph``, scopes ``a`` and ``b``) has two
+    ``VarHandleOp``s of one resource (the same ``shared_name``): TensorFlow holds one buffer,
+    as a value assigned through one handle and read through the other shows. The trace holds
+    it once, on the device TF placed its handles on, besides what the kernels recorded
+    (constants)."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.Variable(tf.ones([100, 200]), name="w")
+        meta = v1.train.export_meta_graph()
+
+    def step() -> Any:
+        v1.train.import_meta_graph(meta, import_scope="a")
+        v1.train.import_meta_graph(meta, import_scope="b")
+        return tf.reduce_sum(tf.stack([v.read_value() for v in v1.global_variables()]))
+
+    with tf.Graph().as_default(), v1.Session() as session:
+        a, b = step(), v1.global_variables()
+        session.run(b[0].initializer)
+        session.run(b[0].assign(tf.fill([100, 200], 3.0)))
+        assert session.run(b[1].read_value())[0, 0] == 3.0  # one buffer behind both handles
+        assert session.run(a) == 2 * 3.0 * 100 * 200
+    trace = trace_placement(step)
+    handles = trace.ops[trace.ops["type"] == "VarHandleOp"]
+    assert set(handles["op"]) == {"a/w", "b/w"}
+    (device,) = set(handles["device"])
+    expected, _ = tf_persistent(tf, trace)
+    expected[device] += 100 * 200 * 4
+    assert persistent_per_device(trace) == expected
+
+
 def test_the_memory_list_says_what_is_held_through_the_step(keras_step):
     """``tfplace show`` and the panel's list (``memory_items``): per device the peak as
     before, and on a line of its own the persistent bytes, how many variables and constants
@@ -154,18 +185,30 @@ def test_the_memory_list_says_what_is_held_through_the_step(keras_step):
     assert html.escape(cpu1["persistent"]) in snapshot  # report's draw the same item
 
 
-def test_tf2_function_mode_holds_the_captured_variables(tmp_path):
+@pytest.fixture(scope="module")
+def tf2_keras(tmp_path_factory):
+    """``tf2_persistent.py``'s traces (a Keras model's ``train_on_batch`` and its ``model.fit``
+    with a validation split, on two logical CPUs) and TensorFlow's own record of the variables
+    the model holds."""
+    script = Path(__file__).with_name("tf2_persistent.py")
+    return run_script_results(script, tmp_path_factory.mktemp("tf2") / "tf2.pickle")
+
+
+def variables_per_device(variables: list[tuple[str, int]]) -> Counter:
+    expected: Counter = Counter()
+    for device, size in variables:
+        expected[canonical_device(device)] += size
+    return expected
+
+
+def test_tf2_function_mode_holds_the_captured_variables(tf2_keras):
     """A Keras model's ``train_on_batch`` in function mode on two logical CPUs: per device, the
     persistent bytes are the tf.Variables the step captured (model, Adam, the loss metric),
     by their own device, shape and dtype, apart from the step's own allocations (the profile's
     allocator events, with oneDNN's mklcpu; none with oneDNN off: then the peak list says no
     allocation of the step is recorded)."""
-    script = Path(__file__).with_name("tf2_persistent.py")
-    result = run_script_results(script, tmp_path / "tf2.pickle")
-    trace = result["trace"]
-    expected: Counter = Counter()
-    for device, size in result["variables"]:
-        expected[canonical_device(device)] += size
+    trace = tf2_keras["trace"]
+    expected = variables_per_device(tf2_keras["variables"])
     assert len(expected) == 2 and persistent_per_device(trace) == expected
     step = trace.memory[trace.memory["kind"] == "temporary"]
     allocated = trace.ops["allocated_bytes"]
@@ -177,6 +220,30 @@ def test_tf2_function_mode_holds_the_captured_variables(tmp_path):
     for row in peaks.itertuples(index=False):
         rows = step[(step["device"] == row.device) & (step["allocator"] == row.allocator)]
         assert row.peak_bytes == (rows["live_bytes"].max() if len(rows) else 0)
+
+
+def test_tf2_fit_with_validation_holds_each_variable_once(tf2_keras, tmp_path):
+    """``model.fit`` with a validation split runs two functions, its training and its
+    evaluation step, and both capture the model's variables (the same handles): per device,
+    the persistent bytes, ``memory_peaks``' and the memory list's, are each tf.Variable of the
+    model, its optimizer and its metrics once, as TensorFlow holds them; one row per variable
+    and device, kept by ``save`` and ``load``."""
+    from tfplace_widget import PlacementTrace
+    from tfplace_widget._rendering.memory_lane import memory_items
+
+    fit = tf2_keras["fit"]
+    expected = variables_per_device(tf2_keras["fit_variables"])
+    assert len(expected) == 2 and persistent_per_device(fit) == expected
+    peaks = fit.memory_peaks().groupby("device")["persistent_bytes"].sum()
+    assert peaks.to_dict() == dict(expected)
+    held = fit.memory[fit.memory["kind"] == "persistent"]
+    assert len(held) == len(tf2_keras["fit_variables"])
+    for item in memory_items(fit):
+        assert item["persistent"].startswith(
+            f"held through the step: {format_bytes(expected[item['device']])} in "
+        )
+    loaded = PlacementTrace.load(fit.save(tmp_path / "fit.tfplace"))
+    assert persistent_per_device(loaded) == expected
 
 
 def test_predicted_gpu_peak_counts_the_variables(keras_step):

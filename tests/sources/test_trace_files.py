@@ -119,6 +119,8 @@ def test_truncated_gzip_is_a_clear_error(tmp_path):
         ("a.pbtxt.gz", "text"),
         ("a.pb", "binary"),
         ("a.pb.gz", "binary"),
+        ("host.xplane.pb", "xspace"),
+        ("HOST.XPLANE.PB.GZ", "xspace"),
     ],
 )
 def test_trace_format_by_suffix_in_any_case(name, kind):

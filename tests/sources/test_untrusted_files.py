@@ -167,6 +167,20 @@ def test_a_gzipped_run_metadata_bomb_is_refused(tmp_path):
     assert_refused(open_in_child("from_run_metadata", path), "step.pb.gz", "256 MiB")
 
 
+def test_an_xspace_past_the_limit_is_refused_unread(tmp_path):
+    path = tmp_path / "host.xplane.pb"
+    with open(path, "wb") as handle:
+        handle.truncate(limits.MAX_MEMBER_BYTES + MIB)  # on disk: a few blocks
+    assert_refused(open_in_child("from_xspace", path), "host.xplane.pb", "256 MiB")
+
+
+def test_a_file_that_is_not_an_xspace_is_a_trace_error_naming_it(tmp_path):
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(b"\xff" * 64)
+    with pytest.raises(TraceError, match=r"host\.xplane\.pb.*not an XSpace.*tf\.profiler"):
+        PlacementTrace.from_xspace(path)
+
+
 @pytest.mark.parametrize("where", ["sparse file", "/dev/zero"])
 def test_a_file_past_the_limit_is_refused_unread(tmp_path, where):
     if where == "sparse file":
@@ -439,6 +453,22 @@ def test_graph_facts_of_the_wrong_kind_are_refused(saved_with_facts, tmp_path, w
     path = with_members(saved_with_facts, tmp_path / "facts.tfplace", {"facts.json": document})
     with pytest.raises(TraceError, match=rf"facts.tfplace.*facts.json.*{said}"):
         PlacementTrace.load(path)
+
+
+def test_the_host_plane_is_a_device_only_of_a_trace_without_its_graph(
+    saved, saved_with_facts, tmp_path
+):
+    """``/host:CPU`` (a TF2 profile's host ops, read without a graph) loads; with graph facts,
+    whose placer replay needs every device's full name, it is a damaged file."""
+    for source, name in ((saved, "no_facts.tfplace"), (saved_with_facts, "facts.tfplace")):
+        manifest = json.loads(members_of(source)["tfplace.json"])
+        manifest["trace"]["devices"].append("/host:CPU")
+        path = with_members(source, tmp_path / name, {"tfplace.json": manifest})
+        if source is saved:
+            assert "/host:CPU" in PlacementTrace.load(path).devices
+        else:
+            with pytest.raises(TraceError, match=r"devices has '/host:CPU' in a trace with graph"):
+                PlacementTrace.load(path)
 
 
 @pytest.mark.parametrize(

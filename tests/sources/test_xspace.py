@@ -306,3 +306,38 @@ def test_non_utf8_strings_are_read() -> None:
             ("dense/\ufffd\ufffdMatMul = MatMul()"),
         )
     ]
+
+
+def test_a_tf24_gpu_profile_names_each_kernels_op(tf: Any, tmp_path: Path) -> None:
+    """A real GPU profile of TensorFlow 2.4 (the vendored BERT one) names a kernel's op in its
+    ``level 0`` annotation, not in ``tf_op``: every kernel of GPU:4 is read, on its stream, as
+    its op's (as TensorFlow's own xplane_pb2 reads them), the op's host records are on GPU:4
+    with it, and the trace saves and loads with the host ops the profile does not place."""
+    from collections import Counter
+
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from tfplace_widget import PlacementTrace
+    from tfplace_widget.examples import gpu_trace
+
+    path = gpu_trace("tensorflow-profiler-bert/34.83.195.179_6003.xplane.pb")
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())
+    (gpu,) = [plane for plane in space.planes if plane.name == "/device:GPU:4"]
+    names = {key: meta.name for key, meta in gpu.stat_metadata.items()}
+    kernels: Counter = Counter()
+    for line in gpu.lines:
+        for event in line.events:
+            stats = {names[s.metadata_id]: s for s in event.stats}
+            if "kernel_details" in stats and "level 0" in stats:
+                kernels[names[stats["level 0"].ref_value].rpartition(":")[0]] += 1
+    assert sum(kernels.values()) == 665
+    trace = PlacementTrace.from_xspace(path)
+    events = trace.events
+    on_streams = events[events["lane"].str.match(r"/device:GPU:4/stream:\d+$")]
+    assert Counter(on_streams["op"]) == kernels
+    gpu4 = canonical_device("/device:GPU:4")
+    assert (trace.ops.set_index("op").loc[list(kernels), "device"] == gpu4).all()
+    assert "/host:CPU" in trace.devices  # the bookkeeping (_Arg, _Send...) is unplaced
+    back = PlacementTrace.load(trace.save(tmp_path / "bert.tfplace"))
+    assert back.devices == trace.devices and back.memory.equals(trace.memory)

@@ -1,7 +1,8 @@
 """A Keras model's training step traced in function mode on two logical CPUs, in a process of
 its own (logical devices must be set before TensorFlow's runtime starts): what the trace says
 each device holds through the step, and TensorFlow's own record of it, the ``tf.Variable``
-objects the step captured (their device, shape and dtype).
+objects the step captured (their device, shape and dtype); and the same model's ``model.fit``
+with a validation split.
 
 Usage: ``python tests/sources/tf2_persistent.py OUT.pickle`` (``test_persistent_memory.py``).
 """
@@ -32,16 +33,31 @@ features = tf.random.uniform([64, 100], seed=1)
 labels = tf.zeros([64], tf.int64)
 trace = trace_placement(model.train_on_batch, features, labels)
 
-# TensorFlow's own record of what the step holds: each tf.Variable behind Keras's variables
-# (the model's, the optimizer's, the metrics'), once, with its device, shape and dtype
-variables = {}
-for variable in [*model.variables, *model.optimizer.variables]:
-    value = getattr(variable, "value", variable)
-    variables[id(value)] = (value.device, value.shape.num_elements() * value.dtype.size)
-for metric in model.metrics:
-    for variable in metric.variables:
+
+def held() -> list[tuple[str, int]]:
+    """TensorFlow's own record of what the model holds: each tf.Variable behind Keras's
+    variables (the model's, the optimizer's, the metrics'), once, with its device and bytes
+    (its shape's elements times its dtype's size)."""
+    variables = {}
+    every = [*model.variables, *model.optimizer.variables]
+    every += [variable for metric in model.metrics for variable in metric.variables]
+    for variable in every:
         value = getattr(variable, "value", variable)
         variables[id(value)] = (value.device, value.shape.num_elements() * value.dtype.size)
+    return list(variables.values())
+
+
+variables = held()
+# model.fit with a validation split: its training and its evaluation step each capture the
+# model's variables (two functions of one trace)
+fit = trace_placement(
+    model.fit,
+    features,
+    labels,
+    fn_kwargs={"epochs": 1, "verbose": 0, "batch_size": 32, "validation_split": 0.5},
+)
 
 with open(sys.argv[1], "wb") as handle:
-    pickle.dump({"trace": trace, "variables": list(variables.values())}, handle)
+    pickle.dump(
+        {"trace": trace, "variables": variables, "fit": fit, "fit_variables": held()}, handle
+    )

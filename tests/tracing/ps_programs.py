@@ -7,7 +7,11 @@ they live in a module the coordinator imports.
 Shrunk to seconds, and without Keras layers: under Keras 3 the tutorial's model with a
 ``variable_partitioner`` fails with or without tfplace (``'ShardedVariable' object has no
 attribute 'handle'`` in ``tape.gradient``), so the model is a ``tf.Module`` of ``tf.Variable``s
-and the optimizer plain SGD (``assign_sub``).
+and the optimizer plain SGD (``assign_sub``). The tutorial's accuracy
+(``tf.cast(tf.greater(pred, 0.5), tf.int64)``) is a count of the step's own, without a Keras
+metric's variables, under a ``tf.device("/cpu:0")`` of the program's own inside the replica:
+a request the strategy's replica device (also ``/device:CPU:0`` on a worker without a GPU)
+does not make, which a prediction for workers with GPUs keeps.
 """
 
 from __future__ import annotations
@@ -68,11 +72,14 @@ def custom_loop() -> Any:
             gradients = tape.gradient(loss, model.trainable_variables)
             for variable, gradient in zip(model.trainable_variables, gradients, strict=True):
                 variable.assign_sub(0.01 * gradient)
-            return loss
+            with tf.device("/cpu:0"):  # the program's own request, inside the replica
+                correct = tf.reduce_sum(tf.cast(tf.greater(pred, 0.5), tf.int64))
+            return loss, correct
 
         batch_data, labels = next(iterator)
-        losses = strategy.run(replica_fn, args=(batch_data, labels))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
+        losses, correct = strategy.run(replica_fn, args=(batch_data, labels))
+        total = tf.distribute.ReduceOp.SUM
+        return strategy.reduce(total, losses, axis=None), strategy.reduce(total, correct, None)
 
     return step_fn, (per_worker_iterator,)
 

@@ -12,6 +12,7 @@ coordinator imports the setup by name).
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import threading
@@ -24,6 +25,7 @@ import pytest
 from test_cluster import WORKER0, WORKER1, record
 from test_cluster_tf2 import worker_processes
 
+from tfplace_widget import compare
 from tfplace_widget._model.errors import ClusterError, TraceError
 from tfplace_widget._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 
@@ -248,20 +250,149 @@ def test_each_tasks_profiler_times_its_ops_on_one_clock(ps):
     assert any(n.startswith("Times: of the traced calls") for n in trace.notes)
 
 
-def test_a_saved_trace_loads_the_same_and_its_prediction_is_refused_by_name(ps, tmp_path):
-    """The trace saves and loads whole (its strategy's record too); predict_placement, which
-    predicts MultiWorkerMirroredStrategy's workers only, says so rather than predicting the
-    cluster as one machine."""
-    from tfplace_widget import predict_placement
-
+def test_a_saved_trace_loads_the_same(ps, tmp_path):
+    """The trace saves and loads whole (its strategy's record too)."""
     trace, _, _ = ps
     loaded = PlacementTrace.load(trace.save(tmp_path / "ps.tfplace"))
     columns = ["op", "device", "reason", "runs"]
     assert loaded.ops[columns].equals(trace.ops[columns])
     assert loaded.transfers.equals(trace.transfers) and loaded.notes == trace.notes
     assert loaded.raw[STRATEGY_TASKS_RAW] == trace.raw[STRATEGY_TASKS_RAW]
-    with pytest.raises(TraceError, match="cannot predict a trace of ParameterServerStrategy"):
-        predict_placement(loaded, gpus=1)
+
+
+def test_each_workers_step_is_predicted_on_its_gpu_and_the_variables_stay_on_the_ps_tasks(
+    ps, tmp_path
+):
+    """predict_placement(trace, gpus=1) (was: refused, "cannot predict a trace of
+    ParameterServerStrategy"): on workers with a GPU the strategy's worker_devices are the
+    GPUs and strategy.run builds the replica under tf.device("/device:GPU:0"), so each op the
+    strategy pinned to the replica is predicted on that worker's GPU:0 when TensorFlow's
+    registry has a GPU kernel for its node def (the step's node defs as the worker's
+    TensorFlow dumped them before its placer), and on the worker's CPU:0 by soft placement
+    when not (the Assert's string constants); the program's own tf.device("/cpu:0") inside
+    the replica (the coordinator recorded which ops it reaches, told from the strategy's
+    /device:CPU:0 by the very scope the strategy pushed) stays on the worker's CPU:0; the
+    variables' handles, reads and updates stay on the ps tasks' CPU:0 where the trace has
+    them; each shard's value then travels from its ps task to the worker's GPU (and the
+    update back), with its bytes. A saved and loaded trace predicts the same."""
+    from tensorflow.core.framework import graph_pb2
+    from test_cluster_tf2 import gpu_kernel_for
+
+    from tfplace_widget import predict_placement
+
+    trace, _, _ = ps
+    loaded = PlacementTrace.load(trace.save(tmp_path / "ps.tfplace"))
+    predicted = predict_placement(loaded, gpus=1)
+    assert predicted.predicted and predicted.notes[0].startswith("Predicted, not run")
+    assert "ParameterServerStrategy's coordinator scheduled on 2 worker(s)" in predicted.notes[0]
+    assert "per-worker tf.data iterator stays on each worker's CPU:0" in predicted.notes[1]
+    workers = ran_the_step(trace)
+    gpus = {task: WORKERS[task].replace("CPU:0", "GPU:0") for task in workers}
+    assert set(predicted.devices) == {PS0, PS1, *(WORKERS[t] for t in workers), *gpus.values()}
+    nodes = {n.name: n for n in graph_pb2.GraphDef.FromString(trace.raw["graph_def.pb"]).node}
+    record = json.loads(trace.raw[STRATEGY_TASKS_RAW])
+    traced = set(zip(trace.ops["op"], trace.ops["device"], strict=True))
+    shard = ps_programs.FEATURES // 2 * ps_programs.UNITS * 4
+    sizes = Counter({(PS0, shard): 1, (PS1, shard): 1, (PS0, 256): 1, (PS1, 256): 1})
+    for task in workers:
+        cpu, gpu = WORKERS[task], gpus[task]
+        user = record["tasks"][task]["gpu_requests"]  # the program's tf.device("/cpu:0")
+        assert {"Greater", "Cast_1", "Sum_1"} <= set(user), user
+        assert set(user.values()) == {"/device:CPU:0"} and "MatMul" not in user, user
+        rows = predicted.ops[predicted.ops["device"].isin([cpu, gpu])]
+        on_task = {op for op, device in traced if device == cpu and op in nodes}
+        assert set(rows["op"]) == on_task
+        checked: Counter = Counter()
+        for row in rows.itertuples(index=False):
+            assert row.reason.endswith(
+                "because the coordinator scheduled it there "
+                f"(ClusterCoordinator.schedule: {_calls(record, task)})."
+            )
+            requested = trace.facts.requested.get(row.op, "")
+            if row.type in _NOT_COMPARED or row.type == "_Arg":
+                continue
+            if row.op in user:
+                assert row.device == cpu and row.how == "explicit", row
+                assert "the user's own tf.device inside ParameterServerStrategy's" in row.reason
+                checked["user's, kept"] += 1
+            elif requested and gpu_kernel_for(nodes[row.op]):
+                assert requested == "/device:CPU:0" and row.device == gpu, row
+                assert "ParameterServerStrategy's replica device, this worker's GPU:0" in (
+                    row.reason
+                )
+                checked["GPU"] += 1
+            elif requested:
+                assert row.device == cpu and row.how == "soft", row
+                assert "no GPU kernel" in row.reason, row.reason
+                assert nodes[row.op].attr["dtype"].type == 7, row  # tf.string
+                checked["no GPU kernel"] += 1
+            elif row.how == "colocated":  # with the per-worker iterator, checked below
+                assert row.type == "IteratorGetNext", row
+            else:  # no request: the worker the step was sent to, its GPU first
+                assert row.device == (gpu if gpu_kernel_for(nodes[row.op]) else cpu), row
+                assert f"the worker the coordinator sent the step to, {task}" in row.reason
+                checked["no request"] += 1
+        print(task, dict(checked))
+        assert checked["GPU"] >= 50 and checked["no GPU kernel"] >= 3, checked
+        assert checked["user's, kept"] == 5 and checked["no request"] >= 2, checked
+        # the batches: the per-worker tf.data iterator stays on the CPU, its batch is copied
+        reads = rows[rows["type"] == "IteratorGetNext"]
+        assert list(reads["device"]) == [cpu], reads
+        copies = predicted.transfers
+        assert ((copies["tensor"] == "IteratorGetNext:0") & (copies["dst_device"] == gpu)).any()
+        # the shards' values from their ps tasks to this worker's GPU, the updates back
+        crossing = copies[copies["cross_task"]]
+        values = crossing[crossing["dst_device"] == gpu]
+        assert Counter(zip(values["src_device"], values["bytes"], strict=True)) == sizes, values
+        updates = crossing[crossing["src_device"] == gpu]
+        assert Counter(zip(updates["dst_device"], updates["bytes"], strict=True)) == sizes
+        assert (
+            not (crossing["dst_device"] == cpu).any() and not (crossing["src_device"] == cpu).any()
+        )
+    on_ps = predicted.ops[predicted.ops["device"].isin([PS0, PS1])]
+    assert set(on_ps["type"]) >= {"_Arg", "ReadVariableOp", "AssignSubVariableOp"}
+    for row in on_ps.itertuples(index=False):
+        assert (row.op, row.device) in traced, row  # where the trace has it
+        assert "placed on /job:ps/task:" in row.reason and "round-robin" in row.reason, row
+    handles = on_ps[on_ps["type"] == "_Arg"]
+    assert (
+        len(handles) == 4
+        and handles["reason"]
+        .str.contains("makes it under tf.device\\('/job:ps/task:[01]/CPU:0'\\) whatever devices")
+        .all()
+    ), handles
+    # the findings are each worker's own: the program's tf.device("/cpu:0") between GPU ops
+    pongs = predicted.all_findings
+    pongs = pongs[pongs["kind"] == "ping_pong"]
+    assert len(pongs) == 1 and set(pongs["ops"].iloc[0]) <= {*user, "MatMul_1", "Identity_1"}
+    same = predict_placement(loaded, gpus=0)  # without GPUs: the placement the workers made
+    assert set(zip(same.ops["op"], same.ops["device"], strict=True)) <= traced
+
+
+def _calls(record: dict[str, Any], task: str) -> str:
+    calls = [
+        f"{n + 1}{' (warm-up)' if n < record['warmup'] else ''}"
+        for n, worker in enumerate(record["scheduled"])
+        if worker == task
+    ]
+    return f"call{'s' * (len(calls) > 1)} {', '.join(calls)} of {len(record['scheduled'])}"
+
+
+def test_a_prediction_with_more_gpus_or_of_an_older_trace_is_refused_by_name(ps):
+    """More GPUs per worker make more replicas, a graph the trace does not hold; a trace made
+    before the coordinator recorded the step's own requests cannot say what they ask for."""
+    from tfplace_widget import predict_placement
+
+    trace, _, _ = ps
+    with pytest.raises(TraceError, match="ParameterServerStrategy with gpus=1 per worker today"):
+        predict_placement(trace, gpus=2)
+    older = copy.deepcopy(trace)
+    record = json.loads(older.raw[STRATEGY_TASKS_RAW])
+    for info in record["tasks"].values():
+        info.pop("gpu_requests", None)
+    older.raw[STRATEGY_TASKS_RAW] = json.dumps(record).encode()
+    with pytest.raises(TraceError, match="made by an older tfplace.*trace it again"):
+        predict_placement(older, gpus=1)
 
 
 def test_the_cluster_leaves_no_process_or_thread(ps):
@@ -331,3 +462,29 @@ def test_ops_the_strategy_asked_a_device_for_name_the_strategy(ps):
     for reason in asked["reason"]:
         assert reason.startswith(words), reason
     assert "unbalanced_ps" not in set(trace.all_findings["kind"])
+
+
+def test_compare_one_ps_task_against_two(ps, trace_placement):
+    """The same program with one ps task: the partitioner still makes two shards of ``w1``
+    (``max_shards=2``), now both on ps:0. Every op of the step that ran on ps:1 is on ps:0
+    (moved), with the sends and control-edge ops the runtime made for it under renumbered
+    names; no op moved between the workers, and the step's own ops are all in both runs (the
+    runtime's own may differ: it sends only to the workers that ran the step)."""
+    two, _, _ = ps
+    one = trace_placement(
+        ps_programs.custom_loop, cluster="local:worker=2,ps=1", mode="function", steps=2
+    )
+    assert PS1 not in set(one.ops["device"])
+    diff = compare(two, one)
+    runtime = diff.ops["op"].str.contains(r"/_\d+$")
+    own = diff.ops[~runtime]
+    assert set(own["status"]) == {"same", "moved"}, own[own["status"] != "same"]
+    moved_own = own[own["status"] == "moved"]
+    assert sorted(moved_own["op"]) == sorted(
+        op for op in two.ops["op"][two.ops["device"] == PS1] if not re.search(r"/_\d+$", op)
+    )
+    assert set(diff.moved["device_a"]) == {PS1} and set(diff.moved["device_b"]) == {PS0}
+    assert runtime[diff.ops["status"] == "moved"].any()  # the runtime's ops moved with theirs
+    assert diff.summary.startswith(f"{len(diff.moved)} ops moved: "), diff.summary
+    assert diff.summary.index(moved_own["op"].iloc[0]) < diff.summary.index(" and ")
+    assert "of them the runtime's sends, receives and control-edge ops" in diff.summary

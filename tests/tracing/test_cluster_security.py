@@ -504,11 +504,12 @@ def test_a_sigkill_of_the_users_process_leaves_no_cluster_process_or_log(tmp_pat
         assert list(temporary.iterdir()) == []  # no log (nor any other file) left
 
 
-@pytest.mark.parametrize("phase", ["running", "tf2_running"])
+@pytest.mark.parametrize("phase", ["running", "tf2_running", "ps_running"])
 def test_ctrl_c_of_a_running_cluster_trace_stops_it_at_once(tmp_path, phase):
     """A Ctrl-C at a terminal: SIGINT to the whole process group, the cluster's included (and,
-    for TF2 code, its tasks' processes)."""
-    program = TRACING_TF2 if phase.startswith("tf2") else TRACING
+    for TF2 code, its tasks' processes; for ParameterServerStrategy, the coordinator's step
+    blocked on a worker)."""
+    program = {"tf2": TRACING_TF2, "ps_": TRACING_PS}.get(phase[:3], TRACING)
     with start_tracing(tmp_path, program) as (parent, _):
         traced = psutil.Process(parent.pid)
         child = wait_for(lambda: cluster_child_of(traced), START_S, "the cluster")

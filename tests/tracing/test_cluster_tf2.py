@@ -537,3 +537,18 @@ def test_a_worker_waiting_for_a_slower_one_is_no_idle_device(mwms):
     assert idle["message"].str.startswith(f"{short_device(WORKER1)} is idle").tolist() == [True], (
         idle["message"].tolist()
     )
+
+
+def test_each_workers_copy_of_the_variables_is_no_replicated_variables(mwms, monkeypatch):
+    """Every worker holds a copy of the strategy's variables, the same sizes on each, but in
+    its own memory: no device holds two, so no ``replicated_variables`` finding (its findings
+    are found per task, and each task's step has one replica), even at any size."""
+    from tfplace_widget._analyses import findings
+
+    trace, _, _ = mwms
+    held = trace.memory[trace.memory["kind"] == "persistent"]
+    sizes = {d: sorted(rows["bytes"]) for d, rows in held.groupby("device")}
+    assert set(sizes) == {WORKER0, WORKER1} and sizes[WORKER0] == sizes[WORKER1]
+    monkeypatch.setattr(findings, "PEAK_OP_BYTES", 1)
+    found = findings.find_findings(trace, immaterial=True)
+    assert not (found["kind"] == "replicated_variables").any(), found[["kind", "message"]]

@@ -258,16 +258,18 @@ def test_fixes_name_only_what_the_user_writes(oracle, name):
 def test_a_tf2_steps_memory_peak_is_the_allocators(oracle, name):
     """TF2 code: the bytes the host allocator held before the traced call plus the step's
     peak in trace.memory are TensorFlow's own peak for the call (get_memory_info), or at
-    most it where a tf.data pipeline allocates its next batches beside the step. Graph
-    mode, XLA clusters (their buffers are no op's) and an allocator that keeps no stats
-    (oneDNN off) are not compared: said so."""
+    most it where a tf.data pipeline allocates its next batches beside the step; an XLA
+    cluster's buffers count, under the cluster's name. Graph mode, an XLA program whose
+    profile recorded no XLA instruction (TF 2.16: no cluster to hold its buffers) and an
+    allocator that keeps no stats (oneDNN off) are not compared: said so."""
     memory = result(oracle, name)["memory"]
     if not memory["compared"]:
         why = (
             "the allocator keeps no stats"
             if not memory["stats"]
-            else "XLA's buffers belong to a cluster, no op"
-            if memory.get("xla")
+            else "this TensorFlow's profile has no XLA instruction: the trace knows no "
+            "cluster to hold XLA's buffers"
+            if memory.get("xla_unrecorded")
             else "graph mode"
         )
         pytest.skip(f"not compared: {why}")

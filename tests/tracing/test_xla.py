@@ -1,15 +1,21 @@
 """XLA clusters traced for real on XLA:CPU (issue 23): a ``jit_compile=True`` function's TF ops
 in ``trace.ops`` (``how="xla"``, the HLO instruction each went into in ``xla_op``), the
 instructions XLA ran in ``trace.xla`` and on the device's lane of ``trace.events``, search,
-and the ``.tfplace`` round trip. Each test runs in the shared test process."""
+and the ``.tfplace`` round trip. Each test runs in the shared test process, but the one of the
+cluster's memory (exact against TensorFlow's allocator: a process of its own)."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import pandas as pd
 import pandas.testing as pdt
 import pytest
 
-from tfplace_widget import PlacementTrace
+from tfplace_widget import PlacementTrace, predict_placement
+from tfplace_widget._analyses.findings.memory import find_memory_peaks
 from tfplace_widget._model.columns import OPS_COLUMNS, XLA_COLUMNS
 from tfplace_widget._rendering.search import match_names
 
@@ -333,3 +339,112 @@ def test_only_the_modules_that_ran_are_parsed(tf, trace_placement):
     assert ran and set(profile.modules) == ran
     assert any("elsewhere" in module for module in profile.programs), profile.programs
     assert set(profile.programs) > ran
+
+
+# -- memory: the cluster's buffers ----------------------------------------------------------
+MEMORY_CHILD = """
+import json, sys
+import tensorflow as tf
+from tfplace_widget import trace_placement
+
+@tf.function(jit_compile=True)
+def wide(x, w):
+    hidden = tf.nn.relu(tf.matmul(x, w, name="hidden"))
+    return tf.reduce_sum(tf.matmul(hidden, w, name="out"), name="total")
+
+@tf.function
+def outer(x, w):  # calls the jit function: its call op has no op event in the profile
+    return tf.reduce_sum(wide(tf.matmul(x, w, name="plain") * 2.0, w))
+
+x = tf.random.normal((512, 512))
+stats = {}
+for fn in (wide, outer):
+    fn(x, x)  # compiled before the trace, as the user's next call finds it
+    try:
+        tf.config.experimental.reset_memory_stats("CPU:0")
+        before = tf.config.experimental.get_memory_info("CPU:0")
+    except ValueError:  # "Allocator stats not available for device 'CPU:0'"
+        before = None
+    trace = trace_placement(fn, x, x, steps=2)
+    after = tf.config.experimental.get_memory_info("CPU:0") if before is not None else None
+    trace.save(sys.argv[1] + f"/{fn.__name__}.tfplace")
+    stats[fn.__name__] = {"before": before, "after": after}
+json.dump(stats, open(sys.argv[1] + "/stats.json", "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def xla_memory(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[PlacementTrace, dict]]:
+    """A jit_compile function with a 1 MiB activation, and a tf.function calling it, each
+    traced in a fresh process between TensorFlow's own readings of its CPU allocator (peak
+    reset before)."""
+    out = tmp_path_factory.mktemp("xla_memory")
+    done = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    stats = json.loads((out / "stats.json").read_text())
+    return {name: (PlacementTrace.load(out / f"{name}.tfplace"), stats[name]) for name in stats}
+
+
+def _compared(trace: PlacementTrace, stats: dict) -> pd.DataFrame:
+    """The step's memory rows, once checked that there is something to compare: skips (with
+    the reason) where TensorFlow's allocator keeps no stats or the profile has no XLA."""
+    step = trace.memory[trace.memory["kind"] == "temporary"]
+    if stats["before"] is None:
+        assert step.empty and trace.ops["allocated_bytes"].isna().all()
+        pytest.skip(
+            "TensorFlow's CPU allocator keeps no stats and reports no allocation to the "
+            "profiler (oneDNN off): no memory rows, checked"
+        )
+    if trace.xla.empty:
+        pytest.skip(
+            "this TensorFlow's profile has no XLA instruction events (as on TF 2.16): the "
+            "trace knows no cluster to hold the buffers"
+        )
+    peaks = trace.memory_peaks()
+    assert list(peaks["device"]) == [CPU0], peaks
+    before, after = stats["before"], stats["after"]
+    assert before["current"] + int(peaks["peak_bytes"].iloc[0]) == after["peak"], stats
+    return step
+
+
+def test_an_xla_clusters_buffers_are_the_memory_tensorflows_allocator_saw(xla_memory):
+    """XLA:CPU takes a program's buffers (one for all its instructions) when the program
+    starts, on the thread of the eager op TensorFlow names after the compiled function (their
+    ``tf_op``), which no placed graph holds: they were left out (trace.memory empty). They are
+    the cluster's, under its name: the bytes in use before the call plus the step's peak are
+    TensorFlow's own peak for it (get_memory_info), and no op of the cluster claims bytes of
+    its own. Where the CPU allocator keeps no stats (oneDNN off) it reports nothing either."""
+    trace, stats = xla_memory["wide"]
+    step = _compared(trace, stats)
+    assert len(step) and set(step["op"]) == {"wide"}
+    assert set(step["device"]) == {CPU0} and set(step["allocator"]) == {"mklcpu"}
+    assert step["bytes"].max() >= 512 * 512 * 4  # the hidden activation, at least
+    assert step["bytes"].sum() == 0  # each step frees what it took
+    assert list(trace.memory_peaks()["ops"].iloc[0]) == ["wide"]
+    cluster = trace.ops[trace.ops["function"] == "wide"]
+    assert len(cluster) and cluster["allocated_bytes"].isna().all()
+    assert cluster["reason"].str.contains("trace.memory has them under wide").all()
+    # what holds the peak is the cluster, no op: no memory_peak finding names it as one
+    assert find_memory_peaks(trace, min_bytes=1) == []
+    # a prediction with a GPU has no row of the cluster's ops (it replays the compiled call):
+    # their buffers are put on no device rather than left on the traced CPU
+    predicted = predict_placement(trace, gpus=1)
+    assert "wide" not in set(predicted.ops["function"]) | set(predicted.memory["op"])
+
+
+def test_a_cluster_called_from_a_tf_function_holds_its_buffers_too(xla_memory):
+    """Called from a tf.function, the jit function runs under a call op that has no op event
+    (its kernel is asynchronous): XLA's allocations name no op. Taken while the cluster's
+    program ran on that thread (``CpuExecutable::ExecuteAsyncOnStream``), they are the
+    cluster's, beside the plain ops' own: TensorFlow's peak again."""
+    trace, stats = xla_memory["outer"]
+    step = _compared(trace, stats)
+    assert {"wide", "plain"} <= set(step["op"]), step
+    assert step.loc[step["op"] == "wide", "bytes"].max() >= 512 * 512 * 4
+    assert step["bytes"].sum() == 0
+    assert trace.ops.loc[trace.ops["op"] == "plain", "allocated_bytes"].iloc[0] >= 512 * 512 * 4

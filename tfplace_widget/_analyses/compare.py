@@ -2,10 +2,12 @@
 
 ``compare(a, b)`` matches ops by name; a name whose op type changed (a variable that became
 the ``Identity`` joining its partitions, an op Grappler folded into a ``Const``) is ``replaced``,
-not moved: it is another op. Names the runtime makes with counters (``A/_0`` for the
-``_Send`` of ``A``, ``A/_4`` in another run) are matched by what they connect instead: their
-type, the producer they carry and their device, so a renumbering is not reported as one op
-removed and another added. Transfers are matched by tensor, source and destination; one
+not moved: it is another op. Names the runtime makes with counters when it partitions a graph (``A/_0`` for the
+``_Send`` of ``A``, ``A/_4`` in another run; ``A/ctrl/_5`` and ``A/_6`` for the ``Const`` and
+``Identity`` that carry a control edge) are matched by what they connect instead: their type,
+the op they serve and their device, so a renumbering is not reported as one op removed and
+another added, nor as an op moved; those left over (their op moved, and they with it) are
+paired in order by type and op, and are ``moved``. Transfers are matched by tensor, source and destination; one
 in both runs whose size or number of copies differs is ``changed``. Pure pandas: no widgets,
 no TensorFlow.
 """
@@ -52,7 +54,9 @@ TRANSFERS_COLUMNS = [
 DEVICES_COLUMNS = ["device", "ops_a", "ops_b", "busy_a_us", "busy_b_us", "delta_busy_us"]
 
 _RUNTIME_COUNTER = re.compile(r"^(?P<base>.+)/_\d+$")
-_COUNTED_TYPES = {"_Send", "_Recv", "_HostSend", "_HostRecv"}
+# the types graph partitioning adds under counted names (graph_partition.cc: AddSend, AddRecv,
+# and a control edge's AddDummyConst and the Identity after its _Recv)
+_COUNTED_TYPES = {"_Send", "_Recv", "_HostSend", "_HostRecv", "Const", "Identity"}
 # oneDNN's rewrite of an op (_MklMatMul, _MklNativeConv2D) runs the same op: a trace records the
 # rewritten type, a prediction the graph's.
 _ONEDNN_PREFIX = re.compile(r"^_Mkl(Native)?")
@@ -108,29 +112,64 @@ def _as_trace(value: Any, trace: Callable[[Any], PlacementTrace] | None, name: s
     return trace(value)
 
 
-def _match_keys(ops: pd.DataFrame, codes: dict[Any, int]) -> list[int]:
-    """A key per row that is the same for "the same op" in another run of the same code (an
-    op name, or for runtime-made and repeated names a tuple of their parts), as its number in
-    ``codes`` (shared by both sides): merged as integers, whatever characters names hold (pandas
-    3.0's string merge loses keys that differ after a NUL character)."""
-    names = ops["op"].tolist()
-    repeated = set(ops["op"][ops["op"].duplicated()])
-    seen: dict[Any, int] = {}
-    keys: list[Any] = []
-    types, devices = ops["type"].tolist(), ops["device"].tolist()
-    for name, op_type, device in zip(names, types, devices, strict=True):
-        counted = _RUNTIME_COUNTER.match(name) if op_type in _COUNTED_TYPES else None
-        if counted:
-            key: Any = (op_type, counted["base"], device)
-        elif name in repeated:  # e.g. _SOURCE: one per device
-            key = (name, device)
-        else:
-            keys.append(name)
-            continue
-        nth = seen.get(key, 0)
-        seen[key] = nth + 1
-        keys.append((*key, nth))
-    return [codes.setdefault(key, len(codes)) for key in keys]
+def _match_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """A key per row of ``a`` and of ``b`` that is the same for "the same op" in the other run
+    of the same code, as a number shared by both sides: its name; for a name the runtime made
+    with a counter (:data:`_COUNTED_TYPES`), its type, the op it serves, its device and which
+    of those it is; for a name repeated in a run (``_SOURCE``: one per device), its name, device
+    and which. Numbers, not names, are merged: pandas 3.0's string merge loses keys that
+    differ after a NUL character. A runtime-made op whose key is in one run only takes the key
+    of one of the other run of the same type and op, in order: the op it serves moved, and it
+    with it. Array operations throughout: a trace has a million rows."""
+    both = pd.DataFrame(
+        {
+            "op": pd.concat([a["op"], b["op"]], ignore_index=True).astype(object),
+            "type": pd.concat([a["type"], b["type"]], ignore_index=True).astype(object),
+            "device": pd.concat([a["device"], b["device"]], ignore_index=True).astype(object),
+            "side": np.repeat([0, 1], [len(a), len(b)]),
+        }
+    ).fillna({"type": "", "device": ""})
+    counted = both["type"].isin(_COUNTED_TYPES).to_numpy().copy()
+    counted[counted] = both["op"][counted].str.contains(r"/_\d+$", na=False).to_numpy(bool)
+    repeated = both.duplicated(["side", "op"], keep=False).to_numpy() & ~counted
+    special = counted | repeated
+    codes = np.empty(len(both), dtype=np.int64)
+    plain_codes, plain = pd.factorize(both["op"].to_numpy()[~special])
+    codes[~special] = plain_codes
+    parts = both[special]
+    served = parts["op"].where(
+        ~counted[special], parts["op"].str.replace(r"/_\d+$", "", regex=True)
+    )
+    group = pd.DataFrame(
+        {
+            "side": parts["side"],
+            "kind": parts["type"].where(counted[special], ""),  # a counted type is never ""
+            "served": served,
+            "device": parts["device"],
+        }
+    )
+    group["nth"] = group.groupby(["side", "kind", "served", "device"], sort=False).cumcount()
+    keys = group.groupby(["kind", "served", "device", "nth"], sort=False).ngroup()
+    codes[special] = keys.to_numpy() + len(plain)
+    _pair_leftovers(codes, counted, both["side"].to_numpy(), group, counted[special])
+    return codes[: len(a)], codes[len(a) :]
+
+
+def _pair_leftovers(
+    codes: np.ndarray, counted: np.ndarray, side: np.ndarray, group: pd.DataFrame, kinds: np.ndarray
+) -> None:
+    """Give each runtime-made row of ``b`` whose key ``a`` lacks the key of a row of ``a`` of
+    the same type and op whose key ``b`` lacks, pairing them in order (in place)."""
+    in_a, in_b = codes[counted & (side == 0)], codes[counted & (side == 1)]
+    left = counted & (((side == 0) & ~np.isin(codes, in_b)) | ((side == 1) & ~np.isin(codes, in_a)))
+    if not left.any():
+        return
+    rows = group[kinds][["side", "kind", "served"]].assign(row=np.flatnonzero(counted))
+    rows = rows[left[rows["row"].to_numpy()]]
+    rows["rank"] = rows.groupby(["side", "kind", "served"], sort=False).cumcount()
+    key = ["kind", "served", "rank"]
+    pairs = rows[rows["side"] == 1].merge(rows[rows["side"] == 0], on=key, suffixes=("", "_a"))
+    codes[pairs["row"].to_numpy()] = codes[pairs["row_a"].to_numpy()]
 
 
 def _without_onednn_prefix(types: pd.Series) -> pd.Series:
@@ -143,9 +182,9 @@ def _without_onednn_prefix(types: pd.Series) -> pd.Series:
 
 def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     columns = ["op", "type", "device", "how", "duration_us"]
-    codes: dict[Any, int] = {}
-    left = a.ops[columns].assign(_key=_match_keys(a.ops, codes))
-    right = b.ops[columns].assign(_key=_match_keys(b.ops, codes))
+    keys_a, keys_b = _match_keys(a.ops, b.ops)
+    left = a.ops[columns].assign(_key=keys_a)
+    right = b.ops[columns].assign(_key=keys_b)
     merged = left.merge(right, on="_key", how="outer", suffixes=("_a", "_b"), sort=False)
     in_a, in_b = merged["op_a"].notna(), merged["op_b"].notna()
     type_a, type_b = (_without_onednn_prefix(merged[column]) for column in ("type_a", "type_b"))
@@ -267,13 +306,18 @@ def _summary(
     moved = ops[ops["status"] == "moved"]
     parts = []
     if len(moved):
+        runtime = _runtime_made(moved)
+        first = pd.concat([moved[~runtime], moved[runtime]]).head(3)  # the code's own ops first
         shown = ", ".join(
             f"{op} ({short_device(da)} -> {short_device(db)})"
-            for op, da, db in zip(
-                moved["op"][:3], moved["device_a"][:3], moved["device_b"][:3], strict=True
-            )
+            for op, da, db in zip(first["op"], first["device_a"], first["device_b"], strict=True)
         )
         more = f" and {len(moved) - 3} more" if len(moved) > 3 else ""
+        if runtime.any():
+            more += (
+                f" ({int(runtime.sum())} of them the runtime's sends, receives and "
+                "control-edge ops, moved with the ops they serve)"
+            )
         parts.append(f"{len(moved)} op{'s' * (len(moved) != 1)} moved: {shown}{more}.")
     else:
         parts.append("No op moved.")
@@ -319,6 +363,11 @@ def _summary(
         change = f" ({(step_b - step_a) / step_a:+.0%})" if step_a else ""
         parts.append(f"Step time: a {format_us(step_a)}, b {format_us(step_b)}{change}.")
     return " ".join(parts)
+
+
+def _runtime_made(ops: pd.DataFrame) -> pd.Series:
+    """Which rows are ops graph partitioning made under a counted name (:data:`_COUNTED_TYPES`)."""
+    return ops["type"].isin(_COUNTED_TYPES) & ops["op"].str.contains(r"/_\d+$")
 
 
 def _changed_transfers_text(changed: pd.DataFrame) -> str:

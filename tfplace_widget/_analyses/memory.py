@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._model.memory import persistent_bytes, step_rows
+from .._model.memory import persistent_bytes, stable_order, step_rows
 
 PEAK_COLUMNS = [
     "device",
@@ -63,11 +63,13 @@ def memory_peaks(trace: Any) -> pd.DataFrame:
 class MemorySeries:
     """``trace.memory``'s records per device and allocator: ``rows`` the row positions of
     each (in the frame's order), ``devices`` and ``allocators`` their names, sorted by device
-    then allocator (records naming no device or allocator are in none)."""
+    then allocator (records naming no device or allocator are in none); ``step`` which rows
+    are the step's own (``step_rows``: the others are persistent, in no series)."""
 
     devices: list[str]
     allocators: list[str]
     rows: list[np.ndarray]
+    step: np.ndarray
 
 
 _SERIES: dict[int, tuple[weakref.ref, MemorySeries]] = {}
@@ -81,19 +83,21 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
     kept = _SERIES.get(key)
     if kept is not None and kept[0]() is memory:
         return kept[1]
-    # The records come in runs of one (device, allocator): each run's names hashed once, the
-    # runs (not the rows) sorted by (device, allocator), then each run's rows in order.
+    # The records come in runs of one (device, allocator): each column's own runs' names
+    # hashed once (a device's runs are many, an allocator's few), the runs of the pair (not
+    # the rows) sorted by (device, allocator), then each run's rows in order.
     device = memory["device"].to_numpy(dtype=object)
     allocator = memory["allocator"].to_numpy(dtype=object)
     step = step_rows(memory)
     if not step.all():  # the persistent rows are in no series: named by no device
         device = np.where(step, device, None)
     n = len(device)
-    starts = np.flatnonzero(np.concatenate([[n > 0], _changes(device) | _changes(allocator)]))
-    device_codes, devices = pd.factorize(device[starts], sort=True)
-    allocator_codes, allocators = pd.factorize(allocator[starts], sort=True)
-    pair = device_codes.astype(np.int64) * len(allocators) + allocator_codes
-    order = np.argsort(pair, kind="stable")  # each (device, allocator)'s runs, in their order
+    device_change, allocator_change = _changes(device), _changes(allocator)
+    starts = np.flatnonzero(np.concatenate([[n > 0], device_change | allocator_change]))
+    device_codes, devices = _run_codes(device, device_change, starts)
+    allocator_codes, allocators = _run_codes(allocator, allocator_change, starts)
+    pair = device_codes * len(allocators) + allocator_codes
+    order = stable_order(pair)  # each (device, allocator)'s runs, in their order
     lengths = np.diff(np.append(starts, n))[order]
     ends = np.cumsum(lengths)
     rows = np.repeat(starts[order] - (ends - lengths), lengths) + np.arange(n)
@@ -108,9 +112,22 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
         devices=[devices[device_codes[run]] for run in heads],
         allocators=[allocators[allocator_codes[run]] for run in heads],
         rows=groups,
+        step=step,
     )
     _SERIES[key] = (weakref.ref(memory, lambda _, key=key: _SERIES.pop(key, None)), series)
     return series
+
+
+def _run_codes(
+    values: np.ndarray, change: np.ndarray, starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The codes of ``values`` at rows ``starts`` (``pd.factorize(values[starts], sort=True)``
+    of runs that start at each ``change`` of ``values`` and at each of ``starts``), with the
+    names they number: only the first value of each of ``values``' own runs is hashed."""
+    own = np.flatnonzero(np.concatenate([[len(values) > 0], change]))
+    codes, names = pd.factorize(values[own], sort=True)
+    run = np.searchsorted(own, starts, side="right") - 1  # the run of ``values`` each is in
+    return codes[run].astype(np.int64), names
 
 
 def _changes(values: np.ndarray) -> np.ndarray:
@@ -159,7 +176,7 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
                 "ops_bytes": [int(b) for b in sums[held]],
             }
         )
-    held = persistent_bytes(memory)
+    held = persistent_bytes(memory, series.step)
     for row in rows:
         mine = held.pop((row["device"], row["allocator"]), [])
         row.update(_persistent_fields(mine))

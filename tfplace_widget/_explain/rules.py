@@ -9,8 +9,10 @@ shared notes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from .._model.devices import task_of
 from .._model.graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts
 
 HOW_VALUES = ("explicit", "implicit", "colocated", "soft", "runtime", "unknown", "xla")
@@ -111,8 +113,22 @@ def implicit_local_task(op_type: str, task: str, short: str, tail: str = "") -> 
     """
     return (
         f"No device requested: {_BY_PRIORITY} {op_type} (GPU before CPU) and, among those, a "
-        f"device of the task the session runs on, its master, {task}, where fetched values go, "
-        f"before other tasks': {short}.{tail}"
+        f"device of {session_task(task)}, before other tasks': {short}.{tail}"
+    )
+
+
+def session_task(task: str) -> str:
+    """How :func:`implicit_local_task` names the task whose devices are local to the placer."""
+    return f"the task the session runs on, its master, {task}, where fetched values go,"
+
+
+def instantiating_worker(task: str) -> str:
+    """What :func:`session_task` says instead for a step a worker placed itself: a
+    ``ParameterServerStrategy`` step the coordinator sent to worker ``task``, which places
+    it with its own devices local and the ps tasks' remote."""
+    return (
+        f"the worker the coordinator sent the step to, {task}, which places it (its own "
+        "devices local, the ps tasks' remote)"
     )
 
 
@@ -269,3 +285,46 @@ def functional_owner(name: str, facts: GraphFacts | None) -> str:
         if facts.types.get(prefix) in _FUNCTIONAL_TYPES:
             return prefix
     return ""
+
+
+def round_robin_rule(job: str, who: str) -> str:
+    """How variables are dealt out over the ``job`` tasks, by ``who`` ("the setter deals
+    variables out"): tf.compat.v1.train.replica_device_setter's rule, and
+    ParameterServerStrategy's (its ``_create_variable_round_robin``)."""
+    return (
+        f"{who} round-robin over the {job} tasks in the order they are created (task = "
+        "creation index mod the number of ps tasks)"
+    )
+
+
+def scheduled_there(task: str, scheduled: Sequence[str], warmup: int) -> str:
+    """Why a ``ParameterServerStrategy`` step's op is on worker ``task``: the calls of the
+    step the coordinator sent there (``scheduled``: the worker of each call, in order; the
+    first ``warmup`` were warm-up calls)."""
+    calls = [
+        f"{n + 1}{' (warm-up)' if n < warmup else ''}"
+        for n, worker in enumerate(scheduled)
+        if worker == task
+    ]
+    return (
+        f"The step runs on {task} because the coordinator scheduled it there "
+        f"(ClusterCoordinator.schedule: call{'s' * (len(calls) != 1)} "
+        f"{', '.join(calls) or 'none'} of {len(scheduled)})."
+    )
+
+
+def ps_variable(variable: Mapping[str, Any], partitioner: str) -> str:
+    """Which task holds a ``ParameterServerStrategy`` variable (shard), as the coordinator
+    recorded it (name, device, shape, dtype, bytes; shard and shards), and the strategy's
+    rule that put it there (``partitioner``: its ``variable_partitioner``'s class)."""
+    task = task_of(variable["device"])
+    size = f"{variable['shape']} {variable['dtype']}, {variable['bytes']:,} bytes"
+    rule = round_robin_rule("ps", "ParameterServerStrategy deals variables and shards out")
+    if "shard" in variable:
+        return (
+            f"Variable shard {variable['shard'] + 1} of {variable['shards']} of "
+            f"{variable['variable']} ({variable['name']}: {size}), placed on {task} by the "
+            f"strategy's variable_partitioner ({partitioner or 'variable_partitioner'}): "
+            f"{rule}."
+        )
+    return f"Variable {variable['name']} ({size}), placed on {task}: {rule}."

@@ -17,7 +17,13 @@ from .._model.devices import DeviceSpec, device_sort_key, parse_device, short_de
 from .._model.graphfacts import RESOURCE_COLOCATION_EXEMPT, GraphFacts, linked_groups
 from .._model.kernels import SYMBOLIC_DEVICE_TYPES
 from . import rules
-from .rules import HOW_VALUES, colocated_reason, functional_owner, link_words
+from .rules import (
+    HOW_VALUES,
+    colocated_reason,
+    functional_owner,
+    link_words,
+    round_robin_rule,
+)
 
 _HOW_CODES = {how: code for code, how in enumerate(HOW_VALUES)}
 _UNDECIDED: Any = object()
@@ -42,16 +48,6 @@ _RUNTIME_NAMES = {
         "trace.transfers lists them with cross_task True)."
     ),
 }
-
-
-def round_robin_rule(job: str, who: str) -> str:
-    """How variables are dealt out over the ``job`` tasks, by ``who`` ("the setter deals
-    variables out"): tf.compat.v1.train.replica_device_setter's rule, and
-    ParameterServerStrategy's (its ``_create_variable_round_robin``)."""
-    return (
-        f"{who} round-robin over the {job} tasks in the order they are created (task = "
-        "creation index mod the number of ps tasks)"
-    )
 
 
 # Op types tf.compat.v1.train.replica_device_setter sends to the ps tasks (STANDARD_PS_OPS

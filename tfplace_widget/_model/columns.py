@@ -92,4 +92,5 @@ FINDING_KINDS = (
     "memory_peak",
     "pinned_host_memory",
     "input_memory",
+    "replicated_variables",
 )

@@ -68,6 +68,9 @@ class AllocatorRecords:
     # allocators that report to TensorFlow's profiler (a TF2 profile): then an op with no
     # item allocated nothing that was recorded, which is not "nothing".
     every_allocation: bool = True
+    # A TF2 profile's allocations no traced op owns, and their frees: (profiler line, time,
+    # allocator, address, bytes signed), in time order; an XLA program's buffers are among them
+    unowned: list = field(default_factory=list)
 
     def keep(self, moved: dict[int, int]) -> None:
         """Keep the items of the execution records in ``moved`` (old row -> new row)."""
@@ -83,6 +86,7 @@ class AllocatorRecords:
                 kept.bytes += self.bytes[at : at + count]
             at += count
         kept.every_allocation = self.every_allocation
+        kept.unowned = self.unowned
         for name in kept.__dataclass_fields__:
             setattr(self, name, getattr(kept, name))
 
@@ -122,6 +126,10 @@ class Executed:
     # node -> the bytes of the resource variables it hands out (``sources.persistent``): a
     # VarHandleOp's, a function's resource _Arg's; held on its device through every step
     variables: dict[str, int] = field(default_factory=dict)
+    # node (of ``variables``) -> the variable it hands out, the same for two handles of one
+    # variable (a graph's VarHandleOps of one resource, two functions' _Args given one handle):
+    # held once per device. A node missing here is a variable of its own.
+    variable_of: dict[str, str] = field(default_factory=dict)
     # node -> where the user's code made it (``tfadapter.origins``); None: made by code but no
     # frame of the user's recorded. Empty when the trace did not record sources; otherwise a
     # node missing here was added by TensorFlow's runtime (_Send, _Recv, copies, Grappler).

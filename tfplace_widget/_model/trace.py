@@ -394,6 +394,26 @@ class PlacementTrace:
         """
         return services().from_chrome_trace(path)
 
+    @classmethod
+    def from_xspace(cls, path: str | os.PathLike) -> PlacementTrace:
+        """Build a trace from a saved TF2 profile, the ``<host>.xplane.pb`` that
+        ``tf.profiler.experimental.start(logdir)`` / ``stop()`` or TensorBoard's profiler wrote.
+
+        Args:
+            path: The ``.xplane.pb`` file (``.gz``: read gzipped).
+
+        Returns:
+            The trace, with the profile's allocator records in ``memory``; ``how`` says
+            ``unknown`` (the file has no graph). An op the profile ties to one GPU alone (its
+            kernels or copies there, or chunks of that GPU's own allocator ``GPU_<N>_bfc``) is
+            on that GPU; other host ops (``_Arg``, ``_Send``...) are on ``/host:CPU``, as the
+            profile does not say their device.
+
+        Raises:
+            TraceError: The file is missing, too large, or not an XSpace.
+        """
+        return services().from_xspace(path)
+
 
 # ``memory`` is a dataclass field (for __init__, fields() and dataclasses.replace) and this
 # property over ``_memory``: the class body cannot give one name both.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -66,8 +67,9 @@ def thin(live: np.ndarray, max_points: int = MAX_MEMORY_POINTS) -> np.ndarray:
     for extreme in (np.maximum, np.minimum):  # each run's first highest and first lowest point
         at = np.flatnonzero(live == extreme.reduceat(live, starts)[run])
         kept.append(at[np.concatenate([[True], run[at][1:] != run[at][:-1]])])
-    kept = np.concatenate(kept)
-    return np.unique(kept)
+    marked = np.zeros(n, dtype=bool)  # ascending, once each: marked, not sorted
+    marked[np.concatenate(kept)] = True
+    return np.flatnonzero(marked)
 
 
 def memory_curves(
@@ -86,7 +88,7 @@ def memory_curves(
     series = memory_series(memory)  # each (device, allocator)'s rows, found once per frame
     for device, allocator, rows in zip(series.devices, series.allocators, series.rows, strict=True):
         device, allocator = str(device), str(allocator)
-        live, time = live_all[rows], time_all[rows]
+        live = live_all[rows]
         at = int(np.argmax(live))
         kept = rows[thin(live, max_points)]
         curves.append(
@@ -99,7 +101,7 @@ def memory_curves(
                 delta=delta_all[kept],
                 records=len(rows),
                 peak_bytes=int(live[at]),
-                peak_time_us=float(time[at]),
+                peak_time_us=float(time_all[rows[at]]),
             )
         )
     return sorted(curves, key=lambda c: (place.get(c.device, len(place)), c.device, c.allocator))
@@ -127,6 +129,9 @@ def memory_rows(curves: list[MemoryCurve]) -> dict[str, str]:
     return {device: f"y{i + 2}" for i, device in enumerate(ordered)}
 
 
+NO_OP = "(no op recorded)"  # the hover of a record whose op the trace (a file) does not name
+
+
 def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
     """The lane's plotly.js traces: per curve a step line (``line.shape: "hv"``, filled light
     below) on its device's row, whose hover gives the live bytes, the time and the op of the
@@ -146,8 +151,8 @@ def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
         # The hover's words per point: the op (``text``, escaped once per name) and the
         # record's bytes (``customdata``, numbers sent as a binary buffer), formatted by
         # plotly.js: no string per point made here.
-        codes, names = pd.factorize(curve.ops)
-        escaped = np.array(_escaped(names), dtype=object)
+        codes, names = pd.factorize(curve.ops)  # -1 for a record that names no op
+        escaped = np.array([*_escaped(names), NO_OP], dtype=object)
         ops = np.empty(len(codes) + 1, dtype=object)
         ops[0], ops[1:] = "step start", escaped[codes]
         delta = np.concatenate([[0.0], curve.delta.astype(np.float64)])
@@ -287,18 +292,20 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
     if peaks.empty:
         return []
     named = {op for held in peaks["ops"] for op in held[:max_ops]}
-    ops = trace.ops
-    ops = ops[ops["op"].isin(named)]
+    holders = {op for held in peaks["persistent_ops"] for op in held}
+    rows = _op_rows(trace.ops, named | holders)
     facts = {
         (op, device): (str(t), str(h), str(r))
-        for op, device, t, h, r in zip(
-            ops["op"], ops["device"], ops["type"], ops["how"], ops["reason"], strict=True
-        )
+        for op, device, t, h, r in zip(*rows, strict=True)
+        if op in named
     }
+    types = {
+        (op, device): str(t) for op, device, t, _, _ in zip(*rows, strict=True) if op in holders
+    }
+    facts.update(_cluster_facts(trace, named))
     labels = curve_labels(list(zip(peaks["device"], peaks["allocator"], strict=True)))
-    types = _holder_types(trace, peaks)
     items = []
-    for row, label in zip(peaks.itertuples(index=False), labels, strict=True):
+    for row, label in zip(_peak_rows(peaks), labels, strict=True):
         held = []
         for op, size in list(zip(row.ops, row.ops_bytes, strict=True))[:max_ops]:
             typ, how, reason = facts.get((op, row.device), ("", "", ""))
@@ -364,14 +371,42 @@ def persistent_text(
     )
 
 
-def _holder_types(trace: Any, peaks: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """The op type of each persistent holder of ``peaks`` on its device."""
-    named = {op for held in peaks["persistent_ops"] for op in held}
-    if not named:
+def _cluster_facts(trace: Any, named: set) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """(type, how, reason) of each XLA cluster among the holders ``named``: its buffers are
+    the cluster's (``trace.memory`` names the cluster), no op of it has a row of its own."""
+    xla = trace.xla
+    if not len(xla):
         return {}
-    ops = trace.ops
-    ops = ops[ops["op"].isin(named)]
+    clusters = set(zip(xla["cluster"], xla["device"], strict=True))
     return {
-        (op, device): str(t)
-        for op, device, t in zip(ops["op"], ops["device"], ops["type"], strict=True)
+        (cluster, device): (
+            "XLA cluster",
+            "xla",
+            f"the buffers XLA allocated for the cluster {cluster} on {short_device(device)}, "
+            "one for all its instructions, not op by op (its ops: function == "
+            f"{cluster!r} in trace.ops)",
+        )
+        for cluster, device in clusters
+        if cluster in named
     }
+
+
+def _op_rows(ops: pd.DataFrame, names: set[str]) -> list[list[Any]]:
+    """The ``op``, ``device``, ``type``, ``how`` and ``reason`` of the rows of ``ops``
+    (``trace.ops``) whose op is one of ``names``, in order: those columns only taken."""
+    if not names:
+        return [[] for _ in range(5)]
+    at = np.flatnonzero(ops["op"].isin(names).to_numpy(dtype=bool))
+    return [ops[column].array[at].tolist() for column in _FACT_COLUMNS]
+
+
+_FACT_COLUMNS = ("op", "device", "type", "how", "reason")
+
+
+def _peak_rows(peaks: pd.DataFrame) -> list[Any]:
+    """``peaks``' rows as plain namespaces of its columns (no ``itertuples``)."""
+    columns = {c: peaks[c].tolist() for c in peaks.columns}
+    return [
+        SimpleNamespace(**dict(zip(columns, values, strict=True)))
+        for values in zip(*columns.values(), strict=True)
+    ]

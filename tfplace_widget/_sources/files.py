@@ -14,13 +14,16 @@ from . import limits
 
 
 def trace_format(path: str | os.PathLike) -> str:
-    """``"chrome"`` (``.json``), ``"text"`` (``.pbtxt``/``.txt``) or ``"binary"`` (anything
-    else: a serialized RunMetadata), by the name's suffix, any case, a ``.gz`` after it ignored."""
+    """``"chrome"`` (``.json``), ``"xspace"`` (``.xplane.pb``: a TF2 profile), ``"text"``
+    (``.pbtxt``/``.txt``) or ``"binary"`` (anything else: a serialized RunMetadata), by the
+    name's suffix, any case, a ``.gz`` after it ignored."""
     name = os.fspath(path).lower()
     if name.endswith(".gz"):
         name = name[:-3]
     if name.endswith(".json"):
         return "chrome"
+    if name.endswith(".xplane.pb"):
+        return "xspace"
     if name.endswith((".pbtxt", ".txt")):
         return "text"
     return "binary"

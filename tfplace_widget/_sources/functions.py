@@ -135,6 +135,7 @@ def read_function_graphs(
     renamed_out: list[dict[str, str]] | None = None,
     placement_log: str = "",
     definitions: Sequence[str | None] = (),
+    handles: Sequence[Sequence[str | None]] = (),
 ) -> tuple[Executed, FunctionFacts, dict[str, str]]:
     """The executed graph, the node facts, and executed name -> display name, of every
     instantiated function.
@@ -150,6 +151,8 @@ def read_function_graphs(
     Each node made from a node def is recorded in ``Executed.made_by`` (where its stack is:
     ``tfadapter.origins``), with the FunctionDef name ``definitions[i]`` for entry ``i``'s own
     node defs (None when not given).
+    ``handles[i][k]``: the variable whose handle entry ``i``'s call gave as its input ``k``
+    (None for another input or when not known), for ``Executed.variable_of``.
     """
     executed = Executed()
     log = PlacementLog(placement_log)
@@ -177,6 +180,7 @@ def read_function_graphs(
         definition = definitions[index] if index < len(definitions) else None
         top = _Body({n.name: n for n in pre.node}, function, library, definition=definition)
         renamed: dict[str, str] = renamed_of.setdefault(index, {})
+        inputs = handles[index] if index < len(handles) else ()
         for partition in graph.partition_graphs:
             for node in partition.node:
                 origin = _resolve(node.name, top, "" if eager else scope_device)
@@ -190,6 +194,9 @@ def read_function_graphs(
                 executed.type[display] = node.op
                 if node.op == "_Arg" and not eager and (held := variable_bytes(node)):
                     executed.variables[display] = held  # a variable the function captured
+                    position = node.attr["index"].i if "index" in node.attr else -1
+                    if 0 <= position < len(inputs) and inputs[position] is not None:
+                        executed.variable_of[display] = inputs[position]
                 if "fused_ops" in node.attr:
                     executed.fused[display] = [f.decode() for f in node.attr["fused_ops"].list.s]
                 if origin is not None:

@@ -81,7 +81,10 @@ def _persistent(
 ) -> tuple[np.ndarray, ...] | None:
     """The persistent rows' columns (device, allocator, time, bytes, op, series, kind), one
     row per holder and device, or None when there is none. A resource variable's allocator:
-    a GPU's own BFC allocator, else the one its device's records use most, else ``cpu``."""
+    a GPU's own BFC allocator, else the one its device's records use most, else ``cpu``. A
+    variable several holders hand out (``Executed.variable_of``) is one row per device, its
+    first holder's (the first function's ``_Arg`` in ``read_function_graphs``' order, the largest
+    function first: fit's training step before its evaluation step)."""
     held: dict[tuple[str, str], tuple[int, str]] = {}
     for (op, lane), value in records.persistent.items():  # a device's lanes: the largest
         key = (op, canonical_device(lane_owner(lane)))
@@ -90,10 +93,18 @@ def _persistent(
     variables = executed.variables if executed is not None else {}
     if variables:
         usual = _usual_allocators(items)
+        same = executed.variable_of
+        seen: set[tuple[str, str]] = set()  # (variable, device): its first holder's row only
         for op, size in variables.items():
             device = executed.device.get(op, "")
-            if size and device and (op, device) not in held:
-                held[op, device] = (size, usual.get(device) or _own_allocator(device))
+            if not size or not device or (op, device) in held:
+                continue
+            variable = same.get(op)
+            if variable is not None:
+                if (variable, device) in seen:
+                    continue
+                seen.add((variable, device))
+            held[op, device] = (size, usual.get(device) or _own_allocator(device))
     if not held:
         return None
     keys = list(held)
@@ -169,9 +180,9 @@ def _allocator_names(group: np.ndarray, groups: int, items: dict[str, np.ndarray
     bytes each took, largest first."""
     names = np.empty(groups, dtype=object)
     names[group] = items["allocator"]  # one per group, unless it has several
-    codes, allocators = pd.factorize(items["allocator"])
-    pairs = np.unique(group.astype(np.int64) * len(allocators) + codes) // len(allocators)
-    several = np.unique(pairs[np.r_[pairs[1:] == pairs[:-1], False]])
+    codes, allocators = items["allocator_code"], items["allocators"]
+    pairs = _sorted_unique(group.astype(np.int64) * len(allocators) + codes) // len(allocators)
+    several = _sorted_unique(pairs[np.r_[pairs[1:] == pairs[:-1], False]])
     for g in several.tolist():
         mine = group == g
         taken: dict[str, int] = {}
@@ -179,6 +190,12 @@ def _allocator_names(group: np.ndarray, groups: int, items: dict[str, np.ndarray
             taken[name] = taken.get(name, 0) + size
         names[g] = ", ".join(sorted(taken, key=lambda a: (-taken[a], a)))
     return names
+
+
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of integers, by a sort (numpy 2's hashing ``unique`` is ~20x slower)."""
+    ordered = np.sort(values)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
 
 
 def _items(records: Records) -> dict[str, np.ndarray]:
@@ -189,16 +206,25 @@ def _items(records: Records) -> dict[str, np.ndarray]:
     device_of = np.array([canonical_device(lane_owner(lane)) for lane in distinct], dtype=object)
     ops = records.op
     step_codes, _ = pd.factorize(np.asarray(memory.step, dtype=np.int64), sort=True)
-    device_codes, devices = pd.factorize(device_of[lane_codes])
+    # numbered as ``pd.factorize(device_of[lane_codes])`` would: the lanes come in order
+    device_codes, devices = pd.factorize(device_of)
+    device_codes = device_codes[lane_codes]
     allocator_codes, allocators = pd.factorize(np.asarray(memory.allocator, dtype=object))
     # (step, device, allocator), numbered in the order of the steps: one live-bytes series each
     series = (step_codes * len(devices) + device_codes) * len(allocators) + allocator_codes
+    named = allocator_codes >= 0  # always, from TensorFlow's records (a name, maybe "")
     return {
         "op": np.array([ops[r] for r in memory.row], dtype=object),
         "device": device_of[lane_codes],
         "step": step_codes,
         "series": series.astype(np.int64),
-        "allocator": np.asarray(memory.allocator, dtype=object),
+        "allocator": (  # one name object per allocator
+            np.asarray(allocators, dtype=object)[allocator_codes]
+            if named.all()
+            else np.asarray(memory.allocator, dtype=object)
+        ),
+        "allocator_code": allocator_codes,
+        "allocators": allocators,
         "peak": np.asarray(memory.peak, dtype=np.int64),
         "total": np.asarray(memory.total, dtype=np.int64),
         "count": np.asarray(memory.count, dtype=np.int64),

@@ -12,6 +12,12 @@ Two sources, each TensorFlow's own:
   mode), a function's resource ``_Arg``'s ``_handle_shapes`` and ``_handle_dtypes`` (TF2: the
   variables a ``tf.function`` captured), elements times the dtype's size. A shape not fully
   known counts nothing.
+
+A variable two handles hand out is held once per device: a graph's ``VarHandleOp``s are the same
+variable when they name the same resource (``container``, ``shared_name``:
+:func:`variable_identity`), a function's resource ``_Arg``s when the calls gave them the same
+handle (the tracer's record: ``Executed.variable_of``): Keras's ``model.fit`` with validation
+captures the model's variables in its training and its evaluation step.
 """
 
 from __future__ import annotations
@@ -41,6 +47,18 @@ def variable_bytes(node: Any) -> int:
     if len(shapes) != len(types):
         return 0
     return sum(_tensor_bytes(s, t) for s, t in zip(shapes, types, strict=True))
+
+
+def variable_identity(node: Any) -> str:
+    """The resource a ``VarHandleOp`` (a ``NodeDef``) hands out, ``container/shared_name``;
+    "" for any other node or a handle with no shared name (its own resource, by node name)."""
+    if node.op not in VARIABLE_HANDLES or "shared_name" not in node.attr:
+        return ""
+    shared = node.attr["shared_name"].s.decode()
+    if not shared:
+        return ""
+    container = node.attr["container"].s.decode() if "container" in node.attr else ""
+    return f"{container}/{shared}"
 
 
 def _tensor_bytes(shape: Any, dtype: int) -> int:

@@ -19,7 +19,7 @@ from .._tfadapter.protos import run_metadata_type
 from . import frames
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
 from .onednn import add_merged_nodes
-from .persistent import VARIABLE_HANDLES, variable_bytes
+from .persistent import VARIABLE_HANDLES, variable_bytes, variable_identity
 from .replicated import add_replicated_constants
 from .xla import XlaProfile
 from .xla_graph import LAUNCH_TYPES, add_graph_clusters
@@ -232,6 +232,8 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
                 inputs_of[name] = raw_inputs
             if op_type in VARIABLE_HANDLES:
                 executed.variables[name] = variable_bytes(node)
+                if identity := variable_identity(node):
+                    executed.variable_of[name] = identity
             if op_type in SEND_TYPES:
                 attr = node.attr
                 if "client_terminated" in attr and attr["client_terminated"].b:

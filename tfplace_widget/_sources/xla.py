@@ -14,6 +14,7 @@ as plain data; it runs nothing.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,9 @@ _HLO_PROTO_STAT = "Hlo Proto"
 _AUTO_MODULE = re.compile(r"^(cluster_\d+)__")
 _PROGRAM_NAME = re.compile(r"(.+)\((\d+)\)")  # a metadata event: "<module>(<program id>)"
 _COMPILE = re.compile(r"^\w*Compiler::Compile\w*Executable$")  # CpuCompiler::CompileCpuExecutable
+# A compiled program's run on the host thread that launched it; XLA:CPU takes the program's
+# buffers inside it, before its first instruction
+_EXECUTE = re.compile(r"^\w*Executable::Execute\w*$")  # CpuExecutable::ExecuteAsyncOnStream
 # TF names a jit_compile function's module after its FunctionDef: "__inference_f_23" ->
 # "a_inference_f_23__XlaMustCompile_true_config_proto_..._.2" (a leading "_" becomes "a"), or
 # "a_inference_f_23__.1" when a tf.function without XLA calls it.
@@ -81,6 +85,9 @@ class XlaProfile:
     # one (module, start µs since the epoch, duration µs) per compilation while profiling: the
     # compiler's "CpuCompiler::CompileCpuExecutable" event (stat ``name``: the module), TF 2.21
     compiles: list[tuple[str, int, int]] = field(default_factory=list)
+    # one (module, line id, start, end µs since the epoch) per run of a compiled program on a
+    # host line: XLA's ``CpuExecutable::ExecuteAsyncOnStream`` (etc.) around its instructions
+    executions: list[tuple[str, int, int, int]] = field(default_factory=list)
 
 
 def auto_cluster_of_module(module: str) -> str:
@@ -102,7 +109,7 @@ def xla_from_xspace(data: bytes) -> XlaProfile:
     origin_ns = max((_profile_start_ns(p) for n, p in planes if n == _TASK_ENV_PLANE), default=0)
     for name, plane in planes:
         if name == HOST_PLANE or _GPU_PLANE.fullmatch(name):
-            _read_runs(plane, name, origin_ns, profile.runs, profile.run_programs)
+            _read_runs(plane, name, origin_ns, profile)
         if name == HOST_PLANE:
             _read_compiles(plane, origin_ns, profile.compiles)
     ran = {run[0] for run in profile.runs}
@@ -204,22 +211,32 @@ def _instructions(module: Any) -> dict[str, HloInstruction]:
     return out
 
 
-def _read_runs(plane: Any, device: str, origin_ns: int, runs: list, programs: list) -> None:
-    """Events with ``hlo_op`` and ``hlo_module`` stats (on the event or its metadata)."""
+def _read_runs(plane: Any, device: str, origin_ns: int, profile: XlaProfile) -> None:
+    """Events with ``hlo_op`` and ``hlo_module`` stats (on the event or its metadata), and on
+    the host the program runs around them (:data:`_EXECUTE`)."""
+    runs, programs = profile.runs, profile.run_programs
     stat_names = {key: _text(meta.name) for key, meta in plane.stat_metadata.items()}
     if "hlo_op" not in stat_names.values() and "hlo_module" not in stat_names.values():
         return
     known: dict[int, tuple[str, str] | None] = {}
     known_program: dict[int, Any] = {}
+    executes = set()
     for key, meta in plane.event_metadata.items():
         stats = _event_stats(meta, stat_names)
         known[key] = (stats.get("hlo_module", ""), stats.get("hlo_op", "")) if stats else None
         known_program[key] = stats.get("program_id", -1) if stats else -1
+        if device == HOST_PLANE and _EXECUTE.match(_text(meta.name)):
+            executes.add(key)
     for line in plane.lines:
         if _is_derived_line(line):
             continue
         line_ns = _line_start_ns(line, origin_ns)
+        spans, first = [], len(runs)
         for event in line.events:
+            if event.metadata_id in executes:
+                start, duration = _span_us(line_ns, event)
+                spans.append((start, start + duration))
+                continue
             stats = _event_stats(event, stat_names) if event.stats else {}
             module, op = known.get(event.metadata_id) or ("", "")
             module = stats.get("hlo_module", module)
@@ -230,3 +247,9 @@ def _read_runs(plane: Any, device: str, origin_ns: int, runs: list, programs: li
             runs.append((module, op, device, line.id, start, duration))
             program = stats.get("program_id", known_program.get(event.metadata_id, -1))
             programs.append(program if isinstance(program, int) else -1)
+        if spans:  # a program's run: the module of the first instruction inside it
+            mine = sorted((run[4], run[0]) for run in runs[first:])
+            for start, end in spans:
+                at = bisect.bisect_left(mine, (start, ""))
+                if at < len(mine) and mine[at][0] <= end:
+                    profile.executions.append((mine[at][1], line.id, start, end))

@@ -10,14 +10,20 @@ stream, each kernel naming its TF op in a ``tf_op`` stat. GPU lanes are spelt as
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
+from .._model.devices import lane_owner
 from .._model.errors import TraceError
-from .._model.records import Records
+from .._model.gc_pause import paused_gc
+from .._model.records import Executed, Records
+from .._model.trace import PlacementTrace
 from .._tfadapter.protos import xplane_descriptor
+from .files import read_trace_bytes
+from .frames import frames_from_records
 
 HOST_PLANE = "/host:CPU"
 # Launch events of the CUDA driver API; merged into /host:CPU before a profile is written, but a
@@ -124,6 +130,47 @@ def parse_xspace(data: bytes) -> Any:
             f"XSpace. {_WHAT}"
         )
     return space
+
+
+def trace_from_xspace(path: str | os.PathLike) -> PlacementTrace:
+    """:meth:`PlacementTrace.from_xspace`: a trace of the ops in a saved ``.xplane.pb``.
+
+    The file has no graph: the host-plane records of an op are put on a GPU when the profile
+    ties the op to that GPU alone (its kernels or copies on the GPU's streams, or chunks of
+    the GPU's own BFC allocator, ``GPU_<N>_bfc``, which only its kernels allocate from); the
+    other host ops stay on ``/host:CPU`` (the profile does not say their device).
+    """
+    where = os.fspath(path)
+    data = read_trace_bytes(where)  # bounded: limits.MAX_MEMBER_BYTES
+    with paused_gc():
+        try:
+            records = records_from_xspace(data)
+        except TraceError as exc:
+            raise TraceError(f"{where!r}: {exc}") from exc
+        _place_on_their_gpu(records)
+        return frames_from_records(
+            records, step_starts=[], executed=Executed(), facts=None, source=where
+        )
+
+
+_GPU_ALLOCATOR = re.compile(r"GPU_(\d+)_bfc")
+
+
+def _place_on_their_gpu(records: Records) -> None:
+    """Put the host-plane records of each op that only one GPU's work names (its records on
+    the GPU's lanes, its chunks of the GPU's BFC allocator) on that GPU."""
+    gpus: dict[str, set[str]] = {}
+    for op, lane in zip(records.op, records.lane, strict=True):
+        if lane != HOST_PLANE:
+            gpus.setdefault(op, set()).add(lane_owner(lane))
+    for row, allocator in zip(records.memory.row, records.memory.allocator, strict=True):
+        match = _GPU_ALLOCATOR.fullmatch(allocator)
+        if match:
+            gpus.setdefault(records.op[row], set()).add(f"/device:GPU:{match[1]}")
+    placed = {op: found.pop() for op, found in gpus.items() if len(found) == 1}
+    for row, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
+        if lane == HOST_PLANE and op in placed:
+            records.lane[row] = placed[op]
 
 
 def records_from_xspace(data: bytes | Any) -> Records:
@@ -237,10 +284,12 @@ def _allocations(
 ) -> None:
     """``records.memory`` from a profile's allocator events (in time order): an allocation
     belongs to the op its ``tf_op`` names that ran on its thread at that time; a free, to the
-    allocation of its address. Sizes are the allocator's (``allocation_bytes``: a BFC chunk);
-    allocations outside any traced op (eager calls around it) and their frees are left out."""
+    allocation of its address. Sizes are the allocator's (``allocation_bytes``: a BFC chunk).
+    Allocations outside any traced op (eager calls around it, an XLA program's buffers taken
+    under a call op that has no op event) and their frees go to ``records.memory.unowned``."""
     owned: dict[tuple[int, str], list[tuple[int, int]]] = {}  # (row, allocator) -> changes
     owner_of: dict[tuple[str, int], tuple[int, str]] = {}  # (allocator, address) -> its key
+    unowned, loose = records.memory.unowned, set()  # loose: (allocator, address) of those
     for time, line, sign, event in changes:
         stats = _event_stats(event, stat_names)
         allocator, address = str(stats.get("allocator_name", "")), stats.get("addr", 0)
@@ -248,11 +297,16 @@ def _allocations(
         if sign > 0:
             row = _op_at(spans.get(line, []), time, str(stats.get("tf_op", "")))
             if row is None:
+                loose.add((allocator, address))
+                unowned.append((line, time, allocator, address, size))
                 continue
             key = owner_of[(allocator, address)] = (row, allocator)
         else:
             key = owner_of.pop((allocator, address), None)
             if key is None:
+                if (allocator, address) in loose:
+                    loose.discard((allocator, address))
+                    unowned.append((line, time, allocator, address, -size))
                 continue
         owned.setdefault(key, []).append((time, sign * size))
     memory = records.memory
@@ -326,7 +380,7 @@ def _gpu_records(
         for event in line.events:
             stats = _event_stats(event, stat_names)
             name = event_names.get(event.metadata_id, "")
-            tf_op = stats.get("tf_op")
+            tf_op = stats.get("tf_op") or _annotated_op(stats)
             if "kernel_details" in stats:
                 lane = f"{device}/stream:{line.id}"
             elif "memcpy_details" in stats or name.startswith("Memcpy"):
@@ -343,6 +397,13 @@ def _gpu_records(
             thread = launchers.get(stats.get("correlation_id", -1), 0)
             start, duration = _span_us(line_ns, event)
             records.append(node, op_type, lane, thread, start, duration, name)
+
+
+def _annotated_op(stats: dict[str, Any]) -> str | None:
+    """The op a GPU event's outermost annotation names (``"<node>:<OpType>"`` in the
+    ``level 0`` stat: profiles of TensorFlow 2.2 to 2.4, before the ``tf_op`` stat), if any."""
+    level0 = stats.get("level 0")
+    return level0 if isinstance(level0, str) and split_op_event(level0) else None
 
 
 def _event_stats(event: Any, stat_names: dict[int, str]) -> dict[str, Any]:

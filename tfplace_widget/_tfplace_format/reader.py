@@ -32,7 +32,13 @@ from .upgrades import add_memory_kind, add_missing_columns, current_findings, wr
 _MISSING: Any = object()
 # A device as TensorFlow names it in full (device_name_utils.cc: job names and types are a
 # letter, then letters, digits and underscores).
-_DEVICE = re.compile(r"/job:[A-Za-z]\w*/replica:\d+/task:\d+/device:[A-Za-z]\w*:\d+", re.ASCII)
+# A full device name; or the profiler's host plane, for the host ops of a TF2 profile read
+# without its graph (PlacementTrace.from_xspace), whose device the profile does not say.
+HOST_DEVICE = "/host:CPU"
+_DEVICE = re.compile(
+    r"/job:[A-Za-z]\w*/replica:\d+/task:\d+/device:[A-Za-z]\w*:\d+|" + re.escape(HOST_DEVICE),
+    re.ASCII,
+)
 _SAVE_FIX = "Save the trace again with trace.save(path)."
 
 
@@ -108,6 +114,10 @@ def read(path: str | os.PathLike) -> SavedTrace:
             )
         )
         if "facts.json" in reader.names:
+            if HOST_DEVICE in devices:  # a trace with its graph places every op
+                raise reader.damaged(
+                    MANIFEST, f"devices has {HOST_DEVICE!r} in a trace with graph facts"
+                )
             saved.facts = reader.facts(maps)
         saved.measured = optional.get("measured")
         if "findings" in optional:

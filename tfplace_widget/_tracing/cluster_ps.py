@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._explain.run import round_robin_rule
+from .._explain.rules import ps_variable, scheduled_there
 from .._model.columns import EVENTS_COLUMNS
 from .._model.devices import task_of
 from .._model.errors import TraceError
@@ -70,7 +70,7 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
             "`return train_step, (per_worker_iterator,)`)."
         )
     ops_frames, transfer_frames = [], []
-    for function, trace, constants in traces:
+    for _, function, trace, constants in traces:
         ops = trace.ops.copy()
         reads = _variable_reads(trace, record.get("variables", {}).get(function, {}))
         scopes = record.get("requests", {}).get(function, {})
@@ -81,7 +81,7 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
         ops_frames.append(ops)
         sizes = {**constants, **record.get("tensor_bytes", {}).get(function, {})}
         transfer_frames.append(_with_bytes(trace.transfers, sizes))
-    first = traces[0][1]
+    first = traces[0][2]
     ops = pd.concat(ops_frames, ignore_index=True)
     # Each worker's instantiation runs its own copy of the ps tasks' part: the same ops, on the
     # same ps devices; one row each.
@@ -89,15 +89,19 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
     transfers = pd.concat(transfer_frames, ignore_index=True).drop_duplicates(
         subset=["tensor", "src_device", "dst_device"], ignore_index=True
     )
-    devices = sorted({d for _, t, _ in traces for d in t.devices})
+    devices = sorted({d for _, _, t, _ in traces for d in t.devices})
     inputs: dict[str, list[str]] = {}
-    for _, trace, _ in traces:
+    for _, _, trace, _ in traces:
         for op, producers in trace.inputs.items():
             inputs[op] = list(dict.fromkeys([*inputs.get(op, []), *producers]))
     raw: dict[str, bytes] = dict(first.raw)
-    for number, (_, trace, _) in enumerate(traces[1:], start=1):
+    for number, (_, _, trace, _) in enumerate(traces[1:], start=1):
         raw.update({f"instantiation{number}_{key}": data for key, data in trace.raw.items()})
-    tasks = {f"/job:{r.job}/task:{r.task}": {} for r in runs}
+    tasks: dict[str, dict[str, Any]] = {f"/job:{r.job}/task:{r.task}": {} for r in runs}
+    for task, function, _, _ in traces:  # a worker's: the step's requests on a GPU worker
+        tasks[task].setdefault("function", function)
+        tasks[task].setdefault("gpu_requests", record.get("gpu_requests", {}).get(function, {}))
+        tasks[task].setdefault("inputs_to_device", record.get("inputs_to_device", {}).get(function))
     raw[STRATEGY_TASKS_RAW] = json.dumps(
         {
             "strategy": STRATEGY,
@@ -145,9 +149,10 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
 
 def _worker_traces(
     runs: list[TaskRun], served: dict[tuple[str, int], Any], functions: list[str]
-) -> list[tuple[str, PlacementTrace, dict[str, int]]]:
-    """Per instantiation of the step on a worker: its function, the trace of its partition
-    graphs (read as a RunMetadata's) and the bytes of the partitions' constants."""
+) -> list[tuple[str, str, PlacementTrace, dict[str, int]]]:
+    """Per instantiation of the step on a worker: the worker (``/job:worker/task:1``), its
+    function, the trace of its partition graphs (read as a RunMetadata's) and the bytes of
+    the partitions' constants."""
     from .._sources.run_metadata import trace_from_run_metadata
 
     found = []
@@ -158,7 +163,8 @@ def _worker_traces(
                 metadata, before = _instantiation(graphs, function)
                 if metadata is not None:
                     trace = trace_from_run_metadata(metadata, before)
-                    found.append((function, trace, _constant_bytes(metadata)))
+                    task = f"/job:{run.job}/task:{run.task}"
+                    found.append((task, function, trace, _constant_bytes(metadata)))
     return found
 
 
@@ -326,21 +332,12 @@ def _reason(
     said = why.rstrip().rstrip(".")
     task = task_of(device)
     if task.startswith("/job:worker/"):
-        warmup = int(record.get("warmup", 0))
-        calls = [
-            f"{n + 1}{' (warm-up)' if n < warmup else ''}"
-            for n, w in enumerate(scheduled)
-            if f"/job:worker/task:{w}" == task
-        ]
-        return (
-            f"{said}. The step runs on {task} because the coordinator scheduled it there "
-            f"(ClusterCoordinator.schedule: call{'s' * (len(calls) != 1)} "
-            f"{', '.join(calls) or 'none'} of {len(scheduled)})."
-        )
+        workers = [f"/job:worker/task:{w}" for w in scheduled]
+        return f"{said}. {scheduled_there(task, workers, int(record.get('warmup', 0)))}"
     variable = reads.get(op)
     if variable is None or task != task_of(variable["device"]):
         return f"{said}." if said else said
-    return f"{said}. {variable_words(variable, record)}"
+    return f"{said}. {ps_variable(variable, record.get('partitioner', ''))}"
 
 
 _ASKED = re.compile(r"\ARequested (?P<device>\S+) with tf\.device")
@@ -358,21 +355,6 @@ def strategy_asked(why: str, scopes: list[dict[str, Any]] | None) -> str:
         "device on the worker: strategy.run runs the replica function under it, "
         f"strategy.reduce reduces there){why[found.end() :]}"
     )
-
-
-def variable_words(variable: dict[str, Any], record: dict[str, Any]) -> str:
-    """Which task holds the variable (shard) and the strategy's rule that put it there."""
-    task = task_of(variable["device"])
-    size = f"{variable['shape']} {variable['dtype']}, {variable['bytes']:,} bytes"
-    rule = round_robin_rule("ps", "ParameterServerStrategy deals variables and shards out")
-    if "shard" in variable:
-        partitioner = record.get("partitioner") or "variable_partitioner"
-        return (
-            f"Variable shard {variable['shard'] + 1} of {variable['shards']} of "
-            f"{variable['variable']} ({variable['name']}: {size}), placed on {task} by the "
-            f"strategy's variable_partitioner ({partitioner}): {rule}."
-        )
-    return f"Variable {variable['name']} ({size}), placed on {task}: {rule}."
 
 
 def _scheduling_note(scheduled: list[int], record: dict[str, Any]) -> str:

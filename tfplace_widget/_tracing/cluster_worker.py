@@ -104,36 +104,57 @@ def strategy_made() -> Any:
 
 
 def gpu_requests(step: Any, args: tuple, kwargs: dict, strategy: Any) -> dict[str, str]:
-    """The device each op of the step's graph that a ``tf.device`` of the user's own reaches
-    would request on a worker with a GPU: the op's ``tf.device`` scopes (``_device_assignments``,
-    innermost first) merged outermost first, field by field as TensorFlow merges them, with the
-    strategy's replica device (its ``worker_devices``: this task's ``CPU:0`` without a GPU) made
-    the task's ``GPU:0``, as ``MultiWorkerMirroredStrategy`` makes it on a worker with one
-    GPU. Ops that only the strategy's scopes reach are not listed (their request is the
-    replica device's); nor is anything when the step's graph cannot be read (``{}``). The
-    step's own graph only (not the bodies of functions it calls)."""
-    import tensorflow as tf
-
+    """:func:`graph_gpu_requests` of the step's graph (its concrete function for ``args``,
+    ``kwargs``); ``{}`` without a strategy or when the step's graph cannot be read."""
     if strategy is None or not hasattr(step, "get_concrete_function"):
         return {}
-    extended = strategy.extended
-    replicas = {_spec_key(d) for d in getattr(extended, "worker_devices", ())}
-    own = replicas | {_spec_key(getattr(extended, "_default_device", None) or "")}
     try:
         graph = step.get_concrete_function(*args, **kwargs).graph
     except Exception:  # noqa: BLE001 (the requests are an extra; the trace stands without)
         return {}
+    return graph_gpu_requests(graph, strategy)
+
+
+def graph_gpu_requests(graph: Any, strategy: Any, by_identity: bool = False) -> dict[str, str]:
+    """The device each op of ``graph`` (a step's) that a ``tf.device`` of the user's own
+    reaches would request on a worker with a GPU: the op's ``tf.device`` scopes
+    (``_device_assignments``, innermost first) merged outermost first, field by field as
+    TensorFlow merges them, with the strategy's replica device (its ``worker_devices``: this
+    task's ``CPU:0`` without a GPU) made the task's ``GPU:0``, as the strategy makes it on a
+    worker with one GPU. Ops that only the strategy's scopes reach are not listed (their
+    request is the replica device's). The graph's own ops only (not the bodies of functions
+    it calls).
+
+    ``by_identity``: the strategy's replica scope is told from the user's by the very string
+    the strategy pushed (``mirrored_run`` enters ``tf.device(worker_devices[i])``), not by
+    its value: ``ParameterServerStrategy``'s replica device is ``/device:CPU:0``, which a
+    user's ``tf.device("/cpu:0")`` inside ``strategy.run`` also asks for."""
+    import tensorflow as tf
+
+    extended = strategy.extended
+    devices = tuple(getattr(extended, "worker_devices", ()))
+    replicas = {_spec_key(d) for d in devices}
+    own = replicas | {_spec_key(getattr(extended, "_default_device", None) or "")}
+    pushed = {id(d) for d in devices}
+
+    def replica(scope: Any) -> bool:
+        return _spec_key(scope) in replicas and (not by_identity or id(scope) in pushed)
+
+    def strategys(scope: Any) -> bool:
+        key = _spec_key(scope)
+        return replica(scope) or (key in own and key not in replicas)
+
     found = {}
     for op in graph.get_operations():
         scopes = [a.obj for a in reversed(op._device_assignments)]  # noqa: SLF001
-        if not scopes or not any(isinstance(s, str) and _spec_key(s) not in own for s in scopes):
+        if not scopes or not any(isinstance(s, str) and not strategys(s) for s in scopes):
             continue
         if not all(isinstance(s, str | tf.DeviceSpec) for s in scopes):
             continue  # a device function: not replayed here
         merged = tf.DeviceSpec()
         for scope in scopes:
             spec = tf.DeviceSpec.from_string(str(scope))
-            if _spec_key(scope) in replicas:
+            if replica(scope):
                 spec = spec.replace(device_type="GPU", device_index=0)
             merged = merged.make_merged_spec(spec)
         found[op.name] = merged.to_string()

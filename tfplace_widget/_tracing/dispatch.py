@@ -1,7 +1,7 @@
 """One entry for "anything ``show_placement`` accepts" -> a ``PlacementTrace``.
 
 A trace as it is, a trace file (a saved ``.tfplace`` trace, by its suffix or zip content; a
-Chrome trace JSON; or a RunMetadata), a RunMetadata proto, or a function traced with
+Chrome trace JSON; a TF2 profile's ``.xplane.pb``; or a RunMetadata), a RunMetadata proto, or a function traced with
 ``trace_placement`` and the given options. Used by ``compare`` and ``show_placement``; no widgets here.
 """
 
@@ -27,6 +27,8 @@ def as_trace(fn_or_trace: Any, *args: Any, **options: Any) -> PlacementTrace:
             return PlacementTrace.load(path)
         if trace_format(path) == "chrome":
             return PlacementTrace.from_chrome_trace(path)
+        if trace_format(path) == "xspace":
+            return PlacementTrace.from_xspace(path)
         return PlacementTrace.from_run_metadata(path)
     if type(fn_or_trace).__name__ == "RunMetadata":
         _no_options_for("a RunMetadata", options)

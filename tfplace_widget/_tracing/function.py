@@ -44,6 +44,7 @@ from .function_copies import (
     instantiate_for_the_user,
     is_copy,
     reachable_functions,
+    variable_handles,
 )
 from .input_pipeline import (
     DatasetSources,
@@ -60,6 +61,7 @@ from .xla import (
     JIT_SHOWN,
     add_xla_clusters,
     jit_note,
+    launch_allocations,
     xla_compile_error,
     xla_notes,
     xla_origin,
@@ -174,16 +176,18 @@ def trace_function(
             sources,
             placement_log=captured.text,
             definitions=definitions,
+            handles=variable_handles(definitions, user_calls),
         )
         executed.built_at = function_built_at(executed.made_by)  # the user's lines
+        launches = launch_allocations(records, xla)  # their op is in no placed graph
         _place_records(records, display_of, executed.device)
-        origin = xla_origin(records, xla)
+        origin = xla_origin(records, xla, launches)
         trace = frames_from_records(
             records, origin, executed, facts, available_devices=devices, source=name
         )
         add_input_stages(trace, data)
         if xla is not None:
-            add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn))
+            add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn), launches)
         zero = origin[0] if origin else min(records.start, default=None)  # as the frames'
         if zero is not None and zero < started_us // 2:  # TF 2.16: times from the profile's start
             zero += started_us

@@ -49,7 +49,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 COPY_MARK = "_tfplace_copy"
@@ -104,6 +104,33 @@ class UserCall(NamedTuple):
     inputs: Any
     num_outputs: int
     device: str  # the calling thread's device scope (``Context.device_name``)
+
+
+def variable_handles(
+    definitions: list[str | None], calls: Mapping[str, UserCall]
+) -> list[list[str | None]]:
+    """Per entry (its FunctionDef name in ``definitions``), the variable each input of its
+    call hands out (``calls``: each function's call in the last traced call), None for an input
+    that is no resource handle, nothing for a function whose call was not seen. A variable's
+    handle is one EagerTensor, given to every function that captured it (a concrete function's
+    ``captured_inputs``, its FunctionDef's trailing resource arguments): by its identity, the
+    variables are numbered in the order they are met."""
+    import tensorflow as tf
+
+    numbers: dict[int, str] = {}
+    found: list[list[str | None]] = []
+    for fname in definitions:
+        call = calls.get(fname) if fname else None
+        inputs = list(call.inputs) if call is not None else []
+        found.append(
+            [
+                numbers.setdefault(id(tensor), f"handle {len(numbers)}")
+                if getattr(tensor, "dtype", None) == tf.resource
+                else None
+                for tensor in inputs
+            ]
+        )
+    return found
 
 
 class FunctionCopies:

@@ -200,13 +200,15 @@ def read_with_pipeline(
     sources: DatasetSources | None = None,
     placement_log: str = "",
     definitions: Sequence[str | None] = (),
+    handles: Sequence[Sequence[str | None]] = (),
 ) -> tuple[Executed, FunctionFacts, dict[str, str], PipelineRows]:
     """``read_function_graphs`` of the calls' ``graphs`` and of the tf.data functions whose
     ops ``records`` timed on tf.data's threads (``on_data``; after the calls', which keep the
     plain names), and of the datasets the calls read that ``sources`` names (when their
     iterator produced elements during the calls). Those records are renamed to their display names here (``""``, dropped
     later, for an op of no such function), never taken for an op of the calls' that has the
-    same name. ``definitions``: the FunctionDef name of each of ``graphs``."""
+    same name. ``definitions``: the FunctionDef name of each of ``graphs``; ``handles``: the
+    variable each input of each of ``graphs``' calls hands out (``read_function_graphs``)."""
     ran = {records.op[index] for index in on_data}
     data_graphs, data_names, made = dataset_function_graphs(
         ran, graphs, devices, sources, produced=bool(pipeline.waits)
@@ -220,6 +222,7 @@ def read_with_pipeline(
         renamed_out=renamed,
         placement_log=placement_log,
         definitions=definitions,
+        handles=handles,
     )
     rows = PipelineRows(functions=set(data_names), made=made)
     if sources is not None:

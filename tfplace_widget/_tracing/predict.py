@@ -64,6 +64,9 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     ``MultiWorkerMirroredStrategy`` across tasks (``trace_placement(setup, cluster=...)``) is
     predicted per worker with ``gpus`` 0 or 1 on each, the strategy's replica on the worker's
     ``GPU:0`` (:func:`~tfplace_widget._analyses.predict.strategy.predict_strategy_trace`);
+    one of ``ParameterServerStrategy`` too, each worker that ran the step with its replica on
+    its ``GPU:0`` and the variables on the ps tasks
+    (:func:`~tfplace_widget._analyses.predict.parameter_servers.predict_ps_trace`);
     more GPUs per worker are a ``TraceError`` for now. The function
     is traced with soft placement on (a GPU request cannot be met here), and
     ``soft_placement`` only sets the prediction's.

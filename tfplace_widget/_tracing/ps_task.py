@@ -101,7 +101,7 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
     """Run the setup, schedule its step through the strategy's coordinator; what happened."""
     import tensorflow as tf
 
-    from .cluster_worker import step_of
+    from .cluster_worker import graph_gpu_requests, step_of
 
     tf.debugging.set_log_device_placement(True)  # before the strategy connects: every task's
     # As trace_placement runs TF2 code: the step's calls carry this process's ConfigProto to
@@ -140,6 +140,13 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
             f.function_def.signature.name: device_scopes(f, strategy, followed) for f in functions
         },
         "asked": asked,
+        # what the step's own tf.device requests ask for on a worker with a GPU, and whether
+        # its input is a distributed iterator fetching to the replica device (issue 36)
+        "gpu_requests": {
+            f.function_def.signature.name: graph_gpu_requests(f.graph, strategy, by_identity=True)
+            for f in functions
+        },
+        "inputs_to_device": {f.function_def.signature.name: _to_device(f) for f in functions},
         "partitioner": type(partitioner).__name__ if partitioner is not None else "",
         "ps_tasks": len(request["tf_config"]["cluster"].get("ps", [])),
     }
@@ -276,6 +283,23 @@ def _spec(device: str) -> str:
     import tensorflow as tf
 
     return tf.DeviceSpec.from_string(device).to_string()
+
+
+def _to_device(concrete: Any) -> bool | None:
+    """Whether the step reads a distributed iterator that fetches its batches to the replica
+    device (``InputOptions.experimental_fetch_to_device``, on by default): a
+    ``DistributedIteratorSpec`` among its arguments' specs (a per-worker dataset made with
+    ``strategy.distribute_datasets_from_function``); ``None`` when it reads none (a plain
+    ``tf.data`` iterator, which stays on the worker's CPU)."""
+    import tensorflow as tf
+    from tensorflow.python.distribute import input_lib
+
+    specs = tf.nest.flatten(concrete.structured_input_signature, expand_composites=False)
+    found = [s for s in specs if isinstance(s, input_lib.DistributedIteratorSpec)]
+    if not found:
+        return None
+    options = [getattr(s, "_options", None) for s in found]
+    return all(o is None or bool(o.experimental_fetch_to_device) for o in options)
 
 
 def _tensor_bytes(concrete: Any) -> dict[str, int]:

@@ -11,19 +11,23 @@ function's debug info (the stack that built the node). Nothing is compiled again
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from .._model.devices import canonical_device, short_device
+from .._model.memory import add_step_rows
+from .._model.records import Records
 from .._model.xla import XLA_LAUNCH_TYPES, add_xla, xla_frame
 from .._sources.functions import function_display_name
 from .._sources.xla import _LIBRARY_FILE, XlaProfile, auto_cluster_of_module, function_of_module
 from .._sources.xla_graph import GraphCluster, explain_launch, xla_ops_frame
+from .._sources.xspace import HOST_PLANE
 from .function_copies import original_name
 
 _CALL_TYPES = {"PartitionedCall", "StatefulPartitionedCall"}
@@ -247,19 +251,89 @@ class _Cluster:
         return xla_ops_frame(rows)
 
 
-def xla_origin(records: Any, profile: XlaProfile | None) -> list[int]:
+def xla_origin(
+    records: Any, profile: XlaProfile | None, launches: Sequence[LaunchAllocation] = ()
+) -> list[int]:
     """The trace's zero (µs since the epoch) as ``frames_from_records``' step starts: the first
-    record or instruction, when instructions ran (``[]``, the records' own first, if not)."""
+    record, instruction or cluster allocation (``launches``: XLA takes a program's buffers
+    before its first instruction), when instructions ran (``[]``, the records' own first, if
+    not)."""
     if profile is None or not profile.runs:
         return []
-    first = min(run[4] for run in profile.runs)
+    first = min([run[4] for run in profile.runs] + [a.time for a in launches])
     return [min(first, min(records.start))] if records.start else [first]
 
 
+class LaunchAllocation(NamedTuple):
+    """One allocator event of a jit_compile cluster's buffers (µs since the epoch)."""
+
+    cluster: str  # the cluster's name in the trace (trace.xla.cluster): "step"
+    allocator: str
+    time: int
+    bytes: int  # > 0 an allocation, < 0 its free
+
+
+def launch_allocations(records: Records, profile: XlaProfile | None) -> list[LaunchAllocation]:
+    """The allocator events of the XLA clusters' buffers: XLA:CPU takes a program's buffers,
+    one for all its instructions, when the program starts (``CpuExecutable::Execute...``), on
+    the thread of the op that launched it. A jit_compile function called eagerly: that op is
+    the one TensorFlow names after the function (``__inference_step_22``, the allocations'
+    ``tf_op``); called from a tf.function: its call op, which has no op event there (the
+    allocations name no op, ``records.memory.unowned``). No placed graph holds the first, and
+    neither can own the bytes of the cluster's ops: they are the cluster's. Read these before
+    the host records are placed (which drops the first)."""
+    if profile is None or not profile.runs:
+        return []
+    modules = list(dict.fromkeys(run[0] for run in profile.runs))
+    clusters = {function_of_module(module): cluster_name(module) for module in modules}
+    clusters.pop("", None)
+    memory, found, at, launches = records.memory, [], 0, set()
+    for item, row in enumerate(memory.row):
+        count = memory.count[item]
+        cluster = clusters.get(records.op[row]) if records.lane[row] == HOST_PLANE else None
+        if cluster:
+            changes = zip(memory.time[at : at + count], memory.bytes[at : at + count], strict=True)
+            found += [LaunchAllocation(cluster, memory.allocator[item], t, b) for t, b in changes]
+            launches.add(row)
+        at += count
+    if launches:  # the cluster's now, not its launch record's
+        memory.keep({row: row for row in range(len(records.op)) if row not in launches})
+    return found + _program_allocations(memory.unowned, profile)
+
+
+def _program_allocations(unowned: list, profile: XlaProfile) -> list[LaunchAllocation]:
+    """Of the allocations no op owns (``records.memory.unowned``), those taken on a line
+    while a compiled program ran there, and their frees (by address): that cluster's."""
+    runs: dict[int, list[tuple[int, int, str]]] = {}
+    for module, line, start, end in profile.executions:
+        runs.setdefault(line, []).append((start, end, cluster_name(module)))
+    for spans in runs.values():
+        spans.sort()
+    found, held = [], {}
+    for line, time, allocator, address, size in unowned:
+        if size < 0:
+            cluster = held.pop((allocator, address), None)
+        else:
+            spans = runs.get(line, [])
+            at = bisect.bisect_right(spans, (time, float("inf"))) - 1
+            cluster = spans[at][2] if at >= 0 and spans[at][1] >= time else None
+            if cluster:
+                held[(allocator, address)] = cluster
+        if cluster:
+            found.append(LaunchAllocation(cluster, allocator, time, size))
+    return found
+
+
 def add_xla_clusters(
-    trace: Any, profile: XlaProfile, origin: list[int], device_scope: str | None, why: str
+    trace: Any,
+    profile: XlaProfile,
+    origin: list[int],
+    device_scope: str | None,
+    why: str,
+    launches: Sequence[LaunchAllocation] = (),
 ) -> None:
-    """Add the clusters that ran (their ops, ``trace.xla``, the instruction events) to ``trace``."""
+    """Add the clusters that ran (their ops, ``trace.xla``, the instruction events) to
+    ``trace``, and the allocations of their buffers (``launches``) to ``trace.memory``."""
     if not profile.runs:
         return
     import tensorflow as tf
@@ -270,10 +344,46 @@ def add_xla_clusters(
         cpus = tf.config.list_logical_devices("CPU")
         device = canonical_device(cpus[0].name) if cpus else ""
     ops, xla, threads = xla_parts(profile, origin[0], device, why, trace.ops["op"].tolist())
+    if launches:
+        ops = _add_cluster_memory(trace, ops, xla, launches, origin[0])
     add_xla(trace, ops, xla, threads)
     # Not a column: a count per cluster, kept with the frame in this process (not saved).
     trace.xla.attrs["compiles"] = compile_counts(profile)
     _explain_auto_launch(trace, ops)
+
+
+def _add_cluster_memory(
+    trace: Any,
+    ops: pd.DataFrame,
+    xla: pd.DataFrame,
+    launches: Sequence[LaunchAllocation],
+    origin: int,
+) -> pd.DataFrame:
+    """Put the clusters' allocations in ``trace.memory`` under each cluster's name, on its
+    device; say so in its ops' reasons (returned): XLA allocates for the whole cluster, so no
+    op of it has bytes of its own (their memory columns stay <NA>)."""
+    devices = dict(zip(xla["cluster"], xla["device"], strict=True))
+    mine = [a for a in launches if a.cluster in devices]
+    if not mine:
+        return ops
+    trace.memory = add_step_rows(
+        trace.memory,
+        [devices[a.cluster] for a in mine],
+        [a.allocator for a in mine],
+        [a.time - origin for a in mine],
+        [a.bytes for a in mine],
+        [a.cluster for a in mine],
+    )
+    held = {a.cluster for a in mine}
+    ops = ops.copy()
+    ops["reason"] = [
+        f"{reason} XLA allocates the cluster's buffers for the whole cluster, one for all "
+        f"its instructions: trace.memory has them under {cluster}, none under this op."
+        if cluster in held
+        else reason
+        for reason, cluster in zip(ops["reason"], ops["function"], strict=True)
+    ]
+    return ops
 
 
 def _explain_auto_launch(trace: Any, ops: pd.DataFrame) -> None:

@@ -19,7 +19,11 @@ def gpu_trace(name: str) -> Path:
     """The path of a vendored GPU trace, e.g. ``"kittibox/timeline_01.json"``."""
     path = GPU_TRACES / name
     if not path.is_file():
-        available = sorted(str(p.relative_to(GPU_TRACES)) for p in GPU_TRACES.glob("*/*.json"))
+        available = sorted(
+            str(p.relative_to(GPU_TRACES))
+            for p in GPU_TRACES.glob("*/*")
+            if p.name.endswith((".json", ".xplane.pb"))
+        )
         raise FileNotFoundError(
             f"No vendored GPU trace {name!r}. Available: {', '.join(available)}."
         )

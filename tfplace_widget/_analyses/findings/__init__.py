@@ -24,7 +24,7 @@ What can be known depends on the trace:
 
 The rules live by family: ``fallbacks`` (cpu_fallback), ``placement`` (soft_move,
 host_memory_on_gpu, merged_runs), ``costly`` (costly_transfer), ``transfers`` (ping_pong, cross_task_transfer) and
-``timing`` (idle_device), ``ps`` (unbalanced_ps: one ps task of a ParameterServerStrategy serves much more than its share of the variables' bytes a step; overridden_request: a tf.device of the user's around a variable's creation that the strategy overrode), ``memory`` (gpu_memory: a prediction's step near or over a GPU's size; memory_peak: one op holds most of a device's peak), ``input`` (input_wait: the calls blocked in ``IteratorGetNext`` for a
+``timing`` (idle_device), ``ps`` (unbalanced_ps: one ps task of a ParameterServerStrategy serves much more than its share of the variables' bytes a step; overridden_request: a tf.device of the user's around a variable's creation that the strategy overrode), ``memory`` (gpu_memory: a prediction's step near or over a GPU's size; memory_peak: one op holds most of a device's peak; pinned_host_memory, input_memory; replicated_variables: a strategy's replicas each hold a copy of the variables), ``input`` (input_wait: the calls blocked in ``IteratorGetNext`` for a
 material share of their time), ``xla`` (xla_time: where an XLA cluster's time went; xla_recompile: a cluster compiled again for new input shapes; xla_outside: ops auto-clustering left out; xla_hidden: clusters whose ops are not listed), over what ``context`` reads off the trace; here they are run, each
 kind capped at ``MAX_PER_KIND`` and the frame built.
 """
@@ -59,6 +59,7 @@ from .memory import (
     find_input_memory,
     find_memory_peaks,
     find_pinned_host_memory,
+    find_replicated_variables,
 )
 from .placement import (
     find_host_memory_on_gpu,
@@ -214,6 +215,7 @@ def _judged(trace: Any) -> list[Finding]:
     found += find_memory_peaks(trace, PEAK_OP_BYTES)
     found += find_pinned_host_memory(trace, PEAK_OP_BYTES)
     found += find_input_memory(trace, PEAK_OP_BYTES)
+    found += find_replicated_variables(trace, PEAK_OP_BYTES)
     return judge(context, _one_per_copy(context, _as_keras_xla_would(trace, found)))
 
 

@@ -47,7 +47,7 @@ GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 FOLLOWERS = {"Const", "HostConst"}
 _KIND_SET, _SEVERITY_SET = frozenset(KINDS), frozenset(SEVERITIES)  # a Finding's checks
 # A distribution strategy's replica scope (``replica_1/...``).
-REPLICA = re.compile(r"(^|/)replica_\d+/")
+REPLICA = re.compile(r"(^|/)replica_(\d+)/")  # a strategy's replica N's scope
 
 
 @dataclass

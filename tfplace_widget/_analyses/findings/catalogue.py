@@ -101,7 +101,7 @@ KIND_RULES: dict[str, KindRule] = {
         "one op holds over half a device's peak and at least 256 MiB",
     ),
     "pinned_host_memory": KindRule(
-        "TensorFlow's cuda_host_bfc allocator records, or a prediction's copies off a GPU "
+        "TensorFlow's gpu_host_bfc (TF 1.x: cuda_host_bfc) allocator records, or a prediction's copies off a GPU "
         "(predict/memory.py); the CPU readers' GPU kernels and requests",
         True,  # no_fix where a reader has no GPU kernel
         "a device's pinned host memory peaks at 256 MiB or more",
@@ -112,6 +112,14 @@ KIND_RULES: dict[str, KindRule] = {
         "of them",
         True,
         "the batch is at least 256 MiB of a device's peak and more than the step's own tensors",
+    ),
+    "replicated_variables": KindRule(
+        "what each replica device holds through the step (trace.memory's persistent rows: "
+        "the captured variables' shapes and dtypes) on the devices of the strategy's "
+        "replica_N scopes, the same sizes on every replica",
+        False,  # the strategy's design: no_fix, user_fix 0
+        "never (info): listed when each replica's copy is at least 256 MiB and a quarter of "
+        "its device's need at the peak",
     ),
 }
 

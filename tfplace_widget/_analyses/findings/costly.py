@@ -84,7 +84,7 @@ def find_costly_transfers(context: Context) -> list[Finding]:
         if _stays_in_host_memory(context, producer, src, dst):
             continue
         consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
-        io = _io_of(context, tensor, producer, consumers, strategy)
+        io = _io_of(context, tensor, producer, consumers, strategy, src)
         row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
         directions.setdefault((src, dst, io), []).append(row)
     findings = [
@@ -98,10 +98,10 @@ def find_costly_transfers(context: Context) -> list[Finding]:
 
 
 def _io_of(
-    context: Context, tensor: str, producer: str, consumers: list[str], strategy: bool
+    context: Context, tensor: str, producer: str, consumers: list[str], strategy: bool, src: str
 ) -> str:
     """What a copy is for the user: ``feed`` (the step's inputs: arguments, feeds and its
-    tf.data batches), ``fetch`` (its results: read by nothing, or only by the identities and
+    tf.data batches, on their way from host memory), ``fetch`` (its results: read by nothing, or only by the identities and
     optionals that return them, such as Keras's logs), ``replicas`` (between the replicas of
     a distribution strategy, which places them with its own device scopes: its reductions,
     variable reads and syncs), or
@@ -110,8 +110,11 @@ def _io_of(
         REPLICA.search(n) or context.how.get(n) == "explicit" for n in (producer, *consumers)
     ):
         return "replicas"
-    if is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, "")):
+    feed = is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, ""))
+    if feed and device_type(src) == "CPU":  # off a GPU: no feed prefetch_to_device would help
         return "feed"
+    if tensor == producer and not consumers:  # a copy record that names no tensor: unknown
+        return ""
     if all(_returned(context, c) for c in consumers):
         return "fetch"
     return ""

@@ -38,6 +38,7 @@ _OWN_MATERIALITY = frozenset(
         "memory_peak",
         "pinned_host_memory",
         "input_memory",
+        "replicated_variables",
         "unbalanced_ps",
         "overridden_request",
     }

@@ -6,31 +6,42 @@ prediction's memory, :mod:`..predict.memory`):
   bytes, the op whose allocation reached the peak and what is live there;
 - ``memory_peak``: one op holds more than half a device's peak, and at least
   ``PEAK_OP_BYTES``: the op (its source line where the trace has it) and its bytes;
-- ``pinned_host_memory``: a device's pinned host memory (``cuda_host_bfc``: page-locked host
-  memory TensorFlow takes for a GPU's tensors that go to or through the host) peaks at
+- ``pinned_host_memory``: a device's pinned host memory (``gpu_host_bfc``; ``cuda_host_bfc``
+  in TF 1.x: page-locked host memory TensorFlow takes for a GPU's tensors that go to or through the host) peaks at
   ``PEAK_OP_BYTES`` or more: the ops holding it, and, for a prediction's copies off the GPU,
   the CPU ops that read them (moving those to the GPU, where the user's tf.device put them on
   a CPU and they have a GPU kernel, is the fix; none where they have no GPU kernel);
 - ``input_memory``: the input pipeline's batch (``IteratorGetNext``'s outputs, which tf.data
   allocated in its own threads, so no record of the step holds them; or a prediction's copy of
   them onto the GPU) is live at a device's peak, at least ``PEAK_OP_BYTES``, and more than the
-  step's own tensors there: the batch size in the user's dataset code sets it.
+  step's own tensors there: the batch size in the user's dataset code sets it;
+- ``replicated_variables``: a distribution strategy's replicas (``replica_N`` scopes of one
+  task's step: MirroredStrategy's in one process, or a worker's several GPUs) each hold their
+  own copy of the same variables (model, optimizer state, metrics), ``PEAK_OP_BYTES`` or more
+  on each device and at least ``REPLICATED_SHARE`` of what each needs at its peak: adding
+  devices adds copies and never shrinks it. No fix (the strategy's design): ``user_fix`` 0,
+  ``info``. A MultiWorkerMirroredStrategy worker with one device holds one copy in its own
+  memory (findings of a trace across tasks are found per task: ``tasks.py``): no finding.
 
 Their materiality is their own (a size, not a share of the step's time): ``judge`` keeps it.
-The size rule is one for all four: ``PEAK_OP_BYTES`` (256 MiB) is large in any device's terms
+The size rule is one for all five: ``PEAK_OP_BYTES`` (256 MiB) is large in any device's terms
 (a few percent of a 16 GiB GPU or of a host's RAM: what one tensor-sized change can win), and
-"more than half" is where one cause makes most of what is held.
+"more than half" is where one cause makes most of what is held; variables that are a quarter
+of a device's need are a part no batch size changes.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pandas as pd
 
 from ..._model.devices import short_device
+from ..._model.memory import PINNED_HOST_ALLOCATORS
+from ..._model.trace import strategy_of
 from ..summary import format_bytes
-from .base import Finding, listed_ops
+from .base import REPLICA, Finding, listed_ops, owner_of
 from .fixes import no_fix
 
 GPU_MEMORY_GIB = 16.0  # the GPU a prediction's step is held against (a common card's size)
@@ -39,8 +50,10 @@ PEAK_OP_BYTES = 256 * 2**20  # one op's bytes at a peak that are large in any de
 PEAK_OP_SHARE = 0.5  # ... and more than this share of the peak
 _GIB = 2**30
 _COPY = " (copy to "
-HOST_PINNED = "cuda_host_bfc"  # TensorFlow's pinned host allocator beside a GPU
 INPUT_TYPES = frozenset({"IteratorGetNext", "IteratorGetNextSync", "IteratorGetNextAsOptional"})
+REPLICATED_SHARE = 0.25  # each replica's copy of the variables: this share of its need or more
+_CONSTANTS = frozenset({"Const", "HostConst"})  # held through the step, but no variable
+_OPTIMIZER = "the optimizer "  # owner_of's name of an optimizer's ops
 
 
 def find_gpu_memory(trace: Any, gib: float | None = None) -> list[Finding]:
@@ -110,8 +123,10 @@ def find_memory_peaks(trace: Any, min_bytes: int | None = None) -> list[Finding]
         op, held = _op_of(row.ops[0]), int(row.ops_bytes[0])
         if held < least or held <= PEAK_OP_SHARE * row.peak_bytes:
             continue
-        if op in _input_ops(trace) or row.allocator == HOST_PINNED:
+        if op in _input_ops(trace) or row.allocator in PINNED_HOST_ALLOCATORS:
             continue  # input_memory and pinned_host_memory say it, with its cause
+        if op in _clusters(trace):
+            continue  # an XLA cluster's buffers: no op of it, nor an output, holds them
         what = "would hold" if predicted else "held"
         copy = " (the copy of its output there)" if _COPY in row.ops[0] else ""
         others = [(_op_of(o), b) for o, b in zip(row.ops[1:], row.ops_bytes[1:], strict=True)]
@@ -148,6 +163,12 @@ def _peaks(trace: Any) -> pd.DataFrame:
     return memory_peaks(trace)
 
 
+def _clusters(trace: Any) -> set[str]:
+    """The XLA clusters of ``trace``: ``trace.memory`` names them for their buffers."""
+    xla = getattr(trace, "xla", None)
+    return set(xla["cluster"]) if xla is not None and len(xla) else set()
+
+
 def _op_of(name: str) -> str:
     """The op a memory row's name is about (a copy's buffer: the op it copies)."""
     return name.split(_COPY, 1)[0]
@@ -164,7 +185,8 @@ def _source(trace: Any, op: str) -> str:
 
 
 def find_pinned_host_memory(trace: Any, min_bytes: int | None = None) -> list[Finding]:
-    """A ``pinned_host_memory`` finding per device whose ``cuda_host_bfc`` memory peaks at
+    """A ``pinned_host_memory`` finding per device whose pinned host memory (``gpu_host_bfc``;
+    ``cuda_host_bfc`` in TF 1.x) peaks at
     ``min_bytes`` (default ``PEAK_OP_BYTES``) or more."""
     if not len(trace.memory):
         return []
@@ -172,7 +194,7 @@ def find_pinned_host_memory(trace: Any, min_bytes: int | None = None) -> list[Fi
     predicted = bool(getattr(trace, "predicted", False))
     peaks = _peaks(trace)
     found = []
-    for row in peaks[peaks["allocator"] == HOST_PINNED].itertuples(index=False):
+    for row in peaks[peaks["allocator"].isin(PINNED_HOST_ALLOCATORS)].itertuples(index=False):
         if row.peak_bytes < least or not row.ops:
             continue
         copied = [_op_of(op) for op in row.ops if _COPY in op]
@@ -184,7 +206,7 @@ def find_pinned_host_memory(trace: Any, min_bytes: int | None = None) -> list[Fi
         what = "would pin" if predicted else "pinned"
         message = (
             f"{short_device(row.device)} {what} {format_bytes(row.peak_bytes)} of host memory "
-            f"for GPU tensors at once (cuda_host_bfc: page-locked, taken from the host's RAM, "
+            f"for GPU tensors at once ({row.allocator}: page-locked, taken from the host's RAM, "
             f"and kept by TensorFlow's allocator once grown): {held}."
         )
         fix = None
@@ -249,7 +271,7 @@ def find_input_memory(trace: Any, min_bytes: int | None = None) -> list[Finding]
     batches = _batches(trace, inputs)
     found = []
     for row in _peaks(trace).itertuples(index=False):
-        if row.allocator == HOST_PINNED:
+        if row.allocator in PINNED_HOST_ALLOCATORS:
             continue
         copies = {
             _op_of(op): int(b)
@@ -372,3 +394,183 @@ def _readers_on(trace: Any, producers: list[str], device: str) -> dict[str, tupl
 def _gpu_of(trace: Any, producers: list[str]) -> str:
     ops = trace.ops.drop_duplicates("op").set_index("op")
     return str(ops.at[producers[0], "device"]) if producers and producers[0] in ops.index else ""
+
+
+def find_replicated_variables(trace: Any, min_bytes: int | None = None) -> list[Finding]:
+    """A ``replicated_variables`` finding when a distribution strategy's replicas (the
+    ``replica_N`` scopes of one task's step) each hold their own copy of the same variables,
+    at least ``min_bytes`` (default ``PEAK_OP_BYTES``) per device and at least
+    ``REPLICATED_SHARE`` of what each of those devices needs at its peak (its step's peak and
+    what it holds through the step). No fix: the strategy keeps a copy on every replica."""
+    if not len(trace.memory):
+        return []
+    devices = _replica_devices(trace)
+    if len(devices) < 2:
+        return []
+    held = _variables_held(trace, devices)
+    shared = _shared_sizes([held.get(device, []) for device in devices])
+    per_device = sum(size * count for size, count in shared.items())
+    least = PEAK_OP_BYTES if min_bytes is None else min_bytes
+    if not per_device or per_device < least:
+        return []
+    peaks = _peaks(trace)
+    need = (peaks["peak_bytes"] + peaks["persistent_bytes"]).groupby(peaks["device"]).sum()
+    share = min(per_device / max(int(need.get(device, 0)), per_device) for device in devices)
+    if share < REPLICATED_SHARE:
+        return []
+    copies = {device: _the_copy(held[device], shared) for device in devices}
+    first = copies[devices[0]]
+    readers = _readers_of(trace, {op for op, _ in first})
+    state = {op for op, _ in first if readers.get(op) and all(map(_by_optimizer, readers[op]))}
+    optimizer = sum(size for op, size in first if op in state)
+    # the model's variables before the optimizer's state of the same size
+    shown = sorted(first, key=lambda held: (-held[1], held[0] in state))[:3]
+    largest = "; ".join(
+        f"{format_bytes(size)} read by {listed_ops(readers[op][:1])}{_source(trace, readers[op][0])}"
+        if readers.get(op)
+        else f"{format_bytes(size)} ({op})"
+        for op, size in shown
+    )
+    predicted = bool(getattr(trace, "predicted", False))
+    names = [short_device(device) for device in devices]
+    who = strategy_of(trace) or "The distribution strategy"
+    of_optimizer = (
+        f"; {format_bytes(optimizer)} of them the optimizer's state, read only by it"
+        if optimizer
+        else ""
+    )
+    reason = "the strategy keeps a full copy of the variables on every replica by design"
+    message = (
+        f"{who} {'would keep' if predicted else 'keeps'} a copy of the variables on each of "
+        f"its {len(devices)} replicas: {', '.join(names[:-1])} and {names[-1]} each hold "
+        f"{format_bytes(per_device)} ({len(first)} variables{of_optimizer}), "
+        f"{format_bytes(per_device * len(devices))} in all, at least {share:.0%} of what each "
+        "device needs at its peak. Each device added gets a copy of its own: a smaller "
+        "per-replica batch shrinks the step's tensors, not this. "
+        f"The largest: {largest}. No placement change in your code cures it: {reason}; what "
+        "lowers it is a smaller model or optimizer state, or ParameterServerStrategy, which "
+        "keeps the variables on parameter servers (sharded by a variable_partitioner) rather "
+        "than on every replica."
+    )
+    evidence = {
+        "variables_bytes": int(per_device),
+        "variables": len(first),
+        "copies": len(devices),
+        "optimizer_bytes": int(optimizer),
+        "share": round(share, 4),
+        "user_fix": 0,
+        "material": 1,
+    }
+    ops = [op for device in devices for op, _ in copies[device]]
+    return [
+        Finding(
+            "replicated_variables",
+            "info",  # what nothing in the user's code makes is said, never urged
+            ops,
+            message,
+            evidence,
+            (0.0, float(per_device * len(devices)), float(len(devices))),
+            predicted=predicted,
+            fix=no_fix(reason),
+        )
+    ]
+
+
+def _replica_devices(trace: Any) -> list[str]:
+    """The devices of a strategy's replicas in ``trace``'s step, replica 0's first: replica
+    N's (N > 0) is where most of its ``replica_N/`` ops ran, replica 0's where most of their
+    twins (the same names without that scope, as MirroredStrategy names replica 0's) ran.
+    Empty without ``replica_N`` scopes."""
+    ops = trace.ops
+    names = ops["op"].tolist()
+    scoped = [i for i, name in enumerate(names) if "replica_" in name]  # most traces: none
+    if not scoped:
+        return []
+    devices = ops["device"].astype(str).tolist()
+    device_of = dict(zip(names, devices, strict=True))
+    votes: dict[int, Counter] = {}
+    for name, device in ((names[i], devices[i]) for i in scoped):
+        match = REPLICA.search(name)
+        if match is None:
+            continue
+        votes.setdefault(int(match.group(2)), Counter())[device] += 1
+        twin = device_of.get(name[: match.start()] + match.group(1) + name[match.end() :])
+        if twin is not None:
+            votes.setdefault(0, Counter())[twin] += 1
+    found = [votes[index].most_common(1)[0][0] for index in sorted(votes) if votes[index]]
+    return list(dict.fromkeys(found)) if 0 in votes else []
+
+
+def _variables_held(trace: Any, devices: list[str]) -> dict[str, list[tuple[str, int]]]:
+    """What each of ``devices`` holds through the step, constants left out: each holder op and
+    its bytes (over the device's allocators), most bytes first. A variable several functions
+    capture (``model.fit``'s training and evaluation steps) is one row per device
+    (``sources.memory``); a trace saved before that has a row per function, counted as it
+    was saved."""
+    from ..._model.memory import persistent_bytes
+
+    ops = trace.ops.drop_duplicates("op")
+    types = dict(zip(ops["op"].tolist(), ops["type"].astype(str).tolist(), strict=True))
+    held: dict[str, dict[str, int]] = {}
+    for (device, _), rows in persistent_bytes(trace.memory).items():
+        if device not in devices:
+            continue
+        mine = held.setdefault(device, {})
+        for op, size in rows:
+            if types.get(op) not in _CONSTANTS:
+                mine[op] = mine.get(op, 0) + size
+    return {
+        device: sorted(mine.items(), key=lambda p: (-p[1], p[0])) for device, mine in held.items()
+    }
+
+
+def _shared_sizes(held: list[list[tuple[str, int]]]) -> Counter:
+    """The sizes every device's list of ``held`` has, as often as each has them (a copy on
+    every replica: each holds a variable of that size)."""
+    shared = Counter(size for _, size in held[0])
+    for rows in held[1:]:
+        shared &= Counter(size for _, size in rows)
+    return shared
+
+
+def _the_copy(held: list[tuple[str, int]], shared: Counter) -> list[tuple[str, int]]:
+    """The holders of ``held`` (most bytes first) that make the shared copy's sizes."""
+    left = Counter(shared)
+    copy = []
+    for op, size in held:
+        if left[size]:
+            left[size] -= 1
+            copy.append((op, size))
+    return copy
+
+
+def _readers_of(trace: Any, holders: set[str]) -> dict[str, list[str]]:
+    """The ops that read each of ``holders`` (a variable's handle), through the runtime's
+    ``Identity`` nodes that hand it into an inlined call (``Func/.../input/_4``): the model's
+    first, then the optimizer's, each in the trace's order."""
+    consumers: dict[str, list[str]] = {}
+    for consumer, made in trace.inputs.items():
+        for producer in made:
+            consumers.setdefault(producer, []).append(consumer)
+    ops = trace.ops.drop_duplicates("op")
+    passing = set(ops.loc[ops["type"].astype(str) == "Identity", "op"])
+    found: dict[str, list[str]] = {}
+    for holder in holders:
+        readers, seen, stack = [], {holder}, list(consumers.get(holder, ()))
+        while stack:
+            op = stack.pop(0)
+            if op in seen:
+                continue
+            seen.add(op)
+            if op in passing and op.startswith("Func/"):
+                stack += consumers.get(op, ())
+            else:
+                readers.append(op)
+        if readers:
+            found[holder] = sorted(readers, key=_by_optimizer)
+    return found
+
+
+def _by_optimizer(name: str) -> bool:
+    """Op ``name`` is an optimizer's (``owner_of``: Keras's and TF1's optimizer scopes)."""
+    return owner_of(name)[0].startswith(_OPTIMIZER)

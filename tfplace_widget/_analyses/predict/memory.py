@@ -12,7 +12,7 @@ devices (:func:`predict_memory`):
 - one buffer per tensor copied onto another device (the predicted edges between devices, the
   producer's ``output_bytes``), live from the producer's end until the last consumer there ends:
   on a GPU in its ``GPU_<n>_bfc`` memory, on a CPU fed from a GPU in pinned host memory
-  (``cuda_host_bfc``); two CPUs share the host's memory and copy nothing;
+  (``gpu_host_bfc``); two CPUs share the host's memory and copy nothing;
 - what the traced devices held persistently (``trace.memory``'s persistent rows: variables,
   constants), each on its holder's predicted device, for the whole step (``kind``
   "persistent", a series of its own: :func:`fits_on` adds it to the step's peak); a trace
@@ -21,9 +21,11 @@ devices (:func:`predict_memory`):
 
 On a GPU each size is rounded up to 256 bytes, as TensorFlow's BFC allocator rounds. The
 schedule is the traced run's order (its first step's, when it traced several), one kernel at a
-time on a GPU. Not
-modelled: XLA's buffer reuse (a cluster's buffers are XLA's), the BFC allocator's fragmentation,
-cuDNN/cuBLAS workspaces beyond what the traced kernels allocated, the CUDA context.
+time on a GPU. An XLA cluster's traced buffers (``trace.memory`` rows under its name) go to
+the device its ops are predicted on, as traced; to none when the prediction has no row of its
+ops. Not modelled: XLA's buffer reuse (a cluster's buffers are XLA's), the BFC allocator's
+fragmentation, cuDNN/cuBLAS workspaces beyond what the traced kernels allocated, the CUDA
+context.
 :data:`MEMORY_NOTE` says so in the prediction's notes.
 
 :func:`fits_on` reads the predicted peaks against a GPU's size.
@@ -40,12 +42,18 @@ import numpy as np
 import pandas as pd
 
 from ..._model.devices import parse_device, short_device
-from ..._model.memory import PERSISTENT, TEMPORARY, empty_memory, memory_frame, step_rows
+from ..._model.memory import (
+    PERSISTENT,
+    PINNED_HOST,
+    TEMPORARY,
+    empty_memory,
+    memory_frame,
+    step_rows,
+)
 from ..summary import format_bytes
 
 BFC_ROUNDING = 256  # bytes: a BFC allocator's chunks are multiples of this (kMinAllocationSize)
 GIB = 2**30
-HOST_PINNED = "cuda_host_bfc"  # TensorFlow's pinned host allocator beside a GPU
 COPY_SUFFIX = " (copy to {device})"  # the op name a copy's buffer is listed under
 # Op types whose output is a variable (its value lives on the device for the whole run).
 VARIABLE_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable", "_VarHandlesOp"})
@@ -132,11 +140,29 @@ class _Ops:
         self.on_gpu = np.fromiter(map(gpu.__getitem__, self.device), dtype=bool, count=n + 1)
         self.variable = np.isin(self.type, list(VARIABLE_TYPES))
         self.device_of = pd.Series(self.device[:n], index=self.names)
+        self.clusters = _cluster_devices(traced, placed)
 
     def code(self, names: Any) -> np.ndarray:
         """Each name's code (names not listed: the last, whose arrays hold nothing)."""
         found = self.names.get_indexer(np.asarray(names, dtype=object))
         return np.where(found < 0, len(self.names), found)
+
+
+def _cluster_devices(traced: Any, placed: pd.DataFrame) -> dict[str, str]:
+    """Each XLA cluster of ``traced`` (``trace.memory`` holds its buffers under its name) ->
+    the device the prediction puts most of its ops on (XLA runs a cluster on one device),
+    ``""`` when it has no row of them (a Keras step XLA compiles whole: its graph is not
+    replayed)."""
+    xla = getattr(traced, "xla", None)
+    if xla is None or not len(xla):
+        return {}
+    found = {}
+    for cluster in pd.unique(xla["cluster"]):
+        where = pd.Series([], dtype=object)
+        if "function" in placed:
+            where = placed.loc[placed["function"] == cluster, "device"].astype(str)
+        found[str(cluster)] = str(where.mode().iloc[0]) if len(where) else ""
+    return found
 
 
 def _add_outputs(rows: _Rows, table: _Ops) -> None:
@@ -194,7 +220,7 @@ def _add_copies(rows: _Rows, table: _Ops) -> None:
     reader = copies.loc[by["last"].idxmax()]
     made = receiver["producer"].to_numpy()
     where = receiver["to"].to_numpy(dtype=object)
-    allocator = _allocators(where, np.full(len(where), HOST_PINNED, dtype=object))
+    allocator = _allocators(where, np.full(len(where), PINNED_HOST, dtype=object))
     names = table.names.to_numpy(dtype=object)
     short = {d: short_device(d) for d in pd.unique(where)}
     label = names[made] + np.array([COPY_SUFFIX.format(device=short[d]) for d in where], object)
@@ -238,6 +264,13 @@ def _add_traced(rows: _Rows, table: _Ops, memory: pd.DataFrame, kind: str) -> No
     one where the prediction has no such op), in that device's memory; a persistent row was
     made by no run of the step (owner " ")."""
     to = table.device[table.code(memory["op"])]
+    if table.clusters:  # an XLA cluster's buffers: where its ops are predicted, if anywhere
+        cluster = memory["op"].map(table.clusters).to_numpy(dtype=object)
+        known = ~pd.isna(cluster)
+        placed = known & (cluster != "")
+        to = np.where(placed & (to == ""), cluster, to)
+        keep = ~known | placed  # a cluster predicted on no device: its buffers on none
+        memory, to = memory[keep], to[keep]
     to = np.where(to == "", memory["device"].to_numpy(dtype=object), to)
     owner = None if kind == TEMPORARY else np.full(len(to), " ", dtype=object)
     rows.extend(

@@ -152,6 +152,8 @@ def predict_trace(
     keras: KerasXla | None = None,
     registry: KernelRegistry | None = None,
     pins: Mapping[str, tuple[str, str]] | None = None,
+    devices: Sequence[str] | None = None,
+    local_task: str | None = None,
 ) -> PlacementTrace:
     """The prediction of ``trace`` (traced with its graph facts) with ``gpus`` GPUs added to its
     devices, soft placement ``soft``: what :func:`~tfplace_widget._tracing.predict.predict_placement`
@@ -167,9 +169,12 @@ def predict_trace(
     loaded from a file has none:
     :class:`~tfplace_widget._model.kernel_registry.MissingRegistryError`). ``pins``: function
     arguments whose device the caller knows, argument -> (device, reason), over what
-    :func:`~tfplace_widget._analyses.resources.pinned_arguments` would say.
+    :func:`~tfplace_widget._analyses.resources.pinned_arguments` would say. ``devices``: the
+    device set to place on, when the caller knows it (by default the trace's, plus ``gpus``
+    GPUs on each task: :func:`.devices.predicted_devices`); ``local_task``: the task whose
+    devices are local to the placer (by default :func:`.devices.master_task`).
     """
-    predicted = _predict_trace(trace, gpus, soft, details, registry, pins)
+    predicted = _predict_trace(trace, gpus, soft, details, registry, pins, devices, local_task)
     unlisted = _unlisted(trace, predicted)
     if keras is None:
         keras = KerasXla.from_raw(getattr(trace, "raw", None))
@@ -194,6 +199,8 @@ def _predict_trace(
     details: Mapping[str, NodeDetail] | None,
     registry: KernelRegistry | None,
     pins: Mapping[str, tuple[str, str]] | None = None,
+    devices: Sequence[str] | None = None,
+    local_task: str | None = None,
 ) -> PlacementTrace:
     """:func:`predict_trace` without the XLA note."""
     facts = getattr(trace, "facts", None)
@@ -209,7 +216,7 @@ def _predict_trace(
             "This trace is already a prediction; pass the traced trace or the function."
         )
     registry = require_registry(registry, facts, "predict_placement")
-    devices = predicted_devices(trace.devices, gpus)
+    devices = list(devices) if devices is not None else predicted_devices(trace.devices, gpus)
     arguments = _pinned_arguments(trace, facts, gpus)
     pinned = {name: argument.device for name, argument in arguments.items()}
     reasons = {name: argument.reason for name, argument in arguments.items()}
@@ -226,7 +233,7 @@ def _predict_trace(
         soft,
         details,
         pinned,
-        master_task(trace),
+        master_task(trace) if local_task is None else local_task,
         reasons,
         assumed,
         registry=registry,

@@ -24,12 +24,14 @@ from typing import Any
 
 import pandas as pd
 
-from ..._model.devices import canonical_device, device_sort_key, short_device
+from ..._model.devices import canonical_device, short_device
 from ..._model.errors import TraceError
 from ..._model.kernel_registry import KernelRegistry
 from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from ..resources import pinned_arguments
+from .parameter_servers import PSS, predict_ps_trace
 from .result import predict_trace
+from .tasks import assembled, older_trace, task_prefix
 
 MWMS = "MultiWorkerMirroredStrategy"
 
@@ -39,13 +41,17 @@ def predict_strategy_trace(
 ) -> PlacementTrace:
     """The prediction of a trace across tasks under ``MultiWorkerMirroredStrategy`` with
     ``gpus`` GPUs on each worker (0 or 1): each task's step as the strategy would build it
-    there, placed on the task's devices; a ``TraceError`` for another strategy or more GPUs."""
+    there, placed on the task's devices; under ``ParameterServerStrategy``,
+    :func:`.parameter_servers.predict_ps_trace`; a ``TraceError`` for another strategy or more
+    GPUs."""
     data = json.loads(trace.raw[STRATEGY_TASKS_RAW])
     strategy = str(data.get("strategy", ""))
+    if strategy == PSS:
+        return predict_ps_trace(trace, data, gpus, soft, registry)
     if strategy != MWMS:
         raise TraceError(
             f"predict_placement cannot predict a trace of {strategy or 'this strategy'} across "
-            f"tasks yet (only {MWMS}'s)."
+            f"tasks yet (only {MWMS}'s and {PSS}'s)."
         )
     if gpus > 1:
         raise TraceError(
@@ -57,14 +63,10 @@ def predict_strategy_trace(
         )
     tasks = data.get("tasks", {})
     if gpus and any("gpu_requests" not in info for info in tasks.values()):
-        raise TraceError(
-            f"This trace of {MWMS} was made by an older tfplace, which did not record what the "
-            "step's own tf.device requests ask for on a worker with a GPU: trace it again "
-            "(trace_placement(setup, cluster=...)) to predict it with GPUs."
-        )
-    facts_task = _prefix(next(iter(tasks)))  # the merged trace's facts are its first task's
+        raise older_trace(MWMS)
+    facts_task = task_prefix(next(iter(tasks)))  # the merged trace's facts are its first task's
     parts = [
-        _predict_task(trace, _prefix(task), facts_task, info, gpus, soft, registry)
+        _predict_task(trace, task_prefix(task), facts_task, info, gpus, soft, registry)
         for task, info in tasks.items()
     ]
     ops = pd.concat([p.ops for p in parts], ignore_index=True)
@@ -88,29 +90,9 @@ def predict_strategy_trace(
             "the replica's device ahead of the step) and what the all-reduces would send "
             "between GPUs."
         )
-    notes += [n for p in parts for n in p.notes if n.startswith("TensorFlow would refuse")]
-    result = PlacementTrace(
-        ops=ops,
-        events=parts[0].events,
-        transfers=pd.concat([p.transfers for p in parts], ignore_index=True),
-        devices=sorted({d for p in parts for d in p.devices}, key=device_sort_key),
-        inputs=dict(trace.inputs),
-        source=f"{trace.source or 'graph'} (predicted, {gpu_words} per worker)",
-        mode=trace.mode,
-        notes=notes,
+    return assembled(
+        trace, parts, ops, pd.concat([p.transfers for p in parts], ignore_index=True), notes, gpus
     )
-    result.facts = trace.facts
-    # the strategy's record, so that the findings are found per task as the trace's own are
-    result.raw = {STRATEGY_TASKS_RAW: trace.raw[STRATEGY_TASKS_RAW]}
-    result.predicted = True
-    result.measured = None
-    return result
-
-
-def _prefix(task: str) -> str:
-    """``/job:worker/task:1`` -> ``/job:worker/replica:0/task:1``."""
-    job, _, index = task.rpartition("/task:")
-    return f"{job}/replica:0/task:{index}"
 
 
 def _predict_task(

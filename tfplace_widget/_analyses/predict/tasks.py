@@ -1,0 +1,58 @@
+"""A strategy trace's prediction put together from its tasks' (issue 36): what
+:mod:`.strategy` (``MultiWorkerMirroredStrategy``) and :mod:`.parameter_servers`
+(``ParameterServerStrategy``) share once each worker's step is predicted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..._model.devices import device_sort_key
+from ..._model.errors import TraceError
+from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
+
+
+def task_prefix(task: str) -> str:
+    """``/job:worker/task:1`` -> ``/job:worker/replica:0/task:1``."""
+    job, _, index = task.rpartition("/task:")
+    return f"{job}/replica:0/task:{index}"
+
+
+def older_trace(strategy: str) -> TraceError:
+    """The error for a trace made before its tasks recorded the step's own requests."""
+    return TraceError(
+        f"This trace of {strategy} was made by an older tfplace, which did not record what the "
+        "step's own tf.device requests ask for on a worker with a GPU: trace it again "
+        "(trace_placement(setup, cluster=...)) to predict it with GPUs."
+    )
+
+
+def assembled(
+    trace: Any,
+    parts: list[PlacementTrace],
+    ops: pd.DataFrame,
+    transfers: pd.DataFrame,
+    notes: list[str],
+    gpus: int,
+) -> PlacementTrace:
+    """The predicted trace of ``trace`` from its tasks' predictions (``parts``), their ``ops``
+    and ``transfers`` put together, ``notes`` first, then what TensorFlow would refuse."""
+    notes = notes + [n for p in parts for n in p.notes if n.startswith("TensorFlow would refuse")]
+    gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
+    result = PlacementTrace(
+        ops=ops,
+        events=parts[0].events if parts else trace.events.iloc[0:0],
+        transfers=transfers,
+        devices=sorted({d for p in parts for d in p.devices}, key=device_sort_key),
+        inputs=dict(trace.inputs),
+        source=f"{trace.source or 'graph'} (predicted, {gpu_words} per worker)",
+        mode=trace.mode,
+        notes=notes,
+    )
+    result.facts = trace.facts
+    # the strategy's record, so that the findings are found per task as the trace's own are
+    result.raw = {STRATEGY_TASKS_RAW: trace.raw[STRATEGY_TASKS_RAW]}
+    result.predicted = True
+    result.measured = None
+    return result
