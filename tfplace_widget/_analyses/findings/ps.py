@@ -17,6 +17,8 @@ import json
 import os
 from typing import Any
 
+import pandas as pd
+
 from ..._model.devices import parse_device, task_of
 from ..._model.trace import STRATEGY_TASKS_RAW, strategy_of
 from ..summary import format_bytes
@@ -134,7 +136,7 @@ def _served_a_step(context: Context, tasks: list[str]) -> dict[str, int]:
             transfers["src_device"], transfers["dst_device"], transfers["bytes"], strict=True
         ):
             src_task, dst_task = task_of(src), task_of(dst)
-            if size is None or size != size or src_task == dst_task:  # NA, or within a task
+            if pd.isna(size) or src_task == dst_task:  # a prediction's unknown size; a task's own
                 continue
             ps, worker = (src_task, dst_task) if src_task in tasks else (dst_task, src_task)
             if ps in tasks and worker.startswith("/job:worker/"):
