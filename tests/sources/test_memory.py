@@ -244,7 +244,13 @@ def test_save_and_load_and_tables_keep_memory(dense_net, tmp_path):
     assert list(frames) == ["ops", "events", "transfers", "memory"]
     pdt.assert_frame_equal(frames["memory"], dense_net.memory)
     written = dense_net.to_csv(tmp_path / "tables")
-    pdt.assert_frame_equal(pd.read_csv(written["memory"]), dense_net.memory)
+    table = pd.read_csv(written["memory"])
+    memory = dense_net.memory
+    pdt.assert_frame_equal(table.drop(columns=["variable"]), memory.drop(columns=["variable"]))
+    # a CSV has no dtypes: the variables' names, missing where none is named
+    names = memory["variable"].tolist()
+    assert [None if pd.isna(name) else name for name in table["variable"]] == names
+    assert any(isinstance(name, str) for name in names)  # the graph's variables
 
 
 def test_files_without_memory_still_load(dense_net, tmp_path):
@@ -264,6 +270,20 @@ def test_files_without_memory_still_load(dense_net, tmp_path):
     assert loaded.ops["allocated_bytes"].isna().all() and loaded.ops["allocator"].isna().all()
     assert str(loaded.ops["peak_bytes"].dtype) == "Int64"
     assert memory_peaks(loaded).empty
+
+
+def test_files_saved_before_variable_load_with_no_names(dense_net, tmp_path):
+    """A memory frame saved before ``variable`` (the variable a persistent row holds) loads
+    with the column, naming no variable; its rows as saved, its peaks as before."""
+    old = copy.copy(dense_net)
+    old.memory = dense_net.memory.drop(columns=["variable"])
+    loaded = PlacementTrace.load(old.save(tmp_path / "old.tfplace"))
+    assert list(loaded.memory.columns) == MEMORY_COLUMNS
+    assert loaded.memory["variable"].isna().all() and loaded.memory["variable"].dtype == object
+    pdt.assert_frame_equal(loaded.memory.drop(columns=["variable"]), old.memory)
+    peaks = memory_peaks(loaded)
+    assert peaks["persistent_ops"].tolist() == memory_peaks(dense_net)["persistent_ops"].tolist()
+    assert all(name is None for names in peaks["persistent_variables"] for name in names)
 
 
 def test_a_damaged_memory_frame_is_refused(dense_net, tmp_path):

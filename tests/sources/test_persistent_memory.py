@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pandas.testing as pdt
 import pytest
 from helpers import TWO_CPUS, run_script_results
 
@@ -78,6 +79,22 @@ def tf_persistent(tf: Any, trace: Any) -> tuple[Counter, dict[str, str]]:
     return recorded, placed
 
 
+def variable_names(trace: Any) -> set[str]:
+    """The variables ``trace.memory``'s persistent rows name (``variable``): none of the step's
+    own rows, nor of a constant, names one; in graph mode a variable's row is its own op's."""
+    memory = trace.memory
+    step = memory[memory["kind"] == "temporary"]
+    assert step["variable"].isna().all()
+    held = memory[memory["kind"] == "persistent"]
+    named = held[held["variable"].notna()]
+    types = dict(zip(trace.ops["op"], trace.ops["type"].astype(str), strict=False))
+    if trace.mode == "graph":
+        assert (named["variable"] == named["op"]).all()
+        constants = held[held["op"].map(types) == "Const"]
+        assert len(constants) and constants["variable"].isna().all()
+    return set(named["variable"])
+
+
 def persistent_per_device(trace: Any) -> Counter:
     held = trace.memory[trace.memory["kind"] == "persistent"]
     return Counter({d: int(b) for d, b in held.groupby("device")["bytes"].sum().items()})
@@ -105,6 +122,7 @@ def test_graph_mode_persistent_is_tensorflows_own_records(tf, trace_placement):
     for op, size in variables:  # w1, w2 and Adam's slots: VariableV2 buffers
         assert held[op] == size, op
     assert held["w1"] == 100 * 200 * 4 and placed["w2"] == trace.device_of("w2")
+    assert variable_names(trace) == {op for op, _ in variables}  # a VariableV2 is its variable
     allocators = set(trace.memory["allocator"])
     assert allocators <= {"cpu", "mklcpu"} and len(allocators) == 1  # the step's own allocator
 
@@ -121,6 +139,7 @@ def test_graph_mode_resource_variables_from_the_graph(tf, keras_step):
         expected[placed[op]] += size
     mine = persistent_per_device(trace)
     assert mine == expected and len(mine) == 2
+    assert variable_names(trace) == {op for op, _ in variables}  # v.op.name: the VarHandleOp
     on_cpu1 = {op for op, _ in variables if placed[op].endswith("CPU:1")}
     assert any(op.endswith("/Adam") for op in on_cpu1)  # a slot of layer 2's kernel
     peaks = trace.memory_peaks().set_index(["device", "allocator"])
@@ -244,6 +263,46 @@ def test_tf2_fit_with_validation_holds_each_variable_once(tf2_keras, tmp_path):
         )
     loaded = PlacementTrace.load(fit.save(tmp_path / "fit.tfplace"))
     assert persistent_per_device(loaded) == expected
+
+
+@pytest.mark.parametrize("traced", ["trace", "fit"])
+def test_tf2_persistent_rows_name_the_variables(tf2_keras, traced, tmp_path):
+    """TF2 holds a variable through a traced function's resource ``_Arg``, named by Keras or
+    TensorFlow (``unknown_7``): each persistent row names the variable itself (``variable``),
+    by TensorFlow's name for it (``tf.Variable.name`` less ``:0``, which is Keras 3's
+    ``Variable.path``), each with its own device and bytes, for the model's, the optimizer's
+    and the loss metric's variables (``train_on_batch``; ``model.fit`` with a validation
+    split, whose two functions capture the model's). ``memory_peaks``' ``persistent_variables``,
+    the memory list (panel, report, snapshot) and ``tfplace show`` say those names, not the
+    ``_Arg``s'; ``save`` and ``load`` keep them."""
+    from tfplace_widget import PlacementTrace
+    from tfplace_widget._rendering.memory_lane import memory_items
+    from tfplace_widget._rendering.text_report import TextOutput, print_summary
+
+    trace = tf2_keras[traced]
+    truth = tf2_keras["names" if traced == "trace" else "fit_names"]
+    assert all(name == f"{path}:0" for name, path, _, _ in truth)  # TF's name is Keras's path
+    assert any(path.startswith("adam/") for _, path, _, _ in truth)  # the optimizer's slots
+    held = trace.memory[trace.memory["kind"] == "persistent"]
+    mine = sorted(
+        zip(held["variable"], held["device"], held["bytes"].astype(int).tolist(), strict=True)
+    )
+    expected = sorted((path, canonical_device(d), size) for _, path, d, size in truth)
+    assert mine == expected
+    peaks = trace.memory_peaks()
+    for row in peaks.itertuples(index=False):
+        named = dict(zip(row.persistent_variables, row.persistent_ops_bytes, strict=True))
+        assert named == {path: size for path, device, size in expected if device == row.device}
+    out = io.StringIO()
+    print_summary(trace, TextOutput(out), list_ops=False)
+    for item in memory_items(trace):
+        row = peaks.set_index("device").loc[item["device"]]
+        largest = list(zip(row["persistent_variables"], row["persistent_ops_bytes"], strict=True))
+        for name, size in largest[:3]:
+            assert f"{name} {format_bytes(size)}" in item["persistent"]
+        assert "unknown" not in item["persistent"] and item["persistent"] in out.getvalue()
+    loaded = PlacementTrace.load(trace.save(tmp_path / "named.tfplace"))
+    pdt.assert_frame_equal(loaded.memory, trace.memory)
 
 
 def test_predicted_gpu_peak_counts_the_variables(keras_step):

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._model.memory import persistent_bytes, stable_order, step_rows
+from .._model.memory import persistent_bytes, persistent_variables, stable_order, step_rows
 
 PEAK_COLUMNS = [
     "device",
@@ -25,6 +25,7 @@ PEAK_COLUMNS = [
     "persistent_bytes",
     "persistent_ops",
     "persistent_ops_bytes",
+    "persistent_variables",
 ]
 
 
@@ -41,7 +42,8 @@ def memory_peaks(trace: Any) -> pd.DataFrame:
     before the step (variables, constants) is in no record, hence not in the peak: it is
     ``persistent_bytes`` (``trace.memory``'s persistent rows: held through the whole step,
     beside the peak), with its holders ``persistent_ops`` and their ``persistent_ops_bytes``,
-    most bytes first; the device needs ``peak_bytes + persistent_bytes`` at the peak. A device
+    most bytes first, and ``persistent_variables`` the name of the variable each holds
+    (``trace.memory``'s ``variable``; None for a constant); the device needs ``peak_bytes + persistent_bytes`` at the peak. A device
     and allocator with persistent rows only (TF2 code with oneDNN off: its CPU allocator reports nothing) has
     ``peak_bytes`` 0, ``peak_time_us`` 0 and no ``ops``. Sorted by
     device, then allocator; no row when the trace has no allocator records. Found once per
@@ -177,9 +179,10 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
             }
         )
     held = persistent_bytes(memory, series.step)
+    names = persistent_variables(memory, series.step)
     for row in rows:
         mine = held.pop((row["device"], row["allocator"]), [])
-        row.update(_persistent_fields(mine))
+        row.update(_persistent_fields(mine, names, row["device"]))
     for (device, allocator), mine in held.items():
         rows.append(
             {
@@ -189,7 +192,7 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
                 "peak_time_us": 0,
                 "ops": [],
                 "ops_bytes": [],
-                **_persistent_fields(mine),
+                **_persistent_fields(mine, names, device),
             }
         )
     rows.sort(key=lambda r: (r["device"], r["allocator"]))
@@ -200,9 +203,12 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
     return peaks
 
 
-def _persistent_fields(held: list[tuple[str, int]]) -> dict[str, Any]:
+def _persistent_fields(
+    held: list[tuple[str, int]], names: dict[tuple[str, str], str], device: str
+) -> dict[str, Any]:
     return {
         "persistent_bytes": sum(b for _, b in held),
         "persistent_ops": [op for op, _ in held],
         "persistent_ops_bytes": [b for _, b in held],
+        "persistent_variables": [names.get((device, op)) for op, _ in held],
     }

@@ -64,8 +64,11 @@ XLA_COLUMNS = [
 # allocated it. Empty where the trace has no allocator records. kind: "temporary" for those
 # (the step's own allocations), "persistent" for what the device holds from before the step to
 # after it (variables, constants: sources/persistent.py), one row per tensor at the step's
-# start, live_bytes their own running sum (never added to the step's).
-MEMORY_COLUMNS = ["device", "allocator", "time_us", "bytes", "live_bytes", "op", "kind"]
+# start, live_bytes their own running sum (never added to the step's). variable: the name of
+# the variable a persistent row holds, as TensorFlow names it (tf.Variable.name less its ":0",
+# Keras 3's Variable.path; graph mode's VarHandleOp/VariableV2 is the variable: its op name),
+# missing for the step's own rows and for constants (object dtype, None).
+MEMORY_COLUMNS = ["device", "allocator", "time_us", "bytes", "live_bytes", "op", "kind", "variable"]
 MEMORY_KINDS = ("temporary", "persistent")
 TRANSFERS_COLUMNS = ["tensor", "src_device", "dst_device", "bytes", "cross_task"]
 # predicted: a prediction about a machine with a GPU the trace did not run on (issue 24)

@@ -24,6 +24,8 @@ TEMPORARY, PERSISTENT = MEMORY_KINDS
 # ``cuda_host_bfc`` in the step_stats of TF 1.x.
 PINNED_HOST = "gpu_host_bfc"
 PINNED_HOST_ALLOCATORS = frozenset({PINNED_HOST, "cuda_host_bfc"})
+# A graph's ops that are the variable they hold: ``variable`` names it by the op's own name
+VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 
 
 def empty_memory() -> pd.DataFrame:
@@ -42,6 +44,7 @@ def _empty_memory() -> pd.DataFrame:
             "live_bytes": pd.Series([], dtype=np.int64),
             "op": pd.Series([], dtype=object),
             "kind": pd.Series([], dtype=object),
+            "variable": pd.Series([], dtype=object),
         }
     )[MEMORY_COLUMNS]
 
@@ -55,6 +58,7 @@ def memory_frame(
     step: Sequence[int],
     series: Sequence[int],
     kind: Sequence[str] | None = None,
+    variable: Sequence[str | None] | None = None,
 ) -> pd.DataFrame:
     """``trace.memory`` from one row per allocation record (``delta`` > 0) or deallocation
     record (< 0), in the order TensorFlow recorded them (each op's own records in its order).
@@ -66,6 +70,8 @@ def memory_frame(
     variables, is not in them), so each step starts at 0. ``kind`` per row: ``"temporary"``
     (the default: the step's own allocations) or ``"persistent"`` (held from before the step
     to after it, a series of its own: give those rows step -1, and they come first).
+    ``variable`` per row: the name of the variable a persistent row holds, None elsewhere (the
+    default: every row).
     """
     if not len(time_us):
         return empty_memory()
@@ -82,6 +88,11 @@ def memory_frame(
         np.asarray(c, dtype=object)[order] for c in (device, allocator, op, kinds)
     )
     time, change, numbers = time[order], change[order], numbers[order]
+    names = (
+        np.full(len(time), None, dtype=object)
+        if variable is None
+        else np.asarray(variable, dtype=object)[order]
+    )
     return pd.DataFrame(
         {
             "device": device,
@@ -91,6 +102,8 @@ def memory_frame(
             "live_bytes": _running_sums(change, numbers),
             "op": op,
             "kind": kinds,
+            # object, None where missing (never inferred as str: the same dtype in every frame)
+            "variable": pd.Series(names, dtype=object, copy=False),
         }
     )
 
@@ -125,6 +138,9 @@ def add_step_rows(
         np.where(kinds == PERSISTENT, -1, 0),
         series.astype(np.int64),
         kinds,
+        np.concatenate(
+            [memory["variable"].to_numpy(dtype=object), np.full(len(time_us), None, dtype=object)]
+        ),
     )
 
 
@@ -176,4 +192,20 @@ def persistent_bytes(
     return {
         key: sorted(((op, b) for op, b in ops.items() if b > 0), key=lambda p: (-p[1], p[0]))
         for key, ops in held.items()
+    }
+
+
+def persistent_variables(
+    memory: pd.DataFrame, step: np.ndarray | None = None
+) -> dict[tuple[str, str], str]:
+    """(device, holder op) -> the name of the variable its persistent row holds (``variable``),
+    for the rows that name one; ``step`` as in :func:`persistent_bytes`."""
+    if "variable" not in memory.columns or not len(memory):
+        return {}
+    at = np.flatnonzero(~(step_rows(memory) if step is None else step))
+    columns = [memory[c].array[at].tolist() for c in ("device", "op", "variable")]
+    return {
+        (str(device), str(op)): str(name)
+        for device, op, name in zip(*columns, strict=True)
+        if isinstance(name, str) and name
     }

@@ -99,6 +99,17 @@ class BuiltAt(NamedTuple):
     function: str  # the function (``<module>`` at a file's top level)
 
 
+class HandedVariable(NamedTuple):
+    """The variable a traced call's input hands out (its resource handle): ``identity`` the
+    same for every input given that variable's handle, ``name`` the variable's as TensorFlow
+    names it ("" when not known), ``bytes`` its shape's elements times its dtype's size (0 when
+    not known)."""
+
+    identity: str
+    name: str
+    bytes: int = 0
+
+
 @dataclass
 class Executed:
     """The executed graph (from partition graphs): node -> device, type, inputs; transfers.
@@ -130,6 +141,9 @@ class Executed:
     # variable (a graph's VarHandleOps of one resource, two functions' _Args given one handle):
     # held once per device. A node missing here is a variable of its own.
     variable_of: dict[str, str] = field(default_factory=dict)
+    # node (of ``variables``) -> the name of the variable it hands out, as TensorFlow names it
+    # (``tf.Variable.name`` less ":0"; a graph's VarHandleOp: its own name); none when unknown
+    variable_name: dict[str, str] = field(default_factory=dict)
     # node -> where the user's code made it (``tfadapter.origins``); None: made by code but no
     # frame of the user's recorded. Empty when the trace did not record sources; otherwise a
     # node missing here was added by TensorFlow's runtime (_Send, _Recv, copies, Grappler).

@@ -334,7 +334,11 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
                 "recorded": bool(row.ops),
                 "persistent_bytes": int(row.persistent_bytes),
                 "persistent": persistent_text(
-                    row.persistent_ops, row.persistent_ops_bytes, types, str(row.device)
+                    row.persistent_ops,
+                    row.persistent_ops_bytes,
+                    types,
+                    str(row.device),
+                    getattr(row, "persistent_variables", None),
                 ),
             }
         )
@@ -346,14 +350,25 @@ MAX_PERSISTENT_NAMED = 3  # holders named in a persistent line, the largest firs
 
 
 def persistent_text(
-    ops: list[str], sizes: list[int], types: dict[tuple[str, str], str], device: str
+    ops: list[str],
+    sizes: list[int],
+    types: dict[tuple[str, str], str],
+    device: str,
+    variables: list[str | None] | None = None,
 ) -> str:
     """One device's persistent memory as one line: its bytes, how many variables (a
     ``VarHandleOp``, ``VariableV2``, a function's resource ``_Arg``) and constants (the other
-    holders: ``Const``) hold them, and the largest; "" when it holds none."""
+    holders: ``Const``) hold them, and the largest, each by the name of the variable it holds
+    where ``variables`` (``memory_peaks``' ``persistent_variables``) has one (a TF2 function's
+    ``_Arg`` is named by Keras or TensorFlow, ``unknown_7``: the variable is
+    ``adam/dense_kernel_momentum``), else by its op; "" when it holds none."""
     if not ops:
         return ""
-    variables = sum(types.get((op, device), "") in VARIABLE_HOLDERS for op in ops)
+    names = list(variables) if variables is not None else [None] * len(ops)
+    variables = sum(
+        bool(name) or types.get((op, device), "") in VARIABLE_HOLDERS
+        for op, name in zip(ops, names, strict=True)
+    )
     parts = []
     if variables:
         parts.append(f"{variables:,} variable{'s' * (variables != 1)}")
@@ -361,8 +376,8 @@ def persistent_text(
         constants = len(ops) - variables
         parts.append(f"{constants:,} constant{'s' * (constants != 1)}")
     largest = ", ".join(
-        f"{op} {format_bytes(b)}"
-        for op, b in list(zip(ops, sizes, strict=True))[:MAX_PERSISTENT_NAMED]
+        f"{name or op} {format_bytes(b)}"
+        for op, b, name in list(zip(ops, sizes, names, strict=True))[:MAX_PERSISTENT_NAMED]
     )
     more = f", +{len(ops) - MAX_PERSISTENT_NAMED:,} more" if len(ops) > MAX_PERSISTENT_NAMED else ""
     return (

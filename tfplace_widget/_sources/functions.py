@@ -24,7 +24,14 @@ from typing import Any
 
 from .._model.devices import canonical_device
 from .._model.graphfacts import OVERRIDE_ATTR, GraphFacts
-from .._model.records import SEND_TYPES, Executed, producer, producers, send_transfer
+from .._model.records import (
+    SEND_TYPES,
+    Executed,
+    HandedVariable,
+    producer,
+    producers,
+    send_transfer,
+)
 from .._tfadapter.kernels import kernel_facts
 from .._tfadapter.registry import REGISTRY, registered_op_def
 from .onednn import MERGED_TYPES, onednn_merges
@@ -75,6 +82,15 @@ def function_display_name(name: str) -> str:
     """``__inference_train_step_123`` -> ``train_step``; other names are kept."""
     match = _FUNCTION_NAME.match(name)
     return match.group(1) if match else name
+
+
+def entry_arity(entry: Any) -> int:
+    """How many inputs the function a ``function_graphs`` entry instantiated takes: its
+    partition graphs' ``_Arg`` indices (a function's own; those of functions it calls are
+    inlined away). A pre-optimization graph may hold other functions' nodes too."""
+    return len(
+        {n.attr["index"].i for g in entry.partition_graphs for n in g.node if n.op == "_Arg"}
+    )
 
 
 def rejoin_split_records(function_graphs: Iterable[Any]) -> list:
@@ -135,7 +151,7 @@ def read_function_graphs(
     renamed_out: list[dict[str, str]] | None = None,
     placement_log: str = "",
     definitions: Sequence[str | None] = (),
-    handles: Sequence[Sequence[str | None]] = (),
+    handles: Sequence[Sequence[HandedVariable | None]] = (),
 ) -> tuple[Executed, FunctionFacts, dict[str, str]]:
     """The executed graph, the node facts, and executed name -> display name, of every
     instantiated function.
@@ -152,7 +168,9 @@ def read_function_graphs(
     ``tfadapter.origins``), with the FunctionDef name ``definitions[i]`` for entry ``i``'s own
     node defs (None when not given).
     ``handles[i][k]``: the variable whose handle entry ``i``'s call gave as its input ``k``
-    (None for another input or when not known), for ``Executed.variable_of``.
+    (None for another input or when not known), for ``Executed.variable_of`` and
+    ``Executed.variable_name`` (a name only where the variable's size is the ``_Arg``'s: the
+    call and the graph are the same function's).
     """
     executed = Executed()
     log = PlacementLog(placement_log)
@@ -196,7 +214,9 @@ def read_function_graphs(
                     executed.variables[display] = held  # a variable the function captured
                     position = node.attr["index"].i if "index" in node.attr else -1
                     if 0 <= position < len(inputs) and inputs[position] is not None:
-                        executed.variable_of[display] = inputs[position]
+                        executed.variable_of[display] = inputs[position].identity
+                        if inputs[position].name and inputs[position].bytes == held:
+                            executed.variable_name[display] = inputs[position].name
                 if "fused_ops" in node.attr:
                     executed.fused[display] = [f.decode() for f in node.attr["fused_ops"].list.s]
                 if origin is not None:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .._model.devices import canonical_device, lane_owner, parse_device
-from .._model.memory import PERSISTENT, TEMPORARY, empty_memory, memory_frame
+from .._model.memory import PERSISTENT, TEMPORARY, VARIABLE_OPS, empty_memory, memory_frame
 from .._model.records import Executed, Records
 
 
@@ -45,7 +45,9 @@ def memory_of_records(
 
     The persistent rows (``kind`` "persistent", at time 0: the first step's start) are what
     the kernels recorded as persistent (``records.persistent``) and the resource variables of
-    ``executed`` (``sources.persistent``), on their devices.
+    ``executed`` (``sources.persistent``), on their devices; ``variable`` the name of the
+    variable each holds (``Executed.variable_name``; a ``VariableV2``'s or ``VarHandleOp``'s
+    own name), None for a constant.
     """
     memory = records.memory
     items = _items(records) if memory.row else None
@@ -62,12 +64,13 @@ def memory_of_records(
                 np.repeat(items["step"], counts),
                 np.repeat(items["series"], counts),
                 np.full(int(counts.sum()), TEMPORARY, dtype=object),
+                np.full(int(counts.sum()), None, dtype=object),
             )
         )
     held = _persistent(records, executed, items)
     if held is not None:
         first = int(parts[0][6].max()) + 1 if parts else 0
-        parts.append((*held[:5], np.full(len(held[0]), -1), first + held[5], held[6]))
+        parts.append((*held[:5], np.full(len(held[0]), -1), first + held[5], *held[6:]))
     if not parts:
         return empty_memory(), None
     frame = memory_frame(*(np.concatenate(column) for column in zip(*parts, strict=True)))
@@ -79,7 +82,8 @@ def memory_of_records(
 def _persistent(
     records: Records, executed: Executed | None, items: dict[str, np.ndarray] | None
 ) -> tuple[np.ndarray, ...] | None:
-    """The persistent rows' columns (device, allocator, time, bytes, op, series, kind), one
+    """The persistent rows' columns (device, allocator, time, bytes, op, series, kind,
+    variable), one
     row per holder and device, or None when there is none. A resource variable's allocator:
     a GPU's own BFC allocator, else the one its device's records use most, else ``cpu``. A
     variable several holders hand out (``Executed.variable_of``) is one row per device, its
@@ -119,7 +123,19 @@ def _persistent(
         np.array([op for op, _ in keys], dtype=object),
         series.astype(np.int64),
         np.full(len(keys), PERSISTENT, dtype=object),
+        np.array([_variable_name(op, executed) for op, _ in keys], dtype=object),
     )
+
+
+def _variable_name(op: str, executed: Executed | None) -> str | None:
+    """The name of the variable ``op`` holds: the one its handle was made for
+    (``Executed.variable_name``), else a graph's variable op's own; None for a constant."""
+    if executed is None:
+        return None
+    name = executed.variable_name.get(op)
+    if name:
+        return name
+    return op if executed.type.get(op) in VARIABLE_OPS else None
 
 
 def _usual_allocators(items: dict[str, np.ndarray] | None) -> dict[str, str]:

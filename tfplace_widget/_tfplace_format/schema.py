@@ -272,6 +272,7 @@ def schemas() -> dict[str, dict[str, Check]]:
         bytes=_integer(False),
         live_bytes=_integer(False),
         kind=_one_of(MEMORY_KINDS),
+        variable=_text_or_missing,
     )
     return {
         "ops": ops,
@@ -295,8 +296,8 @@ OPTIONAL = {
     "transfers": {"cross_task": _flag, "predicted": _flag, "copy": _text},
     # predicted: absent from files written before it (their findings are found again)
     "findings": {"predicted": _flag, "fix": _fixes},
-    # kind: absent from files written before it (every row the step's own: upgrades.py)
-    "memory": {"kind": _one_of(MEMORY_KINDS)},
+    # kind, variable: absent from files written before them (upgrades.py)
+    "memory": {"kind": _one_of(MEMORY_KINDS), "variable": _text_or_missing},
 }
 
 

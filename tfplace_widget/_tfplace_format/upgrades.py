@@ -32,10 +32,14 @@ def add_missing_columns(frames: dict[str, pd.DataFrame], predicted: bool) -> Non
 
 def add_memory_kind(frames: dict[str, pd.DataFrame]) -> None:
     """A memory frame saved before ``kind`` (issue 34's persistent rows): every row its step's
-    own, "temporary"."""
+    own, "temporary"; one saved before ``variable``: no row names its variable (None)."""
     memory = frames.get("memory")
     if memory is not None and "kind" not in memory.columns:
-        frames["memory"] = memory.assign(kind=np.full(len(memory), TEMPORARY, dtype=object))
+        memory = memory.assign(kind=np.full(len(memory), TEMPORARY, dtype=object))
+    if memory is not None and "variable" not in memory.columns:
+        memory = memory.assign(variable=pd.Series([None] * len(memory), dtype=object))
+    if memory is not None:
+        frames["memory"] = memory
 
 
 def written_here(manifest: dict[str, Any]) -> bool:

@@ -30,7 +30,7 @@ from .._model.errors import TraceError, attach_log, ran_out_message
 from .._model.gc_pause import paused_gc
 from .._model.trace import PlacementTrace
 from .._sources.frames import frames_from_records
-from .._sources.functions import function_display_name, rejoin_split_records
+from .._sources.functions import entry_arity, function_display_name, rejoin_split_records
 from .._sources.input_pipeline import input_pipeline_from_xspace
 from .._sources.raw import function_protos
 from .._sources.xla import xla_from_xspace
@@ -694,14 +694,15 @@ def _function_def_names(graphs: list, preferred: str = "") -> list[str | None]:
                         fdef = ctx.get_function_def(fname)
                         body = frozenset(n.name for n in fdef.node_def)
                         known.setdefault(body, []).append(fname)
-        match = _named(known[nodes], preferred) if nodes in known else None
+        args = entry_arity(graph)  # how many inputs its function takes
+        match = _named(known[nodes], preferred, args) if nodes in known else None
         if match is None:
             inside = [body for body in known if body <= nodes]
             if inside:
                 # The called function, not a larger one a failed instantiation left behind.
                 ranked = [(_is_called(known[b], preferred), len(b), b) for b in inside]
                 body = max(ranked, key=lambda r: r[:2])[2]
-                match = _named(known[body], preferred)
+                match = _named(known[body], preferred, args)
                 _keep_only(pre, body)
                 leftover = frozenset().union(*inside) - body
                 drop_foreign_partitions(graph, nodes - body)
@@ -738,9 +739,15 @@ def _is_called(fnames: list[str], preferred: str) -> bool:
     return any(function_display_name(f) == preferred for f in fnames)
 
 
-def _named(fnames: list[str], preferred: str) -> str:
-    """Of functions with the same node names, the one called ``preferred`` (else the first)."""
-    return next((f for f in fnames if function_display_name(f) == preferred), fnames[0])
+def _named(fnames: list[str], preferred: str, args: int) -> str:
+    """Of functions with the same node names, the one called ``preferred``, else one of ``args``
+    inputs (Keras's training and evaluation steps differ only in theirs), else the first."""
+    if len(fnames) == 1:  # (FunctionDefs read only to tell several apart)
+        return fnames[0]
+    from tensorflow.python.eager import context
+
+    inputs = {f: len(context.context().get_function_def(f).signature.input_arg) for f in fnames}
+    return min(fnames, key=lambda f: (function_display_name(f) != preferred, inputs[f] != args))
 
 
 def _drop_leftovers(graph_def: Any, leftover: frozenset) -> None:

@@ -49,8 +49,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
+
+from .._model.records import HandedVariable
 
 COPY_MARK = "_tfplace_copy"
 _FUNCTION_ATTRS = ("f", "body", "cond", "then_branch", "else_branch", "branches")
@@ -104,32 +107,64 @@ class UserCall(NamedTuple):
     inputs: Any
     num_outputs: int
     device: str  # the calling thread's device scope (``Context.device_name``)
+    # the variables the function captured, by their handles (:func:`captured_variable_names`)
+    variables: Mapping[int, tuple[Any, str, int]] = {}
 
 
 def variable_handles(
     definitions: list[str | None], calls: Mapping[str, UserCall]
-) -> list[list[str | None]]:
+) -> list[list[HandedVariable | None]]:
     """Per entry (its FunctionDef name in ``definitions``), the variable each input of its
     call hands out (``calls``: each function's call in the last traced call), None for an input
     that is no resource handle, nothing for a function whose call was not seen. A variable's
     handle is one EagerTensor, given to every function that captured it (a concrete function's
     ``captured_inputs``, its FunctionDef's trailing resource arguments): by its identity, the
-    variables are numbered in the order they are met."""
+    variables are numbered in the order they are met, and named as the call's ``variables``
+    name them."""
     import tensorflow as tf
 
     numbers: dict[int, str] = {}
-    found: list[list[str | None]] = []
+    found: list[list[HandedVariable | None]] = []
     for fname in definitions:
         call = calls.get(fname) if fname else None
         inputs = list(call.inputs) if call is not None else []
         found.append(
             [
-                numbers.setdefault(id(tensor), f"handle {len(numbers)}")
+                _named(numbers.setdefault(id(tensor), f"handle {len(numbers)}"), tensor, call)
                 if getattr(tensor, "dtype", None) == tf.resource
                 else None
                 for tensor in inputs
             ]
         )
+    return found
+
+
+def _named(identity: str, handle: Any, call: UserCall | None) -> HandedVariable:
+    known = call.variables.get(id(handle)) if call is not None else None
+    if known is None or known[0] is not handle:
+        return HandedVariable(identity, "")
+    return HandedVariable(identity, known[1], known[2])
+
+
+def captured_variable_names(function: Any) -> dict[int, tuple[Any, str, int]]:
+    """The variables the calling function captured, by their handles: id of a handle -> the
+    handle, the variable's name as TensorFlow names it (``tf.Variable.name`` less the ``:0`` of
+    its handle's output; Keras 3 names a variable by its path, ``dense/kernel``) and its bytes
+    (its shape's elements times its dtype's size; 0 when its shape is not fully known).
+    ``function``: the one that called ``Context.call_function`` (an ``AtomicFunction``, from
+    its ``call_flat``), whose graph keeps the variables it reads; {} for anything else (a
+    variable's handle then goes unnamed: its holder's op name is shown)."""
+    graph = getattr(function, "_cached_graph", None)  # not ``graph``: that would build one
+    try:
+        variables = list(getattr(graph, "variables", ()))
+    except AssertionError:  # a variable it reads was deleted: the call will say so
+        return {}
+    found = {}
+    for variable in variables:
+        handle = getattr(variable, "handle", None)
+        name = getattr(variable, "name", None)
+        if handle is not None and isinstance(name, str):
+            found[id(handle)] = (handle, name.removesuffix(":0"), _bytes(variable))
     return found
 
 
@@ -298,6 +333,13 @@ class FunctionCopies:
         return not any(attr in fdef.attr for attr in _RENAMED_WHEN_CALLED)
 
 
+def _bytes(variable: Any) -> int:
+    try:
+        return int(variable.shape.num_elements() or 0) * int(variable.dtype.size)
+    except (AttributeError, TypeError, ValueError):
+        return 0
+
+
 def _rename_calls(fdef: Any, new_name: dict[str, str]) -> None:
     for node in fdef.node_def:
         _rename_node_calls(node, new_name)
@@ -336,7 +378,9 @@ def calls_run_copies(
             with as_the_user():
                 return original(name, tensor_inputs, num_outputs)
         call = UserCall(name, tensor_inputs, num_outputs, ctx.device_name)
-        copies.user_calls.setdefault(text, call)
+        if text not in copies.user_calls:  # its first call, kept with the variables it captured
+            caller = sys._getframe(1).f_locals.get("self")  # AtomicFunction.call_flat's
+            copies.user_calls[text] = call._replace(variables=captured_variable_names(caller))
         if copies.runs_as_the_user(text):
             return copies.call_as_the_user(call, lambda: original(name, tensor_inputs, num_outputs))
         copy = copies.renamed(text)

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from .._model.devices import canonical_device, parse_device, short_device
-from .._model.records import Executed
+from .._model.records import Executed, HandedVariable
 from .._sources.functions import (
     FunctionFacts,
     function_display_name,
@@ -200,7 +200,7 @@ def read_with_pipeline(
     sources: DatasetSources | None = None,
     placement_log: str = "",
     definitions: Sequence[str | None] = (),
-    handles: Sequence[Sequence[str | None]] = (),
+    handles: Sequence[Sequence[HandedVariable | None]] = (),
 ) -> tuple[Executed, FunctionFacts, dict[str, str], PipelineRows]:
     """``read_function_graphs`` of the calls' ``graphs`` and of the tf.data functions whose
     ops ``records`` timed on tf.data's threads (``on_data``; after the calls', which keep the

@@ -46,6 +46,7 @@ from ..._model.memory import (
     PERSISTENT,
     PINNED_HOST,
     TEMPORARY,
+    VARIABLE_OPS,
     empty_memory,
     memory_frame,
     step_rows,
@@ -254,8 +255,16 @@ def _add_variables(rows: _Rows, table: _Ops, host: str) -> None:
     names = table.names.to_numpy(dtype=object)[codes]
     owner = np.full(len(codes), " ", dtype=object)
     when = float(np.nanmin(table.start)) - 1  # before anything of the step
+    own = np.isin(table.type[codes], list(VARIABLE_OPS))  # the op is the variable
     rows.extend(
-        where, allocator, np.full(len(codes), when), held.to_numpy(), names, owner, PERSISTENT
+        where,
+        allocator,
+        np.full(len(codes), when),
+        held.to_numpy(),
+        names,
+        owner,
+        PERSISTENT,
+        np.where(own, names, None),
     )
 
 
@@ -281,6 +290,7 @@ def _add_traced(rows: _Rows, table: _Ops, memory: pd.DataFrame, kind: str) -> No
         memory["op"],
         owner,
         kind,
+        None if kind == TEMPORARY else memory["variable"].to_numpy(dtype=object),
     )
 
 
@@ -374,10 +384,13 @@ class _Rows:
         op: Any,
         owner: Any = None,
         kind: str = TEMPORARY,
+        variable: Any = None,
     ) -> None:
         """Rows, one per item; ``owner``: the op whose run made each (its own op by default);
-        ``kind``: the step's own (``TEMPORARY``) or held through it (``PERSISTENT``)."""
+        ``kind``: the step's own (``TEMPORARY``) or held through it (``PERSISTENT``);
+        ``variable``: the variable each holds (none by default)."""
         op = np.asarray(op, dtype=object)
+        names = np.full(len(op), None, dtype=object) if variable is None else variable
         self.parts.append(
             pd.DataFrame(
                 {
@@ -388,6 +401,7 @@ class _Rows:
                     "op": op,
                     "owner": op if owner is None else np.asarray(owner, dtype=object),
                     "kind": kind,
+                    "variable": pd.Series(np.asarray(names, dtype=object), dtype=object),
                 }
             )
         )
@@ -418,6 +432,7 @@ class _Rows:
             rows["step"],
             series.to_numpy(),
             rows["kind"],
+            rows["variable"].to_numpy(dtype=object),
         )
 
 
