@@ -243,3 +243,27 @@ def test_components_label_each_node_with_the_smallest_it_is_joined_to():
     ]
     for count, a, b in cases:
         assert components(count, a, b).tolist() == reference(count, a, b)
+
+
+def test_each_names_first_device_is_found_without_pandas_hashing_every_name(chains, monkeypatch):
+    """A name listed more than once (``_SOURCE`` on each device; one op of merged runs) runs
+    where its first row says, in its first row's place: read off the rows in reverse, not by
+    ``drop_duplicates`` over every name (a second of a million-op trace's findings)."""
+    ops = chains.ops
+    assert ops["op"].duplicated().any()  # two devices: a _SOURCE each
+    dropped: list[Any] = []
+    real = pd.DataFrame.drop_duplicates
+
+    def counting(self: pd.DataFrame, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        dropped.append(args or kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pd.DataFrame, "drop_duplicates", counting)
+    context = base.Context.of(chains)
+    assert dropped == []
+    first = ops.groupby("op", sort=False)["device"].first()
+    assert list(context.device_of.items()) == list(first.items())
+    copies = [n for n, t in context.type_of.items() if t in ("_Send", "_Recv")]
+    assert copies  # two CPUs: the chains' copies, each under the op it carries
+    for copy in copies:
+        assert copy in transfers.copy_nodes(context, base.copy_key(copy))

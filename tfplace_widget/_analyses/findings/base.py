@@ -132,6 +132,7 @@ class Context:
     source_of: dict[str, str] | None = None  # op -> its ``source`` (file:line), read once
     requested_cpu: set[str] | None = None  # ``cpu_requested``'s answer, found once
     host_sides: tuple[set[str], set[str]] | None = None  # ``_host_sides``'s answer
+    user: set[str] | None = None  # the ops of the trace other than the runtime's, found once
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -140,9 +141,9 @@ class Context:
         type_of = dict(zip(names, ops["type"].tolist(), strict=True))
         if len(type_of) == len(names):  # each name one row (nearly always)
             device_of = dict(zip(names, ops["device"].tolist(), strict=True))
-        else:
-            first = ops[["op", "device"]].drop_duplicates("op")
-            device_of = dict(zip(first["op"].tolist(), first["device"].tolist(), strict=True))
+        else:  # a name's first row's device, in its first row's place (no hashing by pandas)
+            device_of = dict.fromkeys(type_of)
+            device_of.update(zip(reversed(names), reversed(ops["device"].tolist()), strict=True))
         gpu_kernel: dict[str, str] = {}
         if "gpu_kernel" in ops:  # the rows whose kernels are known
             kernels = ops["gpu_kernel"].astype(str)
@@ -189,7 +190,7 @@ class Context:
         type_of = self.type_of
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
-        user = set(type_of) - runtime
+        user = self.user = set(type_of) - runtime
         names, lists = list(raw), list(raw.values())
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
         for name in compress(names, map(sends.__contains__, names)):
@@ -302,12 +303,9 @@ class Context:
         once), the ops of the trace other than the runtime's, in the prediction's order; each
         CPU op's cause, its own kernel's or request's read here (most of a million), a
         colocated one's followed to its anchor (``_cpu_cause``)."""
-        type_of, runtime = self.type_of, self.runtime or set()
+        user = self.user if self.user is not None else set(self.type_of) - (self.runtime or set())
         kinds = {d: device_type(d) for d in set(devices)}
-        ours = (
-            np.fromiter(map(type_of.__contains__, names), bool, len(names))
-            & ~np.fromiter(map(runtime.__contains__, names), bool, len(names))
-        ).tolist()
+        ours = list(map(user.__contains__, names))
         kept = list(compress(names, ours))
         kind_of = list(map(kinds.__getitem__, compress(devices, ours)))
         self.view.update(zip(kept, kind_of, strict=True))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from functools import partial
+from itertools import compress
 
 import numpy as np
 import pandas as pd
@@ -480,9 +481,10 @@ def copy_nodes(context: Context, producer: str) -> list[str]:
     """The ``_Send``/``_Recv`` nodes that carry ``producer``'s output to another device."""
     if context.copies_by_producer is None:
         context.copies_by_producer = {}
-        for name, op_type in context.type_of.items():
-            if op_type in ("_Send", "_Recv", "_HostSend", "_HostRecv"):
-                context.copies_by_producer.setdefault(copy_key(name), []).append(name)
+        # the copies picked out of every op by one C pass, in the order of ``type_of``
+        types, of = {"_Send", "_Recv", "_HostSend", "_HostRecv"}, context.type_of
+        for name in compress(of, map(types.__contains__, of.values())):
+            context.copies_by_producer.setdefault(copy_key(name), []).append(name)
     return context.copies_by_producer.get(producer, [])
 
 
