@@ -205,6 +205,13 @@ class SearchIndex:
         # ``$`` also matches before a name's last newline: numpy answers for names without.
         self.ascii = isinstance(self.lowered, np.ndarray) and text.isascii()
         self.one_line = self.ascii and "\n" not in text
+        # the distinct names' bytes end to end, each one's length and start (_window_mask)
+        self._bytes = self._lengths = self._offsets = None
+        if self.one_line:
+            joined = text if self.codes is None else "".join(values)
+            self._bytes = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+            self._lengths = np.char.str_len(self.lowered).astype(np.int64)
+            self._offsets = np.cumsum(self._lengths) - self._lengths
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
         """Which distinct names the compiled regex ``pattern`` finds anything in."""
@@ -218,18 +225,142 @@ class SearchIndex:
             names = self.names.to_numpy()[maybe].astype(str)
             holds[maybe] = _holding(names, where, texts)
             return holds
-        maybe, lowered = np.arange(len(self.names)), self.lowered
+        maybe, lowered = slice(None), self.lowered  # every name, until a text leaves fewer
         for i, texts in enumerate(required_texts(pattern) if self.ascii else []):
             # the fewest, longest texts first: on all names, then on those the last one left
             holds = np.logical_or.reduce([np.char.find(lowered, t) >= 0 for t in texts])
             maybe = np.flatnonzero(holds) if i == 0 else maybe[holds]
             lowered = self.lowered[maybe]
         mask = np.zeros(len(self.names), dtype=bool)
-        values = self.names.to_numpy()[maybe]
-        mask[maybe] = np.fromiter(
-            (pattern.search(value) is not None for value in values), dtype=bool, count=len(maybe)
-        )
+        window = anchored_width(pattern) if self.one_line else None
+        if window is not None and window[2] < self.lowered.dtype.itemsize // 4:
+            mask[maybe] = self._window_mask(pattern, maybe, *window)
+            return mask
+        mask[maybe] = _searched(pattern, self.names.to_numpy()[maybe])
         return mask
+
+    def _window_mask(
+        self,
+        pattern: re.Pattern,
+        maybe: np.ndarray | slice,
+        where: str,
+        shortest: int,
+        longest: int,
+    ) -> np.ndarray:
+        """Which names of ``maybe`` an anchored ``pattern`` of bounded width
+        (:func:`anchored_width`) finds anything in: ``re`` runs once per distinct window of
+        ``longest`` characters at the anchored end (``\\d{3}$`` on ``c7/add123``: ``123``),
+        read by numpy from the names' bytes; a whole-name pattern only on names of a length
+        it can match."""
+        lengths, values = self._lengths[maybe], self.names.to_numpy()[maybe]
+        if where == "whole":
+            fits = np.flatnonzero((lengths >= shortest) & (lengths <= longest))
+            found = np.zeros(len(lengths), dtype=bool)
+            found[fits] = _searched(pattern, values[fits])
+            return found
+        span = np.minimum(lengths, longest)  # each window's length
+        starts = lengths - span if where == "end" else np.zeros(len(lengths), dtype=np.int64)
+        begins = self._offsets[maybe] + starts
+        codes, firsts = _distinct_windows(self._bytes, begins, span, longest)
+        windows = [
+            value[start : start + longest]
+            for value, start in zip(values[firsts], starts[firsts], strict=True)
+        ]
+        return _searched(pattern, np.array(windows, dtype=object))[codes]
+
+
+def _searched(pattern: re.Pattern, values: np.ndarray) -> np.ndarray:
+    """Whether ``pattern`` finds anything in each of ``values``, one ``re`` call each."""
+    found = (pattern.search(value) is not None for value in values)
+    return np.fromiter(found, dtype=bool, count=len(values))
+
+
+def _distinct_windows(
+    text: np.ndarray, begins: np.ndarray, spans: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each window's code among the distinct windows of the bytes ``text`` (window ``i``: the
+    ``spans[i]`` bytes from ``begins[i]``, at most ``width``), and each distinct window's first
+    window: its bytes eight at a time as integers (zero past its end), factorized."""
+    codes = np.zeros(len(begins), dtype=np.int64)  # the windows' codes, by their bytes so far
+    last = max(len(text) - 1, 0)
+    for chunk in range(0, max(width, 1), 8):
+        word = np.zeros(len(begins), dtype=np.uint64)
+        for k in range(chunk, min(chunk + 8, width)):
+            byte = text.take(np.minimum(begins + k, last)) if len(text) else word
+            word |= np.where(spans > k, byte, 0).astype(np.uint64) << np.uint64(8 * (k - chunk))
+        word_codes, uniques = pd.factorize(word)
+        codes = word_codes if chunk == 0 else pd.factorize(codes * len(uniques) + word_codes)[0]
+    firsts = np.zeros(codes.max() + 1 if len(codes) else 0, dtype=np.int64)
+    firsts[codes[::-1]] = np.arange(len(codes))[::-1]
+    return codes, firsts
+
+
+_FREE = {  # items whose match depends on the text they consume alone, not on what is around it
+    getattr(_sre_constants, name)
+    for name in [
+        "LITERAL",
+        "NOT_LITERAL",
+        "ANY",
+        "IN",
+        "MAX_REPEAT",
+        "MIN_REPEAT",
+        "POSSESSIVE_REPEAT",
+        "SUBPATTERN",
+        "ATOMIC_GROUP",
+        "BRANCH",
+    ]
+    if hasattr(_sre_constants, name)
+}
+MAX_WINDOW = 64  # a wider anchored regex: re on each name, as before
+
+
+def anchored_width(pattern: re.Pattern) -> tuple[str, int, int] | None:
+    """For a ``pattern`` anchored at the name's start (``^c[0-3]/``), its end (``\\d{3}$``) or
+    both, whose every match is at most ``MAX_WINDOW`` characters long and depends on the
+    characters it consumes alone (no other anchor, lookaround, ``\\b`` or back-reference):
+    where (``"start"``, ``"end"``, ``"whole"``) and the shortest and longest match. On names of
+    one line, such a pattern finds a match in a name exactly when it finds one in the name's
+    first (start) or last (end) ``longest`` characters; a whole-name one only in a name of a
+    length it can match. ``None`` for any other pattern."""
+    try:
+        parsed = _sre_parser.parse(pattern.pattern, pattern.flags)
+        items = list(parsed)
+        shortest, longest = parsed.getwidth()
+    except Exception:  # noqa: BLE001  (a private parser: then re on each name, the same answer)
+        return None
+    start = bool(items) and items[0][0] == _sre_constants.AT and items[0][1] in _STARTS
+    end = len(items) > start and items[-1][0] == _sre_constants.AT and items[-1][1] in _ENDS
+    if not (start or end) or longest > MAX_WINDOW:
+        return None
+    if not _context_free(items[int(start) : len(items) - int(end)]):
+        return None
+    return (
+        {(True, False): "start", (False, True): "end"}.get((start, end), "whole"),
+        shortest,
+        longest,
+    )
+
+
+def _context_free(items) -> bool:
+    """Whether parsed ``items`` hold only items of ``_FREE`` (at any depth)."""
+    for op, value in items:
+        if op not in _FREE:
+            return False
+        if op in (_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT) or (
+            op == getattr(_sre_constants, "POSSESSIVE_REPEAT", None)
+        ):
+            inner = [value[2]]
+        elif op == _sre_constants.SUBPATTERN:
+            inner = [value[-1]]
+        elif op == _sre_constants.BRANCH:
+            inner = value[1]
+        elif op == getattr(_sre_constants, "ATOMIC_GROUP", None):
+            inner = [value]
+        else:
+            continue
+        if not all(_context_free(sub) for sub in inner):
+            return False
+    return True
 
 
 def _holding(names: np.ndarray, where: str, texts: list[str]) -> np.ndarray:
