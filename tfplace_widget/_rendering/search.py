@@ -135,7 +135,9 @@ def match_names(
     if regex:
         distinct = lowered.regex_mask(compile_query(text, regex=True, case=case))
     else:
-        distinct = _match_each(lowered.names, text, regex, case, lowered.lowered)
+        distinct = None if is_glob(text) else lowered.holds(text, case)
+        if distinct is None:
+            distinct = _match_each(lowered.names, text, regex, case, lowered.lowered)
     return distinct if lowered.codes is None else distinct[lowered.codes]
 
 
@@ -192,6 +194,7 @@ class SearchIndex:
             self.names = pd.Series(names.to_numpy(dtype=object), dtype=object)
             self.rows = self.lowered = _lowered(names)
             self.ascii = self.one_line = False
+            self._bytes = self._lengths = self._offsets = self._columns = None
             return
         codes, uniques = pd.factorize(names, use_na_sentinel=False)
         # each row's distinct name; None: every row its own (codes in order of first sight)
@@ -206,12 +209,39 @@ class SearchIndex:
         self.ascii = isinstance(self.lowered, np.ndarray) and text.isascii()
         self.one_line = self.ascii and "\n" not in text
         # the distinct names' bytes end to end, each one's length and start (_window_mask)
-        self._bytes = self._lengths = self._offsets = None
-        if self.one_line:
+        self._bytes = self._lengths = self._offsets = self._columns = self._lower_columns = None
+        if self.ascii:
             joined = text if self.codes is None else "".join(values)
             self._bytes = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+            # each place in a name a row of bytes (the lower-cased names'; the cased, if asked)
+            width = self.lowered.dtype.itemsize // 4
+            codes32 = self.lowered.view(np.uint32).reshape(len(self.lowered), width)
+            self._lower_columns = codes32.T.astype(np.uint8, order="C")
             self._lengths = np.char.str_len(self.lowered).astype(np.int64)
             self._offsets = np.cumsum(self._lengths) - self._lengths
+
+    def holds(self, text: str, case: bool) -> np.ndarray | None:
+        """Which distinct names hold ``text`` (lower-cased, both, without ``case``): numpy
+        compares over the names' characters as bytes, one row per place in the name (a
+        character's row is contiguous: a pass reads each name's byte once); ``None`` where
+        that cannot say (names not ASCII, ``text`` not ASCII or with a NUL)."""
+        if self._bytes is None or not _plain(text):
+            return None
+        if case and self._columns is None:  # the cased names, on the first such search
+            width = self.lowered.dtype.itemsize // 4
+            cased = np.array(self.names.to_numpy(), dtype=f"S{width}")
+            self._columns = cased.view(np.uint8).reshape(len(cased), width).T.copy()
+        chars = self._columns if case else self._lower_columns
+        needle = (text if case else text.lower()).encode("ascii")
+        if len(needle) == 1:
+            return (chars == needle[0]).any(axis=0)
+        found = np.zeros(chars.shape[1], dtype=bool)
+        for start in range(chars.shape[0] - len(needle) + 1):  # a name's bytes end in NULs
+            at = chars[start] == needle[0]
+            for i in range(1, len(needle)):
+                at &= chars[start + i] == needle[i]
+            found |= at
+        return found
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
         """Which distinct names the compiled regex ``pattern`` finds anything in."""
@@ -228,7 +258,9 @@ class SearchIndex:
         maybe, lowered = slice(None), self.lowered  # every name, until a text leaves fewer
         for i, texts in enumerate(required_texts(pattern) if self.ascii else []):
             # the fewest, longest texts first: on all names, then on those the last one left
-            holds = np.logical_or.reduce([np.char.find(lowered, t) >= 0 for t in texts])
+            holds = np.logical_or.reduce(
+                [self.holds(t, False) if i == 0 else np.char.find(lowered, t) >= 0 for t in texts]
+            )
             maybe = np.flatnonzero(holds) if i == 0 else maybe[holds]
             lowered = self.lowered[maybe]
         mask = np.zeros(len(self.names), dtype=bool)
@@ -282,13 +314,13 @@ def _distinct_windows(
     ``spans[i]`` bytes from ``begins[i]``, at most ``width``), and each distinct window's first
     window: its bytes eight at a time as integers (zero past its end), factorized."""
     codes = np.zeros(len(begins), dtype=np.int64)  # the windows' codes, by their bytes so far
-    last = max(len(text) - 1, 0)
+    block = np.zeros((len(begins), 8), dtype=np.uint8)  # eight of each window's bytes
     for chunk in range(0, max(width, 1), 8):
-        word = np.zeros(len(begins), dtype=np.uint64)
+        block[:] = 0
         for k in range(chunk, min(chunk + 8, width)):
-            byte = text.take(np.minimum(begins + k, last)) if len(text) else word
-            word |= np.where(spans > k, byte, 0).astype(np.uint64) << np.uint64(8 * (k - chunk))
-        word_codes, uniques = pd.factorize(word)
+            byte = text.take(np.minimum(begins + k, max(len(text) - 1, 0))) if len(text) else 0
+            block[:, k - chunk] = np.where(spans > k, byte, 0)
+        word_codes, uniques = pd.factorize(block.view(np.uint64).ravel())
         codes = word_codes if chunk == 0 else pd.factorize(codes * len(uniques) + word_codes)[0]
     firsts = np.zeros(codes.max() + 1 if len(codes) else 0, dtype=np.int64)
     firsts[codes[::-1]] = np.arange(len(codes))[::-1]
