@@ -311,3 +311,15 @@ def test_a_regex_over_names_with_a_nul_answers_as_re():
     ascii_names = pd.Series(["MatMul", "MatMul_1"] * 2, dtype=object)
     got = match_names(ascii_names, r"MatMul\0", regex=True, lowered=searchable(ascii_names))
     assert not got.any()
+
+
+def test_a_text_is_found_in_one_name_only_never_across_two():
+    """Text is found in the names' bytes, a row per place in a name: ``bc`` is not in ``ab``
+    followed by ``cd``, nor ``7`` in a name that ends before it; as typed with match case."""
+    names = pd.Series(["ab", "cd", "", "xAbC7", "abc", "7"] * 2, dtype=object)
+    index = searchable(names)
+    for text in ("bc", "7", "ABC", "c7", "b", "abcd", "dx"):
+        for case in (False, True):
+            got = match_names(names, text, case=case, lowered=index)
+            want = [(text in n) if case else (text.lower() in n.lower()) for n in names]
+            assert got.tolist() == want, (text, case)
