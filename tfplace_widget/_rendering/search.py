@@ -208,39 +208,31 @@ class SearchIndex:
         # ``$`` also matches before a name's last newline: numpy answers for names without.
         self.ascii = isinstance(self.lowered, np.ndarray) and text.isascii()
         self.one_line = self.ascii and "\n" not in text
-        # the distinct names' bytes end to end, each one's length and start (_window_mask)
+        # each place in a name a row of bytes (the lower-cased names'; the cased, if asked):
+        # what holds() reads; the names' bytes end to end, for _window_mask, when first asked
         self._bytes = self._lengths = self._offsets = self._columns = self._lower_columns = None
         if self.ascii:
-            joined = text if self.codes is None else "".join(values)
-            self._bytes = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
-            # each place in a name a row of bytes (the lower-cased names'; the cased, if asked)
-            width = self.lowered.dtype.itemsize // 4
-            codes32 = self.lowered.view(np.uint32).reshape(len(self.lowered), width)
-            self._lower_columns = codes32.T.astype(np.uint8, order="C")
-            self._lengths = np.char.str_len(self.lowered).astype(np.int64)
-            self._offsets = np.cumsum(self._lengths) - self._lengths
+            self._lower_columns = _columns(self.lowered)
 
     def holds(self, text: str, case: bool) -> np.ndarray | None:
         """Which distinct names hold ``text`` (lower-cased, both, without ``case``): numpy
         compares over the names' characters as bytes, one row per place in the name (a
         character's row is contiguous: a pass reads each name's byte once); ``None`` where
         that cannot say (names not ASCII, ``text`` not ASCII or with a NUL)."""
-        if self._bytes is None or not _plain(text):
+        if self._lower_columns is None or not _plain(text):
             return None
         if case and self._columns is None:  # the cased names, on the first such search
-            width = self.lowered.dtype.itemsize // 4
-            cased = np.array(self.names.to_numpy(), dtype=f"S{width}")
-            self._columns = cased.view(np.uint8).reshape(len(cased), width).T.copy()
+            self._columns = _columns(np.array(self.names.to_numpy(), dtype=self.lowered.dtype))
         chars = self._columns if case else self._lower_columns
         needle = (text if case else text.lower()).encode("ascii")
         if len(needle) == 1:
             return (chars == needle[0]).any(axis=0)
         found = np.zeros(chars.shape[1], dtype=bool)
         for start in range(chars.shape[0] - len(needle) + 1):  # a name's bytes end in NULs
-            at = chars[start] == needle[0]
+            at = np.flatnonzero(chars[start] == needle[0])  # then its next bytes, where it is
             for i in range(1, len(needle)):
-                at &= chars[start + i] == needle[i]
-            found |= at
+                at = at[chars[start + i, at] == needle[i]]
+            found[at] = True
         return found
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
@@ -284,6 +276,10 @@ class SearchIndex:
         ``longest`` characters at the anchored end (``\\d{3}$`` on ``c7/add123``: ``123``),
         read by numpy from the names' bytes; a whole-name pattern only on names of a length
         it can match."""
+        if self._bytes is None:  # once per index
+            self._bytes = np.frombuffer("".join(self.names).encode("ascii"), dtype=np.uint8)
+            self._lengths = np.char.str_len(self.lowered).astype(np.int64)
+            self._offsets = np.cumsum(self._lengths) - self._lengths
         lengths, values = self._lengths[maybe], self.names.to_numpy()[maybe]
         if where == "whole":
             fits = np.flatnonzero((lengths >= shortest) & (lengths <= longest))
@@ -299,6 +295,13 @@ class SearchIndex:
             for value, start in zip(values[firsts], starts[firsts], strict=True)
         ]
         return _searched(pattern, np.array(windows, dtype=object))[codes]
+
+
+def _columns(names: np.ndarray) -> np.ndarray:
+    """ASCII names (a fixed-width numpy string array) as bytes, a row per place in a name (NUL
+    past its end): each row contiguous, for one pass over each name's byte there."""
+    width = names.dtype.itemsize // 4
+    return names.view(np.uint32).reshape(len(names), width).astype(np.uint8).T.copy()
 
 
 def _searched(pattern: re.Pattern, values: np.ndarray) -> np.ndarray:
