@@ -315,10 +315,11 @@ def test_a_regex_over_names_with_a_nul_answers_as_re():
 
 def test_a_text_is_found_in_one_name_only_never_across_two():
     """Text is found in the names' bytes, a row per place in a name: ``bc`` is not in ``ab``
-    followed by ``cd``, nor ``7`` in a name that ends before it; as typed with match case."""
-    names = pd.Series(["ab", "cd", "", "xAbC7", "abc", "7"] * 2, dtype=object)
+    followed by ``cd``, nor ``7`` in a name that ends before it; as typed with match case;
+    a text longer than every name, or whose first letter most names repeat (``aab``)."""
+    names = pd.Series(["ab", "cd", "", "xAbC7", "abc", "7", "aaaaab"] * 2, dtype=object)
     index = searchable(names)
-    for text in ("bc", "7", "ABC", "c7", "b", "abcd", "dx"):
+    for text in ("bc", "7", "ABC", "c7", "b", "abcd", "dx", "aab", "abcdefghijk"):
         for case in (False, True):
             got = match_names(names, text, case=case, lowered=index)
             want = [(text in n) if case else (text.lower() in n.lower()) for n in names]

@@ -218,22 +218,33 @@ class SearchIndex:
         """Which distinct names hold ``text`` (lower-cased, both, without ``case``): numpy
         compares over the names' characters as bytes, one row per place in the name (a
         character's row is contiguous: a pass reads each name's byte once); ``None`` where
-        that cannot say (names not ASCII, ``text`` not ASCII or with a NUL)."""
+        that cannot say (names not ASCII, ``text`` not ASCII or with a NUL) or would be slower
+        than ``np.char.find`` (a text whose first character is in most names more than once)."""
         if self._lower_columns is None or not _plain(text):
             return None
         if case and self._columns is None:  # the cased names, on the first such search
             self._columns = _columns(np.array(self.names.to_numpy(), dtype=self.lowered.dtype))
         chars = self._columns if case else self._lower_columns
         needle = (text if case else text.lower()).encode("ascii")
+        if len(needle) > chars.shape[0]:  # longer than every name
+            return np.zeros(chars.shape[1], dtype=bool)
+        first = chars[: chars.shape[0] - len(needle) + 1] == needle[0]  # a name's bytes end in NULs
         if len(needle) == 1:
-            return (chars == needle[0]).any(axis=0)
+            return first.any(axis=0)
+        if np.count_nonzero(first) > chars.shape[1]:  # its first byte is many times in a name:
+            return None  # following each is slower than numpy's find
         found = np.zeros(chars.shape[1], dtype=bool)
-        for start in range(chars.shape[0] - len(needle) + 1):  # a name's bytes end in NULs
-            at = np.flatnonzero(chars[start] == needle[0])  # then its next bytes, where it is
+        for start in range(len(first)):
+            at = np.flatnonzero(first[start])  # then the text's next bytes, where it starts
             for i in range(1, len(needle)):
                 at = at[chars[start + i, at] == needle[i]]
             found[at] = True
         return found
+
+    def _find(self, lowered: np.ndarray, text: str, every: bool) -> np.ndarray:
+        """Which of ``lowered`` (every distinct name's, or some) hold ``text``."""
+        found = self.holds(text, case=False) if every else None
+        return np.char.find(lowered, text) >= 0 if found is None else found
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
         """Which distinct names the compiled regex ``pattern`` finds anything in."""
@@ -250,9 +261,7 @@ class SearchIndex:
         maybe, lowered = slice(None), self.lowered  # every name, until a text leaves fewer
         for i, texts in enumerate(required_texts(pattern) if self.ascii else []):
             # the fewest, longest texts first: on all names, then on those the last one left
-            holds = np.logical_or.reduce(
-                [self.holds(t, False) if i == 0 else np.char.find(lowered, t) >= 0 for t in texts]
-            )
+            holds = np.logical_or.reduce([self._find(lowered, t, i == 0) for t in texts])
             maybe = np.flatnonzero(holds) if i == 0 else maybe[holds]
             lowered = self.lowered[maybe]
         mask = np.zeros(len(self.names), dtype=bool)
