@@ -228,11 +228,13 @@ class SearchIndex:
         needle = (text if case else text.lower()).encode("ascii")
         if len(needle) > chars.shape[0]:  # longer than every name
             return np.zeros(chars.shape[1], dtype=bool)
-        first = chars[: chars.shape[0] - len(needle) + 1] == needle[0]  # a name's bytes end in NULs
+        places = chars.shape[0] - len(needle) + 1  # where it can start (bytes end in NULs)
+        sample = chars[:places, :4096] == needle[0]
+        if len(needle) > 1 and np.count_nonzero(sample) > sample.shape[1]:
+            return None  # its first byte many times in a name: following each is slower
+        first = chars[:places] == needle[0]
         if len(needle) == 1:
             return first.any(axis=0)
-        if np.count_nonzero(first) > chars.shape[1]:  # its first byte is many times in a name:
-            return None  # following each is slower than numpy's find
         found = np.zeros(chars.shape[1], dtype=bool)
         for start in range(len(first)):
             at = np.flatnonzero(first[start])  # then the text's next bytes, where it starts
@@ -310,7 +312,11 @@ def _columns(names: np.ndarray) -> np.ndarray:
     """ASCII names (a fixed-width numpy string array) as bytes, a row per place in a name (NUL
     past its end): each row contiguous, for one pass over each name's byte there."""
     width = names.dtype.itemsize // 4
-    return names.view(np.uint32).reshape(len(names), width).astype(np.uint8).T.copy()
+    codes = names.view(np.uint32).reshape(len(names), width)
+    columns = np.empty((width, len(names)), dtype=np.uint8)
+    for start in range(0, len(names), 4096):  # in blocks that stay in the cache
+        columns[:, start : start + 4096] = codes[start : start + 4096].T
+    return columns
 
 
 def _searched(pattern: re.Pattern, values: np.ndarray) -> np.ndarray:
