@@ -209,10 +209,16 @@ class SearchIndex:
         self.ascii = isinstance(self.lowered, np.ndarray) and text.isascii()
         self.one_line = self.ascii and "\n" not in text
         # each place in a name a row of bytes (the lower-cased names'; the cased, if asked):
-        # what holds() reads; the names' bytes end to end, for _window_mask, when first asked
+        # what holds() reads; the names' bytes end to end, each one's length and start, for
+        # _window_mask
         self._bytes = self._lengths = self._offsets = self._columns = self._lower_columns = None
         if self.ascii:
             self._lower_columns = _columns(self.lowered)
+        if self.one_line:  # each name and a NUL, and NULs to read past the last
+            ended = "\0".join(values) + "\0" * (MAX_WINDOW + 1)
+            self._bytes = np.frombuffer(ended.encode("ascii"), dtype=np.uint8)
+            self._lengths = np.char.str_len(self.lowered).astype(np.int64)
+            self._offsets = np.cumsum(self._lengths + 1) - (self._lengths + 1)
 
     def holds(self, text: str, case: bool) -> np.ndarray | None:
         """Which distinct names hold ``text`` (lower-cased, both, without ``case``): numpy
@@ -287,10 +293,6 @@ class SearchIndex:
         ``longest`` characters at the anchored end (``\\d{3}$`` on ``c7/add123``: ``123``),
         read by numpy from the names' bytes; a whole-name pattern only on names of a length
         it can match."""
-        if self._bytes is None:  # once per index
-            self._bytes = np.frombuffer("".join(self.names).encode("ascii"), dtype=np.uint8)
-            self._lengths = np.char.str_len(self.lowered).astype(np.int64)
-            self._offsets = np.cumsum(self._lengths) - self._lengths
         lengths, values = self._lengths[maybe], self.names.to_numpy()[maybe]
         if where == "whole":
             fits = np.flatnonzero((lengths >= shortest) & (lengths <= longest))
@@ -300,7 +302,7 @@ class SearchIndex:
         span = np.minimum(lengths, longest)  # each window's length
         starts = lengths - span if where == "end" else np.zeros(len(lengths), dtype=np.int64)
         begins = self._offsets[maybe] + starts
-        codes, firsts = _distinct_windows(self._bytes, begins, span, longest)
+        codes, firsts = _distinct_windows(self._bytes, begins, longest)
         windows = [
             value[start : start + longest]
             for value, start in zip(values[firsts], starts[firsts], strict=True)
@@ -326,18 +328,18 @@ def _searched(pattern: re.Pattern, values: np.ndarray) -> np.ndarray:
 
 
 def _distinct_windows(
-    text: np.ndarray, begins: np.ndarray, spans: np.ndarray, width: int
+    text: np.ndarray, begins: np.ndarray, width: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each window's code among the distinct windows of the bytes ``text`` (window ``i``: the
-    ``spans[i]`` bytes from ``begins[i]``, at most ``width``), and each distinct window's first
-    window: its bytes eight at a time as integers (zero past its end), factorized."""
+    ``width`` bytes from ``begins[i]``; names end in a NUL, which holds in none: two windows
+    with the same bytes are the same text up to their first NUL), and each distinct window's
+    first window: its bytes eight at a time as integers, factorized."""
     codes = np.zeros(len(begins), dtype=np.int64)  # the windows' codes, by their bytes so far
     block = np.zeros((len(begins), 8), dtype=np.uint8)  # eight of each window's bytes
     for chunk in range(0, max(width, 1), 8):
         block[:] = 0
         for k in range(chunk, min(chunk + 8, width)):
-            byte = text.take(np.minimum(begins + k, max(len(text) - 1, 0))) if len(text) else 0
-            block[:, k - chunk] = np.where(spans > k, byte, 0)
+            block[:, k - chunk] = text.take(begins + k)
         word_codes, uniques = pd.factorize(block.view(np.uint64).ravel())
         codes = word_codes if chunk == 0 else pd.factorize(codes * len(uniques) + word_codes)[0]
     firsts = np.zeros(codes.max() + 1 if len(codes) else 0, dtype=np.int64)
