@@ -217,8 +217,10 @@ class SearchIndex:
         if self.one_line:  # each name and a NUL, and NULs to read past the last
             ended = "\0".join(values) + "\0" * (MAX_WINDOW + 1)
             self._bytes = np.frombuffer(ended.encode("ascii"), dtype=np.uint8)
-            self._lengths = np.char.str_len(self.lowered).astype(np.int64)
-            self._offsets = np.cumsum(self._lengths + 1) - (self._lengths + 1)
+            self._lengths = np.char.str_len(self.lowered).astype(np.int32)
+            self._offsets = (
+                np.cumsum(self._lengths + 1, dtype=np.int64) - self._lengths - 1
+            ).astype(np.int32 if len(self._bytes) < 2**31 else np.int64)
 
     def holds(self, text: str, case: bool) -> np.ndarray | None:
         """Which distinct names hold ``text`` (lower-cased, both, without ``case``): numpy
