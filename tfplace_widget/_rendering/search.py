@@ -209,18 +209,11 @@ class SearchIndex:
         self.ascii = isinstance(self.lowered, np.ndarray) and text.isascii()
         self.one_line = self.ascii and "\n" not in text
         # each place in a name a row of bytes (the lower-cased names'; the cased, if asked):
-        # what holds() reads; the names' bytes end to end, each one's length and start, for
-        # _window_mask
+        # what holds() reads; the names' bytes end to end, each one's length and start, made
+        # for the first anchored regex (_window_mask)
         self._bytes = self._lengths = self._offsets = self._columns = self._lower_columns = None
         if self.ascii:
             self._lower_columns = _columns(self.lowered)
-        if self.one_line:  # each name and a NUL, and NULs to read past the last
-            ended = "\0".join(values) + "\0" * (MAX_WINDOW + 1)
-            self._bytes = np.frombuffer(ended.encode("ascii"), dtype=np.uint8)
-            self._lengths = np.char.str_len(self.lowered).astype(np.int32)
-            self._offsets = (
-                np.cumsum(self._lengths + 1, dtype=np.int64) - self._lengths - 1
-            ).astype(np.int32 if len(self._bytes) < 2**31 else np.int64)
 
     def holds(self, text: str, case: bool) -> np.ndarray | None:
         """Which distinct names hold ``text`` (lower-cased, both, without ``case``): numpy
@@ -295,6 +288,13 @@ class SearchIndex:
         ``longest`` characters at the anchored end (``\\d{3}$`` on ``c7/add123``: ``123``),
         read by numpy from the names' bytes; a whole-name pattern only on names of a length
         it can match."""
+        if self._bytes is None:  # each name and a NUL, NULs to read past the last: once
+            ended = "\0".join(self.names) + "\0" * (MAX_WINDOW + 1)
+            self._bytes = np.frombuffer(ended.encode("ascii"), dtype=np.uint8)
+            self._lengths = np.char.str_len(self.lowered).astype(np.int32)
+            self._offsets = (
+                np.cumsum(self._lengths + 1, dtype=np.int64) - self._lengths - 1
+            ).astype(np.int32 if len(self._bytes) < 2**31 else np.int64)
         lengths, values = self._lengths[maybe], self.names.to_numpy()[maybe]
         if where == "whole":
             fits = np.flatnonzero((lengths >= shortest) & (lengths <= longest))
