@@ -55,6 +55,9 @@ QUERIES = {
         ("c7/*1", False, False),
         ("*/add1*9", False, False),
         (r"c7/add1\d+$", True, False),
+        ("7", False, False),
+        (r"\d{3}$", True, False),
+        (r"^c[0-3]/", True, False),
     ),
 }
 TYPES = ("MatMul", "BiasAdd", "Relu", "AddV2", "Mul", "ReadVariableOp", "Identity", "Conv2D")

@@ -15,6 +15,7 @@ import pytest
 from tfplace_widget import SearchError
 from tfplace_widget._rendering import search
 from tfplace_widget._rendering.search import (
+    anchored_width,
     exact_texts,
     match_names,
     required_texts,
@@ -85,6 +86,17 @@ REGEXES = [
     r"k",
     r"\d+",
     r"",
+    r"\d{3}$",  # anchored, of bounded width: re once per distinct window of the name's end
+    r"^c[0-3]/",
+    r"[a-z]\d{0,2}\Z",
+    r"^\w{5}(/|_)",
+    r"(?i:mat)[^/]{3}$",
+    r"^(a|b|)b$",
+    r"^.{1,4}$",
+    r"\b\d$",  # context (\b, lookarounds, back-references): re on each name
+    r"(?<=/)\w{3}$",
+    r"^x(?=\[)",
+    r"(a)\1b$",
 ]
 TEXTS = ["dense_1", "MATMUL", "a.b", "x[1]", "nothing_matches_this", "step", ""]
 GLOBS = ["model/*", "*MatMul", "*/dense_1?/*", "a?b", "x[1]", "*[1]", "c7/add1*", "*nothing*", "*"]
@@ -133,22 +145,24 @@ def test_the_index_answers_as_pandas_and_fnmatch_name_by_name(names, dtype, repe
             assert plain.tolist() == want, (text, regex, case)
 
 
+class CountingRe:
+    """A compiled pattern that notes each name ``re`` is asked to search."""
+
+    def __init__(self, pattern: re.Pattern, calls: list[str]) -> None:
+        self.pattern, self.flags = pattern.pattern, pattern.flags
+        self.compiled, self.calls = pattern, calls
+
+    def search(self, name: str):
+        self.calls.append(name)
+        return self.compiled.search(name)
+
+
 def test_a_regex_runs_re_once_per_distinct_name_that_holds_its_text(monkeypatch):
     """2,000 rows of 200 distinct names: ``c7/add1\\d+$`` calls ``re`` on the 7 distinct names
     holding ``c7/add1`` only (on today's main: a call per row, through pandas)."""
-    calls = []
+    calls: list[str] = []
     real = search.compile_query
-
-    class Counting:
-        def __init__(self, pattern: re.Pattern) -> None:
-            self.pattern, self.flags = pattern.pattern, pattern.flags
-            self.compiled = pattern
-
-        def search(self, name: str):
-            calls.append(name)
-            return self.compiled.search(name)
-
-    monkeypatch.setattr(search, "compile_query", lambda *a, **k: Counting(real(*a, **k)))
+    monkeypatch.setattr(search, "compile_query", lambda *a, **k: CountingRe(real(*a, **k), calls))
     distinct = [f"c{i % 16}/add{i}" for i in range(200)]
     names = pd.Series(distinct * 10, dtype=object)
     want = [bool(re.search(r"c7/add1\d+$", n, re.IGNORECASE)) for n in names]
@@ -156,6 +170,43 @@ def test_a_regex_runs_re_once_per_distinct_name_that_holds_its_text(monkeypatch)
     assert got.tolist() == want and sum(want) == 10 * 7  # c7/add103, 119, ... 199
     holding = sorted({n for n in distinct if "c7/add1" in n})
     assert sorted(calls) == holding
+
+
+def test_an_anchored_regex_without_text_runs_re_once_per_distinct_window(monkeypatch):
+    """``\\d{3}$`` has no text to look for first: it calls ``re`` once per distinct last three
+    characters of the names (``123`` of ``c7/add123``), ``^c[0-3]/`` once per distinct first
+    three (on today's main: once per distinct name), with the same answer."""
+    real = search.compile_query
+    calls: list[str] = []
+    monkeypatch.setattr(search, "compile_query", lambda *a, **k: CountingRe(real(*a, **k), calls))
+    distinct = [f"c{i % 16}/add{i}" for i in range(5000)]
+    names = pd.Series(distinct * 2, dtype=object)
+    index = searchable(names)
+    for pattern, window in ((r"\d{3}$", lambda n: n[-3:]), (r"^c[0-3]/", lambda n: n[:3])):
+        calls.clear()
+        got = match_names(names, pattern, regex=True, lowered=index)
+        assert got.tolist() == [bool(re.search(pattern, n, re.IGNORECASE)) for n in names]
+        assert sorted(calls) == sorted({window(n) for n in distinct})
+        assert len(calls) < len(distinct) // 2
+
+
+@pytest.mark.parametrize(
+    ("pattern", "answer"),
+    [
+        (r"\d{3}$", ("end", 3, 3)),
+        (r"^c[0-3]/", ("start", 3, 3)),
+        (r"\A(ab|c)?x{1,2}\Z", ("whole", 1, 4)),
+        (r"^", ("start", 0, 0)),
+        (r"\d+$", None),  # unbounded
+        (r"add\d", None),  # not anchored
+        (r"\b\d{3}$", None),  # what is before the match counts
+        (r"^a(?=b)", None),
+        (r"(a)\1$", None),
+        (r"^a|b$", None),
+    ],
+)
+def test_which_regexes_a_window_answers(pattern, answer):
+    assert anchored_width(re.compile(pattern, re.IGNORECASE)) == answer
 
 
 @pytest.mark.parametrize(
@@ -181,17 +232,9 @@ def test_the_regexes_numpy_answers_alone(pattern, flags, answer):
 def test_a_regex_of_a_few_anchored_texts_calls_no_re(monkeypatch):
     """``(MatMul|Conv2D)$`` is two ``endswith`` over the lower-cased names (with match case,
     then over the cased names of those that end so)."""
-    calls = []
+    calls: list[str] = []
     real = search.compile_query
-
-    class Counting:
-        def __init__(self, pattern: re.Pattern) -> None:
-            self.pattern, self.flags = pattern.pattern, pattern.flags
-
-        def search(self, name: str):
-            calls.append(name)
-
-    monkeypatch.setattr(search, "compile_query", lambda *a, **k: Counting(real(*a, **k)))
+    monkeypatch.setattr(search, "compile_query", lambda *a, **k: CountingRe(real(*a, **k), calls))
     names = pd.Series(ASCII_NAMES * 4, dtype=object)
     index = searchable(names)
     for case, flags in ((False, re.IGNORECASE), (True, 0)):
@@ -268,3 +311,16 @@ def test_a_regex_over_names_with_a_nul_answers_as_re():
     ascii_names = pd.Series(["MatMul", "MatMul_1"] * 2, dtype=object)
     got = match_names(ascii_names, r"MatMul\0", regex=True, lowered=searchable(ascii_names))
     assert not got.any()
+
+
+def test_a_text_is_found_in_one_name_only_never_across_two():
+    """Text is found in the names' bytes, a row per place in a name: ``bc`` is not in ``ab``
+    followed by ``cd``, nor ``7`` in a name that ends before it; as typed with match case;
+    a text longer than every name, or whose first letter most names repeat (``aab``)."""
+    names = pd.Series(["ab", "cd", "", "xAbC7", "abc", "7", "aaaaab"] * 2, dtype=object)
+    index = searchable(names)
+    for text in ("bc", "7", "ABC", "c7", "b", "abcd", "dx", "aab", "abcdefghijk"):
+        for case in (False, True):
+            got = match_names(names, text, case=case, lowered=index)
+            want = [(text in n) if case else (text.lower() in n.lower()) for n in names]
+            assert got.tolist() == want, (text, case)

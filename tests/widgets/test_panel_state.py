@@ -137,3 +137,35 @@ def test_event_rows_match_a_merge_on_op_and_device():
     assert event_rows(many, events.iloc[[1]]).tolist() == [2]
     assert event_rows(many, events.iloc[[2]]).tolist() == [-1]
     assert event_rows(ops.head(0), events).tolist() == [-1] * 6
+
+
+def test_a_broad_search_s_pages_are_those_of_a_full_sort():
+    """A keystroke that keeps most rows draws one page: the page, the count, the page of a
+    picked row and ``visible`` (made when asked for) are those of the kept rows fully sorted."""
+    n = 6 * PAGE_SIZE + 7
+    trace = made_up_trace(n)
+    trace.ops["start_us"] = [float(i % 4) for i in range(n)]  # ties: the sort is stable
+    state = TableState()
+    state.show(trace)
+    kept = state.apply(
+        "1", regex=False, case=False, op_type="", sort_by="start_us", ascending=False
+    )
+    ops = trace.ops
+    expected = ops[ops["op"].str.contains("1")].sort_values(
+        "start_us", ascending=False, kind="stable"
+    )
+    assert state._visible is None  # not made by the keystroke
+    assert (
+        len(kept) == len(expected)
+        and kept.tolist() == ops.index.get_indexer(expected.index).tolist()
+    )
+    for page in range(len(expected) // PAGE_SIZE + 1):
+        rows, _ = state.page_rows(page)
+        assert [row[0] for row in rows] == list(
+            expected["op"][page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+        )
+    last = expected.iloc[-1]
+    assert state.page_of(last["op"], last["device"]) == (len(expected) - 1) // PAGE_SIZE
+    assert len(expected) // PAGE_SIZE > 1 and len(expected) < n  # pages of a subset
+    assert state.page_of("op_8", CPU0) is None  # not kept
+    pd.testing.assert_frame_equal(state.visible, expected)

@@ -135,7 +135,9 @@ def match_names(
     if regex:
         distinct = lowered.regex_mask(compile_query(text, regex=True, case=case))
     else:
-        distinct = _match_each(lowered.names, text, regex, case, lowered.lowered)
+        distinct = None if is_glob(text) else lowered.holds(text, case)
+        if distinct is None:
+            distinct = _match_each(lowered.names, text, regex, case, lowered.lowered)
     return distinct if lowered.codes is None else distinct[lowered.codes]
 
 
@@ -192,6 +194,7 @@ class SearchIndex:
             self.names = pd.Series(names.to_numpy(dtype=object), dtype=object)
             self.rows = self.lowered = _lowered(names)
             self.ascii = self.one_line = False
+            self._bytes = self._lengths = self._offsets = self._columns = None
             return
         codes, uniques = pd.factorize(names, use_na_sentinel=False)
         # each row's distinct name; None: every row its own (codes in order of first sight)
@@ -205,6 +208,46 @@ class SearchIndex:
         # ``$`` also matches before a name's last newline: numpy answers for names without.
         self.ascii = isinstance(self.lowered, np.ndarray) and text.isascii()
         self.one_line = self.ascii and "\n" not in text
+        # each place in a name a row of bytes (the lower-cased names'; the cased, if asked):
+        # what holds() reads; the names' bytes end to end, each one's length and start, made
+        # for the first anchored regex (_window_mask)
+        self._bytes = self._lengths = self._offsets = self._columns = self._lower_columns = None
+        if self.ascii:
+            self._lower_columns = _columns(self.lowered)
+
+    def holds(self, text: str, case: bool) -> np.ndarray | None:
+        """Which distinct names hold ``text`` (lower-cased, both, without ``case``): numpy
+        compares over the names' characters as bytes, one row per place in the name (a
+        character's row is contiguous: a pass reads each name's byte once); ``None`` where
+        that cannot say (names not ASCII, ``text`` not ASCII or with a NUL) or would be slower
+        than ``np.char.find`` (a text whose first character is in most names more than once)."""
+        if self._lower_columns is None or not _plain(text):
+            return None
+        if case and self._columns is None:  # the cased names, on the first such search
+            self._columns = _columns(np.array(self.names.to_numpy(), dtype=self.lowered.dtype))
+        chars = self._columns if case else self._lower_columns
+        needle = (text if case else text.lower()).encode("ascii")
+        if len(needle) > chars.shape[0]:  # longer than every name
+            return np.zeros(chars.shape[1], dtype=bool)
+        places = chars.shape[0] - len(needle) + 1  # where it can start (bytes end in NULs)
+        sample = chars[:places, :4096] == needle[0]
+        if len(needle) > 1 and np.count_nonzero(sample) > sample.shape[1]:
+            return None  # its first byte many times in a name: following each is slower
+        first = chars[:places] == needle[0]
+        if len(needle) == 1:
+            return first.any(axis=0)
+        found = np.zeros(chars.shape[1], dtype=bool)
+        for start in range(len(first)):
+            at = np.flatnonzero(first[start])  # then the text's next bytes, where it starts
+            for i in range(1, len(needle)):
+                at = at[chars[start + i, at] == needle[i]]
+            found[at] = True
+        return found
+
+    def _find(self, lowered: np.ndarray, text: str, every: bool) -> np.ndarray:
+        """Which of ``lowered`` (every distinct name's, or some) hold ``text``."""
+        found = self.holds(text, case=False) if every else None
+        return np.char.find(lowered, text) >= 0 if found is None else found
 
     def regex_mask(self, pattern: re.Pattern) -> np.ndarray:
         """Which distinct names the compiled regex ``pattern`` finds anything in."""
@@ -218,18 +261,160 @@ class SearchIndex:
             names = self.names.to_numpy()[maybe].astype(str)
             holds[maybe] = _holding(names, where, texts)
             return holds
-        maybe, lowered = np.arange(len(self.names)), self.lowered
+        maybe, lowered = slice(None), self.lowered  # every name, until a text leaves fewer
         for i, texts in enumerate(required_texts(pattern) if self.ascii else []):
             # the fewest, longest texts first: on all names, then on those the last one left
-            holds = np.logical_or.reduce([np.char.find(lowered, t) >= 0 for t in texts])
+            holds = np.logical_or.reduce([self._find(lowered, t, i == 0) for t in texts])
             maybe = np.flatnonzero(holds) if i == 0 else maybe[holds]
             lowered = self.lowered[maybe]
         mask = np.zeros(len(self.names), dtype=bool)
-        values = self.names.to_numpy()[maybe]
-        mask[maybe] = np.fromiter(
-            (pattern.search(value) is not None for value in values), dtype=bool, count=len(maybe)
-        )
+        window = anchored_width(pattern) if self.one_line else None
+        if window is not None and window[2] < self.lowered.dtype.itemsize // 4:
+            mask[maybe] = self._window_mask(pattern, maybe, *window)
+            return mask
+        mask[maybe] = _searched(pattern, self.names.to_numpy()[maybe])
         return mask
+
+    def _window_mask(
+        self,
+        pattern: re.Pattern,
+        maybe: np.ndarray | slice,
+        where: str,
+        shortest: int,
+        longest: int,
+    ) -> np.ndarray:
+        """Which names of ``maybe`` an anchored ``pattern`` of bounded width
+        (:func:`anchored_width`) finds anything in: ``re`` runs once per distinct window of
+        ``longest`` characters at the anchored end (``\\d{3}$`` on ``c7/add123``: ``123``),
+        read by numpy from the names' bytes; a whole-name pattern only on names of a length
+        it can match."""
+        if self._bytes is None:  # each name and a NUL, NULs to read past the last: once
+            ended = "\0".join(self.names) + "\0" * (MAX_WINDOW + 1)
+            self._bytes = np.frombuffer(ended.encode("ascii"), dtype=np.uint8)
+            self._lengths = np.char.str_len(self.lowered).astype(np.int32)
+            self._offsets = (
+                np.cumsum(self._lengths + 1, dtype=np.int64) - self._lengths - 1
+            ).astype(np.int32 if len(self._bytes) < 2**31 else np.int64)
+        lengths, values = self._lengths[maybe], self.names.to_numpy()[maybe]
+        if where == "whole":
+            fits = np.flatnonzero((lengths >= shortest) & (lengths <= longest))
+            found = np.zeros(len(lengths), dtype=bool)
+            found[fits] = _searched(pattern, values[fits])
+            return found
+        span = np.minimum(lengths, longest)  # each window's length
+        starts = lengths - span if where == "end" else np.zeros(len(lengths), dtype=np.int64)
+        begins = self._offsets[maybe] + starts
+        codes, firsts = _distinct_windows(self._bytes, begins, longest)
+        windows = [
+            value[start : start + longest]
+            for value, start in zip(values[firsts], starts[firsts], strict=True)
+        ]
+        return _searched(pattern, np.array(windows, dtype=object))[codes]
+
+
+def _columns(names: np.ndarray) -> np.ndarray:
+    """ASCII names (a fixed-width numpy string array) as bytes, a row per place in a name (NUL
+    past its end): each row contiguous, for one pass over each name's byte there."""
+    width = names.dtype.itemsize // 4
+    codes = names.view(np.uint32).reshape(len(names), width)
+    columns = np.empty((width, len(names)), dtype=np.uint8)
+    for start in range(0, len(names), 4096):  # in blocks that stay in the cache
+        columns[:, start : start + 4096] = codes[start : start + 4096].T
+    return columns
+
+
+def _searched(pattern: re.Pattern, values: np.ndarray) -> np.ndarray:
+    """Whether ``pattern`` finds anything in each of ``values``, one ``re`` call each."""
+    found = (pattern.search(value) is not None for value in values)
+    return np.fromiter(found, dtype=bool, count=len(values))
+
+
+def _distinct_windows(
+    text: np.ndarray, begins: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each window's code among the distinct windows of the bytes ``text`` (window ``i``: the
+    ``width`` bytes from ``begins[i]``; names end in a NUL, which holds in none: two windows
+    with the same bytes are the same text up to their first NUL), and each distinct window's
+    first window: its bytes eight at a time as integers, factorized."""
+    codes = np.zeros(len(begins), dtype=np.int64)  # the windows' codes, by their bytes so far
+    block = np.zeros((len(begins), 8), dtype=np.uint8)  # eight of each window's bytes
+    for chunk in range(0, max(width, 1), 8):
+        block[:] = 0
+        for k in range(chunk, min(chunk + 8, width)):
+            block[:, k - chunk] = text.take(begins + k)
+        word_codes, uniques = pd.factorize(block.view(np.uint64).ravel())
+        codes = word_codes if chunk == 0 else pd.factorize(codes * len(uniques) + word_codes)[0]
+    firsts = np.zeros(codes.max() + 1 if len(codes) else 0, dtype=np.int64)
+    firsts[codes[::-1]] = np.arange(len(codes))[::-1]
+    return codes, firsts
+
+
+_FREE = {  # items whose match depends on the text they consume alone, not on what is around it
+    getattr(_sre_constants, name)
+    for name in [
+        "LITERAL",
+        "NOT_LITERAL",
+        "ANY",
+        "IN",
+        "MAX_REPEAT",
+        "MIN_REPEAT",
+        "POSSESSIVE_REPEAT",
+        "SUBPATTERN",
+        "ATOMIC_GROUP",
+        "BRANCH",
+    ]
+    if hasattr(_sre_constants, name)
+}
+MAX_WINDOW = 64  # a wider anchored regex: re on each name, as before
+
+
+def anchored_width(pattern: re.Pattern) -> tuple[str, int, int] | None:
+    """For a ``pattern`` anchored at the name's start (``^c[0-3]/``), its end (``\\d{3}$``) or
+    both, whose every match is at most ``MAX_WINDOW`` characters long and depends on the
+    characters it consumes alone (no other anchor, lookaround, ``\\b`` or back-reference):
+    where (``"start"``, ``"end"``, ``"whole"``) and the shortest and longest match. On names of
+    one line, such a pattern finds a match in a name exactly when it finds one in the name's
+    first (start) or last (end) ``longest`` characters; a whole-name one only in a name of a
+    length it can match. ``None`` for any other pattern."""
+    try:
+        parsed = _sre_parser.parse(pattern.pattern, pattern.flags)
+        items = list(parsed)
+        shortest, longest = parsed.getwidth()
+    except Exception:  # noqa: BLE001  (a private parser: then re on each name, the same answer)
+        return None
+    start = bool(items) and items[0][0] == _sre_constants.AT and items[0][1] in _STARTS
+    end = len(items) > start and items[-1][0] == _sre_constants.AT and items[-1][1] in _ENDS
+    if not (start or end) or longest > MAX_WINDOW:
+        return None
+    if not _context_free(items[int(start) : len(items) - int(end)]):
+        return None
+    return (
+        {(True, False): "start", (False, True): "end"}.get((start, end), "whole"),
+        shortest,
+        longest,
+    )
+
+
+def _context_free(items) -> bool:
+    """Whether parsed ``items`` hold only items of ``_FREE`` (at any depth)."""
+    for op, value in items:
+        if op not in _FREE:
+            return False
+        if op in (_sre_constants.MAX_REPEAT, _sre_constants.MIN_REPEAT) or (
+            op == getattr(_sre_constants, "POSSESSIVE_REPEAT", None)
+        ):
+            inner = [value[2]]
+        elif op == _sre_constants.SUBPATTERN:
+            inner = [value[-1]]
+        elif op == _sre_constants.BRANCH:
+            inner = value[1]
+        elif op == getattr(_sre_constants, "ATOMIC_GROUP", None):
+            inner = [value]
+        else:
+            continue
+        if not all(_context_free(sub) for sub in inner):
+            return False
+    return True
 
 
 def _holding(names: np.ndarray, where: str, texts: list[str]) -> np.ndarray:

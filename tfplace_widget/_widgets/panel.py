@@ -478,7 +478,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
     def _render_page(self) -> None:
         rows, colors = self.view_state.page_rows(self.table.page)
         with self.table.hold_sync():
-            self.table.total = len(self.view_state.visible)
+            self.table.total = len(self.view_state.kept)
             self.table.rows = rows
             self.table.row_colors = colors
             self.table.row_devices = self.view_state.page_devices(self.table.page)

@@ -29,7 +29,8 @@ class TableState:
         self.finding_ops: set[str] | None = None  # the clicked finding's ops, or no filter
         self.filtering = False  # whether the last apply() kept a subset (any filter set)
         self.ops: pd.DataFrame | None = None
-        self.visible = pd.DataFrame(columns=[c for c, _ in TABLE_COLUMNS])
+        self.kept = np.zeros(0, dtype=np.int64)  # the kept rows' positions in ops, table order
+        self._visible: pd.DataFrame | None = None  # their frame, made when first asked for
         self.lowered: SearchIndex | None = None
         self.events: pd.DataFrame | None = None
         self.event_row: np.ndarray | None = None  # each event's row in ops (-1: none)
@@ -90,8 +91,8 @@ class TableState:
         (``SearchError`` for a bad search, with the rows kept before still kept)."""
         mask = self.mask(text, regex=regex, case=case, op_type=op_type)
         order = self.sort_order(sort_by, ascending)
-        kept = order[mask[order]]
-        self.visible = self.ops.iloc[kept]
+        kept = self.kept = order[mask[order]]
+        self._visible = None  # a keystroke shows one page: the frame of all kept rows waits
         self.filtering = (
             bool(text) or bool(self.device_filter) or bool(op_type) or self.finding_ops is not None
         )
@@ -116,28 +117,45 @@ class TableState:
             self.sort_orders[key] = order
         return order
 
+    @property
+    def visible(self) -> pd.DataFrame:
+        """The kept rows of ``ops`` in table order (``visible_ops``), made on first use after
+        :meth:`apply`: a keystroke that keeps most of a million rows draws one page of them."""
+        if self._visible is None:
+            if self.ops is None:
+                return pd.DataFrame(columns=[c for c, _ in TABLE_COLUMNS])
+            self._visible = self.ops.iloc[self.kept]
+        return self._visible
+
+    def page(self, page: int) -> pd.DataFrame:
+        """Page ``page`` of the visible rows, taken from ``ops`` alone (as ``visible``'s)."""
+        rows = self.kept[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+        return self.ops.iloc[rows] if self.ops is not None else self.visible
+
     def page_rows(self, page: int) -> tuple[list[list[str]], list[str]]:
         """Page ``page`` of the visible rows as the table shows them, and each row's colour."""
-        rows = self.visible.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
+        rows = self.page(page)
         return table_cells(rows), [device_color(d) for d in rows["device"]]
 
     def page_devices(self, page: int) -> list[str]:
         """The (whole) device of each row of page ``page``, as :meth:`page_rows` orders them."""
-        rows = self.visible.iloc[page * PAGE_SIZE : (page + 1) * PAGE_SIZE]
-        return [str(d) for d in rows["device"]]
+        return [str(d) for d in self.page(page)["device"]]
 
     def page_of(self, op: str, device: str) -> int | None:
         """The page that shows ``op`` on ``device`` (None: no visible row is it)."""
-        visible = self.visible
+        if self.ops is None:
+            return None
+        ops, kept = self.ops, self.kept
         at = np.flatnonzero(
-            (visible["op"].astype(str) == op).to_numpy()
-            & (visible["device"].astype(str) == device).to_numpy()
+            (ops["op"].iloc[kept].astype(str) == op).to_numpy()
+            & (ops["device"].iloc[kept].astype(str) == device).to_numpy()
         )
         return int(at[0]) // PAGE_SIZE if len(at) else None
 
     def clear(self) -> None:
         """Let go of the trace's frames and lookups (a closed panel keeps none)."""
-        self.visible = pd.DataFrame(columns=list(self.visible.columns))
+        self.kept = np.zeros(0, dtype=np.int64)
+        self._visible = self.ops.iloc[:0] if self.ops is not None else None
         self.ops = self.events = self.lowered = self.event_row = self.event_mask = None
         self.finding_ops = None
         self.sort_orders = {}
