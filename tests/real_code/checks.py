@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from typing import Any
 
+import numpy as np
 from ground_truth import GraphTruth, NodeFact, produces_resource
 from mapping import RUNTIME_TYPES, Mapping
 
@@ -377,6 +378,14 @@ def pipeline_check(
     return result
 
 
+def _ran_in_parallel(trace: Any) -> bool:
+    """Whether two of the step's op executions overlapped in time (any devices, threads)."""
+    events = trace.events.sort_values("start_us", kind="stable")
+    starts = events["start_us"].to_numpy(dtype=float)
+    ends = starts + events["duration_us"].to_numpy(dtype=float)
+    return bool(len(starts) > 1 and (starts[1:] < np.maximum.accumulate(ends)[:-1]).any())
+
+
 def memory_check(
     trace: Any, before: dict | None, after: dict | None, xla: bool = False
 ) -> dict[str, Any]:
@@ -405,6 +414,14 @@ def memory_check(
     # holds them at times that change between runs, so the trace's can only be at most it.
     types = trace.ops["type"].astype(str)
     pipeline = bool(types.str.startswith("IteratorGetNext").any())
+    # A step whose ops ran in parallel (the executor's inter-op threads) peaks at what the
+    # order they ran in held at once, which changes from run to run: the allocator's peak is
+    # the highest of every call since the reset, trace_placement's warm-up call too. Seen on
+    # mnist_convnet: the traced step's own allocator events (TensorFlow's bytes_allocated
+    # after each) peaked at 4,323,328 B, as the trace says, while their peak_bytes_in_use
+    # stat, the warm-up's, was 4,818,944 B, in 2 of 8 runs; the other 6 runs peaked at
+    # 4,818,944 B in the traced step too, and agreed exactly.
+    parallel = _ran_in_parallel(trace)
     total = before["current"] + step_peak if compared else None
     return {
         "stats": before is not None,
@@ -416,7 +433,9 @@ def memory_check(
         "step_peak": step_peak,
         "allocator_peak": after["peak"] if after else None,
         "pipeline": pipeline,
-        "agrees": (total <= after["peak"] if pipeline else total == after["peak"])
+        "parallel": parallel,
+        "exact": total == after["peak"] if compared else None,
+        "agrees": (total <= after["peak"] if pipeline or parallel else total == after["peak"])
         if compared
         else None,
     }

@@ -63,6 +63,8 @@ def memory_table(results: dict[str, dict[str, Any]]) -> str:
             agrees += " (XLA's buffers: the cluster's)"
         elif memory["agrees"] is not None and memory.get("pipeline"):
             agrees += " (at most: tf.data allocates beside the step)"
+        elif memory["agrees"] and not memory.get("exact", True):
+            agrees += " (at most: its ops ran in parallel, and another call peaked higher)"
         lines.append(
             f"| {name} | {result['mode']} | {'yes' if memory['stats'] else 'no'} "
             f"| {memory['rows']} | {memory['before']} | {memory['step_peak']:,} "
