@@ -33,7 +33,7 @@ from ..._model.kernel_registry import KernelRegistry
 from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from .devices import gpu_devices
 from .result import predict_trace
-from .tasks import assembled, older_trace, task_prefix
+from .tasks import assembled, gpu_words, older_trace, task_prefix
 
 PSS = "ParameterServerStrategy"
 # The replica device the strategy gives strategy.run on a worker without a GPU, and with one.
@@ -77,11 +77,10 @@ def predict_ps_trace(
     transfers = transfers.drop_duplicates(
         subset=["tensor", "src_device", "dst_device"], ignore_index=True
     )
-    gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
     notes = [
         f"Predicted, not run: where TensorFlow would put each op of the step {PSS}'s "
         f"coordinator scheduled on {len(parts)} worker(s) ({', '.join(workers)}) with "
-        f"{gpu_words} on each worker (soft placement {'on' if soft else 'off'})"
+        f"{gpu_words(gpus)} on each worker (soft placement {'on' if soft else 'off'})"
         + (
             ": the strategy's replica on each worker's GPU:0 in place of its CPU:0 (its "
             "worker_devices are the workers' GPUs), the user's own tf.device requests kept, "

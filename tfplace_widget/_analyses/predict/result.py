@@ -30,6 +30,7 @@ from .keras_xla import KerasXla, apply_keras_xla
 from .memory import MEMORY_NOTE, predict_memory
 from .placer import _Placer
 from .reasons import _Reasons
+from .tasks import gpu_words
 from .transfers import _copies_between, _edge_tensors
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -360,11 +361,10 @@ def _predicted_trace(
         tensor_codes,
     )
     errors = [message for _, message in placer.errors]
-    gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
     tasks = len({task_of(d) for d in devices} - {""})
     where = f"each of the cluster's {tasks} tasks" if tasks > 1 else "this machine's devices"
     notes = [
-        f"Predicted, not run: where TensorFlow's placer would put each op with {gpu_words} "
+        f"Predicted, not run: where TensorFlow's placer would put each op with {gpu_words(gpus)} "
         f"added to {where} (soft placement {'on' if soft else 'off'})."
     ]
     if errors:
@@ -378,7 +378,7 @@ def _predicted_trace(
         transfers=transfers,
         devices=sorted(set(placed_on) | set(devices), key=device_sort_key),
         inputs=dict(facts.inputs),
-        source=f"{trace.source or 'graph'} (predicted, {gpu_words})",
+        source=f"{trace.source or 'graph'} (predicted, {gpu_words(gpus)})",
         mode=trace.mode,
         notes=notes,
     )

@@ -31,7 +31,7 @@ from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from ..resources import pinned_arguments
 from .parameter_servers import PSS, predict_ps_trace
 from .result import predict_trace
-from .tasks import assembled, older_trace, task_prefix
+from .tasks import assembled, gpu_words, older_trace, task_prefix
 
 MWMS = "MultiWorkerMirroredStrategy"
 
@@ -70,10 +70,9 @@ def predict_strategy_trace(
         for task, info in tasks.items()
     ]
     ops = pd.concat([p.ops for p in parts], ignore_index=True)
-    gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
     notes = [
         f"Predicted, not run: where TensorFlow would put each op of the step {MWMS} ran on "
-        f"{len(parts)} workers ({', '.join(tasks)}) with {gpu_words} on each worker (soft "
+        f"{len(parts)} workers ({', '.join(tasks)}) with {gpu_words(gpus)} on each worker (soft "
         f"placement {'on' if soft else 'off'})"
         + (
             ": the strategy's replica on each worker's GPU:0 in place of its CPU:0, the "

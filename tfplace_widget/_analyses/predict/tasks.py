@@ -19,6 +19,11 @@ def task_prefix(task: str) -> str:
     return f"{job}/replica:0/task:{index}"
 
 
+def gpu_words(gpus: int) -> str:
+    """``1 GPU``, ``0 GPUs``: how many GPUs each worker has, in the prediction's words."""
+    return f"{gpus} GPU" + ("" if gpus == 1 else "s")
+
+
 def older_trace(strategy: str) -> TraceError:
     """The error for a trace made before its tasks recorded the step's own requests."""
     return TraceError(
@@ -39,14 +44,13 @@ def assembled(
     """The predicted trace of ``trace`` from its tasks' predictions (``parts``), their ``ops``
     and ``transfers`` put together, ``notes`` first, then what TensorFlow would refuse."""
     notes = notes + [n for p in parts for n in p.notes if n.startswith("TensorFlow would refuse")]
-    gpu_words = f"{gpus} GPU" + ("" if gpus == 1 else "s")
     result = PlacementTrace(
         ops=ops,
         events=parts[0].events if parts else trace.events.iloc[0:0],
         transfers=transfers,
         devices=sorted({d for p in parts for d in p.devices}, key=device_sort_key),
         inputs=dict(trace.inputs),
-        source=f"{trace.source or 'graph'} (predicted, {gpu_words} per worker)",
+        source=f"{trace.source or 'graph'} (predicted, {gpu_words(gpus)} per worker)",
         mode=trace.mode,
         notes=notes,
     )
