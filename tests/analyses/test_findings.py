@@ -116,8 +116,10 @@ def test_int32_matmul_is_a_cpu_fallback_with_the_cast_as_its_fix(classic):
     assert "GPU:0 -> CPU -> GPU:0" in chain["message"]
 
 
-def test_string_ops_are_one_cpu_fallback(classic_findings):
-    found = _one(classic_findings, "cpu_fallback", "label")
+def test_string_ops_are_one_cpu_fallback(classic):
+    # all_findings: the string ops take 1-2% of this toy step, under the 1% materiality line
+    # when the machine's load stretches the py_function (failed so in CI, oneDNN off)
+    found = _one(classic.all_findings, "cpu_fallback", "label")
     assert {"as_text", "label"} <= set(found["ops"])  # AsString -> StringJoin: one stretch
     assert "string ops have no GPU kernel" in found["message"]
     assert found["severity"] == "high"  # it reads `total`, a GPU op
