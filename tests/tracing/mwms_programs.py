@@ -50,16 +50,28 @@ def build_cnn_model(units: int = 16) -> Any:
 
 
 def custom_loop(units: int = 16) -> Any:
-    """The tutorial's ``main.py`` up to its training loop: the strategy, the distributed
-    dataset, the model, optimizer and metric in ``strategy.scope()``, ``train_step``; one call
-    of it (the user's own, which TensorFlow's placement log records), then the step to trace.
-    ``units``: the hidden layer's width."""
+    """The tutorial's ``main.py`` up to its training loop: the strategy, then
+    :func:`tutorial_step`; one call of the step (the user's own, which TensorFlow's placement
+    log records), then the step to trace. ``units``: the hidden layer's width."""
     import json
     import os
 
     num_workers = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
-    global_batch_size = PER_WORKER_BATCH * num_workers
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    train_step, iterator = tutorial_step(strategy, num_workers, units)
+    train_step(iterator)  # the user's own first call, with the placement log on
+    return train_step, (iterator,)
+
+
+def tutorial_step(
+    strategy: Any, num_workers: int, units: int = 16, build_optimizer: bool = False
+) -> tuple[Any, Any]:
+    """The tutorial's distributed dataset, model, optimizer and metric in
+    ``strategy.scope()``, and its ``train_step``: ``(train_step, iterator)``, not called.
+    ``build_optimizer``: make the optimizer's slots in the scope rather than in the step's
+    first trace (where, with more than one replica per worker, Keras 3 fails to lift their
+    initializers out of the step: ``UnliftableError``, seen with TF 2.21)."""
+    global_batch_size = PER_WORKER_BATCH * num_workers
     with strategy.scope():
         multi_worker_dataset = strategy.distribute_datasets_from_function(
             lambda input_context: dataset_fn(global_batch_size, input_context)
@@ -67,6 +79,8 @@ def custom_loop(units: int = 16) -> Any:
         multi_worker_model = build_cnn_model(units)
         optimizer = tf.keras.optimizers.RMSprop(learning_rate=0.001)
         train_accuracy = tf.keras.metrics.SparseCategoricalAccuracy(name="train_accuracy")
+        if build_optimizer:
+            optimizer.build(multi_worker_model.trainable_variables)
 
     @tf.function
     def train_step(iterator: Any) -> Any:
@@ -92,9 +106,7 @@ def custom_loop(units: int = 16) -> Any:
         per_replica_losses = strategy.run(step_fn, args=(next(iterator),))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)
 
-    iterator = iter(multi_worker_dataset)
-    train_step(iterator)  # the user's own first call, with the placement log on
-    return train_step, (iterator,)
+    return train_step, iter(multi_worker_dataset)
 
 
 def fails_on_worker_1() -> Any:

@@ -382,13 +382,24 @@ def _calls(record: dict[str, Any], task: str) -> str:
 
 
 def test_a_prediction_with_more_gpus_or_of_an_older_trace_is_refused_by_name(ps):
-    """More GPUs per worker make more replicas, a graph the trace does not hold; a trace made
+    """More GPUs per worker make more replicas, a graph the trace does not hold: refused, saying
+    what the strategy builds then (parameter_server_strategy_v2.py: worker_devices one per GPU
+    the workers have, strategy.run through mirrored_run, AggregatingVariable with more than one
+    replica, ReductionToOneDevice to /device:CPU:0) and what the user can do; a trace made
     before the coordinator recorded the step's own requests cannot say what they ask for."""
     from tfplace_widget import predict_placement
 
     trace, _, _ = ps
-    with pytest.raises(TraceError, match="ParameterServerStrategy with gpus=1 per worker today"):
-        predict_placement(trace, gpus=2)
+    with pytest.raises(TraceError) as refused:
+        predict_placement(trace, gpus=3)
+    said = str(refused.value)
+    assert "cannot predict ParameterServerStrategy with gpus=3 per worker" in said, said
+    assert "makes 3 replicas on it (its worker_devices /device:GPU:0 to /device:GPU:2" in said
+    assert "builds the step function once per replica under tf.device of its GPU" in said
+    assert "the variables stay on the ps tasks" in said and "AggregatingVariable" in said
+    assert "reduced on the worker's /device:CPU:0" in said
+    assert "only when the workers it connects to have 3 GPUs each" in said
+    assert "Use predict_placement(trace, gpus=1)" in said
     older = copy.deepcopy(trace)
     record = json.loads(older.raw[STRATEGY_TASKS_RAW])
     for info in record["tasks"].values():

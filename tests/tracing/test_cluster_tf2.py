@@ -341,9 +341,6 @@ def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
         iterator = rows[rows["op"] == trace.facts.resource_inputs["IteratorGetNext"][0]]
         assert list(iterator["device"]) == [gpu]
         assert "per-replica tf.data iterator" in iterator["reason"].iloc[0]
-    for each in (trace, loaded):
-        with pytest.raises(TraceError, match="with gpus=1 per worker today, not gpus=2"):
-            predict_placement(each, gpus=2)
     older = copy.deepcopy(loaded)  # a trace made before the tasks recorded their requests
     tasks = json.loads(older.raw[STRATEGY_TASKS_RAW])
     for info in tasks["tasks"].values():
@@ -355,6 +352,79 @@ def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
     assert Counter(zip(same.ops["op"], same.ops["device"], strict=True)) == Counter(
         zip(trace.ops["op"], trace.ops["device"], strict=True)
     )
+
+
+def test_more_gpus_per_worker_are_refused_with_what_tensorflow_builds(mwms, tmp_path):
+    """predict_placement(trace, gpus=2) refuses (as it did, saying less), and what it says the
+    strategy builds on a worker with 2 GPUs is what TensorFlow builds: the tutorial's step made
+    by the strategy with a cluster resolver that reports 2 GPUs, traced and not run
+    (``mwms_gpus_graph.py``, in a process of its own, one worker): its worker_devices are the
+    GPUs, 2 replicas; the step's replica ops once per GPU, the same ops on each and as many as
+    the traced step's one replica has; every variable made once per replica (the model's and
+    the metric's under each GPU); a CollectiveReduceV2 on each GPU for each the traced replica
+    has, in a group of len(worker_devices) x workers. And why no trace made without the GPUs
+    gives that graph, as the message says: built on this machine, the optimizer's slots and
+    its updates of each copy (made beside the copy, which soft placement made on the CPU) are
+    built for CPU:0."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tfplace_widget import predict_placement
+
+    trace, _, _ = mwms
+    out = tmp_path / "built.json"
+    script = Path(__file__).with_name("mwms_gpus_graph.py")
+    run = subprocess.run(
+        [sys.executable, str(script), str(out), "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    built = json.loads(out.read_text())
+    devices = built["worker_devices"]
+    assert [d.rsplit("/device:", 1)[1] for d in devices] == ["GPU:0", "GPU:1"]
+    assert built["replicas"] == len(devices) * 1  # num_replicas_in_sync: GPUs x workers
+    per_gpu = [Counter(t for _, t, device in built["ops"] if device == gpu) for gpu in devices]
+    assert per_gpu[0] == per_gpu[1] and sum(per_gpu[0].values()) >= 200, per_gpu
+    traced = Counter(
+        trace.facts.types[op]
+        for op, request in trace.facts.requested.items()
+        if request == WORKER0 and op in trace.facts.types
+    )
+    assert per_gpu[0]["CollectiveReduceV2"] == traced["CollectiveReduceV2"] == 2
+    assert set(built["group_sizes"].values()) == {len(devices) * 1}
+    assert len(built["variables"]) >= 20
+    for (name, device), (copy_name, copy_device) in zip(
+        built["variables"][::2], built["variables"][1::2], strict=True
+    ):
+        assert copy_name.endswith(f"/{name}/replica_1/"), (name, copy_name)
+        if "velocity" in name:  # the optimizer's slots, beside their variable's copies
+            assert (device, copy_device) == (devices[0].replace("GPU", "CPU"),) * 2
+        else:
+            assert (device, copy_device) == tuple(devices), (name, device, copy_device)
+    # the optimizer's update of each copy, built under tf.device of the copy (mirrored_strategy
+    # _update): on the CPU where the copy is, here, twice the traced replica's
+    updates = [device for _, t, device in built["ops"] if t == "Sqrt"]
+    assert set(updates) == {devices[0].replace("GPU", "CPU")}, updates
+    assert len(updates) == 2 * traced["Sqrt"] and traced["Sqrt"] >= 6, (updates, traced)
+    loaded = PlacementTrace.load(trace.save(tmp_path / "mwms.tfplace"))
+    for each in (trace, loaded):
+        with pytest.raises(TraceError) as refused:
+            predict_placement(each, gpus=2)
+        said = str(refused.value)
+        print(said)
+        assert "cannot predict MultiWorkerMirroredStrategy with gpus=2 per worker" in said
+        assert "makes 2 replicas on it, one per GPU" in said
+        assert "/job:worker/task:K/device:GPU:0 to GPU:1" in said
+        assert "the step's ops once per replica under tf.device of its GPU" in said
+        assert "makes each variable of its scope once per replica" in said
+        assert "CollectiveReduceV2 on each GPU in a group of 2 GPUs x 2 workers = 4" in said
+        assert "num_replicas_in_sync 4, not 2" in said
+        assert "each copy's optimizer slots and updates, made beside the copy, on the CPU" in said
+        assert "Use predict_placement(trace, gpus=1)" in said
 
 
 def test_the_predicted_findings_are_each_workers_own_and_name_devices_it_has(mwms):

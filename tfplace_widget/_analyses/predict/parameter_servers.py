@@ -28,12 +28,11 @@ import pandas as pd
 
 from ..._explain.rules import instantiating_worker, ps_variable, scheduled_there, session_task
 from ..._model.devices import device_sort_key, short_device, task_of
-from ..._model.errors import TraceError
 from ..._model.kernel_registry import KernelRegistry
 from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from .devices import gpu_devices
 from .result import predict_trace
-from .tasks import assembled, gpu_words, older_trace, task_prefix
+from .tasks import assembled, gpu_words, more_gpus_refused, older_trace, task_prefix
 
 PSS = "ParameterServerStrategy"
 # The replica device the strategy gives strategy.run on a worker without a GPU, and with one.
@@ -49,12 +48,16 @@ def predict_ps_trace(
     with ``gpus`` GPUs (0 or 1) on each worker: each worker's step placed on its devices and
     the ps tasks'; a ``TraceError`` for more GPUs or a trace without the requests."""
     if gpus > 1:
-        raise TraceError(
-            f"predict_placement predicts {PSS} with gpus=1 per worker today, not gpus={gpus}: "
-            f"with {gpus} GPUs the strategy makes {gpus} replicas on each worker (the step's "
-            "ops once per GPU, their gradients aggregated on the worker), a graph this trace, "
-            "made on CPU-only workers with one replica each, does not hold. Use "
-            "predict_placement(trace, gpus=1), or trace it on workers with the GPUs."
+        raise more_gpus_refused(
+            PSS,
+            gpus,
+            f"the strategy makes {gpus} replicas on it (its worker_devices /device:GPU:0 to "
+            f"/device:GPU:{gpus - 1}, counted from the workers' GPUs when it starts) and "
+            "strategy.run builds the step function once per replica under tf.device of its "
+            "GPU; the variables stay on the ps tasks, wrapped to aggregate the replicas' "
+            "updates (AggregatingVariable), and what the replicas reduce is reduced on the "
+            "worker's /device:CPU:0 (ReductionToOneDevice).",
+            f"its coordinator builds it only when the workers it connects to have {gpus} GPUs each",
         )
     tasks = data.get("tasks", {})
     workers = [

@@ -31,7 +31,7 @@ from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from ..resources import pinned_arguments
 from .parameter_servers import PSS, predict_ps_trace
 from .result import predict_trace
-from .tasks import assembled, gpu_words, older_trace, task_prefix
+from .tasks import assembled, gpu_words, more_gpus_refused, older_trace, task_prefix
 
 MWMS = "MultiWorkerMirroredStrategy"
 
@@ -53,15 +53,9 @@ def predict_strategy_trace(
             f"predict_placement cannot predict a trace of {strategy or 'this strategy'} across "
             f"tasks yet (only {MWMS}'s and {PSS}'s)."
         )
-    if gpus > 1:
-        raise TraceError(
-            f"predict_placement predicts {MWMS} with gpus=1 per worker today, not gpus={gpus}: "
-            f"with {gpus} GPUs the strategy makes {gpus} replicas on each worker (the step's "
-            "ops once per GPU, all-reduced between them and across the workers), a graph this "
-            "trace, made on CPU-only workers with one replica each, does not hold. Use "
-            "predict_placement(trace, gpus=1), or trace it on workers with the GPUs."
-        )
     tasks = data.get("tasks", {})
+    if gpus > 1:
+        raise _more_gpus(gpus, len(tasks))
     if gpus and any("gpu_requests" not in info for info in tasks.values()):
         raise older_trace(MWMS)
     facts_task = task_prefix(next(iter(tasks)))  # the merged trace's facts are its first task's
@@ -91,6 +85,29 @@ def predict_strategy_trace(
         )
     return assembled(
         trace, parts, ops, pd.concat([p.transfers for p in parts], ignore_index=True), notes, gpus
+    )
+
+
+def _more_gpus(gpus: int, workers: int) -> TraceError:
+    """Why ``gpus`` GPUs per worker (2 or more) on ``workers`` workers are not predicted: what
+    the strategy builds then (``collective_all_reduce_strategy.py``: ``worker_devices`` one per
+    GPU, ``_create_variable`` a copy per device, ``CollectiveAllReduce`` over
+    ``len(local_devices) * num_workers``; ``num_replicas_in_sync`` the same product)."""
+    return more_gpus_refused(
+        MWMS,
+        gpus,
+        f"the strategy makes {gpus} replicas on it, one per GPU (its worker_devices "
+        f"/job:worker/task:K/device:GPU:0 to GPU:{gpus - 1}): it builds the step's ops once "
+        "per replica under tf.device of its GPU, makes each variable of its scope once per "
+        "replica, and all-reduces with a CollectiveReduceV2 on each GPU in a group of "
+        f"{gpus} GPUs x {workers} workers = {gpus * workers} (num_replicas_in_sync "
+        f"{gpus * workers}, not {workers}: per-replica batches, and so the step's shapes, "
+        "change too).",
+        f"TensorFlow builds it only when the program's setup makes the strategy on workers "
+        f"with {gpus} GPUs; a worker without them cannot run that step (its replicas fall "
+        "back onto one CPU and their all-reduces never complete), and even builds it with "
+        "other devices wherever a device is read from a variable made there (each copy's "
+        "optimizer slots and updates, made beside the copy, on the CPU)",
     )
 
 
