@@ -94,7 +94,7 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     predicted = predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
     if made is not None:  # try_fix checks a predicted finding's fix against a prediction
         options = {**made.options, "gpus": gpus, "soft_placement": soft}
-        recipes.remember(predicted, made.fn, made.args, options, [])
+        recipes.remember(predicted, made.fn, made.args, options, made.handed)
     return predicted
 
 
