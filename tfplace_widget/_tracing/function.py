@@ -12,16 +12,13 @@ is instantiated and its executor built as by the user's first call
 user with nothing run (``function_copies.instantiate_for_the_user``). What the
 trace changes in TensorFlow's process-wide state (soft placement, Grappler options, run-metadata
 collection) is restored before it returns; the user's own state (weights, optimizer slots,
-iterators, RNG) changes only as the ``warmup + steps`` calls change it (``try_fix`` puts the
-variables back after its own runs: ``user_state``).
+iterators, RNG) changes only as the ``warmup + steps`` calls change it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import inspect
-import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -56,7 +53,7 @@ from .input_pipeline import (
     read_with_pipeline,
 )
 from .overrides import override_function_defs
-from .profile_dir import profile_dir
+from .profile_dir import profile_dir, written_xspace
 from .xla import (
     JIT_NOT_RECORDED,
     JIT_SHOWN,
@@ -565,15 +562,6 @@ def _run(
             "that runs TensorFlow ops (a tf.function, a Keras model, or code using tf.*)."
         )
     return graphs, space, started_us
-
-
-def written_xspace(logdir: str) -> bytes | None:
-    """The XSpace the TF2 profiler wrote under ``logdir`` (``None`` if it wrote none)."""
-    files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    if not files:
-        return None
-    with open(files[0], "rb") as handle:
-        return handle.read()
 
 
 def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:

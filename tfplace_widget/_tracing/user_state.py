@@ -20,7 +20,8 @@ same variables (``_tracing/fixes.py``). Variables that only eager ops outside an
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 # Ops that only read a lookup table: a table they reach needs no restoring.
@@ -29,9 +30,13 @@ _CALLS = ("PartitionedCall", "StatefulPartitionedCall")
 
 
 class Handed(NamedTuple):
-    """A resource a call handed to a function: its handle, the function and the input's index."""
+    """A resource a call handed to a function: a variable's handle (``handle``, with its
+    ``dtype``), or a weak reference to another resource's (``ref``: an iterator's handle would
+    keep the iterator, its buffers and threads alive); the function and the input's index."""
 
     handle: Any
+    dtype: Any
+    ref: Callable[[], Any] | None
     function: str
     index: int
 
@@ -41,7 +46,11 @@ def note_handed(handed: dict[int, Handed], function: str, inputs: Iterable[Any])
     not recorded yet."""
     for index, tensor in enumerate(inputs):
         if id(tensor) not in handed and _is_resource(tensor):
-            handed[id(tensor)] = Handed(tensor, function, index)
+            dtype = variable_dtype(tensor)
+            if dtype is not None:
+                handed[id(tensor)] = Handed(tensor, dtype, None, function, index)
+            else:
+                handed[id(tensor)] = Handed(None, None, weakref.ref(tensor), function, index)
 
 
 def variable_dtype(handle: Any) -> Any:
@@ -67,17 +76,15 @@ class KeptState:
         self._variables: dict[int, tuple[Any, Any]] = {}  # id -> (handle, dtype)
         self._values: dict[int, Any] = {}
         self._others: dict[int, Handed] = {}  # resources that are no variables, seen so far
-        self._runs = 0
         self._unknown: set[int] = set()  # variables first met in a run: no value kept
         self._persistent: dict[int, str] = {}  # non-variable resources seen in two runs
         for key, item in handed.items():
-            dtype = variable_dtype(item.handle)
-            if dtype is None:
+            if item.handle is None:
                 self._others[key] = item
                 continue
-            value = _read(item.handle, dtype)
+            value = _read(item.handle, item.dtype)
             if value is not None:  # a variable deleted since: nothing to keep
-                self._variables[key] = (item.handle, dtype)
+                self._variables[key] = (item.handle, item.dtype)
                 self._values[key] = value
 
     @property
@@ -103,23 +110,21 @@ class KeptState:
         """Take note of the resources a run's calls handed to functions: a variable with no
         kept value, and a resource that is no variable met in an earlier run too (or before
         try_fix), cannot be put back."""
-        self._runs += 1
         for key, item in handed.items():
             if key in self._variables:
                 continue
-            if variable_dtype(item.handle) is not None:
+            if item.handle is not None:
                 self._unknown.add(key)
                 continue
             earlier = self._others.get(key)
-            if (
-                earlier is not None
-                and earlier.handle is item.handle
-                and key not in self._persistent
-            ):
+            alive = item.ref() if item.ref is not None else None
+            same = earlier is not None and earlier.ref is not None and earlier.ref() is alive
+            if same and alive is not None and key not in self._persistent:
                 kind = _resource_kind(item)
                 if kind:
                     self._persistent[key] = kind
-            self._others.setdefault(key, item)
+            if not same:
+                self._others[key] = item
 
     @property
     def unrestorable(self) -> list[str]:
