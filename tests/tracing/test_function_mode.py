@@ -919,12 +919,10 @@ def test_try_fix_of_model_fit_compares_it_with_a_global_seed_and_says_why_not_wi
     assert seeded["effect"]["verified"], (seeded["effect"]["why"], seeded["effect"]["notes"])
     assert seeded["effect"]["outputs_equal"] is True
     effect = unseeded["effect"]
-    assert not effect["verified"] and effect["outputs_equal"] is None
-    assert "the step's outputs could not be compared" in effect["why"]
-    assert effect["notes"][0].startswith(
-        "outputs not compared: the code as it is, run twice from the same variables, returned "
-        "different results"
-    ), effect["notes"]
+    not_compared(
+        effect,
+        "the code as it is, run twice from the same variables, returned different results",
+    )
     assert "it makes a tf.data iterator for each call (model.fit does)" in effect["notes"][0]
     assert seeded["unchanged"] and unseeded["unchanged"]
 
@@ -932,13 +930,19 @@ def test_try_fix_of_model_fit_compares_it_with_a_global_seed_and_says_why_not_wi
 def test_try_fix_says_a_tf_data_iterator_cannot_be_put_back(logged):
     """A step reading the user's iterator: its position moves with every call and cannot be
     put back, so the runs do not start from the same state: not compared, said."""
-    effect = result(logged, "try_fix_reading_an_iterator")
+    not_compared(
+        result(logged, "try_fix_reading_an_iterator"),
+        "the code reads 1 resource(s) that are not variables and outlive a run (a tf.data "
+        "iterator): their state moves with every call and cannot be put back",
+    )
+
+
+def not_compared(effect: dict[str, Any], why: str) -> None:
+    """The fix is not verified because its outputs could not be compared, its note says ``why``
+    first."""
     assert not effect["verified"] and effect["outputs_equal"] is None
     assert "the step's outputs could not be compared" in effect["why"]
-    assert effect["notes"][0].startswith(
-        "outputs not compared: the code reads 1 resource(s) that are not variables and outlive "
-        "a run (a tf.data iterator): their state moves with every call and cannot be put back"
-    ), effect["notes"]
+    assert effect["notes"][0].startswith(f"outputs not compared: {why}"), effect["notes"]
 
 
 def test_a_variable_made_outside_the_function_gets_the_edit_untried(scenarios):
