@@ -907,6 +907,15 @@ def test_try_fix_rejects_a_fix_that_changes_a_training_steps_results(logged):
     assert found["unchanged_after_rejected"]
 
 
+def test_suggest_placement_on_a_keras_training_step_compares_every_run_and_puts_it_back(logged):
+    """suggest_placement tries each fix of the step, then the verified ones together: every
+    run is compared from the same state, and the model is as it was after all of them."""
+    found = result(logged, "try_fix_keras_training")
+    suggested = found["suggested"]
+    assert suggested["outputs_equal"] and all(suggested["outputs_equal"]), suggested
+    assert found["unchanged_after_suggested"]
+
+
 def test_try_fix_of_model_fit_compares_it_with_a_global_seed_and_says_why_not_without(logged):
     """model.fit makes a new iterator each call and shuffles with seeds drawn from the global
     seed: with one set, each run is the same fit and the fix verifies (its overrides name the

@@ -766,6 +766,8 @@ def try_fix_keras_training():
     scale = dict.fromkeys(split_ops(trace, "scale", "read"), "/CPU:1")
     wrong["fix"] = {**wrong["fix"], "overrides": {**wrong["fix"]["overrides"], **scale}}
     rejected = trace.try_fix(wrong)
+    after_rejected = keras_state(model)
+    suggested = trace.suggest_placement()
     return {
         "moved": moved,
         "effect": _effect(effect),
@@ -773,7 +775,14 @@ def try_fix_keras_training():
         "variables": len(before),
         "iterations": (iterations, iterations_after),
         "rejected": _effect(rejected),
-        "unchanged_after_rejected": unchanged(before, keras_state(model)),
+        "unchanged_after_rejected": unchanged(before, after_rejected),
+        "suggested": {
+            "verified": suggested.verified,
+            "why": suggested.why,
+            "outputs_equal": [t.outputs_equal for t in suggested.trials]
+            + [suggested.outputs_equal],
+        },
+        "unchanged_after_suggested": unchanged(before, keras_state(model)),
     }
 
 
