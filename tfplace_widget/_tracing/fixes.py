@@ -59,6 +59,8 @@ class _Ran(NamedTuple):
 
 def try_fix(trace: PlacementTrace, finding: Any, recipe: Recipe | None = None) -> FixEffect:
     """Run the code ``trace`` was made from with ``finding``'s fix and measure what changed.
+    TF2 code runs each time from the state it had before (the variables its calls reach,
+    written back), and is left in it (see the module's docstring).
 
     Args:
         trace: A trace made by ``trace_placement`` in this process.
