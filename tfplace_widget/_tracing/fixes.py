@@ -271,11 +271,13 @@ def _results_compared(
         if state is not None
         else ""
     )
-    how = (
-        f"outputs compared call by call: the {len(ran.calls)} traced calls of each run, the "
-        f"first of one with the first of the other and so on{held} (floats within rtol={RTOL}, "
-        f"atol={ATOL})"
+    what = (
+        f" call by call: the {len(ran.calls)} traced calls of each run, the first of one with "
+        f"the first of the other and so on{held}"
+        if ran.trace.mode == "function"
+        else ": the last traced step's fetches of each run (a graph builder's, in a fresh graph)"
     )
+    how = f"outputs compared{what} (floats within rtol={RTOL}, atol={ATOL})"
     if _same_results(baseline, ran):
         return True, [how]
     again = _run(recipe, baseline_overrides, False, state)
@@ -289,11 +291,11 @@ def _results_compared(
             if state is not None and state.made_iterators()
             else ""
         )
+        start = " from the same variables" if state is not None else ""
         return None, [
-            "outputs not compared: the code as it is, run twice from the same variables, "
-            "returned different results, so it keeps state they do not hold (Python state, "
-            "random ops that keep theirs in their kernels, such as tf.random.uniform without a "
-            f"tf.random.Generator){fit}"
+            f"outputs not compared: the code as it is, run twice{start}, returned different "
+            "results, so they depend on more than its variables (Python state, random ops that "
+            f"keep their state in their kernels, such as tf.random.uniform without a seed){fit}"
         ]
     return False, [
         f"{how}: different, while the code as it is, run again from the same state, returned "
@@ -333,7 +335,7 @@ def _on_the_stand_in(
             on_gpu = ops[ops["device"].map(lambda d: (short_device(d) or "").startswith("GPU"))]
             asked.append(dict.fromkeys(on_gpu["op"].astype(str), stand_in))
             runs.append(_run(recipe, asked[-1], False, state))
-        equal, said = _results_compared(recipe, state, runs[0], runs[1], asked[0])
+        equal, compared = _results_compared(recipe, state, runs[0], runs[1], asked[0])
     except Exception as exc:  # the prediction stands; say why it was not also run here
         return {
             "outputs_equal": None,
@@ -355,7 +357,7 @@ def _on_the_stand_in(
             f"predicted on the GPU asked for it): copies {len(a.transfers)} -> "
             f"{len(b.transfers)}, outputs {said}, TensorFlow's placement log "
             f"{ {True: 'agrees', False: 'disagrees', None: 'not read'}[agrees] }, step time "
-            f"{step_change(*times)}" + "".join(f"; {note}" for note in said)
+            f"{step_change(*times)}" + "".join(f"; {note}" for note in compared)
         ),
     }
 
