@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -673,8 +674,162 @@ def try_fix_tf2():
     for name, fn in (("step", step), ("counting", counting)):
         trace = trace_placement(fn, x)
         fixes = [f for f in trace.findings["fix"] if f and f["overrides"]]
+        before = float(calls.numpy())
         found[name] = {"fixes": fixes, "effect": _effect(trace.try_fix(0)) if fixes else None}
+        found[name]["calls"] = (before, float(calls.numpy()))
     return found
+
+
+class Split(keras.layers.Layer):
+    """A and B asked for on CPU:0, their product C on CPU:1 (the fix: A and B there too); back
+    on CPU:0, C scaled (D) by a variable looked up by its shared name, ``scale``, which each
+    device's resource manager holds apart (1.0 on CPU:0, 2.0 on CPU:1): its read moved to CPU:1
+    changes the step's results."""
+
+    def call(self, v):
+        with tf.device("/cpu:0"):
+            a = tf.multiply(v, 2.0, name="A")
+            b = tf.add(v, 3.0, name="B")
+        with tf.device("/cpu:1"):
+            c = tf.multiply(a, b, name="C")
+        with tf.device("/cpu:0"):
+            handle = tf.raw_ops.VarHandleOp(
+                dtype=tf.float32, shape=[], shared_name="scale", name="scale"
+            )
+            scale = tf.raw_ops.ReadVariableOp(resource=handle, dtype=tf.float32, name="read")
+            return tf.multiply(c, scale, name="D")
+
+
+def split_model() -> Any:
+    """Split, then a dense layer, dropout (its seed generator's state a variable) and another
+    dense layer, trained with Adam (slots, iteration counter)."""
+    for device, value in (("/cpu:0", 1.0), ("/cpu:1", 2.0)):
+        with tf.device(device):
+            handle = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name="scale")
+            tf.raw_ops.AssignVariableOp(resource=handle, value=tf.constant(value))
+    model = keras.Sequential(
+        [
+            keras.Input((256,)),
+            Split(name="split"),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dropout(0.3),
+            keras.layers.Dense(1),
+        ],
+        name="regressor",
+    )
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def keras_state(model: Any) -> list[Any]:
+    """The values of a model's variables (weights, seed generator states) and its optimizer's
+    (slots, iteration counter)."""
+    return [v.numpy().copy() for v in (*model.variables, *model.optimizer.variables)]
+
+
+def split_ops(trace: Any, *names: str) -> list[str]:
+    """The ops of Split named ``names``, as the trace names them (Keras numbers its scopes:
+    ``regressor_1/split_1/A``; inside model.fit's step ``StatefulPartitionedCall/...``)."""
+    ops = trace.ops["op"].astype(str)
+    pattern = r".*regressor[_0-9]*/split[_0-9]*/\w+"
+    return sorted(op for op in ops if re.fullmatch(pattern, op) and op.rsplit("/", 1)[1] in names)
+
+
+def unchanged(before: list[Any], after: list[Any]) -> bool:
+    """Bit for bit."""
+    return len(before) == len(after) and all(
+        a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        for a, b in zip(before, after, strict=True)
+    )
+
+
+batch = np.random.default_rng(1).random((64, 256), dtype=np.float32)
+targets = np.ones((64, 1), np.float32)
+
+
+@logged_scenario
+def try_fix_keras_training():
+    """Issue 33, a Keras training step (train_on_batch): the fix of Split's copies is tried
+    from the same weights, Adam slots and counter and dropout seed each run, and all of them
+    are as before try_fix after it; a "fix" that also moves the read of ``scale`` (another
+    value on CPU:1) changes the step's results and is rejected."""
+    keras.utils.set_random_seed(0)
+    model = split_model()
+    model.train_on_batch(batch, targets)  # the user trained once before
+    trace = trace_placement(model.train_on_batch, batch, targets)
+    moved = split_ops(trace, "A", "B")
+    before, iterations = keras_state(model), int(model.optimizer.iterations.numpy())
+    effect = trace.try_fix(("costly_transfer", moved))
+    after, iterations_after = keras_state(model), int(model.optimizer.iterations.numpy())
+    row = trace.all_findings[trace.all_findings["ops"].map(lambda ops: set(moved) <= set(ops))]
+    wrong = row.iloc[0].copy()
+    scale = dict.fromkeys(split_ops(trace, "scale", "read"), "/CPU:1")
+    wrong["fix"] = {**wrong["fix"], "overrides": {**wrong["fix"]["overrides"], **scale}}
+    rejected = trace.try_fix(wrong)
+    after_rejected = keras_state(model)
+    suggested = trace.suggest_placement()
+    return {
+        "moved": moved,
+        "effect": _effect(effect),
+        "unchanged": unchanged(before, after),
+        "variables": len(before),
+        "iterations": (iterations, iterations_after),
+        "rejected": _effect(rejected),
+        "unchanged_after_rejected": unchanged(before, after_rejected),
+        "suggested": {
+            "verified": suggested.verified,
+            "why": suggested.why,
+            "outputs_equal": [t.outputs_equal for t in suggested.trials]
+            + [suggested.outputs_equal],
+        },
+        "unchanged_after_suggested": unchanged(before, keras_state(model)),
+    }
+
+
+@logged_scenario
+def try_fix_keras_fit():
+    """Issue 33, ``model.fit(x, y, epochs=1)``: Keras makes a new iterator each call, and its
+    shuffle draws its seeds from TensorFlow's global seed: with one set
+    (keras.utils.set_random_seed) the fit is tried from the same state each run; with none
+    each fit shuffles otherwise, and that is said."""
+    found = {}
+    for seeded in (True, False):
+        if seeded:
+            keras.utils.set_random_seed(0)
+        else:
+            tf.random.set_seed(None)
+        model = split_model()
+        trace = trace_placement(model.fit, batch, targets, fn_kwargs={"epochs": 1, "verbose": 0})
+        moved = split_ops(trace, "A", "B")
+        before = keras_state(model)
+        effect = trace.try_fix(("costly_transfer", moved))
+        found[seeded] = {
+            "moved": moved,
+            "effect": _effect(effect),
+            "unchanged": unchanged(before, keras_state(model)),
+        }
+    return found
+
+
+@logged_scenario
+def try_fix_reading_an_iterator():
+    """Issue 33: a step reading a tf.data iterator the user made: its position moves with every
+    call and cannot be put back, so the fix's outputs are not compared, and that is said."""
+    data = iter(
+        tf.data.Dataset.range(10**6).map(lambda i: tf.fill((1000,), tf.cast(i, tf.float32)))
+    )
+
+    @tf.function
+    def reading(iterator):
+        v = next(iterator)
+        with tf.device("/cpu:0"):
+            a = tf.add(v, 1.0, name="A")
+            b = tf.multiply(v, 2.0, name="B")
+        with tf.device("/cpu:1"):
+            return tf.add(a, b, name="C")
+
+    trace = trace_placement(reading, data)
+    return _effect(trace.try_fix(("costly_transfer", ["A", "B"])))
 
 
 @scenario

@@ -7,16 +7,30 @@ that the step time has a spread. A finding about a machine with a GPU that this 
 have (``predicted``) is checked against ``predict_placement`` with and without the fix: a
 prediction, said so; when a CPU of this machine is free, both predicted placements also run here
 with it standing in for the GPU, for the outputs and TensorFlow's acceptance of the placement.
+
+TF2 code keeps its state between calls: a training step changes its weights, its optimizer's
+slots and iteration counter, its RNG states at every call. So that each run starts from the same
+state, and the user's model is left as it was, the values of the variables the code's calls
+reach (``user_state.KeptState``) are read before anything runs, written back before each run
+and after the last. The outputs are then compared call by call: each traced call of one run
+with the same call of the other, and the variables' values after the runs (floats within a
+tolerance); when they differ, the code as it is runs once more from the same state, and if that
+differs too the code keeps state the variables do not hold (Python state, random ops' kernels):
+not compared, said. What cannot be put back (an iterator's position, variables made during the
+runs) is said, and the outputs are not compared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 from .._analyses.fix_effect import (
+    ATOL,
+    RTOL,
     FixEffect,
     log_agrees,
     measure,
@@ -27,13 +41,26 @@ from .._analyses.fix_effect import (
 )
 from .._model.devices import short_device
 from .._model.trace import PlacementTrace
-from .recipe import Recipe, recipe_of
+from .recipe import Recipe, recipe_of, recipe_or_none
+from .user_state import KeptState
 
 TRY_STEPS = 5
 
 
+class _Ran(NamedTuple):
+    """One run of the code: its trace; what its traced calls returned, as data (each call's,
+    TF2 code; the last step's fetches, a graph builder; None for a prediction); the values of
+    the variables kept (``KeptState``) after it."""
+
+    trace: PlacementTrace
+    calls: list[Any] | None
+    variables: list[Any]
+
+
 def try_fix(trace: PlacementTrace, finding: Any, recipe: Recipe | None = None) -> FixEffect:
     """Run the code ``trace`` was made from with ``finding``'s fix and measure what changed.
+    TF2 code runs each time from the state it had before (the variables its calls reach,
+    written back), and is left in it (see the module's docstring).
 
     Args:
         trace: A trace made by ``trace_placement`` in this process.
@@ -52,7 +79,8 @@ def try_fix(trace: PlacementTrace, finding: Any, recipe: Recipe | None = None) -
     recipe = recipe or recipe_of(trace, "try_fix")
     row = _finding_row(trace, finding)
     overrides = _overrides_of(row)
-    return _tried(recipe, overrides, row, None)
+    with _kept(trace, recipe) as state:
+        return _tried(recipe, overrides, row, None, state)
 
 
 def suggest_placement(trace: PlacementTrace, recipe: Recipe | None = None) -> FixEffect:
@@ -75,15 +103,20 @@ def suggest_placement(trace: PlacementTrace, recipe: Recipe | None = None) -> Fi
             "suggest_placement: none of this trace's findings has a placement fix to try "
             "(trace.findings['fix'] says why for each)."
         )
+    with _kept(trace, recipe) as state:
+        return _suggested(recipe, rows, state)
+
+
+def _suggested(recipe: Recipe, rows: list[pd.Series], state: KeptState | None) -> FixEffect:
     # each fix against the code as it is, run (a measured finding's) or predicted for a GPU
     # machine (a predicted one's): one baseline of each, made when first needed
-    baselines: dict[bool, tuple[PlacementTrace, Any]] = {}
+    baselines: dict[bool, _Ran] = {}
     trials = []
     for row in rows:
         predicted = bool(row["predicted"])
         if predicted not in baselines:
-            baselines[predicted] = _run(recipe, {}, predicted)
-        trials.append(_tried(recipe, row["fix"]["overrides"], row, baselines[predicted]))
+            baselines[predicted] = _run(recipe, {}, predicted, state)
+        trials.append(_tried(recipe, row["fix"]["overrides"], row, baselines[predicted], state))
     kept, conflicts = _compatible([t for t in trials if t.verified])
     # together: on a GPU machine when any kept fix is about one (its devices are this
     # machine's plus a GPU, so the others' requests hold there too)
@@ -92,8 +125,8 @@ def suggest_placement(trace: PlacementTrace, recipe: Recipe | None = None) -> Fi
     if not kept:
         reasons = "; ".join(f"{t.edit or t.overrides}: {t.why}" for t in trials)
         effect = measure(
-            baseline[0],
-            baseline[0],
+            baseline.trace,
+            baseline.trace,
             kinds=[],
             overrides={},
             outputs_equal=True,
@@ -105,7 +138,8 @@ def suggest_placement(trace: PlacementTrace, recipe: Recipe | None = None) -> Fi
     for trial in kept:
         combined.update(trial.overrides)
     kinds = {kind for trial in kept for kind in trial.kinds}
-    effect = _compared(recipe, baseline, combined, kinds, " ".join(t.edit for t in kept), predicted)
+    edits = " ".join(t.edit for t in kept)
+    effect = _compared(recipe, baseline, combined, kinds, edits, predicted, state)
     effect.trials = trials
     effect.notes += conflicts
     return effect
@@ -132,29 +166,47 @@ def _compatible(verified: list[FixEffect]) -> tuple[list[FixEffect], list[str]]:
     return kept, notes
 
 
+@contextlib.contextmanager
+def _kept(trace: PlacementTrace, recipe: Recipe) -> Iterator[KeptState | None]:
+    """The values of the variables the traced code's calls reached (the trace's and the
+    recipe's records of them), kept for the block and written back after it; None when the
+    code reached none (a graph builder runs in a fresh graph each time)."""
+    own = recipe_or_none(trace)
+    handed = {**(own.handed if own is not None else {}), **recipe.handed}
+    state = KeptState(handed) if handed else None
+    try:
+        yield state
+    finally:
+        if state is not None:
+            state.restore()
+
+
 def _tried(
     recipe: Recipe,
     overrides: Mapping[str, str],
     row: pd.Series,
-    baseline: tuple[PlacementTrace, Any] | None,
+    baseline: _Ran | None,
+    state: KeptState | None,
 ) -> FixEffect:
     predicted = bool(row["predicted"])
     if baseline is None:
-        baseline = _run(recipe, {}, predicted)
+        baseline = _run(recipe, {}, predicted, state)
     edit = (row["fix"] or {}).get("edit", "")
-    return _compared(recipe, baseline, overrides, {row["kind"]}, edit, predicted)
+    return _compared(recipe, baseline, overrides, {row["kind"]}, edit, predicted, state)
 
 
 def _compared(
     recipe: Recipe,
-    baseline: tuple[PlacementTrace, Any],
+    baseline: _Ran,
     overrides: Mapping[str, str],
     kinds: set[str],
     edit: str,
     predicted: bool,
+    state: KeptState | None,
 ) -> FixEffect:
-    before, before_outputs = baseline
-    after, after_outputs = _run(recipe, overrides, predicted)
+    before = baseline.trace
+    ran = _run(recipe, overrides, predicted, state)
+    after = ran.trace
     notes = []
     stand_in = None
     if predicted:
@@ -163,18 +215,13 @@ def _compared(
             "checked against predict_placement with and without the overrides: this machine "
             "has no GPU, so nothing ran with the fix"
         )
-        stand_in = _on_the_stand_in(recipe, before, after)
+        stand_in = _on_the_stand_in(recipe, before, after, state)
         if stand_in is not None:
             equal = stand_in["outputs_equal"]
             notes.append(stand_in["note"])
-    elif before_outputs is None or after_outputs is None:
-        equal = None
-        notes.append(
-            "outputs not compared: the code's last two traced calls returned different "
-            "results (TF2 code keeps its state, such as variables and iterators, between calls)"
-        )
     else:
-        equal = outputs_equal(before_outputs, after_outputs)
+        equal, said = _results_compared(recipe, state, baseline, ran, {})
+        notes += said
     effect = measure(
         before, after, kinds=kinds, overrides=overrides, edit=edit, outputs_equal=equal, notes=notes
     )
@@ -186,8 +233,8 @@ def _compared(
         # Load on the machine can slow one whole run: a slower step must show twice, in a
         # second pair of runs, to count.
         again = measure(
-            _run(recipe, {}, False)[0],
-            _run(recipe, overrides, False)[0],
+            _run(recipe, {}, False, state).trace,
+            _run(recipe, overrides, False, state).trace,
             kinds=kinds,
             overrides=overrides,
             edit=edit,
@@ -200,8 +247,74 @@ def _compared(
     return effect
 
 
+def _results_compared(
+    recipe: Recipe,
+    state: KeptState | None,
+    baseline: _Ran,
+    ran: _Ran,
+    baseline_overrides: Mapping[str, str],
+) -> tuple[bool | None, list[str]]:
+    """Whether ``ran`` returned what ``baseline`` (run with ``baseline_overrides``) did, call by
+    call, and left the kept variables equal (floats within ``RTOL``/``ATOL``); None when that
+    cannot be told. With the notes that say how it was told, or why not."""
+    if state is not None and state.unrestorable:
+        return None, [f"outputs not compared: {'; '.join(state.unrestorable)}"]
+    if not baseline.calls or not ran.calls:
+        return None, [
+            "outputs not compared: the runs returned nothing to compare (TF2 code traced on a "
+            "cluster's tasks returns its results there)"
+        ]
+    held = (
+        f", and the {state.variables} variables the calls reach (weights, optimizer slots and "
+        "counters, RNG states) after them; each run started from the same values, put back "
+        "before it (and after the last run, as they were before)"
+        if state is not None
+        else ""
+    )
+    what = (
+        f" call by call: the {len(ran.calls)} traced calls of each run, the first of one with "
+        f"the first of the other and so on{held}"
+        if ran.trace.mode == "function"
+        else ": the last traced step's fetches of each run (a graph builder's, in a fresh graph)"
+    )
+    how = f"outputs compared{what} (floats within rtol={RTOL}, atol={ATOL})"
+    if _same_results(baseline, ran):
+        return True, [how]
+    again = _run(recipe, baseline_overrides, False, state)
+    if state is not None and state.unrestorable:
+        return None, [f"outputs not compared: {'; '.join(state.unrestorable)}"]
+    if not _same_results(baseline, again):
+        fit = (
+            "; it makes a tf.data iterator for each call (model.fit does), whose shuffle "
+            "draws new random seeds every time: set a global seed "
+            "(keras.utils.set_random_seed(...)) or pass shuffle=False to try fixes of it"
+            if state is not None and state.made_iterators()
+            else ""
+        )
+        start = " from the same variables" if state is not None else ""
+        return None, [
+            f"outputs not compared: the code as it is, run twice{start}, returned different "
+            "results, so they depend on more than its variables (Python state, random ops that "
+            f"keep their state in their kernels, such as tf.random.uniform without a seed){fit}"
+        ]
+    return False, [
+        f"{how}: different, while the code as it is, run again from the same state, returned "
+        "the same results"
+    ]
+
+
+def _same_results(a: _Ran, b: _Ran) -> bool:
+    """Two runs' calls returned equal results, one by one, and left the kept variables equal."""
+    calls_a, calls_b = a.calls or [], b.calls or []
+    return (
+        len(calls_a) == len(calls_b)
+        and all(outputs_equal(x, y) for x, y in zip(calls_a, calls_b, strict=True))
+        and outputs_equal(a.variables, b.variables)
+    )
+
+
 def _on_the_stand_in(
-    recipe: Recipe, before: PlacementTrace, after: PlacementTrace
+    recipe: Recipe, before: PlacementTrace, after: PlacementTrace, state: KeptState | None
 ) -> dict[str, Any] | None:
     """The predicted placements without and with a fix, run for real on this machine with a
     CPU no op predicted on a CPU uses (``_free_cpu``) in place of GPU:0: every op predicted
@@ -213,14 +326,16 @@ def _on_the_stand_in(
     stand_in = _free_cpu(before)
     if not stand_in:
         return None
-    runs = []
+    runs, asked = [], []
     try:
         for predicted in (before, after):
             ops = predicted.ops
             ran = ops["traced_device"].fillna("").astype(str) != ""  # the step's, not init's
             ops = ops[ran & (ops["how"].astype(str) != "runtime")]
             on_gpu = ops[ops["device"].map(lambda d: (short_device(d) or "").startswith("GPU"))]
-            runs.append(_run(recipe, dict.fromkeys(on_gpu["op"].astype(str), stand_in), False))
+            asked.append(dict.fromkeys(on_gpu["op"].astype(str), stand_in))
+            runs.append(_run(recipe, asked[-1], False, state))
+        equal, compared = _results_compared(recipe, state, runs[0], runs[1], asked[0])
     except Exception as exc:  # the prediction stands; say why it was not also run here
         return {
             "outputs_equal": None,
@@ -229,8 +344,7 @@ def _on_the_stand_in(
             "note": f"not run with {stand_in[1:]} standing in for GPU:0: "
             f"{type(exc).__name__}: {exc}",
         }
-    (a, a_outputs), (b, b_outputs) = runs
-    equal = None if a_outputs is None or b_outputs is None else outputs_equal(a_outputs, b_outputs)
+    a, b = runs[0].trace, runs[1].trace
     times = (step_times(a), step_times(b))
     agrees = log_agrees(b)
     said = {True: "equal", False: "different", None: "not compared"}[equal]
@@ -243,7 +357,7 @@ def _on_the_stand_in(
             f"predicted on the GPU asked for it): copies {len(a.transfers)} -> "
             f"{len(b.transfers)}, outputs {said}, TensorFlow's placement log "
             f"{ {True: 'agrees', False: 'disagrees', None: 'not read'}[agrees] }, step time "
-            f"{step_change(*times)}"
+            f"{step_change(*times)}" + "".join(f"; {note}" for note in compared)
         ),
     }
 
@@ -259,24 +373,40 @@ def _free_cpu(predicted: PlacementTrace) -> str:
 
 
 def _run(
-    recipe: Recipe, overrides: Mapping[str, str], predicted: bool
-) -> tuple[PlacementTrace, Any]:
+    recipe: Recipe, overrides: Mapping[str, str], predicted: bool, state: KeptState | None
+) -> _Ran:
     """The recipe's code traced (or, for a predicted finding, predicted with one GPU), with
-    ``overrides`` on top of its own; and what its last step fetched."""
+    ``overrides`` on top of its own, from the kept state (written back first)."""
     from . import predict, tracer
-    from .recipe import recipe_of as made
 
     steps = max(int(recipe.options.get("steps", 1)), TRY_STEPS)
     if predicted:
         options = recipe.with_options(overrides=dict(overrides))
         gpus = options.pop("gpus", 1)
-        return predict.predict_placement(recipe.fn, gpus, args=recipe.args, **options), None
+        return _Ran(
+            predict.predict_placement(recipe.fn, gpus, args=recipe.args, **options), None, []
+        )
     options = recipe.with_options(steps=steps, overrides=dict(overrides))
     if not options["overrides"]:
         options.pop("overrides")
-    trace = tracer.trace_placement(recipe.fn, *recipe.args, **options)
-    ran = made(trace, "try_fix")
-    return trace, ran.outputs if ran.comparable else None
+    if state is not None:
+        state.restore()
+    outputs: list[Any] = []
+    trace = tracer.traced_again(recipe.fn, recipe.args, options, outputs)
+    if state is None:
+        return _Ran(trace, [_as_data(got) for got in outputs], [])
+    variables = state.values()
+    state.saw(recipe_of(trace, "try_fix").handed)
+    return _Ran(trace, [_as_data(got) for got in outputs], variables)
+
+
+def _as_data(got: Any) -> Any:
+    """What a call returned, as data to compare: a Keras ``History`` (``model.fit``'s) by the
+    metrics it holds per epoch, anything else as it is."""
+    history = getattr(got, "history", None)
+    if isinstance(history, dict) and hasattr(got, "on_epoch_end"):
+        return history
+    return got
 
 
 def _finding_row(trace: PlacementTrace, finding: Any) -> pd.Series:

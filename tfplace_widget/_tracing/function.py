@@ -18,9 +18,7 @@ iterators, RNG) changes only as the ``warmup + steps`` calls change it.
 from __future__ import annotations
 
 import contextlib
-import glob
 import inspect
-import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -55,7 +53,7 @@ from .input_pipeline import (
     read_with_pipeline,
 )
 from .overrides import override_function_defs
-from .profile_dir import profile_dir
+from .profile_dir import profile_dir, written_xspace
 from .xla import (
     JIT_NOT_RECORDED,
     JIT_SHOWN,
@@ -103,11 +101,13 @@ def trace_function(
     note: str = "",
     overrides: Mapping[str, str] | None = None,
     outputs: list[Any] | None = None,
+    handed: dict[int, Any] | None = None,
     wait_for_peers: Callable[[str], None] = lambda phase: None,
 ) -> PlacementTrace:
     """Call ``fn(*args, **kwargs)`` ``warmup`` times untraced and ``steps`` times traced
     (with ``overrides``, the traced calls run the functions the warm-up instantiated, their
-    requests rewritten); ``outputs`` (a list) gets what the last two traced calls returned.
+    requests rewritten); ``outputs`` (a list) gets what each traced call returned, ``handed``
+    (a dict) every resource a call handed to a function (``user_state.note_handed``).
     ``wait_for_peers`` (a task of a cluster) is called with ``"start"`` before the profiler
     starts and ``"stop"`` before it stops, and returns when every task has got there."""
     import tensorflow as tf
@@ -143,7 +143,8 @@ def trace_function(
                 user_calls,
                 sources,
                 warm_up_as_the_user=warm_up_as_the_user,
-                outputs=[] if outputs is None else outputs,
+                outputs=outputs,
+                handed=handed,
                 wait_for_peers=wait_for_peers,
             )
         if _calls_the_users_functions(fn):  # with the user's settings back: see the function
@@ -479,13 +480,15 @@ def _run(
     sources: DatasetSources | None = None,
     warm_up_as_the_user: bool = False,
     outputs: list[Any] | None = None,
+    handed: dict[int, Any] | None = None,
     wait_for_peers: Callable[[str], None] = lambda phase: None,
 ) -> tuple[list, bytes, int]:
     """Run the calls; return the placed function graphs, the profiler's XSpace bytes and when
     the profiler started (µs since the epoch, read just before).
     ``user_calls`` receives the first call of each function the last traced call made;
     ``sources`` the functions there were before the traced calls; ``warm_up_as_the_user``:
-    see ``FunctionCopies.start_warm_up``; ``wait_for_peers``: see ``trace_function``."""
+    see ``FunctionCopies.start_warm_up``; ``outputs``, ``handed``, ``wait_for_peers``: see
+    ``trace_function``."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -527,7 +530,8 @@ def _run(
                 for index in range(steps):
                     copies.user_calls.clear()  # the last call's functions: the next call's
                     got = _user_call(call, ("step", index, warmup, steps))
-                    outputs[-2:] = [*outputs[-1:], got]  # the last two calls' results
+                    if outputs is not None:
+                        outputs.append(got)
                 wait_for_peers("stop")  # every task's traced calls ran in its profiled window
             finally:
                 tf.profiler.experimental.stop()
@@ -535,6 +539,8 @@ def _run(
         copies.restore_names(metadata.function_graphs)
         if user_calls is not None:
             user_calls.update(copies.user_calls)
+        if handed is not None:
+            handed.update(copies.handed)
     finally:
         if sources is not None:
             sources.close()
@@ -556,15 +562,6 @@ def _run(
             "that runs TensorFlow ops (a tf.function, a Keras model, or code using tf.*)."
         )
     return graphs, space, started_us
-
-
-def written_xspace(logdir: str) -> bytes | None:
-    """The XSpace the TF2 profiler wrote under ``logdir`` (``None`` if it wrote none)."""
-    files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
-    if not files:
-        return None
-    with open(files[0], "rb") as handle:
-        return handle.read()
 
 
 def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:

@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from .._model.records import HandedVariable
+from .user_state import Handed, note_handed
 
 COPY_MARK = "_tfplace_copy"
 _FUNCTION_ATTRS = ("f", "body", "cond", "then_branch", "else_branch", "branches")
@@ -181,6 +182,7 @@ class FunctionCopies:
         self._xla_compiled: dict[str, bool] = {}
         self.xla_called: set[str] = set()  # the user's XLA functions called eagerly
         self.user_calls: dict[str, UserCall] = {}  # each function called: its first call
+        self.handed: dict[int, Handed] = {}  # every resource a call handed (user_state)
         self._defined_before: frozenset[str] | None = None  # during start_warm_up's block
         self._ran_as_the_user: dict[str, UserCall] = {}  # warm-up calls of the user's own
         self._copy_run: set[str] = set()  # functions whose copy a call ran
@@ -373,6 +375,7 @@ def calls_run_copies(
 
     def call_function(name: Any, tensor_inputs: Any, num_outputs: int) -> Any:
         text = _text(name)
+        note_handed(copies.handed, text, tensor_inputs)
         if copies.xla_compiled(text):  # already the user's own call: not made again after
             copies.xla_called.add(text)
             with as_the_user():

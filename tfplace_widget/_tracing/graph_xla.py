@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._sources.xla import XlaProfile, xla_from_xspace
-from .function import written_xspace
+from .profile_dir import written_xspace
 
 # What marks a traced step that launched an auto-clustered cluster, in its RunMetadata bytes.
 _LAUNCH = b"_XlaRun"

@@ -116,10 +116,12 @@ def override_function_defs(
     (the functions XLA compiles, never rewritten) name the patterns that match only there."""
     used = set()
     names = []
+    prefixes = _inlined_prefixes(fdefs)
     for fdef in fdefs:
         for node in fdef.node_def:
-            names.append(node.name)
-            found = override_for(node.name, overrides)
+            spelled = [node.name] + [p + node.name for p in prefixes.get(fdef.signature.name, ())]
+            names += spelled
+            found = next(filter(None, (override_for(n, overrides) for n in spelled)), None)
             if found is not None:
                 used.add(found[0])
                 _mark(node, *found)
@@ -130,6 +132,38 @@ def override_function_defs(
             raise _inside_xla_error(inside, fdef.signature.name)
     if missing:
         raise unmatched_error(missing, sorted(set(names)), "in the functions the call ran")
+
+
+def _inlined_prefixes(fdefs: list[Any]) -> dict[str, list[str]]:
+    """Per function called by another's ``PartitionedCall``/``StatefulPartitionedCall`` node,
+    the prefixes its nodes' names get when TensorFlow inlines it into the caller (the call
+    node's name and a slash, after the caller's own): the names ``trace.ops`` shows, as in
+    ``StatefulPartitionedCall/sequential/dense/MatMul`` inside Keras's ``model.fit`` step."""
+    calls: dict[str, list[tuple[str, str]]] = {}  # callee -> (caller, call node)
+    for fdef in fdefs:
+        for node in fdef.node_def:
+            if node.op in _CALL_OPS and node.attr["f"].func.name:
+                calls.setdefault(node.attr["f"].func.name, []).append(
+                    (fdef.signature.name, node.name)
+                )
+    found: dict[str, list[str]] = {}
+
+    def prefixes(fname: str, seen: frozenset[str]) -> list[str]:
+        if fname not in found:
+            mine = []
+            for caller, node in calls.get(fname, ()):
+                if caller not in seen:  # a recursive function: its own prefixes are enough
+                    outer = prefixes(caller, seen | {fname})
+                    mine += [f"{node}/"] + [f"{p}{node}/" for p in outer]
+            found[fname] = mine
+        return found[fname]
+
+    for fname in calls:
+        prefixes(fname, frozenset())
+    return found
+
+
+_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 
 
 def _inside_xla_error(patterns: list[str], fname: str) -> ValueError:

@@ -88,13 +88,16 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
         keras = keras_xla(fn_or_trace)  # before the run: it may settle the model's jit_compile
         trace, details, soft = _trace_for_facts(fn_or_trace, trace_options)
         options = {k: v for k, v in trace_options.items() if k != "args"}
-        made = recipes.Recipe(fn_or_trace, tuple(trace_options.get("args", ()) or ()), options)
+        handed = recipes.recipe_of(trace, "predict_placement").handed  # its variables
+        made = recipes.Recipe(
+            fn_or_trace, tuple(trace_options.get("args", ()) or ()), options, handed
+        )
     if strategy_of(trace):  # a step the strategy ran on every task: predicted per task
         return predict_strategy_trace(trace, gpus, soft, registry=REGISTRY)
     predicted = predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
     if made is not None:  # try_fix checks a predicted finding's fix against a prediction
         options = {**made.options, "gpus": gpus, "soft_placement": soft}
-        recipes.remember(predicted, made.fn, made.args, options, [])
+        recipes.remember(predicted, made.fn, made.args, options, made.handed)
     return predicted
 
 

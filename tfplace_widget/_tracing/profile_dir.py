@@ -1,4 +1,5 @@
-"""The folder TensorFlow's profiler writes a TF2 trace into, and the folders of traces killed.
+"""The folder TensorFlow's profiler writes a TF2 trace into (and the XSpace it wrote there), and
+the folders of traces killed.
 
 A trace removes its folder when it ends, however it ends, unless its process is killed
 (SIGKILL, the OOM killer): then the folder stays. Each folder's name carries its process's id,
@@ -10,6 +11,7 @@ until that process is gone too).
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import re
 import shutil
@@ -59,3 +61,12 @@ def _alive(pid: int) -> bool:
     except (PermissionError, OverflowError, ValueError):
         return True  # another user's process (or no pid at all): not ours to judge
     return True
+
+
+def written_xspace(logdir: str) -> bytes | None:
+    """The XSpace the TF2 profiler wrote under ``logdir`` (``None`` if it wrote none)."""
+    files = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
+    if not files:
+        return None
+    with open(files[0], "rb") as handle:
+        return handle.read()

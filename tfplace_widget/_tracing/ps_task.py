@@ -29,8 +29,7 @@ import traceback
 from typing import Any
 
 from .._model.errors import TraceError
-from .function import written_xspace
-from .profile_dir import profile_dir
+from .profile_dir import profile_dir, written_xspace
 from .ps_requests import is_library, scope_openers, users_requests
 
 # The graphs of an instantiation that make the trace: TensorFlow's DebugDataDumper names its

@@ -1,6 +1,7 @@
 """How a trace was made: the code, its arguments and the options of ``trace_placement``, and
-what the last traced step returned, kept on the trace in memory only (never in a ``.tfplace``
-file), so that a fix can be tried by running the same code again."""
+the resources its calls handed to functions (TF2 code: its variables, whose values ``try_fix``
+keeps and puts back), kept on the trace in memory only (never in a ``.tfplace`` file), so that a
+fix can be tried by running the same code again."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._analyses.fix_effect import outputs_equal
 from .._model.trace import PlacementTrace
+from .user_state import Handed
 
 # trace -> Recipe, beside the trace rather than on it: never saved, copied or pickled with it
 # (the code is often a closure), and gone with the trace.
@@ -19,16 +20,14 @@ _RECIPES: weakref.WeakKeyDictionary[PlacementTrace, Recipe] = weakref.WeakKeyDic
 
 @dataclass(frozen=True)
 class Recipe:
-    """``trace_placement(fn, *args, **options)``, and what its last traced step returned
-    (``outputs``), with whether another run's can be compared with it (``comparable``): a
-    graph builder's steps run in a fresh graph each trace; TF2 code keeps its state (variables,
-    iterators) between calls, so only when its last two traced calls returned the same."""
+    """``trace_placement(fn, *args, **options)``, and the resources its calls handed to
+    functions (``handed``, by the handle's identity: TF2 code's variables, iterators...; a
+    graph builder's steps run in a fresh graph each trace, and hand none)."""
 
     fn: Any
     args: tuple
     options: dict[str, Any] = field(default_factory=dict)
-    outputs: Any = None
-    comparable: bool = False
+    handed: Mapping[int, Handed] = field(default_factory=dict)
 
     def with_options(self, **changes: Any) -> dict[str, Any]:
         """The options with ``changes``; ``overrides`` are merged into the recipe's own."""
@@ -39,16 +38,15 @@ class Recipe:
 
 
 def remember(
-    trace: PlacementTrace, fn: Any, args: tuple, options: Mapping[str, Any], outputs: list
+    trace: PlacementTrace,
+    fn: Any,
+    args: tuple,
+    options: Mapping[str, Any],
+    handed: Mapping[int, Handed] | None = None,
 ) -> None:
-    """Keep beside ``trace`` how it was made; ``outputs``: what its last traced step returned
-    (graph mode), or its last two traced calls (TF2 code)."""
-    if trace.mode == "function":
-        comparable = len(outputs) == 2 and outputs_equal(outputs[0], outputs[1])
-    else:
-        comparable = len(outputs) == 1
-    last = outputs[-1] if outputs else None
-    _RECIPES[trace] = Recipe(fn, tuple(args), dict(options), last, comparable)
+    """Keep beside ``trace`` how it was made; ``handed``: the resources its calls handed to
+    functions."""
+    _RECIPES[trace] = Recipe(fn, tuple(args), dict(options), dict(handed or {}))
 
 
 def recipe_or_none(trace: PlacementTrace) -> Recipe | None:

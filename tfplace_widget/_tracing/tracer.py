@@ -66,9 +66,22 @@ def trace_placement(fn: Callable[..., Any], *args: Any, **options: Any) -> Place
     """Run ``fn`` for real with a full trace and explain where each op was placed (``_traced``
     says how); the trace remembers, in memory only, how it was made (``recipe``), so that
     ``trace.try_fix`` can run the same code again with a fix."""
-    outputs: list[Any] = []
-    trace = _traced(fn, *args, _outputs=outputs, **options)
-    remember(trace, fn, args, options, outputs)
+    return traced_again(fn, args, options, None)
+
+
+def traced_again(
+    fn: Callable[..., Any],
+    args: tuple,
+    options: Mapping[str, Any],
+    outputs: list[Any] | None,
+) -> PlacementTrace:
+    """``trace_placement(fn, *args, **options)``, with what its traced steps returned put in
+    ``outputs`` (each traced call's for TF2 code, the last step's fetches for a graph builder),
+    for ``try_fix``; the trace's recipe keeps the resources its calls handed to functions
+    (TF2 code: ``user_state``)."""
+    handed: dict[int, Any] = {}
+    trace = _traced(fn, *args, _outputs=outputs, _handed=handed, **options)
+    remember(trace, fn, args, options, handed)
     return trace
 
 
@@ -90,6 +103,7 @@ def _traced(
     cluster: Any = None,
     target: str | None = None,
     _outputs: list[Any] | None = None,
+    _handed: dict[int, Any] | None = None,
     **unknown: Any,
 ) -> PlacementTrace:
     """Run ``fn`` for real with a full trace and explain where each op was placed.
@@ -149,6 +163,7 @@ def _traced(
         "warmup": warmup,
         "overrides": overrides,
         "outputs": _outputs,
+        "handed": _handed,
     }
     graph_only = {
         "feed_dict": feed_dict,
@@ -164,7 +179,9 @@ def _traced(
             "a process of its own with its TF_CONFIG."
         )
         task_options = {
-            k: v for k, v in function_options.items() if k not in ("device_count", "outputs")
+            k: v
+            for k, v in function_options.items()
+            if k not in ("device_count", "outputs", "handed")
         }
         return trace_on_local_cluster(
             fn,
