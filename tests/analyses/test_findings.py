@@ -31,11 +31,13 @@ KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
 BERT_PROFILE = GPU_TRACES / "tensorflow-profiler-bert" / "34.83.195.179_6003.xplane.pb"
 
 
-def classic_step(tf: Any, width: int = 4) -> Any:
+def classic_step(tf: Any, width: int = 4, batch: int = 2) -> Any:
     """A step with the four classic fallbacks between GPU-capable float ops: a dataset read in
-    the step, an int32 MatMul (``width`` wide: at 4 it takes a few µs, about 1% of the step; at 512 tens of percent),
-    a string op and a tf.py_function."""
-    ds = tf.data.Dataset.from_tensor_slices(np.ones((8, width), np.float32)).batch(2).repeat()
+    the step, an int32 MatMul (``batch`` x ``width`` by ``width`` x ``width``: at 2 x 4 it takes a
+    few µs, about 1% of the step; at 64 x 512 milliseconds, most of it), a string op and a
+    tf.py_function."""
+    rows = np.ones((4 * batch, width), np.float32)
+    ds = tf.data.Dataset.from_tensor_slices(rows).batch(batch).repeat()
     batch = tf.compat.v1.data.make_one_shot_iterator(ds).get_next(name="batch")
     hidden = tf.matmul(batch, tf.ones((width, width), name="w"), name="dense")
     counts = tf.cast(hidden, tf.int32, name="to_int")
@@ -125,8 +127,8 @@ def test_string_ops_are_one_cpu_fallback(classic):
     assert found["severity"] == "high"  # it reads `total`, a GPU op
 
 
-def test_a_dataset_read_in_the_step_is_a_cpu_fallback_with_its_reader(classic, classic_findings):
-    found = _one(classic_findings, "cpu_fallback", "OneShotIterator")
+def test_a_dataset_read_in_the_step_is_a_cpu_fallback_with_its_reader(classic):
+    found = _one(classic.all_findings, "cpu_fallback", "OneShotIterator")
     # IteratorGetNext has a GPU kernel but reads the iterator resource, which has none.
     assert classic.ops.set_index("op").loc["batch", "gpu_kernel"] == "yes"
     assert "batch" in found["ops"]
@@ -137,9 +139,10 @@ def test_a_dataset_read_in_the_step_is_a_cpu_fallback_with_its_reader(classic, c
     assert found["severity"] == "info" and found["evidence"]["user_fix"] == 1
 
 
-def test_py_function_sits_on_the_gpu_but_copies_to_the_host(classic, classic_findings):
+def test_py_function_sits_on_the_gpu_but_copies_to_the_host(classic):
     # EagerPyFunc has a DEFAULT kernel: the placer puts it on the GPU, its Python runs on the host
     assert classic.ops.set_index("op").loc["py", "type"] == "EagerPyFunc"
+    classic_findings = classic.all_findings
     found = _one(classic_findings, "ping_pong", "py")
     assert found["ops"] == ["to_float", "py", "half"]
     assert "Python body runs on the host" in found["message"]
@@ -153,7 +156,7 @@ def test_the_fixed_step_has_no_fallbacks(tf, trace_placement):
 
 
 def test_int32_arithmetic_computes_in_host_memory_on_the_gpu(tf, trace_placement):
-    findings = trace_placement(lambda: int_arithmetic(tf), device_count=TWO_CPUS).findings
+    findings = trace_placement(lambda: int_arithmetic(tf), device_count=TWO_CPUS).all_findings
     found = _one(findings, "host_memory_on_gpu", "int_add")
     assert found["evidence"]["copies"] == 2  # device -> host into it, host -> device out
     assert "int32 AddV2" in found["message"] and "keep them float32" in found["message"]
@@ -202,7 +205,7 @@ def test_soft_move_says_the_device_does_not_exist(tf, trace_placement):
         with tf.device("/gpu:0"):
             return tf.add(tf.ones((4,), name="x"), 1.0, name="G")
 
-    found = _one(trace_placement(on_gpu, device_count=TWO_CPUS).findings, "soft_move", "G")
+    found = _one(trace_placement(on_gpu, device_count=TWO_CPUS).all_findings, "soft_move", "G")
     assert "for /device:GPU:0 and ran on CPU:0" in found["message"]
     assert "does not exist here" in found["message"]
     assert found["severity"] == "info"  # no GPU on this machine: nothing to fix here

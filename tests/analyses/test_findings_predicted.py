@@ -44,15 +44,17 @@ PREDICTED_KINDS = {"cpu_fallback", "ping_pong"}
 
 def copy_and_int_matmul(tf: Any) -> Any:
     """4 MB inputs on CPU:0 added on CPU:1 (two real copies), and an int32 MatMul big enough
-    to be a material share of the step (a 4x4 one takes under 1% of it: no finding)."""
+    to be a material share of the step (a 4x4 one takes under 1% of it: no finding) also when
+    the machine's load stretches another op by tens of milliseconds (a 128x128 one took
+    0.3 ms, 8% of a 3.5 ms step: under 1% of a step stretched by 25 ms)."""
     n = 10**6
     a = tf.ones((n,), name="A")
     b = tf.ones((n,), name="B")
     with tf.device("/cpu:1"):
         c = tf.add(a, b, name="C")
-    x = tf.matmul(tf.ones((128, 128), name="m"), tf.ones((128, 128), name="w"), name="dense")
+    x = tf.matmul(tf.ones((256, 256), name="m"), tf.ones((256, 256), name="w"), name="dense")
     i = tf.cast(x, tf.int32, name="to_int")
-    j = tf.matmul(i, tf.ones((128, 128), tf.int32, name="iw"), name="int_matmul")
+    j = tf.matmul(i, tf.ones((256, 256), tf.int32, name="iw"), name="int_matmul")
     return [c, tf.reduce_sum(tf.cast(j, tf.float32, name="to_float"), name="out")]
 
 

@@ -68,7 +68,7 @@ def test_a_read_of_a_variable_the_user_put_on_the_cpu_is_no_fallback(tf, trace_p
     trace = trace_placement(lambda: variable_on_cpu1(tf), device_count=TWO_CPUS)
     ops = trace.ops.set_index("op")
     assert ops.loc["weights", "gpu_kernel"] == "host"  # VarHandleOp has a GPU kernel
-    for findings in (trace.findings, predict_placement(trace, gpus=1).findings):
+    for findings in (trace.all_findings, predict_placement(trace, gpus=1).all_findings):
         assert not findings["message"].str.contains("which has none").any(), _table(findings)
         fallbacks = _kind(findings, "cpu_fallback")
         assert not {"weights", "dense/ReadVariableOp"} & {o for f in fallbacks["ops"] for o in f}
@@ -83,7 +83,7 @@ def test_keras_variables_made_on_cpu1_are_no_fallbacks(scenarios):
 # -- costly_transfer: variable reads across devices are what they are --------------------------
 def test_variable_reads_from_cpu1_are_reads_not_results(scenarios):
     trace = scenarios["variables_on_cpu1"]["trace"]
-    findings = trace.findings
+    findings = trace.all_findings
     assert not findings["message"].str.contains("going back to the caller").any(), _table(findings)
     costly = _kind(findings, "costly_transfer")
     reads = costly[costly["message"].str.startswith("47 reads of variables that live on CPU:1")]
@@ -125,7 +125,7 @@ def test_user_int32_arithmetic_still_gets_the_cast(tf, trace_placement):
         j = tf.add(i, i, name="int_add")
         return tf.reduce_sum(tf.cast(j, tf.float32, name="to_float"), name="out")
 
-    findings = trace_placement(int_arithmetic, device_count=TWO_CPUS).findings
+    findings = trace_placement(int_arithmetic, device_count=TWO_CPUS).all_findings
     found = _kind(findings, "host_memory_on_gpu")
     assert len(found) == 1 and found.iloc[0]["ops"] == ["to_int", "int_add"], _table(findings)
     assert "come from to_int, which casts float32 values to int32" in found.iloc[0]["message"]
@@ -153,7 +153,7 @@ def test_a_string_equal_is_never_told_to_cast(tf, trace_placement):
         same = tf.equal(words, tf.constant("a", name="a"), name="same")
         return tf.reduce_sum(tf.cast(same, tf.float32, name="as_float"), name="count")
 
-    findings = trace_placement(strings, device_count=TWO_CPUS).findings
+    findings = trace_placement(strings, device_count=TWO_CPUS).all_findings
     found = _kind(findings, "cpu_fallback")
     assert len(found) == 1 and "same" in found.iloc[0]["ops"], _table(findings)
     assert "string ops have no GPU kernel" in found.iloc[0]["message"]
@@ -171,8 +171,8 @@ def test_a_string_op_asked_onto_the_gpu_is_not_told_to_cast(tf, trace_placement)
         return [text, ints]
 
     predicted = predict_placement(trace_placement(on_gpu, device_count=TWO_CPUS), gpus=1)
-    moves = _kind(predicted.findings, "soft_move")
-    assert len(moves) == 1, _table(predicted.findings)
+    moves = _kind(predicted.all_findings, "soft_move")
+    assert len(moves) == 1, _table(predicted.all_findings)
     message = moves.iloc[0]["message"]
     assert "and would run on CPU:0" in message  # a prediction: nothing ran
     assert "text has no GPU kernel: pin it to the CPU on purpose" in message
@@ -215,8 +215,8 @@ def test_host_memory_inputs_make_no_ping_pong(scenarios):
 def test_a_cpu_only_run_says_where_a_py_function_would_sit(scenarios):
     trace = scenarios["py_function"]["trace"]
     assert not any("GPU" in d for d in trace.devices)
-    found = _kind(trace.findings, "ping_pong")
-    assert len(found) == 1, _table(trace.findings)
+    found = _kind(trace.all_findings, "ping_pong")
+    assert len(found) == 1, _table(trace.all_findings)
     message = found.iloc[0]["message"]
     assert "sits on" not in message
     assert message.startswith("On a machine with a GPU, py (tf.py_function) would sit on GPU:0")
@@ -248,8 +248,8 @@ def test_iterator_reads_have_gpu_kernels_and_one_lever(scenarios, name):
         trace = scenarios[name][which]
         kernels = set(trace.ops.loc[trace.ops["type"] == "IteratorGetNext", "gpu_kernel"])
         assert kernels == {"yes"}, kernels
-        reads = _about(_kind(trace.findings, "cpu_fallback"), "IteratorGetNext", trace)
-        assert len(reads) == 1, f"{which}:\n{_table(trace.findings)}"
+        reads = _about(_kind(trace.all_findings, "cpu_fallback"), "IteratorGetNext", trace)
+        assert len(reads) == 1, f"{which}:\n{_table(trace.all_findings)}"
         message = reads.iloc[0]["message"]
         assert "no GPU kernel" not in message and "outside the step" not in message, message
         assert "tf.data.experimental.prefetch_to_device" in message

@@ -216,8 +216,11 @@ def int_arithmetic_on_cast_floats(tf):
 
 
 def one_of(trace: PlacementTrace, kind: str) -> pd.Series:
-    rows = trace.findings[trace.findings["kind"] == kind]
-    assert len(rows) == 1, trace.findings[["kind", "ops"]]
+    """The one finding of ``kind``, material or not: these tests are about its fix, and
+    whether it takes 1% of a step of a few milliseconds depends on the machine's load."""
+    every = trace.all_findings
+    rows = every[every["kind"] == kind]
+    assert len(rows) == 1, every[["kind", "ops"]]
     return rows.iloc[0]
 
 

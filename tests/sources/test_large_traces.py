@@ -30,7 +30,9 @@ RECORDS = DISTINCT_OPS * RUNS
 # Measured on the 2-CPU dev container (TF 2.21, pandas 3.1, other test sessions running):
 # loading 300,000 records took 3.4 s and raised RSS by ~250 MB; building the panel took 4-6 s.
 # The bounds leave ~4x headroom for slower CI machines; a quadratic step or a per-record
-# DataFrame would blow through them.
+# DataFrame would blow through them. The seconds are this process's CPU time
+# (time.process_time): what other processes do on a shared machine does not count (by the
+# wall clock, squeezed onto a third of one core, the Chrome trace took 24.1 s of its 30).
 LOAD_SECONDS = 30
 LOAD_PEAK_MB = 1200
 PANEL_SECONDS = 40
@@ -99,15 +101,17 @@ def big_metadata() -> Any:
 
 @pytest.fixture(scope="module")
 def big_load(big_metadata: Any) -> dict:
-    started = time.perf_counter()
+    started = time.process_time()
     with PeakRSS() as memory:
         trace = PlacementTrace.from_run_metadata(big_metadata)
-    return {"trace": trace, "seconds": time.perf_counter() - started, "peak_mb": memory.peak_mb}
+    return {"trace": trace, "seconds": time.process_time() - started, "peak_mb": memory.peak_mb}
 
 
 def test_300k_records_load_in_bounded_time_and_memory(big_load):
     trace = big_load["trace"]
-    print(f"\n300k records: {big_load['seconds']:.1f} s, peak RSS +{big_load['peak_mb']:.0f} MB")
+    print(
+        f"\n300k records: {big_load['seconds']:.1f} s CPU, peak RSS +{big_load['peak_mb']:.0f} MB"
+    )
     assert big_load["seconds"] < LOAD_SECONDS
     assert big_load["peak_mb"] < LOAD_PEAK_MB
     assert len(trace.events) == RECORDS
@@ -121,10 +125,10 @@ def test_300k_records_load_in_bounded_time_and_memory(big_load):
 
 def test_panel_over_300k_records_says_it_draws_a_sample(big_load):
     trace = big_load["trace"]
-    started = time.perf_counter()
+    started = time.process_time()
     panel = show_placement(trace)
-    built = time.perf_counter() - started
-    print(f"\npanel over 300k records built in {built:.1f} s")
+    built = time.process_time() - started
+    print(f"\npanel over 300k records built in {built:.1f} s CPU")
     assert built < PANEL_SECONDS
     header = panel.header.value
     assert "draws a sample" in header
@@ -160,11 +164,11 @@ def test_chrome_trace_with_300k_events_loads(tmp_path):
     path = tmp_path / "big.ctf.json"
     path.write_text(json.dumps({"traceEvents": events}))
     del events
-    started = time.perf_counter()
+    started = time.process_time()
     with PeakRSS() as memory:
         trace = PlacementTrace.from_chrome_trace(path)
-    seconds = time.perf_counter() - started
-    print(f"\nChrome trace, 300k events: {seconds:.1f} s, peak RSS +{memory.peak_mb:.0f} MB")
+    seconds = time.process_time() - started
+    print(f"\nChrome trace, 300k events: {seconds:.1f} s CPU, peak RSS +{memory.peak_mb:.0f} MB")
     assert seconds < LOAD_SECONDS and memory.peak_mb < LOAD_PEAK_MB
     assert len(trace.events) == RECORDS and len(trace.ops) == DISTINCT_OPS
 

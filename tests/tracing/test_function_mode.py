@@ -649,7 +649,7 @@ def test_guide_manual_placement_reports_the_devices_tensorflow_uses(logged):
     trace = outcome["trace"]
     assert assert_placed_as_tensorflow_places(trace, outcome["log"]) >= 3
     assert trace.devices == [CPU0, CPU1]
-    assert "soft_move" not in set(trace.findings["kind"])
+    assert "soft_move" not in set(trace.all_findings["kind"])
     assert trace.mode_reason.startswith("auto: graph mode because")
     assert f"tfplace: {trace.mode_reason}" in trace.log
     assert "2 CPUs" in trace.log  # the Session got the eager runtime's logical devices

@@ -249,7 +249,7 @@ def test_a_compilable_step_is_one_cluster_without_per_op_findings(tf, keras, tra
         assert not real_xla["type"].isin(["IteratorGetNext", "OptionalFromValue"]).any()
         assert set(real_xla["function"]) == set(xla["function"])
     # No per-op finding inside the cluster: no fallback, no host-memory arithmetic there.
-    findings = predicted.findings
+    findings = predicted.all_findings  # material or not: none inside the cluster
     inside = set(xla["op"])
     for kind in ("cpu_fallback", "host_memory_on_gpu"):
         named = {op for ops_ in findings.loc[findings["kind"] == kind, "ops"] for op in ops_}
