@@ -6,7 +6,9 @@ CPUs, and measures the copies gone, the outputs equal and TensorFlow's own log a
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -369,3 +371,34 @@ def test_a_fix_names_the_device_as_tf_device_takes_it(device, in_a_strategys_ste
 
     trace = SimpleNamespace(**{PART_TASK: "/job:worker/task:1" if in_a_strategys_step else ""})
     assert as_written(SimpleNamespace(trace=trace), device) == written
+
+
+def test_a_fix_is_not_called_slower_by_load_rising_over_the_runs(tf, trace_placement):
+    """Each run of the builder's step sleeps 20 ms longer than the one before, as a machine
+    whose load keeps rising would: the fix's run, after the code's, is slower, and it would
+    be in any second pair made in the same order. Made the other way round (the fix first),
+    the second pair finds the fix faster: the first was noise, and the fix is verified."""
+    runs = []
+
+    def rising_load() -> Any:
+        runs.append(len(runs) + 1)
+        delay = 0.02 * runs[-1]
+
+        def wait() -> list:
+            time.sleep(delay)
+            return []
+
+        with tf.device("/cpu:0"):
+            a = tf.ones((SEED_N,), name="A")
+            b = tf.ones((SEED_N,), name="B")
+        with tf.device("/cpu:1"):
+            waited = tf.py_function(wait, [], [], name="wait")
+            with tf.control_dependencies([waited]):
+                return tf.add(a, b, name="C")
+
+    trace = trace_placement(rising_load, device_count=TWO_CPUS)
+    effect = trace.try_fix(finding_about(trace, "A").name)
+    assert len(runs) == 5  # the trace, a pair of runs, and the second pair
+    assert effect.verified, (effect.why, effect.step_us)
+    assert "slower in a first pair of runs, not in a second: noise" in effect.notes
+    assert effect.copies == (3, 1)

@@ -230,11 +230,13 @@ def _compared(
         effect.tf_log_agrees = stand_in["log_agrees"]
         effect.verified, effect.why = verdict(effect)
     if effect.step_change == "slower" and not predicted:
-        # Load on the machine can slow one whole run: a slower step must show twice, in a
-        # second pair of runs, to count.
+        # Load on the machine can slow one whole run: a slower step must show twice to count,
+        # in a second pair of runs made in the other order (the fix first), so that load
+        # rising over the runs slows the fix's run in one pair and the code's in the other.
+        second_fix = _run(recipe, overrides, False, state).trace
         again = measure(
             _run(recipe, {}, False, state).trace,
-            _run(recipe, overrides, False, state).trace,
+            second_fix,
             kinds=kinds,
             overrides=overrides,
             edit=edit,
