@@ -83,27 +83,51 @@ def memory_frame(
     time = np.asarray(time_us, dtype=np.int64)
     change = np.asarray(delta, dtype=np.int64)
     numbers = np.asarray(series, dtype=np.int64)
-    order = np.lexsort((time, np.asarray(step)))  # stable: ties keep the recorded order
+    order = steps_order(np.asarray(step), time)
     device, allocator, op, kinds = (
         np.asarray(c, dtype=object)[order] for c in (device, allocator, op, kinds)
     )
-    time, change, numbers = time[order], change[order], numbers[order]
     names = (
         np.full(len(time), None, dtype=object)
         if variable is None
         else np.asarray(variable, dtype=object)[order]
     )
+    return ordered_memory_frame(
+        device, allocator, time[order], change[order], op, numbers[order], kinds, names
+    )
+
+
+def steps_order(step: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """The rows' order in ``trace.memory``: by step, then time, stably (an op's records at the
+    same microsecond keep their order)."""
+    if len(step) and step.min() == step.max():  # one step: by time alone
+        return np.argsort(time, kind="stable")
+    return np.lexsort((time, step))
+
+
+def ordered_memory_frame(
+    device: np.ndarray,
+    allocator: np.ndarray,
+    time_us: np.ndarray,
+    delta: np.ndarray,
+    op: np.ndarray,
+    series: np.ndarray,
+    kind: np.ndarray,
+    variable: np.ndarray,
+) -> pd.DataFrame:
+    """:func:`memory_frame` of rows already in its order (:func:`steps_order`): object arrays
+    of names, int64 arrays of numbers."""
     return pd.DataFrame(
         {
             "device": device,
             "allocator": allocator,
-            "time_us": time,
-            "bytes": change,
-            "live_bytes": _running_sums(change, numbers),
+            "time_us": time_us,
+            "bytes": delta,
+            "live_bytes": _running_sums(delta, series),
             "op": op,
-            "kind": kinds,
+            "kind": kind,
             # object, None where missing (never inferred as str: the same dtype in every frame)
-            "variable": pd.Series(names, dtype=object, copy=False),
+            "variable": pd.Series(variable, dtype=object, copy=False),
         }
     )
 
