@@ -25,7 +25,9 @@ from .._model.memory import (
     PERSISTENT,
     TEMPORARY,
     VARIABLE_OPS,
+    NameCodes,
     empty_memory,
+    keep_name_codes,
     ordered_memory_frame,
     steps_order,
 )
@@ -121,16 +123,32 @@ def _frame(
         return empty_memory()
     order = steps_order(step, time)
     source = source[order]
-    return ordered_memory_frame(
+    held_rows = source >= n_items
+    frame = ordered_memory_frame(
         device[source],
         allocator[source],
         time[order],
         change[order],
         op[source],
         series[source],
-        _KINDS[(source >= n_items).astype(np.intp)],
+        _KINDS[held_rows.astype(np.intp)],
         variable[source],
     )
+    if items is not None:  # the step rows' names as the items numbered them, for the lane
+        none = np.full(n_held, -1, dtype=np.int64)
+        device_code = np.concatenate([items["device_code"], none])[source]
+        allocator_code = np.concatenate([items["allocator_code"], none])[source]
+        keep_name_codes(
+            frame,
+            NameCodes(
+                ~held_rows,
+                device_code,
+                list(items["devices"]),
+                allocator_code,
+                list(items["allocators"]),
+            ),
+        )
+    return frame
 
 
 def record_index(records: Records) -> RecordIndex:
@@ -323,6 +341,8 @@ def _items(records: Records, index: RecordIndex | None) -> dict[str, np.ndarray]
         "op": np.asarray(records.op, dtype=object)[rows],
         "op_row": index.op_row[rows],
         "device": np.asarray(devices, dtype=object)[device_codes],
+        "device_code": device_codes.astype(np.int64),
+        "devices": devices,
         "step": step_codes,
         "series": series.astype(np.int64),
         "allocator": (  # one name object per allocator
