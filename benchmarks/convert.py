@@ -128,7 +128,7 @@ def memory_stages(metadata: Any, graph: Any) -> dict[str, Any]:
     executed = run_metadata.executed_graph(everywhere.partition_graphs)
     events, types, out_bytes, lanes = frames._events_frame(full, [full_start], executed)
     op_level = events["lane_kind"].to_numpy() == "device"
-    ops, op_rows = frames._ops_frame(events, op_level, types, out_bytes, executed)
+    ops, op_rows = frames._ops_frame(events, op_level, types, out_bytes, executed, True)
     names, devices, ran = ops["op"].tolist(), ops["device"].tolist(), ops["runs"].notna()
     index = memory.RecordIndex(*lanes, frames._row_of_record(len(full.op), op_rows))
     return {

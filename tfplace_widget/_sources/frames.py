@@ -53,7 +53,8 @@ def frames_from_records(
 ) -> PlacementTrace:
     events, types, out_bytes, lanes = _events_frame(records, step_starts, executed)
     op_level = events["lane_kind"].to_numpy() == "device"
-    ops, op_rows = _ops_frame(events, op_level, types, out_bytes, executed)
+    has_memory = bool(records.memory.row)  # the op rows of the records: for their memory
+    ops, op_rows = _ops_frame(events, op_level, types, out_bytes, executed, has_memory)
     # Plain lists: iterating pandas string columns element by element is slow on 100k rows.
     names, op_devices = ops["op"].tolist(), ops["device"].tolist()
     devices = sorted(
@@ -350,10 +351,11 @@ def _ops_frame(
     types: dict[str, str],
     out_bytes: dict[str, Sequence[int]],
     executed: Executed,
+    record_rows: bool = False,
 ) -> tuple[pd.DataFrame, tuple[np.ndarray, np.ndarray] | None]:
-    """One row per placed op: executed-graph nodes plus any op seen only in the records; and
-    the op-level records' rows (``events["_row"]``) with the row of the op each is a run of
-    (None without an executed graph).
+    """One row per placed op: executed-graph nodes plus any op seen only in the records; and,
+    when ``record_rows``, the op-level records' rows (``events["_row"]``) with the row of the
+    op each is a run of (None otherwise, and without an executed graph).
 
     Records-only ops are keyed by (name, device): every device partition has its own _SOURCE.
     """
@@ -408,6 +410,8 @@ def _ops_frame(
             "output_bytes": output_bytes[order],
         }
     )
+    if not record_rows:
+        return frame, None
     # Each op-level record's op row: its group's joined row, moved by ``order``. A record of
     # another lane is named without its kernel suffix here, so not surely by its own name.
     sorted_row = np.empty(len(order), dtype=np.int64)

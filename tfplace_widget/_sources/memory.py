@@ -112,8 +112,8 @@ def _frame(
     )
     # per row: the item (or holder) it is of, its time, bytes and step
     source = np.concatenate([np.repeat(np.arange(n_items), counts), n_items + np.arange(n_held)])
-    time = np.asarray(memory.time, dtype=np.int64) - origin
-    change = np.asarray(memory.bytes, dtype=np.int64)
+    time = _array(memory.time, np.int64) - origin
+    change = _array(memory.bytes, np.int64)
     step = np.repeat(items["step"], counts) if items is not None else np.zeros(0, np.int64)
     if held is not None:
         time = np.concatenate([time, held[2]])
@@ -328,17 +328,18 @@ def _items(records: Records, index: RecordIndex | None) -> dict[str, np.ndarray]
     memory = records.memory
     if index is None:
         index = record_index(records)
-    rows = np.asarray(memory.row, dtype=np.int64)
+    rows = _array(memory.row, np.int64)
     device_of = [canonical_device(lane_owner(lane)) for lane in index.lanes]
     device_of_lane, devices = pd.factorize(np.array(device_of, dtype=object))
     device_codes = device_of_lane[index.lane[rows]]
     step_codes, _ = pd.factorize(np.asarray(memory.step, dtype=np.int64), sort=True)
-    allocator_codes, allocators = pd.factorize(np.asarray(memory.allocator, dtype=object))
+    allocator_names = _array(memory.allocator, object)
+    allocator_codes, allocators = pd.factorize(allocator_names)
     # (step, device, allocator), numbered in the order of the steps: one live-bytes series each
     series = (step_codes * len(devices) + device_codes) * len(allocators) + allocator_codes
     named = allocator_codes >= 0  # always, from TensorFlow's records (a name, maybe "")
     return {
-        "op": np.asarray(records.op, dtype=object)[rows],
+        "op": _array(records.op, object)[rows],
         "op_row": index.op_row[rows],
         "device": np.asarray(devices, dtype=object)[device_codes],
         "device_code": device_codes.astype(np.int64),
@@ -348,7 +349,7 @@ def _items(records: Records, index: RecordIndex | None) -> dict[str, np.ndarray]
         "allocator": (  # one name object per allocator
             np.asarray(allocators, dtype=object)[allocator_codes]
             if named.all()
-            else np.asarray(memory.allocator, dtype=object)
+            else allocator_names
         ),
         "allocator_code": allocator_codes,
         "allocators": allocators,
@@ -356,3 +357,9 @@ def _items(records: Records, index: RecordIndex | None) -> dict[str, np.ndarray]
         "total": np.asarray(memory.total, dtype=np.int64),
         "count": np.asarray(memory.count, dtype=np.int64),
     }
+
+
+def _array(values: list, dtype: Any) -> np.ndarray:
+    """``np.asarray(values, dtype)`` of a list of ints or of names, by ``np.fromiter`` (no
+    look into each value for a nested sequence: a third faster on 100k)."""
+    return np.fromiter(values, dtype=dtype, count=len(values))
