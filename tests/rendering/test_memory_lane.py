@@ -206,6 +206,16 @@ def test_interleaved_records_and_odd_names_give_the_same_curves_and_peaks(dense)
     assert [list(rows) for rows in series.rows] == [list(rows) for rows in expected.rows]
 
 
+def assert_pandas_groups(series, memory):
+    """``series`` (``memory_series``) holds exactly pandas' groups of ``memory``'s step rows by
+    (device, allocator), in row order."""
+    step = memory[memory["kind"] == "temporary"]
+    groups = step.groupby(["device", "allocator"], sort=True).indices
+    assert list(zip(series.devices, series.allocators, strict=True)) == list(groups)
+    for rows, expected in zip(series.rows, groups.values(), strict=True):
+        assert list(rows) == list(step.index[expected])
+
+
 def test_the_series_are_each_device_and_allocators_records_in_order_however_the_runs_fall(dense):
     """``memory_series`` finds runs of each column on their own (a device's and an
     allocator's runs fall apart) and sorts the runs by radix: on the real step's records with
@@ -217,11 +227,7 @@ def test_the_series_are_each_device_and_allocators_records_in_order_however_the_
     memory["allocator"] = rng.choice(["cpu", "mklcpu", "cuda_host_bfc"], len(memory)).astype(object)
     memory["kind"] = np.where(rng.random(len(memory)) < 0.1, "persistent", "temporary")
     series = memory_series(memory)
-    step = memory[memory["kind"] == "temporary"]
-    groups = step.groupby(["device", "allocator"], sort=True).indices
-    assert list(zip(series.devices, series.allocators, strict=True)) == list(groups)
-    for rows, expected in zip(series.rows, groups.values(), strict=True):
-        assert list(rows) == list(step.index[expected])
+    assert_pandas_groups(series, memory)
     persistent = memory[memory["kind"] == "persistent"]
     held = persistent.groupby(["device", "allocator", "op"])["bytes"].sum()
     held = held[held > 0].groupby(level=[0, 1]).sum()  # each holder's positive bytes
@@ -241,11 +247,7 @@ def test_the_series_of_a_converted_trace_are_read_from_the_conversions_codes(den
     codes = name_codes(memory)
     assert codes is not None and len(codes.step) == len(memory)
     series = memory_series(memory)
-    step = memory[memory["kind"] == "temporary"]
-    groups = step.groupby(["device", "allocator"], sort=True).indices
-    assert list(zip(series.devices, series.allocators, strict=True)) == list(groups)
-    for rows, expected in zip(series.rows, groups.values(), strict=True):
-        assert list(rows) == list(step.index[expected])
+    assert_pandas_groups(series, memory)
     copied = memory.copy()
     assert name_codes(copied) is None
     from_names = memory_series(copied)
