@@ -118,13 +118,19 @@ def memory_stages(metadata: Any, graph: Any) -> dict[str, Any]:
     the memory stage alone (the frame and the ops' columns from the records read)."""
     from tfplace_widget import PlacementTrace
     from tfplace_widget._model.records import Records
-    from tfplace_widget._sources import memory, run_metadata
+    from tfplace_widget._sources import frames, memory, run_metadata
 
     stripped = without_memory(metadata)
     everywhere = with_memory_everywhere(stripped)
     full = Records()
     full_start = run_metadata.records_from_step_stats(everywhere.step_stats, full)
-    names, devices, ran = full.op, ["device"] * len(full.op), [True] * len(full.op)
+    # the ops and the records' lanes and op rows as the conversion finds them beforehand
+    executed = run_metadata.executed_graph(everywhere.partition_graphs)
+    events, types, out_bytes, lanes = frames._events_frame(full, [full_start], executed)
+    op_level = events["lane_kind"].to_numpy() == "device"
+    ops, op_rows = frames._ops_frame(events, op_level, types, out_bytes, executed, True)
+    names, devices, ran = ops["op"].tolist(), ops["device"].tolist(), ops["runs"].notna()
+    index = memory.RecordIndex(*lanes, frames._row_of_record(len(full.op), op_rows))
     return {
         MEMORY_BASELINE: lambda: PlacementTrace.from_run_metadata(stripped, graph),
         MEMORY_EVERYWHERE: lambda: PlacementTrace.from_run_metadata(everywhere, graph),
@@ -134,7 +140,9 @@ def memory_stages(metadata: Any, graph: Any) -> dict[str, Any]:
         "  step_stats records, a record on every node": lambda: (
             run_metadata.records_from_step_stats(everywhere.step_stats, Records())
         ),
-        MEMORY_STAGE: lambda: memory.memory_of_records(full, full_start, names, devices, ran),
+        MEMORY_STAGE: lambda: memory.memory_of_records(
+            full, full_start, names, devices, ran.to_numpy(), executed, index=index
+        ),
     }
 
 

@@ -25,7 +25,7 @@ from tfplace_widget._analyses.memory import memory_peaks, memory_series
 from tfplace_widget._analyses.summary import format_bytes, format_us
 from tfplace_widget._export.html import report_data
 from tfplace_widget._model.devices import short_device
-from tfplace_widget._model.memory import stable_order
+from tfplace_widget._model.memory import keep_name_codes, name_codes, stable_order
 from tfplace_widget._rendering.figure import TimelineFigure
 from tfplace_widget._rendering.memory_lane import (
     MAX_MEMORY_POINTS,
@@ -206,6 +206,16 @@ def test_interleaved_records_and_odd_names_give_the_same_curves_and_peaks(dense)
     assert [list(rows) for rows in series.rows] == [list(rows) for rows in expected.rows]
 
 
+def assert_pandas_groups(series, memory):
+    """``series`` (``memory_series``) holds exactly pandas' groups of ``memory``'s step rows by
+    (device, allocator), in row order."""
+    step = memory[memory["kind"] == "temporary"]
+    groups = step.groupby(["device", "allocator"], sort=True).indices
+    assert list(zip(series.devices, series.allocators, strict=True)) == list(groups)
+    for rows, expected in zip(series.rows, groups.values(), strict=True):
+        assert list(rows) == list(step.index[expected])
+
+
 def test_the_series_are_each_device_and_allocators_records_in_order_however_the_runs_fall(dense):
     """``memory_series`` finds runs of each column on their own (a device's and an
     allocator's runs fall apart) and sorts the runs by radix: on the real step's records with
@@ -217,11 +227,7 @@ def test_the_series_are_each_device_and_allocators_records_in_order_however_the_
     memory["allocator"] = rng.choice(["cpu", "mklcpu", "cuda_host_bfc"], len(memory)).astype(object)
     memory["kind"] = np.where(rng.random(len(memory)) < 0.1, "persistent", "temporary")
     series = memory_series(memory)
-    step = memory[memory["kind"] == "temporary"]
-    groups = step.groupby(["device", "allocator"], sort=True).indices
-    assert list(zip(series.devices, series.allocators, strict=True)) == list(groups)
-    for rows, expected in zip(series.rows, groups.values(), strict=True):
-        assert list(rows) == list(step.index[expected])
+    assert_pandas_groups(series, memory)
     persistent = memory[memory["kind"] == "persistent"]
     held = persistent.groupby(["device", "allocator", "op"])["bytes"].sum()
     held = held[held > 0].groupby(level=[0, 1]).sum()  # each holder's positive bytes
@@ -230,6 +236,29 @@ def test_the_series_are_each_device_and_allocators_records_in_order_however_the_
     codes = rng.integers(0, 70_000, 5_000)
     for values in (codes % 9, codes, codes - 35_000):  # radix-sorted, or not
         assert list(stable_order(values)) == list(np.argsort(values, kind="stable"))
+
+
+def test_the_series_of_a_converted_trace_are_read_from_the_conversions_codes(dense):
+    """The conversion keeps the step rows' device and allocator codes for ``trace.memory``
+    (the lane then compares integers, hashing no name): its series are pandas' groups of the
+    step rows, the same as a copy's (no codes: found from the names); a frame whose names no
+    longer read as kept (changed in place) is found from its names."""
+    memory = dense.memory
+    codes = name_codes(memory)
+    assert codes is not None and len(codes.step) == len(memory)
+    series = memory_series(memory)
+    assert_pandas_groups(series, memory)
+    copied = memory.copy()
+    assert name_codes(copied) is None
+    from_names = memory_series(copied)
+    assert (from_names.devices, from_names.allocators) == (series.devices, series.allocators)
+    assert [list(r) for r in from_names.rows] == [list(r) for r in series.rows]
+    assert list(from_names.step) == list(series.step)
+    changed = memory.copy()
+    keep_name_codes(changed, codes)
+    first = int(np.flatnonzero(codes.step)[0])
+    changed.loc[first, "allocator"] = "renamed"
+    assert name_codes(changed) is None
 
 
 def test_records_that_name_no_op_say_so_in_the_hover(dense):

@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._model.memory import persistent_bytes, persistent_variables, stable_order, step_rows
+from .._model.memory import (
+    name_codes,
+    persistent_bytes,
+    persistent_variables,
+    stable_order,
+    step_rows,
+)
 
 PEAK_COLUMNS = [
     "device",
@@ -88,16 +94,26 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
     # The records come in runs of one (device, allocator): each column's own runs' names
     # hashed once (a device's runs are many, an allocator's few), the runs of the pair (not
     # the rows) sorted by (device, allocator), then each run's rows in order.
-    device = memory["device"].to_numpy(dtype=object)
-    allocator = memory["allocator"].to_numpy(dtype=object)
-    step = step_rows(memory)
-    if not step.all():  # the persistent rows are in no series: named by no device
-        device = np.where(step, device, None)
+    codes = name_codes(memory)
+    if codes is not None:  # numbered by the conversion: integers compared, no name hashed
+        step = codes.step
+        device, devices = _sorted_codes(codes.device, codes.devices)
+        allocator, allocators = _sorted_codes(codes.allocator, codes.allocators)
+        device_change, allocator_change = device[1:] != device[:-1], allocator[1:] != allocator[:-1]
+    else:
+        device = memory["device"].to_numpy(dtype=object)
+        allocator = memory["allocator"].to_numpy(dtype=object)
+        step = step_rows(memory)
+        if not step.all():  # the persistent rows are in no series: named by no device
+            device = np.where(step, device, None)
+        device_change, allocator_change = _changes(device), _changes(allocator)
     n = len(device)
-    device_change, allocator_change = _changes(device), _changes(allocator)
     starts = np.flatnonzero(np.concatenate([[n > 0], device_change | allocator_change]))
-    device_codes, devices = _run_codes(device, device_change, starts)
-    allocator_codes, allocators = _run_codes(allocator, allocator_change, starts)
+    if codes is not None:
+        device_codes, allocator_codes = device[starts], allocator[starts]
+    else:
+        device_codes, devices = _run_codes(device, device_change, starts)
+        allocator_codes, allocators = _run_codes(allocator, allocator_change, starts)
     pair = device_codes * len(allocators) + allocator_codes
     order = stable_order(pair)  # each (device, allocator)'s runs, in their order
     lengths = np.diff(np.append(starts, n))[order]
@@ -118,6 +134,16 @@ def memory_series(memory: pd.DataFrame) -> MemorySeries:
     )
     _SERIES[key] = (weakref.ref(memory, lambda _, key=key: _SERIES.pop(key, None)), series)
     return series
+
+
+def _sorted_codes(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """``codes`` into ``names`` renumbered into the names sorted (as ``pd.factorize(...,
+    sort=True)`` numbers them), -1 kept."""
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names) + 1, dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    rank[-1] = -1  # code -1 reads the last
+    return rank[codes], [names[i] for i in order]
 
 
 def _run_codes(

@@ -11,7 +11,9 @@ and allocator.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -83,27 +85,51 @@ def memory_frame(
     time = np.asarray(time_us, dtype=np.int64)
     change = np.asarray(delta, dtype=np.int64)
     numbers = np.asarray(series, dtype=np.int64)
-    order = np.lexsort((time, np.asarray(step)))  # stable: ties keep the recorded order
+    order = steps_order(np.asarray(step), time)
     device, allocator, op, kinds = (
         np.asarray(c, dtype=object)[order] for c in (device, allocator, op, kinds)
     )
-    time, change, numbers = time[order], change[order], numbers[order]
     names = (
         np.full(len(time), None, dtype=object)
         if variable is None
         else np.asarray(variable, dtype=object)[order]
     )
+    return ordered_memory_frame(
+        device, allocator, time[order], change[order], op, numbers[order], kinds, names
+    )
+
+
+def steps_order(step: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """The rows' order in ``trace.memory``: by step, then time, stably (an op's records at the
+    same microsecond keep their order)."""
+    if len(step) and step.min() == step.max():  # one step: by time alone
+        return np.argsort(time, kind="stable")
+    return np.lexsort((time, step))
+
+
+def ordered_memory_frame(
+    device: np.ndarray,
+    allocator: np.ndarray,
+    time_us: np.ndarray,
+    delta: np.ndarray,
+    op: np.ndarray,
+    series: np.ndarray,
+    kind: np.ndarray,
+    variable: np.ndarray,
+) -> pd.DataFrame:
+    """:func:`memory_frame` of rows already in its order (:func:`steps_order`): object arrays
+    of names, int64 arrays of numbers."""
     return pd.DataFrame(
         {
             "device": device,
             "allocator": allocator,
-            "time_us": time,
-            "bytes": change,
-            "live_bytes": _running_sums(change, numbers),
+            "time_us": time_us,
+            "bytes": delta,
+            "live_bytes": _running_sums(delta, series),
             "op": op,
-            "kind": kinds,
+            "kind": kind,
             # object, None where missing (never inferred as str: the same dtype in every frame)
-            "variable": pd.Series(names, dtype=object, copy=False),
+            "variable": pd.Series(variable, dtype=object, copy=False),
         }
     )
 
@@ -165,6 +191,46 @@ def stable_order(codes: np.ndarray) -> np.ndarray:
     if len(codes) and codes.min() >= 0 and codes.max() <= np.iinfo(np.uint16).max:
         return np.argsort(codes.astype(np.uint16), kind="stable")
     return np.argsort(codes, kind="stable")
+
+
+class NameCodes(NamedTuple):
+    """A ``trace.memory`` frame's rows as its maker numbered them: ``step`` which are the
+    step's own (:func:`step_rows`), ``device`` and ``allocator`` the step rows' names as codes
+    into ``devices`` and ``allocators`` (-1 on the persistent rows)."""
+
+    step: np.ndarray
+    device: np.ndarray
+    devices: list[str]
+    allocator: np.ndarray
+    allocators: list[str]
+
+
+_NAME_CODES: dict[int, tuple[weakref.ref, NameCodes]] = {}
+
+
+def keep_name_codes(memory: pd.DataFrame, codes: NameCodes) -> None:
+    """Keep ``codes`` for ``memory`` while the frame lives (:func:`name_codes` reads them):
+    the frame's maker knows its names as integers, a reader would hash every row's again."""
+    key = id(memory)
+    _NAME_CODES[key] = (weakref.ref(memory, lambda _, key=key: _NAME_CODES.pop(key, None)), codes)
+
+
+def name_codes(memory: pd.DataFrame) -> NameCodes | None:
+    """The codes kept for ``memory`` by :func:`keep_name_codes`, None when none are (a frame
+    made otherwise: loaded, filtered, copied) or when its names no longer read as kept."""
+    kept = _NAME_CODES.get(id(memory))
+    if kept is None or kept[0]() is not memory:
+        return None
+    codes = kept[1]
+    if len(codes.step) != len(memory):
+        return None
+    for row in np.flatnonzero(codes.step)[[0, -1]] if codes.step.any() else ():
+        if (
+            memory["device"].iat[row] != codes.devices[codes.device[row]]
+            or memory["allocator"].iat[row] != codes.allocators[codes.allocator[row]]
+        ):
+            return None
+    return codes
 
 
 def step_rows(memory: pd.DataFrame) -> np.ndarray:

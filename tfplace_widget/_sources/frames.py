@@ -29,7 +29,7 @@ from .._model.kernels import GPU_KERNEL_VALUES, UNKNOWN
 from .._model.records import Executed, Records, producer
 from .._model.trace import PlacementTrace
 from .._tfadapter.registry import REGISTRY
-from .memory import memory_of_records
+from .memory import RecordIndex, memory_of_records
 from .origins import source_columns
 
 # Step-stats collection stops at 2**20 nodes (step_stats_collector.cc).
@@ -51,9 +51,10 @@ def frames_from_records(
     available_devices: Sequence[str] = (),
     source: str = "",
 ) -> PlacementTrace:
-    events, types, out_bytes = _events_frame(records, step_starts, executed)
+    events, types, out_bytes, lanes = _events_frame(records, step_starts, executed)
     op_level = events["lane_kind"].to_numpy() == "device"
-    ops = _ops_frame(events, op_level, types, out_bytes, executed)
+    has_memory = bool(records.memory.row)  # the op rows of the records: for their memory
+    ops, op_rows = _ops_frame(events, op_level, types, out_bytes, executed, has_memory)
     # Plain lists: iterating pandas string columns element by element is slow on 100k rows.
     names, op_devices = ops["op"].tolist(), ops["device"].tolist()
     devices = sorted(
@@ -94,7 +95,10 @@ def frames_from_records(
     columns["source"], columns["source_path"] = source_columns(names, op_types, executed)
     ran = ops["runs"].notna().to_numpy()
     origin = _origin(records, step_starts)
-    memory_rows, memory = memory_of_records(records, origin, names, op_devices, ran, executed)
+    index = RecordIndex(*lanes, _row_of_record(len(records.op), op_rows))
+    memory_rows, memory = memory_of_records(
+        records, origin, names, op_devices, ran, executed, index=index
+    )
     if memory is None:  # no allocator records (Chrome traces, TF2 profiles without oneDNN)
         memory = {
             "allocated_bytes": _missing_int(len(names)),
@@ -130,6 +134,15 @@ def _missing_text(n: int) -> Any:
 def _origin(records: Records, step_starts: list[int]) -> int:
     """The zero of the trace's time axis: its first step's start (µs since the epoch)."""
     return min(step_starts) if step_starts else (min(records.start) if records.start else 0)
+
+
+def _row_of_record(n: int, op_rows: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    """Each of ``n`` execution records' row in ``trace.ops`` where ``_ops_frame`` found it
+    (``op_rows``: record rows and their op rows), else -1."""
+    row = np.full(n, -1, dtype=np.int64)
+    if op_rows is not None:
+        row[op_rows[0]] = op_rows[1]
+    return row
 
 
 def _missing_int(n: int) -> Any:
@@ -242,8 +255,9 @@ def _name_replicated_constants(
 
 def _events_frame(
     records: Records, step_starts: list[int], executed: Executed
-) -> tuple[pd.DataFrame, dict[str, str], dict[str, Sequence[int]]]:
-    """One row per execution record, deduplicated across GPU stream/memcpy lanes."""
+) -> tuple[pd.DataFrame, dict[str, str], dict[str, Sequence[int]], tuple[np.ndarray, list[str]]]:
+    """One row per execution record, deduplicated across GPU stream/memcpy lanes; and each
+    record's lane as a code into the distinct lanes (for the allocator records)."""
     # Per-lane work once per distinct lane; per-record work on plain lists and numpy arrays
     # (iterating pandas string columns element by element is slow on 100k rows).
     codes, unique_lanes = pd.factorize(np.array(records.lane, dtype=object))
@@ -292,7 +306,8 @@ def _events_frame(
             types[name] = raw_types[row] or executed_type(name) or _type_from_label(labels[row])
         if out[row] and name not in out_bytes:
             out_bytes[name] = out[row]
-    return frame.sort_values(["start_us", "_row"], kind="stable"), types, out_bytes
+    events = frame.sort_values(["start_us", "_row"], kind="stable")
+    return events, types, out_bytes, (codes, unique_lanes)
 
 
 def _drop_duplicate_lane_records(frame: pd.DataFrame) -> pd.DataFrame:
@@ -336,8 +351,11 @@ def _ops_frame(
     types: dict[str, str],
     out_bytes: dict[str, Sequence[int]],
     executed: Executed,
-) -> pd.DataFrame:
-    """One row per placed op: executed-graph nodes plus any op seen only in the records.
+    record_rows: bool = False,
+) -> tuple[pd.DataFrame, tuple[np.ndarray, np.ndarray] | None]:
+    """One row per placed op: executed-graph nodes plus any op seen only in the records; and,
+    when ``record_rows``, the op-level records' rows (``events["_row"]``) with the row of the
+    op each is a run of (None otherwise, and without an executed graph).
 
     Records-only ops are keyed by (name, device): every device partition has its own _SOURCE.
     """
@@ -354,10 +372,10 @@ def _ops_frame(
         ]
         timed = pd.concat([level, seen_elsewhere]) if len(seen_elsewhere) else level
     if not executed.device:
-        return _ops_frame_from_records(timed, types, out_bytes, executed)
+        return _ops_frame_from_records(timed, types, out_bytes, executed), None
     # Graph nodes plus record stats, as plain arrays: one DataFrame at the end.
-    stat_ops, stat_devices, stats = _record_stats(timed)
-    columns = _outer_join_graph_nodes(executed.device, stat_ops, stat_devices, stats)
+    stat_ops, stat_devices, stats, group = _record_stats(timed)
+    columns, joined = _outer_join_graph_nodes(executed.device, stat_ops, stat_devices, stats)
     op, device = columns["op"], columns["device"]
     if pd.isna(device).any():
         device[pd.isna(device)] = ""
@@ -381,7 +399,7 @@ def _ops_frame(
             np.where(np.isnan(start), np.inf, start) if start.dtype.kind == "f" else start,
         )
     )
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "op": pd.Series(op[order], dtype=object, copy=False),
             "device": pd.Series(device[order], dtype=object, copy=False),
@@ -392,6 +410,15 @@ def _ops_frame(
             "output_bytes": output_bytes[order],
         }
     )
+    if not record_rows:
+        return frame, None
+    # Each op-level record's op row: its group's joined row, moved by ``order``. A record of
+    # another lane is named without its kernel suffix here, so not surely by its own name.
+    sorted_row = np.empty(len(order), dtype=np.int64)
+    sorted_row[order] = np.arange(len(order))
+    mine = (group >= 0) & (timed["lane_kind"].to_numpy(dtype=object) == "device")
+    record_rows = timed["_row"].to_numpy(dtype=np.int64)[mine]
+    return frame, (record_rows, sorted_row[joined[group[mine]]])
 
 
 def _op_types(names: list[str], types: dict[str, str], executed: Executed) -> list[str]:
@@ -409,9 +436,12 @@ def _op_types(names: list[str], types: dict[str, str], executed: Executed) -> li
     return graph_types + [executed_type(n) or types.get(n, "") for n in names[n_nodes:]]
 
 
-def _record_stats(timed: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+def _record_stats(
+    timed: pd.DataFrame,
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """``timed.groupby(["op", "device"], sort=False)``'s first start, summed duration and
-    count, on factorized codes: groups in order of first appearance, int64 columns."""
+    count, on factorized codes: groups in order of first appearance, int64 columns; and each
+    row of ``timed``'s group (-1: a missing key, in no group)."""
     op_codes, op_values = pd.factorize(timed["op"].to_numpy(dtype=object))
     device_codes, device_values = pd.factorize(timed["device"].to_numpy(dtype=object))
     keep = (op_codes >= 0) & (device_codes >= 0)  # groupby drops missing keys
@@ -434,7 +464,9 @@ def _record_stats(timed: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str
     }
     ops = np.asarray(op_values, dtype=object)[op_codes[first]]
     devices = np.asarray(device_values, dtype=object)[device_codes[first]]
-    return ops, devices, stats
+    group_of_row = np.full(len(keep), -1, dtype=np.int64)
+    group_of_row[keep] = group
+    return ops, devices, stats, group_of_row
 
 
 def _output_bytes(names: list[str], out_bytes: dict[str, Sequence[int]]) -> Any:
@@ -487,9 +519,9 @@ def _outer_join_graph_nodes(
     stat_ops: np.ndarray,
     stat_devices: np.ndarray,
     stats: dict[str, np.ndarray],
-) -> dict[str, np.ndarray]:
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """``merge(how="outer")`` of the executed graph's (op, device) with the record stats, as
-    columns.
+    columns; and each stats row's row in them.
 
     The same rows, columns and dtypes as pandas' merge (time columns become float64 only when
     some node has no record), without its cost on 100k ops: graph nodes are unique by name,
@@ -515,7 +547,10 @@ def _outer_join_graph_nodes(
         joined[position[hit]] = values[hit]
         joined[n_nodes:] = values[extra]
         columns[column] = joined
-    return columns
+    row = np.empty(len(stat_ops), dtype=np.int64)
+    row[hit] = position[hit]
+    row[extra] = n_nodes + np.arange(int(extra.sum()))
+    return columns, row
 
 
 def _transfers_frame(

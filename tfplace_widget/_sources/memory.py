@@ -15,14 +15,33 @@ record. ``_sources.run_metadata`` collects them into ``Records.memory``; this mo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from .._model.devices import canonical_device, lane_owner, parse_device
-from .._model.memory import PERSISTENT, TEMPORARY, VARIABLE_OPS, empty_memory, memory_frame
+from .._model.memory import (
+    PERSISTENT,
+    TEMPORARY,
+    VARIABLE_OPS,
+    NameCodes,
+    empty_memory,
+    keep_name_codes,
+    ordered_memory_frame,
+    steps_order,
+)
 from .._model.records import Executed, Records
+
+
+class RecordIndex(NamedTuple):
+    """What the frames already know of each execution record of a :class:`Records`, as
+    integers: ``lane`` its lane's code in ``lanes`` (the distinct lanes), ``op_row`` its row in
+    the ops frame (-1 where not known: found by its name and device)."""
+
+    lane: np.ndarray
+    lanes: list[str]
+    op_row: np.ndarray
 
 
 def memory_of_records(
@@ -32,10 +51,12 @@ def memory_of_records(
     devices: list[str],
     ran: np.ndarray,
     executed: Executed | None = None,
+    index: RecordIndex | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any] | None]:
     """``trace.memory`` of ``records`` (times on the trace's axis: µs since ``origin``), and
     the memory columns of the ops ``names`` on ``devices`` (``ran``: the op has a record of
     its own), None when the trace has no allocator records at all (every op is <NA>).
+    ``index``: the records' lanes and op rows as the frames found them (else found here).
 
     Per (op, device) over its runs: ``allocated_bytes`` the ``total_bytes`` summed,
     ``peak_bytes`` the largest ``peak_bytes`` (of a run, of one allocator), ``allocator`` the
@@ -50,33 +71,90 @@ def memory_of_records(
     own name), None for a constant.
     """
     memory = records.memory
-    items = _items(records) if memory.row else None
-    parts = []
-    if items is not None:
-        counts = items["count"]
-        parts.append(
-            (
-                np.repeat(items["device"], counts),
-                np.repeat(items["allocator"], counts),
-                np.asarray(memory.time, dtype=np.int64) - origin,
-                np.asarray(memory.bytes, dtype=np.int64),
-                np.repeat(items["op"], counts),
-                np.repeat(items["step"], counts),
-                np.repeat(items["series"], counts),
-                np.full(int(counts.sum()), TEMPORARY, dtype=object),
-                np.full(int(counts.sum()), None, dtype=object),
-            )
-        )
+    items = _items(records, index) if memory.row else None
     held = _persistent(records, executed, items)
-    if held is not None:
-        first = int(parts[0][6].max()) + 1 if parts else 0
-        parts.append((*held[:5], np.full(len(held[0]), -1), first + held[5], *held[6:]))
-    if not parts:
+    if items is None and held is None:
         return empty_memory(), None
-    frame = memory_frame(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+    frame = _frame(records, origin, items, held)
     if items is None:
         return frame, None
     return frame, _memory_columns(items, names, devices, ran, memory.every_allocation)
+
+
+_KINDS = np.array([TEMPORARY, PERSISTENT], dtype=object)
+
+
+def _frame(
+    records: Records,
+    origin: int,
+    items: dict[str, np.ndarray] | None,
+    held: tuple[np.ndarray, ...] | None,
+) -> pd.DataFrame:
+    """``trace.memory`` of the items' records and the persistent rows ``held``: the rows
+    ordered by (step, time) as ``memory_frame`` orders them, each name column taken once from
+    the items' (and holders') names in that order."""
+    memory = records.memory
+    n_items = len(items["op"]) if items is not None else 0
+    counts = items["count"] if items is not None else np.zeros(0, np.int64)
+    n_held = len(held[0]) if held is not None else 0
+    # per item, then per holder (a row each): the columns named once per item
+    first = int(items["series"].max()) + 1 if n_items else 0
+    no_names = np.full(n_items, None, dtype=object)
+    per_item = [
+        (items["device"], items["allocator"], items["op"], items["series"], no_names)
+        if items is not None
+        else (),
+        (held[0], held[1], held[4], first + held[5], held[7]) if held is not None else (),
+    ]
+    device, allocator, op, series, variable = (
+        np.concatenate(column) if len(column) > 1 else column[0]
+        for column in zip(*(part for part in per_item if part), strict=True)
+    )
+    # per row: the item (or holder) it is of, its time, bytes and step
+    source = np.concatenate([np.repeat(np.arange(n_items), counts), n_items + np.arange(n_held)])
+    time = _array(memory.time, np.int64) - origin
+    change = _array(memory.bytes, np.int64)
+    step = np.repeat(items["step"], counts) if items is not None else np.zeros(0, np.int64)
+    if held is not None:
+        time = np.concatenate([time, held[2]])
+        change = np.concatenate([change, held[3]])
+        step = np.concatenate([step, np.full(n_held, -1, dtype=step.dtype)])
+    if not len(source):
+        return empty_memory()
+    order = steps_order(step, time)
+    source = source[order]
+    held_rows = source >= n_items
+    frame = ordered_memory_frame(
+        device[source],
+        allocator[source],
+        time[order],
+        change[order],
+        op[source],
+        series[source],
+        _KINDS[held_rows.astype(np.intp)],
+        variable[source],
+    )
+    if items is not None:  # the step rows' names as the items numbered them, for the lane
+        none = np.full(n_held, -1, dtype=np.int64)
+        device_code = np.concatenate([items["device_code"], none])[source]
+        allocator_code = np.concatenate([items["allocator_code"], none])[source]
+        keep_name_codes(
+            frame,
+            NameCodes(
+                ~held_rows,
+                device_code,
+                list(items["devices"]),
+                allocator_code,
+                list(items["allocators"]),
+            ),
+        )
+    return frame
+
+
+def record_index(records: Records) -> RecordIndex:
+    """:class:`RecordIndex` of ``records`` with no op row known."""
+    lane, lanes = pd.factorize(np.array(records.lane, dtype=object))
+    return RecordIndex(lane, lanes.tolist(), np.full(len(records.op), -1, dtype=np.int64))
 
 
 def _persistent(
@@ -163,24 +241,26 @@ def _memory_columns(
     every_allocation: bool,
 ) -> dict[str, Any]:
     n = len(names)
-    # (op, device) as one integer per op row and per item, from codes shared by both
-    op_codes, _ = pd.factorize(np.concatenate([np.asarray(names, dtype=object), items["op"]]))
-    device_codes, known = pd.factorize(
-        np.concatenate([np.asarray(devices, dtype=object), items["device"]])
-    )
-    keys = op_codes.astype(np.int64) * max(1, len(known)) + device_codes
-    group, group_keys = pd.factorize(keys[n:])
-    total = np.zeros(len(group_keys), np.int64)
-    np.add.at(total, group, items["total"])
-    peak = np.zeros(len(group_keys), np.int64)
-    np.maximum.at(peak, group, items["peak"])
-    allocator = _allocator_names(group, len(group_keys), items)
-    where = pd.Index(group_keys).get_indexer(keys[:n])
-    found = where >= 0
+    row = items["op_row"]
+    unknown = row < 0  # not found by the frames: by (op, device)
+    if unknown.any():
+        row = row.copy()
+        row[unknown] = _rows_by_name(names, devices, items["op"][unknown], items["device"][unknown])
+    mine = row >= 0
+    row, total_taken, peak_taken = row[mine], items["total"][mine], items["peak"][mine]
     allocated, peaks = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    allocated[found], peaks[found] = total[where[found]], peak[where[found]]
-    allocator_names = np.full(n, None, dtype=object)
-    allocator_names[found] = allocator[where[found]]
+    np.add.at(allocated, row, total_taken)
+    np.maximum.at(peaks, row, peak_taken)
+    found = np.zeros(n, dtype=bool)
+    found[row] = True
+    allocator_names = _allocator_names(
+        row,
+        n,
+        items["allocator"][mine],
+        items["allocator_code"][mine],
+        items["allocators"],
+        total_taken,
+    )
     missing = ~np.asarray(ran, dtype=bool)
     if not every_allocation:  # only the profiler's allocators: no item is not "none"
         missing |= ~found
@@ -191,18 +271,47 @@ def _memory_columns(
     }
 
 
-def _allocator_names(group: np.ndarray, groups: int, items: dict[str, np.ndarray]) -> np.ndarray:
-    """Each group's allocator; several (rare: a GPU op's host memory too) joined, by the
-    bytes each took, largest first."""
-    names = np.empty(groups, dtype=object)
-    names[group] = items["allocator"]  # one per group, unless it has several
-    codes, allocators = items["allocator_code"], items["allocators"]
+def _rows_by_name(
+    names: list[str], devices: list[str], ops: np.ndarray, op_devices: np.ndarray
+) -> np.ndarray:
+    """The row of each of ``ops`` on ``op_devices`` among the ops ``names`` on ``devices``
+    (the first where several), -1 where none."""
+    n = len(names)
+    op_codes, _ = pd.factorize(np.concatenate([np.asarray(names, dtype=object), ops]))
+    device_codes, known = pd.factorize(
+        np.concatenate([np.asarray(devices, dtype=object), op_devices])
+    )
+    keys = op_codes.astype(np.int64) * max(1, len(known)) + device_codes
+    rows = pd.Index(keys[:n])
+    if rows.is_unique:
+        return rows.get_indexer(keys[n:])
+    first: dict[int, int] = {}
+    for row, key in enumerate(keys[:n].tolist()):
+        first.setdefault(key, row)
+    return np.array([first.get(key, -1) for key in keys[n:].tolist()], dtype=np.int64)
+
+
+def _allocator_names(
+    group: np.ndarray,
+    groups: int,
+    names_taken: np.ndarray,
+    codes: np.ndarray,
+    allocators: Any,
+    total: np.ndarray,
+) -> np.ndarray:
+    """Each group's allocator (None for a group with no item): ``names_taken`` per item
+    (``codes`` into ``allocators``) in ``group``, with its ``total`` bytes; several (rare: a
+    GPU op's host memory too) joined, by the bytes each took, largest first."""
+    names = np.full(groups, None, dtype=object)
+    if not len(group):
+        return names
+    names[group] = names_taken  # one per group, unless it has several
     pairs = _sorted_unique(group.astype(np.int64) * len(allocators) + codes) // len(allocators)
     several = _sorted_unique(pairs[np.r_[pairs[1:] == pairs[:-1], False]])
     for g in several.tolist():
         mine = group == g
         taken: dict[str, int] = {}
-        for name, size in zip(items["allocator"][mine], items["total"][mine].tolist(), strict=True):
+        for name, size in zip(names_taken[mine], total[mine].tolist(), strict=True):
             taken[name] = taken.get(name, 0) + size
         names[g] = ", ".join(sorted(taken, key=lambda a: (-taken[a], a)))
     return names
@@ -214,30 +323,33 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
     return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
 
 
-def _items(records: Records) -> dict[str, np.ndarray]:
-    """``Records.memory``'s items as arrays, with each one's op and device."""
+def _items(records: Records, index: RecordIndex | None) -> dict[str, np.ndarray]:
+    """``Records.memory``'s items as arrays, with each one's op, device and op row."""
     memory = records.memory
-    lanes = records.lane
-    lane_codes, distinct = pd.factorize(np.array([lanes[r] for r in memory.row], dtype=object))
-    device_of = np.array([canonical_device(lane_owner(lane)) for lane in distinct], dtype=object)
-    ops = records.op
+    if index is None:
+        index = record_index(records)
+    rows = _array(memory.row, np.int64)
+    device_of = [canonical_device(lane_owner(lane)) for lane in index.lanes]
+    device_of_lane, devices = pd.factorize(np.array(device_of, dtype=object))
+    device_codes = device_of_lane[index.lane[rows]]
     step_codes, _ = pd.factorize(np.asarray(memory.step, dtype=np.int64), sort=True)
-    # numbered as ``pd.factorize(device_of[lane_codes])`` would: the lanes come in order
-    device_codes, devices = pd.factorize(device_of)
-    device_codes = device_codes[lane_codes]
-    allocator_codes, allocators = pd.factorize(np.asarray(memory.allocator, dtype=object))
+    allocator_names = _array(memory.allocator, object)
+    allocator_codes, allocators = pd.factorize(allocator_names)
     # (step, device, allocator), numbered in the order of the steps: one live-bytes series each
     series = (step_codes * len(devices) + device_codes) * len(allocators) + allocator_codes
     named = allocator_codes >= 0  # always, from TensorFlow's records (a name, maybe "")
     return {
-        "op": np.array([ops[r] for r in memory.row], dtype=object),
-        "device": device_of[lane_codes],
+        "op": _array(records.op, object)[rows],
+        "op_row": index.op_row[rows],
+        "device": np.asarray(devices, dtype=object)[device_codes],
+        "device_code": device_codes.astype(np.int64),
+        "devices": devices,
         "step": step_codes,
         "series": series.astype(np.int64),
         "allocator": (  # one name object per allocator
             np.asarray(allocators, dtype=object)[allocator_codes]
             if named.all()
-            else np.asarray(memory.allocator, dtype=object)
+            else allocator_names
         ),
         "allocator_code": allocator_codes,
         "allocators": allocators,
@@ -245,3 +357,9 @@ def _items(records: Records) -> dict[str, np.ndarray]:
         "total": np.asarray(memory.total, dtype=np.int64),
         "count": np.asarray(memory.count, dtype=np.int64),
     }
+
+
+def _array(values: list, dtype: Any) -> np.ndarray:
+    """``np.asarray(values, dtype)`` of a list of ints or of names, by ``np.fromiter`` (no
+    look into each value for a nested sequence: a third faster on 100k)."""
+    return np.fromiter(values, dtype=dtype, count=len(values))
