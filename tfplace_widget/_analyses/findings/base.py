@@ -8,7 +8,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, islice
+from itertools import chain, compress, islice
 from typing import Any
 
 import numpy as np
@@ -137,6 +137,7 @@ class Context:
     # every op name once (``type_of``'s order), and ``inputs``' edges as positions in it
     index: pd.Index | None = None
     edges: tuple[np.ndarray, np.ndarray] | None = None  # (producers, consumers)
+    copy_keys: dict[str, str] | None = None  # each send's and recv's ``copy_key``
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -196,17 +197,19 @@ class Context:
         runtime = self.runtime or set()
         user = self.user = set(type_of) - runtime
         names = list(raw)
+        # each copy's tensor's op, found once (``copy_nodes`` reads them too)
+        keys = self.copy_keys = {n: copy_key(n) for n in chain(sends, receives)}
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
         for name in compress(names, map(sends.__contains__, names)):
             producers = raw[name]
             if producers:
                 # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
                 # producer wins, so that X's readers on the other device stay X's consumers.
-                key = copy_key(name)
+                key = keys[name]
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
         # each receive -> the op its send sent; then every edge by positions (graph.py)
-        receiver_of = {r: sent_by.get(k, k) for r in receives for k in (copy_key(r),)}
+        receiver_of = {r: sent_by.get(keys[r], keys[r]) for r in receives}
         edges = through_copies(raw, list(type_of), runtime, receiver_of, copy_key)
         self.index, self.edges = edges.index, (edges.producers, edges.consumers)
         return edges.inputs

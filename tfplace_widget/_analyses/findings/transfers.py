@@ -509,8 +509,12 @@ def copy_nodes(context: Context, producer: str) -> list[str]:
         context.copies_by_producer = {}
         # the copies picked out of every op by one C pass, in the order of ``type_of``
         types, of = {"_Send", "_Recv", "_HostSend", "_HostRecv"}, context.type_of
+        keys = context.copy_keys or {}  # Context.of's
         for name in compress(of, map(types.__contains__, of.values())):
-            context.copies_by_producer.setdefault(copy_key(name), []).append(name)
+            key = keys.get(name)
+            context.copies_by_producer.setdefault(
+                copy_key(name) if key is None else key, []
+            ).append(name)
     return context.copies_by_producer.get(producer, [])
 
 
