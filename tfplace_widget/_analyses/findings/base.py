@@ -19,7 +19,6 @@ from ..._model.columns import SEVERITIES
 from ..._model.devices import parse_device, short_device
 from ..._model.graphfacts import linked_groups
 from ..._model.trace import strategy_of
-from .graph import through_copies
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
 # gpu_kernel values (_model/kernels.py): a GPU kernel, one computing in host memory, GPU
@@ -134,9 +133,6 @@ class Context:
     requested_cpu: set[str] | None = None  # ``cpu_requested``'s answer, found once
     host_sides: tuple[set[str], set[str]] | None = None  # ``_host_sides``'s answer
     user: set[str] | None = None  # the ops of the trace other than the runtime's, found once
-    # every op name once (``type_of``'s order), and ``inputs``' edges as positions in it
-    index: pd.Index | None = None
-    edges: tuple[np.ndarray, np.ndarray] | None = None  # (producers, consumers)
     copy_keys: dict[str, str] | None = None  # each send's and recv's ``copy_key``
 
     @classmethod
@@ -208,11 +204,27 @@ class Context:
                 key = keys[name]
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
-        # each receive -> the op its send sent; then every edge by positions (graph.py)
-        receiver_of = {r: sent_by.get(keys[r], keys[r]) for r in receives}
-        edges = through_copies(raw, list(type_of), runtime, receiver_of, copy_key)
-        self.index, self.edges = edges.index, (edges.producers, edges.consumers)
-        return edges.inputs
+        # most ops: no copy among their producers, nothing to resolve (a C pass over them all)
+        lists = list(raw.values())
+        mine = np.fromiter(map(user.__contains__, names), bool, len(names))
+        plain = np.fromiter(map(user.issuperset, lists), bool, len(lists))
+        # the producer lists as they are (the rules only read them), copied when not lists
+        own = compress(lists, mine)
+        if not set(map(type, lists)) <= {list}:
+            own = map(list, own)
+        edges = dict(zip(compress(names, mine), own, strict=True))
+        for name in compress(names, (mine & ~plain).tolist()):
+            resolved = []
+            for producer in raw[name]:
+                if producer in receives:
+                    key = keys[producer]
+                    producer = sent_by.get(key, key)
+                elif producer not in type_of:  # a recv the trace did not record: X/_5
+                    producer = copy_key(producer)
+                if producer in user:
+                    resolved.append(producer)
+            edges[name] = resolved  # in its place among the others
+        return edges
 
     def is_runtime(self, name: str) -> bool:
         """Inserted by TensorFlow (copies, feeds, fetches, ``_SOURCE``): never a finding."""

@@ -443,19 +443,9 @@ def _cpu_stretches(
     index = pd.Index(list(view), dtype=object)
     kinds = np.array(list(view.values()), dtype=object)
     cpu, gpu = kinds == "CPU", kinds == "GPU"
-    times = None
-    if context.edges is not None and context.index is not None:  # Context.of's, as positions
-        where = context.index.get_indexer(index)
-        at = np.full(len(context.index) + 1, -1)  # a name's position in the view; -1 none
-        at[where] = np.arange(len(index))
-        producers, consumers = at[context.edges[0]], at[context.edges[1]]
-        ops = context.ops
-        times = exact_sums(
-            context.index, ops["op"].to_numpy(), ops["duration_us"].to_numpy(dtype=float)
-        )
-        times = times[where] if times is not None else None
-    else:
-        producers, consumers = edge_positions(context.inputs, index)
+    producers, consumers = edge_positions(context.inputs, index)
+    ops = context.ops  # each view op's time, when adding it up by positions is exact
+    times = exact_sums(index, ops["op"].to_numpy(), ops["duration_us"].to_numpy(dtype=float))
     known = (producers >= 0) & (consumers >= 0)
     producers, consumers = producers[known], consumers[known]
     inner = cpu[producers] & cpu[consumers]
