@@ -445,7 +445,8 @@ def _cpu_stretches(
     cpu, gpu = kinds == "CPU", kinds == "GPU"
     producers, consumers = edge_positions(context.inputs, index)
     ops = context.ops  # each view op's time, when adding it up by positions is exact
-    times = exact_sums(index, ops["op"].to_numpy(), ops["duration_us"].to_numpy(dtype=float))
+    durations = ops["duration_us"].to_numpy(dtype=float, na_value=np.nan)
+    times = exact_sums(index, ops["op"].to_numpy(), durations)
     known = (producers >= 0) & (consumers >= 0)
     producers, consumers = producers[known], consumers[known]
     inner = cpu[producers] & cpu[consumers]
