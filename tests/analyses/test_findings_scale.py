@@ -12,6 +12,7 @@ and 1M ops next to a baseline, and checks the answers equal.
 from __future__ import annotations
 
 import gc
+from copy import copy as clone
 from typing import Any
 
 import pandas as pd
@@ -267,3 +268,34 @@ def test_each_names_first_device_is_found_without_pandas_hashing_every_name(chai
     assert copies  # two CPUs: the chains' copies, each under the op it carries
     for copy in copies:
         assert copy in transfers.copy_nodes(context, base.copy_key(copy))
+
+
+def test_ping_pong_sums_its_stretches_time_by_positions_and_exactly(chains, monkeypatch):
+    """Each stretch's time is summed by positions (one ``bincount``), not by a
+    ``summed_duration`` call per finding (130k of them at a million ops), and it is the same
+    float: with the trace's whole microseconds, and with fractional ones (where the order of
+    adding matters), for which the rule falls back to ``summed_duration``."""
+    calls: list[int] = []
+    real = transfers.summed_duration
+
+    def counting(context: Any, names: Any) -> float:
+        calls.append(1)
+        return real(context, names)
+
+    monkeypatch.setattr(transfers, "summed_duration", counting)
+    context = base.Context.of(chains)
+    found = transfers.find_ping_pongs(context)
+    stretches = [f for f in found if "tf.py_function" not in f.message]
+    assert len(stretches) > 50 and calls == []
+    for finding in stretches:  # each stretch's CPU ops' own time, as summed_duration sums it
+        inside = [op for op in finding.ops if context.view.get(op) == "CPU"]
+        inside = [op for op in inside if not base.follower(context, op)]
+        assert finding.evidence["duration_us"] == real(context, inside)
+    other = clone(chains)  # fractional times: the order of adding changes the last bits
+    other.ops = chains.ops.assign(duration_us=chains.ops["duration_us"] * 1.1 + 0.1)
+    context = base.Context.of(other)
+    found = [f for f in transfers.find_ping_pongs(context) if "tf.py_function" not in f.message]
+    assert len(found) == len(stretches) and len(calls) == len(found)
+    for finding in found:
+        inside = [op for op in finding.ops if context.view.get(op) == "CPU"]
+        assert finding.evidence["duration_us"] == real(context, inside)

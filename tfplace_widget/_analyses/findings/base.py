@@ -8,7 +8,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, islice
+from itertools import chain, compress, islice
 from typing import Any
 
 import numpy as np
@@ -133,6 +133,7 @@ class Context:
     requested_cpu: set[str] | None = None  # ``cpu_requested``'s answer, found once
     host_sides: tuple[set[str], set[str]] | None = None  # ``_host_sides``'s answer
     user: set[str] | None = None  # the ops of the trace other than the runtime's, found once
+    copy_keys: dict[str, str] | None = None  # each send's and recv's ``copy_key``
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -191,17 +192,20 @@ class Context:
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
         user = self.user = set(type_of) - runtime
-        names, lists = list(raw), list(raw.values())
+        names = list(raw)
+        # each copy's tensor's op, found once (``copy_nodes`` reads them too)
+        keys = self.copy_keys = {n: copy_key(n) for n in chain(sends, receives)}
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
         for name in compress(names, map(sends.__contains__, names)):
             producers = raw[name]
             if producers:
                 # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
                 # producer wins, so that X's readers on the other device stay X's consumers.
-                key = copy_key(name)
+                key = keys[name]
                 if key not in sent_by or sent_by[key] not in user:
                     sent_by[key] = producers[0]
         # most ops: no copy among their producers, nothing to resolve (a C pass over them all)
+        lists = list(raw.values())
         mine = np.fromiter(map(user.__contains__, names), bool, len(names))
         plain = np.fromiter(map(user.issuperset, lists), bool, len(lists))
         # the producer lists as they are (the rules only read them), copied when not lists
@@ -213,7 +217,7 @@ class Context:
             resolved = []
             for producer in raw[name]:
                 if producer in receives:
-                    key = copy_key(producer)
+                    key = keys[producer]
                     producer = sent_by.get(key, key)
                 elif producer not in type_of:  # a recv the trace did not record: X/_5
                     producer = copy_key(producer)

@@ -14,6 +14,7 @@ import re
 from functools import partial
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..._model.devices import short_device
@@ -69,23 +70,31 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     steps = max(1, step_count(context))
     directions: dict[tuple[str, str, str], list[tuple]] = {}
     signals: dict[tuple[str, str], int] = {}
-    columns = (transfers[c].tolist() for c in ("tensor", "src_device", "dst_device", "bytes"))
+    columns = (transfers[c].tolist() for c in ("tensor", "src_device", "dst_device"))
     crossing = cross_task_flags(transfers)
     strategy = replicated(context)
-    for tensor, src, dst, size, network in zip(*columns, crossing, strict=True):
+    type_of, consumers_of = context.type_of, context.consumers
+    # per pair of devices, found once (a million copies run between a few): a GPU at either
+    # end (a copy that may stay in host memory), and a CPU source (a feed)
+    pairs: dict[tuple[str, str], tuple[bool, bool]] = {}
+    for tensor, src, dst, size, network in zip(*columns, _sizes(transfers), crossing, strict=True):
         if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
             continue
         if network:  # between tasks of a cluster: cross_task_transfer's
             continue
-        if _CONTROL.match(tensor):
+        if "/ctrl/_" in tensor and _CONTROL.match(tensor):
             signals[(src, dst)] = signals.get((src, dst), 0) + 1
             continue
+        pair = pairs.get((src, dst))
+        if pair is None:
+            kinds = (device_type(src), device_type(dst))
+            pair = pairs[(src, dst)] = ("GPU" in kinds, kinds[0] == "CPU")
         producer = copied_op(context, tensor)
-        if _stays_in_host_memory(context, producer, src, dst):
+        if pair[0] and _stays_in_host_memory(context, producer, src, dst):
             continue
-        consumers = [c for c in context.consumers.get(producer, []) if c in context.type_of]
-        io = _io_of(context, tensor, producer, consumers, strategy, src)
-        row = (tensor, producer, None if pd.isna(size) else int(size), copy_time.get(tensor, 0.0))
+        consumers = [c for c in consumers_of.get(producer, ()) if c in type_of]
+        io = _io_of(context, tensor, producer, consumers, strategy, pair[1])
+        row = (tensor, producer, size, copy_time.get(tensor, 0.0))
         directions.setdefault((src, dst, io), []).append(row)
     findings = [
         _direction_finding(
@@ -97,8 +106,27 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     return findings[:TOP_TRANSFERS]
 
 
+def _sizes(transfers: pd.DataFrame) -> list[int | None]:
+    """Each transfer's ``bytes`` as an int, None when not recorded: by column, not a
+    ``pd.isna`` per row."""
+    sizes = transfers["bytes"]
+    if not pd.api.types.is_numeric_dtype(sizes):
+        return [None if pd.isna(v) else int(v) for v in sizes.tolist()]
+    missing = sizes.isna().to_numpy(dtype=bool)
+    values = sizes.to_numpy(dtype=float, na_value=0.0)
+    whole = values.astype(np.int64).tolist() if np.all(np.abs(values) < 2.0**62) else None
+    if whole is None:  # beyond int64: Python's int of each float
+        whole = [int(v) for v in values.tolist()]
+    return [None if gone else v for v, gone in zip(whole, missing.tolist(), strict=True)]
+
+
 def _io_of(
-    context: Context, tensor: str, producer: str, consumers: list[str], strategy: bool, src: str
+    context: Context,
+    tensor: str,
+    producer: str,
+    consumers: list[str],
+    strategy: bool,
+    from_cpu: bool,
 ) -> str:
     """What a copy is for the user: ``feed`` (the step's inputs: arguments, feeds and its
     tf.data batches, on their way from host memory), ``fetch`` (its results: read by nothing, or only by the identities and
@@ -111,7 +139,7 @@ def _io_of(
     ):
         return "replicas"
     feed = is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, ""))
-    if feed and device_type(src) == "CPU":  # off a GPU: no feed prefetch_to_device would help
+    if feed and from_cpu:  # off a GPU: no feed prefetch_to_device would help
         return "feed"
     if tensor == producer and not consumers:  # a copy record that names no tensor: unknown
         return ""
@@ -151,17 +179,20 @@ def _direction_finding(
     sizes = [r[2] for r in group if r[2] is not None]
     moved = sum(sizes)
     seconds = float(sum(r[3] for r in group))
-    producers = sorted({r[1] for r in group if r[1] in context.type_of})
+    type_of, consumers_of, device_of = context.type_of, context.consumers, context.device_of
+    producers = sorted({r[1] for r in group if r[1] in type_of})
     consumers = sorted(
         {
             c
             for p in producers
-            for c in context.consumers.get(p, [])
-            if c in context.type_of and context.device_of.get(c) == dst
+            for c in consumers_of.get(p, ())
+            if c in type_of and device_of.get(c) == dst
         }
     )
-    ops = [o for p in producers for o in (p, *copy_nodes(context, p))] + consumers
-    ops += [r[0] for r in group if r[0] in context.type_of]  # memcpy records
+    copy_nodes(context, "")  # builds copies_by_producer
+    copies = context.copies_by_producer or {}
+    ops = [o for p in producers for o in (p, *copies.get(p, ()))] + consumers
+    ops += [r[0] for r in group if r[0] in type_of]  # memcpy records
     biggest = max(group, key=lambda r: (r[2] or 0, r[3]))
     heavy = moved / steps >= COSTLY_BYTES or seconds / steps >= COSTLY_US
     some = moved / steps >= COSTLY_BYTES / 100 or count >= 10

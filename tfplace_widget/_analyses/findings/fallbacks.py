@@ -15,6 +15,7 @@ from itertools import compress
 from typing import Any
 
 from .base import (
+    FOLLOWERS,
     NO_GPU,
     ON_GPU,
     Context,
@@ -52,13 +53,15 @@ def find_cpu_fallbacks(context: Context) -> list[Finding]:
     """Ops on the CPU of a GPU machine: the input pipeline as one finding, then one per
     stretch of host-side ops (joined by data edges) that has fallbacks in it."""
 
+    why, kernels, none = context.why_cpu, context.gpu_kernel, ("", "")
+
     def falls_back(name: str) -> bool:
-        cause = context.why_cpu.get(name, ("", ""))[0]
+        cause = why.get(name, none)[0]
         if cause == "requested":  # asked for the CPU, or tied to what was: not a fallback
             return False
         # With kernel facts, an op with a GPU kernel on the CPU for no reason of its own
         # follows its input or consumer there (Shape, Identity): that op's finding covers it.
-        return bool(cause) or context.gpu_kernel.get(name, "NA") not in ON_GPU
+        return bool(cause) or kernels.get(name, "NA") not in ON_GPU
 
     # A dataset or iterator op in the step runs with its iterator, whose resource a tf.data
     # pipeline makes on the host (IteratorGetNext and IteratorV2 have GPU kernels; only
@@ -73,13 +76,13 @@ def find_cpu_fallbacks(context: Context) -> list[Finding]:
     if pipeline:
         findings.append(_pipeline_finding(context, pipeline))
     in_pipeline = set(pipeline)
-    view = context.view
+    view, type_of, duplicated = context.view, context.type_of, context.duplicated
     fallbacks = {
         name
         for name in compress(view, map("CPU".__eq__, view.values()))
-        if name not in context.duplicated
+        if name not in duplicated
         and name not in in_pipeline
-        and not follower(context, name)
+        and type_of.get(name) not in FOLLOWERS  # (``follower``, inline: a million calls)
         and falls_back(name)
     }
     grouped: set[str] = set()

@@ -110,16 +110,19 @@ def _with_their_internals(context: Context, movers: Sequence[str]) -> list[str]:
     that feed it: the one call that made it made those too, and a ``tf.device`` around that
     line moves them with it (left behind, each would be a copy of its own)."""
     found = list(movers)
+    inputs = context.inputs
     for mover in movers:
-        stack = list(context.inputs.get(mover, []))
+        stack = list(inputs.get(mover, ()))
         seen: set[str] = set()
+        scope = mover + "/"
         while stack:
             producer = stack.pop()
-            if producer in seen or not producer.startswith(mover + "/"):
+            # the scope first: most producers (of a million) are no mover's own
+            if not producer.startswith(scope) or producer in seen:
                 continue
             seen.add(producer)
             found.append(producer)
-            stack += context.inputs.get(producer, [])
+            stack += inputs.get(producer, ())
     return list(dict.fromkeys(found))
 
 
@@ -130,9 +133,13 @@ def sources(context: Context, ops: Sequence[str]) -> str:
     if "source" not in frame:
         return ""
     if context.source_of is None:  # once per trace: a scan of every row per finding is quadratic
-        rows = frame.dropna(subset=["source"])
+        known = frame["source"].notna().to_numpy(dtype=bool)  # (two columns, not the frame)
         context.source_of = dict(
-            zip(rows["op"].astype(str).tolist(), rows["source"].astype(str).tolist(), strict=True)
+            zip(
+                frame["op"][known].astype(str).tolist(),
+                frame["source"][known].astype(str).tolist(),
+                strict=True,
+            )
         )
     source_of = context.source_of
     found = [source_of[op] for op in ops if source_of.get(op, "") not in ("", "<NA>")]

@@ -27,7 +27,7 @@ from .base import (
     summed_duration,
 )
 from .fixes import edit_fix, no_fix, placement_fix, sources
-from .graph import components, edge_positions
+from .graph import components, edge_positions, exact_sums
 from .ps import handle_variables, ps_record, ps_words
 
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
@@ -319,8 +319,8 @@ def find_ping_pongs(context: Context) -> list[Finding]:
     if not view or not any(kind == "GPU" for kind in view.values()):
         return []
     findings = [
-        _ping_pong_finding(context, inside, before, after)
-        for inside, before, after in _cpu_stretches(context)
+        _ping_pong_finding(context, inside, before, after, duration)
+        for inside, before, after, duration in _cpu_stretches(context)
     ]
     for name, kind in view.items():  # tf.py_function: on the GPU, its Python on the host
         if kind == "GPU" and context.type_of.get(name) in _PY_FUNCTION_TYPES:
@@ -364,7 +364,11 @@ def _py_function_finding(context: Context, name: str) -> Finding:
 
 
 def _ping_pong_finding(
-    context: Context, inside: list[str], before: list[str], after: list[str]
+    context: Context,
+    inside: list[str],
+    before: list[str],
+    after: list[str],
+    duration: float | None = None,
 ) -> Finding:
     gpu = context.gpu_name()
     causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
@@ -400,7 +404,8 @@ def _ping_pong_finding(
         data = partial(placement_fix, context, inside, gpu_device, [*before, *after])
     verb = "would go" if context.predicted_view else "goes"
     copies = len(before) + len(after)
-    duration = summed_duration(context, inside)
+    if duration is None:
+        duration = summed_duration(context, inside)
     return Finding(
         "ping_pong",
         "high"
@@ -425,10 +430,13 @@ def _ping_pong_finding(
     )
 
 
-def _cpu_stretches(context: Context) -> Iterator[tuple[list[str], list[str], list[str]]]:
+def _cpu_stretches(
+    context: Context,
+) -> Iterator[tuple[list[str], list[str], list[str], float | None]]:
     """Each stretch of CPU ops joined by data edges (a connected component of the view's CPU
     ops) that GPU ops feed and read where the tensor changes memory (``crosses_memory``): its
-    ops other than constants, its GPU feeders and its GPU readers, each sorted by name; the
+    ops other than constants, its GPU feeders and its GPU readers, each sorted by name, and its
+    ops' summed time (``summed_duration``'s, by positions when that is exact, else None); the
     stretches in the order of their first op in the view. Over integer positions, for a
     million-op graph: one numpy pass over the edges, not a Python walk per stretch."""
     view = context.view
@@ -436,6 +444,9 @@ def _cpu_stretches(context: Context) -> Iterator[tuple[list[str], list[str], lis
     kinds = np.array(list(view.values()), dtype=object)
     cpu, gpu = kinds == "CPU", kinds == "GPU"
     producers, consumers = edge_positions(context.inputs, index)
+    ops = context.ops  # each view op's time, when adding it up by positions is exact
+    durations = ops["duration_us"].to_numpy(dtype=float, na_value=np.nan)
+    times = exact_sums(index, ops["op"].to_numpy(), durations)
     known = (producers >= 0) & (consumers >= 0)
     producers, consumers = producers[known], consumers[known]
     inner = cpu[producers] & cpu[consumers]
@@ -455,12 +466,18 @@ def _cpu_stretches(context: Context) -> Iterator[tuple[list[str], list[str], lis
         return
     members = cpu & ~index.isin(context.names_of(FOLLOWERS)) & np.isin(label, ends)
     inside = _by_label(label[members], np.flatnonzero(members), names)
+    summed = (
+        np.bincount(label[members], weights=times[members], minlength=len(index)).tolist()
+        if times is not None
+        else None
+    )
     for stretch in ends:
         if stretch in inside:
             yield (
                 sorted(inside[stretch]),
                 sorted(set(before[stretch])),
                 sorted(set(after[stretch])),
+                summed[stretch] if summed is not None else None,
             )
 
 
@@ -483,8 +500,12 @@ def copy_nodes(context: Context, producer: str) -> list[str]:
         context.copies_by_producer = {}
         # the copies picked out of every op by one C pass, in the order of ``type_of``
         types, of = {"_Send", "_Recv", "_HostSend", "_HostRecv"}, context.type_of
+        keys = context.copy_keys or {}  # Context.of's
         for name in compress(of, map(types.__contains__, of.values())):
-            context.copies_by_producer.setdefault(copy_key(name), []).append(name)
+            key = keys.get(name)
+            context.copies_by_producer.setdefault(
+                copy_key(name) if key is None else key, []
+            ).append(name)
     return context.copies_by_producer.get(producer, [])
 
 
