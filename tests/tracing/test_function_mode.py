@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from helpers import instantiations
 
@@ -887,6 +888,14 @@ def test_try_fix_verifies_a_keras_training_steps_fix_and_leaves_the_model_as_it_
     assert "and the 17 variables the calls reach" in effect["notes"][0], effect["notes"]
     assert found["variables"] == 15  # the model's (weights, seed state) and Adam's, read here
     assert found["unchanged"] and found["iterations"] == (3, 3)
+    # a copy whose size the profile did not record makes the run's bytes unknown, not 0
+    for sizes, total, text in zip(
+        effect["copy_sizes"], effect["bytes"], effect["bytes_row"], strict=True
+    ):
+        if any(pd.isna(size) for size in sizes):
+            assert total is None and text == "not recorded", (sizes, total, text)
+        else:
+            assert total == sum(sizes) and text != "not recorded", (sizes, total, text)
 
 
 def test_try_fix_rejects_a_fix_that_changes_a_training_steps_results(logged):

@@ -641,8 +641,14 @@ def seed_builder_without_device_count():
 
 def _effect(effect: Any) -> dict[str, Any]:
     """What a test asserts on of a FixEffect (plain data: its traces stay here)."""
-    keys = ("verified", "why", "finding_gone", "copies", "moved", "outputs_equal")
-    return {key: getattr(effect, key) for key in (*keys, "tf_log_agrees", "notes")}
+    keys = ("verified", "why", "finding_gone", "copies", "bytes", "moved", "outputs_equal")
+    data = {key: getattr(effect, key) for key in (*keys, "tf_log_agrees", "notes")}
+    data["bytes_row"] = effect.frame.set_index("measure").loc["bytes copied"].tolist()
+    data["copy_sizes"] = [
+        effect.before.transfers["bytes"].tolist(),
+        effect.after.transfers["bytes"].tolist(),
+    ]
+    return data
 
 
 @logged_scenario

@@ -44,7 +44,7 @@ class FixEffect:
     edit: str
     finding_gone: bool
     copies: tuple[int, int]
-    bytes: tuple[int, int]
+    bytes: tuple[int | None, int | None]  # None: a copy's size was not recorded
     step_us: tuple[list[float], list[float]]
     step_change: str
     moved: list[str]
@@ -70,7 +70,7 @@ class FixEffect:
         rows = [
             ("finding", "present", "gone" if self.finding_gone else "still there"),
             ("copies", a, b),
-            ("bytes copied", format_bytes(ba), format_bytes(bb)),
+            ("bytes copied", _bytes_text(ba), _bytes_text(bb)),
             ("step time", times[0], f"{times[1]} ({self.step_change})"),
             ("ops moved", "", ", ".join(self.moved) or "none"),
             ("outputs", "", _yes_no(self.outputs_equal, "equal", "different", "not compared")),
@@ -152,7 +152,10 @@ def verdict(effect: FixEffect) -> tuple[bool, str]:
         wrong.append("the finding is still there")
     if not effect.moved:
         wrong.append("no op moved")
-    fewer = effect.copies[1] < effect.copies[0] or effect.bytes[1] < effect.bytes[0]
+    (bytes_before, bytes_after) = effect.bytes
+    fewer = effect.copies[1] < effect.copies[0] or (
+        bytes_before is not None and bytes_after is not None and bytes_after < bytes_before
+    )
     if "costly_transfer" in effect.kinds and not fewer:
         wrong.append("the copies are not fewer (they moved to other tensors)")
     if effect.predicted:
@@ -256,9 +259,17 @@ def outputs_equal(a: Any, b: Any) -> bool:
     return bool(np.array_equal(x, y))
 
 
-def _bytes(trace: PlacementTrace) -> int:
-    sizes = pd.to_numeric(trace.transfers["bytes"], errors="coerce").dropna()
+def _bytes(trace: PlacementTrace) -> int | None:
+    """The bytes the trace's copies moved; None when a copy's size was not recorded (TF2's
+    CPU-to-CPU copies): a sum of the others would say fewer bytes than moved."""
+    sizes = pd.to_numeric(trace.transfers["bytes"], errors="coerce")
+    if sizes.isna().any():
+        return None
     return int(sizes.sum())
+
+
+def _bytes_text(count: int | None) -> str:
+    return "not recorded" if count is None else format_bytes(count)
 
 
 def _time_text(times: list[float]) -> str:
