@@ -125,12 +125,14 @@ def test_function_trace_round_trips_with_its_facts(function_trace, tmp_path):
     assert type(loaded.facts) is type(function_trace.facts)
     assert loaded.facts == function_trace.facts
     assert loaded.raw == function_trace.raw
-    findings = function_trace.findings
+    # all_findings: whether the 8x8 int32 MatMul takes 1% of this toy step is the machine's
+    # load (CI, oneDNN off: it did not), and what is compared here is what the facts give
+    findings = function_trace.all_findings
     assert "cpu_fallback" in set(findings["kind"])  # the int32 MatMul, from the kernel facts
     # The same findings, ops and marks; a cast to offer needs the registry of the process
     # that read the facts, which a loaded file's facts do not carry (issue 32).
     same = ["kind", "severity", "ops", "predicted"]
-    pd.testing.assert_frame_equal(loaded.findings[same], findings[same])
+    pd.testing.assert_frame_equal(loaded.all_findings[same], findings[same])
     assert loaded.device_of("n") == function_trace.device_of("n")
 
 
