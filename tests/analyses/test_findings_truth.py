@@ -441,6 +441,21 @@ def test_fits_steps_are_the_traced_steps_a_finding_must_hold_in(scenarios):
         assert "rests on one traced step" not in row.message
 
 
+@pytest.mark.parametrize("name", ["fit_text", "fit_text_int64"])
+def test_a_findings_share_of_several_steps_is_its_ops_share(scenarios, name):
+    """The CPU fallback of fit's text ops, over its two traced steps: the share the finding
+    states is its ops' share of the traced op time, not more (their time in the first step
+    and, again, half their total in the second)."""
+    trace = scenarios[name]["trace"]
+    fallbacks = _kind(trace.all_findings, "cpu_fallback")
+    assert len(fallbacks), _table(trace.all_findings)
+    for row in fallbacks.itertuples():
+        assert row.evidence["traced_steps"] == 2
+        assert row.evidence["step_share"] == pytest.approx(
+            _share_of_the_step(trace, row.ops), abs=2e-4
+        ), row.message
+
+
 def test_an_idle_device_in_one_step_of_three_is_no_finding(tf, trace_placement):
     """CPU:0's Python sleeps 40 ms in the first traced step and 3 ms in the next two, CPU:1's
     3 ms in those two only: over the three steps CPU:1 is idle for most of the time, yet in

@@ -126,8 +126,11 @@ class Steps:
 
     def shares(self, findings: list[Finding]) -> np.ndarray:
         """Each finding's share of each traced step's op time (a row per finding): the sum of
-        its ops' rows, or its own measured time when that is more. The shares of all findings at
-        once, in numpy: a large trace has hundreds of thousands of them."""
+        its ops' rows, or, when its own measured time over all steps is more, that time spread
+        evenly over the steps (which step it fell in is not recorded). One or the other for the
+        whole row, never the larger of the two step by step: that would count a cost twice (a
+        first step's ops and, again, their even share of the total). The shares of all findings
+        at once, in numpy: a large trace has hundreds of thousands of them."""
         row, per_op = self.row, self.per_op
         # one look-up per op (``map`` in C), in the order of the set of its ops, as before
         rows = [
@@ -144,9 +147,10 @@ class Steps:
             if len(r) >= _PAIRWISE:
                 summed[i] = per_op[r].sum(axis=0)
         cost = np.array([f.cost[0] for f in findings], dtype=float).reshape(-1, 1)
-        own = np.where(cost > 0, cost / self.count, 0.0)
+        own = cost > summed.sum(axis=1, keepdims=True)
+        chosen = np.where(own, cost / self.count, summed)
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(self.total > 0, np.maximum(summed, own) / self.total, 0.0)
+            share = np.where(self.total > 0, chosen / self.total, 0.0)
         return np.minimum(share, 1.0)
 
     def bytes_share(self, finding: Finding) -> float:
