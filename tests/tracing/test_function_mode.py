@@ -943,6 +943,8 @@ def test_try_fix_of_model_fit_compares_it_with_a_global_seed_and_says_why_not_wi
     )
     assert "it makes a tf.data iterator for each call (model.fit does)" in effect["notes"][0]
     assert seeded["unchanged"] and unseeded["unchanged"]
+    # the tries' own fits do not replace model.history, the History of the user's last fit
+    assert seeded["history_kept"] and unseeded["history_kept"]
 
 
 def test_try_fix_says_a_tf_data_iterator_cannot_be_put_back(logged):

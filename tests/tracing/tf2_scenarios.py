@@ -807,12 +807,13 @@ def try_fix_keras_fit():
         model = split_model()
         trace = trace_placement(model.fit, batch, targets, fn_kwargs={"epochs": 1, "verbose": 0})
         moved = split_ops(trace, "A", "B")
-        before = keras_state(model)
+        before, history = keras_state(model), model.history
         effect = trace.try_fix(("costly_transfer", moved))
         found[seeded] = {
             "moved": moved,
             "effect": _effect(effect),
             "unchanged": unchanged(before, keras_state(model)),
+            "history_kept": model.history is history,
         }
     return found
 

@@ -174,11 +174,18 @@ def _kept(trace: PlacementTrace, recipe: Recipe) -> Iterator[KeptState | None]:
     own = recipe_or_none(trace)
     handed = {**(own.handed if own is not None else {}), **recipe.handed}
     state = KeptState(handed) if handed else None
+    owner = getattr(recipe.fn, "__self__", None)  # a bound method's object: a Keras model's fit
+    history = getattr(owner, "history", _NONE)
     try:
         yield state
     finally:
         if state is not None:
             state.restore()
+        if history is not _NONE:  # model.fit sets model.history: the user's last fit's, kept
+            owner.history = history
+
+
+_NONE = object()  # an attribute the object did not have
 
 
 def _tried(
