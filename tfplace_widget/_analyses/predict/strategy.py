@@ -112,6 +112,10 @@ def _more_gpus(gpus: int, workers: int) -> TraceError:
         "back onto one CPU and their all-reduces never complete), and even builds it with "
         "other devices wherever a device is read from a variable made there (each copy's "
         "optimizer slots and updates, made beside the copy, on the CPU)",
+        f"Pass the setup instead, predict_placement(setup, gpus={gpus}, "
+        f"cluster='local:worker={workers}', mode='function'): each task of the local cluster "
+        f"then has TensorFlow build (not run) the step with {gpus} GPUs, and that graph is "
+        "predicted; or predict_placement(trace, gpus=1) for one GPU per worker.",
     )
 
 
