@@ -10,12 +10,14 @@ variable per replica, the step's ops once per replica and collectives in groups 
 workers. Nothing of it runs: the step's first call (the setup's own, or the one after it) only
 traces its concrete function (a call would hang: the replicas' all-reduces fall back onto one
 CPU and wait for each other), and the strategy starts no second server (its class says one is
-started: this task's, from the traced run, serves). Soft placement would make every variable
-copy on ``CPU:0`` here, and the ops TensorFlow builds beside a copy (``tf.device(var.device)``:
-the optimizer's slots and updates) would then ask for ``CPU:0`` too, where a GPU worker has
-them on the copy's GPU; so each copy made for replica k is made on a logical CPU of its own,
-``CPU:k+1`` (the task has ``gpus + 1``: :func:`host_cpus`), which stands in for ``GPU:k``: the
-predictor reads every request for ``CPU:k+1`` as ``GPU:k`` (``hosts``).
+started: this task's, from the traced run, serves). What the strategy makes eagerly under
+``tf.device`` of a GPU (each variable copy, the collectives' ordering tokens, the per-replica
+iterators) would be on that GPU on a GPU worker, and the ops TensorFlow builds beside such a
+resource (``tf.device(var.device)``: the optimizer's slots and updates) would ask for it; soft
+placement would make them all on ``CPU:0`` here, so eager requests for ``GPU:k`` are made on a
+logical CPU of their own, ``CPU:k+1`` (the task has ``gpus + 1``: :func:`host_cpus`), which
+stands in for ``GPU:k``: the predictor reads every request for ``CPU:k+1`` as ``GPU:k``
+(``hosts``). The step's graph itself keeps the requests the strategy wrote.
 """
 
 from __future__ import annotations
@@ -68,21 +70,24 @@ def build_with_gpus(
     from tensorflow.python.eager.polymorphic_function import polymorphic_function as pf
 
     extended = cars.CollectiveAllReduceExtended
-    made: list[tuple[str, str, str]] = []  # (name, device asked for, stand-in host)
+    made: list[tuple[str, str]] = []  # (name, stand-in host) of each variable copy
+    handles: set[int] = set()
     strategies: list[Any] = []
     built: list[Any] = []
 
     def creator(next_creator: Any, **kw: Any) -> Any:
-        asked = context.context().device_name or ""
-        spec = tf.DeviceSpec.from_string(asked)
-        if spec.device_type == "GPU" and spec.device_index is not None:
-            host = spec.replace(device_type="CPU", device_index=spec.device_index + 1)
-            with tf.device(host.to_string()):
-                variable = next_creator(**kw)
-        else:
-            variable = next_creator(**kw)
-        made.append((str(kw.get("name") or ""), asked, variable.device))
+        variable = next_creator(**kw)
+        made.append((str(kw.get("name") or ""), variable.device))
+        handles.add(id(variable.handle))
         return variable
+
+    def eager_device(self: Any, ctx: Any, name: Any) -> None:
+        if name is not None and not callable(name):
+            spec = tf.DeviceSpec.from_string(str(name))
+            if spec.device_type == "GPU" and spec.device_index is not None:
+                name = spec.replace(device_type="CPU", device_index=spec.device_index + 1)
+                name = name.to_string()
+        original_enter(self, ctx, name)
 
     def local_devices(self: Any, resolver: Any, worker_device: str) -> Any:
         found = original_local(self, resolver, worker_device)
@@ -93,11 +98,13 @@ def build_with_gpus(
         built.append(self.get_concrete_function(*a, **kw))
         raise _BuiltNotRun
 
-    original_local, original_call, original_gpus = (
+    original_local, original_call, original_gpus, original_enter = (
         extended._initialize_local_devices,
         pf.Function.__call__,
         context.num_gpus,
+        context._EagerDeviceContext.__init__,
     )
+    context._EagerDeviceContext.__init__ = eager_device
     extended._initialize_local_devices = local_devices
     extended._std_server_started = True  # this task's server, from the traced run, serves
     context.num_gpus = lambda: gpus
@@ -113,6 +120,7 @@ def build_with_gpus(
         extended._initialize_local_devices = original_local
         del extended._std_server_started
         context.num_gpus = original_gpus
+        context._EagerDeviceContext.__init__ = original_enter
         pf.Function.__call__ = original_call
     if not strategies:
         raise RuntimeError("the setup made no MultiWorkerMirroredStrategy when run again")
@@ -132,8 +140,8 @@ def build_with_gpus(
         "replicas": len(devices) * strategy._num_workers,  # noqa: SLF001
         "graph": base64.b64encode(graph.as_graph_def().SerializeToString()).decode(),
         "hosts": hosts,
-        "pins": _pins(graph, hosts),
-        "variables": made,
+        "pins": _pins(graph, hosts, handles),
+        "variables": [(name, hosts.get(host, host)) for name, host in made],
         "collectives": _collectives(graph, tf),
         "batch": {
             op.name: [t.shape.as_list() if t.shape.rank is not None else None for t in op.outputs]
@@ -143,25 +151,29 @@ def build_with_gpus(
     }
 
 
-def _pins(graph: Any, hosts: dict[str, str]) -> dict[str, list[str]]:
+def _pins(graph: Any, hosts: dict[str, str], handles: set[int]) -> dict[str, list[str]]:
     """Each captured input of the step (a placeholder of its graph) -> [the device it has on a
-    GPU worker, what it is]: a variable copy's handle, on the GPU its stand-in CPU stands for;
-    the per-replica iterator a read asks for (on the replica's GPU: the distributed iterator
-    fetches to the device); another captured value where it is."""
+    GPU worker, what it is]: what was made on a stand-in CPU (a variable copy's handle, a
+    per-replica iterator, another resource such as a collective's ordering token) on the GPU
+    it stands for; another captured value where it is."""
     import tensorflow as tf
 
     found = {}
     for outer, inner in graph.captures:
         device = getattr(outer, "device", "") or ""
-        if device:
-            device = tf.DeviceSpec.from_string(device).to_string()
-        readers = [c for c in inner.consumers() if c.type in _ITERATOR_READS]
-        if device in hosts:
-            found[inner.op.name] = [hosts[device], "variable"]
-        elif readers and readers[0].device:
-            found[inner.op.name] = [readers[0].device, "iterator"]
-        elif device:
+        if not device:
+            continue
+        device = tf.DeviceSpec.from_string(device).to_string()
+        if device not in hosts:
             found[inner.op.name] = [device, "capture"]
+            continue
+        if id(outer) in handles:
+            kind = "variable"
+        elif any(c.type in _ITERATOR_READS for c in inner.consumers()):
+            kind = "iterator"
+        else:
+            kind = "resource"
+        found[inner.op.name] = [hosts[device], kind]
     return found
 
 

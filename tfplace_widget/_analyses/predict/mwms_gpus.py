@@ -167,14 +167,20 @@ def _pin_reason(kind: str, device: str, info: Mapping[str, Any]) -> str:
     if kind == "variable":
         return (
             f"A variable copy's handle: {MWMS} makes each variable once per replica, this copy "
-            f"under tf.device({where}) (its replica's GPU), where the runtime pins the argument "
-            "before the placer runs."
+            f"under tf.device({where}) (its replica's GPU, or beside the copy it is a slot "
+            "of), where the runtime pins the argument before the placer runs."
         )
     if kind == "iterator":
         return (
             f"The per-replica tf.data iterator the step reads: {MWMS}'s distributed iterator "
             f"makes it on the replica's device, {where} (InputOptions."
             "experimental_fetch_to_device, on by default)."
+        )
+    if kind == "resource":
+        return (
+            f"A resource {MWMS} makes for this replica under tf.device({where}) (e.g. its "
+            "collectives' ordering token), where the runtime pins the argument before the "
+            "placer runs."
         )
     return f"A value the step captured, where it was made: {where}."
 
