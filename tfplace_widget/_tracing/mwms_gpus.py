@@ -95,7 +95,7 @@ def build_with_gpus(
         return found
 
     def call(self: Any, *a: Any, **kw: Any) -> Any:
-        built.append(self.get_concrete_function(*a, **kw))
+        built.append((self.get_concrete_function(*a, **kw), (a, kw)))
         raise _BuiltNotRun
 
     original_local, original_call, original_gpus, original_enter = (
@@ -113,7 +113,12 @@ def build_with_gpus(
         with tf.variable_creator_scope(creator):
             try:
                 step, step_args, step_kwargs = step_of(setup(*args, **kwargs), setup)
-                built.append(step.get_concrete_function(*step_args, **step_kwargs))
+                built.append(
+                    (
+                        step.get_concrete_function(*step_args, **step_kwargs),
+                        (step_args, step_kwargs),
+                    )
+                )
             except _BuiltNotRun:
                 pass
     finally:
@@ -127,7 +132,8 @@ def build_with_gpus(
     strategy = strategies[-1]
     devices = list(strategy.worker_devices)
     task = strategy._worker_device  # noqa: SLF001 ("/job:worker/task:K")
-    graph = built[0].graph
+    function, called = built[0]
+    graph = function.graph
     hosts = {}
     for k, device in enumerate(devices):
         spec = tf.DeviceSpec.from_string(device).replace(replica=0)
@@ -140,7 +146,7 @@ def build_with_gpus(
         "replicas": len(devices) * strategy._num_workers,  # noqa: SLF001
         "graph": base64.b64encode(graph.as_graph_def().SerializeToString()).decode(),
         "hosts": hosts,
-        "pins": _pins(graph, hosts, handles),
+        "pins": _pins(graph, called, hosts, handles),
         "variables": [(name, hosts.get(host, host)) for name, host in made],
         "collectives": _collectives(graph, tf),
         "batch": {
@@ -151,29 +157,40 @@ def build_with_gpus(
     }
 
 
-def _pins(graph: Any, hosts: dict[str, str], handles: set[int]) -> dict[str, list[str]]:
-    """Each captured input of the step (a placeholder of its graph) -> [the device it has on a
-    GPU worker, what it is]: what was made on a stand-in CPU (a variable copy's handle, a
-    per-replica iterator, another resource such as a collective's ordering token) on the GPU
-    it stands for; another captured value where it is."""
+def _pins(
+    graph: Any, called: tuple, hosts: dict[str, str], handles: set[int]
+) -> dict[str, list[str]]:
+    """Each input of the step's graph (a placeholder: an argument's tensor, as the call's
+    ``called`` arguments flatten, or a captured one) -> [the device it has on a GPU worker,
+    what it is]: what was made on a stand-in CPU (a variable copy's handle, a per-replica
+    iterator, another resource such as a collective's ordering token) on the GPU it stands
+    for; another value where it is."""
     import tensorflow as tf
 
+    captured = list(graph.captures)
+    values = [
+        v for v in tf.nest.flatten(called, expand_composites=True) if isinstance(v, tf.Tensor)
+    ]
+    arguments = graph.inputs[: len(values)]  # the arguments' placeholders come first
+    inner = {id(t) for _, t in captured}
+    if not any(id(t) in inner for t in arguments):
+        captured += list(zip(values, arguments, strict=True))
     found = {}
-    for outer, inner in graph.captures:
+    for outer, placeholder in captured:
         device = getattr(outer, "device", "") or ""
         if not device:
             continue
         device = tf.DeviceSpec.from_string(device).to_string()
         if device not in hosts:
-            found[inner.op.name] = [device, "capture"]
+            found[placeholder.op.name] = [device, "capture"]
             continue
         if id(outer) in handles:
             kind = "variable"
-        elif any(c.type in _ITERATOR_READS for c in inner.consumers()):
+        elif any(c.type in _ITERATOR_READS for c in placeholder.consumers()):
             kind = "iterator"
         else:
             kind = "resource"
-        found[inner.op.name] = [hosts[device], kind]
+        found[placeholder.op.name] = [hosts[device], kind]
     return found
 
 
