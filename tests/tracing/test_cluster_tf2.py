@@ -354,6 +354,26 @@ def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
     )
 
 
+def built_with_two_gpus_alone(tmp_path: Any) -> dict[str, Any]:
+    """What ``mwms_gpus_graph.py`` records of the tutorial's step built with 2 GPUs by
+    TensorFlow in a process of its own (one worker, a resolver reporting the GPUs)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "built.json"
+    script = Path(__file__).with_name("mwms_gpus_graph.py")
+    run = subprocess.run(
+        [sys.executable, str(script), str(out), "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
 def test_more_gpus_per_worker_are_refused_with_what_tensorflow_builds(mwms, tmp_path):
     """predict_placement(trace, gpus=2) refuses (as it did, saying less), and what it says the
     strategy builds on a worker with 2 GPUs is what TensorFlow builds: the tutorial's step made
@@ -366,24 +386,11 @@ def test_more_gpus_per_worker_are_refused_with_what_tensorflow_builds(mwms, tmp_
     gives that graph, as the message says: built on this machine, the optimizer's slots and
     its updates of each copy (made beside the copy, which soft placement made on the CPU) are
     built for CPU:0."""
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from tfplace_widget import predict_placement
 
     trace, _, _ = mwms
-    out = tmp_path / "built.json"
-    script = Path(__file__).with_name("mwms_gpus_graph.py")
-    run = subprocess.run(
-        [sys.executable, str(script), str(out), "2"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    built = json.loads(out.read_text())
+    built = built_with_two_gpus_alone(tmp_path)
     devices = built["worker_devices"]
     assert [d.rsplit("/device:", 1)[1] for d in devices] == ["GPU:0", "GPU:1"]
     assert built["replicas"] == len(devices) * 1  # num_replicas_in_sync: GPUs x workers
@@ -445,9 +452,6 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_tensorflow_builds_on_ea
     TensorFlow's other route to the same graph (``mwms_gpus_graph.py``: a resolver reporting
     2 GPUs, one worker, in a process of its own): the same op types on each GPU."""
     import base64
-    import subprocess
-    import sys
-    from pathlib import Path
 
     import tensorflow as tf
 
@@ -467,20 +471,7 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_tensorflow_builds_on_ea
     assert any("Not modelled: times" in n and "NCCL or ring" in n for n in predicted.notes)
     tasks = json.loads(predicted.raw[STRATEGY_TASKS_RAW])["tasks"]
     assert set(tasks) == set(TASKS)
-    other = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("mwms_gpus_graph.py")),
-            str(tmp_path / "b.json"),
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert other.returncode == 0, other.stderr[-4000:]
-    alone = json.loads((tmp_path / "b.json").read_text())
+    alone = built_with_two_gpus_alone(tmp_path)
     for task in TASKS:
         build = tasks[task]["gpus_build"]
         prefix = task.replace("/task:", "/replica:0/task:")

@@ -71,7 +71,11 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     one of ``ParameterServerStrategy`` too, each worker that ran the step with its replica on
     its ``GPU:0`` and the variables on the ps tasks
     (:func:`~tfplace_widget._analyses.predict.parameter_servers.predict_ps_trace`);
-    more GPUs per worker are a ``TraceError`` for now. The function
+    more GPUs per worker are a ``TraceError`` from a trace. Given the setup and ``cluster=``
+    with ``gpus`` 2 or more, under ``MultiWorkerMirroredStrategy`` each task also has
+    TensorFlow build (not run) the step with the strategy seeing ``gpus`` GPUs
+    (:mod:`.mwms_gpus`), and that graph is predicted
+    (:func:`~tfplace_widget._analyses.predict.mwms_gpus.predict_built_mwms`). The function
     is traced with soft placement on (a GPU request cannot be met here), and
     ``soft_placement`` only sets the prediction's.
     """

@@ -12,10 +12,11 @@ replica device, which each task recorded: ``gpu_requests``), placed by the predi
 (:func:`.result.predict_trace`) on that task's ``CPU:0`` and ``GPU:0``, and the tasks' predictions
 are put side by side. More GPUs per worker make more replicas (the step's ops once per GPU and
 a local all-reduce between them), a graph the trace does not hold: refused, saying what
-TensorFlow builds then (:func:`_more_gpus`). TensorFlow builds that graph without the GPUs (a
-cluster resolver reporting them), but puts each variable copy's optimizer slots and updates on
-the CPU soft placement made the copy on, and cannot run it (its all-reduces hang): no trace on
-CPU-only workers gives it.
+TensorFlow builds then (:func:`_more_gpus`). Built without the GPUs (a cluster resolver
+reporting them), TensorFlow puts each variable copy's optimizer slots and updates on the CPU
+soft placement made the copy on, and cannot run it (its all-reduces hang): no trace on CPU-only
+workers gives it. Given the setup with ``cluster=``, each task builds it with stand-in CPUs for
+the copies, and :mod:`.mwms_gpus` predicts that build.
 """
 
 from __future__ import annotations
