@@ -64,7 +64,7 @@ def predict_built_mwms(
         "by the placer's rules on the task's CPU:0 and its GPUs.",
         NOT_MODELLED,
     ]
-    return assembled(
+    result = assembled(
         trace,
         parts,
         pd.concat([p.ops for p in parts], ignore_index=True),
@@ -72,6 +72,9 @@ def predict_built_mwms(
         notes,
         gpus,
     )
+    # the built graph's facts (every task built the same names), not the traced step's
+    result.facts = parts[0].facts if parts else trace.facts
+    return result
 
 
 def built_tasks(trace: Any, data: Mapping[str, Any], gpus: int) -> dict[str, Mapping[str, Any]]:
