@@ -144,7 +144,7 @@ def build_with_gpus(
         "task": task,
         "worker_devices": devices,
         "replicas": len(devices) * strategy._num_workers,  # noqa: SLF001
-        "graph": base64.b64encode(graph.as_graph_def().SerializeToString()).decode(),
+        "graph": base64.b64encode(_as_instantiated(graph).SerializeToString()).decode(),
         "hosts": hosts,
         "pins": _pins(graph, called, hosts, handles),
         "variables": [(name, hosts.get(host, host)) for name, host in made],
@@ -155,6 +155,28 @@ def build_with_gpus(
             if op.type in _ITERATOR_READS
         },
     }
+
+
+def _as_instantiated(graph: Any) -> Any:
+    """The step's ``GraphDef`` with its inputs as the runtime instantiates them: each input's
+    ``Placeholder`` an ``_Arg`` (its ``T``, its ``index``), as in the traced step's function
+    graphs, so that the placer's rules for a function's arguments apply (an argument is where
+    its value is; a resource handle's ``_Arg`` kernel keeps it in host memory)."""
+    graph_def = graph.as_graph_def()
+    inputs = {t.op.name: (i, t.dtype) for i, t in enumerate(graph.inputs)}
+    for node in graph_def.node:
+        if node.name not in inputs or node.op != "Placeholder":
+            continue
+        index, dtype = inputs[node.name]
+        kept = {k: node.attr[k] for k in ("_handle_dtypes", "_handle_shapes") if k in node.attr}
+        kept = {k: type(v).FromString(v.SerializeToString()) for k, v in kept.items()}
+        node.op = "_Arg"
+        node.ClearField("attr")
+        node.attr["T"].type = dtype.as_datatype_enum
+        node.attr["index"].i = index
+        for key, value in kept.items():
+            node.attr[key].CopyFrom(value)
+    return graph_def
 
 
 def _pins(

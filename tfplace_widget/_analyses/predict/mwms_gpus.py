@@ -185,7 +185,7 @@ def _pin_reason(kind: str, device: str, info: Mapping[str, Any]) -> str:
             "collectives' ordering token), where the runtime pins the argument before the "
             "placer runs."
         )
-    return f"A value the step captured, where it was made: {where}."
+    return f"An input of the step (an argument or a captured value), where it was made: {where}."
 
 
 def _canonical(device: str, task: str) -> str:
