@@ -446,7 +446,8 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_tensorflow_builds_on_ea
     (worker_devices GPU:0, GPU:1; num_replicas_in_sync 4); every node the build asks for
     replica k's GPU (directly, or beside a copy made for it: its stand-in CPU:k+1) is on that
     GPU, or on the task's CPU:0 by soft placement when TensorFlow registered no GPU kernel for
-    its node def, or kept with the resource it shares an edge with; each CollectiveReduceV2
+    its node def, or kept with the resource it shares an edge with, or, an input of the step
+    (an ``_Arg``), where its value is (pinned by the runtime); each CollectiveReduceV2
     reads a group size of 4 (2 GPUs x 2 workers); each variable copy's handle and each
     per-replica iterator is pinned on its replica's GPU. The build's replica ops are those of
     TensorFlow's other route to the same graph (``mwms_gpus_graph.py``: a resolver reporting
@@ -492,7 +493,12 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_tensorflow_builds_on_ea
             if asked not in gpus:
                 continue
             k = gpus.index(asked)
-            if how[node.name] == "colocated":
+            if how[node.name] == "runtime":  # an input of the step: where its value is
+                # (not pinned: a value fed at each call, such as a collective's instance key)
+                where = build["pins"].get(node.name, [cpu])[0]
+                assert node.op == "_Arg" and device[node.name] == where, node
+                checked["input, where its value is"] += 1
+            elif how[node.name] == "colocated":
                 checked["kept with a resource"] += 1
             elif device[node.name] == asked:
                 assert gpu_kernel_for(node) or node.op in _NOT_COMPARED, node
@@ -534,7 +540,10 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_tensorflow_builds_on_ea
         assert Counter(copies)[gpus[0]] == Counter(copies)[gpus[1]] >= 12, Counter(copies)
         # TensorFlow's other route to the 2-GPU step builds the same replica ops
         on = [Counter(t for _, t, d in alone["ops"] if d == g) for g in alone["worker_devices"]]
-        here = [Counter(n.op for n in graph.node if n.device == g) for g in gpus]
+        as_built = {"_Arg": "Placeholder"}  # the build's inputs, instantiated (mwms_gpus)
+        here = [
+            Counter(as_built.get(n.op, n.op) for n in graph.node if n.device == g) for g in gpus
+        ]
         assert here == on, (here, on)
 
 

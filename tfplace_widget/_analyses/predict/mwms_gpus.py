@@ -147,8 +147,8 @@ def _predict_task(
             )
         elif k is not None:
             said += (
-                f" Replica {k + 1} of {gpus} on {asked}, by the strategy's worker_devices "
-                f"({MWMS} builds each replica's ops under tf.device of its GPU)."
+                f" Built for replica {k + 1} of {gpus}, on {asked} by the strategy's "
+                f"worker_devices ({MWMS} builds each replica's ops under tf.device of its GPU)."
             )
         group = collectives.get(str(op))
         if group and "group_size" in group:
