@@ -61,7 +61,7 @@ def build_with_gpus(
     """Run ``setup`` again with the strategy seeing ``gpus`` GPUs and build (not run) the step:
     what the built graph holds, as JSON (its ``GraphDef`` in base64, ``graph``; the strategy's
     ``worker_devices`` and replicas; ``hosts``: each stand-in CPU -> the GPU it stands for;
-    ``pins``: each captured input of the step -> the device it has on a GPU worker and what it
+    ``pins``: each input of the step -> the device it has on a GPU worker and what it
     is; ``variables``: each copy, the device the strategy made it under; ``collectives``: each
     collective op's group size and input shape; ``batch``: what the step reads per replica)."""
     import tensorflow as tf
