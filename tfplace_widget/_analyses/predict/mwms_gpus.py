@@ -16,6 +16,7 @@ GPU it stands for (``hosts``), and its captured inputs pinned where a GPU worker
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,8 +80,8 @@ def predict_built_mwms(
 
 def built_tasks(trace: Any, data: Mapping[str, Any], gpus: int) -> dict[str, Mapping[str, Any]]:
     """Each task's record of its build with ``gpus`` GPUs in the trace's strategy record
-    (``data``), ``{}`` when the trace has none; a ``TraceError``-worthy message is raised by
-    the caller for a task whose build failed (``info["error"]``)."""
+    (``data``); ``{}`` unless every task has one. A record of a build that failed holds
+    ``error`` (what TensorFlow raised), which the caller reports."""
     tasks = data.get("tasks", {})
     found = {task: info.get("gpus_build") for task, info in tasks.items()}
     if not found or any(b is None or b.get("gpus", gpus) != gpus for b in found.values()):
@@ -196,7 +197,5 @@ def _canonical(device: str, task: str) -> str:
 
 def strategy_record(trace: Any) -> Mapping[str, Any]:
     """The trace's strategy record (``raw[STRATEGY_TASKS_RAW]``), ``{}`` without one."""
-    import json
-
     data = getattr(trace, "raw", {}).get(STRATEGY_TASKS_RAW)
     return json.loads(data) if data else {}
