@@ -49,16 +49,17 @@ def build_cnn_model(units: int = 16) -> Any:
     )
 
 
-def custom_loop(units: int = 16) -> Any:
+def custom_loop(units: int = 16, build_optimizer: bool = False) -> Any:
     """The tutorial's ``main.py`` up to its training loop: the strategy, then
     :func:`tutorial_step`; one call of the step (the user's own, which TensorFlow's placement
-    log records), then the step to trace. ``units``: the hidden layer's width."""
+    log records), then the step to trace. ``units``: the hidden layer's width;
+    ``build_optimizer``: :func:`tutorial_step`'s (needed with more than one GPU per worker)."""
     import json
     import os
 
     num_workers = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    train_step, iterator = tutorial_step(strategy, num_workers, units)
+    train_step, iterator = tutorial_step(strategy, num_workers, units, build_optimizer)
     train_step(iterator)  # the user's own first call, with the placement log on
     return train_step, (iterator,)
 

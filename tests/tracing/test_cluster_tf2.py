@@ -354,6 +354,26 @@ def test_the_strategys_replica_is_predicted_on_each_workers_gpu(mwms, tmp_path):
     )
 
 
+def built_with_two_gpus_alone(tmp_path: Any) -> dict[str, Any]:
+    """What ``mwms_gpus_graph.py`` records of the tutorial's step built with 2 GPUs by
+    TensorFlow in a process of its own (one worker, a resolver reporting the GPUs)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "built.json"
+    script = Path(__file__).with_name("mwms_gpus_graph.py")
+    run = subprocess.run(
+        [sys.executable, str(script), str(out), "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
 def test_more_gpus_per_worker_are_refused_with_what_tensorflow_builds(mwms, tmp_path):
     """predict_placement(trace, gpus=2) refuses (as it did, saying less), and what it says the
     strategy builds on a worker with 2 GPUs is what TensorFlow builds: the tutorial's step made
@@ -366,24 +386,11 @@ def test_more_gpus_per_worker_are_refused_with_what_tensorflow_builds(mwms, tmp_
     gives that graph, as the message says: built on this machine, the optimizer's slots and
     its updates of each copy (made beside the copy, which soft placement made on the CPU) are
     built for CPU:0."""
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from tfplace_widget import predict_placement
 
     trace, _, _ = mwms
-    out = tmp_path / "built.json"
-    script = Path(__file__).with_name("mwms_gpus_graph.py")
-    run = subprocess.run(
-        [sys.executable, str(script), str(out), "2"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    built = json.loads(out.read_text())
+    built = built_with_two_gpus_alone(tmp_path)
     devices = built["worker_devices"]
     assert [d.rsplit("/device:", 1)[1] for d in devices] == ["GPU:0", "GPU:1"]
     assert built["replicas"] == len(devices) * 1  # num_replicas_in_sync: GPUs x workers
@@ -424,7 +431,120 @@ def test_more_gpus_per_worker_are_refused_with_what_tensorflow_builds(mwms, tmp_
         assert "CollectiveReduceV2 on each GPU in a group of 2 GPUs x 2 workers = 4" in said
         assert "num_replicas_in_sync 4, not 2" in said
         assert "each copy's optimizer slots and updates, made beside the copy, on the CPU" in said
-        assert "Use predict_placement(trace, gpus=1)" in said
+        assert "Pass the setup instead, predict_placement(setup, gpus=2" in said
+        assert "cluster='local:worker=2', mode='function')" in said
+        assert "build (not run) the step with 2 GPUs" in said
+        assert "or predict_placement(trace, gpus=1) for one GPU per worker" in said
+
+
+def test_two_gpus_per_worker_are_predicted_from_the_step_tensorflow_builds_on_each_task(tmp_path):
+    """predict_placement(setup, gpus=2, cluster="local:worker=2") (was: refused): each task of
+    the local cluster builds the tutorial's step with the strategy seeing 2 GPUs, not run, and
+    the prediction places that graph. Against TensorFlow's build, read here from its GraphDef
+    (each task's, as TensorFlow serialized it): every node of each task's build is a row of
+    the prediction on that task, and none else; the strategy made 2 replicas per worker
+    (worker_devices GPU:0, GPU:1; num_replicas_in_sync 4); every node the build asks for
+    replica k's GPU (directly, or beside a copy made for it: its stand-in CPU:k+1) is on that
+    GPU, or on the task's CPU:0 by soft placement when TensorFlow registered no GPU kernel for
+    its node def, or kept with the resource it shares an edge with, or, an input of the step
+    (an ``_Arg``), where its value is (pinned by the runtime); each CollectiveReduceV2
+    reads a group size of 4 (2 GPUs x 2 workers); each variable copy's handle and each
+    per-replica iterator is pinned on its replica's GPU. The build's replica ops are those of
+    TensorFlow's other route to the same graph (``mwms_gpus_graph.py``: a resolver reporting
+    2 GPUs, one worker, in a process of its own): the same op types on each GPU."""
+    import base64
+
+    import tensorflow as tf
+
+    from tfplace_widget import predict_placement
+
+    predicted = predict_placement(
+        mwms_programs.custom_loop,
+        gpus=2,
+        cluster="local:worker=2",
+        mode="function",
+        fn_kwargs={"build_optimizer": True},
+    )
+    assert predicted.predicted and predicted.notes[0].startswith("Predicted, not run")
+    assert "with 2 GPUs on each worker" in predicted.notes[0]
+    assert "without running it" in predicted.notes[0]
+    assert "num_replicas_in_sync 4" in predicted.notes[0]
+    assert any("Not modelled: times" in n and "NCCL or ring" in n for n in predicted.notes)
+    tasks = json.loads(predicted.raw[STRATEGY_TASKS_RAW])["tasks"]
+    assert set(tasks) == set(TASKS)
+    alone = built_with_two_gpus_alone(tmp_path)
+    for task in TASKS:
+        build = tasks[task]["gpus_build"]
+        prefix = task.replace("/task:", "/replica:0/task:")
+        gpus = [f"{prefix}/device:GPU:{k}" for k in range(2)]
+        cpu = f"{prefix}/device:CPU:0"
+        stand_in = {f"{prefix}/device:CPU:{k + 1}": gpu for k, gpu in enumerate(gpus)}
+        assert build["worker_devices"] == gpus and build["replicas"] == 4
+        graph = tf.compat.v1.GraphDef.FromString(base64.b64decode(build["graph"]))
+        rows = predicted.ops[predicted.ops["device"].str.startswith(prefix + "/")]
+        assert Counter(rows["op"]) == Counter(n.name for n in graph.node)
+        assert set(rows["device"]) == {cpu, *gpus}
+        device = dict(zip(rows["op"], rows["device"], strict=True))
+        how = dict(zip(rows["op"], rows["how"], strict=True))
+        reason = dict(zip(rows["op"], rows["reason"], strict=True))
+        checked: Counter = Counter()
+        for node in graph.node:
+            asked = stand_in.get(node.device, node.device)
+            if asked not in gpus:
+                continue
+            k = gpus.index(asked)
+            if how[node.name] == "runtime":  # an input of the step: where its value is
+                # (not pinned: a value fed at each call, such as a collective's instance key)
+                where = build["pins"].get(node.name, [cpu])[0]
+                assert node.op == "_Arg" and device[node.name] == where, node
+                checked["input, where its value is"] += 1
+            elif how[node.name] == "colocated":
+                checked["kept with a resource"] += 1
+            elif device[node.name] == asked:
+                assert gpu_kernel_for(node) or node.op in _NOT_COMPARED, node
+                assert "by the strategy's worker_devices" in reason[node.name] or (
+                    node.device in stand_in and "beside replica" in reason[node.name]
+                ), reason[node.name]
+                assert f"eplica {k + 1} of 2" in reason[node.name]
+                checked[
+                    "on its replica's GPU" + (" (beside a copy)" if node.device in stand_in else "")
+                ] += 1
+            else:
+                assert device[node.name] == cpu and how[node.name] == "soft", node
+                assert not gpu_kernel_for(node), node
+                checked["soft, no GPU kernel"] += 1
+        print(task, dict(checked))
+        assert checked["on its replica's GPU"] >= 400, checked
+        assert checked["on its replica's GPU (beside a copy)"] >= 100, checked
+        assert checked["soft, no GPU kernel"] >= 1, checked
+        consts = {n.name: n for n in graph.node if n.op == "Const"}
+        reduces = [n for n in graph.node if n.op == "CollectiveReduceV2"]
+        assert len(reduces) == 4 and {stand_in.get(n.device, n.device) for n in reduces} == set(
+            gpus
+        )
+        for node in reduces:
+            size = consts[node.input[1].split(":")[0]]
+            assert tf.make_ndarray(size.attr["value"].tensor).ravel()[0] == 4
+            assert build["collectives"][node.name]["group_size"] == 4
+            assert device[node.name] == stand_in.get(node.device, node.device)
+            assert "in a group of 4 (2 GPUs x 2 workers)" in reason[node.name]
+        pins = build["pins"]
+        kinds = Counter(kind for _, kind in pins.values())
+        assert kinds["variable"] >= 20 and kinds["iterator"] == 2, kinds
+        for name, (gpu, kind) in pins.items():
+            if kind in ("variable", "iterator", "resource"):
+                assert gpu in gpus and device[name] == gpu, (name, kind, device[name])
+        reads = rows[rows["type"] == "IteratorGetNext"]
+        assert sorted(reads["device"]) == gpus, reads
+        copies = [d for _, d in build["variables"]]
+        assert Counter(copies)[gpus[0]] == Counter(copies)[gpus[1]] >= 12, Counter(copies)
+        # TensorFlow's other route to the 2-GPU step builds the same replica ops
+        on = [Counter(t for _, t, d in alone["ops"] if d == g) for g in alone["worker_devices"]]
+        as_built = {"_Arg": "Placeholder"}  # the build's inputs, instantiated (mwms_gpus)
+        here = [
+            Counter(as_built.get(n.op, n.op) for n in graph.node if n.device == g) for g in gpus
+        ]
+        assert here == on, (here, on)
 
 
 def test_the_predicted_findings_are_each_workers_own_and_name_devices_it_has(mwms):

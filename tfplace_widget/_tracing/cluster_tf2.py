@@ -34,6 +34,7 @@ from .local_cluster import (
     last_words,
     run_tf2_on_local_cluster,
 )
+from .mwms_gpus import GPUS_BUILD, host_cpus
 
 # The strategy's class -> its public name (tf.distribute.MultiWorkerMirroredStrategy is the
 # class CollectiveAllReduceStrategy).
@@ -143,6 +144,10 @@ def trace_on_local_cluster(
         "options": options,
         "role": "ps" if with_ps else "",
     }
+    gpus = GPUS_BUILD.get()
+    if gpus > 1 and not with_ps:  # each task also builds its step with gpus GPUs
+        cpus = max(worker["device_count"].get("CPU", 1), host_cpus(gpus))
+        worker.update(gpus_build=gpus, device_count={**worker["device_count"], "CPU": cpus})
     retried: list[str] = []
     while True:
         try:
@@ -242,6 +247,7 @@ def merged(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Place
             "collectives": r.header.get("collectives", {}),
             "gpu_requests": r.header.get("gpu_requests", {}),
             "inputs_to_device": r.header.get("inputs_to_device"),
+            **({"gpus_build": r.header["gpus_build"]} if "gpus_build" in r.header else {}),
         }
         for r in runs
     }

@@ -45,6 +45,7 @@ def run_task(
         add_input_sizes(collectives, step, step_args, step_kwargs)
         on_gpu = gpu_requests(step, step_args, step_kwargs, made)
         to_device = inputs_to_device([*step_args, *step_kwargs.values()])
+        with_gpus = _built_with_gpus(request.get("gpus_build") or 0, setup, args, kwargs)
         trace.__dict__.pop("_findings_cache", None)
         data = pickle.dumps(trace, protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException as exc:  # noqa: BLE001 (any failure is the answer)
@@ -54,7 +55,23 @@ def run_task(
             "traceback": traceback.format_exc(),
         }, []
     header = {"strategy": strategy, "collectives": collectives, "gpu_requests": on_gpu}
+    if with_gpus is not None:
+        header["gpus_build"] = with_gpus
     return {**header, "inputs_to_device": to_device}, [data]
+
+
+def _built_with_gpus(gpus: int, setup: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """The step as the strategy builds it with ``gpus`` GPUs on this worker
+    (:func:`.mwms_gpus.build_with_gpus`), or ``{"error": ...}`` saying why TensorFlow could not
+    build it; ``None`` when not asked for."""
+    if gpus < 2:
+        return None
+    from .mwms_gpus import build_with_gpus
+
+    try:
+        return build_with_gpus(setup, args, kwargs, gpus, step_of)
+    except Exception as exc:  # noqa: BLE001 (the trace stands; the prediction says why not)
+        return {"error": f"{type(exc).__name__}: {exc}"[:2000]}
 
 
 # A task waits this long for the others at a barrier; a task that fails ends them all sooner.

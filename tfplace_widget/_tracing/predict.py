@@ -14,19 +14,23 @@ the trace also records it (``trace.raw``), for ``predict_placement(trace)``.
 
 from __future__ import annotations
 
+import base64
 import functools
 from collections.abc import Callable
 from typing import Any
 
+from .._analyses.predict.mwms_gpus import built_tasks, predict_built_mwms, strategy_record
 from .._analyses.predict.result import predict_trace
 from .._analyses.predict.strategy import predict_strategy_trace
+from .._model.errors import TraceError
 from .._model.trace import PlacementTrace, strategy_of
-from .._tfadapter.graphfacts import node_details
+from .._tfadapter.graphfacts import facts_from_graph, node_details
 from .._tfadapter.registry import REGISTRY
 from . import recipe as recipes
 from . import tracer
 from .function import is_tf2_callable
 from .keras import KERAS_STEPS, keras_xla
+from .mwms_gpus import building_with_gpus
 
 __all__ = ["KERAS_STEPS", "keras_xla", "predict_placement"]
 
@@ -67,7 +71,11 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     one of ``ParameterServerStrategy`` too, each worker that ran the step with its replica on
     its ``GPU:0`` and the variables on the ps tasks
     (:func:`~tfplace_widget._analyses.predict.parameter_servers.predict_ps_trace`);
-    more GPUs per worker are a ``TraceError`` for now. The function
+    more GPUs per worker are a ``TraceError`` from a trace. Given the setup and ``cluster=``
+    with ``gpus`` 2 or more, under ``MultiWorkerMirroredStrategy`` each task also has
+    TensorFlow build (not run) the step with the strategy seeing ``gpus`` GPUs
+    (:mod:`.mwms_gpus`), and that graph is predicted
+    (:func:`~tfplace_widget._analyses.predict.mwms_gpus.predict_built_mwms`). The function
     is traced with soft placement on (a GPU request cannot be met here), and
     ``soft_placement`` only sets the prediction's.
     """
@@ -86,19 +94,37 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
         made = recipes.recipe_or_none(trace)
     else:
         keras = keras_xla(fn_or_trace)  # before the run: it may settle the model's jit_compile
-        trace, details, soft = _trace_for_facts(fn_or_trace, trace_options)
+        with building_with_gpus(gpus if trace_options.get("cluster") else 0):
+            trace, details, soft = _trace_for_facts(fn_or_trace, trace_options)
         options = {k: v for k, v in trace_options.items() if k != "args"}
         handed = recipes.recipe_of(trace, "predict_placement").handed  # its variables
         made = recipes.Recipe(
             fn_or_trace, tuple(trace_options.get("args", ()) or ()), options, handed
         )
     if strategy_of(trace):  # a step the strategy ran on every task: predicted per task
+        builds = built_tasks(trace, strategy_record(trace), gpus) if gpus > 1 else {}
+        if builds:  # each task built the step with the GPUs (mwms_gpus): that graph is placed
+            return predict_built_mwms(trace, _built_facts(builds), gpus, soft, REGISTRY)
         return predict_strategy_trace(trace, gpus, soft, registry=REGISTRY)
     predicted = predict_trace(trace, gpus, soft, details, keras, registry=REGISTRY)
     if made is not None:  # try_fix checks a predicted finding's fix against a prediction
         options = {**made.options, "gpus": gpus, "soft_placement": soft}
         recipes.remember(predicted, made.fn, made.args, options, made.handed)
     return predicted
+
+
+def _built_facts(builds: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Each task's build with GPUs (:mod:`.mwms_gpus`): the facts of its graph, and its
+    record; a ``TraceError`` saying what TensorFlow raised when a task could not build it."""
+    found = {}
+    for task, info in builds.items():
+        if "error" in info:
+            raise TraceError(
+                f"TensorFlow could not build the step of {task} with the strategy seeing "
+                f"{info.get('gpus', 'the')} GPUs, so it cannot be predicted: {info['error']}"
+            )
+        found[task] = (facts_from_graph(base64.b64decode(info["graph"])), info)
+    return found
 
 
 def _trace_for_facts(fn: Any, options: dict[str, Any]) -> tuple[Any, Any, bool]:

@@ -12,10 +12,11 @@ replica device, which each task recorded: ``gpu_requests``), placed by the predi
 (:func:`.result.predict_trace`) on that task's ``CPU:0`` and ``GPU:0``, and the tasks' predictions
 are put side by side. More GPUs per worker make more replicas (the step's ops once per GPU and
 a local all-reduce between them), a graph the trace does not hold: refused, saying what
-TensorFlow builds then (:func:`_more_gpus`). TensorFlow builds that graph without the GPUs (a
-cluster resolver reporting them), but puts each variable copy's optimizer slots and updates on
-the CPU soft placement made the copy on, and cannot run it (its all-reduces hang): no trace on
-CPU-only workers gives it.
+TensorFlow builds then (:func:`_more_gpus`). Built without the GPUs (a cluster resolver
+reporting them), TensorFlow puts each variable copy's optimizer slots and updates on the CPU
+soft placement made the copy on, and cannot run it (its all-reduces hang): no trace on CPU-only
+workers gives it. Given the setup with ``cluster=``, each task builds it with stand-in CPUs for
+the copies, and :mod:`.mwms_gpus` predicts that build.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,7 +61,7 @@ def predict_strategy_trace(
         )
     tasks = data.get("tasks", {})
     if gpus > 1:
-        raise _more_gpus(gpus, len(tasks))
+        raise _more_gpus(gpus, list(tasks))
     if gpus and any("gpu_requests" not in info for info in tasks.values()):
         raise older_trace(MWMS)
     facts_task = task_prefix(next(iter(tasks)))  # the merged trace's facts are its first task's
@@ -92,11 +94,15 @@ def predict_strategy_trace(
     )
 
 
-def _more_gpus(gpus: int, workers: int) -> TraceError:
-    """Why ``gpus`` GPUs per worker (2 or more) on ``workers`` workers are not predicted: what
+def _more_gpus(gpus: int, tasks: list[str]) -> TraceError:
+    """Why ``gpus`` GPUs per worker (2 or more) on the ``tasks`` are not predicted: what
     the strategy builds then (``collective_all_reduce_strategy.py``: ``worker_devices`` one per
     GPU, ``_create_variable`` a copy per device, ``CollectiveAllReduce`` over
-    ``len(local_devices) * num_workers``; ``num_replicas_in_sync`` the same product)."""
+    ``len(local_devices) * num_workers``; ``num_replicas_in_sync`` the same product), and
+    the call that predicts it from the setup, on a local cluster of the same tasks."""
+    workers = len(tasks)
+    jobs = Counter(task.split("/")[1].removeprefix("job:") for task in tasks)
+    cluster = ",".join(f"{job}={count}" for job, count in sorted(jobs.items()))
     return more_gpus_refused(
         MWMS,
         gpus,
@@ -107,11 +113,15 @@ def _more_gpus(gpus: int, workers: int) -> TraceError:
         f"{gpus} GPUs x {workers} workers = {gpus * workers} (num_replicas_in_sync "
         f"{gpus * workers}, not {workers}: per-replica batches, and so the step's shapes, "
         "change too).",
-        f"TensorFlow builds it only when the program's setup makes the strategy on workers "
-        f"with {gpus} GPUs; a worker without them cannot run that step (its replicas fall "
-        "back onto one CPU and their all-reduces never complete), and even builds it with "
-        "other devices wherever a device is read from a variable made there (each copy's "
+        f"TensorFlow builds it only when the strategy sees {gpus} GPUs on each worker; a "
+        "worker without them cannot run that step (its replicas fall back onto one CPU and "
+        "their all-reduces never complete), and left to soft placement builds it with other "
+        "devices wherever a device is read from a variable made there (each copy's "
         "optimizer slots and updates, made beside the copy, on the CPU)",
+        f"Pass the setup instead, predict_placement(setup, gpus={gpus}, "
+        f"cluster='local:{cluster}', mode='function'): each task of the local cluster "
+        f"then has TensorFlow build (not run) the step with {gpus} GPUs, and that graph is "
+        "predicted; or predict_placement(trace, gpus=1) for one GPU per worker.",
     )
 
 

@@ -33,15 +33,22 @@ def older_trace(strategy: str) -> TraceError:
     )
 
 
-def more_gpus_refused(strategy: str, gpus: int, builds: str, only: str) -> TraceError:
+def more_gpus_refused(
+    strategy: str, gpus: int, builds: str, only: str, instead: str = ""
+) -> TraceError:
     """The error for ``gpus`` (2 or more) GPUs per worker: what ``strategy`` ``builds`` with
-    them (a sentence), and when only TensorFlow builds that graph (``only``, a clause)."""
+    them (a sentence), when only TensorFlow builds that graph (``only``, a clause), and what
+    to call instead (``instead``, a sentence; by default, tracing where the GPUs are)."""
     return TraceError(
         f"predict_placement cannot predict {strategy} with gpus={gpus} per worker from this "
         f"trace (it predicts gpus=0 and gpus=1). With {gpus} GPUs on a worker {builds} The "
         f"trace holds the step TensorFlow built with one replica per worker, not that graph: "
-        f"{only}. Use predict_placement(trace, gpus=1) for one GPU per worker, or trace the "
-        f"program where each worker has its {gpus} GPUs."
+        f"{only}. "
+        + (
+            instead
+            or f"Use predict_placement(trace, gpus=1) for one GPU per worker, or trace the "
+            f"program where each worker has its {gpus} GPUs."
+        )
     )
 
 
