@@ -545,6 +545,31 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_tensorflow_builds_on_ea
             Counter(as_built.get(n.op, n.op) for n in graph.node if n.device == g) for g in gpus
         ]
         assert here == on, (here, on)
+    _the_steps_own_request_is_the_users_to_drop(predicted)
+
+
+def _the_steps_own_request_is_the_users_to_drop(predicted: Any) -> None:
+    """The tutorial's step asks for /cpu:0 around its metric update, inside the function
+    strategy.run runs: every replica's metric ops ask for CPU:0 alike. The findings follow
+    replica 2's tensors through the build's own edges and say that request is the user's, on
+    each replica's GPU, with one edit for both replicas: drop it (not: the strategy placed
+    them, nothing in your code does; nor: move them to GPU:0)."""
+    findings = predicted.all_findings
+    bounces = findings[findings["kind"] == "ping_pong"]
+    metric = [r for r in bounces.itertuples() if {"Add_2", "replica_1/Add_2"} & set(r.ops)]
+    assert len(metric) == 2, [r.message for r in bounces.itertuples()]
+    in_order = sorted(metric, key=lambda r: "replica_1/Add_2" in r.ops)
+    for row, gpu in zip(in_order, ("0", "1"), strict=True):
+        assert f"/task:0/GPU:{gpu} -> CPU -> /job:worker/task:0/GPU:{gpu}" in row.message
+        assert "the CPU part is asked for" in row.message and row.evidence["user_fix"] == 1
+        assert row.fix["edit"].endswith(
+            "drop the tf.device('/CPU:0') around the lines that make them (inside the function "
+            "strategy.run runs, the strategy then puts them on each replica's own device)."
+        ), row.fix["edit"]
+    user_ops = {"Add_2", "Add_3", "replica_1/Add_2", "replica_1/Add_3"}
+    for row in findings.itertuples():
+        if user_ops & set(row.ops):
+            assert "nothing in your code places" not in row.message, row.message
 
 
 def test_the_predicted_findings_are_each_workers_own_and_name_devices_it_has(mwms):

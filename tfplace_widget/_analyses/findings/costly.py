@@ -25,6 +25,7 @@ from .base import (
     Context,
     Finding,
     all_on_one_gpu,
+    asked_by_the_step,
     copied_op,
     device_type,
     is_gradient,
@@ -134,8 +135,11 @@ def _io_of(
     a distribution strategy, which places them with its own device scopes: its reductions,
     variable reads and syncs), or
     ``""`` (the step's own compute)."""
-    if strategy and any(
-        REPLICA.search(n) or context.how.get(n) == "explicit" for n in (producer, *consumers)
+    ends = (producer, *consumers)
+    if (
+        strategy
+        and any(REPLICA.search(n) or context.how.get(n) == "explicit" for n in ends)
+        and not any(asked_by_the_step(context, n) for n in ends)
     ):
         return "replicas"
     feed = is_feed(context, tensor, producer) or is_pipeline(context.type_of.get(producer, ""))

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..._model.devices import short_device
-from .base import Context, listed_names, listed_ops, replicated
+from .base import Context, asked_by_the_step, listed_names, listed_ops, replicated
 from .tasks import PART_TASK
 
 FIX_KEYS = ("overrides", "edit", "no_fix", "not_simulable")
@@ -46,6 +46,13 @@ def placement_fix(
             f"change the tf.device({as_written(context, request)!r}) around {lines} to "
             f"tf.device({target!r})"
         )
+        if replicated(context) and any(asked_by_the_step(context, op) for op in movers):
+            # one line of the step makes them in every replica: each replica's device is its own
+            change = (
+                f"drop the tf.device({as_written(context, request)!r}) around {lines} (inside "
+                "the function strategy.run runs, the strategy then puts them on each "
+                "replica's own device)"
+            )
     else:
         change = f"wrap {lines} in `with tf.device({target!r}):`"
     edit = f"put {listed_ops(movers)} on {_shown(target)} with {listed_ops(partners)}: {change}."

@@ -13,14 +13,16 @@ from itertools import compress
 import numpy as np
 import pandas as pd
 
-from ..._model.devices import crosses_tasks, task_of
+from ..._model.devices import crosses_tasks, short_device, task_of
 from ..summary import format_bytes, format_us
 from .base import (
     FOLLOWERS,
     Context,
     Finding,
+    asked_by_the_step,
     copied_op,
     copy_key,
+    device_type,
     listed_names,
     listed_ops,
     replicated,
@@ -370,10 +372,12 @@ def _ping_pong_finding(
     after: list[str],
     duration: float | None = None,
 ) -> Finding:
-    gpu = context.gpu_name()
     causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
     one = len(inside) == 1
-    gpu_device = context.gpus[0] if context.gpus else "/device:GPU:0"
+    # the GPU the stretch's feeders are on (a replica's, with several), else the first
+    fed_from = [d for d in map(context.device_of.get, before) if d and device_type(d) == "GPU"]
+    gpu_device = fed_from[0] if fed_from else context.gpus[0] if context.gpus else "/device:GPU:0"
+    gpu = short_device(gpu_device) if fed_from else context.gpu_name()
     if causes & {"no", "dtype", "colocated"}:
         fix = (
             f"its cpu_fallback finding says why {'it' if one else 'they'} would run on the CPU "
@@ -383,7 +387,11 @@ def _ping_pong_finding(
             f"{listed_ops(inside)} cannot run on the GPU (the cpu_fallback finding says why and "
             "what to do): no device request moves them there"
         )
-    elif "requested" in causes and replicated(context):
+    elif (
+        "requested" in causes
+        and replicated(context)
+        and not any(asked_by_the_step(context, n) for n in inside)
+    ):
         fix = (
             "a distribution strategy puts the CPU part there (its replicas run on the devices it "
             "was given; this is its own reduction of their results): nothing in your code "

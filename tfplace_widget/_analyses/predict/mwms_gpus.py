@@ -73,8 +73,10 @@ def predict_built_mwms(
         notes,
         gpus,
     )
-    # the built graph's facts (every task built the same names), not the traced step's
-    result.facts = parts[0].facts if parts else trace.facts
+    # the built graph's facts and edges (every task built the same names), not the traced
+    # step's: the findings follow replica 2's tensors through them
+    if parts:
+        result.facts, result.inputs = parts[0].facts, dict(parts[0].inputs)
     return result
 
 
