@@ -249,7 +249,8 @@ def _direction_finding(
         fix = no_fix("a distribution strategy places its replicas and makes these copies itself")
         message = (
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers} between the replicas of a "
-            f"distribution strategy ({listed_ops(producers)} to {listed_ops(consumers)}): "
+            f"distribution strategy ({listed_ops(producers)}"
+            f"{f' to {listed_ops(consumers)}' if consumers else ''}): "
             "the strategy places each replica and makes these copies itself (its reductions of "
             "the loss and gradients, its variable updates); nothing in your code places them."
         )
