@@ -415,7 +415,8 @@ def _kept_facts(
     trace: Any, peaks: pd.DataFrame, max_ops: int, holders: set[str]
 ) -> tuple[dict, dict] | None:
     """:func:`memory_items`' facts ((op, device) -> (type, how, reason) of the ops named at
-    the peaks) and types ((op, device) -> type of the persistent holders), read at the op
+    the peaks) and types ((op, device) -> type of the persistent holders that name no
+    variable: :func:`persistent_text` reads no other), read at the op
     rows the conversion kept for ``trace.memory`` (``NameCodes.op_row``): the few rows named,
     not a scan of every op's name. None where they are not kept, or one is not known or does
     not hold that op on that device (``trace.ops`` replaced since): then the names are
@@ -432,11 +433,15 @@ def _kept_facts(
         wanted += [(op, str(device)) for op in ops[:max_ops]]
         at += codes.op_row[records[:max_ops]].tolist()
     n_named = len(wanted)
-    if holders:
+    if holders:  # a holder's type says whether it is a variable, where no name says so
         persistent = np.flatnonzero(~codes.step)
-        names, devices = (memory[c].array[persistent].tolist() for c in ("op", "device"))
-        for op, device, row in zip(names, devices, codes.op_row[persistent].tolist(), strict=True):
-            if op in holders:
+        columns = ("op", "device", "variable") if "variable" in memory else ("op", "device")
+        names, devices, *variables = (memory[c].array[persistent].tolist() for c in columns)
+        variables = variables[0] if variables else [None] * len(names)
+        for op, device, variable, row in zip(
+            names, devices, variables, codes.op_row[persistent].tolist(), strict=True
+        ):
+            if op in holders and not (isinstance(variable, str) and variable):
                 wanted.append((op, str(device)))
                 at.append(row)
     rows = np.asarray(at, dtype=np.int64)
