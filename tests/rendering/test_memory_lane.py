@@ -307,3 +307,12 @@ def test_the_memory_list_reads_the_ops_at_the_rows_the_conversion_kept(dense, mo
     assert kept == from_names
     reordered = dataclasses.replace(dense, ops=dense.ops.iloc[::-1].reset_index(drop=True))
     assert memory_items(reordered) == from_names
+
+
+def test_peaks_kept_by_a_version_without_the_holders_rows_are_found_again(dense):
+    """A trace pickled with the peaks kept as (memory, peaks), before their holders' rows were
+    kept beside them, gives the same memory list."""
+    expected = memory_items(dense)
+    old = dataclasses.replace(dense)
+    old.__dict__["_memory_peaks_cache"] = (old.memory, memory_peaks(dense))
+    assert memory_items(old) == expected

@@ -71,7 +71,8 @@ def _kept_peaks(trace: Any) -> tuple[pd.DataFrame, list[np.ndarray]]:
     memory = trace.memory
     cache = getattr(trace, "__dict__", None)
     cached = cache.get("_memory_peaks_cache") if cache is not None else None
-    if cached is not None and cached[0] is memory:
+    # (a pair: kept in a trace pickled by a version without the holders' rows, found again)
+    if cached is not None and len(cached) == 3 and cached[0] is memory:
         return cached[1], cached[2]
     peaks, holders = _peaks_and_holders(memory)
     if cache is not None:
