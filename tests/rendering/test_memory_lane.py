@@ -275,3 +275,44 @@ def test_records_that_name_no_op_say_so_in_the_hover(dense):
         ops = memory.loc[memory["device"] == device, "op"]
         expected = [NO_OP if pd.isna(op) else html.escape(op) for op in ops]
         assert list(curve["text"][1:]) == expected
+
+
+def test_the_memory_list_reads_the_ops_at_the_rows_the_conversion_kept(dense, monkeypatch):
+    """The conversion keeps each ``trace.memory`` row's op row (``NameCodes.op_row``: the op
+    of its record, and a persistent row's holder, on that row's device): the memory list reads
+    the ops at the peaks and the holders there, with no scan of every op's name, and says the
+    same as from the names (a copied frame: nothing kept). A trace whose ``ops`` no longer
+    hold those ops at those rows (reordered) is read from the names, the same again."""
+    import tfplace_widget._rendering.memory_lane as lane
+
+    codes = name_codes(dense.memory)
+    assert codes is not None and codes.op_row is not None
+    known = np.flatnonzero(codes.op_row >= 0)
+    persistent = np.flatnonzero(~codes.step)
+    # the holders' rows too, but for the resource variables (no record: named by the graph)
+    unnamed = persistent[dense.memory["variable"].isna().to_numpy()[persistent]]
+    assert len(unnamed) and set(unnamed) <= set(known)
+    memory, ops = dense.memory, dense.ops
+    assert list(ops["op"].array[codes.op_row[known]]) == list(memory["op"].array[known])
+    assert list(ops["device"].array[codes.op_row[known]]) == list(memory["device"].array[known])
+    from_names = memory_items(dataclasses.replace(dense, memory=dense.memory.copy()))
+    assert any(item["persistent"] for item in from_names)
+
+    def scan(*_):
+        raise AssertionError("every op's name scanned")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(lane, "_op_rows", scan)
+        kept = memory_items(dense)
+    assert kept == from_names
+    reordered = dataclasses.replace(dense, ops=dense.ops.iloc[::-1].reset_index(drop=True))
+    assert memory_items(reordered) == from_names
+
+
+def test_peaks_kept_by_a_version_without_the_holders_rows_are_found_again(dense):
+    """A trace pickled with the peaks kept as (memory, peaks), before their holders' rows were
+    kept beside them, gives the same memory list."""
+    expected = memory_items(dense)
+    old = dataclasses.replace(dense)
+    old.__dict__["_memory_peaks_cache"] = (old.memory, memory_peaks(dense))
+    assert memory_items(old) == expected

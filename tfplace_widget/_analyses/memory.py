@@ -56,15 +56,28 @@ def memory_peaks(trace: Any) -> pd.DataFrame:
     ``trace.memory`` frame and kept on the trace (the panel, its list, the findings and the
     text report all read it): treat the frame returned as read-only.
     """
+    return _kept_peaks(trace)[0]
+
+
+def peak_holder_rows(trace: Any) -> list[np.ndarray]:
+    """Per row of :func:`memory_peaks` (in its order), a ``trace.memory`` row of each of its
+    ``ops`` (aligned with ``ops``: one of its records up to the peak): where a reader finds
+    what the conversion knew of the op (``NameCodes.op_row``)."""
+    return _kept_peaks(trace)[1]
+
+
+def _kept_peaks(trace: Any) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    """:func:`memory_peaks` and :func:`peak_holder_rows`, found once per ``trace.memory``."""
     memory = trace.memory
     cache = getattr(trace, "__dict__", None)
     cached = cache.get("_memory_peaks_cache") if cache is not None else None
-    if cached is not None and cached[0] is memory:
-        return cached[1]
-    peaks = _memory_peaks(memory)
+    # (a pair: kept in a trace pickled by a version without the holders' rows, found again)
+    if cached is not None and len(cached) == 3 and cached[0] is memory:
+        return cached[1], cached[2]
+    peaks, holders = _peaks_and_holders(memory)
     if cache is not None:
-        cache["_memory_peaks_cache"] = (memory, peaks)
-    return peaks
+        cache["_memory_peaks_cache"] = (memory, peaks, holders)
+    return peaks, holders
 
 
 @dataclass(frozen=True)
@@ -172,8 +185,13 @@ def _changes(values: np.ndarray) -> np.ndarray:
 
 def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
     """:func:`memory_peaks` of one ``trace.memory`` frame, by codes: no group of rows made."""
+    return _peaks_and_holders(memory)[0]
+
+
+def _peaks_and_holders(memory: pd.DataFrame) -> tuple[pd.DataFrame, list[np.ndarray]]:
+    """:func:`_memory_peaks` and, per its row, :func:`peak_holder_rows`."""
     if not len(memory):
-        return pd.DataFrame({c: pd.Series([], dtype=object) for c in PEAK_COLUMNS})
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in PEAK_COLUMNS}), []
     ops_all = memory["op"].to_numpy(dtype=object)
     live_all = memory["live_bytes"].to_numpy(dtype=np.int64)
     delta_all = memory["bytes"].to_numpy(dtype=np.int64)
@@ -194,6 +212,8 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
         np.add.at(sums, codes[named], delta[start : at + 1][named])
         held = np.flatnonzero(sums > 0)
         held = held[np.lexsort((held, -sums[held]))]  # most bytes first, ties as they came
+        first = np.zeros(len(names), dtype=np.int64)  # a record of each op in the window
+        first[codes[named]] = np.flatnonzero(named)
         rows.append(
             {
                 "device": device,
@@ -202,6 +222,7 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
                 "peak_time_us": int(time_all[group[at]]),
                 "ops": [str(op) for op in names[held]],
                 "ops_bytes": [int(b) for b in sums[held]],
+                _HOLDER_ROWS: group[start + first[held]],
             }
         )
     held = persistent_bytes(memory, series.step)
@@ -219,14 +240,19 @@ def _memory_peaks(memory: pd.DataFrame) -> pd.DataFrame:
                 "ops": [],
                 "ops_bytes": [],
                 **_persistent_fields(mine, names, device),
+                _HOLDER_ROWS: np.zeros(0, dtype=np.int64),
             }
         )
     rows.sort(key=lambda r: (r["device"], r["allocator"]))
+    holders = [row.pop(_HOLDER_ROWS) for row in rows]
     peaks = pd.DataFrame(rows, columns=PEAK_COLUMNS)
     peaks["peak_bytes"] = peaks["peak_bytes"].astype(np.int64)
     peaks["peak_time_us"] = peaks["peak_time_us"].astype(np.int64)
     peaks["persistent_bytes"] = peaks["persistent_bytes"].astype(np.int64)
-    return peaks
+    return peaks, holders
+
+
+_HOLDER_ROWS = "_holder_rows"  # a row's peak_holder_rows while the rows are made
 
 
 def _persistent_fields(

@@ -196,13 +196,16 @@ def stable_order(codes: np.ndarray) -> np.ndarray:
 class NameCodes(NamedTuple):
     """A ``trace.memory`` frame's rows as its maker numbered them: ``step`` which are the
     step's own (:func:`step_rows`), ``device`` and ``allocator`` the step rows' names as codes
-    into ``devices`` and ``allocators`` (-1 on the persistent rows)."""
+    into ``devices`` and ``allocators`` (-1 on the persistent rows); ``op_row`` each row's op
+    as a row of the ``trace.ops`` made with the frame (-1 where not known; a reader checks a
+    row's op and device before it trusts it: ``trace.ops`` may have been replaced since)."""
 
     step: np.ndarray
     device: np.ndarray
     devices: list[str]
     allocator: np.ndarray
     allocators: list[str]
+    op_row: np.ndarray | None = None
 
 
 _NAME_CODES: dict[int, tuple[weakref.ref, NameCodes]] = {}

@@ -24,7 +24,8 @@ class Records:
     # most records have none.
     memory: AllocatorRecords = field(default_factory=lambda: AllocatorRecords())
     # What kernels recorded as persistent (``memory_stats.persistent_memory_size``: a Const's
-    # value, a ref variable's buffer): (op, lane) -> (bytes, allocator), the largest of its runs
+    # value, a ref variable's buffer): (op, lane) -> (bytes, allocator, record), the largest of
+    # its runs, ``record`` that run's position in these records
     persistent: dict = field(default_factory=dict)
 
     def append(
@@ -46,8 +47,13 @@ class Records:
             if column.name not in ("memory", "persistent"):
                 values = getattr(self, column.name)
                 setattr(self, column.name, [values[i] for i in rows])
+        moved = {old: new for new, old in enumerate(rows)}
         if self.memory.row:
-            self.memory.keep({old: new for new, old in enumerate(rows)})
+            self.memory.keep(moved)
+        self.persistent = {  # a run's record moved, or gone (-1: its op row found by name)
+            key: (held, allocator, moved.get(record, -1))
+            for key, (held, allocator, record) in self.persistent.items()
+        }
 
 
 @dataclass

@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._analyses.memory import memory_peaks, memory_series
+from .._analyses.memory import memory_peaks, memory_series, peak_holder_rows
 from .._analyses.summary import format_bytes, format_us
 from .._model.devices import short_device
+from .._model.memory import name_codes
 from .colors import device_color
 
 MAX_MEMORY_POINTS = 2_000  # per device and allocator: what one curve of the lane draws
@@ -293,15 +294,19 @@ def memory_items(trace: Any, max_ops: int = MAX_HELD_OPS) -> list[dict]:
         return []
     named = {op for held in peaks["ops"] for op in held[:max_ops]}
     holders = {op for held in peaks["persistent_ops"] for op in held}
-    rows = _op_rows(trace.ops, named | holders)
-    facts = {
-        (op, device): (str(t), str(h), str(r))
-        for op, device, t, h, r in zip(*rows, strict=True)
-        if op in named
-    }
-    types = {
-        (op, device): str(t) for op, device, t, _, _ in zip(*rows, strict=True) if op in holders
-    }
+    kept = _kept_facts(trace, peaks, max_ops, holders)
+    if kept is not None:
+        facts, types = kept
+    else:
+        rows = _op_rows(trace.ops, named | holders)
+        facts = {
+            (op, device): (str(t), str(h), str(r))
+            for op, device, t, h, r in zip(*rows, strict=True)
+            if op in named
+        }
+        types = {
+            (op, device): str(t) for op, device, t, _, _ in zip(*rows, strict=True) if op in holders
+        }
     facts.update(_cluster_facts(trace, named))
     labels = curve_labels(list(zip(peaks["device"], peaks["allocator"], strict=True)))
     items = []
@@ -404,6 +409,56 @@ def _cluster_facts(trace: Any, named: set) -> dict[tuple[str, str], tuple[str, s
         for cluster, device in clusters
         if cluster in named
     }
+
+
+def _kept_facts(
+    trace: Any, peaks: pd.DataFrame, max_ops: int, holders: set[str]
+) -> tuple[dict, dict] | None:
+    """:func:`memory_items`' facts ((op, device) -> (type, how, reason) of the ops named at
+    the peaks) and types ((op, device) -> type of the persistent holders that name no
+    variable: :func:`persistent_text` reads no other), read at the op
+    rows the conversion kept for ``trace.memory`` (``NameCodes.op_row``): the few rows named,
+    not a scan of every op's name. None where they are not kept, or one is not known or does
+    not hold that op on that device (``trace.ops`` replaced since): then the names are
+    looked up in ``trace.ops``."""
+    memory = trace.memory
+    codes = name_codes(memory)
+    if codes is None or codes.op_row is None:
+        return None
+    wanted: list[tuple[str, str]] = []
+    at: list[int] = []
+    for ops, device, records in zip(
+        peaks["ops"], peaks["device"], peak_holder_rows(trace), strict=True
+    ):
+        wanted += [(op, str(device)) for op in ops[:max_ops]]
+        at += codes.op_row[records[:max_ops]].tolist()
+    n_named = len(wanted)
+    if holders:  # a holder's type says whether it is a variable, where no name says so
+        persistent = np.flatnonzero(~codes.step)
+        columns = ("op", "device", "variable") if "variable" in memory else ("op", "device")
+        names, devices, *variables = (memory[c].array[persistent].tolist() for c in columns)
+        variables = variables[0] if variables else [None] * len(names)
+        for op, device, variable, row in zip(
+            names, devices, variables, codes.op_row[persistent].tolist(), strict=True
+        ):
+            if op in holders and not (isinstance(variable, str) and variable):
+                wanted.append((op, str(device)))
+                at.append(row)
+    rows = np.asarray(at, dtype=np.int64)
+    ops = trace.ops
+    if len(rows) and (rows.min() < 0 or rows.max() >= len(ops)):
+        return None
+    op, device, typ, how, reason = (ops[column].array[rows].tolist() for column in _FACT_COLUMNS)
+    if list(zip(op, device, strict=True)) != wanted:
+        return None
+    facts = {
+        key: (str(t), str(h), str(r))
+        for key, t, h, r in zip(
+            wanted[:n_named], typ[:n_named], how[:n_named], reason[:n_named], strict=True
+        )
+    }
+    types = {key: str(t) for key, t in zip(wanted[n_named:], typ[n_named:], strict=True)}
+    return facts, types
 
 
 def _op_rows(ops: pd.DataFrame, names: set[str]) -> list[list[Any]]:

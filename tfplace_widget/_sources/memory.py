@@ -72,7 +72,9 @@ def memory_of_records(
     """
     memory = records.memory
     items = _items(records, index) if memory.row else None
-    held = _persistent(records, executed, items)
+    if items is not None:
+        items["op_row"] = _known_rows(items, names, devices)
+    held = _persistent(records, executed, items, index)
     if items is None and held is None:
         return empty_memory(), None
     frame = _frame(records, origin, items, held)
@@ -138,6 +140,8 @@ def _frame(
         none = np.full(n_held, -1, dtype=np.int64)
         device_code = np.concatenate([items["device_code"], none])[source]
         allocator_code = np.concatenate([items["allocator_code"], none])[source]
+        held_rows_of = held[8] if held is not None else none
+        op_row = np.concatenate([items["op_row"], held_rows_of])[source]
         keep_name_codes(
             frame,
             NameCodes(
@@ -146,6 +150,7 @@ def _frame(
                 list(items["devices"]),
                 allocator_code,
                 list(items["allocators"]),
+                op_row,
             ),
         )
     return frame
@@ -158,20 +163,25 @@ def record_index(records: Records) -> RecordIndex:
 
 
 def _persistent(
-    records: Records, executed: Executed | None, items: dict[str, np.ndarray] | None
+    records: Records,
+    executed: Executed | None,
+    items: dict[str, np.ndarray] | None,
+    index: RecordIndex | None = None,
 ) -> tuple[np.ndarray, ...] | None:
     """The persistent rows' columns (device, allocator, time, bytes, op, series, kind,
-    variable), one
+    variable, op row: the holder's row in the ops frame where ``index`` knows its record's,
+    else -1), one
     row per holder and device, or None when there is none. A resource variable's allocator:
     a GPU's own BFC allocator, else the one its device's records use most, else ``cpu``. A
     variable several holders hand out (``Executed.variable_of``) is one row per device, its
     first holder's (the first function's ``_Arg`` in ``read_function_graphs``' order, the largest
     function first: fit's training step before its evaluation step)."""
     held: dict[tuple[str, str], tuple[int, str]] = {}
-    for (op, lane), value in records.persistent.items():  # a device's lanes: the largest
-        key = (op, canonical_device(lane_owner(lane)))
-        if key not in held or held[key][0] < value[0]:
-            held[key] = value
+    record: dict[tuple[str, str], int] = {}  # the holder's execution record, where kept
+    for (op, lane), (size, allocator, at) in records.persistent.items():  # a device's lanes:
+        key = (op, canonical_device(lane_owner(lane)))  # the largest
+        if key not in held or held[key][0] < size:
+            held[key], record[key] = (size, allocator), at
     variables = executed.variables if executed is not None else {}
     if variables:
         usual = _usual_allocators(items)
@@ -202,7 +212,19 @@ def _persistent(
         series.astype(np.int64),
         np.full(len(keys), PERSISTENT, dtype=object),
         np.array([_variable_name(op, executed) for op, _ in keys], dtype=object),
+        _holder_rows(keys, record, index),
     )
+
+
+def _holder_rows(
+    keys: list[tuple[str, str]], record: dict[tuple[str, str], int], index: RecordIndex | None
+) -> np.ndarray:
+    """Each holder's op row: its kept execution record's in ``index`` (-1 where none is)."""
+    at = np.array([record.get(key, -1) for key in keys], dtype=np.int64)
+    if index is None or not len(index.op_row):
+        return np.full(len(keys), -1, dtype=np.int64)
+    known = (at >= 0) & (at < len(index.op_row))
+    return np.where(known, index.op_row[np.where(known, at, 0)], -1)
 
 
 def _variable_name(op: str, executed: Executed | None) -> str | None:
@@ -241,11 +263,7 @@ def _memory_columns(
     every_allocation: bool,
 ) -> dict[str, Any]:
     n = len(names)
-    row = items["op_row"]
-    unknown = row < 0  # not found by the frames: by (op, device)
-    if unknown.any():
-        row = row.copy()
-        row[unknown] = _rows_by_name(names, devices, items["op"][unknown], items["device"][unknown])
+    row = items["op_row"]  # _known_rows': -1 where no op row is
     mine = row >= 0
     row, total_taken, peak_taken = row[mine], items["total"][mine], items["peak"][mine]
     allocated, peaks = np.zeros(n, np.int64), np.zeros(n, np.int64)
@@ -269,6 +287,17 @@ def _memory_columns(
         "peak_bytes": pd.arrays.IntegerArray(np.where(missing, 0, peaks), missing.copy()),
         "allocator": pd.array(allocator_names, dtype="string"),
     }
+
+
+def _known_rows(items: dict[str, np.ndarray], names: list[str], devices: list[str]) -> np.ndarray:
+    """Each item's op row: the frames', else found by (op, device) among the ops ``names``
+    on ``devices`` (-1 where none)."""
+    row = items["op_row"]
+    unknown = row < 0  # not found by the frames: by (op, device)
+    if unknown.any():
+        row = row.copy()
+        row[unknown] = _rows_by_name(names, devices, items["op"][unknown], items["device"][unknown])
+    return row
 
 
 def _rows_by_name(

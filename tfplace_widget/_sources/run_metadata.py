@@ -165,7 +165,7 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
         for node in nodes:
             held = node.memory_stats.persistent_memory_size
             if held:  # a Const's value, a ref variable's buffer: allocated before the step
-                _keep_persistent(persistent, node, dev.device, held)
+                _keep_persistent(persistent, node, dev.device, held, len(op))
             used = node.memory
             if used:  # what the op's tracking allocators saw (FULL_TRACE), read flat
                 # by index: upb's repeated fields index faster than they iterate
@@ -204,9 +204,10 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
     return min(start[first:]) if len(start) > first else 0
 
 
-def _keep_persistent(persistent: dict, node: Any, lane: str, held: int) -> None:
+def _keep_persistent(persistent: dict, node: Any, lane: str, held: int, record: int) -> None:
     """Keep what ``node`` recorded as persistent on ``lane``: the largest of its runs, in the
-    allocator of its output (where TensorFlow described one)."""
+    allocator of its output (where TensorFlow described one), with that run's ``record``
+    (its position in ``Records``: the frames know its op row)."""
     key = (node.node_name, lane)
     if key in persistent and persistent[key][0] >= held:
         return
@@ -214,7 +215,7 @@ def _keep_persistent(persistent: dict, node: Any, lane: str, held: int) -> None:
     allocator = (
         outputs[0].tensor_description.allocation_description.allocator_name if outputs else ""
     )
-    persistent[key] = (int(held), allocator)
+    persistent[key] = (int(held), allocator, record)
 
 
 def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
