@@ -53,7 +53,7 @@ TRANSFERS_COLUMNS = [
 ]
 DEVICES_COLUMNS = ["device", "ops_a", "ops_b", "busy_a_us", "busy_b_us", "delta_busy_us"]
 
-_RUNTIME_COUNTER = re.compile(r"^(?P<base>.+)/_\d+$")
+_COUNTER = re.compile(r"/_\d+$")
 # the types graph partitioning adds under counted names (graph_partition.cc: AddSend, AddRecv,
 # and a control edge's AddDummyConst and the Identity after its _Recv)
 _COUNTED_TYPES = {"_Send", "_Recv", "_HostSend", "_HostRecv", "Const", "Identity"}
@@ -112,64 +112,105 @@ def _as_trace(value: Any, trace: Callable[[Any], PlacementTrace] | None, name: s
     return trace(value)
 
 
-def _match_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize`` of ``values``: a number per distinct value in order of first
+    appearance (-1 for a missing one), and the distinct values."""
+    codes, uniques = pd.factorize(values)
+    return codes.astype(np.int64, copy=False), np.asarray(uniques, dtype=object)
+
+
+def _first_seen(*columns: np.ndarray) -> np.ndarray:
+    """A number per distinct tuple of the integer ``columns`` (each >= -1), in order of first
+    appearance: what ``groupby(columns, sort=False).ngroup()`` gives, without a tuple per row."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        key = key * (int(column.max(initial=-1)) + 2) + column + 1
+        key = pd.factorize(key)[0].astype(np.int64, copy=False)
+    return key
+
+
+def _nth(group: np.ndarray) -> np.ndarray:
+    """Each row's position among the earlier rows of its ``group`` (``cumcount``)."""
+    order = np.argsort(group, kind="stable")
+    sorted_group = group[order]
+    starts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
+    sizes = np.diff(np.r_[starts, len(group)])
+    nth = np.empty(len(group), dtype=np.int64)
+    nth[order] = np.arange(len(group)) - np.repeat(starts, sizes)
+    return nth
+
+
+def _match_keys(
+    a: pd.DataFrame, b: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A key per row of ``a`` and of ``b`` that is the same for "the same op" in the other run
     of the same code, as a number shared by both sides: its name; for a name the runtime made
     with a counter (:data:`_COUNTED_TYPES`), its type, the op it serves, its device and which
     of those it is; for a name repeated in a run (``_SOURCE``: one per device), its name, device
-    and which. Numbers, not names, are merged: pandas 3.0's string merge loses keys that
+    and which. Numbers, not names, are matched: pandas 3.0's string merge loses keys that
     differ after a NUL character. A runtime-made op whose key is in one run only takes the key
     of one of the other run of the same type and op, in order: the op it serves moved, and it
-    with it. Array operations throughout: a trace has a million rows."""
-    both = pd.DataFrame(
-        {
-            "op": pd.concat([a["op"], b["op"]], ignore_index=True).astype(object),
-            "type": pd.concat([a["type"], b["type"]], ignore_index=True).astype(object),
-            "device": pd.concat([a["device"], b["device"]], ignore_index=True).astype(object),
-            "side": np.repeat([0, 1], [len(a), len(b)]),
-        }
-    ).fillna({"type": "", "device": ""})
-    counted = both["type"].isin(_COUNTED_TYPES).to_numpy().copy()
-    counted[counted] = both["op"][counted].str.contains(r"/_\d+$", na=False).to_numpy(bool)
-    repeated = both.duplicated(["side", "op"], keep=False).to_numpy() & ~counted
+    with it. Also each row's name as a number (the same for the same name on either side, -1
+    for a missing one), for the diff's order. Integer arrays throughout, each name hashed
+    once: a trace has a million rows."""
+    n_a = len(a)
+    names = np.concatenate([a["op"].to_numpy(dtype=object), b["op"].to_numpy(dtype=object)])
+    types, devices = (
+        pd.concat([a[c], b[c]], ignore_index=True).astype(object).fillna("").to_numpy()
+        for c in ("type", "device")
+    )
+    side = np.repeat(np.array([0, 1], dtype=np.int64), [n_a, len(b)])
+    name_codes, name_list = _codes(names)
+    type_codes, type_list = _codes(types)
+    counted = np.isin(type_codes, [i for i, t in enumerate(type_list) if t in _COUNTED_TYPES])
+    served = names.copy()
+    for row in np.flatnonzero(counted):
+        name = names[row]
+        match = _COUNTER.search(name) if isinstance(name, str) else None
+        if match is None:
+            counted[row] = False
+        else:
+            served[row] = name[: match.start()] + name[match.end() :]
+    # a name twice or more on one side (missing names count as one name, as in ``duplicated``)
+    named = np.where(name_codes < 0, len(name_list), name_codes)
+    per_side = side * (len(name_list) + 1) + named
+    repeated = (np.bincount(per_side)[per_side] > 1) & ~counted
     special = counted | repeated
-    codes = np.empty(len(both), dtype=np.int64)
-    plain_codes, plain = pd.factorize(both["op"].to_numpy()[~special])
+    codes = np.empty(len(names), dtype=np.int64)
+    plain = name_codes[~special]
+    known = plain >= 0
+    plain_codes = np.full(len(plain), -1, dtype=np.int64)
+    plain_codes[known], plain_list = pd.factorize(plain[known])
     codes[~special] = plain_codes
-    parts = both[special]
-    served = parts["op"].where(
-        ~counted[special], parts["op"].str.replace(r"/_\d+$", "", regex=True)
-    )
-    group = pd.DataFrame(
-        {
-            "side": parts["side"],
-            "kind": parts["type"].where(counted[special], ""),  # a counted type is never ""
-            "served": served,
-            "device": parts["device"],
-        }
-    )
-    group["nth"] = group.groupby(["side", "kind", "served", "device"], sort=False).cumcount()
-    keys = group.groupby(["kind", "served", "device", "nth"], sort=False).ngroup()
-    codes[special] = keys.to_numpy() + len(plain)
-    _pair_leftovers(codes, counted, both["side"].to_numpy(), group, counted[special])
-    return codes[: len(a)], codes[len(a) :]
+    kind = np.where(counted, type_codes, -1)[special]  # the type only for a counted name
+    served_codes = _codes(served[special])[0]
+    device_codes = _codes(devices[special])[0]
+    special_side = side[special]
+    nth = _nth(_first_seen(special_side, kind, served_codes, device_codes))
+    codes[special] = _first_seen(kind, served_codes, device_codes, nth) + len(plain_list)
+    _pair_leftovers(codes, counted, side, kind[counted[special]], served_codes[counted[special]])
+    return codes[:n_a], codes[n_a:], name_codes, name_list
 
 
 def _pair_leftovers(
-    codes: np.ndarray, counted: np.ndarray, side: np.ndarray, group: pd.DataFrame, kinds: np.ndarray
+    codes: np.ndarray, counted: np.ndarray, side: np.ndarray, kind: np.ndarray, served: np.ndarray
 ) -> None:
     """Give each runtime-made row of ``b`` whose key ``a`` lacks the key of a row of ``a`` of
-    the same type and op whose key ``b`` lacks, pairing them in order (in place)."""
+    the same type and op whose key ``b`` lacks, pairing them in order (in place). ``kind`` and
+    ``served``: the counted rows' type and served op, as numbers."""
     in_a, in_b = codes[counted & (side == 0)], codes[counted & (side == 1)]
     left = counted & (((side == 0) & ~np.isin(codes, in_b)) | ((side == 1) & ~np.isin(codes, in_a)))
     if not left.any():
         return
-    rows = group[kinds][["side", "kind", "served"]].assign(row=np.flatnonzero(counted))
-    rows = rows[left[rows["row"].to_numpy()]]
-    rows["rank"] = rows.groupby(["side", "kind", "served"], sort=False).cumcount()
-    key = ["kind", "served", "rank"]
-    pairs = rows[rows["side"] == 1].merge(rows[rows["side"] == 0], on=key, suffixes=("", "_a"))
-    codes[pairs["row"].to_numpy()] = codes[pairs["row_a"].to_numpy()]
+    rows = np.flatnonzero(counted)
+    keep = left[rows]
+    rows, kind, served, row_side = rows[keep], kind[keep], served[keep], side[rows[keep]]
+    rank = _nth(_first_seen(row_side, kind, served))
+    pair = _first_seen(kind, served, rank)
+    from_a = row_side == 0
+    found = pd.Index(pair[from_a]).get_indexer(pair[~from_a])
+    paired = found >= 0
+    codes[rows[~from_a][paired]] = codes[rows[from_a][found[paired]]]
 
 
 def _without_onednn_prefix(types: pd.Series) -> pd.Series:
@@ -180,12 +221,41 @@ def _without_onednn_prefix(types: pd.Series) -> pd.Series:
     return pd.Series(stripped[codes], index=types.index, dtype=object)
 
 
+def _name_order(names: np.ndarray) -> np.ndarray:
+    """Each of the distinct ``names``' place in Python's order of strings (code points), as
+    ``sort_values`` would put them. Sorted as UTF-8 bytes, 8 at a time as big-endian integers
+    (the same order as code points, and C compares, not Python ones) when no name holds a NUL
+    (a byte string pads with NULs); else by Python."""
+    try:
+        encoded = np.strings.encode(names.astype(np.dtypes.StringDType()), "utf-8")
+    except (TypeError, ValueError, UnicodeError):  # not all text, or unpaired surrogates
+        encoded = None
+    if encoded is None or not len(names) or any("\0" in name for name in names):
+        order = np.argsort(names, kind="stable")
+    else:
+        width = encoded.dtype.itemsize
+        padded = np.zeros((len(names), -(-width // 8) * 8), dtype=np.uint8)
+        padded[:, :width] = encoded.view(np.uint8).reshape(len(names), width)
+        words = padded.view(">u8").astype(np.uint64)
+        order = np.lexsort(words.T[::-1])
+    place = np.empty(len(names), dtype=np.int64)
+    place[order] = np.arange(len(names))
+    return place
+
+
 def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     columns = ["op", "type", "device", "how", "duration_us"]
-    keys_a, keys_b = _match_keys(a.ops, b.ops)
-    left = a.ops[columns].assign(_key=keys_a)
-    right = b.ops[columns].assign(_key=keys_b)
-    merged = left.merge(right, on="_key", how="outer", suffixes=("_a", "_b"), sort=False)
+    keys_a, keys_b, name_codes, name_list = _match_keys(a.ops, b.ops)
+    # one row per key, in the key's order (as an outer merge on it gives): which row of each
+    # side has it (-1: none; a key is on at most one row of a side)
+    size = int(max(keys_a.max(initial=-1), keys_b.max(initial=-1))) + 1
+    row_a, row_b = np.full(size, -1, dtype=np.int64), np.full(size, -1, dtype=np.int64)
+    row_a[keys_a], row_b[keys_b] = np.arange(len(keys_a)), np.arange(len(keys_b))
+    present = (row_a >= 0) | (row_b >= 0)
+    row_a, row_b = row_a[present], row_b[present]
+    side_a = a.ops[columns].reset_index(drop=True).reindex(row_a).reset_index(drop=True)
+    side_b = b.ops[columns].reset_index(drop=True).reindex(row_b).reset_index(drop=True)
+    merged = pd.concat([side_a.add_suffix("_a"), side_b.add_suffix("_b")], axis=1)
     in_a, in_b = merged["op_a"].notna(), merged["op_b"].notna()
     type_a, type_b = (_without_onednn_prefix(merged[column]) for column in ("type_a", "type_b"))
     other_op = (type_a != type_b) & (type_a != "") & (type_b != "")
@@ -217,14 +287,15 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
             "type_a": merged["type_a"].astype(object).fillna(""),
         }
     )
-    order = {"moved": 0, "replaced": 1, "only_a": 2, "only_b": 3, "same": 4}
-    rank = out["status"].astype(str).map(order)
-    return (
-        out.assign(_rank=rank)
-        .sort_values(["_rank", "op"], kind="stable")
-        .drop(columns="_rank")
-        .reset_index(drop=True)[OPS_COLUMNS]
-    )
+    # by status (moved first, same last), then by name (a missing one last), else kept in
+    # key order: each distinct name placed once, not the rows' names sorted by Python compares
+    order = ("moved", "replaced", "only_a", "only_b", "same")
+    rank = np.array([order.index(s) for s in STATUS_VALUES])[out["status"].cat.codes]
+    name_place = np.append(_name_order(name_list), len(name_list))  # [-1]: a missing name
+    codes_a, codes_b = name_codes[: len(keys_a)][row_a], name_codes[len(keys_a) :][row_b]
+    names = np.where(in_b.to_numpy(), codes_b, np.where(row_a >= 0, codes_a, -1))
+    rows = np.lexsort((name_place[names], rank))
+    return out.take(rows).reset_index(drop=True)[OPS_COLUMNS]
 
 
 def _transfers_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
