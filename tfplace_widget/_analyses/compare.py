@@ -164,13 +164,14 @@ def _match_keys(
     type_codes, type_list = _codes(types)
     counted = np.isin(type_codes, [i for i, t in enumerate(type_list) if t in _COUNTED_TYPES])
     served = names.copy()
-    for row in np.flatnonzero(counted):
-        name = names[row]
-        match = _COUNTER.search(name) if isinstance(name, str) else None
-        if match is None:
-            counted[row] = False
-        else:
-            served[row] = name[: match.start()] + name[match.end() :]
+    rows = np.flatnonzero(counted)
+    candidates = names[rows].tolist()
+    matches = [_COUNTER.search(n) if isinstance(n, str) else None for n in candidates]
+    found = np.fromiter((m is not None for m in matches), dtype=bool, count=len(matches))
+    counted[rows[~found]] = False
+    served[rows[found]] = [
+        n[: m.start()] + n[m.end() :] for n, m in zip(candidates, matches, strict=True) if m
+    ]
     # a name twice or more on one side (missing names count as one name, as in ``duplicated``)
     named = np.where(name_codes < 0, len(name_list), name_codes)
     per_side = side * (len(name_list) + 1) + named
@@ -302,6 +303,74 @@ def _transfers_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     """One row per (tensor, source, destination): its bytes (a copy's size) and its number of
     copies in each run; ``changed`` when both ran it with another known size or count."""
     key = ["tensor", "src_device", "dst_device"]
+    text = _text_dtype(a.transfers, b.transfers, key)
+    if text is None:  # keys of other types than text: pandas' groupby and merge decide
+        return _transfers_diff_by_merge(a, b, key)
+    n_a = len(a.transfers)
+    columns = [
+        pd.concat([a.transfers[c], b.transfers[c]], ignore_index=True).to_numpy(dtype=object)
+        for c in key
+    ]
+    coded = [_codes(column) for column in columns]
+    group = _first_seen(*(codes for codes, _ in coded))
+    size = int(group.max(initial=-1)) + 1
+    sides = []
+    for rows, transfers in ((group[:n_a], a.transfers), (group[n_a:], b.transfers)):
+        count = np.bincount(rows, minlength=size)
+        first = np.full(size, -1, dtype=np.int64)  # the first row of each key with a size
+        known = np.flatnonzero(transfers["bytes"].notna().to_numpy())[::-1]
+        first[rows[known]] = known
+        sizes = pd.api.extensions.take(transfers["bytes"].array, first, allow_fill=True)
+        sides.append((pd.Series(sizes).astype("Int64"), count))
+    (bytes_a, count_a), (bytes_b, count_b) = sides
+    in_a, in_b = count_a > 0, count_b > 0
+    both = in_a & in_b
+    other_size = (bytes_a != bytes_b).fillna(False).to_numpy(dtype=bool)  # unknown: no change
+    status = np.select(
+        [both & (other_size | (count_a != count_b)), both, in_a],
+        [0, 1, 2],  # TRANSFER_STATUS_VALUES: changed, same, only_a; else only_b
+        default=3,
+    )
+    # by status, then by key (an outer merge's order: each part in Python's order of
+    # strings, a missing one last)
+    places = [np.append(_name_order(uniques), len(uniques))[codes] for codes, uniques in coded]
+    first_row = np.full(size, -1, dtype=np.int64)
+    first_row[group[::-1]] = np.arange(len(group))[::-1]
+    rows = np.lexsort([place[first_row] for place in places[::-1]] + [status])
+    out = pd.DataFrame(
+        {
+            name: pd.array(column[first_row[rows]], dtype=text)
+            for name, column in zip(key, columns, strict=True)
+        }
+    )
+    return out.assign(
+        status=pd.Categorical.from_codes(status[rows], categories=list(TRANSFER_STATUS_VALUES)),
+        bytes_a=bytes_a.take(rows).reset_index(drop=True),
+        bytes_b=bytes_b.take(rows).reset_index(drop=True),
+        count_a=count_a[rows],
+        count_b=count_b[rows],
+    )[TRANSFERS_COLUMNS]
+
+
+def _text_dtype(a: pd.DataFrame, b: pd.DataFrame, key: list[str]) -> Any:
+    """The dtype pandas gives the ``key`` columns of the diff of transfers ``a`` and ``b``
+    when it is the same text dtype for all (a text column, or object columns of text, which
+    a groupby infers as text); None otherwise."""
+    found = set()
+    for frame in (a, b):
+        for name in key:
+            column = frame[name]
+            if column.dtype == object and pd.api.types.infer_dtype(column) == "string":
+                found.add(pd.StringDtype(na_value=np.nan))
+            else:
+                found.add(column.dtype)
+    text = found.pop() if len(found) == 1 else None
+    return text if isinstance(text, pd.StringDtype) else None
+
+
+def _transfers_diff_by_merge(a: PlacementTrace, b: PlacementTrace, key: list[str]) -> pd.DataFrame:
+    """One row per (tensor, source, destination): its bytes (a copy's size) and its number of
+    copies in each run; ``changed`` when both ran it with another known size or count."""
     left, right = (_transfer_sides(t.transfers, key) for t in (a, b))
     merged = left.merge(right, on=key, how="outer", suffixes=("_a", "_b"), indicator=True)
     bytes_a, bytes_b = merged["bytes_a"].astype("Int64"), merged["bytes_b"].astype("Int64")
