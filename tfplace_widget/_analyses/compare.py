@@ -142,7 +142,7 @@ def _nth(group: np.ndarray) -> np.ndarray:
 
 def _match_keys(
     a: pd.DataFrame, b: pd.DataFrame
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """A key per row of ``a`` and of ``b`` that is the same for "the same op" in the other run
     of the same code, as a number shared by both sides: its name; for a name the runtime made
     with a counter (:data:`_COUNTED_TYPES`), its type, the op it serves, its device and which
@@ -150,23 +150,25 @@ def _match_keys(
     and which. Numbers, not names, are matched: pandas 3.0's string merge loses keys that
     differ after a NUL character. A runtime-made op whose key is in one run only takes the key
     of one of the other run of the same type and op, in order: the op it serves moved, and it
-    with it. Also each row's name as a number (the same for the same name on either side, -1
-    for a missing one), for the diff's order. Integer arrays throughout, each name hashed
-    once: a trace has a million rows."""
+    with it. Also each row's name, type ("" where missing) and device as numbers shared by
+    both sides (-1: missing), and the distinct names and types. Integer arrays throughout,
+    each name hashed once: a trace has a million rows."""
     n_a = len(a)
     names = np.concatenate([a["op"].to_numpy(dtype=object), b["op"].to_numpy(dtype=object)])
-    types, devices = (
-        pd.concat([a[c], b[c]], ignore_index=True).astype(object).fillna("").to_numpy()
-        for c in ("type", "device")
-    )
+    types = pd.concat([a["type"], b["type"]], ignore_index=True).astype(object).fillna("")
+    devices = pd.concat([a["device"], b["device"]], ignore_index=True).to_numpy(dtype=object)
     side = np.repeat(np.array([0, 1], dtype=np.int64), [n_a, len(b)])
     name_codes, name_list = _codes(names)
-    type_codes, type_list = _codes(types)
+    type_codes, type_list = _codes(types.to_numpy())
+    device_codes, device_list = _codes(devices)
     counted = np.isin(type_codes, [i for i, t in enumerate(type_list) if t in _COUNTED_TYPES])
     served = names.copy()
     rows = np.flatnonzero(counted)
     candidates = names[rows].tolist()
-    matches = [_COUNTER.search(n) if isinstance(n, str) else None for n in candidates]
+    try:
+        matches = list(map(_COUNTER.search, candidates))
+    except TypeError:  # a missing name
+        matches = [_COUNTER.search(n) if isinstance(n, str) else None for n in candidates]
     found = np.fromiter((m is not None for m in matches), dtype=bool, count=len(matches))
     counted[rows[~found]] = False
     served[rows[found]] = [
@@ -185,12 +187,15 @@ def _match_keys(
     codes[~special] = plain_codes
     kind = np.where(counted, type_codes, -1)[special]  # the type only for a counted name
     served_codes = _codes(served[special])[0]
-    device_codes = _codes(devices[special])[0]
-    special_side = side[special]
-    nth = _nth(_first_seen(special_side, kind, served_codes, device_codes))
-    codes[special] = _first_seen(kind, served_codes, device_codes, nth) + len(plain_list)
+    # a missing device groups with "" (as the frame's ``fillna("")`` made them one)
+    empty = np.flatnonzero(device_list == "")
+    filled = np.where(device_codes < 0, empty[0] if len(empty) else len(device_list), device_codes)
+    place = filled[special]
+    nth = _nth(_first_seen(side[special], kind, served_codes, place))
+    codes[special] = _first_seen(kind, served_codes, place, nth) + len(plain_list)
     _pair_leftovers(codes, counted, side, kind[counted[special]], served_codes[counted[special]])
-    return codes[:n_a], codes[n_a:], name_codes, name_list
+    coded = {"op": name_codes, "type": type_codes, "device": device_codes}
+    return codes[:n_a], codes[n_a:], coded, {"op": name_list, "type": type_list}
 
 
 def _pair_leftovers(
@@ -214,24 +219,17 @@ def _pair_leftovers(
     codes[rows[~from_a][paired]] = codes[rows[from_a][found[paired]]]
 
 
-def _without_onednn_prefix(types: pd.Series) -> pd.Series:
-    """``types`` as text ("" where missing) without oneDNN's ``_Mkl`` prefix, each distinct
-    type rewritten once (a large trace has hundreds of thousands of rows, a few hundred types)."""
-    codes, uniques = pd.factorize(types.fillna("").astype(str))
-    stripped = np.array([_ONEDNN_PREFIX.sub("", u) for u in uniques], dtype=object)
-    return pd.Series(stripped[codes], index=types.index, dtype=object)
-
-
 def _name_order(names: np.ndarray) -> np.ndarray:
     """Each of the distinct ``names``' place in Python's order of strings (code points), as
     ``sort_values`` would put them. Sorted as UTF-8 bytes, 8 at a time as big-endian integers
     (the same order as code points, and C compares, not Python ones) when no name holds a NUL
     (a byte string pads with NULs); else by Python."""
     try:
+        text = "".join(names)  # a TypeError unless all are text
         encoded = np.strings.encode(names.astype(np.dtypes.StringDType()), "utf-8")
     except (TypeError, ValueError, UnicodeError):  # not all text, or unpaired surrogates
         encoded = None
-    if encoded is None or not len(names) or any("\0" in name for name in names):
+    if encoded is None or not len(names) or "\0" in text:
         order = np.argsort(names, kind="stable")
     else:
         width = encoded.dtype.itemsize
@@ -246,7 +244,7 @@ def _name_order(names: np.ndarray) -> np.ndarray:
 
 def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     columns = ["op", "type", "device", "how", "duration_us"]
-    keys_a, keys_b, name_codes, name_list = _match_keys(a.ops, b.ops)
+    keys_a, keys_b, coded, distinct = _match_keys(a.ops, b.ops)
     # one row per key, in the key's order (as an outer merge on it gives): which row of each
     # side has it (-1: none; a key is on at most one row of a side)
     size = int(max(keys_a.max(initial=-1), keys_b.max(initial=-1))) + 1
@@ -257,13 +255,27 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     side_a = a.ops[columns].reset_index(drop=True).reindex(row_a).reset_index(drop=True)
     side_b = b.ops[columns].reset_index(drop=True).reindex(row_b).reset_index(drop=True)
     merged = pd.concat([side_a.add_suffix("_a"), side_b.add_suffix("_b")], axis=1)
-    in_a, in_b = merged["op_a"].notna(), merged["op_b"].notna()
-    type_a, type_b = (_without_onednn_prefix(merged[column]) for column in ("type_a", "type_b"))
-    other_op = (type_a != type_b) & (type_a != "") & (type_b != "")
+    n_a = len(keys_a)
+    # each row's codes on either side (-1 where that side lacks the key)
+    side_codes = {
+        name: (
+            np.where(row_a >= 0, codes[:n_a][row_a], -1),
+            np.where(row_b >= 0, codes[n_a:][row_b], -1),
+        )
+        for name, codes in coded.items()
+    }
+    in_a, in_b = (codes >= 0 for codes in side_codes["op"])  # a named op on that side
+    # each distinct type once without oneDNN's prefix; "" for a missing type or row
+    stripped = [_ONEDNN_PREFIX.sub("", str(t)) for t in distinct["type"]] + [""]
+    stripped_codes, stripped_list = pd.factorize(np.array(stripped, dtype=object))
+    nothing = stripped_codes[-1]
+    type_a, type_b = (stripped_codes[codes] for codes in side_codes["type"])
+    other_op = (type_a != type_b) & (type_a != nothing) & (type_b != nothing)
+    device_a, device_b = side_codes["device"]
     status = np.select(
         [
             in_a & in_b & other_op,
-            in_a & in_b & (merged["device_a"] == merged["device_b"]),
+            in_a & in_b & (device_a == device_b) & (device_a >= 0),
             in_a & in_b,
             in_a,
         ],
@@ -275,8 +287,8 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             # b's name when both ran: the newer run is the one the user looks at
-            "op": merged["op_b"].where(in_b, merged["op_a"]),
-            "type": merged["type_b"].where(in_b, merged["type_a"]),
+            "op": merged["op_b"].where(pd.Series(in_b), merged["op_a"]),
+            "type": merged["type_b"].where(pd.Series(in_b), merged["type_a"]),
             "device_a": merged["device_a"].fillna(""),
             "device_b": merged["device_b"].fillna(""),
             "how_a": merged["how_a"].astype(object).fillna(""),
@@ -292,10 +304,10 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     # key order: each distinct name placed once, not the rows' names sorted by Python compares
     order = ("moved", "replaced", "only_a", "only_b", "same")
     rank = np.array([order.index(s) for s in STATUS_VALUES])[out["status"].cat.codes]
-    name_place = np.append(_name_order(name_list), len(name_list))  # [-1]: a missing name
-    codes_a, codes_b = name_codes[: len(keys_a)][row_a], name_codes[len(keys_a) :][row_b]
-    names = np.where(in_b.to_numpy(), codes_b, np.where(row_a >= 0, codes_a, -1))
-    rows = np.lexsort((name_place[names], rank))
+    names = distinct["op"]
+    name_place = np.append(_name_order(names), len(names))  # [-1]: a missing name
+    codes_a, codes_b = side_codes["op"]
+    rows = np.lexsort((name_place[np.where(in_b, codes_b, codes_a)], rank))
     return out.take(rows).reset_index(drop=True)[OPS_COLUMNS]
 
 
