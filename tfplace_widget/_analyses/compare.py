@@ -221,22 +221,15 @@ def _pair_leftovers(
 
 def _name_order(names: np.ndarray) -> np.ndarray:
     """Each of the distinct ``names``' place in Python's order of strings (code points), as
-    ``sort_values`` would put them. Sorted as UTF-8 bytes, 8 at a time as big-endian integers
-    (the same order as code points, and C compares, not Python ones) when no name holds a NUL
-    (a byte string pads with NULs); else by Python."""
+    ``sort_values`` would put them: sorted as numpy's variable-width strings (UTF-8, compared
+    in C: the same order) when all are text without a NUL (numpy 2.4 sorts those after
+    the rest), else by Python."""
     try:
-        text = "".join(names)  # a TypeError unless all are text
-        encoded = np.strings.encode(names.astype(np.dtypes.StringDType()), "utf-8")
-    except (TypeError, ValueError, UnicodeError):  # not all text, or unpaired surrogates
-        encoded = None
-    if encoded is None or not len(names) or "\0" in text:
-        order = np.argsort(names, kind="stable")
-    else:
-        width = encoded.dtype.itemsize
-        padded = np.zeros((len(names), -(-width // 8) * 8), dtype=np.uint8)
-        padded[:, :width] = encoded.view(np.uint8).reshape(len(names), width)
-        words = padded.view(">u8").astype(np.uint64)
-        order = np.lexsort(words.T[::-1])
+        joined = "".join(names)  # a TypeError unless all are text (numpy converts the rest)
+        text = names if "\0" in joined else names.astype(np.dtypes.StringDType())
+    except (TypeError, UnicodeError):  # not all text, or unpaired surrogates
+        text = names
+    order = np.argsort(text, kind="stable")
     place = np.empty(len(names), dtype=np.int64)
     place[order] = np.arange(len(names))
     return place
