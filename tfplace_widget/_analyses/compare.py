@@ -123,10 +123,13 @@ def _first_seen(*columns: np.ndarray) -> np.ndarray:
     """A number per distinct tuple of the integer ``columns`` (each >= -1), in order of first
     appearance: what ``groupby(columns, sort=False).ngroup()`` gives, without a tuple per row."""
     key = np.zeros(len(columns[0]), dtype=np.int64)
+    bound = 1
     for column in columns:
-        key = key * (int(column.max(initial=-1)) + 2) + column + 1
-        key = pd.factorize(key)[0].astype(np.int64, copy=False)
-    return key
+        span = int(column.max(initial=-1)) + 2
+        if bound * span >= 2**62:  # renumber what is combined so far, to stay in int64
+            key, bound = pd.factorize(key)[0].astype(np.int64, copy=False), len(key) + 1
+        key, bound = key * span + column + 1, bound * span
+    return pd.factorize(key)[0].astype(np.int64, copy=False)
 
 
 def _nth(group: np.ndarray) -> np.ndarray:
@@ -235,6 +238,16 @@ def _name_order(names: np.ndarray) -> np.ndarray:
     return place
 
 
+def _taken(column: pd.Series, rows: np.ndarray) -> pd.Series:
+    """``column``'s values at positions ``rows``, missing where a row is -1, in the dtype a
+    ``reindex`` gives (an object column stays one: a new Series would infer text)."""
+    if column.dtype == object:
+        return pd.Series(
+            pd.api.extensions.take(column.to_numpy(), rows, allow_fill=True), dtype=object
+        )
+    return pd.Series(pd.api.extensions.take(column.array, rows, allow_fill=True), copy=False)
+
+
 def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     columns = ["op", "type", "device", "how", "duration_us"]
     keys_a, keys_b, coded, distinct = _match_keys(a.ops, b.ops)
@@ -245,9 +258,12 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     row_a[keys_a], row_b[keys_b] = np.arange(len(keys_a)), np.arange(len(keys_b))
     present = (row_a >= 0) | (row_b >= 0)
     row_a, row_b = row_a[present], row_b[present]
-    side_a = a.ops[columns].reset_index(drop=True).reindex(row_a).reset_index(drop=True)
-    side_b = b.ops[columns].reset_index(drop=True).reindex(row_b).reset_index(drop=True)
-    merged = pd.concat([side_a.add_suffix("_a"), side_b.add_suffix("_b")], axis=1)
+    # each side's columns on those rows, missing values where it lacks the key (as the merge)
+    merged = {
+        f"{column}_{name}": _taken(frame[column], rows)
+        for name, frame, rows in (("a", a.ops, row_a), ("b", b.ops, row_b))
+        for column in columns
+    }
     n_a = len(keys_a)
     # each row's codes on either side (-1 where that side lacks the key)
     side_codes = {
