@@ -167,16 +167,8 @@ def _match_keys(
     counted = np.isin(type_codes, [i for i, t in enumerate(type_list) if t in _COUNTED_TYPES])
     served = names.copy()
     rows = np.flatnonzero(counted)
-    candidates = names[rows].tolist()
-    try:
-        matches = list(map(_COUNTER.search, candidates))
-    except TypeError:  # a missing name
-        matches = [_COUNTER.search(n) if isinstance(n, str) else None for n in candidates]
-    found = np.fromiter((m is not None for m in matches), dtype=bool, count=len(matches))
+    found, served[rows] = _served(names[rows].tolist())
     counted[rows[~found]] = False
-    served[rows[found]] = [
-        n[: m.start()] + n[m.end() :] for n, m in zip(candidates, matches, strict=True) if m
-    ]
     # a name twice or more on one side (missing names count as one name, as in ``duplicated``)
     named = np.where(name_codes < 0, len(name_list), name_codes)
     per_side = side * (len(name_list) + 1) + named
@@ -199,6 +191,30 @@ def _match_keys(
     _pair_leftovers(codes, counted, side, kind[counted[special]], served_codes[counted[special]])
     coded = {"op": name_codes, "type": type_codes, "device": device_codes}
     return codes[:n_a], codes[n_a:], coded, {"op": name_list, "type": type_list}
+
+
+def _served(names: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Which ``names`` end in a runtime counter (:data:`_COUNTER`), and each name without it
+    (the op it serves; the name itself where there is none). Without a newline (where
+    ``$`` also matches) that is the text after the last ``/_`` being decimal digits (what
+    ``\\d`` matches): no regex call per name."""
+    try:
+        plain = "\n" not in "".join(names)
+    except TypeError:  # a missing name
+        plain = False
+    if plain:
+        parts = [name.rpartition("/_") for name in names]
+        hits = [bool(sep) and tail.isdecimal() for _, sep, tail in parts]
+        served = [
+            head if hit else name
+            for (head, _, _), hit, name in zip(parts, hits, names, strict=True)
+        ]
+        return np.array(hits, dtype=bool), served
+    matches = [_COUNTER.search(n) if isinstance(n, str) else None for n in names]
+    served = [
+        n[: m.start()] + n[m.end() :] if m else n for n, m in zip(names, matches, strict=True)
+    ]
+    return np.array([m is not None for m in matches], dtype=bool), served
 
 
 def _pair_leftovers(
@@ -258,12 +274,6 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     row_a[keys_a], row_b[keys_b] = np.arange(len(keys_a)), np.arange(len(keys_b))
     present = (row_a >= 0) | (row_b >= 0)
     row_a, row_b = row_a[present], row_b[present]
-    # each side's columns on those rows, missing values where it lacks the key (as the merge)
-    merged = {
-        f"{column}_{name}": _taken(frame[column], rows)
-        for name, frame, rows in (("a", a.ops, row_a), ("b", b.ops, row_b))
-        for column in columns
-    }
     n_a = len(keys_a)
     # each row's codes on either side (-1 where that side lacks the key)
     side_codes = {
@@ -281,43 +291,50 @@ def _ops_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
     type_a, type_b = (stripped_codes[codes] for codes in side_codes["type"])
     other_op = (type_a != type_b) & (type_a != nothing) & (type_b != nothing)
     device_a, device_b = side_codes["device"]
-    status = np.select(
+    status = np.select(  # codes of STATUS_VALUES
         [
             in_a & in_b & other_op,
             in_a & in_b & (device_a == device_b) & (device_a >= 0),
             in_a & in_b,
             in_a,
         ],
-        ["replaced", "same", "moved", "only_a"],
-        default="only_b",
+        [STATUS_VALUES.index(s) for s in ("replaced", "same", "moved", "only_a")],
+        default=STATUS_VALUES.index("only_b"),
     )
+    # by status (moved first, same last), then by name (a missing one last), else kept in
+    # key order: each distinct name placed once, not the rows' names sorted by Python compares
+    order = ("moved", "replaced", "only_a", "only_b", "same")
+    rank = np.array([order.index(s) for s in STATUS_VALUES])[status]
+    names = distinct["op"]
+    name_place = np.append(_name_order(names), len(names))  # [-1]: a missing name
+    codes_a, codes_b = side_codes["op"]
+    rows = np.lexsort((name_place[np.where(in_b, codes_b, codes_a)], rank))
+    row_a, row_b, in_b, status = row_a[rows], row_b[rows], in_b[rows], status[rows]
+    # each side's columns on those rows, missing values where it lacks the key (as the merge)
+    merged = {
+        f"{column}_{name}": _taken(frame[column], at)
+        for name, frame, at in (("a", a.ops, row_a), ("b", b.ops, row_b))
+        for column in columns
+    }
     duration_a = pd.to_numeric(merged["duration_us_a"], errors="coerce").astype("Float64")
     duration_b = pd.to_numeric(merged["duration_us_b"], errors="coerce").astype("Float64")
-    out = pd.DataFrame(
+    in_b = pd.Series(in_b)
+    return pd.DataFrame(
         {
             # b's name when both ran: the newer run is the one the user looks at
-            "op": merged["op_b"].where(pd.Series(in_b), merged["op_a"]),
-            "type": merged["type_b"].where(pd.Series(in_b), merged["type_a"]),
+            "op": merged["op_b"].where(in_b, merged["op_a"]),
+            "type": merged["type_b"].where(in_b, merged["type_a"]),
             "device_a": merged["device_a"].fillna(""),
             "device_b": merged["device_b"].fillna(""),
             "how_a": merged["how_a"].astype(object).fillna(""),
             "how_b": merged["how_b"].astype(object).fillna(""),
-            "status": pd.Categorical(status, categories=list(STATUS_VALUES)),
+            "status": pd.Categorical.from_codes(status, categories=list(STATUS_VALUES)),
             "duration_a_us": duration_a,
             "duration_b_us": duration_b,
             "delta_us": duration_b - duration_a,
             "type_a": merged["type_a"].astype(object).fillna(""),
         }
-    )
-    # by status (moved first, same last), then by name (a missing one last), else kept in
-    # key order: each distinct name placed once, not the rows' names sorted by Python compares
-    order = ("moved", "replaced", "only_a", "only_b", "same")
-    rank = np.array([order.index(s) for s in STATUS_VALUES])[out["status"].cat.codes]
-    names = distinct["op"]
-    name_place = np.append(_name_order(names), len(names))  # [-1]: a missing name
-    codes_a, codes_b = side_codes["op"]
-    rows = np.lexsort((name_place[np.where(in_b, codes_b, codes_a)], rank))
-    return out.take(rows).reset_index(drop=True)[OPS_COLUMNS]
+    )[OPS_COLUMNS]
 
 
 def _transfers_diff(a: PlacementTrace, b: PlacementTrace) -> pd.DataFrame:
