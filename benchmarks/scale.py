@@ -24,6 +24,9 @@ first (as a kernel that traced has) and timing, ``--repeats`` times:
 ``--synthetic-search``: the search alone, over ``N`` names shaped like the generated graph's
 (``c7/add123``) in a frame of their own, no TensorFlow trace: a million names costs seconds.
 
+Each step is timed in wall-clock time and, as ``STEP (CPU)``, in the child's CPU time
+(``time.process_time``: all its threads), which a loaded machine changes less.
+
 A step whose child does not finish in ``--timeout`` seconds is reported as ``> timeout``. The
 answers are checked equal (``pandas.testing.assert_frame_equal`` on the findings, the predicted
 ops and the diff's ops; the search masks) wherever both versions finished. Each version runs in
@@ -86,9 +89,10 @@ times, answer = {{}}, None
 def timed(name, fn):
     global answer
     gc.collect()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     answer = fn()
     times.setdefault(name, []).append(time.perf_counter() - start)
+    times.setdefault(f"{{name}} (CPU)", []).append(time.process_time() - cpu)
 
 for _ in range(repeats):
     if step == "findings":

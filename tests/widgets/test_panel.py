@@ -524,6 +524,35 @@ def test_a_large_trace_finds_its_findings_after_the_cell(classic_panel, monkeypa
     assert set(panel.visible_ops["op"]) <= set(trace.findings["ops"].iloc[0])
 
 
+def test_a_large_trace_indexes_its_names_for_the_search_after_the_cell(classic_panel, monkeypatch):
+    """The search's index of a large trace's names (seconds at a million ops) is made right
+    after the cell, before its findings: the panel is on screen without it, and a search
+    then finds the same rows as one made at once."""
+    import asyncio
+    import concurrent.futures
+
+    import tfplace_widget._widgets.panel as panel_module
+
+    monkeypatch.setattr(panel_module, "FINDINGS_LATER_OPS", 0)
+    trace = dataclasses.replace(classic_panel.trace)  # nothing cached
+
+    async def cell():
+        panel = PlacementPanel(trace)
+        during = panel.view_state._index
+        await asyncio.sleep(0.01)  # the cell is over: the loop runs what it scheduled
+        return panel, during
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        panel, during = pool.submit(asyncio.run, cell()).result()
+    assert during is None and panel.view_state._index is not None
+    assert len(panel.visible_ops) == len(trace.ops)  # the first filter needed no index
+    panel.search.value = "c"
+    at_once = PlacementPanel(trace)  # no event loop: the index is made by the first search
+    at_once.search.value = "c"
+    assert list(panel.visible_ops["op"]) == list(at_once.visible_ops["op"])
+    assert 0 < len(panel.visible_ops) < len(trace.ops)
+
+
 # -- move the picked op, re-run and compare (issue 13) -----------------------------------------
 def test_move_a_picked_op_and_rerun_shows_the_comparison(panel):
     assert panel.move_box.layout.display == "none"  # nothing picked yet

@@ -329,6 +329,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.trace = trace
         ops = trace.ops
         self.view_state.show(trace)
+        self._index_later(trace)
         self._log_lines = trace.log.splitlines()
         for device in trace.devices:  # a device new to the kernel gets its colour in this order
             device_color(device)
@@ -399,6 +400,25 @@ class PlacementPanel(PanelActions, widgets.VBox):
                 loop.call_soon(lambda: self._findings_later(trace))
                 return
         self._show_findings()
+
+    def _index_later(self, trace: PlacementTrace) -> None:
+        """A large trace's search index (the distinct names, lower-cased) is made right after
+        the cell, on the kernel's event loop before the findings (about 2 s at a million ops),
+        so the panel shows first and the first keystroke finds it made; elsewhere (scripts,
+        tests), by the first search."""
+        if len(trace.ops) <= FINDINGS_LATER_OPS:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop in this thread: not a kernel running a cell
+            return
+        state = self.view_state
+
+        def index() -> None:
+            if self.trace is trace:  # not replaced meanwhile
+                state.lowered  # noqa: B018  (made by reading it)
+
+        loop.call_soon(lambda: self._guard(index))
 
     def _findings_later(self, trace: PlacementTrace) -> None:
         if not self._closed and self.trace is trace:  # not closed or replaced meanwhile

@@ -31,7 +31,7 @@ class TableState:
         self.ops: pd.DataFrame | None = None
         self.kept = np.zeros(0, dtype=np.int64)  # the kept rows' positions in ops, table order
         self._visible: pd.DataFrame | None = None  # their frame, made when first asked for
-        self.lowered: SearchIndex | None = None
+        self._index: SearchIndex | None = None  # the names' search index, once made
         self.events: pd.DataFrame | None = None
         self.event_row: np.ndarray | None = None  # each event's row in ops (-1: none)
         self.sort_orders: dict[tuple[str, bool], np.ndarray] = {}
@@ -39,12 +39,20 @@ class TableState:
     def show(self, trace: PlacementTrace) -> None:
         """Take ``trace``'s ops (a new run, or its prediction): the filters stay, on the devices
         it still has."""
-        ops = self.ops = trace.ops
-        self.lowered = searchable(ops["op"])
+        self.ops = trace.ops
+        self._index = None  # made on the first search (or by the panel, once on screen)
         self.sort_orders = {}
         self.events = trace.events
         self.event_row = None  # found when first needed, or by locate_events
         self.device_filter &= set(trace.devices)
+
+    @property
+    def lowered(self) -> SearchIndex | None:
+        """The search's index of the op names (:func:`searchable`), made when first asked
+        for: seconds at a million ops, which a panel spends once it is on screen."""
+        if self._index is None and self.ops is not None:
+            self._index = searchable(self.ops["op"])
+        return self._index
 
     def locate_events(self, drawn: np.ndarray | None = None) -> None:
         """Find each event's row in ``ops`` (by op and device), so that a keystroke's mask over
@@ -77,7 +85,7 @@ class TableState:
             case=case,
             devices=self.device_filter,
             types=[op_type] if op_type else (),
-            lowered=self.lowered,
+            lowered=self.lowered if text else None,  # no text: no index needed
         )
         if self.finding_ops is not None:
             mask &= ops["op"].isin(self.finding_ops).to_numpy(dtype=bool)
@@ -156,6 +164,6 @@ class TableState:
         """Let go of the trace's frames and lookups (a closed panel keeps none)."""
         self.kept = np.zeros(0, dtype=np.int64)
         self._visible = self.ops.iloc[:0] if self.ops is not None else None
-        self.ops = self.events = self.lowered = self.event_row = self.event_mask = None
+        self.ops = self.events = self._index = self.event_row = self.event_mask = None
         self.finding_ops = None
         self.sort_orders = {}
