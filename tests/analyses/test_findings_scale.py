@@ -299,3 +299,21 @@ def test_ping_pong_sums_its_stretches_time_by_positions_and_exactly(chains, monk
     for finding in found:
         inside = [op for op in finding.ops if context.view.get(op) == "CPU"]
         assert finding.evidence["duration_us"] == real(context, inside)
+
+
+def test_ping_pong_makes_only_the_stretches_that_may_be_material_when_only_those_are_read(chains):
+    """``find_findings`` without ``immaterial=True`` lists only the material findings: of a
+    million-op graph's 130k CPU stretches nearly all are immaterial, so ping_pong then makes
+    (and ``judge`` weighs) only those whose ops' time may reach ``MATERIAL_SHARE`` of a step;
+    the material findings are the same ones, with the same evidence."""
+    from tfplace_widget._analyses.findings.material import judge, material
+
+    def ping_pongs(material_only: bool) -> list[Any]:
+        context = base.Context.of(chains)
+        context.material_only = material_only
+        return judge(context, transfers.find_ping_pongs(context))
+
+    every, some = ping_pongs(False), ping_pongs(True)
+    kept = [(f.ops, f.evidence) for f in every if material(f)]
+    assert 0 < len(kept) <= len(some) < len(every), (len(kept), len(some), len(every))
+    assert [(f.ops, f.evidence) for f in some if material(f)] == kept

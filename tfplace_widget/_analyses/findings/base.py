@@ -134,6 +134,10 @@ class Context:
     host_sides: tuple[set[str], set[str]] | None = None  # ``_host_sides``'s answer
     user: set[str] | None = None  # the ops of the trace other than the runtime's, found once
     copy_keys: dict[str, str] | None = None  # each send's and recv's ``copy_key``
+    # Only the material findings are wanted (``find_findings`` without ``immaterial``): a rule
+    # with a great many findings may leave out those that surely are not (``material.py``).
+    material_only: bool = False
+    steps: Any = None  # ``material.steps_of``'s answer, found once
 
     @classmethod
     def of(cls, trace: Any) -> Context:

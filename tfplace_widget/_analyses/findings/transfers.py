@@ -28,6 +28,7 @@ from .base import (
 )
 from .fixes import edit_fix, no_fix, placement_fix, sources
 from .graph import components, edge_positions, exact_sums
+from .material import maybe_material
 from .ps import handle_variables, ps_record, ps_words
 
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
@@ -471,6 +472,10 @@ def _cpu_stretches(
         if times is not None
         else None
     )
+    if context.material_only and summed is not None:  # only the stretches that may matter
+        ops = (members, producers[fed], consumers[read])
+        labels = (label[members], label[consumers[fed]], label[producers[read]])
+        ends = _maybe_material(context, index, ends, ops, labels, summed)
     for stretch in ends:
         if stretch in inside:
             yield (
@@ -479,6 +484,22 @@ def _cpu_stretches(
                 sorted(set(after[stretch])),
                 summed[stretch] if summed is not None else None,
             )
+
+
+def _maybe_material(
+    context: Context,
+    index: pd.Index,
+    ends: list[int],
+    ops: tuple[np.ndarray, np.ndarray, np.ndarray],
+    labels: tuple[np.ndarray, np.ndarray, np.ndarray],
+    summed: list[float],
+) -> list[int]:
+    """``ends`` (stretches) without those whose finding surely is not material: a stretch's
+    finding names its ops (``ops[0]``, a mask over ``index``), its feeders and its readers
+    (positions), each of the stretch ``labels`` says, and takes its ops' ``summed`` time."""
+    positions = np.concatenate([np.flatnonzero(ops[0]), ops[1], ops[2]])
+    keep = maybe_material(context, index, np.concatenate(labels), positions, np.asarray(summed))
+    return [e for e in ends if keep[e]]
 
 
 def _by_label(labels: np.ndarray, ids: np.ndarray, names: np.ndarray) -> dict[int, list[str]]:
