@@ -358,3 +358,13 @@ def test_costly_transfer_makes_only_the_directions_that_can_reach_the_top(
     assert [(f.ops, f.message, f.evidence, f.severity) for f in top] == [
         (f.ops, f.message, f.evidence, f.severity) for f in every[: len(top)]
     ]
+
+
+def test_among_answers_isin_by_looking_up_only_the_names_asked_about():
+    """``graph.among`` answers ``Index.isin`` for a unique index (by a look-up of each asked
+    name in the index's own table: a million-op view is not hashed again per question)."""
+    from tfplace_widget._analyses.findings.graph import among
+
+    index = pd.Index([f"op{i}" for i in range(50)], dtype=object)
+    for names in ([], ["op3"], {"op0", "op49", "absent"}, [f"op{i}" for i in range(0, 60, 7)]):
+        assert among(index, names).tolist() == index.isin(list(names)).tolist()

@@ -27,7 +27,7 @@ from .base import (
     summed_duration,
 )
 from .fixes import edit_fix, no_fix, placement_fix, sources
-from .graph import components, edge_positions, exact_sums
+from .graph import among, components, edge_positions, exact_sums
 from .material import maybe_material
 from .ps import handle_variables, ps_record, ps_words
 
@@ -454,18 +454,18 @@ def _cpu_stretches(
     label = components(len(index), producers[inner], consumers[inner])
     outputs, host_inputs = context.host_side_ops()
     # a GPU op feeding the CPU copies its output unless its kernel keeps it in host memory
-    fed = gpu[producers] & cpu[consumers] & ~index.isin(list(outputs))[producers]
+    fed = gpu[producers] & cpu[consumers] & ~among(index, outputs)[producers]
     # a GPU op reading a CPU op's output copies it unless its kernel takes it in host memory
     read = cpu[producers] & gpu[consumers]
     names = index.to_numpy()
-    for i in np.flatnonzero(read & index.isin(list(host_inputs))[consumers]).tolist():
+    for i in np.flatnonzero(read & among(index, host_inputs)[consumers]).tolist():
         read[i] = not context._host_input(names[consumers[i]], names[producers[i]])
     before = _by_label(label[consumers[fed]], producers[fed], names)
     after = _by_label(label[producers[read]], consumers[read], names)
     ends = sorted(before.keys() & after.keys())
     if not ends:
         return
-    members = cpu & ~index.isin(context.names_of(FOLLOWERS)) & np.isin(label, ends)
+    members = cpu & ~among(index, context.names_of(FOLLOWERS)) & np.isin(label, ends)
     inside = _by_label(label[members], np.flatnonzero(members), names)
     summed = (
         np.bincount(label[members], weights=times[members], minlength=len(index)).tolist()
