@@ -8,7 +8,8 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice
+from itertools import chain, compress, islice, repeat
+from operator import attrgetter, contains, is_not
 from typing import Any
 
 import numpy as np
@@ -427,12 +428,18 @@ class Context:
         return self.host_sides
 
     def _host_sides(self) -> tuple[set[str], set[str]]:
-        host = {op for op, kernel in self.gpu_kernel.items() if kernel == "host"}
+        # by C passes over the op -> kernel dicts (a million ops), none in Python per op
+        of = self.gpu_kernel
+        host = set(compress(of, map("host".__eq__, of.values())))
         facts = getattr(self.trace, "facts", None)
         kernels = getattr(facts, "kernels", {}) if facts is not None else {}
-        known = [(op, k) for op, k in kernels.items() if k is not None]
-        outputs = host | {op for op, k in known if 0 in k.gpu_host_outputs}
-        return outputs, host | {op for op, k in known if k.gpu_host_inputs}
+        ops, known = list(kernels), list(kernels.values())
+        present = list(map(is_not, known, repeat(None)))
+        if not all(present):
+            ops, known = list(compress(ops, present)), list(compress(known, present))
+        first_out = map(contains, map(attrgetter("gpu_host_outputs"), known), repeat(0))
+        outputs = host | set(compress(ops, first_out))
+        return outputs, host | set(compress(ops, map(attrgetter("gpu_host_inputs"), known)))
 
     def _host_input(self, op: str, producer: str) -> bool:
         if self.gpu_kernel.get(op) == "host":
