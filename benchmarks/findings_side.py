@@ -85,6 +85,8 @@ def parts(package: Any, trace: Any) -> dict[str, float]:
     gc.collect()
     with paused_gc():
         context = step("Context.of", lambda: p.Context.of(p._the_calls_only(trace)))
+        if hasattr(context, "material_only"):  # as find_findings' default sets it
+            context.material_only = True
         for name in ("merged_runs", "cpu_fallbacks", "soft_moves", "costly_transfers"):
             found += step(name, lambda n=name: getattr(p, f"find_{n}")(context))
         network = (p.NETWORK_HIGH_BYTES, p.NETWORK_MEDIUM_BYTES)

@@ -299,3 +299,72 @@ def test_ping_pong_sums_its_stretches_time_by_positions_and_exactly(chains, monk
     for finding in found:
         inside = [op for op in finding.ops if context.view.get(op) == "CPU"]
         assert finding.evidence["duration_us"] == real(context, inside)
+
+
+def test_ping_pong_makes_only_the_stretches_that_may_be_material_when_only_those_are_read(chains):
+    """``find_findings`` without ``immaterial=True`` lists only the material findings: of a
+    million-op graph's 130k CPU stretches nearly all are immaterial, so ping_pong then makes
+    (and ``judge`` weighs) only those whose ops' time may reach ``MATERIAL_SHARE`` of a step;
+    the material findings are the same ones, with the same evidence."""
+    from tfplace_widget._analyses.findings.material import judge, material
+
+    def ping_pongs(material_only: bool) -> list[Any]:
+        context = base.Context.of(chains)
+        context.material_only = material_only
+        return judge(context, transfers.find_ping_pongs(context))
+
+    every, some = ping_pongs(False), ping_pongs(True)
+    kept = [(f.ops, f.evidence) for f in every if material(f)]
+    assert 0 < len(kept) <= len(some) < len(every), (len(kept), len(some), len(every))
+    assert [(f.ops, f.evidence) for f in some if material(f)] == kept
+
+
+def test_costly_transfer_makes_only_the_directions_that_can_reach_the_top(
+    tf, trace_placement, monkeypatch
+):
+    """Only ``TOP_TRANSFERS`` copy directions are reported: a direction's finding (its op
+    lists, tens of thousands of names at a million ops) is made only while its cost can still
+    rank it among them, and the same findings come out, in the same order, as when every
+    direction's is made."""
+    from tfplace_widget._analyses.findings import costly
+
+    def build() -> Any:
+        out = []
+        for src in range(4):  # from each CPU to each other one, a different number of copies
+            for dst in range(4):
+                for i in range(0 if src == dst else 10 + (3 * src + dst) % 5):
+                    with tf.device(f"/cpu:{src}"):
+                        x = tf.fill([64 * (1 + src)], float(i), name=f"x{src}{dst}_{i}")
+                    with tf.device(f"/cpu:{dst}"):
+                        out.append(tf.reduce_sum(x, name=f"r{src}{dst}_{i}"))
+        with tf.device("/cpu:0"):
+            return tf.add_n(out, name="total")
+
+    trace = trace_placement(build, device_count={"CPU": 4})
+    made: list[tuple[str, str]] = []
+    real = costly._direction_finding
+
+    def counting(context: Any, src: str, dst: str, *args: Any) -> Any:
+        made.append((src, dst))
+        return real(context, src, dst, *args)
+
+    monkeypatch.setattr(costly, "_direction_finding", counting)
+    top, count = costly.find_costly_transfers(base.Context.of(trace)), costly.TOP_TRANSFERS
+    shown = len(made)
+    made.clear()
+    monkeypatch.setattr(costly, "TOP_TRANSFERS", 100)  # every direction's finding
+    every = costly.find_costly_transfers(base.Context.of(trace))
+    assert len(top) == count and len(every) == len(made) > shown, (shown, made)
+    assert [(f.ops, f.message, f.evidence, f.severity) for f in top] == [
+        (f.ops, f.message, f.evidence, f.severity) for f in every[: len(top)]
+    ]
+
+
+def test_among_answers_isin_by_looking_up_only_the_names_asked_about():
+    """``graph.among`` answers ``Index.isin`` for a unique index (by a look-up of each asked
+    name in the index's own table: a million-op view is not hashed again per question)."""
+    from tfplace_widget._analyses.findings.graph import among
+
+    index = pd.Index([f"op{i}" for i in range(50)], dtype=object)
+    for names in ([], ["op3"], {"op0", "op49", "absent"}, [f"op{i}" for i in range(0, 60, 7)]):
+        assert among(index, names).tolist() == index.isin(list(names)).tolist()

@@ -187,14 +187,16 @@ def _find(trace: Any, immaterial: bool) -> pd.DataFrame:
         across += find_unbalanced_ps(whole, UNBALANCED_SHARE, UNBALANCED_BYTES)
         across += find_overridden_requests(whole)
         found = merged(per_task, strategy_of(trace)) + judge(whole, across)
-    else:
-        found = _judged(trace)
+    else:  # immaterial findings may be left out early: no merge across tasks counts them
+        found = _judged(trace, material_only=not immaterial)
     return _frame(_capped([f for f in found if immaterial or material(f)]))
 
 
-def _judged(trace: Any) -> list[Finding]:
-    """Every rule's findings of ``trace``, each with its materiality in its evidence."""
+def _judged(trace: Any, material_only: bool = False) -> list[Finding]:
+    """Every rule's findings of ``trace``, each with its materiality in its evidence;
+    ``material_only``: a rule may leave out findings that surely are not material."""
     context = Context.of(_the_calls_only(trace))
+    context.material_only = material_only
     found: list[Finding] = []
     found += find_merged_runs(context)
     found += find_cpu_fallbacks(context)

@@ -8,7 +8,8 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice
+from itertools import chain, compress, islice, repeat
+from operator import attrgetter, contains, is_not
 from typing import Any
 
 import numpy as np
@@ -134,6 +135,10 @@ class Context:
     host_sides: tuple[set[str], set[str]] | None = None  # ``_host_sides``'s answer
     user: set[str] | None = None  # the ops of the trace other than the runtime's, found once
     copy_keys: dict[str, str] | None = None  # each send's and recv's ``copy_key``
+    # Only the material findings are wanted (``find_findings`` without ``immaterial``): a rule
+    # with a great many findings may leave out those that surely are not (``material.py``).
+    material_only: bool = False
+    steps: Any = None  # ``material.steps_of``'s answer, found once
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -423,12 +428,18 @@ class Context:
         return self.host_sides
 
     def _host_sides(self) -> tuple[set[str], set[str]]:
-        host = {op for op, kernel in self.gpu_kernel.items() if kernel == "host"}
+        # by C passes over the op -> kernel dicts (a million ops), none in Python per op
+        of = self.gpu_kernel
+        host = set(compress(of, map("host".__eq__, of.values())))
         facts = getattr(self.trace, "facts", None)
         kernels = getattr(facts, "kernels", {}) if facts is not None else {}
-        known = [(op, k) for op, k in kernels.items() if k is not None]
-        outputs = host | {op for op, k in known if 0 in k.gpu_host_outputs}
-        return outputs, host | {op for op, k in known if k.gpu_host_inputs}
+        ops, known = list(kernels), list(kernels.values())
+        present = list(map(is_not, known, repeat(None)))
+        if not all(present):
+            ops, known = list(compress(ops, present)), list(compress(known, present))
+        first_out = map(contains, map(attrgetter("gpu_host_outputs"), known), repeat(0))
+        outputs = host | set(compress(ops, first_out))
+        return outputs, host | set(compress(ops, map(attrgetter("gpu_host_inputs"), known)))
 
     def _host_input(self, op: str, producer: str) -> bool:
         if self.gpu_kernel.get(op) == "host":
@@ -632,10 +643,13 @@ def summed_duration(context: Context, names: Iterable[str]) -> float:
 
 def in_order(context: Context, names: Iterable[str]) -> list[str]:
     """``names`` in the trace's row order (first start first)."""
+    wanted = set(names)
+    if not wanted:  # nothing to order: no position of every op (a million) needed
+        return []
     if context.position is None:
         context.position = dict(zip(context.device_of, range(len(context.device_of)), strict=True))
     position = context.position
-    return sorted(set(names), key=lambda n: position.get(n, len(position)))
+    return sorted(wanted, key=lambda n: position.get(n, len(position)))
 
 
 def replicated(context: Context) -> bool:

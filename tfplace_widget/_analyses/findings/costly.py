@@ -97,14 +97,34 @@ def find_costly_transfers(context: Context) -> list[Finding]:
         io = _io_of(context, tensor, producer, consumers, strategy, pair[1])
         row = (tensor, producer, size, copy_time.get(tensor, 0.0))
         directions.setdefault((src, dst, io), []).append(row)
-    findings = [
-        _direction_finding(
-            context, src, dst, io, group, steps, signals.get((src, dst), 0) if not io else 0
-        )
-        for (src, dst, io), group in directions.items()
-    ]
-    findings.sort(key=lambda f: (f.severity != "info", *f.cost), reverse=True)
+    # the directions by the best rank each can have, each made until the next one cannot
+    # reach the ranks of the TOP_TRANSFERS made (a finding is costly to make: its op lists)
+    best = {key: _best_rank(group, key[2]) for key, group in directions.items()}
+    made: dict[tuple[str, str, str], Finding] = {}
+    for key in sorted(best, key=best.__getitem__):
+        if (
+            len(made) >= TOP_TRANSFERS
+            and best[key] > sorted(map(_rank, made.values()))[TOP_TRANSFERS - 1]
+        ):
+            break
+        src, dst, io = key
+        signals_of = signals.get((src, dst), 0) if not io else 0
+        made[key] = _direction_finding(context, src, dst, io, directions[key], steps, signals_of)
+    findings = [made[key] for key in directions if key in made]  # in the directions' order
+    findings.sort(key=_rank)  # stable: of equal ranks, the first direction first
     return findings[:TOP_TRANSFERS]
+
+
+def _rank(finding: Finding) -> tuple:
+    """A costly_transfer finding's place, lowest first: those with a fix, then by cost."""
+    return (finding.severity == "info", *(-c for c in finding.cost))
+
+
+def _best_rank(group: list[tuple], io: str) -> tuple:
+    """The lowest ``_rank`` a direction's finding can have: its cost is read off its copies,
+    and only a direction of the step's own compute (no ``io``) may be other than ``info``."""
+    moved = sum(r[2] for r in group if r[2] is not None)
+    return (bool(io), -float(sum(r[3] for r in group)), -float(moved), -float(len(group)))
 
 
 def _sizes(transfers: pd.DataFrame) -> list[int | None]:

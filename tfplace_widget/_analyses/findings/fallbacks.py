@@ -80,7 +80,9 @@ def find_cpu_fallbacks(context: Context) -> list[Finding]:
     fallbacks = {
         name
         for name in compress(view, map("CPU".__eq__, view.values()))
-        if name not in duplicated
+        # asked for (most CPU ops of a large graph that puts them there): one look-up
+        if why.get(name, none)[0] != "requested"
+        and name not in duplicated
         and name not in in_pipeline
         and type_of.get(name) not in FOLLOWERS  # (``follower``, inline: a million calls)
         and falls_back(name)

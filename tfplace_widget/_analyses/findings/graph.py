@@ -4,7 +4,7 @@ sets, and connected components by numpy instead of one Python walk per stretch."
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from itertools import chain
 
 import numpy as np
@@ -21,6 +21,17 @@ def edge_positions(
     producers = index.get_indexer(list(chain.from_iterable(inputs.values())))
     consumers = np.repeat(index.get_indexer(list(inputs)), lengths)
     return producers, consumers
+
+
+def among(index: pd.Index, names: Collection[str]) -> np.ndarray:
+    """Per name of ``index`` (unique), whether it is one of ``names``: what ``index.isin``
+    answers, by a look-up of each of ``names`` in the index's own table (built once, for
+    ``edge_positions``), not of each of the index's million names in a table of ``names``."""
+    mask = np.zeros(len(index), dtype=bool)
+    if len(names):
+        found = index.get_indexer(list(names))
+        mask[found[found >= 0]] = True
+    return mask
 
 
 def components(count: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:

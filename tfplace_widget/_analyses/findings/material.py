@@ -83,6 +83,8 @@ def step_of(events: pd.DataFrame, steps: int | None = None) -> tuple[np.ndarray,
     a step begins (the calls follow each other)."""
     if events.empty:
         return np.zeros(0, dtype=int), 1
+    if steps is not None and steps <= 1:  # one step: no op's runs to count (a million events)
+        return np.zeros(len(events), dtype=int), 1
     runs = events.groupby("op")["start_us"].transform("size").to_numpy()
     if steps is None:
         steps = int(pd.Series(runs).mode().iloc[0])
@@ -117,6 +119,7 @@ class Steps:
         # each op's time in each step: a finding's share is the sum of its ops' rows
         self.per_op = np.zeros((len(names), self.count))
         np.add.at(self.per_op, (codes, step), duration)
+        self.names = names  # the ops of the rows, each once
         self.row = dict(zip(names.tolist(), range(len(names)), strict=True))
         self.total = self.per_op.sum(axis=0)
         ops = trace.ops
@@ -162,9 +165,52 @@ class Steps:
         return float(moved) / self.output_bytes
 
 
+def steps_of(context: Context) -> Steps:
+    """The traced steps' op time of ``context``'s trace, found once."""
+    if context.steps is None:
+        context.steps = Steps(context.trace)
+    return context.steps
+
+
+def maybe_material(
+    context: Context,
+    index: pd.Index,
+    labels: np.ndarray,
+    positions: np.ndarray,
+    own: np.ndarray,
+) -> np.ndarray:
+    """For each group of ops (``labels[i]``: the group of the op at ``positions[i]`` of
+    ``index``, unique names; repeats allowed), whether a finding about them with its own time
+    ``own[group]`` (over the traced steps) and no bytes could be material by ``judge``: False
+    only when every traced step's share stays under ``MATERIAL_SHARE`` even with each op's time
+    counted as often as it is listed. So a rule with a great many findings (a million-op
+    graph's CPU stretches, nearly all of them small) makes only the others. All True when
+    ``judge`` keeps every finding (no op time recorded), or when findings of a function's
+    copies merge (``_one_per_copy``: the merged finding names more ops)."""
+    every = np.ones(len(own), dtype=bool)
+    context.original("")  # builds context.copy_of
+    steps = steps_of(context)
+    if context.copy_of or not steps.total.sum() > 0:
+        return every
+    rows = np.full(len(index), -1, dtype=np.intp)  # each op's row of the steps' op time
+    found = index.get_indexer(np.asarray(steps.names, dtype=object))
+    rows[found[found >= 0]] = np.flatnonzero(found >= 0)
+    per_op = np.vstack([np.abs(steps.per_op), np.zeros((1, steps.count))])  # row -1: none
+    times = per_op[rows[positions]]
+    summed = np.stack(
+        [np.bincount(labels, weights=times[:, s], minlength=len(own)) for s in range(steps.count)],
+        axis=1,
+    )
+    mine = np.where(own > 0, own / steps.count, 0.0).reshape(-1, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(steps.total > 0, np.maximum(summed, mine) / steps.total, 0.0)
+    # a margin for the rounding of the sums judge makes in another order
+    return (share >= MATERIAL_SHARE * (1 - 1e-6)).any(axis=1)
+
+
 def judge(context: Context, found: list[Finding]) -> list[Finding]:
     """``found`` with each finding's materiality in its evidence (see the module doc)."""
-    steps = Steps(context.trace)
+    steps = steps_of(context)
     timed = bool(steps.total.sum() > 0)
     judged = [
         f

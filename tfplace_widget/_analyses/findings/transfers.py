@@ -29,7 +29,8 @@ from .base import (
     summed_duration,
 )
 from .fixes import edit_fix, no_fix, placement_fix, sources
-from .graph import components, edge_positions, exact_sums
+from .graph import among, components, edge_positions, exact_sums
+from .material import maybe_material
 from .ps import handle_variables, ps_record, ps_words
 
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
@@ -461,24 +462,28 @@ def _cpu_stretches(
     label = components(len(index), producers[inner], consumers[inner])
     outputs, host_inputs = context.host_side_ops()
     # a GPU op feeding the CPU copies its output unless its kernel keeps it in host memory
-    fed = gpu[producers] & cpu[consumers] & ~index.isin(list(outputs))[producers]
+    fed = gpu[producers] & cpu[consumers] & ~among(index, outputs)[producers]
     # a GPU op reading a CPU op's output copies it unless its kernel takes it in host memory
     read = cpu[producers] & gpu[consumers]
     names = index.to_numpy()
-    for i in np.flatnonzero(read & index.isin(list(host_inputs))[consumers]).tolist():
+    for i in np.flatnonzero(read & among(index, host_inputs)[consumers]).tolist():
         read[i] = not context._host_input(names[consumers[i]], names[producers[i]])
     before = _by_label(label[consumers[fed]], producers[fed], names)
     after = _by_label(label[producers[read]], consumers[read], names)
     ends = sorted(before.keys() & after.keys())
     if not ends:
         return
-    members = cpu & ~index.isin(context.names_of(FOLLOWERS)) & np.isin(label, ends)
+    members = cpu & ~among(index, context.names_of(FOLLOWERS)) & np.isin(label, ends)
     inside = _by_label(label[members], np.flatnonzero(members), names)
     summed = (
         np.bincount(label[members], weights=times[members], minlength=len(index)).tolist()
         if times is not None
         else None
     )
+    if context.material_only and summed is not None:  # only the stretches that may matter
+        ops = (members, producers[fed], consumers[read])
+        labels = (label[members], label[consumers[fed]], label[producers[read]])
+        ends = _maybe_material(context, index, ends, ops, labels, summed)
     for stretch in ends:
         if stretch in inside:
             yield (
@@ -487,6 +492,22 @@ def _cpu_stretches(
                 sorted(set(after[stretch])),
                 summed[stretch] if summed is not None else None,
             )
+
+
+def _maybe_material(
+    context: Context,
+    index: pd.Index,
+    ends: list[int],
+    ops: tuple[np.ndarray, np.ndarray, np.ndarray],
+    labels: tuple[np.ndarray, np.ndarray, np.ndarray],
+    summed: list[float],
+) -> list[int]:
+    """``ends`` (stretches) without those whose finding surely is not material: a stretch's
+    finding names its ops (``ops[0]``, a mask over ``index``), its feeders and its readers
+    (positions), each of the stretch ``labels`` says, and takes its ops' ``summed`` time."""
+    positions = np.concatenate([np.flatnonzero(ops[0]), ops[1], ops[2]])
+    keep = maybe_material(context, index, np.concatenate(labels), positions, np.asarray(summed))
+    return [e for e in ends if keep[e]]
 
 
 def _by_label(labels: np.ndarray, ids: np.ndarray, names: np.ndarray) -> dict[int, list[str]]:
