@@ -498,26 +498,39 @@ def test_a_rerun_with_the_gpu_control_on_shows_the_new_prediction(seed_trace):
 
 def test_a_large_trace_finds_its_findings_after_the_cell(classic_panel, monkeypatch):
     """In a kernel (an event loop runs the cell) a large trace's panel shows first and finds
-    its findings right after; outside one, at once."""
+    its findings beside the loop, which keeps running meanwhile; outside one, at once."""
     import asyncio
     import concurrent.futures
+    import time
 
+    import tfplace_widget._services as services_module
     import tfplace_widget._widgets.panel as panel_module
 
     monkeypatch.setattr(panel_module, "FINDINGS_LATER_OPS", 0)
     trace = dataclasses.replace(classic_panel.trace)  # nothing cached
+    find = services_module.find_findings
+
+    def slow_find(*args, **kwargs):  # as a large trace's: 0.3 s
+        time.sleep(0.3)
+        return find(*args, **kwargs)
+
+    monkeypatch.setattr(services_module, "find_findings", slow_find)
 
     async def cell():
         panel = PlacementPanel(trace)
         waiting = (panel.findings_view.note, list(panel.findings_view.items))
-        await asyncio.sleep(0.01)  # the cell is over: the loop runs what it scheduled
-        return panel, waiting
+        answered = 0  # the loop runs while the findings are found beside it
+        while panel.findings_view.note and answered < 6000:
+            await asyncio.sleep(0.005)
+            answered += 1
+        return panel, waiting, answered
 
     # In a thread of its own: Playwright's sync API (the browser tests, earlier in the same
     # session) leaves an event loop running in this one, where asyncio.run refuses to start.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        panel, (note, items) = pool.submit(asyncio.run, cell()).result()
+        panel, (note, items), answered = pool.submit(asyncio.run, cell()).result()
     assert note.startswith("finding them in") and items == []
+    assert answered >= 10  # 5 ms turns of the loop while the findings took 300 ms
     assert panel.findings_view.note == ""
     assert [i["kind"] for i in panel.findings_view.items] == list(trace.findings["kind"])
     panel.findings_view.selected = 0

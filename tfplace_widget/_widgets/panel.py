@@ -13,6 +13,8 @@ against the previous one, or against ``compare_to``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -383,9 +385,11 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.header.value = header_html(self.trace, notes)
 
     def _render_findings(self) -> None:
-        """The trace's findings above the table. A large trace's are found right after the
-        cell, on the kernel's event loop (about 2 s per 100k ops), so the panel shows first;
-        elsewhere (scripts, tests), or for a smaller trace, at once."""
+        """The trace's findings above the table. A large trace's (about 2 s per 100k ops, half
+        a minute at a million) are found after the cell in a thread of their own
+        (``_find_beside``), so the panel shows first and the kernel keeps answering its
+        keystrokes and the next cell meanwhile; elsewhere (scripts, tests), or for a smaller
+        trace, at once."""
         self.view_state.finding_ops = None
         self._findings_error = ""
         if len(self.trace.ops) > FINDINGS_LATER_OPS and "_findings_cache" not in vars(self.trace):
@@ -396,10 +400,24 @@ class PlacementPanel(PanelActions, widgets.VBox):
             if loop is not None:
                 self._findings_frame = None
                 self.findings_view.wait(f"finding them in {len(self.trace.ops):,} ops...")
-                trace = self.trace
-                loop.call_soon(lambda: self._findings_later(trace))
+                self._find_beside(loop, self.trace)
                 return
         self._show_findings()
+
+    def _find_beside(self, loop: asyncio.AbstractEventLoop, trace: PlacementTrace) -> None:
+        """Find ``trace``'s findings (kept in the trace) in a daemon thread, then show them on
+        ``loop``, the kernel's. The thread holds no widget: what is on screen changes on the
+        loop only. A daemon: a kernel shut down meanwhile does not wait for it."""
+
+        def find() -> None:
+            # a failure is found again on the loop, which says what failed
+            with contextlib.suppress(Exception):
+                trace.findings  # noqa: B018  (kept in the trace by reading it)
+            # a loop closed meanwhile (the kernel is gone) refuses the call
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(lambda: self._findings_later(trace))
+
+        threading.Thread(target=find, name="tfplace-findings", daemon=True).start()
 
     def _index_later(self, trace: PlacementTrace) -> None:
         """A large trace's search index (the distinct names, lower-cased) is made right after

@@ -663,29 +663,6 @@ def replicated(context: Context) -> bool:
     return context.replicas
 
 
-def asked_by_the_step(context: Context, name: str) -> bool:
-    """Whether ``name``'s device request is one the step's own code makes for every replica
-    alike: it and its twin in another replica (``replica_1/X`` for ``X``, ``X`` for
-    ``replica_K/X``) ask for the same device. A strategy gives each replica a device scope of
-    its own, so a request the replicas share is a ``tf.device`` in the function handed to
-    ``strategy.run``: the user's, theirs to change."""
-    asked = context.requested.get(name, "")
-    if not asked:
-        return False
-    twin = REPLICA.sub(r"\1", name, count=1) if REPLICA.search(name) else f"replica_1/{name}"
-    other = context.requested.get(twin, "")
-    return bool(other) and _local_device(asked) == _local_device(other)
-
-
-def _local_device(name: str) -> tuple[str | None, int | None]:
-    """A device's type and index, whichever task it is on."""
-    try:
-        spec = parse_device(name)
-    except ValueError:
-        return (name, None)
-    return (spec.type, spec.index)
-
-
 def is_gradient(name: str) -> bool:
     """Made by TensorFlow's gradient code: a ``gradients/`` or ``gradient_tape/`` scope at any
     depth (``StatefulPartitionedCall/gradient_tape/...`` inside Keras's ``fit``)."""

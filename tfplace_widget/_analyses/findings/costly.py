@@ -25,7 +25,6 @@ from .base import (
     Context,
     Finding,
     all_on_one_gpu,
-    asked_by_the_step,
     copied_op,
     device_type,
     is_gradient,
@@ -34,7 +33,7 @@ from .base import (
     replicated,
 )
 from .fallbacks import is_pipeline
-from .fixes import no_fix, placement_fix, variable_fix
+from .fixes import asked_by_the_step, no_fix, placement_fix, variable_fix
 from .tasks import PART_TASK
 from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._model.devices import short_device
-from .base import Context, asked_by_the_step, listed_names, listed_ops, replicated
+from ..._model.devices import parse_device, short_device
+from .base import REPLICA, Context, listed_names, listed_ops, replicated
 from .tasks import PART_TASK
 
 FIX_KEYS = ("overrides", "edit", "no_fix", "not_simulable")
@@ -167,3 +167,26 @@ def as_written(context: Context, device: str) -> str:
 def _shown(target: str) -> str:
     """``target`` in a sentence: ``GPU:0``, or with its task ``/job:ps/task:1/CPU:0``."""
     return target if target.startswith("/job:") else target[1:]
+
+
+def asked_by_the_step(context: Context, name: str) -> bool:
+    """Whether ``name``'s device request is one the step's own code makes for every replica
+    alike: it and its twin in another replica (``replica_1/X`` for ``X``, ``X`` for
+    ``replica_K/X``) ask for the same device. A strategy gives each replica a device scope of
+    its own, so a request the replicas share is a ``tf.device`` in the function handed to
+    ``strategy.run``: the user's, theirs to change."""
+    asked = context.requested.get(name, "")
+    if not asked:
+        return False
+    twin = REPLICA.sub(r"\1", name, count=1) if REPLICA.search(name) else f"replica_1/{name}"
+    other = context.requested.get(twin, "")
+    return bool(other) and _local_device(asked) == _local_device(other)
+
+
+def _local_device(name: str) -> tuple[str | None, int | None]:
+    """A device's type and index, whichever task it is on."""
+    try:
+        spec = parse_device(name)
+    except ValueError:
+        return (name, None)
+    return (spec.type, spec.index)

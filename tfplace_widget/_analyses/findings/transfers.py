@@ -19,7 +19,6 @@ from .base import (
     FOLLOWERS,
     Context,
     Finding,
-    asked_by_the_step,
     copied_op,
     copy_key,
     device_type,
@@ -28,7 +27,7 @@ from .base import (
     replicated,
     summed_duration,
 )
-from .fixes import edit_fix, no_fix, placement_fix, sources
+from .fixes import asked_by_the_step, edit_fix, no_fix, placement_fix, sources
 from .graph import among, components, edge_positions, exact_sums
 from .material import maybe_material
 from .ps import handle_variables, ps_record, ps_words
