@@ -406,8 +406,10 @@ class PlacementPanel(PanelActions, widgets.VBox):
 
     def _find_beside(self, loop: asyncio.AbstractEventLoop, trace: PlacementTrace) -> None:
         """Find ``trace``'s findings (kept in the trace) in a daemon thread, then show them on
-        ``loop``, the kernel's. The thread holds no widget: what is on screen changes on the
-        loop only. A daemon: a kernel shut down meanwhile does not wait for it."""
+        ``loop``, the kernel's. The thread starts once the cell is over and the search index
+        made (the loop's callbacks run in order), not to share the interpreter with either. It
+        holds no widget: what is on screen changes on the loop only. A daemon: a kernel shut
+        down meanwhile does not wait for it."""
 
         def find() -> None:
             # a failure is found again on the loop, which says what failed
@@ -417,7 +419,8 @@ class PlacementPanel(PanelActions, widgets.VBox):
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(lambda: self._findings_later(trace))
 
-        threading.Thread(target=find, name="tfplace-findings", daemon=True).start()
+        thread = threading.Thread(target=find, name="tfplace-findings", daemon=True)
+        loop.call_soon(thread.start)
 
     def _index_later(self, trace: PlacementTrace) -> None:
         """A large trace's search index (the distinct names, lower-cased) is made right after
