@@ -15,7 +15,6 @@ are (each variable's handle on its ps task, the per-worker iterator on the worke
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
