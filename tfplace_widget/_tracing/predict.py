@@ -76,7 +76,10 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     with ``gpus`` 2 or more, under ``MultiWorkerMirroredStrategy`` each task also has
     TensorFlow build (not run) the step with the strategy seeing ``gpus`` GPUs
     (:mod:`.mwms_gpus`), and that graph is predicted
-    (:func:`~tfplace_widget._analyses.predict.mwms_gpus.predict_built_mwms`). The function
+    (:func:`~tfplace_widget._analyses.predict.mwms_gpus.predict_built_mwms`); under
+    ``ParameterServerStrategy`` the coordinator builds (not runs) the step for ``gpus`` GPUs
+    per worker (:mod:`.pss_gpus`), and that graph is predicted on each worker
+    (:func:`~tfplace_widget._analyses.predict.pss_gpus.predict_built_pss`). The function
     is traced with soft placement on (a GPU request cannot be met here), and
     ``soft_placement`` only sets the prediction's.
     """
