@@ -23,7 +23,7 @@ import pandas as pd
 import ps_programs
 import pytest
 from test_cluster import WORKER0, WORKER1, record
-from test_cluster_tf2 import gpu_kernel_for, worker_processes
+from test_cluster_tf2 import gpu_kernel_for, on_task, worker_processes
 
 from tfplace_widget import compare
 from tfplace_widget._model.errors import ClusterError, TraceError
@@ -464,12 +464,9 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_the_coordinator_builds(
     for task, cpu in WORKERS.items():
         prefix = cpu.removesuffix("/device:CPU:0")
         gpus = [f"{prefix}/device:GPU:{k}" for k in range(2)]
-        rows = predicted.ops[predicted.ops["device"].str.startswith(prefix + "/")]
+        rows, (device, how, reason) = on_task(predicted, prefix, "device", "how", "reason")
         assert Counter(rows["op"]) + Counter(on_ps["op"]) == Counter(n.name for n in graph.node)
         assert set(rows["device"]) == {cpu, *gpus}
-        device = dict(zip(rows["op"], rows["device"], strict=True))
-        how = dict(zip(rows["op"], rows["how"], strict=True))
-        reason = dict(zip(rows["op"], rows["reason"], strict=True))
         checked: Counter = Counter()
         for node in graph.node:
             if node.device.startswith("/job:ps/"):

@@ -28,7 +28,7 @@ from ..._model.trace import PlacementTrace
 from .devices import gpu_devices
 from .parameter_servers import PSS
 from .result import predict_trace
-from .tasks import assembled, gpu_words, task_prefix
+from .tasks import assembled, gpu_words, task_prefix, unplaced
 
 NOT_MODELLED = (
     "Not modelled: times (nothing ran), the coordinator's scheduling (each worker is predicted "
@@ -97,25 +97,7 @@ def _predict_worker(
     task = task_prefix(worker)
     cpu = f"{task}/device:CPU:0"
     devices = sorted({cpu, *gpu_devices(gpus, task), *ps}, key=device_sort_key)
-    names = list(facts.types)
-    part = PlacementTrace(
-        ops=pd.DataFrame(
-            {
-                "op": names,
-                "type": [facts.types[n] for n in names],
-                "device": [""] * len(names),
-                "requested_device": [facts.requested[n] for n in names],
-                "function": [""] * len(names),
-            }
-        ),
-        events=trace.events.iloc[0:0],
-        transfers=trace.transfers.iloc[0:0],
-        devices=[cpu, *ps],
-        inputs=dict(facts.inputs),
-        source=trace.source,
-        mode="function",
-        facts=facts,
-    )
+    part = unplaced(trace, facts, [cpu, *ps])
     variables = info.get("variables", {})
     partitioner = str(data.get("partitioner", ""))
     pins = {
