@@ -163,7 +163,7 @@ def _built_with_gpus(gpus: int, setup: Any, args: tuple, kwargs: dict) -> dict[s
     from .pss_gpus import build_ps_with_gpus
 
     try:
-        return build_ps_with_gpus(setup, args, kwargs, gpus, step_of)
+        return build_ps_with_gpus(setup, args, kwargs, gpus, step_of, _variables)
     except Exception as exc:  # noqa: BLE001 (the trace stands; the prediction says why not)
         return {"gpus": gpus, "error": f"{type(exc).__name__}: {exc}"[:2000]}
 

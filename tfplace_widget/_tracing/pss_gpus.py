@@ -27,15 +27,20 @@ from .mwms_gpus import _ITERATOR_READS, _as_instantiated
 
 
 def build_ps_with_gpus(
-    setup: Callable[..., Any], args: tuple, kwargs: dict, gpus: int, step_of: Callable[..., Any]
+    setup: Callable[..., Any],
+    args: tuple,
+    kwargs: dict,
+    gpus: int,
+    step_of: Callable[..., Any],
+    variables_of: Callable[[Any], dict[str, Any]],
 ) -> dict[str, Any]:
     """Run ``setup`` again with the strategy seeing ``gpus`` GPUs on each worker and build (not
     run) the step as ``ClusterCoordinator.schedule`` traces it: as JSON, its ``GraphDef`` in
     base64 (``graph``, inputs as the runtime instantiates them), the strategy's
     ``worker_devices`` and ``replicas``, ``pins`` (each input of the step -> the device its
     value has, ``""`` for the scheduled worker's ``CPU:0``, and what it is), ``variables``
-    (each variable handle's input -> the variable or shard, as :func:`.ps_task._variables`
-    records it), ``aggregating`` (the variables the strategy wrapped to aggregate the
+    (each variable handle's input -> the variable or shard, as ``variables_of``, the
+    coordinator's record of a concrete function's variables, gives it), ``aggregating`` (the variables the strategy wrapped to aggregate the
     replicas' updates, by name) and ``batch`` (what the step reads)."""
     import gc
 
@@ -43,8 +48,6 @@ def build_ps_with_gpus(
     from tensorflow.python.distribute import parameter_server_strategy_v2 as pss
     from tensorflow.python.distribute import ps_values
     from tensorflow.python.distribute.coordinator import cluster_coordinator as cc
-
-    from .ps_task import _variables
 
     strategy_class, extended_class = (
         pss.ParameterServerStrategyV2,
@@ -89,7 +92,7 @@ def build_ps_with_gpus(
     by_name = {
         name: graph.inputs[i].op.name for i, name in enumerate(names) if i < len(graph.inputs)
     }
-    variables = {by_name[k]: v for k, v in _variables(concrete).items() if k in by_name}
+    variables = {by_name[k]: v for k, v in variables_of(concrete).items() if k in by_name}
     pins: dict[str, list[str]] = {}
     captured = {id(inner) for _, inner in graph.captures}
     for outer, inner in graph.captures:
