@@ -422,8 +422,8 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_the_coordinator_builds(
     the worker's GPU:k, or on its CPU:0 by soft placement when TensorFlow registered no GPU
     kernel for its node def, or kept with the resource it shares an edge with; every node it
     asks for a ps task is there, each variable's handle on the ps task the strategy made it
-    on; the program's own tf.device("/cpu:0") of each replica stays on the worker's CPU:0;
-    no collectives."""
+    on; the program's own tf.device("/cpu:0") of each replica stays on the worker's CPU:0, as
+    does the mean of the replicas' updates of each variable; no collectives."""
     import base64
 
     import tensorflow as tf
@@ -490,6 +490,11 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_the_coordinator_builds(
         accuracy = [n.name for n in graph.node if n.name.removeprefix("replica_1/") in ACCURACY_OPS]
         assert len(accuracy) == 2 * len(ACCURACY_OPS), accuracy
         assert {device[name] for name in accuracy} == {cpu}
+        # each AggregatingVariable's MEAN of the 2 replicas' updates, reduced to the worker's
+        # /device:CPU:0 (ReductionToOneDevice) before the update goes to its ps task
+        means = [n.name for n in graph.node if n.op == "RealDiv" and n.device == "/device:CPU:0"]
+        assert len(means) == len(build["aggregating"]), means
+        assert {device[name] for name in means} == {cpu}
         print(task, dict(checked))
         assert checked["on its replica's GPU"] >= 100, checked
         assert checked["on the ps task asked"] >= 4, checked
