@@ -500,6 +500,17 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_the_coordinator_builds(
         assert checked["on the ps task asked"] >= 4, checked
         iterators = [n for n, (_, kind) in build["pins"].items() if kind == "iterator"]
         assert iterators and {device[n] for n in iterators} == {cpu}
+        # replica 2's read of w1's first shard crosses from ps:0 to this worker's GPU:1, its
+        # bytes those of the shard's shape in the built graph
+        shard = ps_programs.FEATURES // 2 * ps_programs.UNITS * 4
+        crossing = predicted.transfers[
+            (predicted.transfers["src_device"] == PS0)
+            & (predicted.transfers["dst_device"] == gpus[1])
+        ]
+        assert shard in set(crossing["bytes"].dropna()), crossing
+    found = predicted.all_findings
+    reads = found[found["kind"] == "cross_task_transfer"]["message"]
+    assert any("w1/part_0 (shard 1 of 2 of w1" in m for m in reads), list(reads)
 
 
 def test_the_cluster_leaves_no_process_or_thread(ps):

@@ -163,9 +163,17 @@ def _built_with_gpus(gpus: int, setup: Any, args: tuple, kwargs: dict) -> dict[s
     from .pss_gpus import build_ps_with_gpus
 
     try:
-        return build_ps_with_gpus(setup, args, kwargs, gpus, step_of, _variables)
+        return build_ps_with_gpus(
+            setup, args, kwargs, gpus, step_of, lambda concrete: _records(concrete)
+        )
     except Exception as exc:  # noqa: BLE001 (the trace stands; the prediction says why not)
         return {"gpus": gpus, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+
+def _records(concrete: Any) -> dict[str, Any]:
+    """What the coordinator records of a concrete function of the step: its variables (per
+    argument of its ``FunctionDef``) and the sizes of its tensors."""
+    return {"variables": _variables(concrete), "tensor_bytes": _tensor_bytes(concrete)}
 
 
 def _the_strategy(setup: Any) -> Any:

@@ -32,15 +32,16 @@ def build_ps_with_gpus(
     kwargs: dict,
     gpus: int,
     step_of: Callable[..., Any],
-    variables_of: Callable[[Any], dict[str, Any]],
+    record: Callable[[Any], dict[str, Any]],
 ) -> dict[str, Any]:
     """Run ``setup`` again with the strategy seeing ``gpus`` GPUs on each worker and build (not
     run) the step as ``ClusterCoordinator.schedule`` traces it: as JSON, its ``GraphDef`` in
     base64 (``graph``, inputs as the runtime instantiates them), the strategy's
     ``worker_devices`` and ``replicas``, ``pins`` (each input of the step -> the device its
     value has, ``""`` for the scheduled worker's ``CPU:0``, and what it is), ``variables``
-    (each variable handle's input -> the variable or shard, as ``variables_of``, the
-    coordinator's record of a concrete function's variables, gives it), ``aggregating`` (the variables the strategy wrapped to aggregate the
+    (each variable handle's input -> the variable or shard) and ``tensor_bytes`` (each
+    tensor's size from its static shape), as ``record``, the coordinator's record of a
+    concrete function, gives them, ``aggregating`` (the variables the strategy wrapped to aggregate the
     replicas' updates, by name) and ``batch`` (what the step reads)."""
     import gc
 
@@ -92,7 +93,8 @@ def build_ps_with_gpus(
     by_name = {
         name: graph.inputs[i].op.name for i, name in enumerate(names) if i < len(graph.inputs)
     }
-    variables = {by_name[k]: v for k, v in variables_of(concrete).items() if k in by_name}
+    recorded = record(concrete)
+    variables = {by_name[k]: v for k, v in recorded["variables"].items() if k in by_name}
     pins: dict[str, list[str]] = {}
     captured = {id(inner) for _, inner in graph.captures}
     for outer, inner in graph.captures:
@@ -118,6 +120,7 @@ def build_ps_with_gpus(
         "graph": base64.b64encode(_as_instantiated(graph).SerializeToString()).decode(),
         "pins": pins,
         "variables": variables,
+        "tensor_bytes": recorded["tensor_bytes"],
         "aggregating": sorted(aggregating),
         "batch": {
             op.name: [t.shape.as_list() if t.shape.rank is not None else None for t in op.outputs]

@@ -15,6 +15,7 @@ are (each variable's handle on its ps task, the per-worker iterator on the worke
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +25,7 @@ from ..._explain.rules import instantiating_worker, ps_variable, scheduled_there
 from ..._model.devices import device_sort_key, short_device, task_of
 from ..._model.graphfacts import GraphFacts
 from ..._model.kernel_registry import KernelRegistry
-from ..._model.trace import PlacementTrace
+from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from .devices import gpu_devices
 from .parameter_servers import PSS
 from .result import predict_trace
@@ -75,9 +76,15 @@ def predict_built_pss(
         "on the worker's CPU:0 (ReductionToOneDevice).",
         NOT_MODELLED,
     ]
+    sizes = pd.Series(info.get("tensor_bytes", {}), dtype="Int64")
+    transfers["bytes"] = transfers["bytes"].fillna(transfers["tensor"].map(sizes)).astype("Int64")
     result = assembled(trace, parts, ops, transfers, notes, gpus)
     if parts:  # the built graph's facts and edges, not the traced step's
         result.facts, result.inputs = parts[0].facts, dict(parts[0].inputs)
+    # the findings name the variables the built step's handles are (its _Arg names)
+    result.raw = {
+        STRATEGY_TASKS_RAW: json.dumps({**data, "variables": {"built": info["variables"]}})
+    }
     return result
 
 
