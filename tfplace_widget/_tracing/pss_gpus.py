@@ -41,8 +41,8 @@ def build_ps_with_gpus(
     value has, ``""`` for the scheduled worker's ``CPU:0``, and what it is), ``variables``
     (each variable handle's input -> the variable or shard) and ``tensor_bytes`` (each
     tensor's size from its static shape), as ``record``, the coordinator's record of a
-    concrete function, gives them, ``aggregating`` (the variables the strategy wrapped to aggregate the
-    replicas' updates, by name) and ``batch`` (what the step reads)."""
+    concrete function, gives them, ``aggregating`` (the variables the strategy wrapped to
+    aggregate the replicas' updates, by name) and ``batch`` (what the step reads)."""
     import gc
 
     import tensorflow as tf
