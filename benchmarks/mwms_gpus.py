@@ -2,12 +2,17 @@
 ``trace_placement(setup, cluster="local:worker=2")`` (issue 36), the tutorial's custom loop
 (``tests/tracing/mwms_programs.custom_loop``, optimizer built in the scope).
 
-``python -m benchmarks.mwms_gpus [--repeats 3]``: both whole calls, interleaved in one process
+``python -m benchmarks.mwms_gpus [--repeats 3] [--ps]``: both whole calls, interleaved in one process
 (each launches the local cluster: two task processes that import TensorFlow); the prediction
 adds each task's 2-GPU build (its setup run again, the step traced not run) and the placement
 of the two built graphs here. Wall time, this process's CPU time and the task processes' CPU
 time (``RUSAGE_CHILDREN`` deltas: every child process ended within the call), medians, and the
 load average before and after. Prints a Markdown table.
+
+``--ps``: ``ParameterServerStrategy`` instead, on ``local:worker=2,ps=2``, the PSS tutorial's
+custom loop (``tests/tracing/ps_programs.custom_loop``, its variables made with
+``aggregation="MEAN"``): the prediction adds the coordinator's 2-GPU build
+(``_tracing/pss_gpus``) and the placement of its graph on each worker.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 CLUSTER = "local:worker=2"
+PS_CLUSTER = "local:worker=2,ps=2"
 
 
 def _timed(fn: Any) -> tuple[float, float, float]:
@@ -47,19 +53,28 @@ def _timed(fn: Any) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
-    repeats = parser.parse_args().repeats
+    parser.add_argument("--ps", action="store_true", help="ParameterServerStrategy")
+    parsed = parser.parse_args()
+    repeats = parsed.repeats
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "tracing"))
-    import mwms_programs
+    if parsed.ps:
+        import ps_programs as programs
+
+        cluster, kwargs = PS_CLUSTER, {"aggregation": "MEAN"}
+    else:
+        import mwms_programs as programs
+
+        cluster, kwargs = CLUSTER, {"build_optimizer": True}
 
     from tfplace_widget import predict_placement, trace_placement
 
-    options = {"cluster": CLUSTER, "mode": "function", "fn_kwargs": {"build_optimizer": True}}
+    options = {"cluster": cluster, "mode": "function", "fn_kwargs": kwargs}
     calls = {
-        "trace_placement(setup, cluster=local:worker=2)": lambda: trace_placement(
-            mwms_programs.custom_loop, **options
+        f"trace_placement(setup, cluster={cluster})": lambda: trace_placement(
+            programs.custom_loop, **options
         ),
-        "predict_placement(setup, gpus=2, cluster=local:worker=2)": lambda: predict_placement(
-            mwms_programs.custom_loop, gpus=2, **options
+        f"predict_placement(setup, gpus=2, cluster={cluster})": lambda: predict_placement(
+            programs.custom_loop, gpus=2, **options
         ),
     }
     before = os.getloadavg()

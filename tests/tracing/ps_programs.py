@@ -27,13 +27,20 @@ MIN_SHARD_BYTES = 1024
 
 
 class Model(tf.Module):
-    """Two dense layers, their variables made in this order: w1, b1, w2."""
+    """Two dense layers, their variables made in this order: w1, b1, w2 (with ``aggregation``:
+    how the strategy aggregates the replicas' updates of each, which it needs to build the step
+    with more than one replica per worker, e.g. ``"MEAN"``; ignored with one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, aggregation: str = "NONE") -> None:
         super().__init__()
-        self.w1 = tf.Variable(tf.random.stateless_normal((FEATURES, UNITS), seed=(1, 2)), name="w1")
-        self.b1 = tf.Variable(tf.zeros(UNITS), name="b1")
-        self.w2 = tf.Variable(tf.random.stateless_normal((UNITS, 1), seed=(3, 4)), name="w2")
+        how = tf.VariableAggregation[aggregation]
+        self.w1 = tf.Variable(
+            tf.random.stateless_normal((FEATURES, UNITS), seed=(1, 2)), name="w1", aggregation=how
+        )
+        self.b1 = tf.Variable(tf.zeros(UNITS), name="b1", aggregation=how)
+        self.w2 = tf.Variable(
+            tf.random.stateless_normal((UNITS, 1), seed=(3, 4)), name="w2", aggregation=how
+        )
 
     def __call__(self, x: Any) -> Any:
         return tf.matmul(tf.nn.relu(tf.matmul(x, self.w1) + self.b1), self.w2)
@@ -45,11 +52,14 @@ def dataset_fn(input_context: Any = None) -> Any:
     return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(64).repeat().batch(BATCH)
 
 
-def custom_loop() -> Any:
+def custom_loop(aggregation: str = "NONE") -> Any:
     """The tutorial's set-up up to its training loop: the strategy with a variable
     partitioner, the coordinator, the model in ``strategy.scope()``, the per-worker dataset
     and ``step_fn``; returns the step and its per-worker iterator, which the coordinator
-    schedules (``coordinator.schedule(step_fn, args=(per_worker_iterator,))``)."""
+    schedules (``coordinator.schedule(step_fn, args=(per_worker_iterator,))``). With more than
+    one GPU per worker the strategy refuses ``assign_sub`` in a replica of a variable made
+    without an ``aggregation`` (the tutorial's Keras optimizer updates in cross-replica
+    context): ``aggregation="MEAN"`` gives one."""
     strategy = tf.distribute.experimental.ParameterServerStrategy(
         tf.distribute.cluster_resolver.TFConfigClusterResolver(),
         variable_partitioner=tf.distribute.experimental.partitioners.MinSizePartitioner(
@@ -58,7 +68,7 @@ def custom_loop() -> Any:
     )
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
-        model = Model()
+        model = Model(aggregation)
     per_worker_dataset = coordinator.create_per_worker_dataset(dataset_fn)
     per_worker_iterator = iter(per_worker_dataset)
 

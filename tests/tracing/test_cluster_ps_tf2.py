@@ -23,7 +23,7 @@ import pandas as pd
 import ps_programs
 import pytest
 from test_cluster import WORKER0, WORKER1, record
-from test_cluster_tf2 import worker_processes
+from test_cluster_tf2 import gpu_kernel_for, on_task, worker_processes
 
 from tfplace_widget import compare
 from tfplace_widget._model.errors import ClusterError, TraceError
@@ -399,7 +399,8 @@ def test_a_prediction_with_more_gpus_or_of_an_older_trace_is_refused_by_name(ps)
     assert "the variables stay on the ps tasks" in said and "AggregatingVariable" in said
     assert "reduced on the worker's /device:CPU:0" in said
     assert "only when the workers it connects to have 3 GPUs each" in said
-    assert "Use predict_placement(trace, gpus=1)" in said
+    assert "predict_placement(setup, gpus=3, cluster='local:worker=2,ps=2'" in said, said
+    assert "or predict_placement(trace, gpus=1)" in said
     older = copy.deepcopy(trace)
     record = json.loads(older.raw[STRATEGY_TASKS_RAW])
     for info in record["tasks"].values():
@@ -407,6 +408,109 @@ def test_a_prediction_with_more_gpus_or_of_an_older_trace_is_refused_by_name(ps)
     older.raw[STRATEGY_TASKS_RAW] = json.dumps(record).encode()
     with pytest.raises(TraceError, match="made by an older tfplace.*trace it again"):
         predict_placement(older, gpus=1)
+
+
+def test_two_gpus_per_worker_are_predicted_from_the_step_the_coordinator_builds():
+    """predict_placement(setup, gpus=2, cluster="local:worker=2,ps=2") (was: refused): after
+    the traced run the coordinator builds the tutorial's step with the strategy counting 2
+    GPUs per worker (its _set_num_gpus), as ClusterCoordinator.schedule traces it, not sent
+    to a worker, and the prediction places that graph. Against TensorFlow's build, read here
+    from its GraphDef as TensorFlow serialized it: on each worker, every node is a row on that
+    worker or on a ps task, and none else; the strategy made 2 replicas (worker_devices
+    /device:GPU:0, /device:GPU:1; num_replicas_in_sync 2) and wrapped the 4 variables (w1's 2
+    shards, b1, w2) in AggregatingVariable; every node the build asks for replica k's GPU is on
+    the worker's GPU:k, or on its CPU:0 by soft placement when TensorFlow registered no GPU
+    kernel for its node def, or kept with the resource it shares an edge with; every node it
+    asks for a ps task is there, each variable's handle on the ps task the strategy made it
+    on; the program's own tf.device("/cpu:0") of each replica stays on the worker's CPU:0, as
+    does the mean of the replicas' updates of each variable; no collectives."""
+    import base64
+
+    import tensorflow as tf
+
+    from tfplace_widget import predict_placement
+
+    predicted = predict_placement(
+        ps_programs.custom_loop,
+        gpus=2,
+        cluster="local:worker=2,ps=2",
+        mode="function",
+        fn_kwargs={"aggregation": "MEAN"},
+    )
+    assert predicted.predicted and predicted.notes[0].startswith("Predicted, not run")
+    assert "with 2 GPUs on each worker" in predicted.notes[0]
+    assert "num_replicas_in_sync 2" in predicted.notes[0]
+    assert "without sending it to a worker" in predicted.notes[0]
+    assert "4 wrapped in AggregatingVariable" in predicted.notes[0]
+    assert any(n.startswith("Not modelled: times") for n in predicted.notes)
+    record = json.loads(predicted.raw[STRATEGY_TASKS_RAW])
+    build = record["gpus_build"]
+    assert build["worker_devices"] == ["/device:GPU:0", "/device:GPU:1"]
+    assert build["replicas"] == 2
+    assert len(build["aggregating"]) == 4
+    graph = tf.compat.v1.GraphDef.FromString(base64.b64decode(build["graph"]))
+    assert not [n.op for n in graph.node if n.op.startswith("Collective")]
+    on_ps = predicted.ops[predicted.ops["device"].isin([PS0, PS1])]
+    ps_device = dict(zip(on_ps["op"], on_ps["device"], strict=True))
+    held = {
+        name: pin for name, pin in build["pins"].items() if pin[1] == "variable"
+    }  # each variable handle -> [its ps device, "variable"]
+    assert {tf.DeviceSpec.from_string(d).to_string() for d, _ in held.values()} == {PS0, PS1}
+    for name, (device, _) in held.items():
+        assert ps_device[name] == device, name
+        reason = predicted.ops.loc[predicted.ops["op"] == name, "reason"].iloc[0]
+        held_by = device.split("/device:")[0].replace("/replica:0", "")
+        assert f"placed on {held_by}" in reason, reason
+    for task, cpu in WORKERS.items():
+        prefix = cpu.removesuffix("/device:CPU:0")
+        gpus = [f"{prefix}/device:GPU:{k}" for k in range(2)]
+        rows, (device, how, reason) = on_task(predicted, prefix, "device", "how", "reason")
+        assert Counter(rows["op"]) + Counter(on_ps["op"]) == Counter(n.name for n in graph.node)
+        assert set(rows["device"]) == {cpu, *gpus}
+        checked: Counter = Counter()
+        for node in graph.node:
+            if node.device.startswith("/job:ps/"):
+                assert ps_device[node.name] == tf.DeviceSpec.from_string(node.device).to_string()
+                checked["on the ps task asked"] += 1
+                continue
+            if node.device not in build["worker_devices"]:
+                continue
+            k = build["worker_devices"].index(node.device)
+            assert f"replica {k + 1} of 2" in reason[node.name], reason[node.name]
+            assert "Built by TensorFlow at the coordinator for 2 GPUs" in reason[node.name]
+            if how[node.name] == "colocated":
+                checked["kept with a resource"] += 1
+            elif device[node.name] == gpus[k]:
+                assert gpu_kernel_for(node) or node.op in _NOT_COMPARED, node
+                checked["on its replica's GPU"] += 1
+            else:
+                assert device[node.name] == cpu and how[node.name] == "soft", node
+                assert not gpu_kernel_for(node), node
+                checked["soft, no GPU kernel"] += 1
+        accuracy = [n.name for n in graph.node if n.name.removeprefix("replica_1/") in ACCURACY_OPS]
+        assert len(accuracy) == 2 * len(ACCURACY_OPS), accuracy
+        assert {device[name] for name in accuracy} == {cpu}
+        # each AggregatingVariable's MEAN of the 2 replicas' updates, reduced to the worker's
+        # /device:CPU:0 (ReductionToOneDevice) before the update goes to its ps task
+        means = [n.name for n in graph.node if n.op == "RealDiv" and n.device == "/device:CPU:0"]
+        assert len(means) == len(build["aggregating"]), means
+        assert {device[name] for name in means} == {cpu}
+        print(task, dict(checked))
+        assert checked["on its replica's GPU"] >= 100, checked
+        assert checked["on the ps task asked"] >= 4, checked
+        iterators = [n for n, (_, kind) in build["pins"].items() if kind == "iterator"]
+        assert iterators and {device[n] for n in iterators} == {cpu}
+        # replica 2's read of w1's first shard crosses from ps:0 to this worker's GPU:1, its
+        # bytes those of the shard's shape in the built graph
+        shard = ps_programs.FEATURES // 2 * ps_programs.UNITS * 4
+        crossing = predicted.transfers[
+            (predicted.transfers["src_device"] == PS0)
+            & (predicted.transfers["dst_device"] == gpus[1])
+        ]
+        assert shard in set(crossing["bytes"].dropna()), crossing
+    found = predicted.all_findings
+    reads = found[found["kind"] == "cross_task_transfer"]["message"]
+    assert any("w1/part_0 (shard 1 of 2 of w1" in m for m in reads), list(reads)
 
 
 def test_the_cluster_leaves_no_process_or_thread(ps):

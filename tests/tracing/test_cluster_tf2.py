@@ -258,6 +258,13 @@ def test_a_tf2_strategy_on_a_cluster_is_no_longer_refused_outright(trace_placeme
         trace_placement(step, cluster="local:worker=2")
 
 
+def on_task(predicted: Any, prefix: str, *columns: str) -> tuple[Any, list[dict[str, Any]]]:
+    """The predicted rows on the task whose devices start with ``prefix``, and per column
+    asked for, op -> its value there."""
+    rows = predicted.ops[predicted.ops["device"].str.startswith(prefix + "/")]
+    return rows, [dict(zip(rows["op"], rows[c], strict=True)) for c in columns]
+
+
 def gpu_kernel_for(node: Any) -> bool:
     """Whether TensorFlow's registry has a GPU kernel (or a DEFAULT one, which serves GPUs)
     matching this node def's type attrs."""
@@ -481,12 +488,9 @@ def test_two_gpus_per_worker_are_predicted_from_the_step_tensorflow_builds_on_ea
         stand_in = {f"{prefix}/device:CPU:{k + 1}": gpu for k, gpu in enumerate(gpus)}
         assert build["worker_devices"] == gpus and build["replicas"] == 4
         graph = tf.compat.v1.GraphDef.FromString(base64.b64decode(build["graph"]))
-        rows = predicted.ops[predicted.ops["device"].str.startswith(prefix + "/")]
+        rows, (device, how, reason) = on_task(predicted, prefix, "device", "how", "reason")
         assert Counter(rows["op"]) == Counter(n.name for n in graph.node)
         assert set(rows["device"]) == {cpu, *gpus}
-        device = dict(zip(rows["op"], rows["device"], strict=True))
-        how = dict(zip(rows["op"], rows["how"], strict=True))
-        reason = dict(zip(rows["op"], rows["reason"], strict=True))
         checked: Counter = Counter()
         for node in graph.node:
             asked = stand_in.get(node.device, node.device)

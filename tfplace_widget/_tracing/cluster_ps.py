@@ -113,6 +113,7 @@ def merged_ps(runs: list[TaskRun], name: str, reason: str, note: str = "") -> Pl
             "variables": record.get("variables", {}),
             "partitioner": record.get("partitioner", ""),
             "asked": record.get("asked", {}),
+            **({"gpus_build": record["gpus_build"]} if "gpus_build" in record else {}),
         }
     ).encode()
     log = note + "".join(

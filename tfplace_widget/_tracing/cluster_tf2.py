@@ -145,7 +145,9 @@ def trace_on_local_cluster(
         "role": "ps" if with_ps else "",
     }
     gpus = GPUS_BUILD.get()
-    if gpus > 1 and not with_ps:  # each task also builds its step with gpus GPUs
+    if gpus > 1 and with_ps:  # the coordinator also builds the step for workers with gpus GPUs
+        worker.update(gpus_build=gpus)
+    elif gpus > 1:  # each task also builds its step with gpus GPUs
         cpus = max(worker["device_count"].get("CPU", 1), host_cpus(gpus))
         worker.update(gpus_build=gpus, device_count={**worker["device_count"], "CPU": cpus})
     retried: list[str] = []

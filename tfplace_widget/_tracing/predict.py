@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._analyses.predict.mwms_gpus import built_tasks, predict_built_mwms, strategy_record
+from .._analyses.predict.pss_gpus import predict_built_pss
 from .._analyses.predict.result import predict_trace
 from .._analyses.predict.strategy import predict_strategy_trace
 from .._model.errors import TraceError
@@ -75,7 +76,10 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
     with ``gpus`` 2 or more, under ``MultiWorkerMirroredStrategy`` each task also has
     TensorFlow build (not run) the step with the strategy seeing ``gpus`` GPUs
     (:mod:`.mwms_gpus`), and that graph is predicted
-    (:func:`~tfplace_widget._analyses.predict.mwms_gpus.predict_built_mwms`). The function
+    (:func:`~tfplace_widget._analyses.predict.mwms_gpus.predict_built_mwms`); under
+    ``ParameterServerStrategy`` the coordinator builds (not runs) the step for ``gpus`` GPUs
+    per worker (:mod:`.pss_gpus`), and that graph is predicted on each worker
+    (:func:`~tfplace_widget._analyses.predict.pss_gpus.predict_built_pss`). The function
     is traced with soft placement on (a GPU request cannot be met here), and
     ``soft_placement`` only sets the prediction's.
     """
@@ -102,7 +106,12 @@ def predict_placement(fn_or_trace: Any, gpus: int = 1, **trace_options: Any) -> 
             fn_or_trace, tuple(trace_options.get("args", ()) or ()), options, handed
         )
     if strategy_of(trace):  # a step the strategy ran on every task: predicted per task
-        builds = built_tasks(trace, strategy_record(trace), gpus) if gpus > 1 else {}
+        record = strategy_record(trace)
+        built = record.get("gpus_build") or {}
+        if gpus > 1 and built.get("gpus") == gpus:  # the PSS coordinator built it (pss_gpus)
+            facts = _built_facts({str(record.get("coordinator", "")): built})
+            return predict_built_pss(trace, record, facts.popitem()[1][0], gpus, soft, REGISTRY)
+        builds = built_tasks(trace, record, gpus) if gpus > 1 else {}
         if builds:  # each task built the step with the GPUs (mwms_gpus): that graph is placed
             return predict_built_mwms(trace, _built_facts(builds), gpus, soft, REGISTRY)
         return predict_strategy_trace(trace, gpus, soft, registry=REGISTRY)

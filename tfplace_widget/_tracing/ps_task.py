@@ -127,7 +127,9 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
     coordinator.join()
     functions = _concrete_functions(step)
     partitioner = getattr(strategy.extended, "_variable_partitioner", None)
+    built = _built_with_gpus(int(request.get("gpus_build") or 0), setup, args, kwargs)
     return {
+        **({"gpus_build": built} if built is not None else {}),
         "strategy": STRATEGY,
         "calls": warmup + steps,
         "warmup": warmup,
@@ -149,6 +151,29 @@ def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
         "partitioner": type(partitioner).__name__ if partitioner is not None else "",
         "ps_tasks": len(request["tf_config"]["cluster"].get("ps", [])),
     }
+
+
+def _built_with_gpus(gpus: int, setup: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """The step as the strategy builds it for workers with ``gpus`` GPUs
+    (:func:`.pss_gpus.build_ps_with_gpus`, after the traced calls), or ``{"error": ...}``
+    saying what TensorFlow raised; ``None`` when not asked for."""
+    if gpus < 2:
+        return None
+    from .cluster_worker import step_of
+    from .pss_gpus import build_ps_with_gpus
+
+    try:
+        return build_ps_with_gpus(
+            setup, args, kwargs, gpus, step_of, lambda concrete: _records(concrete)
+        )
+    except Exception as exc:  # noqa: BLE001 (the trace stands; the prediction says why not)
+        return {"gpus": gpus, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+
+def _records(concrete: Any) -> dict[str, Any]:
+    """What the coordinator records of a concrete function of the step: its variables (per
+    argument of its ``FunctionDef``) and the sizes of its tensors."""
+    return {"variables": _variables(concrete), "tensor_bytes": _tensor_bytes(concrete)}
 
 
 def _the_strategy(setup: Any) -> Any:

@@ -28,7 +28,7 @@ from ..._model.kernel_registry import KernelRegistry
 from ..._model.trace import STRATEGY_TASKS_RAW, PlacementTrace
 from .devices import gpu_devices
 from .result import predict_trace
-from .tasks import assembled, gpu_words, task_prefix
+from .tasks import assembled, gpu_words, task_prefix, unplaced
 
 MWMS = "MultiWorkerMirroredStrategy"
 NOT_MODELLED = (
@@ -105,25 +105,7 @@ def _predict_task(
     requested = {op: hosts.get(device, device) for op, device in facts.requested.items()}
     cpu = f"{task}/device:CPU:0"
     devices = [cpu, *gpu_devices(gpus, task)]
-    names = list(facts.types)
-    part = PlacementTrace(
-        ops=pd.DataFrame(
-            {
-                "op": names,
-                "type": [facts.types[n] for n in names],
-                "device": [""] * len(names),
-                "requested_device": [requested[n] for n in names],
-                "function": [""] * len(names),
-            }
-        ),
-        events=trace.events.iloc[0:0],
-        transfers=trace.transfers.iloc[0:0],
-        devices=[cpu],
-        inputs=dict(facts.inputs),
-        source=trace.source,
-        mode="function",
-        facts=dataclasses.replace(facts, requested=requested),
-    )
+    part = unplaced(trace, dataclasses.replace(facts, requested=requested), [cpu])
     pins = {
         name: (device, _pin_reason(kind, device, info))
         for name, (device, kind) in info.get("pins", {}).items()

@@ -14,13 +14,15 @@ the coordinator recorded, ``gpu_requests``, kept), placed by the predictor
 (:func:`.result.predict_trace`) on that worker's ``CPU:0`` and ``GPU:0`` and the ps tasks' CPUs,
 the worker's devices local (an op asking for nothing, or for ``/device:CPU:0``, stays on it):
 the shards' values then travel from the ps tasks to the worker's GPU. More GPUs per worker
-make more replicas (the step's ops once per GPU), a graph the trace does not hold: refused.
+make more replicas (the step's ops once per GPU), a graph the trace does not hold: refused,
+naming the call that predicts it from the setup (:mod:`.pss_gpus`, the coordinator's build).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,6 +60,11 @@ def predict_ps_trace(
             "updates (AggregatingVariable), and what the replicas reduce is reduced on the "
             "worker's /device:CPU:0 (ReductionToOneDevice).",
             f"its coordinator builds it only when the workers it connects to have {gpus} GPUs each",
+            f"Pass the setup instead, predict_placement(setup, gpus={gpus}, "
+            f"cluster='local:{_cluster(data)}', mode='function'): the coordinator of the "
+            f"local cluster then has TensorFlow build (not run) the step for {gpus} GPUs per "
+            "worker, and that graph is predicted; or predict_placement(trace, gpus=1) for one "
+            "GPU per worker.",
         )
     tasks = data.get("tasks", {})
     workers = [
@@ -111,6 +118,13 @@ def predict_ps_trace(
             "creation) and the times."
         )
     return assembled(trace, parts, ops, transfers, notes, gpus)
+
+
+def _cluster(data: Mapping[str, Any]) -> str:
+    """The local cluster of the trace's worker and ps tasks (``worker=2,ps=2``; tfplace adds
+    the coordinator)."""
+    jobs = Counter(task.split("/")[1].removeprefix("job:") for task in data.get("tasks", {}))
+    return ",".join(f"{job}={jobs[job]}" for job in ("worker", "ps") if jobs[job])
 
 
 def _facts_worker(trace: Any, workers: list[str]) -> str:

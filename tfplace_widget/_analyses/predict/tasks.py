@@ -79,3 +79,28 @@ def assembled(
     result.predicted = True
     result.measured = None
     return result
+
+
+def unplaced(trace: Any, facts: Any, devices: list[str]) -> PlacementTrace:
+    """A graph TensorFlow built (not ran) as a trace for the predictor to place: its ops
+    (``facts``: types and requests) with no device yet, on ``devices``, without events or
+    transfers (``trace``'s columns)."""
+    names = list(facts.types)
+    return PlacementTrace(
+        ops=pd.DataFrame(
+            {
+                "op": names,
+                "type": [facts.types[n] for n in names],
+                "device": [""] * len(names),
+                "requested_device": [facts.requested[n] for n in names],
+                "function": [""] * len(names),
+            }
+        ),
+        events=trace.events.iloc[0:0],
+        transfers=trace.transfers.iloc[0:0],
+        devices=devices,
+        inputs=dict(facts.inputs),
+        source=trace.source,
+        mode="function",
+        facts=facts,
+    )
