@@ -238,16 +238,23 @@ def _pair_leftovers(
     codes[rows[~from_a][paired]] = codes[rows[from_a][found[paired]]]
 
 
+# numpy's variable-width string dtype (numpy 2.0 and later; TensorFlow 2.16 runs numpy 1.26)
+_VARIABLE_WIDTH_STRINGS = getattr(getattr(np, "dtypes", None), "StringDType", None)
+
+
 def _name_order(names: np.ndarray) -> np.ndarray:
     """Each of the distinct ``names``' place in Python's order of strings (code points), as
     ``sort_values`` would put them: sorted as numpy's variable-width strings (UTF-8, compared
     in C: the same order) when all are text without a NUL (numpy 2.4 sorts those after
-    the rest), else by Python."""
-    try:
-        joined = "".join(names)  # a TypeError unless all are text (numpy converts the rest)
-        text = names if "\0" in joined else names.astype(np.dtypes.StringDType())
-    except (TypeError, UnicodeError):  # not all text, or unpaired surrogates
-        text = names
+    the rest), else by Python (also before numpy 2.0, which has no such strings)."""
+    text = names
+    if _VARIABLE_WIDTH_STRINGS is not None:
+        try:
+            joined = "".join(names)  # a TypeError unless all are text (numpy converts the rest)
+            if "\0" not in joined:
+                text = names.astype(_VARIABLE_WIDTH_STRINGS())
+        except (TypeError, UnicodeError):  # not all text, or unpaired surrogates
+            text = names
     order = np.argsort(text, kind="stable")
     place = np.empty(len(names), dtype=np.int64)
     place[order] = np.arange(len(names))
