@@ -392,11 +392,8 @@ class PlacementPanel(PanelActions, widgets.VBox):
         trace, at once."""
         self.view_state.finding_ops = None
         self._findings_error = ""
-        if len(self.trace.ops) > FINDINGS_LATER_OPS and "_findings_cache" not in vars(self.trace):
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no event loop in this thread: not a kernel running a cell
-                loop = None
+        if "_findings_cache" not in vars(self.trace):
+            loop = _after_the_cell(self.trace)
             if loop is not None:
                 self._findings_frame = None
                 self.findings_view.wait(f"finding them in {len(self.trace.ops):,} ops...")
@@ -427,11 +424,8 @@ class PlacementPanel(PanelActions, widgets.VBox):
         the cell, on the kernel's event loop before the findings (about 2 s at a million ops),
         so the panel shows first and the first keystroke finds it made; elsewhere (scripts,
         tests), by the first search."""
-        if len(trace.ops) <= FINDINGS_LATER_OPS:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop in this thread: not a kernel running a cell
+        loop = _after_the_cell(trace)
+        if loop is None:
             return
         state = self.view_state
 
@@ -671,3 +665,15 @@ def _normalized(options: dict[str, Any]) -> dict[str, Any]:
     if options.get("device_count") is not None:
         options["device_count"] = normalize_device_count(options["device_count"])
     return options
+
+
+def _after_the_cell(trace: PlacementTrace) -> asyncio.AbstractEventLoop | None:
+    """The event loop running this cell (a kernel's) when ``trace`` is large enough for the
+    panel to finish its work after the cell; None for a smaller trace, or with no loop
+    running in this thread (a script, a test)."""
+    if len(trace.ops) <= FINDINGS_LATER_OPS:
+        return None
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
