@@ -222,6 +222,42 @@ def test_a_gzip_the_browser_cannot_read_is_reported(blank_page):
     assert "could not load plotly.js" in message
 
 
+# The holder alone in a page, no timeline: is plotly.js imported 1 s after its initialize (not
+# yet: a restoring page's models are still loading their modules), and 6 s after (yes: the first
+# timeline drawn later finds it evaluated), with window.Plotly left as it was?
+PRELOAD_JS = """async ([holderEsm, gzipped64, digest, registryKey]) => {
+    const load = (code) => import(URL.createObjectURL(new Blob([code], {type: "text/javascript"})));
+    const bytes = Uint8Array.from(atob(gzipped64), (c) => c.charCodeAt(0));
+    const holder = {get: (key) => ({bundle_gz: new DataView(bytes.buffer), digest})[key]};
+    (await load(holderEsm)).default.initialize({model: holder});
+    const entry = globalThis[registryKey].get(digest);
+    await new Promise((r) => setTimeout(r, 1000));
+    const after1s = entry.loading;
+    await new Promise((r) => setTimeout(r, 5000));
+    const after6s = entry.loading;
+    const plotly = after6s ? await entry.promise : null;  // never imported: nothing to wait on
+    return {after1s, after6s, react: typeof plotly?.react, windowPlotly: typeof window.Plotly};
+}"""
+
+
+def test_the_holder_alone_imports_plotly_once_the_page_is_quiet(blank_page):
+    """The page's first timeline does not evaluate plotly.js (about a second) while its cell's
+    output waits: the holder's frame imports it a few quiet seconds after ``%load_ext``."""
+    page, errors = blank_page
+    code = bundle()
+    result = page.evaluate(
+        PRELOAD_JS,
+        [PlotlyBundle._esm, base64.b64encode(code.gzipped).decode(), code.digest, REGISTRY],
+    )
+    assert result == {
+        "after1s": False,
+        "after6s": True,
+        "react": "function",
+        "windowPlotly": "undefined",
+    }
+    assert not errors
+
+
 # -------------------------------------------------------------------------------------------
 # A frame the holder never reaches (Colab gives each output a frame of its own; in VS Code the
 # holder's initialize may not run where the timeline is): the timeline asks its kernel

@@ -1,3 +1,8 @@
+// How long after the holder's offer a frame no timeline has asked yet imports plotly.js anyway:
+// past the 2 s anywidget gives each model of a restoring page to load its module (see
+// bundleEntry), and well within the seconds a user takes to run the cell after %load_ext.
+const PRELOAD_AFTER_MS = 3000;
+
 // plotly.min.js is a UMD file that also sets window.Plotly: given a `module` it exports there,
 // and the wrapper puts back whatever window.Plotly was (another plotly.js on the page stays).
 const BEFORE = "const module = { exports: {} };\n" +
@@ -25,7 +30,8 @@ async function importBundle(gzipped) {
 // The registry's entry for `digest` in this frame (globalThis is the frame's own): a promise of
 // plotly.js. The holder's initialize, or a timeline given the bundle by its kernel, offers the
 // gzipped file with offer(); the import starts once a timeline of this frame wants it (want()),
-// a task later. Not at the holder's initialize: evaluating plotly.js holds the page's main
+// a task later, or once the page has been quiet PRELOAD_AFTER_MS after the holder's offer
+// (preload()). Not at the holder's initialize itself: evaluating plotly.js holds the page's main
 // thread for about a second (several under load), and anywidget gives every model 2 s to load
 // its module, after which the model drops its kernel's messages; a page restoring many widgets
 // at once (a reload) would lose some. `loading`: an import has started here, so nobody imports
@@ -64,6 +70,18 @@ function bundleEntry(digest) {
         wanted = true;
         start();
         return promise;
+      },
+      // The holder's offer: import it once the page has been quiet a while (PRELOAD_AFTER_MS,
+      // then an idle moment), so that the first timeline drawn later finds plotly.js evaluated
+      // instead of evaluating it (about 0.8 s, more under load) while its cell's output waits.
+      // A timeline that wants it sooner starts the import at once, as before.
+      preload() {
+        setTimeout(() => {
+          const go = () => { wanted = true; start(); };
+          const idle = globalThis.requestIdleCallback;  // not in Safari: at once there
+          if (typeof idle === "function") idle.call(globalThis, go, { timeout: PRELOAD_AFTER_MS });
+          else go();
+        }, PRELOAD_AFTER_MS);
       },
     };
     bundles.set(digest, entry);
