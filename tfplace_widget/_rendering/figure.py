@@ -227,11 +227,16 @@ class TimelineFigure:
                 f"<b>{html.escape(op)}</b> {html.escape(t)}<br>{where[lane]}"
                 f"<br>start {format_us(s)}, took {format_us(u)}"
                 for op, t, lane, s, u in zip(
-                    events["op"],
-                    types,
-                    events["lane"],
-                    events["start_us"],
-                    events["duration_us"],
+                    *(  # as lists: iterating an extension array goes value by value
+                        column.tolist()
+                        for column in (
+                            events["op"],
+                            types,
+                            events["lane"],
+                            events["start_us"],
+                            events["duration_us"],
+                        )
+                    ),
                     strict=True,
                 )
             ]
