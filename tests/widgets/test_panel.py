@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -859,3 +861,25 @@ def test_a_finding_with_a_fix_shows_its_edit_under_the_message(seed_builders):
 
     report = findings_data(panel.trace)["findings"]
     assert [i["edit"] for i in report] == [i["edit"] for i in items]
+
+
+def test_a_loaded_traces_panel_does_not_import_tensorflow(seed_trace, tmp_path):
+    """A trace loaded from its file, in a fresh process: its panel, findings included, shows
+    what the file holds without importing TensorFlow (3 s or more in a fresh kernel). A
+    *pickled* trace is another matter: its graph facts keep the registry they were read from
+    (``_tfadapter.registry.Registry``, pickled by name), and its findings replay the placer
+    with this process's registry, which imports TensorFlow."""
+    saved = tmp_path / "seed.tfplace"
+    seed_trace.save(saved)
+    code = (
+        "import sys\n"
+        "from tfplace_widget import PlacementTrace\n"
+        "from tfplace_widget._widgets.panel import PlacementPanel\n"
+        f"panel = PlacementPanel(PlacementTrace.load({str(saved)!r}))\n"
+        "print(len(panel.visible_ops), len(panel.trace.findings), 'tensorflow' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ops, findings, imported = done.stdout.split()
+    assert (int(ops), int(findings)) == (len(seed_trace.ops), len(seed_trace.findings))
+    assert imported == "False"
