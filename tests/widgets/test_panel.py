@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import GPU_TRACES
+from helpers import GPU_TRACES, run_python
 
 from tfplace_widget import TraceError, show_placement
 from tfplace_widget._rendering.colors import color_class, device_color
@@ -878,8 +876,6 @@ def test_a_loaded_traces_panel_does_not_import_tensorflow(seed_trace, tmp_path):
         f"panel = PlacementPanel(PlacementTrace.load({str(saved)!r}))\n"
         "print(len(panel.visible_ops), len(panel.trace.findings), 'tensorflow' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ops, findings, imported = done.stdout.split()
+    ops, findings, imported = run_python(code, timeout=300).stdout.split()
     assert (int(ops), int(findings)) == (len(seed_trace.ops), len(seed_trace.findings))
     assert imported == "False"
