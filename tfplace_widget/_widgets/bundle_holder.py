@@ -5,12 +5,13 @@ plotly's own HTML export embeds). Sending it in the state of every timeline woul
 5 MB per panel, so ``PlotlyBundle``, one hidden widget per kernel process, carries it
 gzip-compressed as a binary buffer (about 1.5 MB) with its sha256 ``digest``. In the browser its
 ``initialize`` offers the bundle to a page-wide registry keyed by the digest; when the first
-timeline (``timeline.TimelineWidget``) wants it, the registry decompresses it
+timeline (``timeline.TimelineWidget``) wants it, or the page has been quiet 3 s since the offer
+(so that the page's first timeline does not wait for it), the registry decompresses it
 (``DecompressionStream``), imports it from a Blob URL (wrapped as an ES module that leaves
-``window.Plotly`` as it was) and resolves the promise the timelines wait on. Not earlier:
-evaluating plotly.js holds the main thread for a second or more, and anywidget gives each model
-2 s to load its module, after which that model drops its kernel's messages (a reload restoring
-many widgets at once lost some). The registry is per frame (``globalThis``): a timeline whose
+``window.Plotly`` as it was) and resolves the promise the timelines wait on. Not at the offer
+itself: evaluating plotly.js holds the main thread for a second or more, and anywidget gives
+each model 2 s to load its module, after which that model drops its kernel's messages (a
+reload restoring many widgets at once lost some). The registry is per frame (``globalThis``): a timeline whose
 frame has no bundle 2 s after it renders asks its own kernel for it and imports it with the
 same code (``_static/bundle_entry.js``), once per frame, whichever of the two comes first.
 
