@@ -114,7 +114,6 @@ class Context:
     type_of: dict[str, str]
     gpu_kernel: dict[str, str]  # op -> yes/host/dtype/no; empty when unknown
     requested: dict[str, str]
-    how: dict[str, str]
     inputs: dict[str, list[str]]  # op -> producers (data edges), runtime nodes skipped
     consumers: dict[str, list[str]] = field(default_factory=dict)
     gpus: list[str] = field(default_factory=list)  # GPU devices in the trace
@@ -139,6 +138,18 @@ class Context:
     # with a great many findings may leave out those that surely are not (``material.py``).
     material_only: bool = False
     steps: Any = None  # ``material.steps_of``'s answer, found once
+    how_of: dict[str, str] | None = None  # ``how``'s answer, made when first read
+
+    @property
+    def how(self) -> dict[str, str]:
+        """op -> how it was placed (a name's last row's), made when first read: a CPU-only
+        trace's findings read it for few ops or none, and a dict of a million names costs
+        about 0.6 s to make (the runtime's names are read off the column, ``_runtime_names``)."""
+        if self.how_of is None:
+            ops = self.ops
+            names = ops["op"].tolist()
+            self.how_of = dict(zip(names, ops["how"].astype(str).tolist(), strict=True))
+        return self.how_of
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -159,7 +170,6 @@ class Context:
                     zip(ops["op"][known].tolist(), kernels[known].tolist(), strict=True)
                 )
         requested = dict(zip(names, ops["requested_device"].astype(str).tolist(), strict=True))
-        how = dict(zip(names, ops["how"].astype(str).tolist(), strict=True))
         facts = getattr(trace, "facts", None)
         raw_inputs = trace.inputs or (facts.inputs if facts is not None else {})
         context = cls(
@@ -169,11 +179,11 @@ class Context:
             type_of=type_of,
             gpu_kernel=gpu_kernel,
             requested=requested,
-            how=how,
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
-        context.runtime, sends, receives = _runtime_names(type_of, how)
+        placed = _placed_by_runtime(ops["how"], names, len(type_of) == len(names))
+        context.runtime, sends, receives = _runtime_names(type_of, placed)
         context.inputs = context._through_copies(raw_inputs, sends, receives)
         consumers = context.consumers
         for op, producers in context.inputs.items():
@@ -521,12 +531,26 @@ class Context:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
 
 
+def _placed_by_runtime(how: pd.Series, names: list[str], unique: bool) -> list[str]:
+    """The ops whose ``how`` (a name's last row's) is ``runtime``, off the column (no dict of
+    every op's ``how`` made): when names have several rows (``unique`` False: ``_SOURCE`` per
+    device), a name's last row's answer, looked up for the names with a ``runtime`` row only."""
+    rows = how.eq("runtime").fillna(False).to_numpy(dtype=bool).tolist()
+    placed = list(compress(names, rows))
+    if unique:
+        return placed
+    asked = set(placed)
+    mine = list(map(asked.__contains__, names))
+    last = dict(zip(compress(names, mine), compress(rows, mine), strict=True))
+    return list(compress(last, last.values()))
+
+
 def _runtime_names(
-    type_of: Mapping[str, Any], how: Mapping[str, str]
+    type_of: Mapping[str, Any], placed: Iterable[str]
 ) -> tuple[set[str], set[str], set[str]]:
     """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends
-    and receives: a name's last row decides (``type_of`` and ``how`` hold it). By C passes over
-    the two dicts' values, in the order they hold them."""
+    and receives: a name's last row decides (``type_of`` holds it; ``placed``: the ops the
+    runtime placed, ``Context._placed_by_runtime``). By C passes over ``type_of``'s values."""
     memcpy = {
         t for t in set(type_of.values()) if isinstance(t, str) and t.upper().startswith("MEMCPY")
     }
@@ -535,7 +559,7 @@ def _runtime_names(
         return set(compress(type_of, map(types.__contains__, type_of.values())))
 
     runtime = typed(_RUNTIME_TYPES | memcpy)
-    runtime.update(compress(how, map("runtime".__eq__, how.values())))
+    runtime.update(placed)
     runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
     return runtime, typed({"_Send", "_HostSend"}), typed({"_Recv", "_HostRecv"})
 
