@@ -8,8 +8,8 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice, repeat
-from operator import attrgetter, contains, is_not
+from itertools import compress, islice, repeat
+from operator import attrgetter, contains, is_not, itemgetter, not_
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,9 @@ _RUNTIME_TYPES = {
 }
 # A function's arguments: a resource argument lives where the caller's variable or table is.
 _ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
+# The copies' sends and receives (``copy_nodes``), and of those the sends.
+COPY_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
+_SEND_TYPES = frozenset({"_Send", "_HostSend"})
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
 _CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (copy_key)
 # Name scopes of the ops TensorFlow's gradient code makes (graph mode, GradientTape).
@@ -183,8 +186,8 @@ class Context:
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
         placed = _placed_by_runtime(ops["how"], names, len(type_of) == len(names))
-        context.runtime, sends, receives = _runtime_names(type_of, placed)
-        context.inputs = context._through_copies(raw_inputs, sends, receives)
+        context.runtime, sends, receives, copies = _runtime_names(type_of, placed)
+        context.inputs = context._through_copies(raw_inputs, sends, receives, copies)
         consumers = context.consumers
         for op, producers in context.inputs.items():
             for producer in producers:
@@ -199,17 +202,22 @@ class Context:
 
     # -- the graph, with the runtime's copies looked through ------------------------------------
     def _through_copies(
-        self, raw: Mapping[str, Sequence[str]], sends: set[str], receives: set[str]
+        self,
+        raw: Mapping[str, Sequence[str]],
+        sends: set[str],
+        receives: set[str],
+        copies: list[str],
     ) -> dict[str, list[str]]:
         """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent
-        (``sends`` and ``receives``: the names of the copies' ops)."""
+        (``sends`` and ``receives``: the names of the copies' ops; ``copies``: both, in the
+        order of ``type_of``)."""
         type_of = self.type_of
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
         user = self.user = set(type_of) - runtime
         names = list(raw)
         # each copy's tensor's op, found once (``copy_nodes`` reads them too)
-        keys = self.copy_keys = {n: copy_key(n) for n in chain(sends, receives)}
+        keys = self.copy_keys = {n: copy_key(n) for n in copies}  # in type_of's order
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
         for name in compress(names, map(sends.__contains__, names)):
             producers = raw[name]
@@ -547,10 +555,11 @@ def _placed_by_runtime(how: pd.Series, names: list[str], unique: bool) -> list[s
 
 def _runtime_names(
     type_of: Mapping[str, Any], placed: Iterable[str]
-) -> tuple[set[str], set[str], set[str]]:
-    """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends
-    and receives: a name's last row decides (``type_of`` holds it; ``placed``: the ops the
-    runtime placed, ``Context._placed_by_runtime``). By C passes over ``type_of``'s values."""
+) -> tuple[set[str], set[str], set[str], list[str]]:
+    """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends,
+    receives, and all of them in ``type_of``'s order: a name's last row decides (``type_of``
+    holds it; ``placed``: the ops the runtime placed, ``_placed_by_runtime``). By C passes
+    over ``type_of``'s values."""
     memcpy = {
         t for t in set(type_of.values()) if isinstance(t, str) and t.upper().startswith("MEMCPY")
     }
@@ -561,7 +570,10 @@ def _runtime_names(
     runtime = typed(_RUNTIME_TYPES | memcpy)
     runtime.update(placed)
     runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
-    return runtime, typed({"_Send", "_HostSend"}), typed({"_Recv", "_HostRecv"})
+    copies = list(compress(type_of, map(COPY_TYPES.__contains__, type_of.values())))
+    sent = map(_SEND_TYPES.__contains__, map(type_of.__getitem__, copies))
+    sends = set(compress(copies, sent))
+    return runtime, sends, set(copies) - sends, copies
 
 
 def _predict_with_module(
@@ -785,7 +797,8 @@ def listed_ops(
     # a name whose first scope is nobody's (most of a large trace's) is a group of its own
     # (None: the name alone): every owner's name has a space or starts with an owner's scope
     groups: dict[str, list[str] | None] = dict.fromkeys(names)
-    owned = {name for name in groups if not _plain_scope(name.partition("/")[0])}
+    heads = map(itemgetter(0), map(str.partition, groups, repeat("/")))
+    owned = set(compress(groups, map(not_, map(_plain_scope, heads))))  # C passes
     if owned:  # the others as owner_of groups them, in their order among the plain ones
         ordered: dict[str, list[str] | None] = {}
         for name in groups:
