@@ -8,7 +8,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, islice, repeat
+from itertools import compress, filterfalse, islice, repeat
 from operator import attrgetter, contains, is_not, itemgetter, not_
 from typing import Any
 
@@ -185,8 +185,7 @@ class Context:
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
-        placed = _placed_by_runtime(ops["how"], names, len(type_of) == len(names))
-        context.runtime, sends, receives, copies = _runtime_names(type_of, placed)
+        context.runtime, sends, receives, copies = _runtime_names(type_of, ops["how"], names)
         context.inputs = context._through_copies(raw_inputs, sends, receives, copies)
         consumers = context.consumers
         for op, producers in context.inputs.items():
@@ -539,27 +538,15 @@ class Context:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
 
 
-def _placed_by_runtime(how: pd.Series, names: list[str], unique: bool) -> list[str]:
-    """The ops whose ``how`` (a name's last row's) is ``runtime``, off the column (no dict of
-    every op's ``how`` made): when names have several rows (``unique`` False: ``_SOURCE`` per
-    device), a name's last row's answer, looked up for the names with a ``runtime`` row only."""
-    rows = how.eq("runtime").fillna(False).to_numpy(dtype=bool).tolist()
-    placed = list(compress(names, rows))
-    if unique:
-        return placed
-    asked = set(placed)
-    mine = list(map(asked.__contains__, names))
-    last = dict(zip(compress(names, mine), compress(rows, mine), strict=True))
-    return list(compress(last, last.values()))
-
-
 def _runtime_names(
-    type_of: Mapping[str, Any], placed: Iterable[str]
+    type_of: Mapping[str, Any], how: pd.Series, names: list[str]
 ) -> tuple[set[str], set[str], set[str], list[str]]:
     """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends,
     receives, and all of them in ``type_of``'s order: a name's last row decides (``type_of``
-    holds it; ``placed``: the ops the runtime placed, ``_placed_by_runtime``). By C passes
-    over ``type_of``'s values."""
+    holds its type; ``how`` and ``names`` are the frame's columns). By C passes over
+    ``type_of``'s values and the ``how`` column: no dict of every op's ``how`` is made, and
+    only the names the runtime placed that are no runtime type (``_SOURCE``) have their last
+    row looked up when a name has several rows."""
     memcpy = {
         t for t in set(type_of.values()) if isinstance(t, str) and t.upper().startswith("MEMCPY")
     }
@@ -568,7 +555,13 @@ def _runtime_names(
         return set(compress(type_of, map(types.__contains__, type_of.values())))
 
     runtime = typed(_RUNTIME_TYPES | memcpy)
-    runtime.update(placed)
+    rows = how.eq("runtime").fillna(False).to_numpy(dtype=bool).tolist()
+    placed = set(filterfalse(runtime.__contains__, compress(names, rows)))
+    if placed and len(type_of) != len(names):  # several rows of a name: its last one decides
+        mine = list(map(placed.__contains__, names))
+        last = dict(zip(compress(names, mine), compress(rows, mine), strict=True))
+        placed = set(compress(last, last.values()))
+    runtime |= placed
     runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
     copies = list(compress(type_of, map(COPY_TYPES.__contains__, type_of.values())))
     sent = map(_SEND_TYPES.__contains__, map(type_of.__getitem__, copies))

@@ -21,7 +21,7 @@ hold the first three keys only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import chain, repeat
+from itertools import chain, filterfalse, repeat
 from operator import add
 from typing import Any
 
@@ -31,6 +31,7 @@ from ..._model.devices import parse_device, short_device
 from .base import REPLICA, Context, listed_names, listed_ops, replicated
 from .tasks import PART_TASK
 
+_NO_SOURCE = frozenset({"", "<NA>", None})  # an op without a source line (``sources``)
 FIX_KEYS = ("overrides", "edit", "no_fix", "not_simulable")
 
 
@@ -42,7 +43,7 @@ def placement_fix(
     target = as_written(context, device)
     moved = _with_their_internals(context, movers)
     overrides = dict.fromkeys(moved, target)
-    requests = {context.requested.get(op, "") for op in movers}
+    requests = set(map(context.requested.get, movers, repeat("")))
     where = sources(context, movers)
     lines = f"the lines that make them{where}"
     if len(requests) == 1 and (request := requests.pop()):
@@ -168,8 +169,8 @@ def sources(context: Context, ops: Sequence[str]) -> str:
             )
         )
     source_of = context.source_of
-    found = [source_of[op] for op in ops if source_of.get(op, "") not in ("", "<NA>")]
-    found = list(dict.fromkeys(found))  # in the order of the ops named, each line once
+    # in the order of the ops named, each line once (C passes: a finding may name 100,000s)
+    found = list(dict.fromkeys(filterfalse(_NO_SOURCE.__contains__, map(source_of.get, ops))))
     return f" ({listed_names(found)})" if found else ""
 
 
