@@ -8,7 +8,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, filterfalse, islice, repeat
+from itertools import compress, islice, repeat
 from operator import attrgetter, contains, is_not, itemgetter, not_
 from typing import Any
 
@@ -20,6 +20,7 @@ from ..._model.columns import SEVERITIES
 from ..._model.devices import parse_device, short_device
 from ..._model.graphfacts import linked_groups
 from ..._model.trace import strategy_of
+from .runtime import RUNTIME_TYPES, runtime_names
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
 # gpu_kernel values (_model/kernels.py): a GPU kernel, one computing in host memory, GPU
@@ -28,21 +29,8 @@ NO_GPU = ("no", "dtype")
 ON_GPU = ("yes", "host")
 
 MAX_NAMED = 4  # op names spelled out in one message
-_RUNTIME_TYPES = {
-    "_Send",
-    "_Recv",
-    "_HostSend",
-    "_HostRecv",
-    "_Arg",
-    "_Retval",
-    "_DeviceArg",
-    "_DeviceRetval",
-}
 # A function's arguments: a resource argument lives where the caller's variable or table is.
 _ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
-# The copies' sends and receives (``copy_nodes``), and of those the sends.
-COPY_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
-_SEND_TYPES = frozenset({"_Send", "_HostSend"})
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
 _CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (copy_key)
 # Name scopes of the ops TensorFlow's gradient code makes (graph mode, GradientTape).
@@ -147,7 +135,7 @@ class Context:
     def how(self) -> dict[str, str]:
         """op -> how it was placed (a name's last row's), made when first read: a CPU-only
         trace's findings read it for few ops or none, and a dict of a million names costs
-        about 0.6 s to make (the runtime's names are read off the column, ``_runtime_names``)."""
+        about 0.6 s to make (the runtime's names are read off the column, ``runtime_names``)."""
         if self.how_of is None:
             ops = self.ops
             names = ops["op"].tolist()
@@ -185,7 +173,7 @@ class Context:
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
-        context.runtime, sends, receives, copies = _runtime_names(type_of, ops["how"], names)
+        context.runtime, sends, receives, copies = runtime_names(type_of, ops["how"], names)
         context.inputs = context._through_copies(raw_inputs, sends, receives, copies)
         consumers = context.consumers
         for op, producers in context.inputs.items():
@@ -255,7 +243,7 @@ class Context:
                 n
                 for n, t in self.type_of.items()
                 if self.how.get(n) == "runtime"
-                or t in _RUNTIME_TYPES
+                or t in RUNTIME_TYPES
                 or n in ("_SOURCE", "_SINK")
                 or t.upper().startswith("MEMCPY")
             }
@@ -536,37 +524,6 @@ class Context:
 
     def gpu_name(self) -> str:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
-
-
-def _runtime_names(
-    type_of: Mapping[str, Any], how: pd.Series, names: list[str]
-) -> tuple[set[str], set[str], set[str], list[str]]:
-    """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends,
-    receives, and all of them in ``type_of``'s order: a name's last row decides (``type_of``
-    holds its type; ``how`` and ``names`` are the frame's columns). By C passes over
-    ``type_of``'s values and the ``how`` column: no dict of every op's ``how`` is made, and
-    only the names the runtime placed that are no runtime type (``_SOURCE``) have their last
-    row looked up when a name has several rows."""
-    memcpy = {
-        t for t in set(type_of.values()) if isinstance(t, str) and t.upper().startswith("MEMCPY")
-    }
-
-    def typed(types: set[str] | frozenset[str]) -> set[str]:
-        return set(compress(type_of, map(types.__contains__, type_of.values())))
-
-    runtime = typed(_RUNTIME_TYPES | memcpy)
-    rows = how.eq("runtime").fillna(False).to_numpy(dtype=bool).tolist()
-    placed = set(filterfalse(runtime.__contains__, compress(names, rows)))
-    if placed and len(type_of) != len(names):  # several rows of a name: its last one decides
-        mine = list(map(placed.__contains__, names))
-        last = dict(zip(compress(names, mine), compress(rows, mine), strict=True))
-        placed = set(compress(last, last.values()))
-    runtime |= placed
-    runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
-    copies = list(compress(type_of, map(COPY_TYPES.__contains__, type_of.values())))
-    sent = map(_SEND_TYPES.__contains__, map(type_of.__getitem__, copies))
-    sends = set(compress(copies, sent))
-    return runtime, sends, set(copies) - sends, copies
 
 
 def _predict_with_module(

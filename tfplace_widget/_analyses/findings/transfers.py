@@ -16,7 +16,6 @@ import pandas as pd
 from ..._model.devices import crosses_tasks, short_device, task_of
 from ..summary import format_bytes, format_us
 from .base import (
-    COPY_TYPES,
     FOLLOWERS,
     Context,
     Finding,
@@ -32,6 +31,7 @@ from .fixes import asked_by_the_step, edit_fix, no_fix, placement_fix, sources
 from .graph import among, components, edge_positions, exact_sums
 from .material import maybe_material
 from .ps import handle_variables, ps_record, ps_words
+from .runtime import COPY_TYPES
 
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
 # by bytes per step: a 10 Gb/s link moves about 1 GB/s at best, so 10 MB a step is 10 ms or
