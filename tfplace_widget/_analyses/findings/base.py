@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
-from operator import attrgetter, contains, is_not, itemgetter, not_
+from operator import attrgetter, contains, is_not
 from typing import Any
 
 import numpy as np
@@ -747,8 +747,7 @@ def listed_ops(
     # a name whose first scope is nobody's (most of a large trace's) is a group of its own
     # (None: the name alone): every owner's name has a space or starts with an owner's scope
     groups: dict[str, list[str] | None] = dict.fromkeys(names)
-    heads = map(itemgetter(0), map(str.partition, groups, repeat("/")))
-    owned = set(compress(groups, map(not_, map(_plain_scope, heads))))  # C passes
+    owned = {name for name in groups if not _plain_scope(name.partition("/")[0])}
     if owned:  # the others as owner_of groups them, in their order among the plain ones
         ordered: dict[str, list[str] | None] = {}
         for name in groups:
