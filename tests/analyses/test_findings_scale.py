@@ -368,3 +368,91 @@ def test_among_answers_isin_by_looking_up_only_the_names_asked_about():
     index = pd.Index([f"op{i}" for i in range(50)], dtype=object)
     for names in ([], ["op3"], {"op0", "op49", "absent"}, [f"op{i}" for i in range(0, 60, 7)]):
         assert among(index, names).tolist() == index.isin(list(names)).tolist()
+
+
+def test_the_runtimes_names_come_off_the_columns_without_a_dict_of_every_ops_how(chains):
+    """Which ops TensorFlow inserted is read off the ``how`` and ``type`` columns (a name's
+    last row deciding, as the ``how`` dict of every op said): that dict of a million names is
+    made only when a rule reads ``how``, which a CPU-only trace's findings never do."""
+    context = base.Context.of(chains)
+    assert context.how_of is None  # nothing read it
+    find_findings(chains, immaterial=True)
+    ops = chains.ops
+    how = dict(zip(ops["op"], ops["how"].astype(str), strict=True))  # the last row's
+    types = dict(zip(ops["op"], ops["type"], strict=True))
+    expected = {
+        n
+        for n, t in types.items()
+        if how[n] == "runtime" or t in base.RUNTIME_TYPES or n in ("_SOURCE", "_SINK")
+    }
+    assert context.runtime == expected and len(expected) > 100
+    assert context.how == how and list(context.how) == list(types)
+
+
+def test_a_names_last_row_says_whether_the_runtime_placed_it():
+    """With a name on several rows, its last row's ``how`` decides, as the ``how`` dict did;
+    names of a runtime type are the runtime's whatever their rows say."""
+    from tfplace_widget._analyses.findings.runtime import runtime_names
+
+    names = ["a", "b", "a", "c", "b", "s", "r", "d"]
+    types = ["Add", "Mul", "Add", "Const", "Mul", "_Send", "_Recv", "Add"]
+    how = pd.Series(
+        ["runtime", "explicit", "implicit", "runtime", "runtime", "explicit", "runtime", "x"],
+        dtype="category",
+    )
+    type_of = dict(zip(names, types, strict=True))
+    runtime, sends, receives, copies = runtime_names(type_of, how, names)
+    assert runtime == {"b", "c", "s", "r"}  # a's last row is not the runtime's, b's is
+    assert (sends, receives, copies) == ({"s"}, {"r"}, ["s", "r"])
+    unique = runtime_names({"a": "Add", "c": "Const"}, pd.Series(["x", "runtime"]), ["a", "c"])
+    assert unique[0] == {"c"}
+
+
+def test_a_fix_follows_only_the_movers_that_ops_of_their_own_scope_feed():
+    """``placement_fix`` moves each op with the ops of its own name scope that feed it; the
+    movers with such producers are found by C passes over all their producers (a large
+    finding's hundreds of thousands), and the ops moved are those the walk over every mover
+    finds, in its order."""
+    from tfplace_widget._analyses.findings import fixes
+
+    inputs = {
+        "m1": ["x", "m1/Const", "m1/shape"],
+        "m1/shape": ["m1/shape/inner", "y"],
+        "m1/shape/inner": [],
+        "m2": ["m1", "m2x/Const"],  # m2x/ is no scope of m2's
+        "m3": ["m3/a"],
+        "m3/a": ["m3/a"],  # a cycle: each op once
+        "m4": [],
+    }
+
+    class Plain:
+        pass
+
+    context = Plain()
+    context.inputs = inputs
+
+    def walk(movers: list[str]) -> list[str]:  # every mover's producers, one by one
+        found = list(movers)
+        for mover in movers:
+            stack, seen = list(inputs.get(mover, ())), set()
+            while stack:
+                producer = stack.pop()
+                if producer.startswith(mover + "/") and producer not in seen:
+                    seen.add(producer)
+                    found.append(producer)
+                    stack += inputs.get(producer, ())
+        return list(dict.fromkeys(found))
+
+    for movers in (["m1", "m2", "m3", "m4"], ["m4", "m3", "m1"], ["m2"], [], ["m1", "m1"]):
+        assert fixes._with_their_internals(context, movers) == walk(movers)
+    assert fixes._with_own_producers(inputs, ["m4", "m2", "m3", "m1"]) == ["m3", "m1"]
+
+
+def test_rows_among_answers_isin_by_looking_up_each_row_in_the_set():
+    """``graph.rows_among`` answers ``Series.isin`` (a row's value one of a set of names), by
+    looking each row up in that set: no hash table of 750k runtime names built again."""
+    from tfplace_widget._analyses.findings.graph import rows_among
+
+    values = pd.Series(["a", "b", None, "c", float("nan"), "a"], dtype=object)
+    for names in (set(), {"a"}, {"b", "c", "zz"}, ["a", "c"]):
+        assert rows_among(values, names).tolist() == values.isin(list(names)).tolist()

@@ -8,7 +8,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice, repeat
+from itertools import compress, islice, repeat
 from operator import attrgetter, contains, is_not
 from typing import Any
 
@@ -20,6 +20,7 @@ from ..._model.columns import SEVERITIES
 from ..._model.devices import parse_device, short_device
 from ..._model.graphfacts import linked_groups
 from ..._model.trace import strategy_of
+from .runtime import RUNTIME_TYPES, runtime_names
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
 # gpu_kernel values (_model/kernels.py): a GPU kernel, one computing in host memory, GPU
@@ -28,16 +29,6 @@ NO_GPU = ("no", "dtype")
 ON_GPU = ("yes", "host")
 
 MAX_NAMED = 4  # op names spelled out in one message
-_RUNTIME_TYPES = {
-    "_Send",
-    "_Recv",
-    "_HostSend",
-    "_HostRecv",
-    "_Arg",
-    "_Retval",
-    "_DeviceArg",
-    "_DeviceRetval",
-}
 # A function's arguments: a resource argument lives where the caller's variable or table is.
 _ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
@@ -114,7 +105,6 @@ class Context:
     type_of: dict[str, str]
     gpu_kernel: dict[str, str]  # op -> yes/host/dtype/no; empty when unknown
     requested: dict[str, str]
-    how: dict[str, str]
     inputs: dict[str, list[str]]  # op -> producers (data edges), runtime nodes skipped
     consumers: dict[str, list[str]] = field(default_factory=dict)
     gpus: list[str] = field(default_factory=list)  # GPU devices in the trace
@@ -139,6 +129,18 @@ class Context:
     # with a great many findings may leave out those that surely are not (``material.py``).
     material_only: bool = False
     steps: Any = None  # ``material.steps_of``'s answer, found once
+    how_of: dict[str, str] | None = None  # ``how``'s answer, made when first read
+
+    @property
+    def how(self) -> dict[str, str]:
+        """op -> how it was placed (a name's last row's), made when first read: a CPU-only
+        trace's findings read it for few ops or none, and a dict of a million names costs
+        about 0.6 s to make (the runtime's names are read off the column, ``runtime_names``)."""
+        if self.how_of is None:
+            ops = self.ops
+            names = ops["op"].tolist()
+            self.how_of = dict(zip(names, ops["how"].astype(str).tolist(), strict=True))
+        return self.how_of
 
     @classmethod
     def of(cls, trace: Any) -> Context:
@@ -159,7 +161,6 @@ class Context:
                     zip(ops["op"][known].tolist(), kernels[known].tolist(), strict=True)
                 )
         requested = dict(zip(names, ops["requested_device"].astype(str).tolist(), strict=True))
-        how = dict(zip(names, ops["how"].astype(str).tolist(), strict=True))
         facts = getattr(trace, "facts", None)
         raw_inputs = trace.inputs or (facts.inputs if facts is not None else {})
         context = cls(
@@ -169,12 +170,11 @@ class Context:
             type_of=type_of,
             gpu_kernel=gpu_kernel,
             requested=requested,
-            how=how,
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
-        context.runtime, sends, receives = _runtime_names(type_of, how)
-        context.inputs = context._through_copies(raw_inputs, sends, receives)
+        context.runtime, sends, receives, copies = runtime_names(type_of, ops["how"], names)
+        context.inputs = context._through_copies(raw_inputs, sends, receives, copies)
         consumers = context.consumers
         for op, producers in context.inputs.items():
             for producer in producers:
@@ -189,17 +189,22 @@ class Context:
 
     # -- the graph, with the runtime's copies looked through ------------------------------------
     def _through_copies(
-        self, raw: Mapping[str, Sequence[str]], sends: set[str], receives: set[str]
+        self,
+        raw: Mapping[str, Sequence[str]],
+        sends: set[str],
+        receives: set[str],
+        copies: list[str],
     ) -> dict[str, list[str]]:
         """Data edges between user ops: a ``_Recv`` input becomes the op its ``_Send`` sent
-        (``sends`` and ``receives``: the names of the copies' ops)."""
+        (``sends`` and ``receives``: the names of the copies' ops; ``copies``: both, in the
+        order of ``type_of``)."""
         type_of = self.type_of
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
         user = self.user = set(type_of) - runtime
         names = list(raw)
         # each copy's tensor's op, found once (``copy_nodes`` reads them too)
-        keys = self.copy_keys = {n: copy_key(n) for n in chain(sends, receives)}
+        keys = self.copy_keys = {n: copy_key(n) for n in copies}  # in type_of's order
         sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
         for name in compress(names, map(sends.__contains__, names)):
             producers = raw[name]
@@ -238,7 +243,7 @@ class Context:
                 n
                 for n, t in self.type_of.items()
                 if self.how.get(n) == "runtime"
-                or t in _RUNTIME_TYPES
+                or t in RUNTIME_TYPES
                 or n in ("_SOURCE", "_SINK")
                 or t.upper().startswith("MEMCPY")
             }
@@ -519,25 +524,6 @@ class Context:
 
     def gpu_name(self) -> str:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
-
-
-def _runtime_names(
-    type_of: Mapping[str, Any], how: Mapping[str, str]
-) -> tuple[set[str], set[str], set[str]]:
-    """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends
-    and receives: a name's last row decides (``type_of`` and ``how`` hold it). By C passes over
-    the two dicts' values, in the order they hold them."""
-    memcpy = {
-        t for t in set(type_of.values()) if isinstance(t, str) and t.upper().startswith("MEMCPY")
-    }
-
-    def typed(types: set[str] | frozenset[str]) -> set[str]:
-        return set(compress(type_of, map(types.__contains__, type_of.values())))
-
-    runtime = typed(_RUNTIME_TYPES | memcpy)
-    runtime.update(compress(how, map("runtime".__eq__, how.values())))
-    runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
-    return runtime, typed({"_Send", "_HostSend"}), typed({"_Recv", "_HostRecv"})
 
 
 def _predict_with_module(

@@ -34,6 +34,7 @@ from .base import (
 )
 from .fallbacks import is_pipeline
 from .fixes import asked_by_the_step, no_fix, placement_fix, variable_fix
+from .graph import rows_among
 from .tasks import PART_TASK
 from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
 
@@ -65,7 +66,8 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     events = context.trace.events
     # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
     # (the events of the copied tensors only: the others are never looked up)
-    copies = events[events["op"].isin(set(transfers["tensor"].tolist()))] if len(events) else None
+    tensors = set(transfers["tensor"].tolist())
+    copies = events[rows_among(events["op"], tensors)] if len(events) else None
     copy_time = copies.groupby("op")["duration_us"].sum().to_dict() if copies is not None else {}
     steps = max(1, step_count(context))
     directions: dict[tuple[str, str, str], list[tuple]] = {}

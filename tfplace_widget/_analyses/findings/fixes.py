@@ -20,13 +20,18 @@ hold the first three keys only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from itertools import chain, filterfalse, repeat
+from operator import add
 from typing import Any
+
+import numpy as np
 
 from ..._model.devices import parse_device, short_device
 from .base import REPLICA, Context, listed_names, listed_ops, replicated
 from .tasks import PART_TASK
 
+_NO_SOURCE = frozenset({"", "<NA>", None})  # an op without a source line (``sources``)
 FIX_KEYS = ("overrides", "edit", "no_fix", "not_simulable")
 
 
@@ -38,7 +43,7 @@ def placement_fix(
     target = as_written(context, device)
     moved = _with_their_internals(context, movers)
     overrides = dict.fromkeys(moved, target)
-    requests = {context.requested.get(op, "") for op in movers}
+    requests = set(map(context.requested.get, movers, repeat("")))
     where = sources(context, movers)
     lines = f"the lines that make them{where}"
     if len(requests) == 1 and (request := requests.pop()):
@@ -118,7 +123,7 @@ def _with_their_internals(context: Context, movers: Sequence[str]) -> list[str]:
     line moves them with it (left behind, each would be a copy of its own)."""
     found = list(movers)
     inputs = context.inputs
-    for mover in movers:
+    for mover in _with_own_producers(inputs, movers):
         stack = list(inputs.get(mover, ()))
         seen: set[str] = set()
         scope = mover + "/"
@@ -131,6 +136,21 @@ def _with_their_internals(context: Context, movers: Sequence[str]) -> list[str]:
             found.append(producer)
             stack += inputs.get(producer, ())
     return list(dict.fromkeys(found))
+
+
+def _with_own_producers(inputs: Mapping[str, Sequence[str]], movers: Sequence[str]) -> list[str]:
+    """The ``movers`` that some producer in their own name scope feeds, in their order: one C
+    pass over all their producers (a large finding's hundreds of thousands, nearly all of them
+    in no mover's scope), not a Python loop over each mover's."""
+    movers = list(movers)
+    lists = list(map(inputs.get, movers, repeat(())))
+    lengths = list(map(len, lists))
+    scopes = chain.from_iterable(map(repeat, map(add, movers, repeat("/")), lengths))
+    hits = list(map(str.startswith, chain.from_iterable(lists), scopes))
+    if not any(hits):
+        return []
+    owner = np.repeat(np.arange(len(lengths)), lengths)[np.asarray(hits, dtype=bool)]
+    return [movers[i] for i in np.unique(owner).tolist()]
 
 
 def sources(context: Context, ops: Sequence[str]) -> str:
@@ -149,8 +169,8 @@ def sources(context: Context, ops: Sequence[str]) -> str:
             )
         )
     source_of = context.source_of
-    found = [source_of[op] for op in ops if source_of.get(op, "") not in ("", "<NA>")]
-    found = list(dict.fromkeys(found))  # in the order of the ops named, each line once
+    # in the order of the ops named, each line once (C passes: a finding may name 100,000s)
+    found = list(dict.fromkeys(filterfalse(_NO_SOURCE.__contains__, map(source_of.get, ops))))
     return f" ({listed_names(found)})" if found else ""
 
 

@@ -34,6 +34,16 @@ def among(index: pd.Index, names: Collection[str]) -> np.ndarray:
     return mask
 
 
+def rows_among(values: pd.Series, names: Collection[str]) -> np.ndarray:
+    """Per row of ``values``, whether it is one of ``names`` (a set): what ``values.isin``
+    answers, by a look-up of each row in ``names`` itself, not in a hash table of them built
+    again (hundreds of thousands of a large trace's runtime names or copied tensors)."""
+    if not isinstance(names, set | frozenset | dict):
+        names = set(names)
+    rows = values.tolist()
+    return np.fromiter(map(names.__contains__, rows), bool, len(rows))
+
+
 def components(count: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """For each of ``count`` nodes, the smallest node joined to it by the undirected edges
     ``a[i] -- b[i]``: a label per connected component. Each round hooks the larger root of an

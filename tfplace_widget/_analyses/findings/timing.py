@@ -10,6 +10,7 @@ import pandas as pd
 from ..._model.devices import parse_device, short_device
 from ..summary import busy_per_device
 from .base import Context, Finding, device_type, listed_ops
+from .graph import rows_among
 from .material import aggregate_lanes, step_of, trace_steps
 from .transfers import step_count
 
@@ -35,7 +36,10 @@ def find_idle_devices(context: Context) -> list[Finding]:
     collective = set(
         context.names_of(t for t in set(context.type_of.values()) if t.startswith("Collective"))
     )
-    op_level = op_level[~op_level["op"].isin((context.runtime or set()) | collective)]
+    excluded = rows_among(op_level["op"], context.runtime or set())
+    if collective:
+        excluded |= rows_among(op_level["op"], collective)
+    op_level = op_level[~excluded]
     if op_level.empty:
         return []
     starts = op_level["start_us"].to_numpy()

@@ -31,6 +31,7 @@ from .fixes import asked_by_the_step, edit_fix, no_fix, placement_fix, sources
 from .graph import among, components, edge_positions, exact_sums
 from .material import maybe_material
 from .ps import handle_variables, ps_record, ps_words
+from .runtime import COPY_TYPES
 
 # A cross-task transfer goes over the network (gRPC RecvTensor), not through memory. Severity
 # by bytes per step: a 10 Gb/s link moves about 1 GB/s at best, so 10 MB a step is 10 ms or
@@ -525,15 +526,20 @@ def _by_label(labels: np.ndarray, ids: np.ndarray, names: np.ndarray) -> dict[in
 def copy_nodes(context: Context, producer: str) -> list[str]:
     """The ``_Send``/``_Recv`` nodes that carry ``producer``'s output to another device."""
     if context.copies_by_producer is None:
-        context.copies_by_producer = {}
-        # the copies picked out of every op by one C pass, in the order of ``type_of``
-        types, of = {"_Send", "_Recv", "_HostSend", "_HostRecv"}, context.type_of
-        keys = context.copy_keys or {}  # Context.of's
-        for name in compress(of, map(types.__contains__, of.values())):
-            key = keys.get(name)
-            context.copies_by_producer.setdefault(
-                copy_key(name) if key is None else key, []
-            ).append(name)
+        by_producer: dict[str, list[str]] = {}
+        # the copies in the order of ``type_of``, with their keys: Context.of's
+        keys = context.copy_keys
+        if keys is None:
+            of = context.type_of
+            copies = compress(of, map(COPY_TYPES.__contains__, of.values()))
+            keys = {name: copy_key(name) for name in copies}
+        for name, key in keys.items():
+            found = by_producer.get(key)
+            if found is None:
+                by_producer[key] = [name]
+            else:
+                found.append(name)
+        context.copies_by_producer = by_producer
     return context.copies_by_producer.get(producer, [])
 
 

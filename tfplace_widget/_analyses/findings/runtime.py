@@ -1,0 +1,57 @@
+"""The ops TensorFlow's runtime inserted into a trace's graph (copies, feeds, fetches,
+``_SOURCE``), found once per ``Context`` by C passes over its per-op columns: a million-op
+trace has hundreds of thousands of them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import compress, filterfalse
+from typing import Any
+
+import pandas as pd
+
+RUNTIME_TYPES = {
+    "_Send",
+    "_Recv",
+    "_HostSend",
+    "_HostRecv",
+    "_Arg",
+    "_Retval",
+    "_DeviceArg",
+    "_DeviceRetval",
+}
+
+# The copies' sends and receives (``copy_nodes``), and of those the sends.
+COPY_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
+_SEND_TYPES = frozenset({"_Send", "_HostSend"})
+
+
+def runtime_names(
+    type_of: Mapping[str, Any], how: pd.Series, names: list[str]
+) -> tuple[set[str], set[str], set[str], list[str]]:
+    """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends,
+    receives, and all of them in ``type_of``'s order: a name's last row decides (``type_of``
+    holds its type; ``how`` and ``names`` are the frame's columns). By C passes over
+    ``type_of``'s values and the ``how`` column: no dict of every op's ``how`` is made, and
+    only the names the runtime placed that are no runtime type (``_SOURCE``) have their last
+    row looked up when a name has several rows."""
+    memcpy = {
+        t for t in set(type_of.values()) if isinstance(t, str) and t.upper().startswith("MEMCPY")
+    }
+
+    def typed(types: set[str] | frozenset[str]) -> set[str]:
+        return set(compress(type_of, map(types.__contains__, type_of.values())))
+
+    runtime = typed(RUNTIME_TYPES | memcpy)
+    rows = how.eq("runtime").fillna(False).to_numpy(dtype=bool).tolist()
+    placed = set(filterfalse(runtime.__contains__, compress(names, rows)))
+    if placed and len(type_of) != len(names):  # several rows of a name: its last one decides
+        mine = list(map(placed.__contains__, names))
+        last = dict(zip(compress(names, mine), compress(rows, mine), strict=True))
+        placed = set(compress(last, last.values()))
+    runtime |= placed
+    runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
+    copies = list(compress(type_of, map(COPY_TYPES.__contains__, type_of.values())))
+    sent = map(_SEND_TYPES.__contains__, map(type_of.__getitem__, copies))
+    sends = set(compress(copies, sent))
+    return runtime, sends, set(copies) - sends, copies
