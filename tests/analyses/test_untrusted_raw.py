@@ -9,6 +9,10 @@ import json
 import pytest
 from helpers import run_python
 
+# Processes, sockets, signals and files, not where TensorFlow puts an op: CI runs them once,
+# with oneDNN's default (.ci/run's oneDNN-off run leaves out the lifecycle marker).
+pytestmark = pytest.mark.lifecycle
+
 CRAFTED_FUNCTION_GRAPHS = r"""
 import json, resource, zipfile
 import tensorflow as tf

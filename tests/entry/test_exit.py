@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from helpers import GPU_TRACES, run_python
+
+# Processes, sockets, signals and files, not where TensorFlow puts an op: CI runs them once,
+# with oneDNN's default (.ci/run's oneDNN-off run leaves out the lifecycle marker).
+pytestmark = pytest.mark.lifecycle
 
 SCRIPT = """
 from tfplace_widget import show_comparison, show_placement

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import run_python
+
+# Processes, sockets, signals and files, not where TensorFlow puts an op: CI runs them once,
+# with oneDNN's default (.ci/run's oneDNN-off run leaves out the lifecycle marker).
+pytestmark = pytest.mark.lifecycle
 
 FUZZ = r"""
 import collections, io, json, random, sys, tempfile, time, traceback, warnings, zipfile

@@ -29,6 +29,10 @@ from tfplace_widget import PlacementTrace, TraceError, show_placement
 from tfplace_widget._sources import limits
 from tfplace_widget._tfplace_format import limits as archive_limits
 
+# Processes, sockets, signals and files, not where TensorFlow puts an op: CI runs them once,
+# with oneDNN's default (.ci/run's oneDNN-off run leaves out the lifecycle marker).
+pytestmark = pytest.mark.lifecycle
+
 KITTIBOX = GPU_TRACES / "kittibox" / "timeline_01.json"
 CPU_01 = "ikhlestov-tensorflow-profiling/CPU_timeline_01.json"
 # Generous for a loaded 2-core CI machine: the refusals take well under a second here.

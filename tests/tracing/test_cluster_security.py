@@ -38,7 +38,12 @@ from tfplace_widget._model.errors import TraceError
 from tfplace_widget._tracing import local_cluster
 from tfplace_widget._tracing.profile_dir import remove_stale
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+# Processes, sockets, signals and files, not where TensorFlow puts an op: CI runs them once,
+# with oneDNN's default (.ci/run's oneDNN-off run leaves out the lifecycle marker).
+pytestmark = [
+    pytest.mark.lifecycle,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
+]
 
 PROMPT_S = 3.0  # Ctrl-C: "within about a second", with room for a loaded machine
 GONE_S = 5.0  # the cluster's process is gone this long after its parent died

@@ -23,6 +23,10 @@ from helpers import CTRL_C_AS_AT_A_TERMINAL, ignore_sigint
 
 from tfplace_widget import TraceError
 
+# Processes, sockets, signals and files, not where TensorFlow puts an op: CI runs them once,
+# with oneDNN's default (.ci/run's oneDNN-off run leaves out the lifecycle marker).
+pytestmark = pytest.mark.lifecycle
+
 CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 STARTED_TO_INTERRUPT_S = 0.5  # the run has been blocked this long when Ctrl-C comes
 PROMPT_S = 3.0  # "within about a second" (0.1 s measured), with room for a loaded CI machine

@@ -11,7 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import tfplace_widget
+
+# Processes, sockets, signals and files, not where TensorFlow puts an op: CI runs them once,
+# with oneDNN's default (.ci/run's oneDNN-off run leaves out the lifecycle marker).
+pytestmark = pytest.mark.lifecycle
 
 CHECKOUT = Path(tfplace_widget.__file__).resolve().parents[1]  # the package under test
 

@@ -18,6 +18,10 @@ from ipywidgets.widgets import widget as ipywidget
 
 from tfplace_widget import TraceError, show_placement, trace_placement
 
+# Processes, sockets, signals and files, not where TensorFlow puts an op: CI runs them once,
+# with oneDNN's default (.ci/run's oneDNN-off run leaves out the lifecycle marker).
+pytestmark = pytest.mark.lifecycle
+
 THREE_CPUS = {"CPU": 3}
 TRACES = 200
 WARM_UP = 20
