@@ -225,8 +225,10 @@ def _name_replicated_constants(
     reasons: list[str], names: list[str], devices: list[str], replicated: dict[str, list[str]]
 ) -> None:
     """Say which constants ReplicateConstantsPass replaced by per-device copies after placement
-    (``Executed.replicated``), on the constant's row (if it has one) and its copies', in place."""
-    row_of = {name: i for i, name in enumerate(names)}
+    (``Executed.replicated``), on the constant's row (if it has one) and its copies', in place.
+    Only those names' rows are looked up (the last row of a name, as a dict of all would)."""
+    wanted = set(replicated).union(*replicated.values())
+    row_of = {name: i for i, name in enumerate(names) if name in wanted}
     for original, copies in replicated.items():
         at = row_of.get(original)
         shown = [c for c in copies if c in row_of]
