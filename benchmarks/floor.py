@@ -15,10 +15,13 @@ from typing import Any
 def read_fields_only(metadata: Any, graph: Any) -> int:
     """Read, from Python, exactly the fields a PlacementTrace needs, and nothing else.
 
-    step_stats: node name, thread, start, duration, label, output sizes; partition graphs:
-    name, device, op, inputs, and the devices of every ``_Send``; the built graph
-    (``as_graph_def()``): name, op, device, inputs, ``_class``. Returns a count, so nothing
-    is optimised away. The collector is paused, as in the conversion itself.
+    step_stats: node name, thread, start, duration, label, output sizes, and since issue 34
+    the allocator records (``memory_stats.persistent_memory_size``; per ``memory`` entry its
+    allocator name, peak and total bytes and each allocation record's time and bytes; a
+    persistent holder's output allocator); partition graphs: name, device, op, inputs, and
+    the devices of every ``_Send``; the built graph (``as_graph_def()``): name, op, device,
+    inputs, ``_class``. Returns a count, so nothing is optimised away. The collector is
+    paused, as in the conversion itself.
     """
     from tfplace_widget._model.gc_pause import paused_gc
 
@@ -35,6 +38,12 @@ def _read_fields(metadata: Any, graph: Any) -> int:
             _ = (node.all_end_rel_micros, node.timeline_label)
             for output in node.output:
                 _ = output.tensor_description.allocation_description.requested_bytes
+            if node.memory_stats.persistent_memory_size and node.output:
+                _ = node.output[0].tensor_description.allocation_description.allocator_name
+            for used in node.memory:
+                _ = (used.allocator_name, used.peak_bytes, used.total_bytes)
+                for change in used.allocation_records:
+                    _ = (change.alloc_micros, change.alloc_bytes)
             seen += 1
     for partition in metadata.partition_graphs:
         seen += _read_nodes(partition.node, sends=True)
