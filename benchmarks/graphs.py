@@ -117,11 +117,13 @@ class BareRun:
     seconds: dict[str, float]
 
 
-def bare_traced_run(graph_def: Any, config: Any) -> BareRun:
+def bare_traced_run(graph_def: Any, config: Any, steps: int = 1) -> BareRun:
     """Build (import), open a Session, initialise, one warm-up run, one FULL_TRACE run, close.
 
     The same steps and ConfigProto as ``trace_placement``, without its capture, graph facts
     and frames. Native output goes to /dev/null (the tool captures it to a file instead).
+    ``steps > 1``: that many FULL_TRACE runs in the one session, ``run_metadata`` their list
+    (several traced steps of one graph, as a user tracing a training loop has).
     """
     import tensorflow as tf
 
@@ -135,7 +137,7 @@ def bare_traced_run(graph_def: Any, config: Any) -> BareRun:
     t1 = time.perf_counter()
     seconds["build"] = t1 - t0
     options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE, output_partition_graphs=True)
-    metadata = v1.RunMetadata()
+    metadatas = [v1.RunMetadata() for _ in range(steps)]
     with quiet_fds():
         session = v1.Session(graph=graph, config=config)
         try:
@@ -150,7 +152,8 @@ def bare_traced_run(graph_def: Any, config: Any) -> BareRun:
             t2 = time.perf_counter()
             session.run(fetch)  # warm-up, untraced
             t3 = time.perf_counter()
-            session.run(fetch, options=options, run_metadata=metadata)
+            for metadata in metadatas:
+                session.run(fetch, options=options, run_metadata=metadata)
             t4 = time.perf_counter()
         finally:
             session.close()
@@ -159,4 +162,4 @@ def bare_traced_run(graph_def: Any, config: Any) -> BareRun:
     seconds["warm-up run"] = t3 - t2
     seconds["traced run"] = t4 - t3
     seconds["total"] = t5 - t0
-    return BareRun(metadata, graph, seconds)
+    return BareRun(metadatas[0] if steps == 1 else metadatas, graph, seconds)

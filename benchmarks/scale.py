@@ -2,7 +2,11 @@
 a baseline version of the package (issue 35).
 
 ``python -m benchmarks.scale --baseline DIR [--sizes 10000,100000] [--repeats 3] [--timeout S]
-[--steps findings,predict,compare,search]``
+[--steps findings,predict,compare,search] [--trace-steps N] [--trace-only]``
+
+``--trace-steps N``: the trace is N traced runs of the graph in one session (``trace_<ops>x<N>.pkl``),
+as ten traced steps of a training loop give; ``--trace-only``: make that trace and print the
+conversion's seconds next to ``timeline.py``'s over the same step_stats, nothing else.
 
 ``DIR`` holds the baseline's package, e.g. ``git archive main tfplace_widget | tar -x -C DIR``
 (``--new DIR2``: this version's, from a snapshot made the same way, else this checkout's).
@@ -54,16 +58,28 @@ STEPS = ("findings", "predict", "compare", "search")
 QUERIES = (("c7", False), ("c7/*1", False), ("*/add1*9", False), (r"c7/add1\d+$", True))
 
 _TRACE = """
-import pickle, sys, time
+import gc, pickle, sys, time
 from benchmarks import graphs
 from tfplace_widget import PlacementTrace
-n, path = int(sys.argv[1]), sys.argv[2]
+n, path, steps, vs_timeline = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 graph_def = graphs.make_graph_def(n, devices={devices})
-run = graphs.bare_traced_run(graph_def, graphs.session_config({devices}))
+run = graphs.bare_traced_run(graph_def, graphs.session_config({devices}), steps=steps)
+gc.collect()
+start, cpu = time.perf_counter(), time.process_time()
 trace = PlacementTrace.from_run_metadata(run.run_metadata, graph=run.graph)
+print("PlacementTrace", time.perf_counter() - start, time.process_time() - cpu)
 with open(path, "wb") as out:
     pickle.dump(trace, out, protocol=5)
 print(len(trace.ops), len(trace.events), len(trace.transfers))
+if vs_timeline:  # TensorFlow's timeline.py over the same step_stats, one Timeline per step
+    from tensorflow.python.client import timeline
+    del trace
+    metadatas = run.run_metadata if steps > 1 else [run.run_metadata]
+    gc.collect()
+    start, cpu = time.perf_counter(), time.process_time()
+    for metadata in metadatas:
+        timeline.Timeline(metadata.step_stats, run.graph).generate_chrome_trace_format()
+    print("timeline.py", time.perf_counter() - start, time.process_time() - cpu)
 """
 
 _STEP = """
@@ -127,18 +143,28 @@ def _env(tree: Path) -> dict[str, str]:
     return env
 
 
-def trace_file(n_ops: int, cache: Path) -> Path:
-    """The pickled trace of the generated graph of ``n_ops`` ops (traced once, then reused)."""
-    path = cache / f"trace_{n_ops}.pkl"
+def trace_name(n_ops: int, steps: int = 1) -> str:
+    """The pickle's file name: ``trace_N.pkl`` for one traced step, ``trace_Nx10.pkl`` for ten."""
+    return f"trace_{n_ops}.pkl" if steps == 1 else f"trace_{n_ops}x{steps}.pkl"
+
+
+def trace_file(n_ops: int, cache: Path, steps: int = 1, vs_timeline: bool = False) -> Path:
+    """The pickled trace of ``steps`` traced runs, in one session, of the generated graph of
+    ``n_ops`` ops (traced once, then reused). ``vs_timeline``: print the conversion's wall and
+    CPU seconds next to ``timeline.py``'s over the same step_stats (a new trace only)."""
+    path = cache / trace_name(n_ops, steps)
     if not path.exists():
         code = _TRACE.format(devices=DEVICES)
-        subprocess.run(
-            [sys.executable, "-c", code, str(n_ops), str(path)],
+        args = [str(n_ops), str(path), str(steps), "1" if vs_timeline else "0"]
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args],
             env=_env(REPO),
             check=True,
             cwd=REPO,
             capture_output=True,
+            text=True,
         )
+        print(done.stdout, end="", flush=True)
     return path
 
 
@@ -194,11 +220,12 @@ def measure(
     new_tree: Path,
     synthetic: bool | None = None,
     steps: tuple[str, ...] = STEPS,
+    trace_steps: int = 1,
 ) -> list[dict[str, Any]]:
     rows = []
     for n_ops in sizes:
         started = time.perf_counter()
-        trace = trace_file(n_ops, cache) if synthetic is None else Path(str(n_ops))
+        trace = trace_file(n_ops, cache, trace_steps) if synthetic is None else Path(str(n_ops))
         print(f"[{n_ops:,} ops] trace ready ({time.perf_counter() - started:.0f} s)", flush=True)
         for step in steps if synthetic is None else ("synthetic",):
             outs = {v: cache / f"answer_{v}_{step}_{n_ops}.pkl" for v in ("new", "old")}
@@ -258,9 +285,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--new", type=Path, default=REPO, help="this version's package's folder (a snapshot)"
     )
+    parser.add_argument(
+        "--trace-steps", type=int, default=1, help="traced runs of the graph in one trace"
+    )
+    parser.add_argument(
+        "--trace-only", action="store_true", help="trace (and time against timeline.py), no steps"
+    )
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.trace_only:
+        for n_ops in sizes:
+            print(trace_file(n_ops, args.cache, args.trace_steps, vs_timeline=True))
+        return 0
     rows = measure(
         sizes,
         args.baseline.resolve(),
@@ -270,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         args.new.resolve(),
         args.synthetic_search,
         tuple(args.steps.split(",")),
+        args.trace_steps,
     )
     print(table(rows, args.timeout))
     return 0
