@@ -217,7 +217,7 @@ def test_gpu_trace_lanes_in_the_timeline():
     ticks = list(panel.timeline.layout_dict["yaxis"]["ticktext"])
     # plotly.js 3 ignores a title given as a plain string
     assert panel.timeline.layout_dict["xaxis"]["title"] == {
-        "text": "time since the step started (µs)"
+        "text": "time since the trace's first op started (µs)"
     }
     assert ticks[0] == "GPU:0" and "GPU:0 stream:20" in ticks and "GPU:0 memcpy" in ticks
     assert "CPU:0" in ticks

@@ -302,8 +302,9 @@ class TimelineFigure:
             font=dict(color="#8a8a8a", size=12),
             autosize=True,
             xaxis=dict(
-                # plotly.js 3 reads a title only as {"text": ...}
-                title=dict(text="time since the step started (µs)"),
+                # plotly.js 3 reads a title only as {"text": ...}; several traced steps follow
+                # each other on this axis, so it counts from the first op, not from "the step"
+                title=dict(text="time since the trace's first op started (µs)"),
                 gridcolor="rgba(128,128,128,0.25)",
                 range=[0, span * 1.02],
                 zeroline=False,
