@@ -94,10 +94,15 @@ def stand_in(tf: Any, trace_placement: Any, build: Any, predicted: Any) -> Any:
         for op, device in zip(predicted.ops["op"], predicted.ops["device"], strict=True)
         if device and op in ran
     }
-    one_at_a_time = tf.compat.v1.ConfigProto(
-        inter_op_parallelism_threads=1, use_per_session_threads=True
+    return trace_placement(
+        build, device_count=TWO_CPUS, overrides=overrides, config=one_at_a_time(tf)
     )
-    return trace_placement(build, device_count=TWO_CPUS, overrides=overrides, config=one_at_a_time)
+
+
+def one_at_a_time(tf: Any) -> Any:
+    """A session config with one inter-op thread of its own: ready ops run one after the other,
+    in the same order in every run, as a GPU runs its kernels."""
+    return tf.compat.v1.ConfigProto(inter_op_parallelism_threads=1, use_per_session_threads=True)
 
 
 def made_of_tensors(difference: int, sizes: list[int], most: int = 3) -> bool:
@@ -128,7 +133,9 @@ def step_only(predicted: Any) -> pd.DataFrame:
 @pytest.fixture(scope="module", params=["dense", "cnn"])
 def program(request, tf, trace_placement):
     build = {"dense": dense_step, "cnn": cnn_step}[request.param]
-    traced = trace_placement(lambda: build(tf), device_count=TWO_CPUS)
+    # One op at a time, as the stand-in runs: with two inter-op threads, which of two ready ops
+    # frees its input first moved the peak's largest tensor between runs (CI, oneDNN off, cnn).
+    traced = trace_placement(lambda: build(tf), device_count=TWO_CPUS, config=one_at_a_time(tf))
     predicted = predict_placement(traced, gpus=1)
     return traced, predicted, stand_in(tf, trace_placement, lambda: build(tf), predicted)
 
@@ -136,8 +143,8 @@ def program(request, tf, trace_placement):
 def test_predicted_gpu_peak_is_the_stand_in_runs_peak(program):
     """The step's part of the predicted GPU:0 peak is the stand-in CPU:1 run's own allocator
     peak within 10%, or the difference is tensors live at one run's peak and not at the
-    other's (``made_of_tensors``): the traced run (two inter-op threads) ran two ready ops side by side, and which
-    one's output is freed before the other allocates is the schedule's, not the placement's.
+    other's (``made_of_tensors``): which of two ready ops' outputs is freed before the other
+    allocates is the schedule's, not the placement's (both runs have one inter-op thread).
     The full predicted peak adds the variables and the copies onto the GPU, each a tensor
     TensorFlow reported (output_bytes), BFC-rounded."""
     traced, predicted, run = program
