@@ -177,26 +177,32 @@ def _output_dtypes_by_op_defs(graph_def: Any) -> dict[str, list[bool]] | None:
     graph's library, an op this TensorFlow does not register, an attr missing): then the graph
     is imported and asked."""
     answer: dict[str, list[bool]] = {}
-    may: dict[str, bool] = {}
+    # per op type: its OpDef and attr defaults when it may output a resource or a ref, else None
+    read: dict[str, tuple[Any, dict[str, Any]] | None] = {}
     for node in graph_def.node:
         op = node.op
-        if op not in may:
-            may[op] = may_output_resource_or_ref(op)
-        if not may[op]:
+        if op not in read:
+            read[op] = None
+            if may_output_resource_or_ref(op):
+                op_def = registered_op_def(op)
+                attrs = op_def.attr if op_def is not None else ()
+                defaults = {a.name: a.default_value for a in attrs if a.HasField("default_value")}
+                read[op] = (op_def, defaults)
+        if read[op] is None:
             continue
-        op_def = registered_op_def(op)
-        outputs = None if op_def is None else _node_outputs(node, op_def)
+        op_def, defaults = read[op]
+        outputs = None if op_def is None else _node_outputs(node, op_def, defaults)
         if outputs is None:
             return None
         answer[node.name] = outputs
     return answer
 
 
-def _node_outputs(node: Any, op_def: Any) -> list[bool] | None:
+def _node_outputs(node: Any, op_def: Any, defaults: dict[str, Any]) -> list[bool] | None:
     """Per output of ``node``: is it a resource or a ref (``op_def``'s output args, sized and
-    typed by the node's attrs or the OpDef's defaults); None when an attr is missing."""
+    typed by the node's attrs or the OpDef's ``defaults``, read once per op type); None when an
+    attr is missing."""
     attrs = node.attr
-    defaults = {a.name: a.default_value for a in op_def.attr if a.HasField("default_value")}
 
     def attr(name: str) -> Any:
         return attrs[name] if name in attrs else defaults.get(name)
