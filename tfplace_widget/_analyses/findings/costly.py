@@ -11,8 +11,11 @@ signals (0-byte tensors that carry a control edge) are counted, not named.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from itertools import chain, compress, repeat
+from operator import contains, eq, is_not, itemgetter, ne
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -24,7 +27,6 @@ from .base import (
     REPLICA,
     Context,
     Finding,
-    all_on_one_gpu,
     copied_op,
     device_type,
     is_gradient,
@@ -51,6 +53,7 @@ _RETURN_TYPES = {"Identity", "IdentityN", "OptionalFromValue"}
 # Ops that read a variable's value (a resource input that is a variable, not a table or an
 # iterator).
 _VARIABLE_READS = ("ReadVariableOp", "ResourceGather", "ResourceGatherNd")
+_KNOWN = partial(is_not, None)  # a recorded size
 _SHAPE_RULE = (
     "the placer puts an op that reads only a shape on the device of its input: nothing in your "
     "code places these copies"
@@ -70,34 +73,8 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     copies = events[rows_among(events["op"], tensors)] if len(events) else None
     copy_time = copies.groupby("op")["duration_us"].sum().to_dict() if copies is not None else {}
     steps = max(1, step_count(context))
-    directions: dict[tuple[str, str, str], list[tuple]] = {}
     signals: dict[tuple[str, str], int] = {}
-    columns = (transfers[c].tolist() for c in ("tensor", "src_device", "dst_device"))
-    crossing = cross_task_flags(transfers)
-    strategy = replicated(context)
-    type_of, consumers_of = context.type_of, context.consumers
-    # per pair of devices, found once (a million copies run between a few): a GPU at either
-    # end (a copy that may stay in host memory), and a CPU source (a feed)
-    pairs: dict[tuple[str, str], tuple[bool, bool]] = {}
-    for tensor, src, dst, size, network in zip(*columns, _sizes(transfers), crossing, strict=True):
-        if src == dst:  # a predicted host <-> device memory crossing: host_memory_on_gpu's
-            continue
-        if network:  # between tasks of a cluster: cross_task_transfer's
-            continue
-        if "/ctrl/_" in tensor and _CONTROL.match(tensor):
-            signals[(src, dst)] = signals.get((src, dst), 0) + 1
-            continue
-        pair = pairs.get((src, dst))
-        if pair is None:
-            kinds = (device_type(src), device_type(dst))
-            pair = pairs[(src, dst)] = ("GPU" in kinds, kinds[0] == "CPU")
-        producer = copied_op(context, tensor)
-        if pair[0] and _stays_in_host_memory(context, producer, src, dst):
-            continue
-        consumers = [c for c in consumers_of.get(producer, ()) if c in type_of]
-        io = _io_of(context, tensor, producer, consumers, strategy, pair[1])
-        row = (tensor, producer, size, copy_time.get(tensor, 0.0))
-        directions.setdefault((src, dst, io), []).append(row)
+    directions = _directions(context, transfers, copy_time, signals)
     # the directions by the best rank each can have, each made until the next one cannot
     # reach the ranks of the TOP_TRANSFERS made (a finding is costly to make: its op lists)
     best = {key: _best_rank(group, key[2]) for key, group in directions.items()}
@@ -116,16 +93,146 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     return findings[:TOP_TRANSFERS]
 
 
+class _Copies(NamedTuple):
+    """One direction's copies, in the transfers' order: each copy's tensor, the op whose
+    output it is, its size (None: not recorded), its measured time, and that op's readers
+    (``Context.consumers``'s list)."""
+
+    tensors: list[str]
+    producers: list[str]
+    sizes: list[int | None]
+    times: list[float]
+    readers: list[Sequence[str]]
+
+
+def _directions(
+    context: Context,
+    transfers: pd.DataFrame,
+    copy_time: dict[str, float],
+    signals: dict[tuple[str, str], int],
+) -> dict[tuple[str, str, str], _Copies]:
+    """The copies by ``(src, dst, io)``, in the order each direction first appears; the
+    control signals counted into ``signals`` per pair of devices. By C passes over the
+    copies (a million-op trace has hundreds of thousands) and numpy: what each copy is for
+    (``_io_of``) is asked in Python only of the copies whose answer the columns leave open
+    (a strategy's step, a reader that may hand the tensor back)."""
+    tensors = transfers["tensor"].tolist()
+    srcs, dsts = transfers["src_device"].tolist(), transfers["dst_device"].tolist()
+    keep = np.fromiter(map(ne, srcs, dsts), bool, len(tensors))
+    # a predicted host <-> device memory crossing (src == dst) is host_memory_on_gpu's, one
+    # between tasks of a cluster cross_task_transfer's
+    keep &= ~np.asarray(cross_task_flags(transfers), dtype=bool)
+    sizes = _sizes(transfers)
+    for i in np.flatnonzero(keep).tolist():  # control edges: counted, not named
+        if "/ctrl/_" in tensors[i] and _CONTROL.match(tensors[i]):
+            keep[i] = False
+            signals[(srcs[i], dsts[i])] = signals.get((srcs[i], dsts[i]), 0) + 1
+    if not keep.all():
+        mask = keep.tolist()
+        tensors, srcs, dsts = (list(compress(c, mask)) for c in (tensors, srcs, dsts))
+        sizes = list(compress(sizes, mask))
+    if not tensors:
+        return {}
+    pairs = pd.factorize(pd.Series([*map("\0".join, zip(srcs, dsts, strict=True))]))[0]
+    first = np.unique(pairs, return_index=True)[1]
+    ends = [(srcs[i], dsts[i]) for i in first.tolist()]
+    kinds = [(device_type(src), device_type(dst)) for src, dst in ends]
+    producers = [t.rpartition(":")[0] if ":" in t else t for t in tensors]
+    for i in compress(range(len(producers)), map(str.startswith, producers, repeat("edge_"))):
+        producers[i] = copied_op(context, tensors[i])  # a TF 1.x memcpy record's edge
+    gpu_pairs = [i for i, k in enumerate(kinds) if "GPU" in k]
+    if gpu_pairs:  # a copy between a CPU and a GPU may stay in host memory
+        kept = np.ones(len(tensors), dtype=bool)
+        for i in np.flatnonzero(np.isin(pairs, gpu_pairs)).tolist():
+            src, dst = ends[pairs[i]]
+            kept[i] = not _stays_in_host_memory(context, producers[i], src, dst)
+        if not kept.all():
+            mask = kept.tolist()
+            tensors, producers, sizes = (
+                list(compress(c, mask)) for c in (tensors, producers, sizes)
+            )
+            pairs = pairs[kept]
+    type_of = context.type_of
+    readers = list(map(context.consumers.get, producers, repeat(())))
+    if context.user is None:  # Context.of's readers are ops of the trace: only others tested
+        readers = [[c for c in r if c in type_of] for r in readers]
+    from_cpu = np.array([k[0] == "CPU" for k in kinds], dtype=bool)[pairs]
+    io = _io_codes(context, tensors, producers, readers, from_cpu)
+    times = list(map(copy_time.get, tensors, repeat(0.0))) if copy_time else [0.0] * len(tensors)
+    keys = pairs * len(_IO) + io
+    order = np.argsort(keys, kind="stable")
+    found, starts = np.unique(keys[order], return_index=True)
+    bounds = [*starts.tolist(), len(order)]
+    groups = {}
+    for key, start, end in zip(found.tolist(), bounds, bounds[1:], strict=False):
+        rows = order[start:end].tolist()  # in the transfers' order
+        pick = itemgetter(*rows) if len(rows) > 1 else lambda c, r=rows[0]: (c[r],)
+        groups[key] = (
+            rows[0],
+            _Copies(*(list(pick(c)) for c in (tensors, producers, sizes, times, readers))),
+        )
+    # in the order each direction first appears among the copies
+    return {
+        (*ends[key // len(_IO)], _IO[key % len(_IO)]): copies
+        for key, (_, copies) in sorted(groups.items(), key=lambda g: g[1][0])
+    }
+
+
+# What a copy is for (``_io_of``), as codes.
+_IO = ("", "feed", "fetch", "replicas")
+_FEED_TYPES = frozenset({"_Arg", "Placeholder", "_Recv", "_HostRecv"})  # ``is_feed``'s
+
+
+def _io_codes(
+    context: Context,
+    tensors: list[str],
+    producers: list[str],
+    readers: list[Sequence[str]],
+    from_cpu: np.ndarray,
+) -> np.ndarray:
+    """``_io_of`` of each copy as an index into ``_IO``: the feeds by their producers' types
+    and names, the fetches by their readers (none, or only ops that may hand the tensor back,
+    whose ``_returned`` is then asked), in C passes; a strategy's step copy by copy."""
+    if replicated(context):
+        return np.array(
+            [
+                _IO.index(_io_of(context, t, p, list(r), True, bool(c)))
+                for t, p, r, c in zip(tensors, producers, readers, from_cpu.tolist(), strict=True)
+            ],
+            dtype=np.intp,
+        )
+    types = list(map(context.type_of.get, producers, repeat("")))
+    fed_type = {t: t in _FEED_TYPES or is_pipeline(t) for t in set(types)}
+    feed = np.fromiter(map(fed_type.__getitem__, types), bool, len(types))
+    for text in ("_recv_", "_arg_"):
+        feed |= np.fromiter(map(contains, tensors, repeat(text)), bool, len(tensors))
+    inlined = np.fromiter(map(str.startswith, producers, repeat("Func/")), bool, len(tensors))
+    for i in np.flatnonzero(inlined & ~feed).tolist():  # an inlined call's input
+        feed[i] = "/input/_" in producers[i]
+    io = np.where(feed & from_cpu, 1, 0)
+    read = np.fromiter(map(len, readers), np.intp, len(readers)) > 0
+    # no reader: a fetch (unless a copy record that names no tensor: unknown)
+    unnamed = np.fromiter(map(eq, tensors, producers), bool, len(tensors))
+    io[(io == 0) & ~read & ~unnamed] = 2
+    returning = set(context.names_of(_RETURN_TYPES))
+    if returning:  # read only by ops that may hand it back: whether they do
+        maybe = np.fromiter(map(returning.issuperset, readers), bool, len(readers))
+        for i in np.flatnonzero((io == 0) & read & maybe).tolist():
+            if all(_returned(context, c) for c in readers[i]):
+                io[i] = 2
+    return io
+
+
 def _rank(finding: Finding) -> tuple:
     """A costly_transfer finding's place, lowest first: those with a fix, then by cost."""
     return (finding.severity == "info", *(-c for c in finding.cost))
 
 
-def _best_rank(group: list[tuple], io: str) -> tuple:
+def _best_rank(group: _Copies, io: str) -> tuple:
     """The lowest ``_rank`` a direction's finding can have: its cost is read off its copies,
     and only a direction of the step's own compute (no ``io``) may be other than ``info``."""
-    moved = sum(r[2] for r in group if r[2] is not None)
-    return (bool(io), -float(sum(r[3] for r in group)), -float(moved), -float(len(group)))
+    moved = sum(filter(_KNOWN, group.sizes))
+    return (bool(io), -float(sum(group.times)), -float(moved), -float(len(group.tensors)))
 
 
 def _sizes(transfers: pd.DataFrame) -> list[int | None]:
@@ -196,29 +303,28 @@ def _direction_finding(
     src: str,
     dst: str,
     io: str,
-    group: list[tuple],
+    group: _Copies,
     steps: int,
     signals: int,
 ) -> Finding:
-    count = len(group)
-    sizes = [r[2] for r in group if r[2] is not None]
+    count = len(group.tensors)
+    sizes = list(filter(_KNOWN, group.sizes))
     moved = sum(sizes)
-    seconds = float(sum(r[3] for r in group))
-    type_of, consumers_of, device_of = context.type_of, context.consumers, context.device_of
-    producers = sorted({r[1] for r in group if r[1] in type_of})
-    consumers = sorted(
-        {
-            c
-            for p in producers
-            for c in consumers_of.get(p, ())
-            if c in type_of and device_of.get(c) == dst
-        }
-    )
+    seconds = float(sum(group.times))
+    type_of, device_of = context.type_of, context.device_of
+    # each producer once (with its readers), then those that are ops of the trace
+    readers_of = dict(zip(group.producers, group.readers, strict=True))
+    producers = sorted(filter(type_of.__contains__, readers_of))
+    read = list(chain.from_iterable(map(readers_of.__getitem__, producers)))
+    consumers = sorted(set(compress(read, map(eq, map(device_of.get, read), repeat(dst)))))
     copy_nodes(context, "")  # builds copies_by_producer
     copies = context.copies_by_producer or {}
     ops = [o for p in producers for o in (p, *copies.get(p, ()))] + consumers
-    ops += [r[0] for r in group if r[0] in type_of]  # memcpy records
-    biggest = max(group, key=lambda r: (r[2] or 0, r[3]))
+    ops += filter(type_of.__contains__, group.tensors)  # memcpy records
+    # the largest copy by (size, time), the first of equals
+    keys = list(zip([size or 0 for size in group.sizes], group.times, strict=True))
+    largest = max(range(count), key=keys.__getitem__)
+    biggest = (group.tensors[largest], group.producers[largest])
     heavy = moved / steps >= COSTLY_BYTES or seconds / steps >= COSTLY_US
     some = moved / steps >= COSTLY_BYTES / 100 or count >= 10
     severity = "info" if io else ("high" if heavy else "medium" if some else "info")
@@ -328,7 +434,7 @@ def _direction_finding(
             f"the variables are on one device and the step's compute on another: "
             f"{cure.format(on_compute=s_src, on_variables=s_dst)}."
         )
-    elif producers and consumers and all_on_one_gpu(context, producers + consumers):
+    elif producers and consumers and _on_one_gpu(context, producers + consumers):
         user_fix = 0
         fix = no_fix(
             "GPU kernels that keep int32 or shape values in host memory make these copies: no "
@@ -395,7 +501,7 @@ def _direction_finding(
     return Finding(
         "costly_transfer",
         severity,
-        ops or [r[0] for r in group],
+        ops or group.tensors,
         message,
         evidence,
         (seconds, float(moved), float(count)),
@@ -404,6 +510,16 @@ def _direction_finding(
         predicted=context.predicted_trace,
         fix=fix,
     )
+
+
+def _on_one_gpu(context: Context, names: Sequence[str]) -> bool:
+    """``all_on_one_gpu``'s answer, told by the first name's device when that is no GPU (a
+    CPU-only trace's directions of tens of thousands of ops), else by comparing the others'."""
+    device_of = context.device_of
+    first = device_of.get(names[0], "")
+    if device_type(first) != "GPU":
+        return False
+    return all(map(eq, map(device_of.get, names, repeat("")), repeat(first)))
 
 
 def _put_together(
