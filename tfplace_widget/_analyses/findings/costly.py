@@ -11,8 +11,8 @@ signals (0-byte tensors that carry a control edge) are counted, not named.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from functools import partial
+from collections.abc import Callable, Sequence
+from functools import cache, partial
 from itertools import chain, compress, repeat
 from operator import contains, eq, is_not, itemgetter, ne
 from typing import Any, NamedTuple
@@ -154,7 +154,9 @@ def _directions(
             pairs = pairs[kept]
     type_of = context.type_of
     readers = list(map(context.consumers.get, producers, repeat(())))
-    if getattr(context, "user", None) is None:  # Context.of's readers are ops of the trace: only others tested
+    if (
+        getattr(context, "user", None) is None
+    ):  # Context.of's readers are ops of the trace: only others tested
         readers = [[c for c in r if c in type_of] for r in readers]
     from_cpu = np.array([k[0] == "CPU" for k in kinds], dtype=bool)[pairs]
     io = _io_codes(context, tensors, producers, readers, from_cpu)
@@ -466,12 +468,13 @@ def _direction_finding(
     elif producers and consumers:
         # made when read, as a ping_pong's: a direction past TOP_TRANSFERS, or immaterial, is
         # dropped, and its op lists (a large trace's tens of thousands) are never spelled out
-        fix = partial(placement_fix, context, producers, dst, consumers)
+        # the message and the fix name the same ops: their lists are made once, for both
+        listed = cache(partial(_listed_both, producers, consumers))
+        fix = partial(placement_fix, context, producers, dst, consumers, listed)
         message = partial(
             _put_together,
             f"{lead}{count} {plural} from {s_src} to {s_dst} {numbers}",
-            producers,
-            consumers,
+            listed,
             s_src,
             s_dst,
         )
@@ -522,12 +525,15 @@ def _on_one_gpu(context: Context, names: Sequence[str]) -> bool:
     return all(map(eq, map(device_of.get, names, repeat("")), repeat(first)))
 
 
-def _put_together(
-    head: str, producers: list[str], consumers: list[str], s_src: str, s_dst: str
-) -> str:
+def _listed_both(producers: list[str], consumers: list[str]) -> tuple[str, str]:
+    return listed_ops(producers), listed_ops(consumers)
+
+
+def _put_together(head: str, listed: Callable[[], tuple[str, str]], s_src: str, s_dst: str) -> str:
+    named, beside = listed()
     return (
-        f"{head}: put {listed_ops(producers)} on {s_dst} with {listed_ops(consumers)}, or those "
-        f"on {s_src}, so the tensors stay on one device."
+        f"{head}: put {named} on {s_dst} with {beside}, or those on {s_src}, so the tensors "
+        "stay on one device."
     )
 
 

@@ -20,7 +20,7 @@ hold the first three keys only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import chain, filterfalse, repeat
 from operator import add
 from typing import Any
@@ -36,10 +36,16 @@ FIX_KEYS = ("overrides", "edit", "no_fix", "not_simulable")
 
 
 def placement_fix(
-    context: Context, movers: Sequence[str], device: str, partners: Sequence[str]
+    context: Context,
+    movers: Sequence[str],
+    device: str,
+    partners: Sequence[str],
+    listed: Callable[[], tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Put ``movers`` (and the ops their lines make with them: constants and shapes in their
-    name scope that only feed them) on ``device``, beside ``partners``."""
+    name scope that only feed them) on ``device``, beside ``partners``. ``listed``: the
+    ``listed_ops`` of movers and partners, when the finding's message has them made (a
+    large finding's lists are hundreds of thousands of names)."""
     target = as_written(context, device)
     moved = _with_their_internals(context, movers)
     overrides = dict.fromkeys(moved, target)
@@ -60,7 +66,8 @@ def placement_fix(
             )
     else:
         change = f"wrap {lines} in `with tf.device({target!r}):`"
-    edit = f"put {listed_ops(movers)} on {_shown(target)} with {listed_ops(partners)}: {change}."
+    named, beside = listed() if listed is not None else (listed_ops(movers), listed_ops(partners))
+    edit = f"put {named} on {_shown(target)} with {beside}: {change}."
     return {"overrides": overrides, "edit": edit, "no_fix": "", "not_simulable": ""}
 
 
