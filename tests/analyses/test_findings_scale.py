@@ -456,3 +456,45 @@ def test_rows_among_answers_isin_by_looking_up_each_row_in_the_set():
     values = pd.Series(["a", "b", None, "c", float("nan"), "a"], dtype=object)
     for names in (set(), {"a"}, {"b", "c", "zz"}, ["a", "c"]):
         assert rows_among(values, names).tolist() == values.isin(list(names)).tolist()
+
+
+def test_costly_transfer_reads_what_each_copy_is_for_off_the_columns(chains, monkeypatch):
+    """What each copy is for (``_io_of``: a feed, a fetch, the step's own compute) is read off
+    the copies' columns and their readers' types by C passes, not asked copy by copy (a
+    million-op trace has hundreds of thousands of copies): the same answer as ``_io_of`` of
+    every copy, and the directions in the order they first appear, with some readers made
+    identities that hand the tensor back (fetches) and a producer made an ``_Arg`` (a feed)."""
+    from tfplace_widget._analyses.findings import costly
+
+    context = base.Context.of(chains)
+    transfers = chains.transfers
+    rows = [
+        r
+        for r in transfers.itertuples()
+        if r.src_device != r.dst_device and not costly._CONTROL.match(r.tensor)
+    ]
+    producers = [base.copied_op(context, r.tensor) for r in rows]
+    made = {producers[1]: "_Arg"}  # a function's argument: a feed
+    for p in producers[::3]:  # read only by identities that nothing reads: handed back
+        for c in context.consumers.get(p, ()):
+            made[c], context.consumers[c] = "Identity", []
+    context.ops = context.ops.copy()  # the types as the trace would record them
+    rows_made = context.ops["op"].isin(list(made))
+    context.ops.loc[rows_made, "type"] = context.ops.loc[rows_made, "op"].map(made)
+    context.type_of.update(made)
+
+    def expected(row: Any, producer: str) -> str:
+        readers = [c for c in context.consumers.get(producer, ()) if c in context.type_of]
+        from_cpu = base.device_type(row.src_device) == "CPU"
+        return costly._io_of(context, row.tensor, producer, readers, False, from_cpu)
+
+    want = {r.tensor: expected(r, p) for r, p in zip(rows, producers, strict=True)}
+    assert {"", "feed", "fetch"} <= set(want.values())
+    asked: list[str] = []
+    real = costly._io_of
+    monkeypatch.setattr(costly, "_io_of", lambda *a: asked.append(a[1]) or real(*a))
+    directions = costly._directions(context, transfers, {}, {})
+    got = {t: key[2] for key, group in directions.items() for t in group.tensors}
+    assert got == want and not asked
+    order = dict.fromkeys((r.src_device, r.dst_device, want[r.tensor]) for r in rows)
+    assert list(directions) == list(order)
