@@ -150,6 +150,7 @@ class TimelineFigure:
         self._ops = events["op"].to_numpy(dtype=object)
         self._hover = np.full(len(events), None, dtype=object)
         self._row_colors = _row_colors(events, keys)
+        self._keys = keys
         self.memory_curves: list[MemoryCurve] = memory_curves(memory, devices)
         self.data, self.layout = self._build(transfers, inputs)
 
@@ -158,6 +159,16 @@ class TimelineFigure:
         """Per device (in ``devices`` order): its bar and match trace indices and the event
         rows its bars draw, point by point."""
         return self._device_traces
+
+    def device_codes_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``pd.factorize`` of the device of the events ``rows`` (a mask or positions) picks,
+        from the codes the figure was drawn with: an integer factorize of those, not a pass
+        over a million device names."""
+        codes = self._keys.device_codes[rows]
+        if (codes < 0).any():  # a missing device: as a factorize of the names has it
+            return pd.factorize(self.events["device"].to_numpy(dtype=object)[rows])
+        picked, first_seen = pd.factorize(codes)
+        return picked, self._keys.devices[first_seen]
 
     @property
     def selected_index(self) -> int:

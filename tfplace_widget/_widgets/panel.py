@@ -21,7 +21,7 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
-from .._analyses.summary import device_summaries, task_summaries
+from .._analyses.summary import DeviceSummary, device_summaries, task_summaries
 from .._explain import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
 from .._model.devices import EventKeys, tasks_of
 from .._model.errors import SearchError
@@ -83,6 +83,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.view_state = TableState()  # the table's filters, sort and visible rows
         self._findings_frame: pd.DataFrame | None = None  # trace.findings, as on screen
         self._findings_error = ""  # why there are none on screen, when finding them failed
+        self._device_summaries: list[DeviceSummary] | None = None  # the chips', as on screen
         self._syncing = False
         self._previous: PlacementTrace | None = None  # what was on screen before the last run
         self._compare_labels = ("previous run", "this run")
@@ -301,6 +302,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
                     findings=self._findings_frame,
                     findings_note=self._findings_error or self.findings_view.note,
                     memory=self.memory_view.items,
+                    summaries=self._device_summaries,
                 )
             )
         )
@@ -466,8 +468,9 @@ class PlacementPanel(PanelActions, widgets.VBox):
         trace = self.trace
         keys = EventKeys.of(trace.events) if keys is None else keys
         across_tasks = len(tasks_of(trace.devices)) > 1  # else no groups: skip their sums
+        self._device_summaries = device_summaries(trace.ops, trace.events, trace.devices, keys)
         colors = self.chips.show(
-            device_summaries(trace.ops, trace.events, trace.devices, keys),
+            self._device_summaries,
             task_summaries(trace.ops, trace.events, trace.devices, keys) if across_tasks else [],
             self.view_state.device_filter,
         )
