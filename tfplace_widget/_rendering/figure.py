@@ -116,8 +116,9 @@ class TimelineFigure:
         """``memory`` (``trace.memory``): with rows, the memory lane is drawn. ``keys``:
         ``events``' device and lane codes (:class:`EventKeys`), when the caller has them (the
         panel's chips group the same events). ``lanes`` (``(device, lane)`` pairs, in order)
-        and ``x_span`` (µs) fix the y axis and the x range, so that two timelines drawn one above the other line up (see
-        :func:`shared_lanes`); by default they are those of ``events``. The lanes of each of
+        and ``x_span`` (µs) fix the y axis and the x range, so that two timelines drawn one
+        above the other line up (see :func:`shared_lanes`); by default they are those of
+        ``events``. The lanes of each of
         ``folded_tasks`` (``/job:ps/task:0``, a collapsed group of the panel's chips) are drawn
         as one lane, ``(task, FOLDED_LANE)`` in ``lanes``, bars still in device colours."""
         self.events = events
