@@ -13,7 +13,10 @@ sends it once), then builds the panel ``--repeats`` times inside a running event
 ipykernel runs a cell, each time with the trace's caches dropped:
 
 - ``panel on screen``: ``show_placement(trace)`` until it returns (above 20,000 ops the panel
-  finds its findings on the loop after the cell: they are not in it);
+  finds its findings on the loop after the cell: they are not in it), wall and CPU (the
+  process's: the findings' thread is not started but with ``--findings``, in the first build);
+- ``display's bundle``: then the panel's ``_repr_mimebundle_`` (the widget view and the static
+  snapshot), which IPython's ``display`` makes at the end of the cell, wall and CPU;
 - the parts of that time, each method of the panel timed where it is called: the table state
   (``TableState.show``: the lower-cased names, each event's row), the device chips, the
   timeline (``Timeline``: the figure and its widget state), the header, the memory peaks, the
@@ -108,18 +111,26 @@ def widget_sizes(panel):
         sizes[name] = sizes.get(name, 0) + message_bytes(state, buffers)
     return dict(sorted(sizes.items(), key=lambda kv: -kv[1])[:6])
 
+find_beside = P.PlacementPanel._find_beside
 def cell(with_findings):
+    # without the findings, their thread is not started: it would share the interpreter
+    # with the next builds and keystrokes (tens of seconds of CPU at a million ops)
+    P.PlacementPanel._find_beside = find_beside if with_findings else lambda *args: None
     async def run():
         gc.collect()
         ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed memory back to the OS: RSS counts use
         before = status("VmRSS")
         reset_peak()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         panel = P.show_placement(trace)
-        shown = time.perf_counter() - start
+        shown, cpu = time.perf_counter() - start, time.process_time() - cpu
         peak, after = status("VmHWM"), status("VmRSS")
-        result = {"panel on screen": shown, "rss before": before,
+        result = {"panel on screen": shown, "panel on screen (CPU)": cpu, "rss before": before,
                   "rss peak growth": peak - before, "rss growth kept": after - before}
+        start, cpu = time.perf_counter(), time.process_time()
+        panel._repr_mimebundle_()  # what IPython's display asks for at the end of the cell
+        result["display's bundle"] = time.perf_counter() - start
+        result["display's bundle (CPU)"] = time.process_time() - cpu
         if with_findings:
             while panel._findings_frame is None and not panel._findings_error:
                 await asyncio.sleep(0)
@@ -205,6 +216,9 @@ def summary(version: str, n_ops: int, result: dict) -> list[str]:
     rows = [
         f"| {version} | {n_ops:,} | panel on screen | {_median(builds, 'panel on screen'):.2f} s |"
     ]
+    for key in ("panel on screen (CPU)", "display's bundle", "display's bundle (CPU)"):
+        if key in builds[0]:
+            rows.append(f"| {version} | {n_ops:,} | {key} | {_median(builds, key):.2f} s |")
     for part in builds[0]["parts"]:
         value = statistics.median(b["parts"].get(part, 0.0) for b in builds)
         rows.append(f"| {version} | {n_ops:,} | {part} | {value:.2f} s |")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .._model.devices import lane_kinds, short_device, task_of
+from .._model.devices import EventKeys, short_device, task_of
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,12 @@ def busy_time_us(starts: np.ndarray, durations: np.ndarray) -> float:
     return float((running_end[last] - begin[first]).sum())
 
 
-def device_summaries(ops: pd.DataFrame, events: pd.DataFrame, devices: list[str]):
-    """One :class:`DeviceSummary` per device, in ``devices`` order."""
-    sums = _sums(ops, events, [[device] for device in devices])
+def device_summaries(
+    ops: pd.DataFrame, events: pd.DataFrame, devices: list[str], keys: EventKeys | None = None
+):
+    """One :class:`DeviceSummary` per device, in ``devices`` order. ``keys``: ``events``'
+    (:class:`EventKeys`), when the caller has them."""
+    sums = _sums(ops, events, [[device] for device in devices], keys)
     return [DeviceSummary(d, count, busy) for d, (count, busy) in zip(devices, sums, strict=True)]
 
 
@@ -52,14 +55,15 @@ class TaskSummary:
 
 
 def task_summaries(
-    ops: pd.DataFrame, events: pd.DataFrame, devices: list[str]
+    ops: pd.DataFrame, events: pd.DataFrame, devices: list[str], keys: EventKeys | None = None
 ) -> list[TaskSummary]:
     """One :class:`TaskSummary` per task, in the order of ``devices`` (which lists a task's
-    devices together); busy time is the union of its devices' work (one machine's wall time)."""
+    devices together); busy time is the union of its devices' work (one machine's wall time).
+    ``keys``: as :func:`device_summaries`'."""
     members: dict[str, list[str]] = {}
     for device in devices:
         members.setdefault(task_of(device) or device, []).append(device)
-    sums = _sums(ops, events, list(members.values()))
+    sums = _sums(ops, events, list(members.values()), keys)
     return [
         TaskSummary(task, tuple(mine), count, busy)
         for (task, mine), (count, busy) in zip(members.items(), sums, strict=True)
@@ -67,12 +71,13 @@ def task_summaries(
 
 
 def _sums(
-    ops: pd.DataFrame, events: pd.DataFrame, groups: list[list[str]]
+    ops: pd.DataFrame, events: pd.DataFrame, groups: list[list[str]], keys: EventKeys | None
 ) -> list[tuple[int, float]]:
     """Per group of devices: its ops, and the union of its op-level events' times."""
     counts = ops["device"].value_counts()
-    op_level = events[lane_kinds(events["lane"]) != "stream:all"]
-    starts, durations, rows_of = _by_device(op_level)
+    keys = EventKeys.of(events) if keys is None else keys
+    op_level = keys.lane_kinds() != "stream:all"
+    starts, durations, rows_of = _by_device(events, (keys.device_codes, keys.devices), op_level)
     out = []
     for group in groups:
         rows = np.concatenate(
@@ -93,15 +98,26 @@ def busy_per_device(events: pd.DataFrame) -> dict[str, float]:
     return {d: busy_time_us(starts[a:b], durations[a:b]) for d, (a, b) in rows_of.items()}
 
 
-def _by_device(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[int, int]]]:
+def _by_device(
+    events: pd.DataFrame,
+    codes: tuple[np.ndarray, np.ndarray] | None = None,
+    keep: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, dict[str, tuple[int, int]]]:
     """``events``' starts and durations grouped by device, and each device's ``(first, end)``
-    rows in them, in one pass (thousands of devices: not a scan of all events each)."""
-    codes, uniques = pd.factorize(events["device"].to_numpy(dtype=object))
+    rows in them, in one pass (thousands of devices: not a scan of all events each).
+    ``codes``: the device column's ``(codes, distinct devices)`` when known; ``keep`` (a
+    mask): only those events (no frame of them is made: a million rows of text columns)."""
+    codes, uniques = (
+        pd.factorize(events["device"].to_numpy(dtype=object)) if codes is None else codes
+    )
+    starts, durations = events["start_us"].to_numpy(), events["duration_us"].to_numpy()
+    if keep is not None:
+        codes, starts, durations = codes[keep], starts[keep], durations[keep]
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
-    rows_of = dict(zip(uniques, zip(bounds[:-1], bounds[1:], strict=True), strict=True))
-    starts = events["start_us"].to_numpy()[order]
-    return starts, events["duration_us"].to_numpy()[order], rows_of
+    # a device none of the kept events is on has no rows, as when it was not in them
+    rows_of = {d: (a, b) for d, a, b in zip(uniques, bounds[:-1], bounds[1:], strict=True) if b > a}
+    return starts[order], durations[order], rows_of
 
 
 def how_counts(ops: pd.DataFrame) -> dict[str, int]:

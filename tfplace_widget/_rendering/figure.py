@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .._analyses.summary import format_us
-from .._model.devices import lane_kind, lane_kinds, short_device, task_of, tasks_of
+from .._model.devices import EventKeys, lane_kind, lane_kinds, short_device, task_of, tasks_of
 from .colors import device_color
 from .memory_lane import (
     MemoryCurve,
@@ -111,10 +111,14 @@ class TimelineFigure:
         x_span: float | None = None,
         folded_tasks: Collection[str] = (),
         memory: pd.DataFrame | None = None,
+        keys: EventKeys | None = None,
     ) -> None:
-        """``memory`` (``trace.memory``): with rows, the memory lane is drawn. ``lanes`` (``(device, lane)`` pairs, in order) and ``x_span`` (µs) fix the y axis
-        and the x range, so that two timelines drawn one above the other line up (see
-        :func:`shared_lanes`); by default they are those of ``events``. The lanes of each of
+        """``memory`` (``trace.memory``): with rows, the memory lane is drawn. ``keys``:
+        ``events``' device and lane codes (:class:`EventKeys`), when the caller has them (the
+        panel's chips group the same events). ``lanes`` (``(device, lane)`` pairs, in order)
+        and ``x_span`` (µs) fix the y axis and the x range, so that two timelines drawn one
+        above the other line up (see :func:`shared_lanes`); by default they are those of
+        ``events``. The lanes of each of
         ``folded_tasks`` (``/job:ps/task:0``, a collapsed group of the panel's chips) are drawn
         as one lane, ``(task, FOLDED_LANE)`` in ``lanes``, bars still in device colours."""
         self.events = events
@@ -126,7 +130,8 @@ class TimelineFigure:
         self.shown = self._choose_shown(events)
         self.webgl = len(self.shown) > WEBGL_THRESHOLD
         self.folded_tasks = frozenset(folded_tasks)
-        self.lanes, lane_of_row = self._lanes(events, lanes)
+        keys = EventKeys.of(events) if keys is None else keys
+        self.lanes, lane_of_row = self._lanes(events, lanes, keys)
         self._fixed_lanes = lanes is not None
         self.lane_y = lane_of_row
         self._device_traces: list[_DeviceTraces] = []
@@ -145,8 +150,8 @@ class TimelineFigure:
         self._min_width = max(0.5, self._span / 1500)
         self._ops = events["op"].to_numpy(dtype=object)
         self._hover = np.full(len(events), None, dtype=object)
-        colors = {device: device_color(device) for device in pd.unique(events["device"])}
-        self._row_colors = events["device"].map(colors).to_numpy(dtype=object)
+        self._row_colors = _row_colors(events, keys)
+        self._keys = keys
         self.memory_curves: list[MemoryCurve] = memory_curves(memory, devices)
         self.data, self.layout = self._build(transfers, inputs)
 
@@ -155,6 +160,16 @@ class TimelineFigure:
         """Per device (in ``devices`` order): its bar and match trace indices and the event
         rows its bars draw, point by point."""
         return self._device_traces
+
+    def device_codes_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``pd.factorize`` of the device of the events ``rows`` (a mask or positions) picks,
+        from the codes the figure was drawn with: an integer factorize of those, not a pass
+        over a million device names."""
+        codes = self._keys.device_codes[rows]
+        if (codes < 0).any():  # a missing device: as a factorize of the names has it
+            return pd.factorize(self.events["device"].to_numpy(dtype=object)[rows])
+        picked, first_seen = pd.factorize(codes)
+        return picked, self._keys.devices[first_seen]
 
     @property
     def selected_index(self) -> int:
@@ -196,11 +211,14 @@ class TimelineFigure:
         return np.sort(longest)
 
     def _lanes(
-        self, events: pd.DataFrame, fixed: Sequence[tuple[str, str]] | None = None
+        self,
+        events: pd.DataFrame,
+        fixed: Sequence[tuple[str, str]] | None = None,
+        keys: EventKeys | None = None,
     ) -> tuple[list[tuple[str, str]], np.ndarray]:
         """Ordered (device, lane) pairs: the device's own lane first, then streams and copies
         (``fixed`` first when given, in its order, then any pair of ``events`` it lacks)."""
-        pairs, codes = _lane_pairs(events)
+        pairs, codes = _lane_pairs(events, keys)
         keyed = sorted(pairs, key=_lane_key(self.devices))
         if fixed is not None:
             given = [tuple(pair) for pair in fixed]
@@ -517,14 +535,31 @@ def _fold(
     return lanes, position
 
 
-def _lane_pairs(events: pd.DataFrame) -> tuple[list[tuple[str, str]], np.ndarray]:
+def _lane_pairs(
+    events: pd.DataFrame, keys: EventKeys | None = None
+) -> tuple[list[tuple[str, str]], np.ndarray]:
     """The distinct (device, lane) pairs of ``events`` and each row's index into them."""
     # Integer codes per column, then per pair: a MultiIndex would build 100k tuples.
-    device_codes, devices = pd.factorize(events["device"])
-    lane_codes, lanes = pd.factorize(events["lane"])
+    keys = EventKeys.of(events) if keys is None else keys
+    device_codes, devices, lane_codes, lanes = (
+        keys.device_codes,
+        keys.devices,
+        keys.lane_codes,
+        keys.lanes,
+    )
     codes, pair_codes = pd.factorize(device_codes.astype(np.int64) * len(lanes) + lane_codes)
     pairs = [(devices[c // len(lanes)], lanes[c % len(lanes)]) for c in pair_codes.tolist()]
     return pairs, codes
+
+
+def _row_colors(events: pd.DataFrame, keys: EventKeys) -> np.ndarray:
+    """Each event's device colour (:func:`device_color`, given in order of first appearance:
+    a kernel's colours are handed out in the order devices are first seen)."""
+    if (keys.device_codes < 0).any():  # a missing device: pandas' map, which colours it too
+        colors = {device: device_color(device) for device in pd.unique(events["device"])}
+        return events["device"].map(colors).to_numpy(dtype=object)
+    colors = np.array([device_color(device) for device in keys.devices], dtype=object)
+    return colors[keys.device_codes]
 
 
 def _lane_key(devices: Sequence[str]):

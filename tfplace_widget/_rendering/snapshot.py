@@ -28,7 +28,7 @@ import pandas as pd
 
 from .. import _static as static
 from .._analyses.findings import finding_groups
-from .._analyses.summary import device_summaries, format_bytes, format_us
+from .._analyses.summary import DeviceSummary, device_summaries, format_bytes, format_us
 from .._model.devices import short_device
 from .._model.trace import PlacementTrace
 from .colors import device_color, text_color_on
@@ -63,18 +63,20 @@ def panel_snapshot_html(
     findings: pd.DataFrame | None = None,
     findings_note: str = "",
     memory: Sequence[dict] | None = None,
+    summaries: Sequence[DeviceSummary] | None = None,
 ) -> str:
     """The placement panel of ``trace`` as static HTML: ``rows`` are the table's rows in their
     order (by default ``trace.ops``), ``findings`` a ``trace.findings`` frame (``None``: not
     found, ``findings_note`` says why), ``figure`` the timeline the panel drew, ``memory`` the
-    memory peaks the panel shows (``memory_items``; by default found here)."""
+    memory peaks the panel shows (``memory_items``; by default found here), ``summaries`` its
+    device chips' numbers (``device_summaries``; by default found here)."""
     rows = trace.ops if rows is None else rows
     notes = figure.notes(len(trace.transfers)) if figure is not None else []
     shown = min(len(rows), SNAPSHOT_ROWS)
     parts = [
         snapshot_note("panel", shown, len(trace.ops)),
         header_html(_cut_texts(trace), [cut(note, MAX_MESSAGE) for note in notes]),
-        chips_html(trace),
+        chips_html(trace, summaries),
         findings_html(findings, findings_note, trace=trace),
         memory_html(memory_items(trace) if memory is None else memory),
         as_wide_as_the_table(
@@ -151,10 +153,12 @@ def snapshot_note(what: str, shown: int, total: int) -> str:
     )
 
 
-def chips_html(trace: PlacementTrace) -> str:
-    """One chip per device in its colour (the first ``MAX_LANES``): its ops and busy time."""
+def chips_html(trace: PlacementTrace, summaries: Sequence[DeviceSummary] | None = None) -> str:
+    """One chip per device in its colour (the first ``MAX_LANES``): its ops and busy time
+    (``summaries``, the panel's chips', else found here: a pass over every op and event)."""
     chips = []
-    summaries = device_summaries(trace.ops, trace.events, trace.devices)
+    if summaries is None:
+        summaries = device_summaries(trace.ops, trace.events, trace.devices)
     for summary in summaries[:MAX_LANES]:
         color = device_color(summary.device)
         name = cut(short_device(summary.device) or summary.device, MAX_NAME)
@@ -415,17 +419,21 @@ def _merged_bars(
         return []
     starts = events["start_us"].to_numpy(dtype=np.float64)[keep]
     ends = starts + events["duration_us"].to_numpy(dtype=np.float64)[keep]
-    device_codes, devices = pd.factorize(events["device"].to_numpy(dtype=object)[keep])
+    device_codes, devices = figure.device_codes_of(keep)
     group = lane_y[keep].astype(np.int64) * len(devices) + device_codes
     scale = PLOT_WIDTH / span
+    # Sorted once by group and start: a pixel column at any resolution keeps that order
+    # (floor is monotonic), so each coarser pass needs no sort of its own.
+    starts, ends = np.nan_to_num(starts), np.nan_to_num(ends)
+    order = np.lexsort((starts, group))
+    starts, ends, group = starts[order], ends[order], group[order]
     resolution = 1
     while True:
-        x0 = np.floor(np.nan_to_num(starts) * scale / resolution).astype(np.int64)
-        x1 = np.maximum(np.ceil(np.nan_to_num(ends) * scale / resolution).astype(np.int64), x0 + 1)
+        x0 = np.floor(starts * scale / resolution).astype(np.int64)
+        x1 = np.maximum(np.ceil(ends * scale / resolution).astype(np.int64), x0 + 1)
         # One offset per group keeps groups apart, so one running maximum serves them all.
         offset = group * (PLOT_WIDTH // resolution + 3)
-        order = np.lexsort((x0, group))
-        first, last = (x0 + offset)[order], (x1 + offset)[order]
+        first, last = x0 + offset, x1 + offset
         reach = np.maximum.accumulate(last)
         new_run = np.ones(len(first), dtype=bool)
         new_run[1:] = first[1:] > reach[:-1]
@@ -436,9 +444,9 @@ def _merged_bars(
     tails = np.append(heads[1:], len(first)) - 1
     bars = []
     for head, tail in zip(heads, tails, strict=True):
-        code = int(group[order[head]])
+        code = int(group[head])
         lane, device = divmod(code, len(devices))
-        base = int(offset[order[head]])
+        base = int(offset[head])
         x_start = min((int(first[head]) - base) * resolution, PLOT_WIDTH - 1)
         x_end = min((int(reach[tail]) - base) * resolution, PLOT_WIDTH)
         bars.append((lane, x_start, max(x_end, x_start + 1), device_color(devices[device])))

@@ -21,9 +21,9 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
-from .._analyses.summary import device_summaries, task_summaries
+from .._analyses.summary import DeviceSummary, device_summaries, task_summaries
 from .._explain import HOW_VALUES  # noqa: F401  (one definition, re-exported for callers)
-from .._model.devices import tasks_of
+from .._model.devices import EventKeys, tasks_of
 from .._model.errors import SearchError
 from .._model.trace import PlacementTrace
 from .._rendering.colors import device_color
@@ -83,6 +83,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.view_state = TableState()  # the table's filters, sort and visible rows
         self._findings_frame: pd.DataFrame | None = None  # trace.findings, as on screen
         self._findings_error = ""  # why there are none on screen, when finding them failed
+        self._device_summaries: list[DeviceSummary] | None = None  # the chips', as on screen
         self._syncing = False
         self._previous: PlacementTrace | None = None  # what was on screen before the last run
         self._compare_labels = ("previous run", "this run")
@@ -301,6 +302,7 @@ class PlacementPanel(PanelActions, widgets.VBox):
                     findings=self._findings_frame,
                     findings_note=self._findings_error or self.findings_view.note,
                     memory=self.memory_view.items,
+                    summaries=self._device_summaries,
                 )
             )
         )
@@ -335,8 +337,9 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self._log_lines = trace.log.splitlines()
         for device in trace.devices:  # a device new to the kernel gets its colour in this order
             device_color(device)
-        self._render_chips()  # first: a re-run keeps the tasks folded that it still has
-        self._draw_timeline()
+        keys = EventKeys.of(trace.events)  # the chips and the timeline group the same events
+        self._render_chips(keys)  # first: a re-run keeps the tasks folded that it still has
+        self._draw_timeline(keys)
         self._render_header()
         self._render_findings()
         self.memory_view.show(trace)
@@ -355,10 +358,11 @@ class PlacementPanel(PanelActions, widgets.VBox):
             self._show_comparison()
         self._apply_filters()
 
-    def _draw_timeline(self) -> None:
+    def _draw_timeline(self, keys: EventKeys | None = None) -> None:
         """(Re)draw the timeline of the trace on screen, with the tasks folded that the chips
         say. A re-run draws into the same widget (one comm for the panel's life, and the page
-        keeps its view) and lets go of the timeline it replaces."""
+        keeps its view) and lets go of the timeline it replaces. ``keys``: the trace's events'
+        (:class:`EventKeys`), made for this drawing (else made here)."""
         trace = self.trace
         previous = getattr(self, "_timeline", None)
         widget = previous.widget if previous is not None else None
@@ -372,10 +376,11 @@ class PlacementPanel(PanelActions, widgets.VBox):
             widget=widget,
             folded_tasks=self.chips.folded,
             memory=trace.memory,
+            keys=keys,
         )
         self._timeline.on_select = self._select_from_timeline
         self._figure_box.children = [self._timeline.widget]
-        self.view_state.locate_events(self._timeline.shown)  # the search outlines only these
+        self.view_state.draw_events(self._timeline.shown)  # the search outlines only these
 
     # -- rendering ----------------------------------------------------------------------------
     def _render_header(self) -> None:
@@ -420,10 +425,11 @@ class PlacementPanel(PanelActions, widgets.VBox):
         loop.call_soon(thread.start)
 
     def _index_later(self, trace: PlacementTrace) -> None:
-        """A large trace's search index (the distinct names, lower-cased) is made right after
-        the cell, on the kernel's event loop before the findings (about 2 s at a million ops),
-        so the panel shows first and the first keystroke finds it made; elsewhere (scripts,
-        tests), by the first search."""
+        """A large trace's search index (the distinct names, lower-cased) and its drawn bars'
+        rows in the table (what a search outlines) are found right after the cell, on the
+        kernel's event loop before the findings (about 2 s at a million ops), so the panel
+        shows first and the first keystroke finds them; elsewhere (scripts, tests), by the
+        first search."""
         loop = _after_the_cell(trace)
         if loop is None:
             return
@@ -431,6 +437,8 @@ class PlacementPanel(PanelActions, widgets.VBox):
 
         def index() -> None:
             if self.trace is trace:  # not replaced meanwhile
+                if state.event_row is None:
+                    state.locate_events()
                 state.lowered  # noqa: B018  (made by reading it)
 
         loop.call_soon(lambda: self._guard(index))
@@ -456,12 +464,14 @@ class PlacementPanel(PanelActions, widgets.VBox):
         fixes = any((fix or {}).get("overrides") for fix in findings.get("fix", ()))
         self.suggest_button.layout.display = None if fixes and self.builder is not None else "none"
 
-    def _render_chips(self) -> None:
+    def _render_chips(self, keys: EventKeys | None = None) -> None:
         trace = self.trace
+        keys = EventKeys.of(trace.events) if keys is None else keys
         across_tasks = len(tasks_of(trace.devices)) > 1  # else no groups: skip their sums
+        self._device_summaries = device_summaries(trace.ops, trace.events, trace.devices, keys)
         colors = self.chips.show(
-            device_summaries(trace.ops, trace.events, trace.devices),
-            task_summaries(trace.ops, trace.events, trace.devices) if across_tasks else [],
+            self._device_summaries,
+            task_summaries(trace.ops, trace.events, trace.devices, keys) if across_tasks else [],
             self.view_state.device_filter,
         )
         self.table.cover_colors(colors)

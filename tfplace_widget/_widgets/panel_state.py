@@ -34,6 +34,7 @@ class TableState:
         self._index: SearchIndex | None = None  # the names' search index, once made
         self.events: pd.DataFrame | None = None
         self.event_row: np.ndarray | None = None  # each event's row in ops (-1: none)
+        self.drawn: np.ndarray | None = None  # the events the timeline draws (None: all)
         self.sort_orders: dict[tuple[str, bool], np.ndarray] = {}
 
     def show(self, trace: PlacementTrace) -> None:
@@ -44,6 +45,7 @@ class TableState:
         self.sort_orders = {}
         self.events = trace.events
         self.event_row = None  # found when first needed, or by locate_events
+        self.drawn = None
         self.device_filter &= set(trace.devices)
 
     @property
@@ -54,12 +56,22 @@ class TableState:
             self._index = searchable(self.ops["op"])
         return self._index
 
+    def draw_events(self, drawn: np.ndarray) -> None:
+        """Only the events ``drawn`` (the timeline's bars: the only ones it outlines) are to be
+        located, by the first search that outlines any or by :meth:`locate_events` (the panel
+        calls it right after a large trace's cell): at a million ops locating them reads every
+        op name (0.1-0.4 s), which the panel on screen does not need."""
+        self.drawn = drawn
+        self.event_row = None
+
     def locate_events(self, drawn: np.ndarray | None = None) -> None:
         """Find each event's row in ``ops`` (by op and device), so that a keystroke's mask over
         the ops becomes the timeline's mask over the events with one numpy take. ``drawn``:
-        only these events' (the timeline's bars: the only ones it outlines), the others get
-        -1 (never outlined); a million events cost seconds, ten thousand bars milliseconds."""
+        only these events' (default: :meth:`draw_events`'); the others get -1 (never
+        outlined); a million events cost seconds, ten thousand bars milliseconds. Without
+        either, all events."""
         events = self.events
+        drawn = self.drawn if drawn is None else drawn
         if drawn is None:
             self.event_row = event_rows(self.ops, events)
             return
@@ -165,5 +177,6 @@ class TableState:
         self.kept = np.zeros(0, dtype=np.int64)
         self._visible = self.ops.iloc[:0] if self.ops is not None else None
         self.ops = self.events = self._index = self.event_row = self.event_mask = None
+        self.drawn = None
         self.finding_ops = None
         self.sort_orders = {}

@@ -33,6 +33,7 @@ import traitlets
 from ipywidgets import widget_serialization
 
 from .. import _static as static
+from .._model.devices import EventKeys
 from .._rendering.arrays import encode
 from .._rendering.figure import DIM_OPACITY, MAX_MATCH_BARS, SELECTED_COLOR, TimelineFigure
 from .bundle_holder import ENTRY_JS, WAIT_S, PlotlyBundle, bundle, fill_js, holder
@@ -135,8 +136,9 @@ class Timeline(TimelineFigure):
         x_span: float | None = None,
         folded_tasks: Collection[str] = (),
         memory: pd.DataFrame | None = None,
+        keys: EventKeys | None = None,
     ) -> None:
-        """``lanes``, ``x_span``, ``folded_tasks`` and ``memory``: see :class:`TimelineFigure`. ``widget``: draw into this
+        """``lanes``, ``x_span``, ``folded_tasks``, ``memory`` and ``keys``: see :class:`TimelineFigure`. ``widget``: draw into this
         one (a re-run keeps the panel's widget) instead of a new one."""
         if widget is None:
             widget = TimelineWidget()
@@ -152,6 +154,7 @@ class Timeline(TimelineFigure):
             x_span=x_span,
             folded_tasks=folded_tasks,
             memory=memory,
+            keys=keys,
         )
         self._selected_rows = self._no_rows
         self._devices = self.events["device"].astype(str).to_numpy(dtype=object)
