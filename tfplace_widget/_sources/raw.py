@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._tfadapter.protos import run_metadata_type
 from . import limits
@@ -20,6 +20,17 @@ from . import limits
 # memory. Steps past the budget are left out, and the trace's log says so.
 RAW_BUDGET_BYTES = 256 << 20
 _DT_RESOURCE = 20
+
+
+class Serialized(NamedTuple):
+    """A step's ``RunMetadata`` already serialized (read from a file, given as bytes, or
+    serialized once for the conversion), as ``raw_protos`` takes it: bytes, so that a later
+    change to the user's proto changes nothing in the trace."""
+
+    data: bytes
+
+    def SerializeToString(self) -> bytes:  # noqa: N802 (protobuf's name)
+        return self.data
 
 
 def raw_protos(
