@@ -13,7 +13,6 @@ from dataclasses import fields
 from typing import Any
 
 import pytest
-
 from helpers import TWO_CPUS
 
 from tfplace_widget import PlacementTrace

@@ -167,7 +167,9 @@ def _check_has_steps(message: Any, what: str) -> Any:
     return message
 
 
-def records_from_step_stats(step_stats: Any, records: Records, serialized: bytes | None = None) -> int:
+def records_from_step_stats(
+    step_stats: Any, records: Records, serialized: bytes | None = None
+) -> int:
     """Append one step's node_stats to ``records``; return the step's start (µs since epoch).
 
     ``serialized``: the bytes of the ``RunMetadata`` holding ``step_stats`` (kept for
