@@ -115,3 +115,21 @@ def test_a_later_change_to_the_proto_changes_nothing(tf, dense_net):
     metadata.step_stats.ClearField("dev_stats")
     assert trace.raw["run_metadata_0.pb"] == kept
     assert _metadata(tf, trace).step_stats.dev_stats
+
+
+def test_a_step_too_large_to_keep_is_read_field_by_field_and_left_out(tf, dense_net, monkeypatch):
+    """Bytes more than a ``.tfplace`` member may hold are not kept through the conversion:
+    the records are read field by field, ``trace.raw`` leaves the step out and says so."""
+    from tfplace_widget._sources import limits
+
+    metadata, graph = _metadata(tf, dense_net), dense_net.raw["graph_def.pb"]
+    whole = PlacementTrace.from_run_metadata(metadata, graph)
+    monkeypatch.setattr(limits, "MAX_MEMBER_BYTES", len(dense_net.raw["run_metadata_0.pb"]) - 1)
+    monkeypatch.setattr(
+        run_metadata, "allocator_columns", lambda data: pytest.fail("the columns were parsed")
+    )
+    trace = PlacementTrace.from_run_metadata(metadata, graph)
+    assert "run_metadata_0.pb" not in trace.raw and "graph_def.pb" in trace.raw
+    assert "more than a .tfplace member may" in trace.log
+    for frame in ("ops", "events", "memory", "transfers"):
+        assert getattr(trace, frame).equals(getattr(whole, frame)), frame

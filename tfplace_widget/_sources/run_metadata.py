@@ -16,7 +16,7 @@ from .._tfadapter.capture import import_tensorflow
 from .._tfadapter.graphfacts import facts_from_graph
 from .._tfadapter.origins import graph_built_at
 from .._tfadapter.protos import allocator_columns_type, run_metadata_type
-from . import frames
+from . import frames, limits
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
 from .onednn import add_merged_nodes
 from .persistent import VARIABLE_HANDLES, variable_bytes, variable_identity
@@ -37,11 +37,16 @@ def trace_from_run_metadata(
     metadatas = [message for message, _ in loaded]
     # Each step's bytes: a file's or the given bytes as read; one proto's serialized now, once,
     # for the allocator records and trace.raw (several protos' later, by raw_protos, within
-    # its budget: their bytes are not all held at once).
-    serialized = [
-        data if data is not None or len(loaded) > 1 else message.SerializeToString()
-        for message, data in loaded
-    ]
+    # its budget: their bytes are not all held at once). Bytes too large for trace.raw (a 1M-op
+    # step's 0.5 GB) are not held through the conversion: only their size is kept, and the
+    # records are read field by field.
+    serialized: list[bytes | None] = [data for _, data in loaded]
+    sizes: list[int | None] = [None] * len(loaded)
+    if len(loaded) == 1 and serialized[0] is None:
+        data = metadatas[0].SerializeToString()
+        sizes[0] = len(data)
+        serialized[0] = data if len(data) <= limits.MAX_MEMBER_BYTES else None
+        del data
     if isinstance(graph, (str, os.PathLike)):
         graph = read_graph_file(os.fspath(graph))  # bytes (binary) or a GraphDef (text)
     # A tf.Graph's GraphDef, made once for the facts and for trace.raw.
@@ -58,8 +63,8 @@ def trace_from_run_metadata(
         serialized=serialized,
     )
     steps = [
-        metadata if data is None else Serialized(data)
-        for metadata, data in zip(metadatas, serialized, strict=True)
+        metadata if data is None and size is None else Serialized(data, size or len(data or b""))
+        for metadata, data, size in zip(metadatas, serialized, sizes, strict=True)
     ]
     del serialized, loaded
     trace.raw, dropped = raw_protos(steps, graph_def if graph_def is not None else graph)
