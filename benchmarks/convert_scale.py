@@ -11,7 +11,9 @@ and, in a fresh process per size (a 1M-op RunMetadata is several GB: one at a ti
   conversion was dropped and freed, the peak (``VmHWM``, reset through ``/proc/self/clear_refs``)
   less the resident memory before it; and what stays (the trace kept);
 - **CPU and wall time**, interleaved repeat by repeat, medians: ``timeline.py``
-  (``Timeline(step_stats, graph).generate_chrome_trace_format()``), the conversion, and the
+  (``Timeline(step_stats, graph).generate_chrome_trace_format()``), the same with
+  ``show_memory=True`` (its allocator counters: what ``trace.memory`` corresponds to), the
+  conversion, and the
   floor (``benchmarks/floor.py``: reading the fields the trace needs, allocator records
   included).
 
@@ -94,6 +96,9 @@ def measure(n_ops: int, repeats: int, protos: str) -> dict[str, Any]:
             "timeline.py": lambda: timeline.Timeline(
                 metadata.step_stats, graph
             ).generate_chrome_trace_format(),
+            "timeline.py, show_memory": lambda: timeline.Timeline(
+                metadata.step_stats, graph
+            ).generate_chrome_trace_format(show_memory=True),
             "PlacementTrace": lambda: PlacementTrace.from_run_metadata(metadata, graph),
             "floor": lambda: floor.read_fields_only(metadata, graph),
         },
@@ -114,10 +119,12 @@ def measure(n_ops: int, repeats: int, protos: str) -> dict[str, Any]:
 
 def render(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| ops | timeline.py CPU (wall) | conversion CPU (wall) | floor CPU (wall) "
-        "| timeline / conversion (CPU) | conversion / floor (CPU) | RunMetadata in memory "
+        "| ops | timeline.py CPU (wall) | timeline.py show_memory CPU (wall) "
+        "| conversion CPU (wall) | floor CPU (wall) "
+        "| timeline / conversion (CPU) | timeline show_memory / conversion (CPU) "
+        "| conversion / floor (CPU) | RunMetadata in memory "
         "(serialized) | conversion peak (kept) | peak / RunMetadata | load after |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         cpu, wall = r["cpu"], r["wall"]
@@ -125,9 +132,10 @@ def render(results: list[dict[str, Any]]) -> str:
             f"| {r['n_ops']:,} "
             + "".join(
                 f"| {fmt_ms(cpu[k])} ({fmt_ms(wall[k])}) "
-                for k in ("timeline.py", "PlacementTrace", "floor")
+                for k in ("timeline.py", "timeline.py, show_memory", "PlacementTrace", "floor")
             )
             + f"| **{cpu['timeline.py'] / cpu['PlacementTrace']:.2f}x** "
+            f"| **{cpu['timeline.py, show_memory'] / cpu['PlacementTrace']:.2f}x** "
             f"| **{cpu['PlacementTrace'] / cpu['floor']:.2f}x** "
             f"| {fmt_bytes(r['metadata_rss'])} ({fmt_bytes(r['serialized'])}) "
             f"| {fmt_bytes(r['peak'])} ({fmt_bytes(r['kept'])}) "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._tfadapter.protos import run_metadata_type
 from . import limits
@@ -20,6 +20,19 @@ from . import limits
 # memory. Steps past the budget are left out, and the trace's log says so.
 RAW_BUDGET_BYTES = 256 << 20
 _DT_RESOURCE = 20
+
+
+class Serialized(NamedTuple):
+    """A step's ``RunMetadata`` already serialized (read from a file, given as bytes, or
+    serialized once for the conversion), as ``raw_protos`` takes it: bytes, so that a later
+    change to the user's proto changes nothing in the trace; ``data`` None where the bytes,
+    ``size`` of them, were too large to keep (more than ``limits.MAX_MEMBER_BYTES``)."""
+
+    data: bytes | None
+    size: int
+
+    def SerializeToString(self) -> bytes | None:  # noqa: N802 (protobuf's name)
+        return self.data
 
 
 def raw_protos(
@@ -37,21 +50,22 @@ def raw_protos(
     total = 0
     for step, metadata in enumerate(metadatas):
         data = metadata.SerializeToString()  # its length is the size: no ByteSize() pass first
-        if len(data) > limits.MAX_MEMBER_BYTES:  # a file member opened again could not hold it
+        size = len(data) if data is not None else metadata.size  # None: a Serialized too large
+        if size > limits.MAX_MEMBER_BYTES:  # a file member opened again could not hold it
             return raw, (
                 f"tfplace: trace.raw keeps the RunMetadata of the first {step} of "
-                f"{len(metadatas)} steps: step {step}'s takes {len(data) / 1e6:.0f} MB, more "
+                f"{len(metadatas)} steps: step {step}'s takes {size / 1e6:.0f} MB, more "
                 f"than a .tfplace member may (limits.MAX_MEMBER_BYTES). The frames have every "
                 "step.\n"
             )
-        if step and total + len(data) > budget:
+        if step and total + size > budget:
             return raw, (
                 f"tfplace: trace.raw keeps the RunMetadata of the first {step} of "
                 f"{len(metadatas)} steps ({total / 1e6:.0f} MB); the others would take "
-                f"{len(data) / 1e6:.0f} MB each. The frames have every step.\n"
+                f"{size / 1e6:.0f} MB each. The frames have every step.\n"
             )
         raw[f"run_metadata_{step}.pb"] = data
-        total += len(data)
+        total += size
     return raw, ""
 
 

@@ -10,13 +10,13 @@ from .._model.devices import canonical_device
 from .._model.errors import TraceError
 from .._model.gc_pause import paused_gc
 from .._model.graphfacts import GraphFacts
-from .._model.records import SEND_TYPES, BuiltAt, Executed, Records, producers
+from .._model.records import SEND_TYPES, AllocatorRecords, BuiltAt, Executed, Records, producers
 from .._model.trace import PlacementTrace
 from .._tfadapter.capture import import_tensorflow
 from .._tfadapter.graphfacts import facts_from_graph
 from .._tfadapter.origins import graph_built_at
-from .._tfadapter.protos import run_metadata_type
-from . import frames
+from .._tfadapter.protos import allocator_columns_type, run_metadata_type
+from . import frames, limits
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
 from .onednn import add_merged_nodes
 from .persistent import VARIABLE_HANDLES, variable_bytes, variable_identity
@@ -30,10 +30,23 @@ def trace_from_run_metadata(
 ) -> PlacementTrace:
     """:meth:`PlacementTrace.from_run_metadata`: RunMetadata (proto, bytes, path or a list of
     them) and the graph (a ``tf.Graph``, GraphDef, bytes or a ``.pb``/``.pbtxt`` path)."""
-    from .raw import raw_protos
+    from .raw import Serialized, raw_protos
 
     _, startup_log = import_tensorflow()  # its start-up lines go to the trace's log
-    metadatas = [load_run_metadata(m) for m in as_list(run_metadata)]
+    loaded = [load_run_metadata(m) for m in as_list(run_metadata)]
+    metadatas = [message for message, _ in loaded]
+    # Each step's bytes: a file's or the given bytes as read; one proto's serialized now, once,
+    # for the allocator records and trace.raw (several protos' later, by raw_protos, within
+    # its budget: their bytes are not all held at once). Bytes too large for trace.raw (a 1M-op
+    # step's 0.5 GB) are not held through the conversion: only their size is kept, and the
+    # records are read field by field.
+    serialized: list[bytes | None] = [data for _, data in loaded]
+    sizes: list[int | None] = [None] * len(loaded)
+    if len(loaded) == 1 and serialized[0] is None:
+        data = metadatas[0].SerializeToString()
+        sizes[0] = len(data)
+        serialized[0] = data if len(data) <= limits.MAX_MEMBER_BYTES else None
+        del data
     if isinstance(graph, (str, os.PathLike)):
         graph = read_graph_file(os.fspath(graph))  # bytes (binary) or a GraphDef (text)
     # A tf.Graph's GraphDef, made once for the facts and for trace.raw.
@@ -42,9 +55,19 @@ def trace_from_run_metadata(
     # a tf.Graph keeps the stack that made each op (a GraphDef does not)
     built = graph_built_at(graph.get_operations()) if hasattr(graph, "get_operations") else None
     trace = build_trace(
-        metadatas, facts, available_devices=devices, log=startup_log, built_at=built
+        metadatas,
+        facts,
+        available_devices=devices,
+        log=startup_log,
+        built_at=built,
+        serialized=serialized,
     )
-    trace.raw, dropped = raw_protos(metadatas, graph_def if graph_def is not None else graph)
+    steps = [
+        metadata if data is None and size is None else Serialized(data, size or len(data or b""))
+        for metadata, data, size in zip(metadatas, serialized, sizes, strict=True)
+    ]
+    del serialized, loaded
+    trace.raw, dropped = raw_protos(steps, graph_def if graph_def is not None else graph)
     trace.log += dropped
     return trace
 
@@ -57,17 +80,20 @@ def build_trace(
     source: str = "",
     xla_profile: XlaProfile | None = None,
     built_at: dict[str, BuiltAt | None] | None = None,
+    serialized: Sequence[bytes | None] = (),
 ) -> PlacementTrace:
     """The shared path from RunMetadata protos (+ graph facts) to a :class:`PlacementTrace`;
     ``xla_profile``: the HLO instructions of auto-clustered clusters (``add_graph_clusters``);
-    ``built_at``: where the user's code made each op of the graph (``tfadapter.origins``)."""
+    ``built_at``: where the user's code made each op of the graph (``tfadapter.origins``);
+    ``serialized``: each step's bytes where known (``records_from_step_stats``)."""
     with paused_gc():
         records = Records()
         step_starts: list[int] = []
         capped = False  # each step has its own collector, capped at 2^20 nodes
-        for metadata in metadatas:
+        for step, metadata in enumerate(metadatas):
             before = len(records.op)
-            step_starts.append(records_from_step_stats(metadata.step_stats, records))
+            data = serialized[step] if step < len(serialized) else None
+            step_starts.append(records_from_step_stats(metadata.step_stats, records, data))
             capped = (
                 capped or len(records.op) - before >= frames.STEP_STATS_CAP
             )  # one cap, read when called
@@ -95,11 +121,14 @@ def as_list(value: Any) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def load_run_metadata(value: Any) -> Any:
+def load_run_metadata(value: Any) -> tuple[Any, bytes | None]:
+    """The ``RunMetadata`` of ``value`` (a proto, its bytes or a file) and its serialized
+    bytes where ``value`` was bytes (None for a proto or a text file)."""
     if isinstance(value, run_metadata_type()):  # e.g. empty: the run was not traced
-        return _check_has_steps(value, "the given RunMetadata")
+        return _check_has_steps(value, "the given RunMetadata"), None
     if isinstance(value, (bytes, bytearray)):
-        return _parse_binary(bytes(value), "the given bytes")
+        data = bytes(value)
+        return _parse_binary(data, "the given bytes"), data
     if isinstance(value, (str, os.PathLike)):
         return _load_run_metadata_file(os.fspath(value))
     raise ValueError(
@@ -108,7 +137,7 @@ def load_run_metadata(value: Any) -> Any:
     )
 
 
-def _load_run_metadata_file(path: str) -> Any:
+def _load_run_metadata_file(path: str) -> tuple[Any, bytes | None]:
     data = read_trace_bytes(path)
     if not data:
         raise TraceError(
@@ -118,8 +147,8 @@ def _load_run_metadata_file(path: str) -> Any:
     if trace_format(path) == "text":
         fix = "Save one with text_format.MessageToString(run_metadata)."
         message = parse_text_proto(data, run_metadata_type()(), path, fix)
-        return _check_has_steps(message, path)
-    return _parse_binary(data, repr(path))
+        return _check_has_steps(message, path), None
+    return _parse_binary(data, repr(path)), data
 
 
 def _parse_binary(data: bytes, what: str) -> Any:
@@ -143,8 +172,14 @@ def _check_has_steps(message: Any, what: str) -> Any:
     return message
 
 
-def records_from_step_stats(step_stats: Any, records: Records) -> int:
-    """Append one step's node_stats to ``records``; return the step's start (µs since epoch)."""
+def records_from_step_stats(
+    step_stats: Any, records: Records, serialized: bytes | None = None
+) -> int:
+    """Append one step's node_stats to ``records``; return the step's start (µs since epoch).
+
+    ``serialized``: the bytes of the ``RunMetadata`` holding ``step_stats`` (kept for
+    ``trace.raw`` anyway), where known: the allocator records are then read from them as
+    columns (``allocator_columns``), each node's only counted here; else field by field."""
     first = len(records.start)
     op, typ, lane, thread = records.op, records.type, records.lane, records.thread
     start, duration, label, out = (
@@ -154,34 +189,26 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
         records.output_bytes,
     )
     memory = records.memory
-    rows, allocators = memory.row.append, memory.allocator.append
     items_before = len(memory.row)
-    peaks, totals, counts = memory.peak.append, memory.total.append, memory.count.append
-    times, sizes = memory.time.append, memory.bytes.append
+    columns = allocator_columns(serialized) if serialized is not None else None
+    # what the columns say is absent need not be looked for node by node (an item, even
+    # all zeros, is on the wire: the merged field is there)
+    any_items = columns is None or columns.HasField("memory")
+    any_held = columns is None or len(columns.memory_stats.persistent_memory_size) > 0
+    item = _item_reader(memory, columns is None)
     persistent = records.persistent
     for dev in step_stats.dev_stats:
         nodes = dev.node_stats
         lane.extend([dev.device] * len(nodes))
         for node in nodes:
-            held = node.memory_stats.persistent_memory_size
-            if held:  # a Const's value, a ref variable's buffer: allocated before the step
+            if any_held and (held := node.memory_stats.persistent_memory_size):
+                # a Const's value, a ref variable's buffer: allocated before the step
                 _keep_persistent(persistent, node, dev.device, held, len(op))
-            used = node.memory
-            if used:  # what the op's tracking allocators saw (FULL_TRACE), read flat
-                # by index: upb's repeated fields index faster than they iterate
+            if any_items and (used := node.memory):
+                # what the op's tracking allocators saw (FULL_TRACE); by index: upb's
+                # repeated fields index faster than they iterate
                 for at in range(len(used)):
-                    allocator = used[at]
-                    changes = allocator.allocation_records
-                    n_changes = len(changes)
-                    rows(len(op))
-                    allocators(allocator.allocator_name)
-                    peaks(allocator.peak_bytes)
-                    totals(allocator.total_bytes)
-                    counts(n_changes)
-                    for k in range(n_changes):
-                        change = changes[k]
-                        times(change.alloc_micros)
-                        sizes(change.alloc_bytes)
+                    item(len(op), used[at])
             op.append(node.node_name)
             thread.append(node.thread_id)
             start.append(node.all_start_micros)
@@ -199,9 +226,86 @@ def records_from_step_stats(step_stats: Any, records: Records) -> int:
                         o.tensor_description.allocation_description.requested_bytes for o in outputs
                     )
                 )
+    if columns is not None and len(memory.row) > items_before:
+        _take_columns(memory, columns.memory, items_before, step_stats)
     typ.extend([""] * (len(start) - len(typ)))
     memory.step.extend([first] * (len(memory.row) - items_before))  # this step's items
     return min(start[first:]) if len(start) > first else 0
+
+
+def allocator_columns(serialized: bytes) -> Any:
+    """The allocator records of the ``RunMetadata`` serialized in ``serialized``, as columns:
+    ``memory`` (``allocator_name``, ``total_bytes``, ``peak_bytes``, ``allocation_records``'
+    ``alloc_micros`` and ``alloc_bytes``) and ``memory_stats.persistent_memory_size`` of
+    every node, flat, in the order of the nodes (``protos.allocator_columns_type``)."""
+    run = allocator_columns_type()()
+    run.ParseFromString(serialized)
+    return run.step_stats.dev_stats.node_stats
+
+
+def _item_reader(memory: Any, fields: bool) -> Any:
+    """``item(record, allocator)`` keeping one ``AllocatorMemoryUsed`` of the execution
+    record ``record``: all its fields (``fields``), else only its place and how many
+    allocation records it has (its values come from ``allocator_columns``)."""
+    rows, counts = memory.row.append, memory.count.append
+    if not fields:
+
+        def counted(record: int, allocator: Any) -> None:
+            rows(record)
+            counts(len(allocator.allocation_records))
+
+        return counted
+    names, peaks, totals = memory.allocator.append, memory.peak.append, memory.total.append
+    times, sizes = memory.time.append, memory.bytes.append
+
+    def read(record: int, allocator: Any) -> None:
+        changes = allocator.allocation_records
+        n_changes = len(changes)
+        rows(record)
+        names(allocator.allocator_name)
+        peaks(allocator.peak_bytes)
+        totals(allocator.total_bytes)
+        counts(n_changes)
+        for k in range(n_changes):
+            change = changes[k]
+            times(change.alloc_micros)
+            sizes(change.alloc_bytes)
+
+    return read
+
+
+def _take_columns(memory: Any, columns: Any, items_before: int, step_stats: Any) -> None:
+    """Fill the items counted since ``items_before`` from ``columns`` (an
+    ``allocator_columns`` memory), or, where a column is shorter than the items (a field
+    that was zero is absent from the bytes), read them field by field again."""
+    n_items = len(memory.row) - items_before
+    n_changes = sum(memory.count[items_before:])
+    records = columns.allocation_records
+    if (
+        len(columns.allocator_name) == n_items
+        and len(columns.total_bytes) == n_items
+        and len(columns.peak_bytes) == n_items
+        and len(records.alloc_micros) == n_changes
+        and len(records.alloc_bytes) == n_changes
+    ):
+        memory.allocator.extend(columns.allocator_name)
+        memory.total.extend(columns.total_bytes)
+        memory.peak.extend(columns.peak_bytes)
+        memory.time.extend(records.alloc_micros)
+        memory.bytes.extend(records.alloc_bytes)
+        return
+    reread = AllocatorRecords()
+    read = _item_reader(reread, True)
+    for dev in step_stats.dev_stats:
+        for node in dev.node_stats:
+            used = node.memory
+            for at in range(len(used)):
+                read(0, used[at])
+    memory.allocator.extend(reread.allocator)
+    memory.total.extend(reread.total)
+    memory.peak.extend(reread.peak)
+    memory.time.extend(reread.time)
+    memory.bytes.extend(reread.bytes)
 
 
 def _keep_persistent(persistent: dict, node: Any, lane: str, held: int, record: int) -> None:

@@ -69,3 +69,61 @@ def dtype_size(enum: int) -> int:
         return int(dtype.size)
     except (TypeError, ValueError):
         return 0
+
+
+def allocator_columns_type() -> Any:
+    """A message class that reads a serialized ``RunMetadata``'s allocator records as
+    columns: wire-compatible with ``RunMetadata.step_stats`` but declaring each nested
+    ``dev_stats``, ``node_stats``, ``memory`` and ``allocation_records`` as a singular
+    message, so that parsing merges every occurrence into one and each scalar, declared
+    repeated, comes back as one list in the order of the bytes (the order the step_stats are
+    iterated in). ``step_stats.dev_stats.node_stats`` then has ``memory``
+    (``allocator_name``, ``total_bytes``, ``peak_bytes``, and ``allocation_records`` with
+    ``alloc_micros`` and ``alloc_bytes``: every item's and every record's, flat) and
+    ``memory_stats.persistent_memory_size``. Every other field is skipped by the parser (kept
+    as unknown bytes), so the parse costs a few ms per 10 MB in C, where reading the same
+    records field by field from Python costs about 1.8 µs per node.
+
+    What it cannot say: which node or item each value belongs to, and a field equal to zero
+    is absent from the bytes (proto3), so a column may be shorter than the items: the reader
+    counts the items from the parsed ``RunMetadata`` and checks every column's length."""
+    global _ALLOCATOR_COLUMNS
+    if _ALLOCATOR_COLUMNS is None:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+        field = descriptor_pb2.FieldDescriptorProto
+        file = descriptor_pb2.FileDescriptorProto(
+            name="tfplace_allocator_columns.proto", package="tfplace_columns", syntax="proto2"
+        )
+        layout = {  # message: (field, number, scalar type or the message it holds)
+            "Run": [("step_stats", 1, "Steps")],
+            "Steps": [("dev_stats", 1, "Device")],
+            "Device": [("node_stats", 2, "Node")],
+            "Node": [("memory", 6, "Allocator"), ("memory_stats", 12, "MemoryStats")],
+            "MemoryStats": [("persistent_memory_size", 3, field.TYPE_INT64)],
+            "Allocator": [
+                ("allocator_name", 1, field.TYPE_STRING),
+                ("total_bytes", 2, field.TYPE_INT64),
+                ("peak_bytes", 3, field.TYPE_INT64),
+                ("allocation_records", 6, "Record"),
+            ],
+            "Record": [("alloc_micros", 1, field.TYPE_INT64), ("alloc_bytes", 2, field.TYPE_INT64)],
+        }
+        for name, fields in layout.items():
+            message = file.message_type.add(name=name)
+            for field_name, number, kind in fields:
+                added = message.field.add(name=field_name, number=number)
+                if isinstance(kind, str):
+                    added.type, added.label = field.TYPE_MESSAGE, field.LABEL_OPTIONAL
+                    added.type_name = f".tfplace_columns.{kind}"
+                else:
+                    added.type, added.label = kind, field.LABEL_REPEATED
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(file)
+        _ALLOCATOR_COLUMNS = message_factory.GetMessageClass(
+            pool.FindMessageTypeByName("tfplace_columns.Run")
+        )
+    return _ALLOCATOR_COLUMNS
+
+
+_ALLOCATOR_COLUMNS: Any = None

@@ -289,6 +289,7 @@ def _traced(
         source=name,
         xla_profile=xla_profile,
         built_at=graph_built_at(graph.get_operations()),
+        serialized=[step.data for step in kept],
     )
     # kept by trace.save: the bytes TensorFlow returned, not serialized a second time
     trace.raw, dropped = raw_protos(kept, graph_def)
