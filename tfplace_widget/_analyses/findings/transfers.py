@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from functools import partial
-from itertools import compress
+from itertools import compress, repeat
+from operator import itemgetter
 
 import numpy as np
 import pandas as pd
@@ -373,11 +374,14 @@ def _ping_pong_finding(
     after: list[str],
     duration: float | None = None,
 ) -> Finding:
-    causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
+    causes = set(map(itemgetter(0), map(context.why_cpu.get, inside, repeat(("", "")))))
     one = len(inside) == 1
-    # the GPU the stretch's feeders are on (a replica's, with several), else the first
-    fed_from = [d for d in map(context.device_of.get, before) if d and device_type(d) == "GPU"]
-    gpu_device = fed_from[0] if fed_from else context.gpus[0] if context.gpus else "/device:GPU:0"
+    # the GPU the stretch's first feeder on one is on (a replica's, with several), else the
+    # first: each of the feeders' few devices asked once (a large stretch has 100k feeders)
+    devices = list(map(context.device_of.get, before))
+    gpus = {d for d in set(devices) if d and device_type(d) == "GPU"}
+    fed_from = next(compress(devices, map(gpus.__contains__, devices)), None) if gpus else None
+    gpu_device = fed_from or (context.gpus[0] if context.gpus else "/device:GPU:0")
     gpu = short_device(gpu_device) if fed_from else context.gpu_name()
     if causes & {"no", "dtype", "colocated"}:
         fix = (
