@@ -147,10 +147,12 @@ class Context:
         ops = trace.ops
         names = ops["op"].tolist()
         type_of = dict(zip(names, ops["type"].tolist(), strict=True))
+        # the other dicts by name as copies of type_of's table, each value then replaced in
+        # its slot: no table grown and rehashed per dict (a million names)
+        device_of = type_of.copy()
         if len(type_of) == len(names):  # each name one row (nearly always)
-            device_of = dict(zip(names, ops["device"].tolist(), strict=True))
+            device_of.update(zip(names, ops["device"].tolist(), strict=True))
         else:  # a name's first row's device, in its first row's place (no hashing by pandas)
-            device_of = dict.fromkeys(type_of)
             device_of.update(zip(reversed(names), reversed(ops["device"].tolist()), strict=True))
         gpu_kernel: dict[str, str] = {}
         if "gpu_kernel" in ops:  # the rows whose kernels are known
@@ -160,7 +162,8 @@ class Context:
                 gpu_kernel = dict(
                     zip(ops["op"][known].tolist(), kernels[known].tolist(), strict=True)
                 )
-        requested = dict(zip(names, ops["requested_device"].astype(str).tolist(), strict=True))
+        requested = type_of.copy()  # a name's last row's, as type_of's
+        requested.update(zip(names, ops["requested_device"].astype(str).tolist(), strict=True))
         facts = getattr(trace, "facts", None)
         raw_inputs = trace.inputs or (facts.inputs if facts is not None else {})
         context = cls(

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from functools import partial
-from itertools import compress
+from itertools import compress, repeat
+from operator import itemgetter
 
 import numpy as np
 import pandas as pd
@@ -373,11 +374,14 @@ def _ping_pong_finding(
     after: list[str],
     duration: float | None = None,
 ) -> Finding:
-    causes = {context.why_cpu.get(n, ("", ""))[0] for n in inside}
+    causes = set(map(itemgetter(0), map(context.why_cpu.get, inside, repeat(("", "")))))
     one = len(inside) == 1
-    # the GPU the stretch's feeders are on (a replica's, with several), else the first
-    fed_from = [d for d in map(context.device_of.get, before) if d and device_type(d) == "GPU"]
-    gpu_device = fed_from[0] if fed_from else context.gpus[0] if context.gpus else "/device:GPU:0"
+    # the GPU the stretch's first feeder on one is on (a replica's, with several), else the
+    # first: each of the feeders' few devices asked once (a large stretch has 100k feeders)
+    devices = list(map(context.device_of.get, before))
+    gpus = {d for d in set(devices) if d and device_type(d) == "GPU"}
+    fed_from = next(compress(devices, map(gpus.__contains__, devices)), None) if gpus else None
+    gpu_device = fed_from or (context.gpus[0] if context.gpus else "/device:GPU:0")
     gpu = short_device(gpu_device) if fed_from else context.gpu_name()
     if causes & {"no", "dtype", "colocated"}:
         fix = (
@@ -449,7 +453,7 @@ def _cpu_stretches(
     stretches in the order of their first op in the view. Over integer positions, for a
     million-op graph: one numpy pass over the edges, not a Python walk per stretch."""
     view = context.view
-    index = pd.Index(list(view), dtype=object)
+    index = pd.Index(np.fromiter(view, object, len(view)), dtype=object)
     kinds = np.array(list(view.values()), dtype=object)
     cpu, gpu = kinds == "CPU", kinds == "GPU"
     producers, consumers = edge_positions(context.inputs, index)
@@ -468,13 +472,11 @@ def _cpu_stretches(
     names = index.to_numpy()
     for i in np.flatnonzero(read & among(index, host_inputs)[consumers]).tolist():
         read[i] = not context._host_input(names[consumers[i]], names[producers[i]])
-    before = _by_label(label[consumers[fed]], producers[fed], names)
-    after = _by_label(label[producers[read]], consumers[read], names)
-    ends = sorted(before.keys() & after.keys())
+    fed_by, read_by = label[consumers[fed]], label[producers[read]]
+    ends = np.intersect1d(fed_by, read_by).tolist()  # stretches with feeders and readers
     if not ends:
         return
     members = cpu & ~among(index, context.names_of(FOLLOWERS)) & np.isin(label, ends)
-    inside = _by_label(label[members], np.flatnonzero(members), names)
     summed = (
         np.bincount(label[members], weights=times[members], minlength=len(index)).tolist()
         if times is not None
@@ -482,8 +484,14 @@ def _cpu_stretches(
     )
     if context.material_only and summed is not None:  # only the stretches that may matter
         ops = (members, producers[fed], consumers[read])
-        labels = (label[members], label[consumers[fed]], label[producers[read]])
+        labels = (label[members], fed_by, read_by)
         ends = _maybe_material(context, index, ends, ops, labels, summed)
+        members &= np.isin(label, ends)  # the op lists of those alone
+        fed &= np.isin(label[consumers], ends)
+        read &= np.isin(label[producers], ends)
+    before = _by_label(label[consumers[fed]], producers[fed], names)
+    after = _by_label(label[producers[read]], consumers[read], names)
+    inside = _by_label(label[members], np.flatnonzero(members), names)
     for stretch in ends:
         if stretch in inside:
             yield (
