@@ -118,9 +118,9 @@ class TimelineFigure:
         panel's chips group the same events). ``lanes`` (``(device, lane)`` pairs, in order)
         and ``x_span`` (µs) fix the y axis and the x range, so that two timelines drawn one
         above the other line up (see :func:`shared_lanes`); by default they are those of
-        ``events``. The lanes of each of
-        ``folded_tasks`` (``/job:ps/task:0``, a collapsed group of the panel's chips) are drawn
-        as one lane, ``(task, FOLDED_LANE)`` in ``lanes``, bars still in device colours."""
+        ``events``. The lanes of each of ``folded_tasks`` (``/job:ps/task:0``, a collapsed
+        group of the panel's chips) are drawn as one lane, ``(task, FOLDED_LANE)`` in
+        ``lanes``, bars still in device colours."""
         self.events = events
         self.devices = devices
         # The columns every bar trace reads, once (not a DataFrame lookup per device).
@@ -541,14 +541,11 @@ def _lane_pairs(
     """The distinct (device, lane) pairs of ``events`` and each row's index into them."""
     # Integer codes per column, then per pair: a MultiIndex would build 100k tuples.
     keys = EventKeys.of(events) if keys is None else keys
-    device_codes, devices, lane_codes, lanes = (
-        keys.device_codes,
-        keys.devices,
-        keys.lane_codes,
-        keys.lanes,
+    lanes = keys.lanes
+    codes, pair_codes = pd.factorize(
+        keys.device_codes.astype(np.int64) * len(lanes) + keys.lane_codes
     )
-    codes, pair_codes = pd.factorize(device_codes.astype(np.int64) * len(lanes) + lane_codes)
-    pairs = [(devices[c // len(lanes)], lanes[c % len(lanes)]) for c in pair_codes.tolist()]
+    pairs = [(keys.devices[c // len(lanes)], lanes[c % len(lanes)]) for c in pair_codes.tolist()]
     return pairs, codes
 
 

@@ -138,8 +138,9 @@ class Timeline(TimelineFigure):
         memory: pd.DataFrame | None = None,
         keys: EventKeys | None = None,
     ) -> None:
-        """``lanes``, ``x_span``, ``folded_tasks``, ``memory`` and ``keys``: see :class:`TimelineFigure`. ``widget``: draw into this
-        one (a re-run keeps the panel's widget) instead of a new one."""
+        """``lanes``, ``x_span``, ``folded_tasks``, ``memory`` and ``keys``: see
+        :class:`TimelineFigure`. ``widget``: draw into this one (a re-run keeps the panel's
+        widget) instead of a new one."""
         if widget is None:
             widget = TimelineWidget()
         self.widget = widget

@@ -154,9 +154,7 @@ def _directions(
             pairs = pairs[kept]
     type_of = context.type_of
     readers = list(map(context.consumers.get, producers, repeat(())))
-    if (
-        getattr(context, "user", None) is None
-    ):  # Context.of's readers are ops of the trace: only others tested
+    if context.user is None:  # set with the consumers by Context.of, which are ops of the trace
         readers = [[c for c in r if c in type_of] for r in readers]
     from_cpu = np.array([k[0] == "CPU" for k in kinds], dtype=bool)[pairs]
     io = _io_codes(context, tensors, producers, readers, from_cpu)
