@@ -537,6 +537,37 @@ def test_a_large_trace_finds_its_findings_after_the_cell(classic_panel, monkeypa
     assert set(panel.visible_ops["op"]) <= set(trace.findings["ops"].iloc[0])
 
 
+def test_findings_asked_from_two_threads_at_once_are_found_once(classic_panel, monkeypatch):
+    """A second panel of a large trace (its own thread) or the user's next cell asking for
+    the findings while the first panel's thread finds them waits for that answer: one
+    computation, one frame, not two side by side (at a million ops, twice the time and the
+    memory)."""
+    import concurrent.futures
+    import threading
+    import time
+
+    import tfplace_widget._services as services_module
+
+    trace = dataclasses.replace(classic_panel.trace)  # nothing cached
+    find, calls, started = services_module.find_findings, [], threading.Event()
+
+    def slow_find(*args, **kwargs):  # as a large trace's
+        calls.append(threading.current_thread().name)
+        started.set()
+        time.sleep(0.3)
+        return find(*args, **kwargs)
+
+    monkeypatch.setattr(services_module, "find_findings", slow_find)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        first = pool.submit(lambda: trace.findings)
+        assert started.wait(10)
+        second = pool.submit(lambda: trace.findings)  # while the first is being found
+        frames = first.result(), second.result()
+    assert len(calls) == 1
+    assert frames[0] is frames[1] is trace.findings
+    assert list(frames[0]["kind"]) == list(find(trace)["kind"])
+
+
 def test_a_large_trace_indexes_its_names_and_locates_its_bars_after_the_cell(
     classic_panel, monkeypatch
 ):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,12 @@ from .xla import empty_xla
 # JSON {"strategy": its name, "tasks": {"/job:worker/task:0": {"collectives": {op: group}}}}.
 # Analyses read it to know the placement was the strategy's, per task.
 STRATEGY_TASKS_RAW = "strategy_tasks.json"
+
+# Held while a trace's findings are found: a reader that comes meanwhile (a second panel's
+# thread, the user's next cell) waits for that answer instead of finding them again beside it
+# (at a million ops: twice the half-minute and the 1.5 GB). Reentrant: a cluster's findings
+# read its tasks' own.
+_FINDING = threading.RLock()
 
 
 def strategy_of(trace: Any) -> str:
@@ -125,7 +132,10 @@ class PlacementTrace:
         most severe first (see :func:`tfplace_widget._analyses.findings.find_findings`)."""
         cached = self.__dict__.get("_findings_cache")
         if cached is None:
-            cached = self.__dict__["_findings_cache"] = services().find_findings(self)
+            with _FINDING:  # found once, whichever threads ask
+                cached = self.__dict__.get("_findings_cache")
+                if cached is None:
+                    cached = self.__dict__["_findings_cache"] = services().find_findings(self)
         return cached
 
     @property
