@@ -18,7 +18,8 @@ Each finding's ``evidence`` gets ``step_share``, ``traced_steps``, ``steady_step
 
 from __future__ import annotations
 
-from itertools import repeat
+from collections.abc import Collection
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -119,8 +120,9 @@ class Steps:
         # each op's time in each step: a finding's share is the sum of its ops' rows
         self.per_op = np.zeros((len(names), self.count))
         np.add.at(self.per_op, (codes, step), duration)
-        self.names = names  # the ops of the rows, each once
-        self.row = dict(zip(names.tolist(), range(len(names)), strict=True))
+        # the ops of the rows, each once: an index, whose table pandas builds at its first
+        # look-up (a dict of a million names cost more to make and to read)
+        self.names = pd.Index(names, dtype=object)
         self.total = self.per_op.sum(axis=0)
         # whole microseconds (as the runtime records them) under 2**53: sums in any order agree
         self.exact = bool(
@@ -139,7 +141,7 @@ class Steps:
         whole row, never the larger of the two step by step: that would count a cost twice (a
         first step's ops and, again, their even share of the total). The shares of all findings
         at once, in numpy: a large trace has hundreds of thousands of them."""
-        rows = list(map(self._rows, findings))
+        rows = self._rows(findings)
         per_op = self.per_op
         summed = np.zeros((len(findings), self.count))
         # numpy's own sum per finding, for its rounding: below 8 rows (most findings) it adds
@@ -158,20 +160,23 @@ class Steps:
             share = np.where(self.total > 0, chosen / self.total, 0.0)
         return np.minimum(share, 1.0)
 
-    def _rows(self, finding: Finding) -> np.ndarray:
-        """The rows of ``finding``'s ops that ran (a look-up per op in C, -1 for one without a
-        row, dropped by numpy: a large finding names hundreds of thousands), each once. When
-        the times are whole numbers (``exact``) they are summed alike in any order, and the ops
-        are looked up as listed, a finding's names in the order its rule made them (0.7 against
-        1.0 s for the 1.1M ops of a million-op trace's findings); otherwise in the order of the
-        set of its ops, the order the sums always took."""
-        if self.exact:  # any order sums alike: the ops as listed (their order is faster)
-            ops = finding.ops
-            found = np.fromiter(map(self.row.get, ops, repeat(-1)), np.intp, len(ops))
-            return np.unique(found[found >= 0])  # each op once, as the set counts it
-        ops = set(finding.ops)
-        found = np.fromiter(map(self.row.get, ops, repeat(-1)), np.intp, len(ops))
-        return found[found >= 0]
+    def _rows(self, findings: list[Finding]) -> list[np.ndarray]:
+        """Each finding's rows: those of its ops that ran, each once (a finding's ops are
+        unique, ``Finding`` makes them so). All findings' ops looked up in one call (a large
+        trace's immaterial findings are tens of thousands; a large finding names hundreds of
+        thousands of ops). When the times are whole numbers (``exact``) they sum alike in any
+        order, and the ops are looked up as listed; otherwise in the order of the set of each
+        finding's ops, the order its sum always took."""
+        if not findings:
+            return []
+        if self.exact:
+            listed: list[Collection[str]] = [f.ops for f in findings]
+        else:
+            listed = [list(set(f.ops)) for f in findings]
+        lengths = np.fromiter(map(len, listed), np.intp, len(listed))
+        flat = np.fromiter(chain.from_iterable(listed), object, int(lengths.sum()))
+        found = self.names.get_indexer(flat) if len(flat) else np.zeros(0, np.intp)
+        return [r[r >= 0] for r in np.split(found, np.cumsum(lengths)[:-1])]
 
     def bytes_share(self, finding: Finding) -> float:
         """The bytes the finding copies over the bytes the step's ops output, when both are
