@@ -535,3 +535,87 @@ def test_ping_pong_hands_pandas_arrays_and_lists_only_the_kept_stretches_ops(cha
     assert big and all(kind is not list for kind in big), asked
     assert len(found[True]) < len(found[False])  # most stretches are immaterial here
     assert 0 < named < every, (named, every)
+
+
+def test_judge_weighs_all_findings_by_one_lookup_of_their_ops_with_the_same_shares(
+    chains, monkeypatch
+):
+    """``judge``'s shares look every finding's ops up in the steps' names at once (one
+    ``get_indexer`` call, no dict of every op that ran: a million names at 1M ops), and are
+    the same floats as summing each finding's ops' time step by step: exactly with the
+    trace's whole microseconds (then the ops are looked up as listed), and to the last bits
+    with fractional times (then in the order of the set of each finding's ops, as before)."""
+    import numpy as np
+
+    from tfplace_widget._analyses.findings.material import (
+        Steps,
+        step_of,
+        steps_of,
+        timed_events,
+        trace_steps,
+    )
+
+    def expected(trace: Any, found: list[Any]) -> np.ndarray:
+        events = timed_events(trace)
+        step, count = step_of(events, trace_steps(trace))
+        per = {}
+        for op, s, took in zip(events["op"], step, events["duration_us"], strict=True):
+            per.setdefault(op, [0.0] * count)[s] += float(took)
+        total = np.array([sum(v[s] for v in per.values()) for s in range(count)])
+        rows = []
+        for f in found:
+            summed = [sum(per.get(op, [0.0] * count)[s] for op in set(f.ops)) for s in range(count)]
+            own = f.cost[0] > sum(summed)
+            rows.append(
+                [(f.cost[0] / count if own else summed[s]) / total[s] for s in range(count)]
+            )
+        return np.minimum(np.array(rows), 1.0)
+
+    lookups: list[int] = []
+    real = pd.Index.get_indexer
+
+    def counting(index: pd.Index, target: Any, *args: Any, **kwargs: Any) -> Any:
+        if steps is not None and index is steps.names:
+            lookups.append(len(target))
+        return real(index, target, *args, **kwargs)
+
+    steps = None
+    monkeypatch.setattr(pd.Index, "get_indexer", counting)
+    context = base.Context.of(chains)
+    found = transfers.find_ping_pongs(context)  # every stretch: material_only is off
+    assert len(found) > 50
+    steps = steps_of(context)
+    assert steps.exact
+    shares = steps.shares(found)
+    assert lookups == [sum(len(f.ops) for f in found)]
+    assert np.array_equal(shares, expected(chains, found))
+
+    other = clone(chains)  # fractional times: the order of adding changes the last bits
+    other.events = chains.events.assign(duration_us=chains.events["duration_us"] * 1.1 + 0.1)
+    steps = Steps(other)
+    assert not steps.exact
+    assert np.allclose(steps.shares(found), expected(other, found), rtol=1e-12, atol=0)
+
+
+def test_a_fix_looks_source_lines_up_only_while_there_are_lines_to_find(chains):
+    """``sources`` keeps only real lines (not ``""``, as every runtime op of the 1M-op graph
+    has), and stops once it has found every line the trace has: a fix of a large finding
+    names hundreds of thousands of ops, made by a few lines or none. The lines it names are
+    those of the ops it is given, in their order, each once."""
+    from tfplace_widget._analyses.findings.fixes import sources
+
+    context = base.Context.of(chains)
+    ops = list(context.view)
+    frame = chains.ops
+    every = dict(zip(frame["op"], frame["source"].astype(str), strict=True))
+    wanted = [s for s in dict.fromkeys(map(every.get, ops)) if s not in ("", "<NA>", None)]
+    assert wanted
+    assert sources(context, ops) == f" ({base.listed_names(wanted)})"
+    assert "" not in context.source_of.values() and "<NA>" not in context.source_of.values()
+    assert context.source_of.lines == len(set(context.source_of.values()))
+
+    blank = clone(chains)
+    blank.ops = frame.assign(source=frame["source"].where(frame["source"].isna(), ""))
+    context = base.Context.of(blank)
+    assert sources(context, ops) == ""
+    assert not context.source_of  # no row with a line: nothing kept, nothing looked up

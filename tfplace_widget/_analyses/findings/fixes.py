@@ -167,18 +167,32 @@ def sources(context: Context, ops: Sequence[str]) -> str:
     if "source" not in frame:
         return ""
     if context.source_of is None:  # once per trace: a scan of every row per finding is quadratic
-        known = frame["source"].notna().to_numpy(dtype=bool)  # (two columns, not the frame)
-        context.source_of = dict(
-            zip(
-                frame["op"][known].astype(str).tolist(),
-                frame["source"][known].astype(str).tolist(),
-                strict=True,
-            )
+        column = frame["source"]  # (two columns, not the frame)
+        known = (column.notna() & ~column.astype(str).isin(_NO_SOURCE - {None})).to_numpy(bool)
+        lines = column[known].astype(str).tolist()
+        context.source_of = _Sources(
+            zip(frame["op"][known].astype(str).tolist(), lines, strict=True)
         )
+        context.source_of.lines = len(set(lines))
     source_of = context.source_of
-    # in the order of the ops named, each line once (C passes: a finding may name 100,000s)
-    found = list(dict.fromkeys(filterfalse(_NO_SOURCE.__contains__, map(source_of.get, ops))))
-    return f" ({listed_names(found)})" if found else ""
+    # in the order of the ops named, each line once; done when every line of the trace is
+    # found (a finding may name 100,000s of ops, made by a few lines, or none)
+    every = getattr(source_of, "lines", None)
+    if not source_of:
+        return ""
+    found: dict[str, None] = {}
+    for line in filterfalse(_NO_SOURCE.__contains__, map(source_of.get, ops)):
+        found[line] = None
+        if len(found) == every:
+            break
+    return f" ({listed_names(list(found))})" if found else ""
+
+
+class _Sources(dict):
+    """``Context.source_of``: op -> its source line, and how many distinct lines there are
+    (``lines``), so that ``sources`` stops looking once it has found them all."""
+
+    lines: int | None = None
 
 
 def as_written(context: Context, device: str) -> str:

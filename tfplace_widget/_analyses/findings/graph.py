@@ -73,9 +73,12 @@ def exact_sums(index: pd.Index, names: Sequence[str], values: np.ndarray) -> np.
     one; NaN counts 0), when the sums are the same floats in any order, as adding whole numbers
     under 2**53 is (microseconds, as the runtime records them): a group of names summed by
     positions then equals Python's ``sum`` over their names in any order. None otherwise."""
-    codes = index.get_indexer(names)
-    ok = (codes >= 0) & ~np.isnan(values)
-    kept = values[ok]
+    # only the rows that add something are looked up (at a million ops, 1.07M of 1.75M do
+    # not: the runtime's untimed rows and the ops that took no time)
+    timed = np.flatnonzero(~np.isnan(values) & (values != 0))
+    codes = index.get_indexer(np.asarray(names, dtype=object)[timed])
+    ok = codes >= 0
+    kept = values[timed][ok]
     if not (np.array_equal(kept, np.round(kept)) and np.abs(kept).sum() < 2.0**53):
         return None
     return np.bincount(codes[ok], weights=kept, minlength=len(index))

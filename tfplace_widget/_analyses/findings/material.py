@@ -18,6 +18,7 @@ Each finding's ``evidence`` gets ``step_share``, ``traced_steps``, ``steady_step
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from itertools import chain
 from typing import Any
 
@@ -119,9 +120,15 @@ class Steps:
         # each op's time in each step: a finding's share is the sum of its ops' rows
         self.per_op = np.zeros((len(names), self.count))
         np.add.at(self.per_op, (codes, step), duration)
-        self.names = names  # the ops of the rows, each once
-        self.row = dict(zip(names.tolist(), range(len(names)), strict=True))
+        # the ops of the rows, each once: an index, whose table pandas builds at its first
+        # look-up (a dict of a million names cost more to make and to read)
+        self.names = pd.Index(names, dtype=object)
         self.total = self.per_op.sum(axis=0)
+        # whole microseconds (as the runtime records them) under 2**53: sums in any order agree
+        self.exact = bool(
+            np.array_equal(self.per_op, np.round(self.per_op))
+            and np.abs(self.per_op).sum() < 2.0**53
+        )
         ops = trace.ops
         sizes = ops["output_bytes"] if "output_bytes" in ops else pd.Series(dtype=float)
         sizes = pd.to_numeric(sizes, errors="coerce")
@@ -134,17 +141,14 @@ class Steps:
         whole row, never the larger of the two step by step: that would count a cost twice (a
         first step's ops and, again, their even share of the total). The shares of all findings
         at once, in numpy: a large trace has hundreds of thousands of them."""
-        row, per_op = self.row, self.per_op
-        # one look-up per op (``map`` in C), in the order of the set of its ops, as before
-        rows = [
-            [r for r in map(row.get, set(finding.ops)) if r is not None] for finding in findings
-        ]
+        rows = self._rows(findings)
+        per_op = self.per_op
         summed = np.zeros((len(findings), self.count))
         # numpy's own sum per finding, for its rounding: below 8 rows (most findings) it adds
         # them one after another, as np.add.at does for all those findings in one call
         few = [i for i, r in enumerate(rows) if len(r) < _PAIRWISE]
         sizes = [len(rows[i]) for i in few]
-        flat = np.fromiter(chain.from_iterable(rows[i] for i in few), np.intp, sum(sizes))
+        flat = np.concatenate([rows[i] for i in few]) if few else np.zeros(0, np.intp)
         np.add.at(summed, np.repeat(np.asarray(few, dtype=np.intp), sizes), per_op[flat])
         for i, r in enumerate(rows):
             if len(r) >= _PAIRWISE:
@@ -155,6 +159,24 @@ class Steps:
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(self.total > 0, chosen / self.total, 0.0)
         return np.minimum(share, 1.0)
+
+    def _rows(self, findings: list[Finding]) -> list[np.ndarray]:
+        """Each finding's rows: those of its ops that ran, each once (a finding's ops are
+        unique, ``Finding`` makes them so). All findings' ops looked up in one call (a large
+        trace's immaterial findings are tens of thousands; a large finding names hundreds of
+        thousands of ops). When the times are whole numbers (``exact``) they sum alike in any
+        order, and the ops are looked up as listed; otherwise in the order of the set of each
+        finding's ops, the order its sum always took."""
+        if not findings:
+            return []
+        if self.exact:
+            listed: list[Collection[str]] = [f.ops for f in findings]
+        else:
+            listed = [list(set(f.ops)) for f in findings]
+        lengths = np.fromiter(map(len, listed), np.intp, len(listed))
+        flat = np.fromiter(chain.from_iterable(listed), object, int(lengths.sum()))
+        found = self.names.get_indexer(flat) if len(flat) else np.zeros(0, np.intp)
+        return [r[r >= 0] for r in np.split(found, np.cumsum(lengths)[:-1])]
 
     def bytes_share(self, finding: Finding) -> float:
         """The bytes the finding copies over the bytes the step's ops output, when both are
@@ -193,9 +215,12 @@ def maybe_material(
     if context.copy_of or not steps.total.sum() > 0:
         return every
     rows = np.full(len(index), -1, dtype=np.intp)  # each op's row of the steps' op time
-    found = index.get_indexer(np.asarray(steps.names, dtype=object))
-    rows[found[found >= 0]] = np.flatnonzero(found >= 0)
-    per_op = np.vstack([np.abs(steps.per_op), np.zeros((1, steps.count))])  # row -1: none
+    per_op = np.abs(steps.per_op)
+    # only the ops that took time are looked up (row -1, none, for the others: the same 0)
+    timed = np.flatnonzero(per_op.any(axis=1))
+    found = index.get_indexer(np.asarray(steps.names, dtype=object)[timed])
+    rows[found[found >= 0]] = timed[found >= 0]
+    per_op = np.vstack([per_op, np.zeros((1, steps.count))])  # row -1: none
     times = per_op[rows[positions]]
     summed = np.stack(
         [np.bincount(labels, weights=times[:, s], minlength=len(own)) for s in range(steps.count)],
