@@ -535,3 +535,25 @@ def test_ping_pong_hands_pandas_arrays_and_lists_only_the_kept_stretches_ops(cha
     assert big and all(kind is not list for kind in big), asked
     assert len(found[True]) < len(found[False])  # most stretches are immaterial here
     assert 0 < named < every, (named, every)
+
+
+def test_the_cpu_ops_causes_come_from_their_requests_without_a_set_of_every_asked_op(chains):
+    """Why each op is on the CPU of the predicted GPU machine is read per op from its kernel
+    and its request (``tf.device`` on a CPU: ``requested``), in the view's order: no set of
+    every op a ``tf.device`` put on a CPU is made for it (most of a million-op CPU trace's),
+    and ``asked_cpu`` answers as that set (``cpu_requested``) does."""
+    context = base.Context.of(chains)
+    assert context.predicted_view and context.requested_cpu is None
+    cpu = [n for n, kind in context.view.items() if kind == "CPU"]
+    requests = dict(zip(chains.ops["op"], chains.ops["requested_device"].astype(str), strict=True))
+    expected = {}
+    for name in cpu:
+        kernel = context.gpu_kernel.get(name, "")
+        asked = base.device_type(requests[name]) == "CPU"
+        expected[name] = (
+            (kernel, "") if kernel in base.NO_GPU else ("requested" if asked else "", "")
+        )
+    assert list(context.why_cpu.items()) == list(expected.items())
+    assert "requested" in {cause for cause, _ in expected.values()} and len(cpu) > 100
+    asked = context.cpu_requested()
+    assert all(context.asked_cpu(n) == (n in asked) for n in context.type_of)
