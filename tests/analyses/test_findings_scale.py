@@ -557,3 +557,30 @@ def test_the_cpu_ops_causes_come_from_their_requests_without_a_set_of_every_aske
     assert "requested" in {cause for cause, _ in expected.values()} and len(cpu) > 100
     asked = context.cpu_requested()
     assert all(context.asked_cpu(n) == (n in asked) for n in context.type_of)
+
+
+def test_two_sends_of_one_tensors_key_resolve_in_the_producer_lists_order():
+    """A receive's reader reads the op its key's send sent. The sends are read in the copies'
+    order while each key's sends agree; when two sends of one key send different ops, the
+    producer lists' order decides (the first user op wins), as the pass over every op did."""
+    from tfplace_widget._analyses.findings.runtime import runtime_names
+
+    type_of = {"a": "Add", "b": "Add", "X/_1": "_Send", "X/_2": "_Send", "X/_3": "_Recv"}
+    type_of["d"] = "Mul"
+    names = list(type_of)
+    for sent, expected in ((("b", "a"), "b"), (("a", "a"), "a"), (("X/_1", "a"), "a")):
+        raw = {"X/_2": [sent[0]], "X/_1": [sent[1]], "d": ["X/_3", "a"], "a": [], "b": []}
+        runtime, sends, receives, copies = runtime_names(type_of, pd.Series(["x"] * 6), names)
+        context = base.Context(
+            trace=None,
+            ops=pd.DataFrame(),
+            device_of={},
+            type_of=type_of,
+            gpu_kernel={},
+            requested={},
+            inputs={},
+        )
+        context.runtime = runtime
+        edges = context._through_copies(raw, sends, receives, copies)
+        assert edges == {"d": [expected, "a"], "a": [], "b": []}, sent
+        assert list(edges) == ["d", "a", "b"]
