@@ -619,3 +619,52 @@ def test_a_fix_looks_source_lines_up_only_while_there_are_lines_to_find(chains):
     context = base.Context.of(blank)
     assert sources(context, ops) == ""
     assert not context.source_of  # no row with a line: nothing kept, nothing looked up
+
+
+def test_the_cpu_ops_causes_come_from_their_requests_without_a_set_of_every_asked_op(chains):
+    """Why each op is on the CPU of the predicted GPU machine is read per op from its kernel
+    and its request (``tf.device`` on a CPU: ``requested``), in the view's order: no set of
+    every op a ``tf.device`` put on a CPU is made for it (most of a million-op CPU trace's),
+    and ``asked_cpu`` answers as that set (``cpu_requested``) does."""
+    context = base.Context.of(chains)
+    assert context.predicted_view and context.requested_cpu is None
+    cpu = [n for n, kind in context.view.items() if kind == "CPU"]
+    requests = dict(zip(chains.ops["op"], chains.ops["requested_device"].astype(str), strict=True))
+    expected = {}
+    for name in cpu:
+        kernel = context.gpu_kernel.get(name, "")
+        asked = base.device_type(requests[name]) == "CPU"
+        expected[name] = (
+            (kernel, "") if kernel in base.NO_GPU else ("requested" if asked else "", "")
+        )
+    assert list(context.why_cpu.items()) == list(expected.items())
+    assert "requested" in {cause for cause, _ in expected.values()} and len(cpu) > 100
+    asked = context.cpu_requested()
+    assert all(context.asked_cpu(n) == (n in asked) for n in context.type_of)
+
+
+def test_two_sends_of_one_tensors_key_resolve_in_the_producer_lists_order():
+    """A receive's reader reads the op its key's send sent. The sends are read in the copies'
+    order while each key's sends agree; when two sends of one key send different ops, the
+    producer lists' order decides (the first user op wins), as the pass over every op did."""
+    from tfplace_widget._analyses.findings.runtime import runtime_names
+
+    type_of = {"a": "Add", "b": "Add", "X/_1": "_Send", "X/_2": "_Send", "X/_3": "_Recv"}
+    type_of["d"] = "Mul"
+    names = list(type_of)
+    for sent, expected in ((("b", "a"), "b"), (("a", "a"), "a"), (("X/_1", "a"), "a")):
+        raw = {"X/_2": [sent[0]], "X/_1": [sent[1]], "d": ["X/_3", "a"], "a": [], "b": []}
+        runtime, sends, receives, copies = runtime_names(type_of, pd.Series(["x"] * 6), names)
+        context = base.Context(
+            trace=None,
+            ops=pd.DataFrame(),
+            device_of={},
+            type_of=type_of,
+            gpu_kernel={},
+            requested={},
+            inputs={},
+        )
+        context.runtime = runtime
+        edges = context._through_copies(raw, sends, receives, copies)
+        assert edges == {"d": [expected, "a"], "a": [], "b": []}, sent
+        assert list(edges) == ["d", "a", "b"]

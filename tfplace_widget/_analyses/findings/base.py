@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, islice, repeat
-from operator import attrgetter, contains, is_not
+from operator import attrgetter, contains, eq, is_not
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from .runtime import RUNTIME_TYPES, runtime_names
 # gpu_kernel values (_model/kernels.py): a GPU kernel, one computing in host memory, GPU
 # kernels but none for this op's dtype, no GPU kernel at all, unknown (no node def).
 NO_GPU = ("no", "dtype")
+_REQUEST_CAUSES = (("", ""), ("requested", ""))  # a CPU op's cause by whether it asked for one
 ON_GPU = ("yes", "host")
 
 MAX_NAMED = 4  # op names spelled out in one message
@@ -122,6 +123,7 @@ class Context:
     replicas: bool | None = None  # ``replicated``'s answer, found once
     source_of: dict[str, str] | None = None  # op -> its ``source`` (file:line), read once
     requested_cpu: set[str] | None = None  # ``cpu_requested``'s answer, found once
+    requested_cpu_devices: set[str] | None = None  # ``_cpu_devices``'s answer
     host_sides: tuple[set[str], set[str]] | None = None  # ``_host_sides``'s answer
     user: set[str] | None = None  # the ops of the trace other than the runtime's, found once
     copy_keys: dict[str, str] | None = None  # each send's and recv's ``copy_key``
@@ -204,19 +206,12 @@ class Context:
         type_of = self.type_of
         self.is_runtime("")  # builds the set
         runtime = self.runtime or set()
-        user = self.user = set(type_of) - runtime
+        user = self.user = set(type_of)  # a copy of the keys' table, then less the runtime's
+        user -= runtime
         names = list(raw)
         # each copy's tensor's op, found once (``copy_nodes`` reads them too)
         keys = self.copy_keys = {n: copy_key(n) for n in copies}  # in type_of's order
-        sent_by: dict[str, str] = {}  # "<producer>/_N" recv/send prefix -> producer
-        for name in compress(names, map(sends.__contains__, names)):
-            producers = raw[name]
-            if producers:
-                # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
-                # producer wins, so that X's readers on the other device stay X's consumers.
-                key = keys[name]
-                if key not in sent_by or sent_by[key] not in user:
-                    sent_by[key] = producers[0]
+        sent_by = self._sent_by(raw, sends, copies)
         # most ops: no copy among their producers, nothing to resolve (a C pass over them all)
         lists = list(raw.values())
         mine = np.fromiter(map(user.__contains__, names), bool, len(names))
@@ -238,6 +233,34 @@ class Context:
                     resolved.append(producer)
             edges[name] = resolved  # in its place among the others
         return edges
+
+    def _sent_by(
+        self, raw: Mapping[str, Sequence[str]], sends: set[str], copies: list[str]
+    ) -> dict[str, str]:
+        """Each copy's key (``"<producer>"`` of its ``"<producer>/_N"``) -> the op its send
+        sent. The sends in ``copies``' order (a pass over the copies, not over every op) while
+        no two sends of one key send different ops; else, as the order then decides, in the
+        producer lists' order."""
+        keys, user = self.copy_keys or {}, self.user or set()
+        sent_by: dict[str, str] = {}
+        for name in compress(copies, map(sends.__contains__, copies)):
+            producers = raw.get(name)
+            if producers:
+                key, sent = keys[name], producers[0]
+                if sent_by.setdefault(key, sent) != sent:
+                    break
+        else:
+            return sent_by
+        sent_by = {}
+        for name in compress(raw, map(sends.__contains__, raw)):
+            producers = raw[name]
+            if producers:
+                # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
+                # producer wins, so that X's readers on the other device stay X's consumers.
+                key = keys[name]
+                if key not in sent_by or sent_by[key] not in user:
+                    sent_by[key] = producers[0]
+        return sent_by
 
     def is_runtime(self, name: str) -> bool:
         """Inserted by TensorFlow (copies, feeds, fetches, ``_SOURCE``): never a finding."""
@@ -265,11 +288,20 @@ class Context:
         first = names[ops["op"].isin(set(names[rows].tolist())).to_numpy(dtype=bool)]
         return [n for n in pd.unique(first).tolist() if self.type_of.get(n) in types]
 
+    def _cpu_devices(self) -> set[str]:
+        """The requested devices that are CPUs, found once: whether a ``tf.device`` put an op on
+        a CPU is then one look-up of its request (``asked_cpu``), no set of every such op made
+        (most of a million-op CPU trace's)."""
+        if self.requested_cpu_devices is None:
+            self.requested_cpu_devices = {
+                d for d in set(self.requested.values()) if device_type(d) == "CPU"
+            }
+        return self.requested_cpu_devices
+
     def cpu_requested(self) -> set[str]:
         """The ops a ``tf.device`` put on a CPU (their ``requested_device`` is one), found once."""
         if self.requested_cpu is None:
-            cpu = {d for d in set(self.requested.values()) if device_type(d) == "CPU"}
-            asked = map(cpu.__contains__, self.requested.values())
+            asked = map(self._cpu_devices().__contains__, self.requested.values())
             self.requested_cpu = set(compress(self.requested, asked))
         return self.requested_cpu
 
@@ -326,23 +358,25 @@ class Context:
         kept = list(compress(names, ours))
         kind_of = list(map(kinds.__getitem__, compress(devices, ours)))
         self.view.update(zip(kept, kind_of, strict=True))
-        on_cpu = [k == "CPU" for k in kind_of]
-        why, kernel_of, asked = self.why_cpu, self.gpu_kernel, self.cpu_requested()
-        by_name: dict[str, str] | None = None
-        for name, how in zip(
-            compress(kept, on_cpu), compress(compress(hows, ours), on_cpu), strict=True
-        ):
-            kernel = kernel_of.get(name, "")
-            if kernel in NO_GPU:
-                why[name] = (kernel, "")
-            elif name in asked:
-                why[name] = ("requested", "")
-            elif how == "colocated":
-                if by_name is None:
-                    by_name = dict(zip(names, reasons, strict=True))
-                why[name] = self._cpu_cause(name, how, by_name)
-            else:
-                why[name] = ("", "")
+        on_cpu = list(map(eq, kind_of, repeat("CPU")))
+        cpu = list(compress(kept, on_cpu))
+        # by C passes over the CPU ops (most of a million), in the order the loop over them
+        # would give: each with its request's cause or none, then the others overwritten in
+        # their places (a dict keeps a key's place): a colocated op's, then a kernel's
+        cpu_devices = self._cpu_devices()
+        asked = map(cpu_devices.__contains__, map(self.requested.get, cpu))
+        why = dict(zip(cpu, map(_REQUEST_CAUSES.__getitem__, asked), strict=True))
+        hows_cpu = compress(compress(hows, ours), on_cpu)
+        colocated = list(compress(cpu, map(eq, hows_cpu, repeat("colocated"))))
+        if colocated:  # followed to the op that decides (``_cpu_cause``)
+            by_name = dict(zip(names, reasons, strict=True))
+            for name in colocated:
+                why[name] = self._cpu_cause(name, "colocated", by_name)
+        kernel_of = self.gpu_kernel
+        no_gpu = set(compress(kernel_of, map(NO_GPU.__contains__, kernel_of.values())))
+        for name in compress(cpu, map(no_gpu.__contains__, cpu)) if no_gpu else ():
+            why[name] = (kernel_of[name], "")
+        self.why_cpu.update(why)
 
     def _cpu_cause(self, name: str, how: str | None, reasons: Mapping[str, str]) -> tuple[str, str]:
         """Why ``name`` is on the CPU: its own kernel or request, else (``colocated``) the op
@@ -365,7 +399,7 @@ class Context:
         no GPU kernel; ``requested`` when the user put it there (a tf.device) or when it is a
         function's resource argument, which lives where its variable or table was made (a
         ``host`` kernel, such as a VarHandleOp's, is a GPU kernel: no cause of its own)."""
-        if anchor in self.cpu_requested():
+        if self.asked_cpu(anchor):
             return ("requested", anchor)
         if self.gpu_kernel.get(anchor, "") in NO_GPU:
             return ("colocated", anchor)
@@ -377,14 +411,14 @@ class Context:
         kernel = self.gpu_kernel.get(name, "")
         if kernel in NO_GPU:
             return (kernel, "")
-        if name in self.cpu_requested():
+        if self.asked_cpu(name):
             return ("requested", "")
         return ("", "")
 
     def asked_cpu(self, name: str) -> bool:
         """A ``tf.device`` put ``name`` on a CPU: there because the code asked, whatever its
         kernels (no fallback)."""
-        return name in self.cpu_requested()
+        return self.requested.get(name) in self._cpu_devices()
 
     def _predict_here(self, facts: Any) -> None:
         """One GPU, soft placement on: an op with a GPU kernel and no CPU request goes to the
@@ -393,7 +427,7 @@ class Context:
         for name, kernel in self.gpu_kernel.items():
             if self.is_runtime(name):
                 continue
-            asked_cpu = name in self.cpu_requested()
+            asked_cpu = self.asked_cpu(name)
             self.view[name] = "GPU" if kernel in ON_GPU and not asked_cpu else "CPU"
             if self.view[name] == "CPU":
                 self.why_cpu[name] = self._kernel_cause(name)

@@ -35,14 +35,17 @@ def runtime_names(
     ``type_of``'s values and the ``how`` column: no dict of every op's ``how`` is made, and
     only the names the runtime placed that are no runtime type (``_SOURCE``) have their last
     row looked up when a name has several rows."""
-    memcpy = {
-        t for t in set(type_of.values()) if isinstance(t, str) and t.upper().startswith("MEMCPY")
-    }
-
-    def typed(types: set[str] | frozenset[str]) -> set[str]:
-        return set(compress(type_of, map(types.__contains__, type_of.values())))
-
-    runtime = typed(RUNTIME_TYPES | memcpy)
+    types = list(type_of.values())
+    memcpy = {t for t in set(types) if isinstance(t, str) and t.upper().startswith("MEMCPY")}
+    # the copies first (with their types: the sends among them need no look-up by name),
+    # then the runtime's other types
+    copied = list(map(COPY_TYPES.__contains__, types))
+    copies = list(compress(type_of, copied))
+    sends = set(compress(copies, map(_SEND_TYPES.__contains__, compress(types, copied))))
+    runtime = set(copies)
+    runtime.update(
+        compress(type_of, map(((RUNTIME_TYPES - COPY_TYPES) | memcpy).__contains__, types))
+    )
     rows = how.eq("runtime").fillna(False).to_numpy(dtype=bool).tolist()
     placed = set(filterfalse(runtime.__contains__, compress(names, rows)))
     if placed and len(type_of) != len(names):  # several rows of a name: its last one decides
@@ -51,7 +54,4 @@ def runtime_names(
         placed = set(compress(last, last.values()))
     runtime |= placed
     runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
-    copies = list(compress(type_of, map(COPY_TYPES.__contains__, type_of.values())))
-    sent = map(_SEND_TYPES.__contains__, map(type_of.__getitem__, copies))
-    sends = set(compress(copies, sent))
     return runtime, sends, set(copies) - sends, copies
