@@ -228,6 +228,7 @@ def _predict_trace(
     for name, (device, reason) in (pins or {}).items():
         pinned[name], reasons[name] = device, reason
         assumed.pop(name, None)
+    _facts_cache(facts).edge_table(facts)  # the copies need it: the placer reads it too
     columns, placer = _predict(
         facts,
         devices,
