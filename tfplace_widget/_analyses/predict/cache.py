@@ -52,7 +52,7 @@ class _FactsCache:
             self.index = dict(zip(self.names, range(len(self.names)), strict=True))
         self.edges: _Edges | None = None
         self.classified: _Classified | None = None  # without node details or default devices
-        self.edge_tensors: np.ndarray | None = None  # without node details
+        self.edge_tensors: Any = None  # without node details (transfers._edge_tensors)
         self.tensor_codes: np.ndarray | None = None  # factorized edge_tensors
         self.columns: dict[str, Any] = {}  # the ops frame's columns that depend on facts only
         self.args: list[str] | None = None  # the _Arg nodes

@@ -452,7 +452,14 @@ def _xla_ops(trace: Any) -> pd.DataFrame | None:
     ops = getattr(trace, "ops", None)
     if ops is None or "how" not in ops or not len(ops):
         return None
-    xla = ops[ops["how"].astype(str) == "xla"]
+    how = ops["how"]
+    if isinstance(how.dtype, pd.CategoricalDtype):  # on its codes: no text per row made
+        if "xla" not in how.cat.categories:
+            return None
+        chosen = (how == "xla").to_numpy(dtype=bool)
+    else:
+        chosen = (how.astype(str) == "xla").to_numpy(dtype=bool)
+    xla = ops[chosen]
     return None if xla.empty else xla
 
 

@@ -76,7 +76,7 @@ def _copies_between(
     details: Mapping[str, NodeDetail] | None,
     host_args: tuple[np.ndarray, np.ndarray],
     in_step: np.ndarray | None,
-    tensors: np.ndarray | None = None,
+    tensors: np.ndarray | _SlotZeroTensors | None = None,
     tensor_codes: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """:func:`_copies` with each node's device as an index into ``devices`` (sorted, distinct;
@@ -135,15 +135,32 @@ def _copies_between(
 _COPY_KINDS = np.array(["DtoD", "DtoH", "HtoD", "HtoH"], dtype=object)  # by 2 * src_host + dst
 
 
+class _SlotZeroTensors:
+    """Each data edge's tensor ``"producer:0"`` (no node defs: every edge reads its producer's
+    output 0), made for the edges asked for (``tensors[rows]``: the copies' few of the edges),
+    not for every edge (about 0.25 s at two million edges)."""
+
+    __slots__ = ("producers",)
+
+    def __init__(self, producers: np.ndarray) -> None:
+        self.producers = producers
+
+    def __getitem__(self, k: Any) -> Any:
+        return self.producers[k] + ":0"
+
+    def __len__(self) -> int:
+        return len(self.producers)
+
+
 def _edge_tensors(
     producers: np.ndarray,
     consumers: list[str],
     lists: list[list[str]],
     details: Mapping[str, NodeDetail] | None,
-) -> np.ndarray:
+) -> np.ndarray | _SlotZeroTensors:
     """Each data edge's tensor, ``"producer:slot"`` (slot 0 without the node defs)."""
     if not details:
-        return producers + ":0"
+        return _SlotZeroTensors(producers)
     named: list[str] = []
     for consumer, sources in zip(consumers, lists, strict=True):
         detail = details.get(consumer)
