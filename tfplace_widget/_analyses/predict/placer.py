@@ -174,9 +174,14 @@ class _Placer(_ColocationGraph):
         parts += [has_inputs.astype(np.int64), produces_resource.astype(np.int64)]
         if outputs is not None:
             parts.append(_first_seen(_objects(outputs)))
-        code_array = parts[0]
-        for part in parts[1:]:
-            code_array = _first_seen(code_array * (int(part.max(initial=0)) + 1) + part)
+        code_array, bound = parts[0], int(parts[0].max(initial=0)) + 1
+        for part in parts[1:]:  # one number per key, factorized again only near int64's end
+            size = int(part.max(initial=0)) + 1
+            if bound * size >= 2**62:
+                code_array = _first_seen(code_array)
+                bound = int(code_array.max(initial=0)) + 1
+            code_array, bound = code_array * size + part, bound * size
+        code_array = _first_seen(code_array)
         firsts = np.flatnonzero(code_array > np.maximum.accumulate(np.r_[-1, code_array[:-1]]))
         keys = [
             (
@@ -413,11 +418,11 @@ class _Placer(_ColocationGraph):
         lone = np.ones(n, dtype=bool)
         lone[list(special)] = False
         # One node per code stands for all lone nodes of that code (first in graph order).
-        present, first_node = np.unique(code_array[lone], return_index=True)
         lone_nodes = np.flatnonzero(lone)
-        self.representative = dict(
-            zip(present.tolist(), lone_nodes[first_node].tolist(), strict=True)
-        )
+        first_node = np.full(len(statics), n, dtype=np.int64)
+        np.minimum.at(first_node, code_array[lone_nodes], lone_nodes)  # few codes: no sort
+        present = np.flatnonzero(first_node < n)
+        self.representative = dict(zip(present.tolist(), first_node[present].tolist(), strict=True))
         self._shared: dict[int, int | str] = {}
         choice_of = np.full(len(statics) + 1, -1, dtype=np.int64)
         refused = []
