@@ -129,6 +129,16 @@ class _Classified:
     kernels: list[Any]  # per group: its KernelFacts (None when unknown)
 
 
+def _firsts(codes: np.ndarray) -> np.ndarray:
+    """Where each code first occurs, for codes numbered in order of first appearance (as
+    ``pd.factorize`` numbers them): a code above every one before it. No sort, unlike
+    ``np.unique(..., return_index=True)``."""
+    if not len(codes):
+        return np.empty(0, dtype=np.int64)
+    before = np.maximum.accumulate(codes)[:-1]
+    return np.flatnonzero(np.r_[True, codes[1:] > before])
+
+
 def _in_order(table: Mapping[str, Any], names: list[str], missing: Any) -> list:
     """``[table.get(name, missing) for name in names]``, at C speed when ``table`` has exactly
     these keys in this order (GraphFacts' dicts are filled node by node, in graph order)."""

@@ -19,7 +19,7 @@ import pandas as pd
 from ..._model.devices import canonical_device, task_of
 from ..._model.graphfacts import GraphFacts
 from ..._model.kernel_registry import KernelRegistry
-from .cache import _Classified, _Edges, _facts_cache, _in_order
+from .cache import _Classified, _Edges, _facts_cache, _firsts, _in_order
 from .colocation import _ColocationGraph, _Member
 from .devices import (
     _DEVICE_TYPE_PRIORITY,
@@ -182,7 +182,7 @@ class _Placer(_ColocationGraph):
                 bound = int(code_array.max(initial=0)) + 1
             code_array, bound = code_array * size + part, bound * size
         code_array = _first_seen(code_array)
-        firsts = np.flatnonzero(code_array > np.maximum.accumulate(np.r_[-1, code_array[:-1]]))
+        firsts = _firsts(code_array)
         keys = [
             (
                 types[i],

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..._model.devices import crosses_tasks
 from ..._model.graphfacts import GraphFacts, NodeDetail
-from .cache import _Edges, _edges, _in_order
+from .cache import _Edges, _edges, _firsts, _in_order
 
 TRANSFER_PREDICTED_COLUMNS = [
     "tensor",
@@ -118,8 +118,7 @@ def _copies_between(
     else:
         codes = tensor_codes[moved]
     key = (codes * (len(devices) + 1) + dst[moved]) * 2 + dst_host[moved]
-    _, first = np.unique(key, return_index=True)
-    rows = moved[np.sort(first)]
+    rows = moved[_firsts(pd.factorize(key)[0])]  # each key's first edge, in edge order
     names = np.array(devices, dtype=object)
     src_rows, dst_rows = src[rows], dst[rows]
     copy = _COPY_KINDS[src_host[rows] * 2 + dst_host[rows]]
