@@ -10,14 +10,16 @@ the colocation groups are :class:`.colocation._ColocationGraph`'s. Moved out of 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain, repeat
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..._model.devices import canonical_device, task_of
 from ..._model.graphfacts import GraphFacts
 from ..._model.kernel_registry import KernelRegistry
-from .cache import _Classified, _Edges, _facts_cache, _in_order
+from .cache import _Classified, _Edges, _facts_cache, _firsts, _in_order
 from .colocation import _ColocationGraph, _Member
 from .devices import (
     _DEVICE_TYPE_PRIORITY,
@@ -30,6 +32,19 @@ from .devices import (
     _type_key,
 )
 from .nodes import _IDENTITY_TYPES, _METADATA_TYPES, _SINK_ONLY, _Node, _Nodes, _Static
+
+
+def _objects(values: list) -> np.ndarray:
+    """An object array of ``values`` (each element kept as it is, tuples included)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _first_seen(values: np.ndarray) -> np.ndarray:
+    """Each value's code (int64), numbered in order of first appearance (equal values, as a
+    dict's keys, share one)."""
+    return pd.factorize(values, use_na_sentinel=False)[0].astype(np.int64, copy=False)
 
 
 class _Placer(_ColocationGraph):
@@ -137,8 +152,9 @@ class _Placer(_ColocationGraph):
         for i in self.default:
             requests[i] = ""
         kernels = _in_order(getattr(facts, "kernels", {}), names, None)
-        has_inputs = list(map(bool, _in_order(facts.inputs, names, ())))
-        produces_resource = [False] * len(names)
+        n = len(names)
+        has_inputs = np.fromiter(map(len, _in_order(facts.inputs, names, ())), np.int64, n) > 0
+        produces_resource = np.zeros(n, dtype=bool)
         for producers in facts.resource_inputs.values():
             for producer in producers:
                 j = self.index.get(producer)
@@ -148,17 +164,38 @@ class _Placer(_ColocationGraph):
             found = list(map(details.get, names))
             outputs = [d.outputs if d is not None else None for d in found]
         else:
-            outputs = [None] * len(names)
-        keys = zip(
-            types, requests, map(id, kernels), has_inputs, outputs, produces_resource, strict=True
-        )
-        # A new key gets the next code (numbered in order of first appearance).
-        code_of: dict[tuple, int] = {}
-        codes = [code_of.setdefault(key, len(code_of)) for key in keys]
-        code_array = np.asarray(codes, dtype=np.int64)
-        firsts = np.unique(code_array, return_index=True)[1].tolist() if codes else []
-        code_kernels = [kernels[i] for i in firsts]
-        return _Classified(codes, code_array, list(code_of), code_kernels)
+            outputs = None  # the same for every node
+        # A key (type, request, kernels, has inputs, outputs, produces a resource) gets the
+        # next code, numbered in order of first appearance: the key's parts factorized one by
+        # one into a combined integer (a large graph has few distinct keys; a tuple and a dict
+        # look-up per node cost about 0.4 s at a million nodes).
+        ids = np.fromiter(map(id, kernels), np.uint64, n)
+        parts = [_first_seen(_objects(types)), _first_seen(_objects(requests)), _first_seen(ids)]
+        parts += [has_inputs.astype(np.int64), produces_resource.astype(np.int64)]
+        if outputs is not None:
+            parts.append(_first_seen(_objects(outputs)))
+        code_array, bound = parts[0], int(parts[0].max(initial=0)) + 1
+        for part in parts[1:]:  # one number per key, factorized again only near int64's end
+            size = int(part.max(initial=0)) + 1
+            if bound * size >= 2**62:
+                code_array = _first_seen(code_array)
+                bound = int(code_array.max(initial=0)) + 1
+            code_array, bound = code_array * size + part, bound * size
+        code_array = _first_seen(code_array)
+        firsts = _firsts(code_array)
+        keys = [
+            (
+                types[i],
+                requests[i],
+                id(kernels[i]),
+                bool(has_inputs[i]),
+                outputs[i] if outputs is not None else None,
+                bool(produces_resource[i]),
+            )
+            for i in firsts.tolist()
+        ]
+        code_kernels = [kernels[i] for i in firsts.tolist()]
+        return _Classified(code_array.tolist(), code_array, keys, code_kernels)
 
     def _static(self, key: tuple, kernels: Any) -> _Static:
         op_type, request, _, has_inputs, outputs, produces_resource = key
@@ -251,10 +288,7 @@ class _Placer(_ColocationGraph):
             if len(wanted):
                 flag = np.zeros(len(self.names) + 1, dtype=bool)
                 flag[wanted] = True
-                edges = self.edges()
-                hit = np.flatnonzero(flag[edges.producer_node])
-                producer = [edges.producer_node[hit]]
-                consumer = [edges.consumer_node[hit]]
+                producer, consumer = self._data_edges_from(wanted, flag)
                 for name, detail in self.details.items():  # control edges
                     for source in detail.controls:
                         j = self.index.get(source, -1)
@@ -276,6 +310,39 @@ class _Placer(_ColocationGraph):
             self._consumers = consumers
         found = self._consumers.get(i)
         return found if found is not None else _SINK_ONLY
+
+    def _data_edges_from(
+        self, wanted: np.ndarray, flag: np.ndarray
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The data edges out of the ``wanted`` nodes (``flag``: the same as a mask), in edge
+        order: ``[producers]``, ``[consumers]`` (node indices). From the edge table when it is
+        made (the predicted trace's copies need it); otherwise each edge's producer is looked
+        up among the wanted nodes' names only, a small dict when they are few (at a million
+        nodes about 0.2 s, against about 0.9 s for the table's look-ups in every name)."""
+        if self._edges is None and self.cache.edges is None:
+            names = self.names
+            wanted_index = {names[i]: i for i in wanted.tolist()}  # names are distinct
+            inputs = self.facts.inputs
+            lists = list(inputs.values())
+            flat = list(chain.from_iterable(lists))
+            producer_node = np.fromiter(
+                map(wanted_index.get, flat, repeat(-1)), np.int64, len(flat)
+            )
+            hit = np.flatnonzero(producer_node >= 0)
+            ends = np.cumsum(np.fromiter(map(len, lists), np.int64, len(lists)))
+            position = np.searchsorted(ends, hit, side="right")  # the consumer's, in inputs
+            consumers = list(inputs)
+            if consumers == names:  # the usual case: facts.inputs lists every node, in order
+                consumer_node = position
+            else:
+                picked = [consumers[k] for k in position.tolist()]
+                consumer_node = np.fromiter(
+                    map(self.index.get, picked, repeat(-1)), np.int64, len(picked)
+                )
+            return [producer_node[hit]], [consumer_node]
+        edges = self.edges()
+        hit = np.flatnonzero(flag[edges.producer_node])
+        return [edges.producer_node[hit]], [edges.consumer_node[hit]]
 
     def host_args(self) -> tuple[np.ndarray, np.ndarray]:
         """Per node (and a last False): does its GPU kernel keep an output / an input in host
@@ -351,11 +418,11 @@ class _Placer(_ColocationGraph):
         lone = np.ones(n, dtype=bool)
         lone[list(special)] = False
         # One node per code stands for all lone nodes of that code (first in graph order).
-        present, first_node = np.unique(code_array[lone], return_index=True)
         lone_nodes = np.flatnonzero(lone)
-        self.representative = dict(
-            zip(present.tolist(), lone_nodes[first_node].tolist(), strict=True)
-        )
+        first_node = np.full(len(statics), n, dtype=np.int64)
+        np.minimum.at(first_node, code_array[lone_nodes], lone_nodes)  # few codes: no sort
+        present = np.flatnonzero(first_node < n)
+        self.representative = dict(zip(present.tolist(), first_node[present].tolist(), strict=True))
         self._shared: dict[int, int | str] = {}
         choice_of = np.full(len(statics) + 1, -1, dtype=np.int64)
         refused = []

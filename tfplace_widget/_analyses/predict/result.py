@@ -228,6 +228,7 @@ def _predict_trace(
     for name, (device, reason) in (pins or {}).items():
         pinned[name], reasons[name] = device, reason
         assumed.pop(name, None)
+    _facts_cache(facts).edge_table(facts)  # the copies need it: the placer reads it too
     columns, placer = _predict(
         facts,
         devices,
@@ -300,7 +301,8 @@ def _predicted_trace(
     shared = _facts_columns(placer, facts)
     assigned = placer.assigned_array  # per node: index into placer.devices, -1 refused
     # The devices the nodes are on, sorted and distinct, and each node's index into them.
-    used = [placer.devices[k] for k in np.unique(assigned[assigned >= 0]).tolist()]
+    counts = np.bincount(assigned[assigned >= 0], minlength=len(placer.devices))
+    used = [placer.devices[k] for k in np.flatnonzero(counts).tolist()]
     placed_on = sorted(set(used))
     position = {device: k for k, device in enumerate(placed_on)}
     node_device = np.array([*(position.get(d, -1) for d in placer.devices), -1])[assigned]
@@ -451,7 +453,14 @@ def _xla_ops(trace: Any) -> pd.DataFrame | None:
     ops = getattr(trace, "ops", None)
     if ops is None or "how" not in ops or not len(ops):
         return None
-    xla = ops[ops["how"].astype(str) == "xla"]
+    how = ops["how"]
+    if isinstance(how.dtype, pd.CategoricalDtype):  # on its codes: no text per row made
+        if "xla" not in how.cat.categories:
+            return None
+        chosen = (how == "xla").to_numpy(dtype=bool)
+    else:
+        chosen = (how.astype(str) == "xla").to_numpy(dtype=bool)
+    xla = ops[chosen]
     return None if xla.empty else xla
 
 
@@ -493,10 +502,10 @@ def _from_trace(trace: Any, cache: _FactsCache) -> _TraceColumns:
     # Each node's first row in the trace (-1: none), from the trace's rows' nodes.
     node_of_row = np.fromiter(map(cache.index.get, ops["op"].tolist(), repeat(-1)), np.int64)
     rows = np.flatnonzero(node_of_row >= 0)
-    nodes, first = np.unique(node_of_row[rows], return_index=True)
-    position = np.full(n, -1, dtype=np.int64)
-    position[nodes] = rows[first]
-    hit = position >= 0
+    position = np.full(n, len(node_of_row), dtype=np.int64)
+    np.minimum.at(position, node_of_row[rows], rows)  # no sort of the rows' nodes
+    hit = position < len(node_of_row)
+    position[~hit] = -1
 
     def aligned(column: str) -> pd.Series:
         values = ops[column].to_numpy(dtype=object)
