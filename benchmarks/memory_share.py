@@ -91,16 +91,18 @@ def render(n_ops: int, times: dict[tuple[str, str], list[float]], loads: list[fl
                 f"{statistics.median(t) * 1e3:,.0f} ms [{min(t) * 1e3:,.0f}-{max(t) * 1e3:,.0f}]"
             )
         lines.append(f"| {case} | " + " | ".join(cells) + " |")
-    added, per_repeat = [], []
+    added, per_repeat, spent = [], [], []
     for version in versions:
         every, cleared = times[version, EVERY], times[version, CLEARED]
         added.append(f"**{statistics.median(every) / statistics.median(cleared) - 1:+.1%}**")
-        ratios = [e / c - 1 for e, c in zip(every, cleared, strict=True)]
-        per_repeat.append(f"{statistics.median(ratios):+.1%}")
+        pairs = list(zip(every, cleared, strict=True))
+        per_repeat.append(f"{statistics.median([e / c - 1 for e, c in pairs]):+.1%}")
+        spent.append(f"{statistics.median([e - c for e, c in pairs]) * 1e3:+,.0f} ms")
     lines.append(
         f"| what memory adds (medians; target < {MEMORY_TARGET:.0%}) | " + " | ".join(added) + " |"
     )
     lines.append("| median of each repeat's own ratio | " + " | ".join(per_repeat) + " |")
+    lines.append("| median of each repeat's own difference | " + " | ".join(spent) + " |")
     return "\n".join(lines) + "\n"
 
 
