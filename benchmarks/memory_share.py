@@ -16,6 +16,10 @@ separate runs do not. Prints CPU-time medians [min-max], what the records add pe
 (the ratio of the medians, and the median of each repeat's own ratio) and the 1-minute load
 average over the run; the issue's target is under 10% added at 100k ops.
 
+``--stages``: then the same for the stage this share is mostly in, reading the step's records
+(``run_metadata.records_from_step_stats``, given the step's serialized bytes as the
+conversion gives them), which is short enough for many more repeats.
+
 ``--check`` first asserts, with ``pandas.testing.assert_frame_equal`` (dtypes included), that
 both versions make the same ``ops``, ``events``, ``transfers`` and ``memory`` of the traced
 protos, of those with a record on every node and of those cleared.
@@ -106,6 +110,28 @@ def render(n_ops: int, times: dict[tuple[str, str], list[float]], loads: list[fl
     return "\n".join(lines) + "\n"
 
 
+def stage_fns(packages: dict[str, str], inputs: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    """Each version's ``records_from_step_stats`` of each of ``inputs``, from its bytes."""
+    serialized = {case: metadata.SerializeToString() for case, metadata in inputs.items()}
+    fns = {}
+    for version, name in packages.items():
+        reader = importlib.import_module(f"{name}._sources.run_metadata").records_from_step_stats
+        records = importlib.import_module(f"{name}._model.records").Records
+        for case, metadata in inputs.items():
+            fns[version, case] = lambda r=reader, n=records, m=metadata, b=serialized[case]: r(
+                m.step_stats, n(), b
+            )
+    return fns
+
+
+def timed(n_ops: int, fns: dict[tuple[str, str], Any], repeats: int, what: str) -> str:
+    """``fns`` warmed, timed (:func:`cpu_times`) and rendered under the title ``what``."""
+    for fn in fns.values():  # warm caches (kernel registry, imports) before timing
+        fn()
+    times, loads = cpu_times(fns, repeats)
+    return f"{what}\n\n" + render(n_ops, times, loads)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, type=Path, help="DIR/tfplace_widget")
@@ -113,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[100_000])
     parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--check", action="store_true", help="assert the frames equal first")
+    parser.add_argument(
+        "--stages", type=int, default=0, help="then time reading the records, this many repeats"
+    )
     args = parser.parse_args(argv)
     if BASELINE not in sys.modules:
         _load(args.baseline / "tfplace_widget")
@@ -130,10 +159,11 @@ def main(argv: list[str] | None = None) -> int:
             for version, package in (("baseline", baseline), ("this", this))
             for case, protos in inputs.items()
         }
-        for fn in fns.values():  # warm caches (kernel registry, imports) before timing
-            fn()
-        times, loads = cpu_times(fns, args.repeats)
-        print(render(n_ops, times, loads), flush=True)
+        print(timed(n_ops, fns, args.repeats, "The conversion"), flush=True)
+        if args.stages:
+            packages = {"baseline": BASELINE, "this": "tfplace_widget"}
+            stages = stage_fns(packages, inputs)
+            print(timed(n_ops, stages, args.stages, "Reading the step's records"), flush=True)
     return 0
 
 
