@@ -26,6 +26,8 @@ protos with an allocator record on every node (the worst case), against the same
 every node's ``memory`` and ``memory_stats`` cleared (the baseline: nothing for the memory
 reading to read, the outputs as they were), and the parts alone (reading the step_stats with
 and without the records, the memory frame and columns); the target is under 10% added.
+``benchmarks/memory_share.py`` measures the same share for a baseline version of the package
+and this one, side by side in one process.
 
 Checking that a change to the conversion keeps its result (the frames equal, not just similar):
 ``--protos DIR`` keeps the traced protos (``run_metadata_<n>.pb``, ``graph_def_<n>.pb``) and

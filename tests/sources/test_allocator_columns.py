@@ -60,11 +60,24 @@ def test_columns_equal_the_records_read_field_by_field(tf, dense_net):
     by_field = _read(metadata, None)
     assert len(by_field.memory.row) >= 5 and len(by_field.memory.time) >= 10  # real records
     assert by_field.persistent  # and persistent memory (the constants)
-    columns = run_metadata.allocator_columns(metadata.SerializeToString()).memory
-    assert len(columns.total_bytes) == len(by_field.memory.row)  # no column short: no re-read
-    assert len(columns.allocation_records.alloc_micros) == len(by_field.memory.time)
+    columns = run_metadata.allocator_columns(metadata.SerializeToString())
+    assert len(columns.memory.total_bytes) == len(by_field.memory.row)  # no column short
+    assert len(columns.memory.allocation_records.alloc_micros) == len(by_field.memory.time)
+    assert columns.counts is not None  # each item's records counted from its bytes
+    assert columns.counts.tolist() == by_field.memory.count
     _assert_same_records(_read(metadata, metadata.SerializeToString()), by_field)
     _assert_same_records(_read(metadata, dense_net.raw["run_metadata_0.pb"]), by_field)
+
+
+def test_items_whose_records_cannot_be_counted_are_read_field_by_field(tf, dense_net):
+    """A field numbered above 15 in an item (a tag of two bytes, none of
+    ``AllocatorMemoryUsed``'s today): its records are not counted from the bytes."""
+    metadata = copy.deepcopy(_metadata(tf, dense_net))
+    nodes = [node for dev in metadata.step_stats.dev_stats for node in dev.node_stats]
+    [node for node in nodes if node.memory][1].memory[0].MergeFromString(b"\x80\x01\x05")
+    serialized = metadata.SerializeToString()
+    assert run_metadata.allocator_columns(serialized).counts is None
+    _assert_same_records(_read(metadata, serialized), _read(metadata, None))
 
 
 def test_zero_fields_absent_from_the_bytes_are_read_field_by_field(tf, dense_net):

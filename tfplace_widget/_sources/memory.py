@@ -335,6 +335,8 @@ def _allocator_names(
     if not len(group):
         return names
     names[group] = names_taken  # one per group, unless it has several
+    if len(allocators) < 2:  # one allocator in the whole trace: no group has several
+        return names
     pairs = _sorted_unique(group.astype(np.int64) * len(allocators) + codes) // len(allocators)
     several = _sorted_unique(pairs[np.r_[pairs[1:] == pairs[:-1], False]])
     for g in several.tolist():

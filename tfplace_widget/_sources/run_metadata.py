@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from .._model.devices import canonical_device
 from .._model.errors import TraceError
@@ -15,12 +17,17 @@ from .._model.trace import PlacementTrace
 from .._tfadapter.capture import import_tensorflow
 from .._tfadapter.graphfacts import facts_from_graph
 from .._tfadapter.origins import graph_built_at
-from .._tfadapter.protos import allocator_columns_type, run_metadata_type
+from .._tfadapter.protos import (
+    allocator_columns_type,
+    allocator_item_columns_type,
+    run_metadata_type,
+)
 from . import frames, limits
 from .files import parse_text_proto, read_graph_file, read_trace_bytes, trace_format
 from .onednn import add_merged_nodes
 from .persistent import VARIABLE_HANDLES, variable_bytes, variable_identity
 from .replicated import add_replicated_constants
+from .wire import field_counts
 from .xla import XlaProfile
 from .xla_graph import LAUNCH_TYPES, add_graph_clusters
 
@@ -192,10 +199,13 @@ def records_from_step_stats(
     items_before = len(memory.row)
     columns = allocator_columns(serialized) if serialized is not None else None
     # what the columns say is absent need not be looked for node by node (an item, even
-    # all zeros, is on the wire: the merged field is there)
-    any_items = columns is None or columns.HasField("memory")
-    any_held = columns is None or len(columns.memory_stats.persistent_memory_size) > 0
-    item = _item_reader(memory, columns is None)
+    # all zeros, is on the wire: its bytes are there, maybe empty)
+    any_items = columns is None or len(columns.items) > 0
+    any_held = columns is None or len(columns.persistent_memory_size) > 0
+    # from the columns, each node's items are only placed (their records counted from
+    # their bytes, after the loop); else read field by field
+    item = _item_reader(memory) if columns is None else None
+    rows, rows_extend = memory.row.append, memory.row.extend
     persistent = records.persistent
     for dev in step_stats.dev_stats:
         nodes = dev.node_stats
@@ -205,10 +215,15 @@ def records_from_step_stats(
                 # a Const's value, a ref variable's buffer: allocated before the step
                 _keep_persistent(persistent, node, dev.device, held, len(op))
             if any_items and (used := node.memory):
-                # what the op's tracking allocators saw (FULL_TRACE); by index: upb's
-                # repeated fields index faster than they iterate
-                for at in range(len(used)):
-                    item(len(op), used[at])
+                # what the op's tracking allocators saw (FULL_TRACE)
+                if item is None:
+                    if len(used) == 1:
+                        rows(len(op))
+                    else:
+                        rows_extend([len(op)] * len(used))
+                else:  # by index: upb's repeated fields index faster than they iterate
+                    for at in range(len(used)):
+                        item(len(op), used[at])
             op.append(node.node_name)
             thread.append(node.thread_id)
             start.append(node.all_start_micros)
@@ -227,34 +242,49 @@ def records_from_step_stats(
                     )
                 )
     if columns is not None and len(memory.row) > items_before:
-        _take_columns(memory, columns.memory, items_before, step_stats)
+        _take_columns(memory, columns, items_before, step_stats)
     typ.extend([""] * (len(start) - len(typ)))
     memory.step.extend([first] * (len(memory.row) - items_before))  # this step's items
     return min(start[first:]) if len(start) > first else 0
 
 
-def allocator_columns(serialized: bytes) -> Any:
-    """The allocator records of the ``RunMetadata`` serialized in ``serialized``, as columns:
-    ``memory`` (``allocator_name``, ``total_bytes``, ``peak_bytes``, ``allocation_records``'
-    ``alloc_micros`` and ``alloc_bytes``) and ``memory_stats.persistent_memory_size`` of
-    every node, flat, in the order of the nodes (``protos.allocator_columns_type``)."""
+class AllocatorColumns(NamedTuple):
+    """A step's allocator records as columns (``allocator_columns``): ``items`` every
+    node's ``AllocatorMemoryUsed`` items' bytes, in the order of the nodes; ``memory`` those
+    items parsed as one (``protos.allocator_item_columns_type``: ``allocator_name``,
+    ``total_bytes``, ``peak_bytes``, and ``allocation_records``' ``alloc_micros`` and
+    ``alloc_bytes``, every item's and every record's, flat); ``counts`` the allocation
+    records of each item, counted from its bytes (None where they could not be); and every
+    node's ``memory_stats.persistent_memory_size``, flat."""
+
+    items: Any
+    memory: Any
+    counts: np.ndarray | None
+    persistent_memory_size: Any
+
+
+def allocator_columns(serialized: bytes) -> AllocatorColumns:
+    """The allocator records of the ``RunMetadata`` serialized in ``serialized``, as
+    :class:`AllocatorColumns`."""
     run = allocator_columns_type()()
     run.ParseFromString(serialized)
-    return run.step_stats.dev_stats.node_stats
+    nodes = run.step_stats.dev_stats.node_stats
+    items = list(nodes.memory)  # each item's bytes made once, for the join and the lengths
+    joined = b"".join(items)
+    lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    memory = allocator_item_columns_type()()
+    memory.ParseFromString(joined)
+    counts = field_counts(joined, lengths, ALLOCATION_RECORDS)
+    return AllocatorColumns(items, memory, counts, nodes.memory_stats.persistent_memory_size)
 
 
-def _item_reader(memory: Any, fields: bool) -> Any:
+ALLOCATION_RECORDS = 6  # AllocatorMemoryUsed.allocation_records' field number
+
+
+def _item_reader(memory: Any) -> Any:
     """``item(record, allocator)`` keeping one ``AllocatorMemoryUsed`` of the execution
-    record ``record``: all its fields (``fields``), else only its place and how many
-    allocation records it has (its values come from ``allocator_columns``)."""
+    record ``record``, all its fields."""
     rows, counts = memory.row.append, memory.count.append
-    if not fields:
-
-        def counted(record: int, allocator: Any) -> None:
-            rows(record)
-            counts(len(allocator.allocation_records))
-
-        return counted
     names, peaks, totals = memory.allocator.append, memory.peak.append, memory.total.append
     times, sizes = memory.time.append, memory.bytes.append
 
@@ -274,38 +304,41 @@ def _item_reader(memory: Any, fields: bool) -> Any:
     return read
 
 
-def _take_columns(memory: Any, columns: Any, items_before: int, step_stats: Any) -> None:
-    """Fill the items counted since ``items_before`` from ``columns`` (an
-    ``allocator_columns`` memory), or, where a column is shorter than the items (a field
-    that was zero is absent from the bytes), read them field by field again."""
+def _take_columns(
+    memory: Any, columns: AllocatorColumns, items_before: int, step_stats: Any
+) -> None:
+    """Fill the items placed since ``items_before`` from ``columns``, or, where a column
+    is shorter than the items (a field that was zero is absent from the bytes) or the
+    records could not be counted from the bytes, read them field by field again."""
     n_items = len(memory.row) - items_before
-    n_changes = sum(memory.count[items_before:])
-    records = columns.allocation_records
+    counts = columns.counts
+    item = columns.memory
+    records = item.allocation_records
     if (
-        len(columns.allocator_name) == n_items
-        and len(columns.total_bytes) == n_items
-        and len(columns.peak_bytes) == n_items
-        and len(records.alloc_micros) == n_changes
+        counts is not None
+        and len(counts) == n_items
+        and len(item.allocator_name) == n_items
+        and len(item.total_bytes) == n_items
+        and len(item.peak_bytes) == n_items
+        and len(records.alloc_micros) == (n_changes := int(counts.sum()))
         and len(records.alloc_bytes) == n_changes
     ):
-        memory.allocator.extend(columns.allocator_name)
-        memory.total.extend(columns.total_bytes)
-        memory.peak.extend(columns.peak_bytes)
+        memory.count.extend(counts.tolist())
+        memory.allocator.extend(item.allocator_name)
+        memory.total.extend(item.total_bytes)
+        memory.peak.extend(item.peak_bytes)
         memory.time.extend(records.alloc_micros)
         memory.bytes.extend(records.alloc_bytes)
         return
     reread = AllocatorRecords()
-    read = _item_reader(reread, True)
+    read = _item_reader(reread)
     for dev in step_stats.dev_stats:
         for node in dev.node_stats:
             used = node.memory
             for at in range(len(used)):
                 read(0, used[at])
-    memory.allocator.extend(reread.allocator)
-    memory.total.extend(reread.total)
-    memory.peak.extend(reread.peak)
-    memory.time.extend(reread.time)
-    memory.bytes.extend(reread.bytes)
+    for name in ("count", "allocator", "total", "peak", "time", "bytes"):
+        getattr(memory, name).extend(getattr(reread, name))
 
 
 def _keep_persistent(persistent: dict, node: Any, lane: str, held: int, record: int) -> None:

@@ -74,21 +74,33 @@ def dtype_size(enum: int) -> int:
 def allocator_columns_type() -> Any:
     """A message class that reads a serialized ``RunMetadata``'s allocator records as
     columns: wire-compatible with ``RunMetadata.step_stats`` but declaring each nested
-    ``dev_stats``, ``node_stats``, ``memory`` and ``allocation_records`` as a singular
-    message, so that parsing merges every occurrence into one and each scalar, declared
-    repeated, comes back as one list in the order of the bytes (the order the step_stats are
-    iterated in). ``step_stats.dev_stats.node_stats`` then has ``memory``
-    (``allocator_name``, ``total_bytes``, ``peak_bytes``, and ``allocation_records`` with
-    ``alloc_micros`` and ``alloc_bytes``: every item's and every record's, flat) and
-    ``memory_stats.persistent_memory_size``. Every other field is skipped by the parser (kept
-    as unknown bytes), so the parse costs a few ms per 10 MB in C, where reading the same
-    records field by field from Python costs about 1.8 µs per node.
+    ``dev_stats`` and ``node_stats`` as a singular message, so that parsing merges every
+    occurrence into one: ``step_stats.dev_stats.node_stats`` then has ``memory``, every
+    node's ``AllocatorMemoryUsed`` items as their serialized bytes (declared ``repeated
+    bytes``: one ``bytes`` per item, in the order of the bytes, which is the order the
+    step_stats are iterated in), and ``memory_stats.persistent_memory_size`` of every node,
+    flat. Every other field is skipped by the parser (kept as unknown bytes), so the parse
+    costs a few ms per 10 MB in C, where reading the same records field by field from Python
+    costs about 1.8 µs per node. The items' bytes, joined, parse as one
+    :func:`allocator_item_columns_type`; how many allocation records each item holds is
+    counted from its bytes (``_sources.wire``)."""
+    return _column_classes()["Run"]
 
-    What it cannot say: which node or item each value belongs to, and a field equal to zero
-    is absent from the bytes (proto3), so a column may be shorter than the items: the reader
-    counts the items from the parsed ``RunMetadata`` and checks every column's length."""
-    global _ALLOCATOR_COLUMNS
-    if _ALLOCATOR_COLUMNS is None:
+
+def allocator_item_columns_type() -> Any:
+    """A message class wire-compatible with ``AllocatorMemoryUsed`` whose
+    ``allocation_records`` is declared a singular message and each scalar repeated: the
+    joined bytes of many items parse as one, each scalar a list of every item's (or every
+    record's: ``alloc_micros``, ``alloc_bytes``) values in order. What it cannot say: which
+    item each value belongs to, and a field equal to zero is absent from the bytes (proto3),
+    so a column may be shorter than the items: the reader checks every column's length."""
+    return _column_classes()["Allocator"]
+
+
+def _column_classes() -> dict[str, Any]:
+    """The column classes by name, made once (their own descriptor pool)."""
+    global _COLUMN_CLASSES
+    if _COLUMN_CLASSES is None:
         from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
         field = descriptor_pb2.FieldDescriptorProto
@@ -99,7 +111,7 @@ def allocator_columns_type() -> Any:
             "Run": [("step_stats", 1, "Steps")],
             "Steps": [("dev_stats", 1, "Device")],
             "Device": [("node_stats", 2, "Node")],
-            "Node": [("memory", 6, "Allocator"), ("memory_stats", 12, "MemoryStats")],
+            "Node": [("memory", 6, field.TYPE_BYTES), ("memory_stats", 12, "MemoryStats")],
             "MemoryStats": [("persistent_memory_size", 3, field.TYPE_INT64)],
             "Allocator": [
                 ("allocator_name", 1, field.TYPE_STRING),
@@ -120,10 +132,13 @@ def allocator_columns_type() -> Any:
                     added.type, added.label = kind, field.LABEL_REPEATED
         pool = descriptor_pool.DescriptorPool()
         pool.Add(file)
-        _ALLOCATOR_COLUMNS = message_factory.GetMessageClass(
-            pool.FindMessageTypeByName("tfplace_columns.Run")
-        )
-    return _ALLOCATOR_COLUMNS
+        _COLUMN_CLASSES = {
+            name: message_factory.GetMessageClass(
+                pool.FindMessageTypeByName(f"tfplace_columns.{name}")
+            )
+            for name in ("Run", "Allocator")
+        }
+    return _COLUMN_CLASSES
 
 
-_ALLOCATOR_COLUMNS: Any = None
+_COLUMN_CLASSES: dict[str, Any] | None = None
