@@ -20,7 +20,7 @@ from ..._model.columns import SEVERITIES
 from ..._model.devices import parse_device, short_device
 from ..._model.graphfacts import linked_groups
 from ..._model.trace import strategy_of
-from .runtime import RUNTIME_TYPES, runtime_names
+from .runtime import RUNTIME_TYPES, runtime_names, sent_ops
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
 # gpu_kernel values (_model/kernels.py): a GPU kernel, one computing in host memory, GPU
@@ -211,7 +211,7 @@ class Context:
         names = list(raw)
         # each copy's tensor's op, found once (``copy_nodes`` reads them too)
         keys = self.copy_keys = {n: copy_key(n) for n in copies}  # in type_of's order
-        sent_by = self._sent_by(raw, sends, copies)
+        sent_by = sent_ops(raw, sends, copies, keys, user)
         # most ops: no copy among their producers, nothing to resolve (a C pass over them all)
         lists = list(raw.values())
         mine = np.fromiter(map(user.__contains__, names), bool, len(names))
@@ -233,34 +233,6 @@ class Context:
                     resolved.append(producer)
             edges[name] = resolved  # in its place among the others
         return edges
-
-    def _sent_by(
-        self, raw: Mapping[str, Sequence[str]], sends: set[str], copies: list[str]
-    ) -> dict[str, str]:
-        """Each copy's key (``"<producer>"`` of its ``"<producer>/_N"``) -> the op its send
-        sent. The sends in ``copies``' order (a pass over the copies, not over every op) while
-        no two sends of one key send different ops; else, as the order then decides, in the
-        producer lists' order."""
-        keys, user = self.copy_keys or {}, self.user or set()
-        sent_by: dict[str, str] = {}
-        for name in compress(copies, map(sends.__contains__, copies)):
-            producers = raw.get(name)
-            if producers:
-                key, sent = keys[name], producers[0]
-                if sent_by.setdefault(key, sent) != sent:
-                    break
-        else:
-            return sent_by
-        sent_by = {}
-        for name in compress(raw, map(sends.__contains__, raw)):
-            producers = raw[name]
-            if producers:
-                # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
-                # producer wins, so that X's readers on the other device stay X's consumers.
-                key = keys[name]
-                if key not in sent_by or sent_by[key] not in user:
-                    sent_by[key] = producers[0]
-        return sent_by
 
     def is_runtime(self, name: str) -> bool:
         """Inserted by TensorFlow (copies, feeds, fetches, ``_SOURCE``): never a finding."""

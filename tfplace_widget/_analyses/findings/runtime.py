@@ -4,7 +4,7 @@ trace has hundreds of thousands of them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import compress, filterfalse
 from typing import Any
 
@@ -55,3 +55,36 @@ def runtime_names(
     runtime |= placed
     runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
     return runtime, sends, set(copies) - sends, copies
+
+
+def sent_ops(
+    raw: Mapping[str, Sequence[str]],
+    sends: set[str],
+    copies: list[str],
+    keys: Mapping[str, str],
+    user: set[str],
+) -> dict[str, str]:
+    """Each copy's key (``"<producer>"`` of its ``"<producer>/_N"``, ``keys``) -> the op its
+    send sent (the first of the send's producers in ``raw``). The sends in ``copies``' order
+    (a pass over the copies, not over every op) while no two sends of one key send different
+    ops; else, as the order then decides, in the producer lists' order, a ``user`` op
+    winning over another."""
+    sent_by: dict[str, str] = {}
+    for name in compress(copies, map(sends.__contains__, copies)):
+        producers = raw.get(name)
+        if producers:
+            key, sent = keys[name], producers[0]
+            if sent_by.setdefault(key, sent) != sent:
+                break
+    else:
+        return sent_by
+    sent_by = {}
+    for name in compress(raw, map(sends.__contains__, raw)):
+        producers = raw[name]
+        if producers:
+            # A control edge's copy shares the prefix (X/ctrl/_5 -> X/_6): the data
+            # producer wins, so that X's readers on the other device stay X's consumers.
+            key = keys[name]
+            if key not in sent_by or sent_by[key] not in user:
+                sent_by[key] = producers[0]
+    return sent_by
