@@ -32,7 +32,9 @@ RIPTIDE = GPU_TRACES / "riptide" / "timeline.ctf.json"
 ALL_GPU_TRACES = sorted(p for p in GPU_TRACES.rglob("*.json"))
 
 # Graph mode on two CPUs: tower_0/C pinned to CPU:1 (the stand-in GPU); tower_1 has a float32
-# MatMul (a GPU kernel) and an int32 one (none: it would stay on the CPU beside a GPU);
+# MatMul (a GPU kernel) and an int32 one (none: it would stay on the CPU beside a GPU), its
+# operands 31x31 (a Const, under tf.ones' 1,000 elements) so that it takes a fifth or more of
+# the step, well above the 1% a material finding needs under any load (4x4: 4-13%);
 # "folded" is ones + 1, which Grappler folds into a Const with --optimize.
 BUILDER = textwrap.dedent(
     """
@@ -46,7 +48,7 @@ BUILDER = textwrap.dedent(
             c = tf.add(a, b, name="tower_0/C")
         x = tf.ones((4, 4), name="tower_1/x")
         y = tf.matmul(x, x, name="tower_1/y")
-        i = tf.ones((4, 4), tf.int32, name="tower_1/i")
+        i = tf.ones((31, 31), tf.int32, name="tower_1/i")
         n = tf.matmul(i, i, name="tower_1/n")
         folded = tf.add(tf.ones((8,), name="eight"), 1.0, name="folded")
         return [c, y, n, folded]
