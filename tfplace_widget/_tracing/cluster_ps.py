@@ -200,9 +200,9 @@ def _events(
             continue
         devices = on_task.get(f"/job:{job}/task:{index}", {})
         records = records_from_xspace(space)
-        started_us = int(answer.get("started_us", 0))
         # TF 2.16: times from the profile's start, not the epoch (as function.trace_function)
-        shift = started_us if min(records.start, default=started_us) < started_us // 2 else 0
+        relative = min(records.start, default=traced_from_us) < traced_from_us // 2
+        shift = (answer.get("start_us") or 0) if relative else 0
         for row, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
             device, start = devices.get(op), records.start[row] + shift
             if device is not None and lane == HOST_PLANE and start >= traced_from_us:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import re
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -32,7 +31,7 @@ from .._sources.functions import entry_arity, function_display_name, rejoin_spli
 from .._sources.input_pipeline import input_pipeline_from_xspace
 from .._sources.raw import function_protos
 from .._sources.xla import xla_from_xspace
-from .._sources.xspace import HOST_PLANE, parse_xspace, records_from_xspace
+from .._sources.xspace import HOST_PLANE, parse_xspace, profile_start_us, records_from_xspace
 from .._tfadapter.capture import capture_native_output
 from .._tfadapter.origins import function_built_at
 from .ctrl_c import cancelled_by_ctrl_c
@@ -53,7 +52,7 @@ from .input_pipeline import (
     read_with_pipeline,
 )
 from .overrides import override_function_defs
-from .profile_dir import profile_dir, written_xspace
+from .profile_dir import profile_dir, start_profiler, written_xspace
 from .xla import (
     JIT_NOT_RECORDED,
     JIT_SHOWN,
@@ -131,7 +130,7 @@ def trace_function(
             _tf_settings(soft_placement, optimize) as as_the_user,
             profile_dir() as logdir,
         ):
-            graphs, space, started_us = _run(
+            graphs, space, marked_ns = _run(
                 call,
                 device_scope,
                 steps,
@@ -190,8 +189,9 @@ def trace_function(
         if xla is not None:
             add_xla_clusters(trace, xla, origin, device_scope, _xla_why(fn), launches)
         zero = origin[0] if origin else min(records.start, default=None)  # as the frames'
-        if zero is not None and zero < started_us // 2:  # TF 2.16: times from the profile's start
-            zero += started_us
+        if zero is not None and zero < marked_ns // 2000:  # TF 2.16: from the profile's start
+            start_us = profile_start_us(parsed, marked_ns)
+            zero = None if start_us is None else zero + start_us
         trace.raw = function_protos(space, graphs, names, device_scope, zero)  # kept by save
     if trace.xla.empty:  # e.g. TensorFlow 2.16: no instruction events in its profile
         notes = [n.replace(JIT_SHOWN, JIT_NOT_RECORDED) for n in notes]
@@ -483,8 +483,8 @@ def _run(
     handed: dict[int, Any] | None = None,
     wait_for_peers: Callable[[str], None] = lambda phase: None,
 ) -> tuple[list, bytes, int]:
-    """Run the calls; return the placed function graphs, the profiler's XSpace bytes and when
-    the profiler started (µs since the epoch, read just before).
+    """Run the calls; return the placed function graphs, the profiler's XSpace bytes and the
+    epoch's ns as its clock mark began (``start_profiler``).
     ``user_calls`` receives the first call of each function the last traced call made;
     ``sources`` the functions there were before the traced calls; ``warm_up_as_the_user``:
     see ``FunctionCopies.start_warm_up``; ``outputs``, ``handed``, ``wait_for_peers``: see
@@ -518,8 +518,7 @@ def _run(
                 sources.snapshot()
             wait_for_peers("start")  # the traced calls' collectives meet traced calls
             try:
-                started_us = time.time_ns() // 1000
-                tf.profiler.experimental.start(logdir)
+                marked_ns = start_profiler(logdir)
             except tf.errors.AlreadyExistsError as exc:
                 raise TraceError(
                     "Another TensorFlow profiler session is running in this process, and "
@@ -561,7 +560,7 @@ def _run(
             "The call ran no TensorFlow op, so there is nothing to place. Pass a function "
             "that runs TensorFlow ops (a tf.function, a Keras model, or code using tf.*)."
         )
-    return graphs, space, started_us
+    return graphs, space, marked_ns
 
 
 def _user_call(call: Callable[[], Any], run: tuple[str, int, int, int]) -> Any:

@@ -1,5 +1,5 @@
-"""The folder TensorFlow's profiler writes a TF2 trace into (and the XSpace it wrote there), and
-the folders of traces killed.
+"""The folder TensorFlow's profiler writes a TF2 trace into (the profiler started on it, and the
+XSpace it wrote there), and the folders of traces killed.
 
 A trace removes its folder when it ends, however it ends, unless its process is killed
 (SIGKILL, the OOM killer): then the folder stays. Each folder's name carries its process's id,
@@ -17,7 +17,11 @@ import re
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
+
+from .._model.gc_pause import paused_gc
+from .._sources.xspace import CLOCK_MARK
 
 PREFIX = "tfplace-profile-"
 _NAME = re.compile(rf"{re.escape(PREFIX)}(\d+)-[A-Za-z0-9_]+\Z")
@@ -61,6 +65,22 @@ def _alive(pid: int) -> bool:
     except (PermissionError, OverflowError, ValueError):
         return True  # another user's process (or no pid at all): not ours to judge
     return True
+
+
+def start_profiler(logdir: str) -> int:
+    """Start TensorFlow's profiler writing into ``logdir``; the epoch's ns as its first event,
+    :data:`CLOCK_MARK`, began (within a few µs: between two reads of the clock around it), which
+    ``xspace.profile_start_us`` turns into the profile's start. Raises what
+    ``tf.profiler.experimental.start`` raises (``AlreadyExistsError`` when one is running)."""
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(logdir)
+    mark = tf.profiler.experimental.Trace(CLOCK_MARK)  # its event begins as the block is entered
+    with paused_gc():  # no collection between the reads
+        before = time.time_ns()
+        with mark:
+            after = time.time_ns()
+    return (before + after) // 2
 
 
 def written_xspace(logdir: str) -> bytes | None:
