@@ -20,6 +20,7 @@ from ..._model.columns import SEVERITIES
 from ..._model.devices import parse_device, short_device
 from ..._model.graphfacts import linked_groups
 from ..._model.trace import strategy_of
+from .byrow import RowValues, first_rows, last_row_values
 from .runtime import RUNTIME_TYPES, runtime_names, sent_ops
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
@@ -102,10 +103,10 @@ class Context:
 
     trace: Any
     ops: pd.DataFrame
-    device_of: dict[str, str]  # op -> device it ran on (first row of a name)
+    device_of: Mapping[str, str]  # op -> device it ran on (first row of a name)
     type_of: dict[str, str]
     gpu_kernel: dict[str, str]  # op -> yes/host/dtype/no; empty when unknown
-    requested: dict[str, str]
+    requested: Mapping[str, str]  # op -> its requested device (last row of a name)
     inputs: dict[str, list[str]]  # op -> producers (data edges), runtime nodes skipped
     consumers: dict[str, list[str]] = field(default_factory=dict)
     gpus: list[str] = field(default_factory=list)  # GPU devices in the trace
@@ -149,13 +150,12 @@ class Context:
         ops = trace.ops
         names = ops["op"].tolist()
         type_of = dict(zip(names, ops["type"].tolist(), strict=True))
-        # the other dicts by name as copies of type_of's table, each value then replaced in
-        # its slot: no table grown and rehashed per dict (a million names)
-        device_of = type_of.copy()
-        if len(type_of) == len(names):  # each name one row (nearly always)
-            device_of.update(zip(names, ops["device"].tolist(), strict=True))
-        else:  # a name's first row's device, in its first row's place (no hashing by pandas)
-            device_of.update(zip(reversed(names), reversed(ops["device"].tolist()), strict=True))
+        # device_of (a name's first row's) and requested (its last row's) read their columns
+        # through one table of each name's first row: one dict of a million names, not two
+        rows = first_rows(type_of, names)
+        device_of = RowValues(rows, ops["device"].tolist())
+        requests = ops["requested_device"].astype(str).tolist()
+        requested = RowValues(rows, last_row_values(rows, names, requests))
         gpu_kernel: dict[str, str] = {}
         if "gpu_kernel" in ops:  # the rows whose kernels are known
             kernels = ops["gpu_kernel"].astype(str)
@@ -164,8 +164,6 @@ class Context:
                 gpu_kernel = dict(
                     zip(ops["op"][known].tolist(), kernels[known].tolist(), strict=True)
                 )
-        requested = type_of.copy()  # a name's last row's, as type_of's
-        requested.update(zip(names, ops["requested_device"].astype(str).tolist(), strict=True))
         facts = getattr(trace, "facts", None)
         raw_inputs = trace.inputs or (facts.inputs if facts is not None else {})
         context = cls(
@@ -224,11 +222,16 @@ class Context:
         for name in compress(names, (mine & ~plain).tolist()):
             resolved = []
             for producer in raw[name]:
+                if producer in user:  # most of them: one look-up
+                    resolved.append(producer)
+                    continue
                 if producer in receives:
                     key = keys[producer]
                     producer = sent_by.get(key, key)
                 elif producer not in type_of:  # a recv the trace did not record: X/_5
                     producer = copy_key(producer)
+                else:  # the runtime's other ops
+                    continue
                 if producer in user:
                     resolved.append(producer)
             edges[name] = resolved  # in its place among the others
@@ -336,7 +339,9 @@ class Context:
         # would give: each with its request's cause or none, then the others overwritten in
         # their places (a dict keeps a key's place): a colocated op's, then a kernel's
         cpu_devices = self._cpu_devices()
-        asked = map(cpu_devices.__contains__, map(self.requested.get, cpu))
+        requests = self.requested
+        of = requests.of if isinstance(requests, RowValues) else lambda c: map(requests.get, c)
+        asked = map(cpu_devices.__contains__, of(cpu))
         why = dict(zip(cpu, map(_REQUEST_CAUSES.__getitem__, asked), strict=True))
         hows_cpu = compress(compress(hows, ours), on_cpu)
         colocated = list(compress(cpu, map(eq, hows_cpu, repeat("colocated"))))

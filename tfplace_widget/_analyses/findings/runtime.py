@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import compress, filterfalse
+from operator import not_
 from typing import Any
 
 import pandas as pd
@@ -41,8 +42,10 @@ def runtime_names(
     # then the runtime's other types
     copied = list(map(COPY_TYPES.__contains__, types))
     copies = list(compress(type_of, copied))
-    sends = set(compress(copies, map(_SEND_TYPES.__contains__, compress(types, copied))))
-    runtime = set(copies)
+    sent = list(map(_SEND_TYPES.__contains__, compress(types, copied)))
+    sends = set(compress(copies, sent))
+    receives = set(compress(copies, map(not_, sent)))  # no set of every copy made for it
+    runtime = sends | receives
     runtime.update(
         compress(type_of, map(((RUNTIME_TYPES - COPY_TYPES) | memcpy).__contains__, types))
     )
@@ -54,7 +57,7 @@ def runtime_names(
         placed = set(compress(last, last.values()))
     runtime |= placed
     runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
-    return runtime, sends, set(copies) - sends, copies
+    return runtime, sends, receives, copies
 
 
 def sent_ops(
