@@ -20,7 +20,8 @@ from ..._model.columns import SEVERITIES
 from ..._model.devices import parse_device, short_device
 from ..._model.graphfacts import linked_groups
 from ..._model.trace import strategy_of
-from .byrow import RowValues, first_rows, last_row_values
+from .byrow import ListedValues, RowValues, first_rows, last_row_values, later_rows
+from .predicted import predict_with_module
 from .runtime import RUNTIME_TYPES, runtime_names, sent_ops
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
@@ -105,7 +106,7 @@ class Context:
     ops: pd.DataFrame
     device_of: Mapping[str, str]  # op -> device it ran on (first row of a name)
     type_of: dict[str, str]
-    gpu_kernel: dict[str, str]  # op -> yes/host/dtype/no; empty when unknown
+    gpu_kernel: Mapping[str, str]  # op -> yes/host/dtype/no; empty when unknown
     requested: Mapping[str, str]  # op -> its requested device (last row of a name)
     inputs: dict[str, list[str]]  # op -> producers (data edges), runtime nodes skipped
     consumers: dict[str, list[str]] = field(default_factory=dict)
@@ -153,17 +154,20 @@ class Context:
         # device_of (a name's first row's) and requested (its last row's) read their columns
         # through one table of each name's first row: one dict of a million names, not two
         rows = first_rows(type_of, names)
+        later = later_rows(rows, len(names))
         device_of = RowValues(rows, ops["device"].tolist())
         requests = ops["requested_device"].astype(str).tolist()
-        requested = RowValues(rows, last_row_values(rows, names, requests))
-        gpu_kernel: dict[str, str] = {}
+        requested = RowValues(rows, last_row_values(rows, names, requests, later))
+        gpu_kernel: Mapping[str, str] = {}
         if "gpu_kernel" in ops:  # the rows whose kernels are known
             kernels = ops["gpu_kernel"].astype(str)
             known = (kernels != "NA").to_numpy(dtype=bool)
             if known.any():
-                gpu_kernel = dict(
-                    zip(ops["op"][known].tolist(), kernels[known].tolist(), strict=True)
-                )
+                listed = (ops["op"][known].tolist(), kernels[known].tolist())
+                # each name once when every known row is its name's first: no dict by name
+                # made unless a rule looks one up (a million-op trace's rules iterate it)
+                once = later is None or not (later & known).any()
+                gpu_kernel = ListedValues(*listed) if once else dict(zip(*listed, strict=True))
         facts = getattr(trace, "facts", None)
         raw_inputs = trace.inputs or (facts.inputs if facts is not None else {})
         context = cls(
@@ -314,14 +318,18 @@ class Context:
         if strategy_of(self.trace):  # the strategy places the step by the devices it finds
             return
         self.predicted_view = True
-        predicted = _predict_with_module(self, facts)
+        predicted = predict_with_module(self, facts)
         if predicted is not None:
             self._view_of_prediction(*predicted)
             return
         self._predict_here(facts)
 
     def _view_of_prediction(
-        self, names: list[str], devices: list[str], hows: list[str], reasons: list[str]
+        self,
+        names: list[str],
+        devices: list[str],
+        hows: list[str],
+        reasons: Callable[[], list[str]],
     ) -> None:
         """The view from the placer's prediction (one row per node of the graph, each name
         once), the ops of the trace other than the runtime's, in the prediction's order; each
@@ -332,7 +340,14 @@ class Context:
         ours = list(map(user.__contains__, names))
         kept = list(compress(names, ours))
         kind_of = list(map(kinds.__getitem__, compress(devices, ours)))
-        self.view.update(zip(kept, kind_of, strict=True))
+        view = dict(zip(kept, kind_of, strict=True))
+        if len(view) != len(kept):  # a name of several rows: its last row, in its first's place
+            last = dict(zip(names, zip(devices, hows, reasons(), strict=True), strict=True))
+            names, devices, hows, listed = (
+                list(c) for c in (last, *zip(*last.values(), strict=True))
+            )
+            return self._view_of_prediction(names, devices, hows, lambda: listed)
+        self.view.update(view)
         on_cpu = list(map(eq, kind_of, repeat("CPU")))
         cpu = list(compress(kept, on_cpu))
         # by C passes over the CPU ops (most of a million), in the order the loop over them
@@ -346,7 +361,7 @@ class Context:
         hows_cpu = compress(compress(hows, ours), on_cpu)
         colocated = list(compress(cpu, map(eq, hows_cpu, repeat("colocated"))))
         if colocated:  # followed to the op that decides (``_cpu_cause``)
-            by_name = dict(zip(names, reasons, strict=True))
+            by_name = dict(zip(names, reasons(), strict=True))
             for name in colocated:
                 why[name] = self._cpu_cause(name, "colocated", by_name)
         kernel_of = self.gpu_kernel
@@ -538,41 +553,6 @@ class Context:
 
     def gpu_name(self) -> str:
         return short_device(self.gpus[0]) if self.gpus else "GPU:0"
-
-
-def _predict_with_module(
-    context: Context, facts: Any
-) -> tuple[list[str], list[str], list[str], list[str]] | None:
-    """``predict_devices`` (one GPU, soft placement): every placer rule replayed, about 0.1 s
-    per 100k nodes; its ops (each once), devices, hows and reasons. None without facts read
-    from this process's registry (the placer reads its op and kernel registries: facts loaded
-    from a file are another process's, and ``tfplace show`` of a saved trace does not import
-    TensorFlow, seconds, for them), or when the prediction fails: then the kernel columns and resource groups the trace holds alone
-    decide (``_predict_here``)."""
-    if getattr(facts, "registry", None) is None:
-        return None
-    from ..predict.devices import master_task, predicted_devices
-    from ..predict.result import predict_devices
-
-    # predict_placement's device set: a GPU on every task (each task of a cluster is a machine
-    # of its own), and the session's own task first among equals.
-    devices = predicted_devices(context.trace.devices, 1)
-    try:
-        frame = predict_devices(
-            facts,
-            devices,
-            soft_placement=True,
-            local_task=master_task(context.trace),
-            registry=facts.registry,
-        )
-    except Exception:  # a prediction that fails must not cost the other findings
-        return None
-    names = frame["op"].tolist()
-    columns = [list(map(str, frame[c].tolist())) for c in ("predicted_device", "how", "reason")]
-    if len(set(names)) != len(names):  # a name's last row, in its first row's place
-        last = dict(zip(names, zip(*columns, strict=True), strict=True))
-        names, columns = list(last), [list(c) for c in zip(*last.values(), strict=True)]
-    return names, columns[0], columns[1], columns[2]
 
 
 def _partner_from_reason(reason: str, context: Context, skip: set[str] | None = None) -> str:

@@ -22,18 +22,70 @@ def first_rows(type_of: dict[str, Any], names: list[str]) -> dict[str, int]:
     return rows
 
 
-def last_row_values(rows: dict[str, int], names: Sequence[str], values: list) -> list:
+def later_rows(rows: dict[str, int], count: int) -> np.ndarray | None:
+    """Per row of the ``count``, whether it is no name's first (``rows``: each name's first
+    row), found by numpy, not by name; None when each name has one row (nearly always)."""
+    if len(rows) == count:
+        return None
+    later = np.ones(count, dtype=bool)
+    later[np.fromiter(rows.values(), np.intp, len(rows))] = False
+    return later
+
+
+def last_row_values(
+    rows: dict[str, int], names: Sequence[str], values: list, later: np.ndarray | None
+) -> list:
     """``values`` (one per row) with each name's first row holding its last row's value: a
     name of several rows (``_SOURCE``, listed per device) then reads its last row's through
-    ``rows``. The rows that are no name's first are found by numpy, not by name."""
-    if len(rows) == len(names):
+    ``rows`` (``later``: ``later_rows``' answer)."""
+    if later is None:
         return values
-    later = np.ones(len(names), dtype=bool)
-    later[np.fromiter(rows.values(), np.intp, len(rows))] = False
     values = list(values)
     for row in np.flatnonzero(later).tolist():  # in row order: the last one wins
         values[rows[names[row]]] = values[row]
     return values
+
+
+class ListedValues(Mapping):
+    """op -> value over a list of ops (each once) and one of their values: iterated as the
+    lists are, its dict by name made when first looked up by name. ``Context.gpu_kernel`` of
+    a million-op trace is iterated (the host-memory rules, the view's no-GPU ops), and looked
+    up by name only for the few ops some finding is about, or not at all."""
+
+    __slots__ = ("_names", "_values", "_by_name")
+
+    def __init__(self, names: list[str], values: list) -> None:
+        self._names, self._values = names, values
+        self._by_name: dict[str, Any] | None = None
+
+    def _table(self) -> dict[str, Any]:
+        if self._by_name is None:
+            self._by_name = dict(zip(self._names, self._values, strict=True))
+        return self._by_name
+
+    def __getitem__(self, name: str) -> Any:
+        return self._table()[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._table().get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def values(self) -> list:  # type: ignore[override]
+        return self._values
+
+    def items(self) -> Iterator[tuple[str, Any]]:  # type: ignore[override]
+        return zip(self._names, self._values, strict=True)
+
+    def __repr__(self) -> str:
+        return f"ListedValues({len(self)} ops)"
 
 
 class RowValues(Mapping):
