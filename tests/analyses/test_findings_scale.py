@@ -668,3 +668,72 @@ def test_two_sends_of_one_tensors_key_resolve_in_the_producer_lists_order():
         edges = context._through_copies(raw, sends, receives, copies)
         assert edges == {"d": [expected, "a"], "a": [], "b": []}, sent
         assert list(edges) == ["d", "a", "b"]
+
+
+def _by_name(frame: pd.DataFrame, column: str, last: bool) -> dict[str, str]:
+    """op -> ``column``'s value at its first (or last) row, in the order of its first row."""
+    values = dict.fromkeys(frame["op"])
+    rows = zip(frame["op"], frame[column].astype(str), strict=True)
+    for name, value in rows if last else reversed(list(rows)):
+        values[name] = value
+    return values
+
+
+def test_devices_requests_and_kernels_are_read_by_row_without_a_dict_of_every_op(chains):
+    """``device_of`` (a name's first row's device), ``requested`` (its last row's request) and
+    ``gpu_kernel`` (its known kernels) read the op frame's columns through one table of each
+    name's row, not a dict of every op each (three of a million names at 1M ops), and answer
+    as those dicts do, in their order: also when a name has several rows that differ (a trace
+    merged from several runs), and when such a name has two known kernels."""
+    frame = chains.ops
+    twice = frame["op"].isin(["sum", "c0/add3", "c1/add4"]).to_numpy()
+    later = frame[twice].assign(
+        device="/job:localhost/replica:0/task:0/device:CPU:1",
+        requested_device="/device:CPU:1",
+        gpu_kernel=["NA", "no", "host"][: int(twice.sum())],
+    )
+    for ops in (frame, pd.concat([frame, later], ignore_index=True)):
+        trace = clone(chains)
+        trace.ops = ops
+        context = base.Context.of(trace)
+        for mapping in (context.device_of, context.requested, context.gpu_kernel):
+            assert not isinstance(mapping, dict) or ops is not frame
+        device_of = _by_name(ops, "device", last=False)
+        requested = _by_name(ops, "requested_device", last=True)
+        known = ops[ops["gpu_kernel"].astype(str) != "NA"]
+        kernels = dict(zip(known["op"], known["gpu_kernel"].astype(str), strict=True))
+        assert list(context.device_of.items()) == list(device_of.items())
+        assert list(context.requested.items()) == list(requested.items())
+        assert list(context.gpu_kernel.items()) == list(kernels.items())
+        for name in [*list(device_of)[:50], "sum", "c1/add4", "no such op"]:
+            assert context.device_of.get(name) == device_of.get(name)
+            assert context.requested.get(name, "?") == requested.get(name, "?")
+            assert context.gpu_kernel.get(name) == kernels.get(name)
+            assert (name in context.gpu_kernel) == (name in kernels)
+        assert context.requested["sum"] == requested["sum"] and len(context.requested) == len(
+            requested
+        )
+
+
+def test_a_name_the_prediction_lists_twice_is_viewed_as_its_last_row(chains):
+    """The placer's prediction is read as it comes (no set of its million names made to find
+    a name listed twice): a name of several rows is found by the view's own dict, and then
+    placed by its last row, in its first row's place, with a cause only if that row is a CPU."""
+    context = base.Context.of(chains)
+    from tfplace_widget._analyses.findings.predicted import predict_with_module
+
+    names, devices, hows, reasons = predict_with_module(context, chains.facts)
+    view, why = dict(context.view), dict(context.why_cpu)
+    moved = next(n for n in names if why.get(n) == ("requested", ""))
+    gpu = next(d for d in devices if base.device_type(d) == "GPU")
+    context.view, context.why_cpu = {}, {}
+    listed = reasons()
+    context._view_of_prediction(
+        [*names, moved], [*devices, gpu], [*hows, "explicit"], lambda: [*listed, ""]
+    )
+    assert list(context.view) == list(view) and context.view[moved] == "GPU"
+    assert {n: k for n, k in context.view.items() if n != moved} == {
+        n: k for n, k in view.items() if n != moved
+    }
+    assert moved not in context.why_cpu
+    assert list(context.why_cpu.items()) == [(n, c) for n, c in why.items() if n != moved]
