@@ -213,19 +213,21 @@ class Context:
         names = list(raw)
         # each copy's tensor's op, found once (``copy_nodes`` reads them too)
         keys = self.copy_keys = {n: copy_key(n) for n in copies}  # in type_of's order
-        sent_by = sent_ops(raw, sends, copies, keys, user)
+        sent_by = sent_ops(raw, sends, keys, user)
         # most ops: no copy among their producers, nothing to resolve (a C pass over them all)
         lists = list(raw.values())
         mine = np.fromiter(map(user.__contains__, names), bool, len(names))
         plain = np.fromiter(map(user.issuperset, lists), bool, len(lists))
-        # the producer lists as they are (the rules only read them), copied when not lists
-        own = compress(lists, mine)
+        # the producer lists as they are (the rules only read them), copied when not lists;
+        # those with a copy among them resolved in a pass over the lists alone, then put in
+        # their places: no look-up of each such op's name in ``raw`` and in the edges
+        own = list(compress(lists, mine))
         if not set(map(type, lists)) <= {list}:
-            own = map(list, own)
-        edges = dict(zip(compress(names, mine), own, strict=True))
-        for name in compress(names, (mine & ~plain).tolist()):
+            own = list(map(list, own))
+        places = np.flatnonzero(~plain[mine]).tolist()
+        for place, producers in zip(places, compress(lists, (mine & ~plain).tolist()), strict=True):
             resolved = []
-            for producer in raw[name]:
+            for producer in producers:
                 if producer in user:  # most of them: one look-up
                     resolved.append(producer)
                     continue
@@ -238,8 +240,8 @@ class Context:
                     continue
                 if producer in user:
                     resolved.append(producer)
-            edges[name] = resolved  # in its place among the others
-        return edges
+            own[place] = resolved
+        return dict(zip(compress(names, mine), own, strict=True))
 
     def is_runtime(self, name: str) -> bool:
         """Inserted by TensorFlow (copies, feeds, fetches, ``_SOURCE``): never a finding."""

@@ -63,20 +63,19 @@ def runtime_names(
 def sent_ops(
     raw: Mapping[str, Sequence[str]],
     sends: set[str],
-    copies: list[str],
     keys: Mapping[str, str],
     user: set[str],
 ) -> dict[str, str]:
     """Each copy's key (``"<producer>"`` of its ``"<producer>/_N"``, ``keys``) -> the op its
-    send sent (the first of the send's producers in ``raw``). The sends in ``copies``' order
-    (a pass over the copies, not over every op) while no two sends of one key send different
+    send sent (the first of the send's producers in ``raw``). The sends in ``keys``' order (a
+    pass over the copies, in ``type_of``'s order, not over every op) while no two sends of one key send different
     ops; else, as the order then decides, in the producer lists' order, a ``user`` op
     winning over another."""
     sent_by: dict[str, str] = {}
-    for name in compress(copies, map(sends.__contains__, copies)):
+    for name, key in compress(keys.items(), map(sends.__contains__, keys)):
         producers = raw.get(name)
         if producers:
-            key, sent = keys[name], producers[0]
+            sent = producers[0]
             if sent_by.setdefault(key, sent) != sent:
                 break
     else:
