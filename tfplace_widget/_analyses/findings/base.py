@@ -217,15 +217,15 @@ class Context:
         # most ops: no copy among their producers, nothing to resolve (a C pass over them all)
         lists = list(raw.values())
         mine = np.fromiter(map(user.__contains__, names), bool, len(names))
-        plain = np.fromiter(map(user.issuperset, lists), bool, len(lists))
         # the producer lists as they are (the rules only read them), copied when not lists;
         # those with a copy among them resolved in a pass over the lists alone, then put in
         # their places: no look-up of each such op's name in ``raw`` and in the edges
         own = list(compress(lists, mine))
-        if not set(map(type, lists)) <= {list}:
+        plain = np.fromiter(map(user.issuperset, own), bool, len(own))
+        if not set(map(type, own)) <= {list}:
             own = list(map(list, own))
-        places = np.flatnonzero(~plain[mine]).tolist()
-        for place, producers in zip(places, compress(lists, (mine & ~plain).tolist()), strict=True):
+        places = np.flatnonzero(~plain).tolist()
+        for place, producers in zip(places, list(map(own.__getitem__, places)), strict=True):
             resolved = []
             for producer in producers:
                 if producer in user:  # most of them: one look-up
@@ -349,7 +349,10 @@ class Context:
                 list(c) for c in (last, *zip(*last.values(), strict=True))
             )
             return self._view_of_prediction(names, devices, hows, lambda: listed)
-        self.view.update(view)
+        if self.view:
+            self.view.update(view)
+        else:  # the view itself: no copy of a million entries into an empty dict
+            self.view = view
         on_cpu = list(map(eq, kind_of, repeat("CPU")))
         cpu = list(compress(kept, on_cpu))
         # by C passes over the CPU ops (most of a million), in the order the loop over them
@@ -370,7 +373,10 @@ class Context:
         no_gpu = set(compress(kernel_of, map(NO_GPU.__contains__, kernel_of.values())))
         for name in compress(cpu, map(no_gpu.__contains__, cpu)) if no_gpu else ():
             why[name] = (kernel_of[name], "")
-        self.why_cpu.update(why)
+        if self.why_cpu:
+            self.why_cpu.update(why)
+        else:
+            self.why_cpu = why
 
     def _cpu_cause(self, name: str, how: str | None, reasons: Mapping[str, str]) -> tuple[str, str]:
         """Why ``name`` is on the CPU: its own kernel or request, else (``colocated``) the op
