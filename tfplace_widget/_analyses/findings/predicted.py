@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    from .base import Context
-
 
 def predict_with_module(
-    context: Context, facts: Any
+    context: Any, facts: Any
 ) -> tuple[list[str], list[str], list[str], Callable[[], list[str]]] | None:
     """``predict_devices`` (one GPU, soft placement): every placer rule replayed, about 0.1 s
     per 100k nodes; its ops (a name of several rows is left to ``Context._view_of_prediction``),
