@@ -26,6 +26,7 @@ from operator import add, eq
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..._model.devices import parse_device, short_device
 from .base import REPLICA, Context, listed_names, listed_ops, replicated
@@ -183,7 +184,11 @@ def sources(context: Context, ops: Sequence[str]) -> str:
         return ""
     if context.source_of is None:  # once per trace: a scan of every row per finding is quadratic
         column = frame["source"]  # (two columns, not the frame)
-        known = (column.notna() & ~column.astype(str).isin(_NO_SOURCE - {None})).to_numpy(bool)
+        # compared where set, not hashed (isin): a million-op graph's rows are all "" or NA
+        values = column.to_numpy(dtype=object)
+        known = pd.notna(values)
+        set_values = values[known]
+        known[known] = (set_values != "") & (set_values != "<NA>")
         lines = column[known].astype(str).tolist()
         context.source_of = _Sources(
             zip(frame["op"][known].astype(str).tolist(), lines, strict=True)
