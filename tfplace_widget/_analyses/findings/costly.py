@@ -37,6 +37,7 @@ from .base import (
 from .fallbacks import is_pipeline
 from .fixes import asked_by_the_step, no_fix, placement_fix, variable_fix
 from .graph import rows_among
+from .material import steps_of
 from .tasks import PART_TASK
 from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
 
@@ -66,12 +67,7 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     transfers = context.trace.transfers
     if transfers is None or transfers.empty:
         return []
-    events = context.trace.events
-    # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
-    # (the events of the copied tensors only: the others are never looked up)
-    tensors = set(transfers["tensor"].tolist())
-    copies = events[rows_among(events["op"], tensors)] if len(events) else None
-    copy_time = copies.groupby("op")["duration_us"].sum().to_dict() if copies is not None else {}
+    copy_time = _copy_time(context, transfers)
     steps = max(1, step_count(context))
     signals: dict[tuple[str, str], int] = {}
     directions = _directions(context, transfers, copy_time, signals)
@@ -97,6 +93,24 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     for key in kept[:TOP_TRANSFERS]:
         made[key].ops = list(dict.fromkeys(ops_of[key]()))  # unique, as ``Finding`` makes them
     return [made[key] for key in kept[:TOP_TRANSFERS]]
+
+
+def _copy_time(context: Context, transfers: pd.DataFrame) -> dict[str, float]:
+    """Each copied tensor's measured time: memcpy records (GPU traces) are named after the
+    copied edge, and their time is the copy's. The events of the copied tensors only: when
+    ``Steps`` holds every event's name (``every_event``), the tensors are looked up in its
+    index first (which ``judge`` reads anyway), and the events not at all when none ran (a
+    CPU trace's hundreds of thousands of copies against a million events)."""
+    events = context.trace.events
+    if events is None or not len(events):
+        return {}
+    steps = steps_of(context)
+    if steps.every_event:
+        named = transfers["tensor"].to_numpy(dtype=object)
+        if not (steps.names.get_indexer(named) >= 0).any():
+            return {}
+    copies = events[rows_among(events["op"], set(transfers["tensor"].tolist()))]
+    return copies.groupby("op")["duration_us"].sum().to_dict()
 
 
 class _Copies(NamedTuple):
