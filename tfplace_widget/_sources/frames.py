@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -469,13 +470,19 @@ def _record_stats(
 
 def _output_bytes(names: list[str], out_bytes: dict[str, Sequence[int]]) -> Any:
     """Each op's summed output sizes, <NA> when none was recorded (an Int64 array)."""
-    totals = np.fromiter((sum(sizes) for sizes in out_bytes.values()), np.int64, len(out_bytes))
-    # Both sides object Indexes: a list (or array) target would first be inferred as str.
-    where = pd.Index(list(out_bytes), dtype=object).get_indexer(pd.Index(names, dtype=object))
-    missing = where < 0
-    return pd.arrays.IntegerArray(
-        np.where(missing, 0, totals[where] if len(totals) else 0), missing
+    # One dict look-up per op (no index of 100k names); most ops have one output.
+    sizes = map(out_bytes.get, names, repeat(None))
+    totals = np.fromiter(
+        (_NO_SIZE if s is None else s[0] if len(s) == 1 else sum(s) for s in sizes),
+        np.int64,
+        len(names),
     )
+    missing = totals == _NO_SIZE
+    totals[missing] = 0
+    return pd.arrays.IntegerArray(totals, missing)
+
+
+_NO_SIZE = np.iinfo(np.int64).min  # an op without recorded outputs, in ``_output_bytes``
 
 
 def _ops_frame_from_records(
