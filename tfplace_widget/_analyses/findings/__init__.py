@@ -31,6 +31,7 @@ kind capped at ``MAX_PER_KIND`` and the frame built.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pandas as pd
@@ -272,7 +273,18 @@ def _one_per_copy(context: Context, found: list[Finding]) -> list[Finding]:
     kept: dict[tuple, Finding] = {}
     context.original("")  # builds context.copy_of: most traces have no copies
     copy_of = context.copy_of or {}
+
+    # a finding with no other of its kind (measured or predicted) and, without copies, of its
+    # op count (``Finding.ops`` names each op once) has none to merge with: no set of its ops
+    # (a large trace's ping_pong and costly_transfer findings name hundreds of thousands)
+    def group(finding: Finding) -> tuple:
+        return (finding.kind, finding.predicted, -1 if copy_of else len(finding.ops))
+
+    groups = Counter(map(group, found))
     for finding in found:
+        if groups[group(finding)] == 1:
+            kept[(id(finding),)] = finding
+            continue
         ops = (copy_of.get(op, op) for op in finding.ops) if copy_of else finding.ops
         key = (finding.kind, finding.predicted, frozenset(ops))
         first = kept.get(key)

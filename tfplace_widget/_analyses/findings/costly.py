@@ -37,6 +37,7 @@ from .base import (
 from .fallbacks import is_pipeline
 from .fixes import asked_by_the_step, no_fix, placement_fix, variable_fix
 from .graph import rows_among
+from .material import steps_of
 from .tasks import PART_TASK
 from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
 
@@ -66,12 +67,7 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     transfers = context.trace.transfers
     if transfers is None or transfers.empty:
         return []
-    events = context.trace.events
-    # memcpy records (GPU traces) are named after the copied edge: their time is the copy's
-    # (the events of the copied tensors only: the others are never looked up)
-    tensors = set(transfers["tensor"].tolist())
-    copies = events[rows_among(events["op"], tensors)] if len(events) else None
-    copy_time = copies.groupby("op")["duration_us"].sum().to_dict() if copies is not None else {}
+    copy_time = _copy_time(context, transfers)
     steps = max(1, step_count(context))
     signals: dict[tuple[str, str], int] = {}
     directions = _directions(context, transfers, copy_time, signals)
@@ -79,6 +75,7 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     # reach the ranks of the TOP_TRANSFERS made (a finding is costly to make: its op lists)
     best = {key: _best_rank(group, key[2]) for key, group in directions.items()}
     made: dict[tuple[str, str, str], Finding] = {}
+    ops_of: dict[tuple[str, str, str], Callable[[], list[str]]] = {}
     for key in sorted(best, key=best.__getitem__):
         if (
             len(made) >= TOP_TRANSFERS
@@ -87,10 +84,33 @@ def find_costly_transfers(context: Context) -> list[Finding]:
             break
         src, dst, io = key
         signals_of = signals.get((src, dst), 0) if not io else 0
-        made[key] = _direction_finding(context, src, dst, io, directions[key], steps, signals_of)
-    findings = [made[key] for key in directions if key in made]  # in the directions' order
-    findings.sort(key=_rank)  # stable: of equal ranks, the first direction first
-    return findings[:TOP_TRANSFERS]
+        made[key], ops_of[key] = _direction_finding(
+            context, src, dst, io, directions[key], steps, signals_of
+        )
+    kept = [key for key in directions if key in made]  # in the directions' order
+    kept.sort(key=lambda key: _rank(made[key]))  # stable: of equal ranks, the first first
+    # the op lists (hundreds of thousands of names) of the directions kept alone
+    for key in kept[:TOP_TRANSFERS]:
+        made[key].ops = list(dict.fromkeys(ops_of[key]()))  # unique, as ``Finding`` makes them
+    return [made[key] for key in kept[:TOP_TRANSFERS]]
+
+
+def _copy_time(context: Context, transfers: pd.DataFrame) -> dict[str, float]:
+    """Each copied tensor's measured time: memcpy records (GPU traces) are named after the
+    copied edge, and their time is the copy's. The events of the copied tensors only: when
+    ``Steps`` holds every event's name (``every_event``), the tensors are looked up in its
+    index first (which ``judge`` reads anyway), and the events not at all when none ran (a
+    CPU trace's hundreds of thousands of copies against a million events)."""
+    events = context.trace.events
+    if events is None or not len(events):
+        return {}
+    steps = steps_of(context)
+    if steps.every_event:
+        named = transfers["tensor"].to_numpy(dtype=object)
+        if not (steps.names.get_indexer(named) >= 0).any():
+            return {}
+    copies = events[rows_among(events["op"], set(transfers["tensor"].tolist()))]
+    return copies.groupby("op")["duration_us"].sum().to_dict()
 
 
 class _Copies(NamedTuple):
@@ -133,7 +153,7 @@ def _directions(
         sizes = list(compress(sizes, mask))
     if not tensors:
         return {}
-    pairs = pd.factorize(pd.Series([*map("\0".join, zip(srcs, dsts, strict=True))]))[0]
+    pairs = _pair_codes(srcs, dsts)
     first = np.unique(pairs, return_index=True)[1]
     ends = [(srcs[i], dsts[i]) for i in first.tolist()]
     kinds = [(device_type(src), device_type(dst)) for src, dst in ends]
@@ -176,6 +196,15 @@ def _directions(
         (*ends[key // len(_IO)], _IO[key % len(_IO)]): copies
         for key, (_, copies) in sorted(groups.items(), key=lambda g: g[1][0])
     }
+
+
+def _pair_codes(srcs: list[str], dsts: list[str]) -> np.ndarray:
+    """Each copy's (src, dst) as a code, in the order each pair first appears (what
+    ``pd.factorize`` of the pairs gives): the few devices of each end factorized, then their
+    codes' pairs as integers, not a string made per copy (hundreds of thousands)."""
+    src = pd.factorize(np.asarray(srcs, dtype=object))[0]
+    dst = pd.factorize(np.asarray(dsts, dtype=object))[0]
+    return pd.factorize(src.astype(np.int64) * (int(dst.max(initial=0)) + 1) + dst)[0]
 
 
 # What a copy is for (``_io_of``), as codes.
@@ -306,7 +335,8 @@ def _direction_finding(
     group: _Copies,
     steps: int,
     signals: int,
-) -> Finding:
+) -> tuple[Finding, Callable[[], list[str]]]:
+    """A direction's finding without its ops, and the function that lists them."""
     count = len(group.tensors)
     sizes = list(filter(_KNOWN, group.sizes))
     moved = sum(sizes)
@@ -317,10 +347,6 @@ def _direction_finding(
     producers = sorted(filter(type_of.__contains__, readers_of))
     read = list(chain.from_iterable(map(readers_of.__getitem__, producers)))
     consumers = sorted(set(compress(read, map(eq, map(device_of.get, read), repeat(dst)))))
-    copy_nodes(context, "")  # builds copies_by_producer
-    copies = context.copies_by_producer or {}
-    ops = [o for p in producers for o in (p, *copies.get(p, ()))] + consumers
-    ops += filter(type_of.__contains__, group.tensors)  # memcpy records
     # the largest copy by (size, time), the first of equals
     keys = list(zip([size or 0 for size in group.sizes], group.times, strict=True))
     largest = max(range(count), key=keys.__getitem__)
@@ -499,10 +525,10 @@ def _direction_finding(
     evidence["steps"] = steps
     if signals:
         evidence["control_signals"] = signals
-    return Finding(
+    finding = Finding(
         "costly_transfer",
         severity,
-        ops or group.tensors,
+        [],  # its ops: ``_with_ops``, for a direction kept
         message,
         evidence,
         (seconds, float(moved), float(count)),
@@ -511,6 +537,19 @@ def _direction_finding(
         predicted=context.predicted_trace,
         fix=fix,
     )
+    return finding, partial(_direction_ops, context, group, producers, consumers)
+
+
+def _direction_ops(
+    context: Context, group: _Copies, producers: list[str], consumers: list[str]
+) -> list[str]:
+    """A direction's finding's ops: each producer and its copies' nodes, the consumers, and
+    the memcpy records of its tensors (or the tensors, when none of these is an op)."""
+    copy_nodes(context, "")  # builds copies_by_producer
+    copies = context.copies_by_producer or {}
+    ops = [o for p in producers for o in (p, *copies.get(p, ()))] + consumers
+    ops += filter(context.type_of.__contains__, group.tensors)  # memcpy records
+    return ops or group.tensors
 
 
 def _on_one_gpu(context: Context, names: Sequence[str]) -> bool:

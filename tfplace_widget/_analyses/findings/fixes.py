@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain, filterfalse, repeat
-from operator import add
+from operator import add, eq
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..._model.devices import parse_device, short_device
 from .base import REPLICA, Context, listed_names, listed_ops, replicated
@@ -47,12 +48,13 @@ def placement_fix(
     ``listed_ops`` of movers and partners, when the finding's message has them made (a
     large finding's lists are hundreds of thousands of names)."""
     target = as_written(context, device)
-    moved = _with_their_internals(context, movers)
-    overrides = dict.fromkeys(moved, target)
-    requests = set(map(context.requested.get, movers, repeat("")))
+    # the movers, then their internals (the keys of ``_with_their_internals`` in its order):
+    # one dict of a large finding's hundreds of thousands of names, not two and a list
+    overrides = dict.fromkeys(chain(movers, _internals(context, movers)), target)
+    request = _one_request(context, movers)
     where = sources(context, movers)
     lines = f"the lines that make them{where}"
-    if len(requests) == 1 and (request := requests.pop()):
+    if request:
         change = (
             f"change the tf.device({as_written(context, request)!r}) around {lines} to "
             f"tf.device({target!r})"
@@ -69,6 +71,14 @@ def placement_fix(
     named, beside = listed() if listed is not None else (listed_ops(movers), listed_ops(partners))
     edit = f"put {named} on {_shown(target)} with {beside}: {change}."
     return {"overrides": overrides, "edit": edit, "no_fix": "", "not_simulable": ""}
+
+
+def _one_request(context: Context, movers: Sequence[str]) -> str:
+    """The device request all ``movers`` share, "" when they have none or differ: read until
+    the first that differs (a large finding's movers on four CPUs differ within a few)."""
+    asked = map(context.requested.get, movers, repeat(""))
+    first = next(asked, "")
+    return first if all(map(eq, asked, repeat(first))) else ""
 
 
 def variable_fix(
@@ -128,7 +138,13 @@ def _with_their_internals(context: Context, movers: Sequence[str]) -> list[str]:
     """``movers`` and, for each, the ops in its name scope (``A/Const``, ``A/shape_as_tensor``)
     that feed it: the one call that made it made those too, and a ``tf.device`` around that
     line moves them with it (left behind, each would be a copy of its own)."""
-    found = list(movers)
+    return list(dict.fromkeys(chain(movers, _internals(context, movers))))
+
+
+def _internals(context: Context, movers: Sequence[str]) -> list[str]:
+    """The ops in the ``movers``' name scopes that feed them (``_with_their_internals``),
+    each mover's in the order a walk up its producers finds them; repeats are kept."""
+    found: list[str] = []
     inputs = context.inputs
     for mover in _with_own_producers(inputs, movers):
         stack = list(inputs.get(mover, ()))
@@ -142,7 +158,7 @@ def _with_their_internals(context: Context, movers: Sequence[str]) -> list[str]:
             seen.add(producer)
             found.append(producer)
             stack += inputs.get(producer, ())
-    return list(dict.fromkeys(found))
+    return found
 
 
 def _with_own_producers(inputs: Mapping[str, Sequence[str]], movers: Sequence[str]) -> list[str]:
@@ -168,7 +184,11 @@ def sources(context: Context, ops: Sequence[str]) -> str:
         return ""
     if context.source_of is None:  # once per trace: a scan of every row per finding is quadratic
         column = frame["source"]  # (two columns, not the frame)
-        known = (column.notna() & ~column.astype(str).isin(_NO_SOURCE - {None})).to_numpy(bool)
+        # compared where set, not hashed (isin): a million-op graph's rows are all "" or NA
+        values = column.to_numpy(dtype=object)
+        known = pd.notna(values)
+        set_values = values[known]
+        known[known] = (set_values != "") & (set_values != "<NA>")
         lines = column[known].astype(str).tolist()
         context.source_of = _Sources(
             zip(frame["op"][known].astype(str).tolist(), lines, strict=True)

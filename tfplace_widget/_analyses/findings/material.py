@@ -114,6 +114,9 @@ class Steps:
 
     def __init__(self, trace: Any) -> None:
         events = timed_events(trace)
+        # the rows are every event of the trace's own (none left out, none a prediction's
+        # source's): an op name not among ``names`` then names no event
+        self.every_event = trace.events is not None and len(events) == len(trace.events)
         step, self.count = step_of(events, trace_steps(trace))
         codes, names = pd.factorize(events["op"].astype(str))
         duration = events["duration_us"].astype(float).fillna(0.0).to_numpy()
