@@ -146,3 +146,46 @@ def test_a_step_too_large_to_keep_is_read_field_by_field_and_left_out(tf, dense_
     assert "more than a .tfplace member may" in trace.log
     for frame in ("ops", "events", "memory", "transfers"):
         assert getattr(trace, frame).equals(getattr(whole, frame)), frame
+
+
+def _outputs(metadata: Any) -> list[Any]:
+    return [node.output for dev in metadata.step_stats.dev_stats for node in dev.node_stats]
+
+
+def test_output_sizes_are_a_column_equal_to_the_field_by_field_read(tf, dense_net):
+    metadata = _metadata(tf, dense_net)
+    serialized = metadata.SerializeToString()
+    sizes = run_metadata.allocator_columns(serialized).requested_bytes
+    assert len(sizes) == sum(len(outputs) for outputs in _outputs(metadata))  # one per output
+    by_field = _read(metadata, None)
+    assert any(len(sizes) == 1 and sizes[0] > 0 for sizes in by_field.output_bytes)
+    assert _read(metadata, serialized).output_bytes == by_field.output_bytes
+
+
+def test_nodes_of_several_outputs_and_of_none_take_their_own_sizes(tf, dense_net):
+    metadata = copy.deepcopy(_metadata(tf, dense_net))
+    outputs = [o for o in _outputs(metadata) if len(o) == 1]
+    for extra in (7, 9):  # a node of three outputs
+        outputs[0].add().tensor_description.allocation_description.requested_bytes = extra
+    del outputs[1][:]  # and one of none, between it and the others
+    serialized = metadata.SerializeToString()
+    assert len(run_metadata.allocator_columns(serialized).requested_bytes) == sum(
+        len(o) for o in _outputs(metadata)
+    )
+    records = _read(metadata, serialized)
+    assert records.output_bytes == _read(metadata, None).output_bytes
+    assert (7, 9) in {sizes[1:] for sizes in records.output_bytes} and () in records.output_bytes
+
+
+def test_an_output_of_zero_bytes_absent_from_the_bytes_is_read_field_by_field(tf, dense_net):
+    """proto3 leaves a zero ``requested_bytes`` out of the bytes: the column is one short,
+    so every node's sizes are read again from the message, zero included."""
+    metadata = copy.deepcopy(_metadata(tf, dense_net))
+    outputs = [o for o in _outputs(metadata) if len(o) == 1]
+    outputs[2][0].tensor_description.allocation_description.requested_bytes = 0
+    serialized = metadata.SerializeToString()
+    column = run_metadata.allocator_columns(serialized).requested_bytes
+    assert len(column) == sum(len(o) for o in _outputs(metadata)) - 1
+    records = _read(metadata, serialized)
+    assert records.output_bytes == _read(metadata, None).output_bytes
+    assert (0,) in records.output_bytes

@@ -7,8 +7,10 @@ an :class:`Executed` graph; this module turns those into frames by one shared pa
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
+from itertools import compress, repeat
 from typing import Any
 
 import numpy as np
@@ -299,17 +301,32 @@ def _events_frame(
     else:
         names = op_names.tolist()
         rows = range(len(names))
-    types: dict[str, str] = {}
-    out_bytes: dict[str, Sequence[int]] = {}
-    raw_types, labels, out = records.type, records.label, records.output_bytes
-    executed_type = executed.type.get
-    for row, name in zip(rows, names, strict=True):
-        if name not in types:
-            types[name] = raw_types[row] or executed_type(name) or _type_from_label(labels[row])
-        if out[row] and name not in out_bytes:
-            out_bytes[name] = out[row]
+    types, out_bytes = _first_types_and_sizes(rows, names, records, executed)
     events = frame.sort_values(["start_us", "_row"], kind="stable")
     return events, types, out_bytes, (codes, unique_lanes)
+
+
+def _first_types_and_sizes(
+    rows: Sequence[int], names: list[str], records: Records, executed: Executed
+) -> tuple[dict[str, str], dict[str, Sequence[int]]]:
+    """Per op name (of the records ``rows``, named ``names``): the type of its first record
+    (the record's own, else the executed graph's, else its label's) and its first recorded
+    output sizes. By C-level passes over every record (the dicts built from the last record
+    back, so that a name's first record is the one kept); only records the executed graph
+    does not type (a lane's ``_SOURCE``) are typed one by one, from their labels."""
+    raw_types, labels, out = records.type, records.label, records.output_bytes
+    if isinstance(rows, range):  # every record, in order
+        own, outs = raw_types, out
+    else:
+        own, outs = [raw_types[row] for row in rows], [out[row] for row in rows]
+    values = list(map(executed.type.get, names))
+    if any(own):
+        values = [mine or graph for mine, graph in zip(own, values, strict=True)]
+    for at in compress(range(len(values)), map(operator.not_, values)):
+        values[at] = _type_from_label(labels[rows[at]])
+    types = dict(zip(reversed(names), reversed(values), strict=True))
+    out_bytes = dict(compress(zip(reversed(names), reversed(outs), strict=True), reversed(outs)))
+    return types, out_bytes
 
 
 def _drop_duplicate_lane_records(frame: pd.DataFrame) -> pd.DataFrame:
@@ -469,13 +486,19 @@ def _record_stats(
 
 def _output_bytes(names: list[str], out_bytes: dict[str, Sequence[int]]) -> Any:
     """Each op's summed output sizes, <NA> when none was recorded (an Int64 array)."""
-    totals = np.fromiter((sum(sizes) for sizes in out_bytes.values()), np.int64, len(out_bytes))
-    # Both sides object Indexes: a list (or array) target would first be inferred as str.
-    where = pd.Index(list(out_bytes), dtype=object).get_indexer(pd.Index(names, dtype=object))
-    missing = where < 0
-    return pd.arrays.IntegerArray(
-        np.where(missing, 0, totals[where] if len(totals) else 0), missing
+    # One dict look-up per op (no index of 100k names); most ops have one output.
+    sizes = map(out_bytes.get, names, repeat(None))
+    totals = np.fromiter(
+        (_NO_SIZE if s is None else s[0] if len(s) == 1 else sum(s) for s in sizes),
+        np.int64,
+        len(names),
     )
+    missing = totals == _NO_SIZE
+    totals[missing] = 0
+    return pd.arrays.IntegerArray(totals, missing)
+
+
+_NO_SIZE = np.iinfo(np.int64).min  # an op without recorded outputs, in ``_output_bytes``
 
 
 def _ops_frame_from_records(

@@ -42,6 +42,15 @@ def source_columns(
     if not built:
         source: list = [None] * n
         path: list = [None] * n
+    elif not any(built.values()):  # no stack recorded at all (an imported graph's ops)
+        # "" for a runtime op or one not built, else missing; both columns the same
+        runtime = RUNTIME_TYPES
+        source = [
+            "" if op_type in runtime or name not in built else None
+            for name, op_type in zip(names, types, strict=True)
+        ]
+        column = pd.array(source, dtype="string")
+        return column, column.copy()
     else:
         cwd = os.getcwd() if cwd is None else cwd
         cell_of = notebook_cells()

@@ -207,6 +207,10 @@ def records_from_step_stats(
     item = _item_reader(memory) if columns is None else None
     rows, rows_extend = memory.row.append, memory.row.extend
     persistent = records.persistent
+    # from the columns, each node's outputs are only counted here, their sizes taken after
+    # the loop (``_take_output_sizes``); else read field by field
+    n_outputs: list[int] | None = [] if columns is not None else None
+    count_outputs = n_outputs.append if n_outputs is not None else None
     for dev in step_stats.dev_stats:
         nodes = dev.node_stats
         lane.extend([dev.device] * len(nodes))
@@ -229,23 +233,45 @@ def records_from_step_stats(
             start.append(node.all_start_micros)
             duration.append(node.all_end_rel_micros)
             label.append(node.timeline_label)
-            outputs = node.output
-            if not outputs:
-                out.append(())
-            elif len(outputs) == 1:  # the common case, without a generator per record
-                desc = outputs[0].tensor_description.allocation_description
-                out.append((desc.requested_bytes,))
+            if count_outputs is not None:
+                count_outputs(len(node.output))
             else:
-                out.append(
-                    tuple(
-                        o.tensor_description.allocation_description.requested_bytes for o in outputs
-                    )
-                )
+                out.append(_output_sizes(node.output))
     if columns is not None and len(memory.row) > items_before:
         _take_columns(memory, columns, items_before, step_stats)
+    if n_outputs is not None:
+        _take_output_sizes(out, n_outputs, columns.requested_bytes, step_stats)
     typ.extend([""] * (len(start) - len(typ)))
     memory.step.extend([first] * (len(memory.row) - items_before))  # this step's items
     return min(start[first:]) if len(start) > first else 0
+
+
+def _output_sizes(outputs: Any) -> tuple[int, ...]:
+    """The ``requested_bytes`` of each of a node's ``outputs`` (``NodeOutput``s)."""
+    if not outputs:
+        return ()
+    if len(outputs) == 1:  # the common case, without a generator per record
+        return (outputs[0].tensor_description.allocation_description.requested_bytes,)
+    return tuple(o.tensor_description.allocation_description.requested_bytes for o in outputs)
+
+
+def _take_output_sizes(out: list, n_outputs: list[int], requested: Any, step_stats: Any) -> None:
+    """Append each node's output sizes to ``out``: ``n_outputs[i]`` of the flat column
+    ``requested`` (every output's ``requested_bytes``, in order) for node ``i``; or, where
+    the column is not one value per output (a size of zero is absent from the bytes), each
+    node's read field by field again."""
+    if sum(n_outputs) != len(requested):
+        for dev in step_stats.dev_stats:
+            out.extend(_output_sizes(node.output) for node in dev.node_stats)
+        return
+    sizes = list(requested)
+    if n_outputs.count(1) == len(n_outputs):  # one output each: 1-tuples at C speed
+        out.extend(zip(sizes))
+        return
+    at = 0
+    for k in n_outputs:
+        out.append(tuple(sizes[at : at + k]))
+        at += k
 
 
 class AllocatorColumns(NamedTuple):
@@ -254,13 +280,15 @@ class AllocatorColumns(NamedTuple):
     items parsed as one (``protos.allocator_item_columns_type``: ``allocator_name``,
     ``total_bytes``, ``peak_bytes``, and ``allocation_records``' ``alloc_micros`` and
     ``alloc_bytes``, every item's and every record's, flat); ``counts`` the allocation
-    records of each item, counted from its bytes (None where they could not be); and every
-    node's ``memory_stats.persistent_memory_size``, flat."""
+    records of each item, counted from its bytes (None where they could not be); every
+    node's ``memory_stats.persistent_memory_size``, flat; and every node's outputs'
+    ``requested_bytes``, flat."""
 
     items: Any
     memory: Any
     counts: np.ndarray | None
     persistent_memory_size: Any
+    requested_bytes: Any
 
 
 def allocator_columns(serialized: bytes) -> AllocatorColumns:
@@ -275,7 +303,13 @@ def allocator_columns(serialized: bytes) -> AllocatorColumns:
     memory = allocator_item_columns_type()()
     memory.ParseFromString(joined)
     counts = field_counts(joined, lengths, ALLOCATION_RECORDS)
-    return AllocatorColumns(items, memory, counts, nodes.memory_stats.persistent_memory_size)
+    return AllocatorColumns(
+        items,
+        memory,
+        counts,
+        nodes.memory_stats.persistent_memory_size,
+        nodes.output.tensor_description.allocation_description.requested_bytes,
+    )
 
 
 ALLOCATION_RECORDS = 6  # AllocatorMemoryUsed.allocation_records' field number
@@ -358,6 +392,8 @@ def _keep_persistent(persistent: dict, node: Any, lane: str, held: int, record: 
 def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
     executed = Executed()
     device_of, type_of, inputs_of = executed.device, executed.type, executed.inputs
+    transfers = executed.transfers.append
+    pairs: dict[tuple[bytes, bytes], tuple[str, ...]] = {}  # a send's devices, canonical
     raw_device = device = ""
     for graph_def in partition_graphs:
         for node in graph_def.node:
@@ -385,11 +421,9 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
                     executed.client = executed.client or device
                 else:  # send_transfer(node), with the attrs and inputs read above
                     tensor = raw_inputs[0] if raw_inputs else attr["_src"].s.decode()
-                    executed.transfers.append(
-                        (
-                            tensor if ":" in tensor else f"{tensor}:0",
-                            canonical_device(attr["send_device"].s.decode()),
-                            canonical_device(attr["recv_device"].s.decode()),
-                        )
-                    )
+                    ends = (attr["send_device"].s, attr["recv_device"].s)
+                    pair = pairs.get(ends)
+                    if pair is None:  # a few distinct pairs: decoded and made canonical once
+                        pair = pairs[ends] = tuple(canonical_device(d.decode()) for d in ends)
+                    transfers(((tensor if ":" in tensor else f"{tensor}:0"), *pair))
     return executed
