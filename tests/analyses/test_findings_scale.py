@@ -655,25 +655,19 @@ def test_two_sends_of_one_tensors_key_resolve_in_the_producer_lists_order():
     for sent, expected in ((("b", "a"), "b"), (("a", "a"), "a"), (("X/_1", "a"), "a")):
         raw = {"X/_2": [sent[0]], "X/_1": [sent[1]], "d": ["X/_3", "a"], "a": [], "b": []}
         runtime, sends, receives, copies = runtime_names(type_of, pd.Series(["x"] * 6), names)
-        edges = _bare_context(type_of, runtime)._through_copies(raw, sends, receives, copies)
+        context = base.Context(
+            trace=None,
+            ops=pd.DataFrame(),
+            device_of={},
+            type_of=type_of,
+            gpu_kernel={},
+            requested={},
+            inputs={},
+        )
+        context.runtime = runtime
+        edges = context._through_copies(raw, sends, receives, copies)
         assert edges == {"d": [expected, "a"], "a": [], "b": []}, sent
         assert list(edges) == ["d", "a", "b"]
-
-
-def _bare_context(type_of: dict[str, str], runtime: set[str]) -> base.Context:
-    """A ``Context`` of no trace that holds only ``type_of`` and the runtime's names: what
-    ``_through_copies`` reads."""
-    context = base.Context(
-        trace=None,
-        ops=pd.DataFrame(),
-        device_of={},
-        type_of=type_of,
-        gpu_kernel={},
-        requested={},
-        inputs={},
-    )
-    context.runtime = runtime
-    return context
 
 
 def _by_name(frame: pd.DataFrame, column: str, last: bool) -> dict[str, str]:
@@ -764,7 +758,17 @@ def test_each_producer_list_resolves_alike_whether_or_not_most_hold_a_runtime_op
     raw = {"X/_1": ["a"], "b": ["feed", "X/_2"], "c": ("feed", "a"), "d": ["Y/_5", "feed"]}
     raw |= {"e": ("a", "b"), "a": [], "feed": [], "Y": ["a"]}
     runtime, sends, receives, copies = runtime_names(type_of, how, names)
-    edges = _bare_context(type_of, runtime)._through_copies(raw, sends, receives, copies)
+    context = base.Context(
+        trace=None,
+        ops=pd.DataFrame(),
+        device_of={},
+        type_of=type_of,
+        gpu_kernel={},
+        requested={},
+        inputs={},
+    )
+    context.runtime = runtime
+    edges = context._through_copies(raw, sends, receives, copies)
     assert edges == {"b": ["a"], "c": ["a"], "d": ["Y"], "e": ["a", "b"], "a": [], "Y": ["a"]}
     assert list(edges) == ["b", "c", "d", "e", "a", "Y"]
     assert {type(producers) for producers in edges.values()} == {list}
