@@ -737,38 +737,3 @@ def test_a_name_the_prediction_lists_twice_is_viewed_as_its_last_row(chains):
     }
     assert moved not in context.why_cpu
     assert list(context.why_cpu.items()) == [(n, c) for n, c in why.items() if n != moved]
-
-
-@pytest.mark.parametrize("sample", [0, 1, 2048])
-def test_each_producer_list_resolves_alike_whether_or_not_most_hold_a_runtime_op(
-    monkeypatch, sample
-):
-    """When most of the first producer lists hold a runtime op (a feed most ops read, a
-    copy's receive), ``_through_copies`` resolves every list with no pass to find those that
-    need it; else only those found. Both ways give the same edges: a receive becomes the op
-    its send sent, a recv the trace did not record (``Y/_5``) its key's op, the runtime's
-    other ops are dropped, and a list of user ops alone stays as it is (a tuple: as a list)."""
-    from tfplace_widget._analyses.findings.runtime import runtime_names
-
-    monkeypatch.setattr(base, "_SAMPLE", sample)
-    type_of = {"a": "Add", "b": "Add", "feed": "Identity", "X/_1": "_Send", "X/_2": "_Recv"}
-    type_of |= {"Y": "Mul", "c": "Mul", "d": "Mul", "e": "Sub"}
-    names = list(type_of)
-    how = pd.Series(["x", "x", "runtime", "x", "x", "x", "x", "x", "x"])
-    raw = {"X/_1": ["a"], "b": ["feed", "X/_2"], "c": ("feed", "a"), "d": ["Y/_5", "feed"]}
-    raw |= {"e": ("a", "b"), "a": [], "feed": [], "Y": ["a"]}
-    runtime, sends, receives, copies = runtime_names(type_of, how, names)
-    context = base.Context(
-        trace=None,
-        ops=pd.DataFrame(),
-        device_of={},
-        type_of=type_of,
-        gpu_kernel={},
-        requested={},
-        inputs={},
-    )
-    context.runtime = runtime
-    edges = context._through_copies(raw, sends, receives, copies)
-    assert edges == {"b": ["a"], "c": ["a"], "d": ["Y"], "e": ["a", "b"], "a": [], "Y": ["a"]}
-    assert list(edges) == ["b", "c", "d", "e", "a", "Y"]
-    assert {type(producers) for producers in edges.values()} == {list}

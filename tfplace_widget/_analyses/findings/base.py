@@ -34,9 +34,6 @@ ON_GPU = ("yes", "host")
 MAX_NAMED = 4  # op names spelled out in one message
 # A function's arguments: a resource argument lives where the caller's variable or table is.
 _ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
-# How many producer lists ``Context._through_copies`` reads to judge whether most of them
-# hold a runtime op (then it resolves every list, not only those found to need it).
-_SAMPLE = 2048
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
 _CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (copy_key)
 # Name scopes of the ops TensorFlow's gradient code makes (graph mode, GradientTape).
@@ -224,17 +221,10 @@ class Context:
         # those with a copy among them resolved in a pass over the lists alone, then put in
         # their places: no look-up of each such op's name in ``raw`` and in the edges
         own = list(compress(lists, mine))
+        plain = np.fromiter(map(user.issuperset, own), bool, len(own))
         if not set(map(type, own)) <= {list}:
             own = list(map(list, own))
-        # when most lists hold a runtime op (a copy's recv, a feed read by many: 77% of the
-        # 1M-op generated graph's), judged by the first ones, each list is resolved, with no
-        # pass to find those that need it (0.29 s at 1M; the loop over all, 0.17 s less)
-        sample = own[:_SAMPLE]
-        if sum(map(user.issuperset, sample)) * 2 < len(sample):
-            places: Sequence[int] = range(len(own))
-        else:
-            plain = np.fromiter(map(user.issuperset, own), bool, len(own))
-            places = np.flatnonzero(~plain).tolist()
+        places = np.flatnonzero(~plain).tolist()
         for place, producers in zip(places, list(map(own.__getitem__, places)), strict=True):
             resolved = []
             for producer in producers:
