@@ -188,7 +188,7 @@ def _events(
     """The step's op executions each worker and ps task's profiler recorded in the traced
     calls (its host ops of the trace's ops on that task, from ``traced_from_us``, µs since the
     epoch, when the warm-up calls had ended), on one clock: µs from the first of any task."""
-    from .._sources.xspace import HOST_PLANE, records_from_xspace
+    from .._sources.xspace import HOST_PLANE, parse_xspace, profile_start_us, records_from_xspace
 
     on_task: dict[str, dict[str, str]] = {}
     for op, device in zip(ops["op"], ops["device"], strict=True):
@@ -199,10 +199,12 @@ def _events(
         if not space:
             continue
         devices = on_task.get(f"/job:{job}/task:{index}", {})
-        records = records_from_xspace(space)
+        parsed = parse_xspace(space)  # read twice below, parsed once
+        records = records_from_xspace(parsed)
         # TF 2.16: times from the profile's start, not the epoch (as function.trace_function)
         relative = min(records.start, default=traced_from_us) < traced_from_us // 2
-        shift = (answer.get("start_us") or 0) if relative else 0
+        start_us = profile_start_us(parsed, answer["marked_ns"]) if relative else 0
+        shift = start_us or 0
         for row, (op, lane) in enumerate(zip(records.op, records.lane, strict=True)):
             device, start = devices.get(op), records.start[row] + shift
             if device is not None and lane == HOST_PLANE and start >= traced_from_us:

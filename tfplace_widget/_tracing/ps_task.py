@@ -29,7 +29,6 @@ import traceback
 from typing import Any
 
 from .._model.errors import TraceError
-from .._sources.xspace import profile_start_us
 from .profile_dir import profile_dir, start_profiler, written_xspace
 from .ps_requests import is_library, scope_openers, users_requests
 
@@ -45,13 +44,13 @@ def run_ps_task(
     request: dict[str, Any], blobs: list[bytes], told: threading.Event
 ) -> tuple[dict[str, Any], list[bytes]]:
     """The task's answer: the coordinator's record, or a server's graphs and profile (pickled
-    ``{"graphs": {file name: text}, "xspace": bytes, "start_us": int | None}``); ``({"error": ...},
+    ``{"graphs": {file name: text}, "xspace": bytes, "marked_ns": int}``); ``({"error": ...},
     [])`` on failure."""
     try:
         if request["tf_config"]["task"]["type"] == "chief":
             return coordinate(request, blobs), [b""]
-        graphs, space, start_us = serve(request, told)
-        answer = {"graphs": graphs, "xspace": space, "start_us": start_us}
+        graphs, space, marked_ns = serve(request, told)
+        answer = {"graphs": graphs, "xspace": space, "marked_ns": marked_ns}
         return {}, [pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)]
     except BaseException as exc:  # noqa: BLE001 (any failure is the answer)
         return {
@@ -61,12 +60,10 @@ def run_ps_task(
         }, []
 
 
-def serve(
-    request: dict[str, Any], told: threading.Event
-) -> tuple[dict[str, str], bytes, int | None]:
+def serve(request: dict[str, Any], told: threading.Event) -> tuple[dict[str, str], bytes, int]:
     """Run this task's server until ``told``; the graphs TensorFlow dumped meanwhile, what
-    its profiler recorded (XSpace bytes; ``b""`` if it wrote none) and when it started (µs
-    since the epoch, by its clock mark; ``None`` without one)."""
+    its profiler recorded (XSpace bytes; ``b""`` if it wrote none) and the epoch's ns as its
+    clock mark began (``start_profiler``)."""
     with profile_dir() as folder:
         os.environ["TF_DUMP_GRAPH_PREFIX"] = folder  # read by TensorFlow's dumper when it starts
         os.environ["TF_DUMP_GRAPH_NAME_FILTER"] = "*"
@@ -89,14 +86,13 @@ def serve(
         told.wait()
         tf.profiler.experimental.stop()
         space = written_xspace(logdir) or b""
-        start_us = profile_start_us(space, marked_ns) if space else None
         graphs = {}
         for path in sorted(glob.glob(os.path.join(folder, "*.pbtxt"))):
             found = _DUMPED.match(os.path.basename(path))
             if found and found["stage"] in DUMP_STAGES:
                 with open(path, encoding="utf-8") as handle:
                     graphs[os.path.basename(path)] = handle.read()
-    return graphs, space, start_us
+    return graphs, space, marked_ns
 
 
 def coordinate(request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:

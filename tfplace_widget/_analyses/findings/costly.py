@@ -528,7 +528,7 @@ def _direction_finding(
     finding = Finding(
         "costly_transfer",
         severity,
-        [],  # its ops: ``_with_ops``, for a direction kept
+        [],  # its ops: ``_direction_ops``, for a direction kept
         message,
         evidence,
         (seconds, float(moved), float(count)),
