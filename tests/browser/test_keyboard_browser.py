@@ -189,23 +189,28 @@ def test_the_panel_from_the_keyboard_alone(frontend):
     row = _tab_until(lab, lambda f: f["tag"] == "TR", seen)
     assert "scaled_on_cpu1" in row["op"], row  # one of the ops the search kept
     for _ in range(8):  # Down (or up) to the op itself
-        focused = page.evaluate(FOCUSED_JS)
+        # The focused row and the rows' order, read together: the sorted rows may be drawn after
+        # the first row took the focus (a loaded machine), and the op may then be above it.
+        focused, ops = page.evaluate(f"() => [({FOCUSED_JS})(), ({ROW_OPS_JS})()]")
         assert focused["tag"] == "TR" and focused["inPanel"], (
             "an arrow key took the focus out of the table",
             focused,
         )
         if focused["op"] == "scaled_on_cpu1":
             break
-        # which way: the sorted rows may be drawn after the first row took the focus (a loaded
-        # machine), and the op may then be above it
-        ops = page.evaluate(ROW_OPS_JS)
         below = ops.index("scaled_on_cpu1") > ops.index(focused["op"])
         page.keyboard.press("ArrowDown" if below else "ArrowUp")
-        # the next row has the focus before it is read (CI read the row above, loaded, and
-        # went on pressing past the op)
+        # The next row has the focus before it is read (CI read the row above, loaded, and went
+        # on pressing past the op), unless the sorted rows came between the read and the key:
+        # the key then went the way the old order said, which moves nothing on the first or the
+        # last row (CI's focus stayed on its row for 30 s), and the loop reads the new order.
         page.wait_for_function(
-            "(op) => document.activeElement && document.activeElement.dataset.op !== op",
-            arg=focused["op"],
+            f"""([op, order]) => {{
+                const now = document.activeElement;
+                return (now && now.dataset.op !== op)
+                    || ({ROW_OPS_JS})().join('\\n') !== order;
+            }}""",
+            arg=[focused["op"], "\n".join(ops)],
         )
     page.keyboard.press("Enter")
     page.wait_for_function(
