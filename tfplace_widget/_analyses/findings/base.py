@@ -112,7 +112,8 @@ class Context:
     consumers: dict[str, list[str]] = field(default_factory=dict)
     gpus: list[str] = field(default_factory=list)  # GPU devices in the trace
     # op -> "GPU"/"CPU": where it runs on a GPU machine (the trace's own devices when it has a
-    # GPU; else predicted from the kernel columns). Empty when that cannot be known.
+    # GPU; else predicted from the kernel columns). Empty when that cannot be known. Read-only
+    # (``ListedValues``) when it is the placer's prediction.
     view: dict[str, str] = field(default_factory=dict)
     why_cpu: dict[str, tuple[str, str]] = field(default_factory=dict)  # op -> (cause, partner)
     duplicated: set[str] = field(default_factory=set)  # ops on a GPU and a CPU (merged runs)
@@ -321,8 +322,8 @@ class Context:
             return
         self.predicted_view = True
         predicted = predict_with_module(self, facts)
-        if predicted is not None:
-            self._view_of_prediction(*predicted)
+        if predicted is not None:  # one row per node of the graph: each name once
+            self._view_of_prediction(*predicted, distinct=True)
             return
         self._predict_here(facts)
 
@@ -332,17 +333,25 @@ class Context:
         devices: list[str],
         hows: list[str],
         reasons: Callable[[], list[str]],
+        *,
+        distinct: bool = False,
     ) -> None:
-        """The view from the placer's prediction (one row per node of the graph, each name
-        once), the ops of the trace other than the runtime's, in the prediction's order; each
-        CPU op's cause, its own kernel's or request's read here (most of a million), a
-        colocated one's followed to its anchor (``_cpu_cause``)."""
+        """The view from the placer's prediction (one row per node of the graph), the ops of
+        the trace other than the runtime's, in the prediction's order; each CPU op's cause, its
+        own kernel's or request's read here (most of a million), a colocated one's followed to
+        its anchor (``_cpu_cause``). ``distinct``: each name is listed once (the placer's nodes
+        are its graph's, by name); then the view is the two lists (``ListedValues``), its dict
+        by name made only when a rule looks a name up (a million-op CPU trace's rules iterate
+        it: about 0.3 s of a million names not hashed into a dict). Otherwise a name of several
+        rows is placed by its last row, in its first row's place."""
         user = self.user if self.user is not None else set(self.type_of) - (self.runtime or set())
         kinds = {d: device_type(d) for d in set(devices)}
         ours = list(map(user.__contains__, names))
         kept = list(compress(names, ours))
         kind_of = list(map(kinds.__getitem__, compress(devices, ours)))
-        view = dict(zip(kept, kind_of, strict=True))
+        view: Mapping[str, str] = (
+            ListedValues(kept, kind_of) if distinct else dict(zip(kept, kind_of, strict=True))
+        )
         if len(view) != len(kept):  # a name of several rows: its last row, in its first's place
             last = dict(zip(names, zip(devices, hows, reasons(), strict=True), strict=True))
             names, devices, hows, listed = (
@@ -350,9 +359,9 @@ class Context:
             )
             return self._view_of_prediction(names, devices, hows, lambda: listed)
         if self.view:
-            self.view.update(view)
+            self.view.update(view.items())
         else:  # the view itself: no copy of a million entries into an empty dict
-            self.view = view
+            self.view = view  # type: ignore[assignment]
         on_cpu = list(map(eq, kind_of, repeat("CPU")))
         cpu = list(compress(kept, on_cpu))
         # by C passes over the CPU ops (most of a million), in the order the loop over them
