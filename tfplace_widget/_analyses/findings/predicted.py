@@ -8,6 +8,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 
@@ -24,13 +25,13 @@ def predict_with_module(
     if getattr(facts, "registry", None) is None:
         return None
     from ..predict.devices import master_task, predicted_devices
-    from ..predict.result import predict_devices
+    from ..predict.result import predicted_columns
 
     # predict_placement's device set: a GPU on every task (each task of a cluster is a machine
     # of its own), and the session's own task first among equals.
     devices = predicted_devices(context.trace.devices, 1)
     try:
-        frame = predict_devices(
+        columns = predicted_columns(
             facts,
             devices,
             soft_placement=True,
@@ -40,18 +41,23 @@ def predict_with_module(
     except Exception:  # a prediction that fails must not cost the other findings
         return None
     # the reasons are read for the colocated CPU ops alone (none in most traces): when asked
-    reasons = functools.partial(_strings, frame["reason"])
+    reasons = functools.partial(_strings, columns["reason"])
     return (
-        frame["op"].tolist(),
-        _strings(frame["predicted_device"]),
-        _strings(frame["how"]),
+        list(columns["op"]),
+        _strings(columns["predicted_device"]),
+        _strings(columns["how"]),
         reasons,
     )
 
 
-def _strings(column: pd.Series) -> list[str]:
-    """The column's values as ``str`` spells them (NA as ``"nan"``): a string column without
-    NA as it is, with no ``str`` call per value (three million at a million ops)."""
+def _strings(values: Any) -> list[str]:
+    """A column of ``predict_devices``' as its frame's ``str`` would read it (NA as ``"nan"``):
+    values that are all ``str`` as they are, with no ``str`` call per value (three million at a
+    million ops) and no frame made; others through the frame's column."""
+    listed = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    if set(map(type, listed)) <= {str}:
+        return listed
+    column = pd.DataFrame({"column": values})["column"]
     if isinstance(column.dtype, pd.StringDtype) and not column.hasnans:
         return column.tolist()
     return list(map(str, column.tolist()))
