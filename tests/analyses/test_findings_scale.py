@@ -15,12 +15,16 @@ import gc
 from copy import copy as clone
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget._analyses import findings
 from tfplace_widget._analyses.findings import base, find_findings, transfers
+from tfplace_widget._analyses.findings.predicted import _strings, predict_with_module
+from tfplace_widget._analyses.predict.devices import master_task, predicted_devices
+from tfplace_widget._analyses.predict.result import predict_devices
 
 CHAINS, LENGTH = 8, 150
 
@@ -737,3 +741,39 @@ def test_a_name_the_prediction_lists_twice_is_viewed_as_its_last_row(chains):
     }
     assert moved not in context.why_cpu
     assert list(context.why_cpu.items()) == [(n, c) for n, c in why.items() if n != moved]
+
+
+def test_the_predicted_view_is_the_placers_lists_with_no_dict_until_a_name_is_looked_up(chains):
+    """A CPU-only trace's view is the placer's prediction (each node once, by name): kept as
+    its lists, iterated in the prediction's order, a dict by name made only when a rule looks
+    a name up (a million-op trace's rules iterate it), and answering as that dict does."""
+    context = base.Context.of(chains)
+    names, devices, _, _ = predict_with_module(context, chains.facts)
+    ours = [(n, base.device_type(d)) for n, d in zip(names, devices, strict=True)]
+    expected = {n: kind for n, kind in ours if n in context.user}
+    view = context.view
+    assert context.predicted_view and not isinstance(view, dict)
+    assert list(view.items()) == list(expected.items()) and list(view) == list(expected)
+    assert list(view.values()) == list(expected.values()) and len(view) == len(expected)
+    for name in [*names[:40], "no such op"]:
+        assert view.get(name) == expected.get(name) and (name in view) == (name in expected)
+    assert view == expected
+
+
+def test_the_prediction_is_read_off_the_placers_columns_as_its_frame_reads_them(chains):
+    """The findings read the placer's columns with no frame of them made: the same lists as
+    ``predict_devices``' frame gives, and values that are not all ``str`` as its ``str``
+    column reads them (a missing one as ``"nan"``)."""
+    context = base.Context.of(chains)
+    names, devices, hows, reasons = predict_with_module(context, chains.facts)
+    frame = predict_devices(
+        chains.facts,
+        predicted_devices(chains.devices, 1),
+        soft_placement=True,
+        local_task=master_task(chains),
+        registry=chains.facts.registry,
+    )
+    assert names == frame["op"].tolist() and devices == frame["predicted_device"].tolist()
+    assert hows == frame["how"].tolist() and reasons() == frame["reason"].tolist()
+    assert _strings(np.array(["a", None, ""], dtype=object)) == ["a", "nan", ""]
+    assert _strings(["a", "b"]) == ["a", "b"]
