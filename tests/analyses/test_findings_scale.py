@@ -407,9 +407,7 @@ def test_a_names_last_row_says_whether_the_runtime_placed_it():
     assert user == set(type_of) - runtime == {"a", "d"}  # the others, picked by their flags
     unique = runtime_names({"a": "Add", "c": "Const"}, pd.Series(["x", "runtime"]), ["a", "c"])
     assert unique[0] == {"c"} and unique[4] == {"a"}
-    sourced = runtime_names(
-        {"_SOURCE": "NoOp", "a": "Add"}, pd.Series(["x", "x"]), ["_SOURCE", "a"]
-    )
+    sourced = runtime_names({"_SOURCE": "NoOp", "a": "Add"}, pd.Series(["x", "x"]), ["_SOURCE", "a"])
     assert (sourced[0], sourced[4]) == ({"_SOURCE"}, {"a"})
 
 
