@@ -401,14 +401,11 @@ def test_a_names_last_row_says_whether_the_runtime_placed_it():
         dtype="category",
     )
     type_of = dict(zip(names, types, strict=True))
-    runtime, sends, receives, copies, user = runtime_names(type_of, how, names)
+    runtime, sends, receives, copies = runtime_names(type_of, how, names)
     assert runtime == {"b", "c", "s", "r"}  # a's last row is not the runtime's, b's is
     assert (sends, receives, copies) == ({"s"}, {"r"}, ["s", "r"])
-    assert user == set(type_of) - runtime == {"a", "d"}  # the others, picked by their flags
     unique = runtime_names({"a": "Add", "c": "Const"}, pd.Series(["x", "runtime"]), ["a", "c"])
-    assert unique[0] == {"c"} and unique[4] == {"a"}
-    sourced = runtime_names({"_SOURCE": "NoOp", "a": "Add"}, pd.Series(["x", "x"]), ["_SOURCE", "a"])
-    assert (sourced[0], sourced[4]) == ({"_SOURCE"}, {"a"})
+    assert unique[0] == {"c"}
 
 
 def test_a_fix_follows_only_the_movers_that_ops_of_their_own_scope_feed():
@@ -657,7 +654,7 @@ def test_two_sends_of_one_tensors_key_resolve_in_the_producer_lists_order():
     names = list(type_of)
     for sent, expected in ((("b", "a"), "b"), (("a", "a"), "a"), (("X/_1", "a"), "a")):
         raw = {"X/_2": [sent[0]], "X/_1": [sent[1]], "d": ["X/_3", "a"], "a": [], "b": []}
-        runtime, sends, receives, copies, _ = runtime_names(type_of, pd.Series(["x"] * 6), names)
+        runtime, sends, receives, copies = runtime_names(type_of, pd.Series(["x"] * 6), names)
         context = base.Context(
             trace=None,
             ops=pd.DataFrame(),

@@ -180,9 +180,7 @@ class Context:
             inputs={},
             gpus=[d for d in trace.devices if device_type(d) == "GPU"],
         )
-        context.runtime, sends, receives, copies, context.user = runtime_names(
-            type_of, ops["how"], names
-        )
+        context.runtime, sends, receives, copies = runtime_names(type_of, ops["how"], names)
         context.inputs = context._through_copies(raw_inputs, sends, receives, copies)
         consumers = context.consumers
         for op, producers in context.inputs.items():
@@ -209,9 +207,9 @@ class Context:
         order of ``type_of``)."""
         type_of = self.type_of
         self.is_runtime("")  # builds the set
-        if self.user is None:  # ``runtime_names`` gives it with the runtime's
-            self.user = set(type_of) - (self.runtime or set())
-        user = self.user
+        runtime = self.runtime or set()
+        user = self.user = set(type_of)  # a copy of the keys' table, then less the runtime's
+        user -= runtime
         names = list(raw)
         # each copy's tensor's op, found once (``copy_nodes`` reads them too)
         keys = self.copy_keys = {n: copy_key(n) for n in copies}  # in type_of's order

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from itertools import compress, filterfalse
-from operator import not_, or_
+from operator import not_
 from typing import Any
 
 import pandas as pd
@@ -29,15 +29,13 @@ _SEND_TYPES = frozenset({"_Send", "_HostSend"})
 
 def runtime_names(
     type_of: Mapping[str, Any], how: pd.Series, names: list[str]
-) -> tuple[set[str], set[str], set[str], list[str], set[str]]:
+) -> tuple[set[str], set[str], set[str], list[str]]:
     """The ops TensorFlow inserted (``Context.is_runtime``), and of those the copies' sends,
-    receives, and all of them in ``type_of``'s order; last, the ops that are not the
-    runtime's (``Context.user``). A name's last row decides (``type_of`` holds its type;
-    ``how`` and ``names`` are the frame's columns). By C passes over ``type_of``'s values and
-    the ``how`` column: no dict of every op's ``how`` is made, only the names the runtime
-    placed that are no runtime type (``_SOURCE``) have their last row looked up when a name
-    has several rows, and the user's ops are picked by the types' flags (no set of every
-    name made, then the runtime's taken out of it)."""
+    receives, and all of them in ``type_of``'s order: a name's last row decides (``type_of``
+    holds its type; ``how`` and ``names`` are the frame's columns). By C passes over
+    ``type_of``'s values and the ``how`` column: no dict of every op's ``how`` is made, and
+    only the names the runtime placed that are no runtime type (``_SOURCE``) have their last
+    row looked up when a name has several rows."""
     types = list(type_of.values())
     memcpy = {t for t in set(types) if isinstance(t, str) and t.upper().startswith("MEMCPY")}
     # the copies first (with their types: the sends among them need no look-up by name),
@@ -48,19 +46,18 @@ def runtime_names(
     sends = set(compress(copies, sent))
     receives = set(compress(copies, map(not_, sent)))  # no set of every copy made for it
     runtime = sends | receives
-    others = list(map(((RUNTIME_TYPES - COPY_TYPES) | memcpy).__contains__, types))
-    runtime.update(compress(type_of, others))
-    user = set(compress(type_of, map(not_, map(or_, copied, others))))
+    runtime.update(
+        compress(type_of, map(((RUNTIME_TYPES - COPY_TYPES) | memcpy).__contains__, types))
+    )
     rows = how.eq("runtime").fillna(False).to_numpy(dtype=bool).tolist()
     placed = set(filterfalse(runtime.__contains__, compress(names, rows)))
     if placed and len(type_of) != len(names):  # several rows of a name: its last one decides
         mine = list(map(placed.__contains__, names))
         last = dict(zip(compress(names, mine), compress(rows, mine), strict=True))
         placed = set(compress(last, last.values()))
-    placed.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
     runtime |= placed
-    user -= placed
-    return runtime, sends, receives, copies, user
+    runtime.update(n for n in ("_SOURCE", "_SINK") if n in type_of)
+    return runtime, sends, receives, copies
 
 
 def sent_ops(
