@@ -390,8 +390,23 @@ def _keep_persistent(persistent: dict, node: Any, lane: str, held: int, record: 
 
 
 def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
+    """The executed graph of ``partition_graphs`` (``GraphDef``s): each node's device, type and
+    producers, the transfers between devices, the variables' handles.
+
+    Each node's name, device, type and producers are appended to four lists in node order and
+    the three dicts built from them at the end (``dict.update`` of a ``zip``: the same keys,
+    values and order as a store per node, the stores made in one C loop)."""
     executed = Executed()
-    device_of, type_of, inputs_of = executed.device, executed.type, executed.inputs
+    names: list[str] = []
+    devices: list[str] = []
+    types: list[str] = []
+    inputs: list[list[str]] = []
+    name_of, device_of, type_of, inputs_of = (
+        names.append,
+        devices.append,
+        types.append,
+        inputs.append,
+    )
     transfers = executed.transfers.append
     pairs: dict[tuple[bytes, bytes], tuple[str, ...]] = {}  # a send's devices, canonical
     raw_device = device = ""
@@ -401,14 +416,16 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
             raw = node.device
             if raw != raw_device:  # a partition's nodes mostly share one device string
                 raw_device, device = raw, canonical_device(raw)
-            device_of[name] = device
-            op_type = type_of[name] = node.op
+            name_of(name)
+            device_of(device)
+            op_type = node.op
+            type_of(op_type)
             raw_inputs = node.input[:]
             # producers(), inlined: most nodes need no per-input work
             if raw_inputs and (":" in (joined := "".join(raw_inputs)) or "^" in joined):
-                inputs_of[name] = producers(raw_inputs)
+                inputs_of(producers(raw_inputs))
             else:
-                inputs_of[name] = raw_inputs
+                inputs_of(raw_inputs)
             if op_type in VARIABLE_HANDLES:
                 executed.variables[name] = variable_bytes(node)
                 if identity := variable_identity(node):
@@ -426,4 +443,7 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
                     if pair is None:  # a few distinct pairs: decoded and made canonical once
                         pair = pairs[ends] = tuple(canonical_device(d.decode()) for d in ends)
                     transfers(((tensor if ":" in tensor else f"{tensor}:0"), *pair))
+    executed.device.update(zip(names, devices, strict=True))
+    executed.type.update(zip(names, types, strict=True))
+    executed.inputs.update(zip(names, inputs, strict=True))
     return executed

@@ -68,21 +68,27 @@ def _facts_from_tf_graph(
     """The facts of ``graph`` (a ``tf.Graph``) or, with ``outputs``
     (:func:`_output_dtypes_by_op_defs`' answer), of ``graph_def`` alone."""
     facts = GraphFacts()
-    types, requested, inputs = facts.types, facts.requested, facts.inputs
     if graph_def is None:
         graph_def = graph.as_graph_def()
     overridden, colocated_with = facts.overridden, facts.colocated_with
     nodes = list(graph_def.node)  # one wrapper per node, kept for the kernel facts below
+    # each node's name, type, request, producers and attrs in node order; the name-keyed
+    # dicts are built from them at the end (one C loop of stores each)
+    names: list[str] = []
+    ops: list[str] = []
+    devices: list[str] = []
+    producer_lists: list[list[str]] = []
     attrs = []
     for node in nodes:
         name = node.name
-        types[name] = node.op
-        requested[name] = node.device
+        names.append(name)
+        ops.append(node.op)
+        devices.append(node.device)
         node_inputs = node.input[:]
         # producers(), inlined: most nodes need no per-input work
         if node_inputs and (":" in (joined := "".join(node_inputs)) or "^" in joined):
             node_inputs = producers(node_inputs)
-        inputs[name] = node_inputs
+        producer_lists.append(node_inputs)
         attr = node.attr
         attrs.append(attr)
         if OVERRIDE_ATTR in attr:
@@ -95,10 +101,10 @@ def _facts_from_tf_graph(
             ]
             if targets:
                 colocated_with[name] = targets
-    if len(types) == len(nodes):  # node names are unique, as in any valid GraphDef
-        names, ops = list(types), list(types.values())
-    else:  # as the loop above: the last node of a name wins, at the first one's place
-        names, ops = [node.name for node in nodes], [node.op for node in nodes]
+    types, inputs = facts.types, facts.inputs
+    types.update(zip(names, ops, strict=True))
+    facts.requested.update(zip(names, devices, strict=True))
+    inputs.update(zip(names, producer_lists, strict=True))
     facts.kernels = dict(zip(names, kernel_facts_of(nodes, ops, attrs), strict=True))
     # Resource/ref dtypes are not in NodeDefs: ask the Graph (or the OpDefs, ``outputs``), but
     # only about ops whose type can make a resource or ref output at all (by its OpDef), then

@@ -47,7 +47,8 @@ def graph_built_at(operations: Iterable[Any]) -> dict[str, BuiltAt | None]:
     """Name -> the user's frame, of ``tf.Graph`` operations (their ``op.traceback``; None for
     an op with no stack, as those ``tf.graph_util.import_graph_def`` made). TensorFlow's own
     filter (``get_user_frames``, in C++) drops its frames; the few left are searched here."""
-    built: dict[str, BuiltAt | None] = {}
+    names: list[str] = []
+    frames: list[BuiltAt | None] = []
     user = is_user_file
     for op in operations:
         stack = op.traceback
@@ -57,8 +58,9 @@ def graph_built_at(operations: Iterable[Any]) -> dict[str, BuiltAt | None]:
                 if user(frame.filename):
                     found = BuiltAt(frame.filename, frame.lineno, frame.name)
                     break
-        built[op.name] = found
-    return built
+        names.append(op.name)
+        frames.append(found)
+    return dict(zip(names, frames, strict=True))  # the stores in one C loop
 
 
 def function_built_at(
