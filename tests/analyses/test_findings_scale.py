@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 from copy import copy as clone
+from importlib import import_module
 from typing import Any
 
 import pandas as pd
@@ -20,7 +21,10 @@ import pytest
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget._analyses import findings
-from tfplace_widget._analyses.findings import base, find_findings, transfers
+from tfplace_widget._analyses.findings import base, find_findings, graph, transfers
+
+# the module (the package exports a function of its name)
+material = import_module("tfplace_widget._analyses.findings.material")
 
 CHAINS, LENGTH = 8, 150
 
@@ -507,11 +511,11 @@ def test_ping_pong_hands_pandas_arrays_and_lists_only_the_kept_stretches_ops(cha
     stretches' ops, feeders and readers are cut for the stretches kept, not for all of them
     (130k at a million ops, all but one dropped)."""
     asked: list[tuple[type, int]] = []
-    real_indexer = pd.Index.get_indexer
+    real_positions = graph.positions_in
 
-    def indexer(self: pd.Index, target: Any, *args: Any, **kwargs: Any) -> Any:
-        asked.append((type(target), len(target)))
-        return real_indexer(self, target, *args, **kwargs)
+    def positions(index: pd.Index, names: Any) -> Any:
+        asked.append((type(names), len(names)))
+        return real_positions(index, names)
 
     listed: list[int] = []
     real_by_label = transfers._by_label
@@ -520,7 +524,8 @@ def test_ping_pong_hands_pandas_arrays_and_lists_only_the_kept_stretches_ops(cha
         listed.append(len(ids))
         return real_by_label(labels, ids, names)
 
-    monkeypatch.setattr(pd.Index, "get_indexer", indexer)
+    monkeypatch.setattr(graph, "positions_in", positions)
+    monkeypatch.setattr(material, "positions_in", positions)
     monkeypatch.setattr(transfers, "_by_label", by_label)
     found = {}
     for material_only in (False, True):
