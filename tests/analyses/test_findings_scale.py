@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 from copy import copy as clone
+from importlib import import_module
 from typing import Any
 
 import numpy as np
@@ -21,10 +22,13 @@ import pytest
 
 from tfplace_widget import PlacementTrace
 from tfplace_widget._analyses import findings
-from tfplace_widget._analyses.findings import base, find_findings, transfers
+from tfplace_widget._analyses.findings import base, find_findings, graph, transfers
 from tfplace_widget._analyses.findings.predicted import _strings, predict_with_module
 from tfplace_widget._analyses.predict.devices import master_task, predicted_devices
 from tfplace_widget._analyses.predict.result import predict_devices
+
+# the module (the package exports a function of its name)
+material = import_module("tfplace_widget._analyses.findings.material")
 
 CHAINS, LENGTH = 8, 150
 
@@ -511,11 +515,11 @@ def test_ping_pong_hands_pandas_arrays_and_lists_only_the_kept_stretches_ops(cha
     stretches' ops, feeders and readers are cut for the stretches kept, not for all of them
     (130k at a million ops, all but one dropped)."""
     asked: list[tuple[type, int]] = []
-    real_indexer = pd.Index.get_indexer
+    real_positions = graph.positions_in
 
-    def indexer(self: pd.Index, target: Any, *args: Any, **kwargs: Any) -> Any:
-        asked.append((type(target), len(target)))
-        return real_indexer(self, target, *args, **kwargs)
+    def positions(index: pd.Index, names: Any) -> Any:
+        asked.append((type(names), len(names)))
+        return real_positions(index, names)
 
     listed: list[int] = []
     real_by_label = transfers._by_label
@@ -524,7 +528,8 @@ def test_ping_pong_hands_pandas_arrays_and_lists_only_the_kept_stretches_ops(cha
         listed.append(len(ids))
         return real_by_label(labels, ids, names)
 
-    monkeypatch.setattr(pd.Index, "get_indexer", indexer)
+    monkeypatch.setattr(graph, "positions_in", positions)
+    monkeypatch.setattr(material, "positions_in", positions)
     monkeypatch.setattr(transfers, "_by_label", by_label)
     found = {}
     for material_only in (False, True):
@@ -576,15 +581,15 @@ def test_judge_weighs_all_findings_by_one_lookup_of_their_ops_with_the_same_shar
         return np.minimum(np.array(rows), 1.0)
 
     lookups: list[int] = []
-    real = pd.Index.get_indexer
+    real = material.positions_in
 
-    def counting(index: pd.Index, target: Any, *args: Any, **kwargs: Any) -> Any:
+    def counting(index: pd.Index, target: Any) -> Any:
         if steps is not None and index is steps.names:
             lookups.append(len(target))
-        return real(index, target, *args, **kwargs)
+        return real(index, target)
 
     steps = None
-    monkeypatch.setattr(pd.Index, "get_indexer", counting)
+    monkeypatch.setattr(material, "positions_in", counting)
     context = base.Context.of(chains)
     found = transfers.find_ping_pongs(context)  # every stretch: material_only is off
     assert len(found) > 50

@@ -36,10 +36,17 @@ from .base import (
 )
 from .fallbacks import is_pipeline
 from .fixes import asked_by_the_step, no_fix, placement_fix, variable_fix
-from .graph import rows_among
+from .graph import positions_in, rows_among
 from .material import steps_of
 from .tasks import PART_TASK
-from .transfers import UPDATE_PREFIXES, copy_nodes, cross_task_flags, is_feed, step_count
+from .transfers import (
+    UPDATE_PREFIXES,
+    copy_nodes,
+    cross_task_flags,
+    devices_of,
+    is_feed,
+    step_count,
+)
 
 # A costly copy: this many bytes, or this much time, per traced run.
 COSTLY_BYTES = 1_000_000
@@ -107,7 +114,7 @@ def _copy_time(context: Context, transfers: pd.DataFrame) -> dict[str, float]:
     steps = steps_of(context)
     if steps.every_event:
         named = transfers["tensor"].to_numpy(dtype=object)
-        if not (steps.names.get_indexer(named) >= 0).any():
+        if not (positions_in(steps.names, named) >= 0).any():
             return {}
     copies = events[rows_among(events["op"], set(transfers["tensor"].tolist()))]
     return copies.groupby("op")["duration_us"].sum().to_dict()
@@ -341,12 +348,12 @@ def _direction_finding(
     sizes = list(filter(_KNOWN, group.sizes))
     moved = sum(sizes)
     seconds = float(sum(group.times))
-    type_of, device_of = context.type_of, context.device_of
+    type_of = context.type_of
     # each producer once (with its readers), then those that are ops of the trace
     readers_of = dict(zip(group.producers, group.readers, strict=True))
     producers = sorted(filter(type_of.__contains__, readers_of))
     read = list(chain.from_iterable(map(readers_of.__getitem__, producers)))
-    consumers = sorted(set(compress(read, map(eq, map(device_of.get, read), repeat(dst)))))
+    consumers = sorted(set(compress(read, map(eq, devices_of(context, read), repeat(dst)))))
     # the largest copy by (size, time), the first of equals
     keys = list(zip([size or 0 for size in group.sizes], group.times, strict=True))
     largest = max(range(count), key=keys.__getitem__)

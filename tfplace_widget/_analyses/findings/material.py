@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .base import Context, Finding
+from .graph import positions_in
 
 # A finding is material when what it is about takes at least this share of the step.
 MATERIAL_SHARE = 0.01
@@ -50,12 +51,13 @@ _TIMED_KINDS = frozenset({"idle_device", "input_wait", "xla_time", "xla_recompil
 ONE_STEP = " This rests on one traced step: trace_placement(..., steps=3) shows whether it holds."
 
 
-def timed_events(trace: Any) -> pd.DataFrame:
+def timed_events(trace: Any, lanes: list | None = None) -> pd.DataFrame:
     """The op-level runs of the traced calls (``trace.events`` without the aggregate
     ``stream:all`` lanes), or for a prediction those of the trace it was predicted from.
     XLA's compiles (``_XlaCompile``) are left out: a compile is paid once per shape, not each
     step (``xla_recompile`` is the finding about compiles that recur), and a first traced
-    step's compile would make everything else in it look small."""
+    step's compile would make everything else in it look small. ``lanes``: gets the events
+    read and their ``aggregate_lanes`` mask, for ``find_idle_devices`` to reuse."""
     events = trace.events
     if (events is None or events.empty) and getattr(trace, "measured", None) is not None:
         events = trace.measured
@@ -63,7 +65,10 @@ def timed_events(trace: Any) -> pd.DataFrame:
         return pd.DataFrame(columns=["op", "device", "start_us", "duration_us"])
     ops = trace.ops
     compiles = set(ops.loc[ops["type"].astype(str) == "_XlaCompile", "op"]) if "type" in ops else ()
-    return events[~aggregate_lanes(events) & ~events["op"].isin(compiles).to_numpy(dtype=bool)]
+    aggregate = aggregate_lanes(events)
+    if lanes is not None:
+        lanes += (events, aggregate)
+    return events[~aggregate & ~events["op"].isin(compiles).to_numpy(dtype=bool)]
 
 
 def aggregate_lanes(events: pd.DataFrame) -> np.ndarray:
@@ -113,7 +118,9 @@ class Steps:
     """The traced steps' op time, per step, for the shares of findings."""
 
     def __init__(self, trace: Any) -> None:
-        events = timed_events(trace)
+        # the events read and their aggregate lanes' mask (``lanes_of``)
+        self.lanes: list = []
+        events = timed_events(trace, self.lanes)
         # the rows are every event of the trace's own (none left out, none a prediction's
         # source's): an op name not among ``names`` then names no event
         self.every_event = trace.events is not None and len(events) == len(trace.events)
@@ -178,7 +185,7 @@ class Steps:
             listed = [list(set(f.ops)) for f in findings]
         lengths = np.fromiter(map(len, listed), np.intp, len(listed))
         flat = np.fromiter(chain.from_iterable(listed), object, int(lengths.sum()))
-        found = self.names.get_indexer(flat) if len(flat) else np.zeros(0, np.intp)
+        found = positions_in(self.names, flat) if len(flat) else np.zeros(0, np.intp)
         return [r[r >= 0] for r in np.split(found, np.cumsum(lengths)[:-1])]
 
     def bytes_share(self, finding: Finding) -> float:
@@ -188,6 +195,15 @@ class Steps:
         if not self.output_bytes or not isinstance(moved, int | float) or moved <= 0:
             return 0.0
         return float(moved) / self.output_bytes
+
+
+def lanes_of(context: Context, events: pd.DataFrame) -> np.ndarray:
+    """``aggregate_lanes(events)``, taken from ``Steps`` when it was found for these same
+    events (a million rows' lanes factorized once, not again by ``find_idle_devices``)."""
+    steps = context.steps
+    if isinstance(steps, Steps) and len(steps.lanes) == 2 and steps.lanes[0] is events:
+        return steps.lanes[1]
+    return aggregate_lanes(events)
 
 
 def steps_of(context: Context) -> Steps:
@@ -221,7 +237,7 @@ def maybe_material(
     per_op = np.abs(steps.per_op)
     # only the ops that took time are looked up (row -1, none, for the others: the same 0)
     timed = np.flatnonzero(per_op.any(axis=1))
-    found = index.get_indexer(np.asarray(steps.names, dtype=object)[timed])
+    found = positions_in(index, np.asarray(steps.names, dtype=object)[timed])
     rows[found[found >= 0]] = timed[found >= 0]
     per_op = np.vstack([per_op, np.zeros((1, steps.count))])  # row -1: none
     times = per_op[rows[positions]]

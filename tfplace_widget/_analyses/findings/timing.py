@@ -11,7 +11,7 @@ from ..._model.devices import parse_device, short_device
 from ..summary import busy_per_device
 from .base import Context, Finding, device_type, listed_ops
 from .graph import rows_among
-from .material import aggregate_lanes, step_of, trace_steps
+from .material import lanes_of, step_of, trace_steps
 from .transfers import step_count
 
 # A device is idle when busy for less than this share of the step while another device is
@@ -28,7 +28,7 @@ def find_idle_devices(context: Context) -> list[Finding]:
     events = context.trace.events
     if events is None or events.empty:
         return []
-    op_level = events[~aggregate_lanes(events)]
+    op_level = events[~lanes_of(context, events)]
     op_level = op_level[op_level["device"].isin(context.trace.devices)]
     # the runtime's own nodes (_SOURCE, sends and receives) are no work a user could move
     context.is_runtime("")  # builds context.runtime

@@ -28,6 +28,7 @@ from .base import (
     replicated,
     summed_duration,
 )
+from .byrow import RowValues
 from .fixes import asked_by_the_step, edit_fix, no_fix, placement_fix, sources
 from .graph import among, components, edge_positions, exact_sums
 from .material import maybe_material
@@ -381,7 +382,7 @@ def _ping_pong_finding(
     one = len(inside) == 1
     # the GPU the stretch's first feeder on one is on (a replica's, with several), else the
     # first: each of the feeders' few devices asked once (a large stretch has 100k feeders)
-    devices = list(map(context.device_of.get, before))
+    devices = devices_of(context, before)
     gpus = {d for d in set(devices) if d and device_type(d) == "GPU"}
     fed_from = next(compress(devices, map(gpus.__contains__, devices)), None) if gpus else None
     gpu_device = fed_from or (context.gpus[0] if context.gpus else "/device:GPU:0")
@@ -558,6 +559,19 @@ def copy_nodes(context: Context, producer: str) -> list[str]:
                 found.append(name)
         context.copies_by_producer = by_producer
     return context.copies_by_producer.get(producer, [])
+
+
+def devices_of(context: Context, names: Sequence[str]) -> list[str | None]:
+    """Each of ``names``' device (``device_of``'s, None for a name it lacks): by C passes over
+    its row table when each name has a row (the ops of a finding: a large one's hundreds of
+    thousands), not a Python ``get`` per name."""
+    device_of = context.device_of
+    if isinstance(device_of, RowValues):
+        try:
+            return list(device_of.of(names))
+        except KeyError:  # a name without a row: each asked with its default
+            pass
+    return list(map(device_of.get, names))
 
 
 def step_count(context: Context) -> int:
