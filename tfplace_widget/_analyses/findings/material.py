@@ -51,24 +51,28 @@ _TIMED_KINDS = frozenset({"idle_device", "input_wait", "xla_time", "xla_recompil
 ONE_STEP = " This rests on one traced step: trace_placement(..., steps=3) shows whether it holds."
 
 
-def timed_events(trace: Any, lanes: list | None = None) -> pd.DataFrame:
+def timed_events(trace: Any) -> pd.DataFrame:
     """The op-level runs of the traced calls (``trace.events`` without the aggregate
     ``stream:all`` lanes), or for a prediction those of the trace it was predicted from.
     XLA's compiles (``_XlaCompile``) are left out: a compile is paid once per shape, not each
     step (``xla_recompile`` is the finding about compiles that recur), and a first traced
-    step's compile would make everything else in it look small. ``lanes``: gets the events
-    read and their ``aggregate_lanes`` mask, for ``find_idle_devices`` to reuse."""
+    step's compile would make everything else in it look small."""
+    return _timed_and_read(trace)[0]
+
+
+def _timed_and_read(trace: Any) -> tuple[pd.DataFrame, pd.DataFrame | None, np.ndarray | None]:
+    """``timed_events``' answer, with the events it read and their ``aggregate_lanes`` mask
+    (None, None when it read none), which ``Steps`` keeps for ``find_idle_devices``."""
     events = trace.events
     if (events is None or events.empty) and getattr(trace, "measured", None) is not None:
         events = trace.measured
     if events is None or events.empty:
-        return pd.DataFrame(columns=["op", "device", "start_us", "duration_us"])
+        return pd.DataFrame(columns=["op", "device", "start_us", "duration_us"]), None, None
     ops = trace.ops
     compiles = set(ops.loc[ops["type"].astype(str) == "_XlaCompile", "op"]) if "type" in ops else ()
     aggregate = aggregate_lanes(events)
-    if lanes is not None:
-        lanes += (events, aggregate)
-    return events[~aggregate & ~events["op"].isin(compiles).to_numpy(dtype=bool)]
+    timed = events[~aggregate & ~events["op"].isin(compiles).to_numpy(dtype=bool)]
+    return timed, events, aggregate
 
 
 def aggregate_lanes(events: pd.DataFrame) -> np.ndarray:
@@ -118,9 +122,8 @@ class Steps:
     """The traced steps' op time, per step, for the shares of findings."""
 
     def __init__(self, trace: Any) -> None:
-        # the events read and their aggregate lanes' mask (``lanes_of``)
-        self.lanes: list = []
-        events = timed_events(trace, self.lanes)
+        # the events read and their aggregate lanes' mask, for ``lanes_of``
+        events, self.read, self.aggregate = _timed_and_read(trace)
         # the rows are every event of the trace's own (none left out, none a prediction's
         # source's): an op name not among ``names`` then names no event
         self.every_event = trace.events is not None and len(events) == len(trace.events)
@@ -201,8 +204,8 @@ def lanes_of(context: Context, events: pd.DataFrame) -> np.ndarray:
     """``aggregate_lanes(events)``, taken from ``Steps`` when it was found for these same
     events (a million rows' lanes factorized once, not again by ``find_idle_devices``)."""
     steps = context.steps
-    if isinstance(steps, Steps) and len(steps.lanes) == 2 and steps.lanes[0] is events:
-        return steps.lanes[1]
+    if isinstance(steps, Steps) and steps.read is events and steps.aggregate is not None:
+        return steps.aggregate
     return aggregate_lanes(events)
 
 
