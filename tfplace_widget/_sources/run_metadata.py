@@ -401,7 +401,7 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
     devices: list[str] = []
     types: list[str] = []
     inputs: list[list[str]] = []
-    name_of, device_of, type_of, inputs_of = (
+    add_name, add_device, add_type, add_inputs = (
         names.append,
         devices.append,
         types.append,
@@ -416,16 +416,16 @@ def executed_graph(partition_graphs: Iterable[Any]) -> Executed:
             raw = node.device
             if raw != raw_device:  # a partition's nodes mostly share one device string
                 raw_device, device = raw, canonical_device(raw)
-            name_of(name)
-            device_of(device)
+            add_name(name)
+            add_device(device)
             op_type = node.op
-            type_of(op_type)
+            add_type(op_type)
             raw_inputs = node.input[:]
             # producers(), inlined: most nodes need no per-input work
             if raw_inputs and (":" in (joined := "".join(raw_inputs)) or "^" in joined):
-                inputs_of(producers(raw_inputs))
+                add_inputs(producers(raw_inputs))
             else:
-                inputs_of(raw_inputs)
+                add_inputs(raw_inputs)
             if op_type in VARIABLE_HANDLES:
                 executed.variables[name] = variable_bytes(node)
                 if identity := variable_identity(node):

@@ -20,7 +20,14 @@ from ..._model.columns import SEVERITIES
 from ..._model.devices import parse_device, short_device
 from ..._model.graphfacts import linked_groups
 from ..._model.trace import strategy_of
-from .byrow import ListedValues, RowValues, first_rows, last_row_values, later_rows
+from .byrow import (
+    ListedValues,
+    RowValues,
+    first_rows,
+    last_row_values,
+    later_rows,
+    values_of,
+)
 from .predicted import predict_with_module
 from .runtime import RUNTIME_TYPES, runtime_names, sent_ops
 
@@ -368,9 +375,7 @@ class Context:
         # would give: each with its request's cause or none, then the others overwritten in
         # their places (a dict keeps a key's place): a colocated op's, then a kernel's
         cpu_devices = self._cpu_devices()
-        requests = self.requested
-        of = requests.of if isinstance(requests, RowValues) else lambda c: map(requests.get, c)
-        asked = map(cpu_devices.__contains__, of(cpu))
+        asked = map(cpu_devices.__contains__, values_of(self.requested, cpu))
         why = dict(zip(cpu, map(_REQUEST_CAUSES.__getitem__, asked), strict=True))
         hows_cpu = compress(compress(hows, ours), on_cpu)
         colocated = list(compress(cpu, map(eq, hows_cpu, repeat("colocated"))))

@@ -28,7 +28,7 @@ from .base import (
     replicated,
     summed_duration,
 )
-from .byrow import RowValues
+from .byrow import values_of
 from .fixes import asked_by_the_step, edit_fix, no_fix, placement_fix, sources
 from .graph import among, components, edge_positions, exact_sums
 from .material import maybe_material
@@ -562,16 +562,8 @@ def copy_nodes(context: Context, producer: str) -> list[str]:
 
 
 def devices_of(context: Context, names: Sequence[str]) -> list[str | None]:
-    """Each of ``names``' device (``device_of``'s, None for a name it lacks): by C passes over
-    its row table when each name has a row (the ops of a finding: a large one's hundreds of
-    thousands), not a Python ``get`` per name."""
-    device_of = context.device_of
-    if isinstance(device_of, RowValues):
-        try:
-            return list(device_of.of(names))
-        except KeyError:  # a name without a row: each asked with its default
-            pass
-    return list(map(device_of.get, names))
+    """Each of ``names``' device (``device_of``'s, None for a name it lacks)."""
+    return values_of(context.device_of, names)
 
 
 def step_count(context: Context) -> int:
