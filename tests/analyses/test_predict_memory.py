@@ -158,8 +158,11 @@ def test_predicted_gpu_peak_is_the_stand_in_runs_peak(program):
         ours = dict(zip(mine["ops"], mine["ops_bytes"], strict=True))
         apart = [b for op, b in {**theirs, **ours}.items() if op in theirs.keys() ^ ours.keys()]
         assert made_of_tensors(difference, apart), (mine, truth)
-    else:
-        assert set(mine["ops"][:1]) <= set(truth["ops"])
+    else:  # the largest tensor at one peak is live at the other: two ready ops of about one
+        # size (cnn, oneDNN off: Conv2DBackpropInput, MaxPoolGrad) run in the schedule's order
+        assert set(mine["ops"][:1]) <= set(truth["ops"]) or set(truth["ops"][:1]) <= set(
+            mine["ops"]
+        ), (mine, truth)
     full = predicted.memory_peaks().set_index("device").loc[GPU0]
     held = dict(zip(full["ops"], full["ops_bytes"], strict=True))
     sizes = traced.ops.drop_duplicates("op").set_index("op")["output_bytes"]
