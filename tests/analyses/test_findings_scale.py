@@ -679,6 +679,30 @@ def test_two_sends_of_one_tensors_key_resolve_in_the_producer_lists_order():
         assert list(edges) == ["d", "a", "b"]
 
 
+def test_the_consumers_are_the_edges_read_backwards_copies_looked_through(chains):
+    """``consumers`` (made in the one pass that resolves the copies) holds each producer's
+    readers in the edges' order, one per edge, a reader on the other CPU among them: the
+    chains cross between the two CPUs, so TensorFlow's runtime put a ``_Send``/``_Recv``
+    pair on each crossing, and the reader's raw input is the ``_Recv``."""
+    context = base.Context.of(chains)
+    expected: dict[str, list[str]] = {}
+    for op, producers in context.inputs.items():
+        for producer in producers:
+            expected.setdefault(producer, []).append(op)
+    assert list(context.consumers.items()) == list(expected.items())
+    received = [
+        op
+        for op, producers in chains.inputs.items()
+        if any(context.type_of.get(p) == "_Recv" for p in producers) and op in context.user
+    ]
+    assert received  # the copies' path is taken
+    for op in received:
+        assert all(p in context.user for p in context.inputs[op])
+        devices = {context.device_of[p] for p in context.inputs[op]} | {context.device_of[op]}
+        assert len(devices) == 2, op  # one of its producers ran on the other CPU
+        assert all(op in context.consumers[p] for p in context.inputs[op])
+
+
 def _by_name(frame: pd.DataFrame, column: str, last: bool) -> dict[str, str]:
     """op -> ``column``'s value at its first (or last) row, in the order of its first row."""
     values = dict.fromkeys(frame["op"])
