@@ -6,8 +6,8 @@ what a misplaced op costs. ``costly_transfer`` (copies between devices of one ta
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from functools import partial
+from collections.abc import Callable, Iterator, Sequence
+from functools import cache, partial
 from itertools import compress, repeat
 from operator import itemgetter
 
@@ -23,8 +23,10 @@ from .base import (
     copied_op,
     copy_key,
     device_type,
+    listed_groups,
     listed_names,
     listed_ops,
+    op_groups,
     replicated,
     summed_duration,
 )
@@ -387,6 +389,8 @@ def _ping_pong_finding(
     fed_from = next(compress(devices, map(gpus.__contains__, devices)), None) if gpus else None
     gpu_device = fed_from or (context.gpus[0] if context.gpus else "/device:GPU:0")
     gpu = short_device(gpu_device) if fed_from else context.gpu_name()
+    # the CPU ops (hundreds of thousands) are named by the message and by the fix: grouped once
+    grouped = cache(partial(op_groups, inside))
     if causes & {"no", "dtype", "colocated"}:
         fix = (
             f"its cpu_fallback finding says why {'it' if one else 'they'} would run on the CPU "
@@ -412,13 +416,13 @@ def _ping_pong_finding(
             "the CPU part is asked for (a tf.device, or tied to an op that is): drop that "
             "request, or put the whole chain on one device"
         )
-        data = partial(placement_fix, context, inside, gpu_device, [*before, *after])
+        data = _fix_of(context, inside, gpu_device, [*before, *after], grouped)
     else:
         fix = (
             "move the CPU part onto the GPU, or the whole chain onto one device (its reason "
             "column says why it is on the CPU)"
         )
-        data = partial(placement_fix, context, inside, gpu_device, [*before, *after])
+        data = _fix_of(context, inside, gpu_device, [*before, *after], grouped)
     verb = "would go" if context.predicted_view else "goes"
     copies = len(before) + len(after)
     if duration is None:
@@ -432,7 +436,7 @@ def _ping_pong_finding(
         else "medium",
         [*before, *inside, *after],
         lambda: (
-            f"{context.on_a_gpu_machine()}{listed_ops(before, 2)} -> {listed_ops(inside, 2)} -> "
+            f"{context.on_a_gpu_machine()}{listed_ops(before, 2)} -> {listed_groups(grouped(), 2)} -> "
             f"{listed_ops(after, 2)} {verb} {gpu} -> CPU -> {gpu}, {copies} copies a step: {fix}."
         ),
         {
@@ -445,6 +449,22 @@ def _ping_pong_finding(
         predicted=context.predicted_view,
         fix=data,
     )
+
+
+def _fix_of(
+    context: Context,
+    inside: list[str],
+    gpu_device: str,
+    partners: list[str],
+    grouped: Callable[[], dict[str, list[str] | None]],
+) -> Callable[[], dict]:
+    """A ping_pong's ``placement_fix``, made when read, naming the CPU ops by their groups
+    the message made (``grouped``)."""
+
+    def listed() -> tuple[str, str]:
+        return listed_groups(grouped()), listed_ops(partners)
+
+    return partial(placement_fix, context, inside, gpu_device, partners, listed)
 
 
 def _cpu_stretches(
