@@ -127,19 +127,24 @@ class _counted:
         return self.real(names, *args)
 
 
-def test_a_ping_pong_groups_its_cpu_ops_once_for_message_and_fix(chains, monkeypatch):
-    """A ping_pong's CPU ops (hundreds of thousands at a million ops) are named by its message
-    and its fix: grouped once for both, and worded as ``listed_ops`` words them (the message
-    names two groups, the fix ``MAX_NAMED``)."""
+def test_a_ping_pong_groups_its_ops_once_for_message_and_fix(chains, monkeypatch):
+    """A ping_pong's ops (hundreds of thousands at a million ops) are named by its message and
+    its fix: its CPU ops, feeders and readers grouped once each for both, and worded as
+    ``listed_ops`` words them (the message names two groups of each, the fix ``MAX_NAMED``
+    of the CPU ops and of the feeders and readers together)."""
     grouping = _counted(transfers.op_groups)
     monkeypatch.setattr(transfers, "op_groups", grouping)
     found = find_findings(chains, immaterial=True)
     pongs = found[found["kind"] == "ping_pong"]
     fixes = [fix["edit"] for fix in pongs["fix"] if fix and fix.get("edit")]
-    assert fixes and len(grouping.calls) == len(pongs) - 1  # the capped line has no fix
-    for inside in grouping.calls:
-        assert any(f" -> {base.listed_ops(inside, 2)} -> " in m for m in pongs["message"])
-        assert any(f"put {base.listed_ops(inside)} on " in edit for edit in fixes)
+    calls = grouping.calls
+    assert fixes and len(calls) == 3 * (len(pongs) - 1)  # the capped line has none
+    for before, inside, after in zip(calls[::3], calls[1::3], calls[2::3], strict=True):
+        named = [base.listed_ops(ops, 2) for ops in (before, inside, after)]
+        assert any(" -> ".join(named) in m for m in pongs["message"]), named
+        fix = f"put {base.listed_ops(inside)} on "
+        beside = f" with {base.listed_ops([*before, *after])}: "
+        assert any(fix in edit and beside in edit for edit in fixes), (fix, beside)
 
 
 def test_the_source_lines_of_fixes_read_the_op_frame_once_however_many_fixes(chains, monkeypatch):
