@@ -64,9 +64,10 @@ def _equal_pairs(tf: Any, trace_placement: Any) -> Any:
 def test_costly_transfer_lists_the_ops_of_the_directions_it_keeps_only(
     tf, trace_placement, monkeypatch
 ):
-    """A direction made only to break a tie of ranks (its finding's severity decides) and then
-    left out spells out no op list (hundreds of thousands of names at a million ops); the kept
-    one's ops are those every direction's finding lists."""
+    """Of two directions of one rank, the one after the kept one in the copies' order cannot
+    be kept (equal ranks keep that order): its finding is not made, and no op list is spelled
+    out but the kept one's (hundreds of thousands of names at a million ops), which lists the
+    ops every direction's finding lists."""
     trace = _equal_pairs(tf, trace_placement)
     listed: list[tuple] = []
     real = costly._direction_ops
@@ -80,7 +81,7 @@ def test_costly_transfer_lists_the_ops_of_the_directions_it_keeps_only(
     real_made = costly._direction_finding
     monkeypatch.setattr(costly, "_direction_finding", lambda *a: made.append(a[1]) or real_made(*a))
     (top,) = costly.find_costly_transfers(base.Context.of(trace))
-    assert len(made) == 2 and len(listed) == 1
+    assert len(made) == 1 and len(listed) == 1
     assert (top.ops, top.message, top.evidence, top.severity) == (
         every[0].ops,
         every[0].message,
@@ -88,6 +89,31 @@ def test_costly_transfer_lists_the_ops_of_the_directions_it_keeps_only(
         every[0].severity,
     )
     assert top.ops and len(top.ops) == len(set(top.ops))
+
+
+def test_a_direction_is_made_while_it_may_still_be_kept(monkeypatch):
+    """``_may_reach``: a direction whose best rank is worse than the last kept finding's is not
+    made; one whose best is better is; one that ties it is made only when it comes before one
+    of the equal findings in the copies' order (equal ranks keep that order), so a finding
+    that turned out ``info`` (ranked after its best) still lets a tied direction be made."""
+    monkeypatch.setattr(costly, "TOP_TRANSFERS", 2)
+    a, b, c, d = (("x", "y", str(i)) for i in range(4))
+
+    def made(*findings: tuple) -> dict:
+        return {
+            key: base.Finding("costly_transfer", severity, [], "", {}, cost)
+            for key, severity, cost in findings
+        }
+
+    two = made((a, "medium", (5.0, 0.0, 1.0)), (c, "medium", (3.0, 0.0, 1.0)))
+    order = [a, b, c, d]
+    assert costly._may_reach(d, (False, -3.0, -0.0, -1.0), two, order) is False  # tied, later
+    assert costly._may_reach(b, (False, -3.0, -0.0, -1.0), two, order) is True  # tied, before c
+    assert costly._may_reach(d, (False, -4.0, -0.0, -1.0), two, order) is True  # better
+    assert costly._may_reach(b, (False, -2.0, -0.0, -1.0), two, order) is False  # worse
+    # c turned out info: a later direction with c's cost and no io can still rank before it
+    info = made((a, "medium", (5.0, 0.0, 1.0)), (c, "info", (3.0, 0.0, 1.0)))
+    assert costly._may_reach(d, (False, -3.0, -0.0, -1.0), info, order) is True
 
 
 def test_copy_times_read_no_event_when_no_copy_ran(tf, trace_placement, monkeypatch):

@@ -102,16 +102,49 @@ def test_a_message_nobody_reads_spells_out_no_ops(chains, monkeypatch):
         return real(names, *args, **kwargs)
 
     monkeypatch.setattr(transfers, "listed_ops", counting)
+    monkeypatch.setattr(transfers, "op_groups", counting_groups := _counted(transfers.op_groups))
     everything = find_findings(chains, immaterial=True)
     bounces = _bounces(everything)
     spelled.clear()
+    counting_groups.calls.clear()
     shown = find_findings(chains)
-    assert len(spelled) <= 3 * len(shown) < bounces
+    assert len(spelled) + len(counting_groups.calls) <= 3 * len(shown) < bounces
     # a message that is read is the whole message
     listed = everything[(everything["kind"] == "ping_pong")]
     for message, evidence in zip(listed["message"], listed["evidence"], strict=True):
         if "findings" not in evidence:  # not the capped ones' summary line
             assert " -> CPU -> " in message and "copies a step" in message, message
+
+
+class _counted:
+    """A function that keeps the first argument of each call (``calls``)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.calls = real, []
+
+    def __call__(self, names: Any, *args: Any) -> Any:
+        self.calls.append(list(names))
+        return self.real(names, *args)
+
+
+def test_a_ping_pong_groups_its_ops_once_for_message_and_fix(chains, monkeypatch):
+    """A ping_pong's ops (hundreds of thousands at a million ops) are named by its message and
+    its fix: its CPU ops, feeders and readers grouped once each for both, and worded as
+    ``listed_ops`` words them (the message names two groups of each, the fix ``MAX_NAMED``
+    of the CPU ops and of the feeders and readers together)."""
+    grouping = _counted(transfers.op_groups)
+    monkeypatch.setattr(transfers, "op_groups", grouping)
+    found = find_findings(chains, immaterial=True)
+    pongs = found[found["kind"] == "ping_pong"]
+    fixes = [fix["edit"] for fix in pongs["fix"] if fix and fix.get("edit")]
+    calls = grouping.calls
+    assert fixes and len(calls) == 3 * (len(pongs) - 1)  # the capped line has none
+    for before, inside, after in zip(calls[::3], calls[1::3], calls[2::3], strict=True):
+        named = [base.listed_ops(ops, 2) for ops in (before, inside, after)]
+        assert any(" -> ".join(named) in m for m in pongs["message"]), named
+        fix = f"put {base.listed_ops(inside)} on "
+        beside = f" with {base.listed_ops([*before, *after])}: "
+        assert any(fix in edit and beside in edit for edit in fixes), (fix, beside)
 
 
 def test_the_source_lines_of_fixes_read_the_op_frame_once_however_many_fixes(chains, monkeypatch):

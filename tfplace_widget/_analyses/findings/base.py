@@ -756,6 +756,12 @@ def listed_ops(
     loss or strategy replica under that owner (``owner_of``), with how many there are; the
     user's own ops by name (with their type from ``types``, when given). The finding's
     ``ops`` keep every name."""
+    return listed_groups(op_groups(names), limit, types)
+
+
+def op_groups(names: Sequence[str]) -> dict[str, list[str] | None]:
+    """``listed_ops``' groups of ``names``, in their order: an owner's rests, or None for a
+    name alone. Made once for a list that a finding's message and fix both name."""
     # a name whose first scope is nobody's (most of a large trace's) is a group of its own
     # (None: the name alone): every owner's name has a space or starts with an owner's scope
     groups: dict[str, list[str] | None] = dict.fromkeys(names)
@@ -769,6 +775,13 @@ def listed_ops(
             who, rest = owner_of(name)
             ordered.setdefault(who or name, []).append(rest if who else "")  # type: ignore[union-attr]
         groups = ordered
+    return groups
+
+
+def listed_groups(
+    groups: dict[str, list[str] | None], limit: int = MAX_NAMED, types: Mapping | None = None
+) -> str:
+    """``op_groups``' ``groups`` as ``listed_ops`` words them."""
     shown = []
     # only the groups the message names are spelled out; the others are counted
     for who, rests in islice(groups.items(), limit if limit >= 0 else None):

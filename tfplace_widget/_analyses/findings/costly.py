@@ -84,10 +84,7 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     made: dict[tuple[str, str, str], Finding] = {}
     ops_of: dict[tuple[str, str, str], Callable[[], list[str]]] = {}
     for key in sorted(best, key=best.__getitem__):
-        if (
-            len(made) >= TOP_TRANSFERS
-            and best[key] > sorted(map(_rank, made.values()))[TOP_TRANSFERS - 1]
-        ):
+        if len(made) >= TOP_TRANSFERS and not _may_reach(key, best[key], made, list(directions)):
             break
         src, dst, io = key
         signals_of = signals.get((src, dst), 0) if not io else 0
@@ -100,6 +97,24 @@ def find_costly_transfers(context: Context) -> list[Finding]:
     for key in kept[:TOP_TRANSFERS]:
         made[key].ops = list(dict.fromkeys(ops_of[key]()))  # unique, as ``Finding`` makes them
     return [made[key] for key in kept[:TOP_TRANSFERS]]
+
+
+def _may_reach(
+    key: tuple[str, str, str],
+    best: tuple,
+    made: dict[tuple[str, str, str], Finding],
+    order: list[tuple[str, str, str]],
+) -> bool:
+    """Whether the direction ``key``, whose finding ranks no better than ``best``, could be
+    one of the ``TOP_TRANSFERS`` kept beside those ``made``: better than the last of them, or
+    equal to it and before one of the equals in the directions' ``order`` (the kept ones'
+    order of equal ranks). The directions come by their best ranks, in that order among equal
+    ones: once one cannot reach, no later one can."""
+    last = sorted(map(_rank, made.values()))[TOP_TRANSFERS - 1]
+    if best != last:
+        return best < last
+    equal = [order.index(other) for other, finding in made.items() if _rank(finding) == last]
+    return order.index(key) < max(equal)
 
 
 def _copy_time(context: Context, transfers: pd.DataFrame) -> dict[str, float]:

@@ -6,9 +6,9 @@ what a misplaced op costs. ``costly_transfer`` (copies between devices of one ta
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
-from functools import partial
-from itertools import compress, repeat
+from collections.abc import Callable, Iterator, Sequence
+from functools import cache, partial
+from itertools import chain, compress, repeat
 from operator import itemgetter
 
 import numpy as np
@@ -23,8 +23,10 @@ from .base import (
     copied_op,
     copy_key,
     device_type,
+    listed_groups,
     listed_names,
     listed_ops,
+    op_groups,
     replicated,
     summed_duration,
 )
@@ -387,6 +389,8 @@ def _ping_pong_finding(
     fed_from = next(compress(devices, map(gpus.__contains__, devices)), None) if gpus else None
     gpu_device = fed_from or (context.gpus[0] if context.gpus else "/device:GPU:0")
     gpu = short_device(gpu_device) if fed_from else context.gpu_name()
+    # the ops (hundreds of thousands) are named by the message and by the fix: grouped once
+    grouped, feeders, readers = (cache(partial(op_groups, ops)) for ops in (inside, before, after))
     if causes & {"no", "dtype", "colocated"}:
         fix = (
             f"its cpu_fallback finding says why {'it' if one else 'they'} would run on the CPU "
@@ -412,13 +416,13 @@ def _ping_pong_finding(
             "the CPU part is asked for (a tf.device, or tied to an op that is): drop that "
             "request, or put the whole chain on one device"
         )
-        data = partial(placement_fix, context, inside, gpu_device, [*before, *after])
+        data = _fix_of(context, inside, gpu_device, [*before, *after], grouped, feeders, readers)
     else:
         fix = (
             "move the CPU part onto the GPU, or the whole chain onto one device (its reason "
             "column says why it is on the CPU)"
         )
-        data = partial(placement_fix, context, inside, gpu_device, [*before, *after])
+        data = _fix_of(context, inside, gpu_device, [*before, *after], grouped, feeders, readers)
     verb = "would go" if context.predicted_view else "goes"
     copies = len(before) + len(after)
     if duration is None:
@@ -432,8 +436,9 @@ def _ping_pong_finding(
         else "medium",
         [*before, *inside, *after],
         lambda: (
-            f"{context.on_a_gpu_machine()}{listed_ops(before, 2)} -> {listed_ops(inside, 2)} -> "
-            f"{listed_ops(after, 2)} {verb} {gpu} -> CPU -> {gpu}, {copies} copies a step: {fix}."
+            f"{context.on_a_gpu_machine()}{listed_groups(feeders(), 2)} -> "
+            f"{listed_groups(grouped(), 2)} -> {listed_groups(readers(), 2)} {verb} {gpu} -> CPU "
+            f"-> {gpu}, {copies} copies a step: {fix}."
         ),
         {
             "copies": copies,
@@ -445,6 +450,26 @@ def _ping_pong_finding(
         predicted=context.predicted_view,
         fix=data,
     )
+
+
+def _fix_of(
+    context: Context,
+    inside: list[str],
+    gpu_device: str,
+    partners: list[str],
+    *grouped: Callable[[], dict[str, list[str] | None]],
+) -> Callable[[], dict]:
+    """A ping_pong's ``placement_fix``, made when read, naming its ops by the groups the
+    message made (``grouped``: the CPU ops', the feeders', the readers')."""
+
+    def listed() -> tuple[str, str]:
+        inner, fed, read = (groups() for groups in grouped)
+        if any(fed.values()) or any(read.values()):  # an owner's ops: grouped across both
+            return listed_groups(inner), listed_ops(partners)
+        # names alone: the partners' groups are the feeders' then the readers' new ones
+        return listed_groups(inner), listed_groups(dict.fromkeys(chain(fed, read)))
+
+    return partial(placement_fix, context, inside, gpu_device, partners, listed)
 
 
 def _cpu_stretches(
