@@ -12,8 +12,9 @@ and, in a fresh process per size (a 1M-op RunMetadata is several GB: one at a ti
   less the resident memory before it; and what stays (the trace kept);
 - **CPU and wall time**, interleaved repeat by repeat, medians: ``timeline.py``
   (``Timeline(step_stats, graph).generate_chrome_trace_format()``), the same with
-  ``show_memory=True`` (its allocator counters: what ``trace.memory`` corresponds to), the
-  conversion, and the
+  ``show_memory=True`` (its allocator counters: what ``trace.memory`` corresponds to; only up
+  to ``SHOW_MEMORY_MAX_OPS``: at 1M ops it grew past 23 GB of resident memory and the kernel's
+  OOM killer ended the process, 2026-12-07 18:30 UTC), the conversion, and the
   floor (``benchmarks/floor.py``: reading the fields the trace needs, allocator records
   included).
 
@@ -35,6 +36,10 @@ import sys
 from typing import Any
 
 from benchmarks.measure import fmt_bytes, fmt_ms, interleaved
+
+# timeline.py with show_memory=True is not run above this many ops: at 1M it held over 23 GB
+# (its allocator counters, one per allocation record) and was OOM-killed on a 24 GB machine.
+SHOW_MEMORY_MAX_OPS = 100_000
 
 
 def _status(key: str) -> int:
@@ -91,19 +96,19 @@ def measure(n_ops: int, repeats: int, protos: str) -> dict[str, Any]:
     del trace
     gc.collect()
 
-    timings = interleaved(
-        {
-            "timeline.py": lambda: timeline.Timeline(
-                metadata.step_stats, graph
-            ).generate_chrome_trace_format(),
-            "timeline.py, show_memory": lambda: timeline.Timeline(
-                metadata.step_stats, graph
-            ).generate_chrome_trace_format(show_memory=True),
-            "PlacementTrace": lambda: PlacementTrace.from_run_metadata(metadata, graph),
-            "floor": lambda: floor.read_fields_only(metadata, graph),
-        },
-        repeats,
-    )
+    runs = {
+        "timeline.py": lambda: timeline.Timeline(
+            metadata.step_stats, graph
+        ).generate_chrome_trace_format(),
+        "timeline.py, show_memory": lambda: timeline.Timeline(
+            metadata.step_stats, graph
+        ).generate_chrome_trace_format(show_memory=True),
+        "PlacementTrace": lambda: PlacementTrace.from_run_metadata(metadata, graph),
+        "floor": lambda: floor.read_fields_only(metadata, graph),
+    }
+    if n_ops > SHOW_MEMORY_MAX_OPS:
+        del runs["timeline.py, show_memory"]
+    timings = interleaved(runs, repeats)
     return {
         "n_ops": n_ops,
         "repeats": repeats,
@@ -128,14 +133,20 @@ def render(results: list[dict[str, Any]]) -> str:
     ]
     for r in results:
         cpu, wall = r["cpu"], r["wall"]
+        cells = [
+            f"{fmt_ms(cpu[k])} ({fmt_ms(wall[k])})" if k in cpu else "not run"
+            for k in ("timeline.py", "timeline.py, show_memory", "PlacementTrace", "floor")
+        ]
+        with_memory = (
+            f"**{cpu['timeline.py, show_memory'] / cpu['PlacementTrace']:.2f}x**"
+            if "timeline.py, show_memory" in cpu
+            else f"not run above {SHOW_MEMORY_MAX_OPS:,} ops"
+        )
         lines.append(
-            f"| {r['n_ops']:,} "
-            + "".join(
-                f"| {fmt_ms(cpu[k])} ({fmt_ms(wall[k])}) "
-                for k in ("timeline.py", "timeline.py, show_memory", "PlacementTrace", "floor")
-            )
-            + f"| **{cpu['timeline.py'] / cpu['PlacementTrace']:.2f}x** "
-            f"| **{cpu['timeline.py, show_memory'] / cpu['PlacementTrace']:.2f}x** "
+            f"| {r['n_ops']:,} | "
+            + " | ".join(cells)
+            + f" | **{cpu['timeline.py'] / cpu['PlacementTrace']:.2f}x** "
+            f"| {with_memory} "
             f"| **{cpu['PlacementTrace'] / cpu['floor']:.2f}x** "
             f"| {fmt_bytes(r['metadata_rss'])} ({fmt_bytes(r['serialized'])}) "
             f"| {fmt_bytes(r['peak'])} ({fmt_bytes(r['kept'])}) "
