@@ -52,6 +52,11 @@ class MemoryCurve:
     peak_bytes: int
     peak_time_us: float
 
+    @property
+    def peak_label(self) -> str:
+        """The peak's words beside its marker, e.g. ``peak 1.2 MB at 3.4 ms``."""
+        return f"peak {format_bytes(self.peak_bytes)} at {format_us(self.peak_time_us)}"
+
 
 def thin(live: np.ndarray, max_points: int = MAX_MEMORY_POINTS) -> np.ndarray:
     """The positions of ``live`` (one device's records in order) that a curve of at most
@@ -177,7 +182,7 @@ def memory_traces(curves: list[MemoryCurve], span: float) -> list[dict]:
                 meta=dict(memory=curve.device, allocator=curve.allocator),
             )
         )
-        text = f"peak {format_bytes(curve.peak_bytes)} at {format_us(curve.peak_time_us)}"
+        text = curve.peak_label
         right = curve.peak_time_us < 0.6 * (span or 1.0)
         traces.append(
             dict(

@@ -28,7 +28,7 @@ import pandas as pd
 
 from .. import _static as static
 from .._analyses.findings import finding_groups
-from .._analyses.summary import DeviceSummary, device_summaries, format_bytes, format_us
+from .._analyses.summary import DeviceSummary, device_summaries, format_us
 from .._model.devices import short_device
 from .._model.trace import PlacementTrace
 from .colors import device_color, text_color_on
@@ -389,7 +389,7 @@ def _memory_rows(figure: TimelineFigure, rows: dict[str, str], top: int, span: f
         parts.append(f"<path d='{path}' fill='none' stroke='{color}' stroke-width='1.5'/>")
         px = LABEL_WIDTH + min(curve.peak_time_us * PLOT_WIDTH / span, PLOT_WIDTH)
         py = bottom - curve.peak_bytes * scale_y
-        text = f"peak {format_bytes(curve.peak_bytes)} at {format_us(curve.peak_time_us)}"
+        text = curve.peak_label
         anchor = "start" if px < LABEL_WIDTH + 0.5 * PLOT_WIDTH else "end"
         shift = 6 if anchor == "start" else -6
         parts.append(
