@@ -112,6 +112,53 @@ def test_every_dtype_and_missing_kind_round_trips_through_typed_arrays(rows):
     assert sum(counted) == cells  # the rows and the strings, as the writer counted them
 
 
+def test_a_large_column_of_names_is_written_a_string_per_row_and_comes_back_exactly():
+    """Op names at scale (a few repeated, as ``_SOURCE`` is once per device) are written row by
+    row, with no codes; a column with a name missing, or of few values, keeps its codes."""
+    rows = 1 << 17
+    names = [f"c{i // 7}/add{i % 7}" for i in range(rows)]
+    names[5] = names[9] = "_SOURCE"
+    frame = pd.DataFrame(
+        {
+            "op": pd.Series(names, dtype=object),
+            "label": pd.array(names, dtype=pd.StringDtype("python", np.nan)),
+            "missing": pd.Series([*names[:-1], None], dtype=object),
+            "type": pd.Series(["MatMul", "AddV2"] * (rows // 2), dtype=object),
+        }
+    )
+    document, members, cells = frame_to_members(frame, "ops", "trace.ops")
+    data = {c["name"]: c["data"] for c in document["columns"]}
+    assert "array" not in data["op"] and "array" not in data["label"]
+    assert "array" in data["missing"] and "array" in data["type"]
+    counted: list[int] = []
+    back = frame_from_members(json.loads(json.dumps(document)), in_memory(members, cells=counted))
+    assert_same(back, frame)
+    assert back["missing"].iloc[-1] is None
+    assert sum(counted) == cells
+
+
+def test_kernel_facts_are_stored_once_per_value_whether_ops_share_the_object_or_not():
+    from tfplace_widget._model.graphfacts import GraphFacts
+    from tfplace_widget._model.kernels import KernelFacts
+    from tfplace_widget._tfplace_format.facts_json import facts_from_json, facts_to_json
+
+    gpu, cpu = KernelFacts("CPU GPU", "yes", (1,), (), "T=int32"), KernelFacts("CPU", "no")
+    kernels = {"a": gpu, "b": cpu, "c": gpu, "d": KernelFacts("CPU", "no")}
+    kernels["e"] = KernelFacts("CPU GPU", "yes", (1,), (), "T=int32")  # equal to gpu, not it
+    document = json.loads(json.dumps(facts_to_json(GraphFacts(kernels=kernels))))
+    assert document["kernels"]["table"] == [
+        ["CPU GPU", "yes", [1], [], "T=int32"],
+        ["CPU", "no", [], [], ""],
+    ]
+    assert document["kernels"]["of"] == {"a": 0, "b": 1, "c": 0, "d": 1, "e": 0}
+    assert facts_from_json(document).kernels == kernels
+    assert facts_to_json(GraphFacts())["kernels"] == {
+        "table": [],
+        "fields": document["kernels"]["fields"],
+        "of": {},
+    }
+
+
 def test_a_trace_round_trips_every_frame_with_findings(tmp_path):
     """KittiBox (a real GPU trace): its three frames and its findings (nested evidence, fix)
     come back exactly from typed arrays, in a file whose frames are array members."""

@@ -16,6 +16,9 @@ from dataclasses import fields
 from itertools import chain
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from .._model.graphfacts import GraphFacts
 from .._model.kernels import GPU_KERNEL_VALUES, KernelFacts
 from .._sources.limits import shown
@@ -40,8 +43,7 @@ def facts_to_json(facts: GraphFacts) -> dict[str, Any]:
         if name in _STRING_MAPS or name in _LIST_MAPS:
             out[name] = value
         elif name == "kernels":
-            table: dict[KernelFacts, int] = {}
-            of = {op: table.setdefault(k, len(table)) for op, k in value.items()}
+            table, of = _kernel_table(value)
             out[name] = {
                 "table": [[getattr(k, f.name) for f in fields(KernelFacts)] for k in table],
                 "fields": [f.name for f in fields(KernelFacts)],
@@ -58,6 +60,24 @@ def facts_to_json(facts: GraphFacts) -> dict[str, Any]:
                 f"Cannot save the graph-facts field {name!r}: this format does not know it."
             )
     return out
+
+
+def _kernel_table(kernels: dict[str, KernelFacts]) -> tuple[dict[KernelFacts, int], dict]:
+    """The distinct values of ``kernels``, numbered in the order they first appear, and each
+    op's number. Ops share a few hundred values, most as the same object: the objects are told
+    apart by identity at C speed first, so that a ``KernelFacts`` (hashed in Python) is hashed
+    once per object rather than once per op."""
+    values = list(kernels.values())
+    table: dict[KernelFacts, int] = {}
+    if not values:
+        return table, {}
+    objects, _ = pd.factorize(np.fromiter(map(id, values), np.uint64, len(values)))
+    # objects are numbered as they first appear: the rows where a number is first seen
+    first = np.empty(len(objects), dtype=bool)
+    first[0] = True
+    first[1:] = objects[1:] > np.maximum.accumulate(objects)[:-1]
+    numbers = np.array([table.setdefault(values[row], len(table)) for row in np.flatnonzero(first)])
+    return table, dict(zip(kernels, numbers[objects].tolist(), strict=True))
 
 
 # The per-op maps of a facts document that format version 3 writes as typed arrays

@@ -56,6 +56,10 @@ TakeCells = Callable[[int, str], None]
 # Codes of missing text in an ``object`` column (a ``string`` column uses -1 only).
 _MISSING_OBJECTS = (None, math.nan, pd.NA)  # codes -1, -2, -3
 CODE_TYPES = ("|i1", "<i2", "<i4", "<i8")  # as numpy writes them: one byte has no order
+# A text column of at least this many rows whose sampled rows are all distinct is written a
+# string per row (``_name_per_row``).
+_PER_ROW_ROWS = 1 << 16
+_PER_ROW_SAMPLE = 1 << 10
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -150,7 +154,12 @@ def _text(
     array: Callable[[str, np.ndarray], dict[str, Any]],
 ) -> tuple[dict[str, Any], int]:
     """Dictionary-encode text: codes (the narrowest type) and the distinct strings (and how
-    many there are)."""
+    many there are); a large column of a name per row (op names) is written row by row, with
+    no codes."""
+    if _name_per_row(values):
+        text, spec = strings_to_member(values.tolist())
+        members[f"{where}.strings"] = text
+        return {**spec, "strings": f"{where}.strings"}, strings_cells(text, spec)
     codes, strings = pd.factorize(values, use_na_sentinel=True)
     data: dict[str, Any] = {}
     if len(strings) < len(values) or (kinds is not None and len(values) and codes.min() < 0):
@@ -163,6 +172,18 @@ def _text(
     members[f"{where}.strings"] = text
     data.update(spec, strings=f"{where}.strings")
     return data, strings_cells(text, spec)
+
+
+def _name_per_row(values: np.ndarray) -> bool:
+    """Whether ``values`` is better written row by row than as codes into its distinct strings:
+    a column of ``_PER_ROW_ROWS`` rows or more, none missing, whose rows sampled at
+    ``_PER_ROW_SAMPLE`` evenly spaced places are all distinct (op names: hashing every row to
+    find the few repeated takes several times as long as deflating their text, and the
+    dictionary would hold almost every row all the same). The reader reads both the same way."""
+    if len(values) < _PER_ROW_ROWS:
+        return False
+    sample = values[:: len(values) // _PER_ROW_SAMPLE].tolist()
+    return len(set(sample)) == len(sample) and not pd.isna(values).any()
 
 
 def strings_cells(text: bytes, spec: dict[str, Any]) -> int:
