@@ -2,16 +2,19 @@
 arrays, dictionary-encoded text), side by side in one process (issue 35).
 
 ``python -m benchmarks.save_load [--sizes 10000,100000,1000000] [--repeats 3] [--protos DIR]``
-(``--quick``: 10k ops, one repeat) traces the benchmark graph (``benchmarks/graphs.py``, as
-``benchmarks/convert.py`` does; ``--protos`` keeps and reuses the traced protos), converts it
-once, then saves and loads the trace in both formats, interleaved, repeat by repeat: the
-wall time (the best of the repeats), the file's size (and its frames' members, compressed and
-as read), and, in one more call each traced by ``tracemalloc`` (``measure.python_peak``: numpy,
-pandas and every Python object; not timed), the peak memory each call allocates.
+(``--quick``: 10k ops, one repeat; ``--baseline DIR``: main's save and load against the tree's,
+on the pickled traces of ``benchmarks/scale.py``: ``side_by_side``) traces the benchmark graph
+(``benchmarks/graphs.py``, as ``benchmarks/convert.py`` does; ``--protos`` keeps and reuses the
+traced protos), converts it once, then saves and loads the trace in both formats, interleaved,
+repeat by repeat: the wall time (the best of the repeats), the file's size (and its frames'
+members, compressed and as read), and, in one more call each traced by ``tracemalloc``
+(``measure.python_peak``: numpy, pandas and every Python object; not timed), the peak memory
+each call allocates.
 
-``v2`` is the writer of the tree run (format version 3 since ``maps.json``: run it with
-``PYTHONPATH`` on an older checkout for the version-2 writer, side by side). "Frames packed /
-read" count the ``frames/`` members only, not ``maps/`` nor ``facts.json`` or ``inputs.json``.
+``v2`` is the writer of the tree run (format version 3 since ``maps.json``, 4 since a map's
+keys are their own strings: run it with ``PYTHONPATH`` on an older checkout for the version-2
+writer, side by side). "Frames packed / read" count the ``frames/`` members only, not
+``maps/`` nor ``facts.json`` or ``inputs.json``.
 
 Version 1 is the writer of today with each frame written as ``frame_json`` writes it (the
 version-1 members ``frames/<name>.json`` with the values inline); version 2 reads those too, as
@@ -184,6 +187,98 @@ def run(
     return result
 
 
+def side_by_side(pickled: str, baseline: str, repeats: int) -> str:
+    """The baseline's save and load (``--baseline DIR``, imported as ``tfplace_baseline``:
+    ``benchmarks.findings_side``) against the tree's, on one pickled trace, alternated repeat by
+    repeat in this one process (the garbage collector run before each call, outside the
+    timing): the median [range] of CPU and wall seconds, the files' sizes, the load average.
+    The tree's file is checked to load equal (``check_exact``) to the trace saved, and so is
+    the baseline's read by the tree."""
+    import copy
+    import dataclasses
+    import gc
+    import importlib
+    import pickle
+    import statistics
+    from pathlib import Path
+
+    from benchmarks.findings_side import BASELINE, import_baseline
+    from benchmarks.measure import time_cpu_once
+    from tfplace_widget import PlacementTrace, _services
+
+    import_baseline(Path(baseline))
+    base = sys.modules[BASELINE]
+    with open(pickled, "rb") as handle:
+        trace = pickle.load(handle)
+    theirs = copy.copy(trace)  # the same frames and maps; its facts of the baseline's class
+    if trace.facts is not None:
+        kind = type(trace.facts)
+        module = importlib.import_module(kind.__module__.replace("tfplace_widget", BASELINE, 1))
+        fields = dataclasses.fields(trace.facts)
+        theirs.facts = getattr(module, kind.__name__)(
+            **{f.name: getattr(trace.facts, f.name) for f in fields}
+        )
+    folder = tempfile.mkdtemp(prefix="tfplace_side_")
+    versions = {
+        "main": (
+            importlib.import_module(f"{BASELINE}._services").save,
+            base.PlacementTrace,
+            theirs,
+        ),
+        "tree": (_services.save, PlacementTrace, trace),
+    }
+    paths = {version: os.path.join(folder, f"{version}.tfplace") for version in versions}
+    times: dict[str, dict[str, list[float]]] = {v: {} for v in versions}
+    for repeat in range(repeats):
+        for version in list(versions)[:: 1 if repeat % 2 == 0 else -1]:
+            save, cls, saved = versions[version]
+            path, got = paths[version], times[version]
+            gc.collect()
+            wall, cpu, _ = time_cpu_once(
+                lambda: save(saved, path, overwrite=True, findings=None)  # noqa: B023
+            )
+            got.setdefault("save CPU", []).append(cpu)
+            got.setdefault("save wall", []).append(wall)
+            gc.collect()
+            wall, cpu, loaded = time_cpu_once(lambda: cls.load(path))  # noqa: B023
+            got.setdefault("load CPU", []).append(cpu)
+            got.setdefault("load wall", []).append(wall)
+            del loaded
+    lines = [f"{pickled} ({len(trace.ops):,} op rows), {repeats} repeats, load {os.getloadavg()}"]
+    for version, got in times.items():
+        cells = [
+            f"{k} {statistics.median(v):.3f} [{min(v):.3f}-{max(v):.3f}]" for k, v in got.items()
+        ]
+        lines.append(
+            f"{version}: {'; '.join(cells)}; file {os.path.getsize(paths[version]):,} bytes"
+        )
+    for version in versions:
+        _same_trace(PlacementTrace.load(paths[version]), trace)
+        lines.append(f"{version}'s file read by the tree: equal to the trace saved")
+        os.remove(paths[version])
+    os.rmdir(folder)
+    return "\n".join(lines)
+
+
+def _same_trace(loaded: Any, trace: Any) -> None:
+    """Every frame equal (``check_exact``), and the inputs, devices and graph facts."""
+    import dataclasses
+
+    import pandas as pd
+
+    for name in ("ops", "events", "transfers", "xla", "memory"):
+        pd.testing.assert_frame_equal(getattr(loaded, name), getattr(trace, name), check_exact=True)
+    assert loaded.inputs == trace.inputs and loaded.devices == trace.devices
+    if trace.facts is not None:  # by value: the baseline's classes are others
+        for field in dataclasses.fields(trace.facts):
+            if field.name == "kernels":
+                assert {op: dataclasses.astuple(k) for op, k in loaded.facts.kernels.items()} == {
+                    op: dataclasses.astuple(k) for op, k in trace.facts.kernels.items()
+                }
+            else:
+                assert getattr(loaded.facts, field.name) == getattr(trace.facts, field.name)
+
+
 def render(results: list[dict[str, Any]]) -> str:
     """Best of the repeats, wall (process CPU) seconds; sizes; peaks."""
     lines = [
@@ -226,8 +321,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--formats", default="v1,v2", help="v1, v2 or both (one at a time at 1M ops: memory)"
     )
+    parser.add_argument(
+        "--baseline",
+        help="DIR holding main's tfplace_widget (git archive main tfplace_widget | tar -x -C DIR):"
+        " its save and load against the tree's, on the pickled traces (--pickled)",
+    )
+    parser.add_argument(
+        "--pickled",
+        default="/tmp/tfplace_scale/trace_{n}.pkl",
+        help="with --baseline: the pickled trace of each size (benchmarks/scale.py's)",
+    )
     args = parser.parse_args(argv)
     sizes, repeats = ([10_000], 1) if args.quick else (args.sizes, args.repeats)
+    if args.baseline:
+        for n_ops in sizes:
+            print(side_by_side(args.pickled.format(n=n_ops), args.baseline, repeats), flush=True)
+        return 0
     results = []
     for n_ops in sizes:
         print(f"{n_ops:,} ops: tracing, then timing", file=sys.stderr, flush=True)
