@@ -360,6 +360,19 @@ def test_ping_pong_makes_only_the_stretches_that_may_be_material_when_only_those
     assert [(f.ops, f.evidence) for f in some if material(f)] == kept
 
 
+def test_a_trace_loaded_from_its_file_finds_the_same_findings_in_the_same_order(chains, tmp_path):
+    """A trace loaded from a ``.tfplace`` has no kernel registry of this process, so the
+    findings' GPU view comes from its kernel columns (``_predict_here``) rather than the
+    placer's prediction; both list the graph's ops in the graph's order, so the findings whose
+    cost ties (the ping_pongs of equal chains) and the ops of the line summing up the rest come
+    out as they did for the trace that was saved."""
+    loaded = PlacementTrace.load(chains.save(tmp_path / "chains.tfplace"))
+    for immaterial in (False, True):
+        found, again = (find_findings(t, immaterial=immaterial) for t in (chains, loaded))
+        assert len(found) > 1
+        pd.testing.assert_frame_equal(again, found)
+
+
 def test_costly_transfer_makes_only_the_directions_that_can_reach_the_top(
     tf, trace_placement, monkeypatch
 ):

@@ -433,8 +433,12 @@ class Context:
     def _predict_here(self, facts: Any) -> None:
         """One GPU, soft placement on: an op with a GPU kernel and no CPU request goes to the
         GPU; then a resource/ref group (a variable, an iterator and their readers) goes where
-        its CPU-only member must (placement-rules.md 4-6)."""
-        for name, kernel in self.gpu_kernel.items():
+        its CPU-only member must (placement-rules.md 4-6). The graph's ops in its order, as the
+        placer's prediction lists them, so a trace loaded from a file finds what it did."""
+        kernels, graph = self.gpu_kernel, facts.types if facts is not None else {}
+        in_graph = list(filter(kernels.__contains__, graph))
+        for name in [*in_graph, *(n for n in kernels if n not in graph)]:
+            kernel = kernels[name]
             if self.is_runtime(name):
                 continue
             asked_cpu = self.asked_cpu(name)
