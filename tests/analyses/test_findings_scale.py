@@ -839,3 +839,30 @@ def test_the_prediction_is_read_off_the_placers_columns_as_its_frame_reads_them(
     assert hows == frame["how"].tolist() and reasons() == frame["reason"].tolist()
     assert _strings(np.array(["a", None, ""], dtype=object)) == ["a", "nan", ""]
     assert _strings(["a", "b"]) == ["a", "b"]
+
+
+def test_the_cpu_ops_causes_are_lists_that_a_ping_pong_reads_with_no_dict_of_them(chains):
+    """A CPU-only trace's CPU ops' causes, when each is a request's or none (no kernel and no
+    colocation to follow), are kept as the view is: the prediction's CPU ops and their causes
+    as lists, no dict of the million of a large trace. ``ping_pong`` reads its stretches' causes
+    with one pass over them and makes no such dict, with the findings the dict gives."""
+    context = base.Context.of(chains)  # every stretch's finding made, material or not
+    why = context.why_cpu
+    assert isinstance(why, base.ListedValues) and why._by_name is None
+    cpu = [n for n, kind in context.view.items() if kind == "CPU"]
+    assert list(why) == cpu and {cause for cause, _ in why.values()} == {"requested"}
+    found = transfers.find_ping_pongs(context)
+    assert len(found) > 1 and why._by_name is None  # read, and no dict made
+
+    looked_up = base.Context.of(chains)  # the same, its causes a dict looked up by name
+    looked_up.why_cpu = dict(looked_up.why_cpu)
+    again = transfers.find_ping_pongs(looked_up)
+    assert [(f.kind, f.severity, f.ops, f.message, f.evidence, f.fix) for f in found] == [
+        (f.kind, f.severity, f.ops, f.message, f.evidence, f.fix) for f in again
+    ]
+    by_name = dict(zip(why, why.values(), strict=True))
+    some = [cpu[0], cpu[-1], "no such op"]  # the values of some names, one of them missing
+    expected = sorted(by_name.get(n, ("", "x")) for n in some)
+    assert sorted(why.values_among(some, ("", "x"))) == expected and why._by_name is None
+    assert why.get(cpu[0]) == by_name[cpu[0]] and why._by_name == by_name  # looked up: made
+    assert sorted(why.values_among(some, ("", "x"))) == expected

@@ -343,10 +343,10 @@ class Context:
         the trace other than the runtime's, in the prediction's order; each CPU op's cause, its
         own kernel's or request's read here (most of a million), a colocated one's followed to
         its anchor (``_cpu_cause``). ``distinct``: each name is listed once (the placer's nodes
-        are its graph's, by name); then the view is the two lists (``ListedValues``), its dict
-        by name made only when a rule looks a name up (a million-op CPU trace's rules iterate
-        it: about 0.3 s of a million names not hashed into a dict). Otherwise a name of several
-        rows is placed by its last row, in its first row's place."""
+        are its graph's); then the view, and ``why_cpu`` when every cause is a request's or none,
+        are lists (``ListedValues``), their dicts by name made only when a rule looks a name up
+        (a million-op CPU trace's rules iterate them: 1.8M names not hashed into dicts).
+        Otherwise a name of several rows is placed by its last row, in its first row's place."""
         user = self.user if self.user is not None else set(self.type_of) - (self.runtime or set())
         kinds = {d: device_type(d) for d in set(devices)}
         ours = list(map(user.__contains__, names))
@@ -372,16 +372,21 @@ class Context:
         # their places (a dict keeps a key's place): a colocated op's, then a kernel's
         cpu_devices = self._cpu_devices()
         asked = map(cpu_devices.__contains__, values_of(self.requested, cpu))
-        why = dict(zip(cpu, map(_REQUEST_CAUSES.__getitem__, asked), strict=True))
+        causes = list(map(_REQUEST_CAUSES.__getitem__, asked))
         hows_cpu = compress(compress(hows, ours), on_cpu)
         colocated = list(compress(cpu, map(eq, hows_cpu, repeat("colocated"))))
+        kernel_of = self.gpu_kernel
+        no_gpu = set(compress(kernel_of, map(NO_GPU.__contains__, kernel_of.values())))
+        kernels = list(compress(cpu, map(no_gpu.__contains__, cpu))) if no_gpu else []
+        if not (colocated or kernels or self.why_cpu):  # the two lists, as the view is
+            self.why_cpu = ListedValues(cpu, causes)  # type: ignore[assignment]
+            return
+        why = dict(zip(cpu, causes, strict=True))
         if colocated:  # followed to the op that decides (``_cpu_cause``)
             by_name = dict(zip(names, reasons(), strict=True))
             for name in colocated:
                 why[name] = self._cpu_cause(name, "colocated", by_name)
-        kernel_of = self.gpu_kernel
-        no_gpu = set(compress(kernel_of, map(NO_GPU.__contains__, kernel_of.values())))
-        for name in compress(cpu, map(no_gpu.__contains__, cpu)) if no_gpu else ():
+        for name in kernels:
             why[name] = (kernel_of[name], "")
         if self.why_cpu:
             self.why_cpu.update(why)
