@@ -866,3 +866,22 @@ def test_the_cpu_ops_causes_are_lists_that_a_ping_pong_reads_with_no_dict_of_the
     assert sorted(why.values_among(some, ("", "x"))) == expected and why._by_name is None
     assert why.get(cpu[0]) == by_name[cpu[0]] and why._by_name == by_name  # looked up: made
     assert sorted(why.values_among(some, ("", "x"))) == expected
+
+
+def test_a_send_of_the_op_its_key_names_leaves_no_key_to_look_up(chains):
+    """TensorFlow's runtime names a copy's ``_Send``/``_Recv`` after the tensor's op
+    (``c0/add7/_12`` sends ``c0/add7``): then each receive's reader reads its key's op itself,
+    and no dict of a key per copied tensor is made; a send of another op than its key names
+    is still looked up."""
+    from tfplace_widget._analyses.findings.runtime import runtime_names, sent_ops
+
+    context = base.Context.of(chains)
+    ops, raw = chains.ops, chains.inputs
+    _, sends, _, _ = runtime_names(context.type_of, ops["how"], ops["op"].tolist())
+    keys = context.copy_keys
+    assert sends and all(raw[s][0] == keys[s] for s in sends if raw.get(s))  # what TF names
+    assert sent_ops(raw, sends, keys, context.user) == {}
+    send = next(s for s in sends if raw.get(s))
+    other = next(op for op in context.user if op != keys[send])
+    moved = {**raw, send: [other]}
+    assert sent_ops(moved, sends, keys, context.user).get(keys[send]) == other

@@ -230,7 +230,7 @@ class Context:
                         continue
                     if producer in receives:
                         key = keys[producer]
-                        producer = sent_by.get(key, key)
+                        producer = sent_by.get(key, key) if sent_by else key
                     elif producer not in type_of:  # a recv the trace did not record: X/_5
                         producer = copy_key(producer)
                     else:  # the runtime's other ops

@@ -67,12 +67,18 @@ def sent_ops(
     user: set[str],
 ) -> dict[str, str]:
     """Each copy's key (``"<producer>"`` of its ``"<producer>/_N"``, ``keys``) -> the op its
-    send sent (the first of the send's producers in ``raw``). The sends in ``keys``' order (a
-    pass over the copies, in ``type_of``'s order, not over every op) while no two sends of one key send different
-    ops; else, as the order then decides, in the producer lists' order, a ``user`` op
-    winning over another."""
+    send sent (the first of the send's producers in ``raw``), as ``.get(key, key)`` answers
+    it. The sends in ``keys``' order (a pass over the copies, in ``type_of``'s order, not over
+    every op) while no two sends of one key send different ops; else, as the order then
+    decides, in the producer lists' order, a ``user`` op winning over another. Empty when
+    each send sent the op its key names (the runtime names a copy after the tensor's op:
+    nearly always), so that no dict of a key per copied tensor is made or read (hundreds of
+    thousands of a million-op trace's)."""
+    sending = list(compress(keys.items(), map(sends.__contains__, keys)))
+    if all(producers[0] == key if (producers := raw.get(name)) else True for name, key in sending):
+        return {}
     sent_by: dict[str, str] = {}
-    for name, key in compress(keys.items(), map(sends.__contains__, keys)):
+    for name, key in sending:
         producers = raw.get(name)
         if producers:
             sent = producers[0]
