@@ -28,7 +28,7 @@ from .byrow import (
     values_of,
 )
 from .predicted import predict_with_module
-from .runtime import RUNTIME_TYPES, runtime_names, sent_ops
+from .runtime import RUNTIME_TYPES, copy_key, runtime_names, sent_ops
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
 # gpu_kernel values (_model/kernels.py): a GPU kernel, one computing in host memory, GPU
@@ -41,7 +41,6 @@ MAX_NAMED = 4  # op names spelled out in one message
 # A function's arguments: a resource argument lives where the caller's variable or table is.
 _ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
-_CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (copy_key)
 # Name scopes of the ops TensorFlow's gradient code makes (graph mode, GradientTape).
 GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 # Generators and host constants that follow their consumers: never findings of their own.
@@ -600,19 +599,6 @@ def device_type(name: str) -> str:
         return parse_device(name).type or ""
     except ValueError:
         return ""
-
-
-def copy_key(name: str) -> str:
-    """``A/_1`` -> ``A``: the runtime names a copy's send and recv after the tensor's op. In a
-    cluster the master session names the copies between tasks ``A_S12``/``A_S13`` and each
-    worker the copies between its own devices ``A_G1``/``A_G2`` (``PartitionOptions::new_name``
-    in ``MasterSession::BuildAndRegisterPartitions``, master_session.cc: ``prefix + "_S" + n``;
-    ``GraphMgr::InitItem``, graph_mgr.cc: ``prefix + "_G" + n``)."""
-    head, sep, tail = name.rpartition("/_")
-    if sep and tail.isdigit():
-        return head
-    match = _CLUSTER_COPY.match(name)
-    return match.group(1) if match else name
 
 
 def copied_op(context: Context, tensor: str) -> str:

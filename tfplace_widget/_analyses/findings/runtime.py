@@ -4,6 +4,7 @@ trace has hundreds of thousands of them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from itertools import compress, filterfalse
 from operator import not_
@@ -25,6 +26,7 @@ RUNTIME_TYPES = {
 # The copies' sends and receives (``copy_nodes``), and of those the sends.
 COPY_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
 _SEND_TYPES = frozenset({"_Send", "_HostSend"})
+_CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (copy_key)
 
 
 def runtime_names(
@@ -96,3 +98,16 @@ def sent_ops(
             if key not in sent_by or sent_by[key] not in user:
                 sent_by[key] = producers[0]
     return sent_by
+
+
+def copy_key(name: str) -> str:
+    """``A/_1`` -> ``A``: the runtime names a copy's send and recv after the tensor's op. In a
+    cluster the master session names the copies between tasks ``A_S12``/``A_S13`` and each
+    worker the copies between its own devices ``A_G1``/``A_G2`` (``PartitionOptions::new_name``
+    in ``MasterSession::BuildAndRegisterPartitions``, master_session.cc: ``prefix + "_S" + n``;
+    ``GraphMgr::InitItem``, graph_mgr.cc: ``prefix + "_G" + n``)."""
+    head, sep, tail = name.rpartition("/_")
+    if sep and tail.isdigit():
+        return head
+    match = _CLUSTER_COPY.match(name)
+    return match.group(1) if match else name
