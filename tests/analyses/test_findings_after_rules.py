@@ -134,3 +134,34 @@ def test_a_finding_no_other_could_copy_makes_no_set_of_its_ops(mixed):
     kept = findings._one_per_copy(context, [*alone, *twins])
     assert kept == [*alone, twins[0]] and twins[0].evidence["function_copies"] == 2
     assert [f.ops.reads for f in alone] == [0, 0, 0]
+
+
+def test_one_cause_of_every_cpu_op_is_counted_not_read_op_by_op(mixed, monkeypatch):
+    """When every CPU op of the view has one cause (a million-op CPU trace's 800,000 were all
+    asked onto the CPU), ``_not_requested`` counts it in the causes' list and reads none of
+    them op by op, with the answer the op-by-op reading gives; mixed causes are read."""
+    import operator
+
+    from tfplace_widget._analyses.findings.byrow import ListedValues
+
+    context = base.Context.of(mixed)
+    cpu = [n for n, kind in context.view.items() if kind == "CPU"]
+    assert len(cpu) > 2
+    read: list[Any] = []
+
+    def counting(index: int) -> Any:
+        get = operator.itemgetter(index)
+
+        def one(item: Any) -> Any:
+            read.append(item)
+            return get(item)
+
+        return one
+
+    monkeypatch.setattr(fallbacks, "itemgetter", counting)
+    for cause in (("requested", ""), ("", ""), ("no", "")):
+        context.why_cpu = ListedValues(cpu, [cause] * len(cpu))
+        expected = [n for n in cpu if cause[0] != "requested"]
+        assert fallbacks._not_requested(context) == expected and not read
+    context.why_cpu = ListedValues(cpu, [("requested", "")] * (len(cpu) - 1) + [("", "")])
+    assert fallbacks._not_requested(context) == cpu[-1:] and len(read) == len(cpu)

@@ -852,3 +852,49 @@ def test_the_prediction_is_read_off_the_placers_columns_as_its_frame_reads_them(
     assert hows == frame["how"].tolist() and reasons() == frame["reason"].tolist()
     assert _strings(np.array(["a", None, ""], dtype=object)) == ["a", "nan", ""]
     assert _strings(["a", "b"]) == ["a", "b"]
+
+
+def test_the_cpu_ops_causes_are_lists_that_a_ping_pong_reads_with_no_dict_of_them(chains):
+    """A CPU-only trace's CPU ops' causes, when each is a request's or none (no kernel and no
+    colocation to follow), are kept as the view is: the prediction's CPU ops and their causes
+    as lists, no dict of the million of a large trace. ``ping_pong`` reads its stretches' causes
+    with one pass over them and makes no such dict, with the findings the dict gives."""
+    context = base.Context.of(chains)  # every stretch's finding made, material or not
+    why = context.why_cpu
+    assert isinstance(why, base.ListedValues) and why._by_name is None
+    cpu = [n for n, kind in context.view.items() if kind == "CPU"]
+    assert list(why) == cpu and {cause for cause, _ in why.values()} == {"requested"}
+    found = transfers.find_ping_pongs(context)
+    assert len(found) > 1 and why._by_name is None  # read, and no dict made
+
+    looked_up = base.Context.of(chains)  # the same, its causes a dict looked up by name
+    looked_up.why_cpu = dict(looked_up.why_cpu)
+    again = transfers.find_ping_pongs(looked_up)
+    assert [(f.kind, f.severity, f.ops, f.message, f.evidence, f.fix) for f in found] == [
+        (f.kind, f.severity, f.ops, f.message, f.evidence, f.fix) for f in again
+    ]
+    by_name = dict(zip(why, why.values(), strict=True))
+    some = [cpu[0], cpu[-1], "no such op"]  # the values of some names, one of them missing
+    expected = sorted(by_name.get(n, ("", "x")) for n in some)
+    assert sorted(why.values_among(some, ("", "x"))) == expected and why._by_name is None
+    assert why.get(cpu[0]) == by_name[cpu[0]] and why._by_name == by_name  # looked up: made
+    assert sorted(why.values_among(some, ("", "x"))) == expected
+
+
+def test_a_send_of_the_op_its_key_names_leaves_no_key_to_look_up(chains):
+    """TensorFlow's runtime names a copy's ``_Send``/``_Recv`` after the tensor's op
+    (``c0/add7/_12`` sends ``c0/add7``): then each receive's reader reads its key's op itself,
+    and no dict of a key per copied tensor is made; a send of another op than its key names
+    is still looked up."""
+    from tfplace_widget._analyses.findings.runtime import runtime_names, sent_ops
+
+    context = base.Context.of(chains)
+    ops, raw = chains.ops, chains.inputs
+    _, sends, _, _ = runtime_names(context.type_of, ops["how"], ops["op"].tolist())
+    keys = context.copy_keys
+    assert sends and all(raw[s][0] == keys[s] for s in sends if raw.get(s))  # what TF names
+    assert sent_ops(raw, sends, keys, context.user) == {}
+    send = next(s for s in sends if raw.get(s))
+    other = next(op for op in context.user if op != keys[send])
+    moved = {**raw, send: [other]}
+    assert sent_ops(moved, sends, keys, context.user).get(keys[send]) == other

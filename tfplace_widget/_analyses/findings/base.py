@@ -28,7 +28,7 @@ from .byrow import (
     values_of,
 )
 from .predicted import predict_with_module
-from .runtime import RUNTIME_TYPES, runtime_names, sent_ops
+from .runtime import RUNTIME_TYPES, copy_key, runtime_names, sent_ops
 
 # What a finding can be (``Finding`` checks it); the package exports them with ``COLUMNS``.
 # gpu_kernel values (_model/kernels.py): a GPU kernel, one computing in host memory, GPU
@@ -41,7 +41,6 @@ MAX_NAMED = 4  # op names spelled out in one message
 # A function's arguments: a resource argument lives where the caller's variable or table is.
 _ARGUMENT_TYPES = {"_Arg", "_DeviceArg"}
 _EDGE = re.compile(r"^edge_\d+_(.+)$")
-_CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (copy_key)
 # Name scopes of the ops TensorFlow's gradient code makes (graph mode, GradientTape).
 GRADIENT_PREFIXES = ("gradients/", "gradient_tape/")
 # Generators and host constants that follow their consumers: never findings of their own.
@@ -230,7 +229,7 @@ class Context:
                         continue
                     if producer in receives:
                         key = keys[producer]
-                        producer = sent_by.get(key, key)
+                        producer = sent_by.get(key, key) if sent_by else key
                     elif producer not in type_of:  # a recv the trace did not record: X/_5
                         producer = copy_key(producer)
                     else:  # the runtime's other ops
@@ -343,10 +342,10 @@ class Context:
         the trace other than the runtime's, in the prediction's order; each CPU op's cause, its
         own kernel's or request's read here (most of a million), a colocated one's followed to
         its anchor (``_cpu_cause``). ``distinct``: each name is listed once (the placer's nodes
-        are its graph's, by name); then the view is the two lists (``ListedValues``), its dict
-        by name made only when a rule looks a name up (a million-op CPU trace's rules iterate
-        it: about 0.3 s of a million names not hashed into a dict). Otherwise a name of several
-        rows is placed by its last row, in its first row's place."""
+        are its graph's); then the view, and ``why_cpu`` when every cause is a request's or none,
+        are lists (``ListedValues``), their dicts by name made only when a rule looks a name up
+        (a million-op CPU trace's rules iterate them: 1.8M names not hashed into dicts).
+        Otherwise a name of several rows is placed by its last row, in its first row's place."""
         user = self.user if self.user is not None else set(self.type_of) - (self.runtime or set())
         kinds = {d: device_type(d) for d in set(devices)}
         ours = list(map(user.__contains__, names))
@@ -372,16 +371,21 @@ class Context:
         # their places (a dict keeps a key's place): a colocated op's, then a kernel's
         cpu_devices = self._cpu_devices()
         asked = map(cpu_devices.__contains__, values_of(self.requested, cpu))
-        why = dict(zip(cpu, map(_REQUEST_CAUSES.__getitem__, asked), strict=True))
+        causes = list(map(_REQUEST_CAUSES.__getitem__, asked))
         hows_cpu = compress(compress(hows, ours), on_cpu)
         colocated = list(compress(cpu, map(eq, hows_cpu, repeat("colocated"))))
+        kernel_of = self.gpu_kernel
+        no_gpu = set(compress(kernel_of, map(NO_GPU.__contains__, kernel_of.values())))
+        kernels = list(compress(cpu, map(no_gpu.__contains__, cpu))) if no_gpu else []
+        if not (colocated or kernels or self.why_cpu):  # the two lists, as the view is
+            self.why_cpu = ListedValues(cpu, causes)  # type: ignore[assignment]
+            return
+        why = dict(zip(cpu, causes, strict=True))
         if colocated:  # followed to the op that decides (``_cpu_cause``)
             by_name = dict(zip(names, reasons(), strict=True))
             for name in colocated:
                 why[name] = self._cpu_cause(name, "colocated", by_name)
-        kernel_of = self.gpu_kernel
-        no_gpu = set(compress(kernel_of, map(NO_GPU.__contains__, kernel_of.values())))
-        for name in compress(cpu, map(no_gpu.__contains__, cpu)) if no_gpu else ():
+        for name in kernels:
             why[name] = (kernel_of[name], "")
         if self.why_cpu:
             self.why_cpu.update(why)
@@ -599,19 +603,6 @@ def device_type(name: str) -> str:
         return parse_device(name).type or ""
     except ValueError:
         return ""
-
-
-def copy_key(name: str) -> str:
-    """``A/_1`` -> ``A``: the runtime names a copy's send and recv after the tensor's op. In a
-    cluster the master session names the copies between tasks ``A_S12``/``A_S13`` and each
-    worker the copies between its own devices ``A_G1``/``A_G2`` (``PartitionOptions::new_name``
-    in ``MasterSession::BuildAndRegisterPartitions``, master_session.cc: ``prefix + "_S" + n``;
-    ``GraphMgr::InitItem``, graph_mgr.cc: ``prefix + "_G" + n``)."""
-    head, sep, tail = name.rpartition("/_")
-    if sep and tail.isdigit():
-        return head
-    match = _CLUSTER_COPY.match(name)
-    return match.group(1) if match else name
 
 
 def copied_op(context: Context, tensor: str) -> str:

@@ -101,11 +101,15 @@ def _not_requested(context: Context) -> list[str]:
     """The view's CPU ops whose cause (``why_cpu``) is no request, in the view's order: most
     CPU ops of a large graph are asked for there (800,000 of a million). When ``why_cpu`` holds
     exactly the view's CPU ops in its order (as the placer's prediction makes it), its causes
-    are read in one pass and no name is looked up; otherwise each CPU op's cause is."""
+    are read in one pass and no name is looked up, or, when they are a list of one cause (a
+    million-op CPU trace's: every CPU op asked for), counted; otherwise each CPU op's cause is."""
     view, why = context.view, context.why_cpu
     cpu = list(compress(view, map("CPU".__eq__, view.values())))
     if len(cpu) == len(why) and cpu == list(why):  # the same names: compared by identity first
-        causes = map(itemgetter(0), why.values())
+        listed = why.values()
+        if type(listed) is list and listed and listed.count(listed[0]) == len(listed):
+            return [] if listed[0][0] == "requested" else cpu
+        causes = map(itemgetter(0), listed)
         return list(compress(cpu, map("requested".__ne__, causes)))
     none = ("", "")
     return [name for name in cpu if why.get(name, none)[0] != "requested"]

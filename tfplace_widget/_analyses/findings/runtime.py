@@ -4,6 +4,7 @@ trace has hundreds of thousands of them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from itertools import compress, filterfalse
 from operator import not_
@@ -25,6 +26,7 @@ RUNTIME_TYPES = {
 # The copies' sends and receives (``copy_nodes``), and of those the sends.
 COPY_TYPES = frozenset({"_Send", "_Recv", "_HostSend", "_HostRecv"})
 _SEND_TYPES = frozenset({"_Send", "_HostSend"})
+_CLUSTER_COPY = re.compile(r"^(.+)_[SG]\d+$")  # a cluster's send/recv names (copy_key)
 
 
 def runtime_names(
@@ -67,12 +69,18 @@ def sent_ops(
     user: set[str],
 ) -> dict[str, str]:
     """Each copy's key (``"<producer>"`` of its ``"<producer>/_N"``, ``keys``) -> the op its
-    send sent (the first of the send's producers in ``raw``). The sends in ``keys``' order (a
-    pass over the copies, in ``type_of``'s order, not over every op) while no two sends of one key send different
-    ops; else, as the order then decides, in the producer lists' order, a ``user`` op
-    winning over another."""
+    send sent (the first of the send's producers in ``raw``), as ``.get(key, key)`` answers
+    it. The sends in ``keys``' order (a pass over the copies, in ``type_of``'s order, not over
+    every op) while no two sends of one key send different ops; else, as the order then
+    decides, in the producer lists' order, a ``user`` op winning over another. Empty when
+    each send sent the op its key names (the runtime names a copy after the tensor's op:
+    nearly always), so that no dict of a key per copied tensor is made or read (hundreds of
+    thousands of a million-op trace's)."""
+    sending = list(compress(keys.items(), map(sends.__contains__, keys)))
+    if all(producers[0] == key if (producers := raw.get(name)) else True for name, key in sending):
+        return {}
     sent_by: dict[str, str] = {}
-    for name, key in compress(keys.items(), map(sends.__contains__, keys)):
+    for name, key in sending:
         producers = raw.get(name)
         if producers:
             sent = producers[0]
@@ -90,3 +98,16 @@ def sent_ops(
             if key not in sent_by or sent_by[key] not in user:
                 sent_by[key] = producers[0]
     return sent_by
+
+
+def copy_key(name: str) -> str:
+    """``A/_1`` -> ``A``: the runtime names a copy's send and recv after the tensor's op. In a
+    cluster the master session names the copies between tasks ``A_S12``/``A_S13`` and each
+    worker the copies between its own devices ``A_G1``/``A_G2`` (``PartitionOptions::new_name``
+    in ``MasterSession::BuildAndRegisterPartitions``, master_session.cc: ``prefix + "_S" + n``;
+    ``GraphMgr::InitItem``, graph_mgr.cc: ``prefix + "_G" + n``)."""
+    head, sep, tail = name.rpartition("/_")
+    if sep and tail.isdigit():
+        return head
+    match = _CLUSTER_COPY.match(name)
+    return match.group(1) if match else name

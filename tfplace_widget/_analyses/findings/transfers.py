@@ -30,7 +30,7 @@ from .base import (
     replicated,
     summed_duration,
 )
-from .byrow import values_of
+from .byrow import ListedValues, values_of
 from .fixes import asked_by_the_step, edit_fix, no_fix, placement_fix, sources
 from .graph import among, components, edge_positions, exact_sums
 from .material import maybe_material
@@ -380,7 +380,15 @@ def _ping_pong_finding(
     after: list[str],
     duration: float | None = None,
 ) -> Finding:
-    causes = set(map(itemgetter(0), map(context.why_cpu.get, inside, repeat(("", "")))))
+    # the causes of a large stretch's ops read off the CPU ops' lists: no dict of them made
+    why = context.why_cpu
+    none = ("", "")
+    found = (
+        why.values_among(inside, none)
+        if isinstance(why, ListedValues)
+        else map(why.get, inside, repeat(none))
+    )
+    causes = set(map(itemgetter(0), found))
     one = len(inside) == 1
     # the GPU the stretch's first feeder on one is on (a replica's, with several), else the
     # first: each of the feeders' few devices asked once (a large stretch has 100k feeders)
