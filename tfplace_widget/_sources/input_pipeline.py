@@ -113,11 +113,14 @@ def _read_host(plane: Any, origin_ns: int, pipeline: InputPipeline) -> None:
         if not events:
             continue
         line_ns = _line_start_ns(line, origin_ns)
-        enclosing: list[tuple[int, str]] = []  # (end_us, kind) of open stage events
+        # (end, kind) of the open stage events, in ps on the line: a stage that ended before
+        # a run began does not hold it, even when both fall in one µs (a ForeverRepeat's
+        # GetNext just before its Map's function run)
+        enclosing: list[tuple[int, str]] = []
         for event in sorted(events, key=lambda e: (e.offset_ps, -e.duration_ps)):
             name = names[event.metadata_id]
             start, duration = _span_us(line_ns, event)
-            while enclosing and enclosing[-1][0] < start:
+            while enclosing and enclosing[-1][0] <= event.offset_ps:
                 enclosing.pop()
             if name == _WAIT:
                 run = _event_stats(event, stat_names).get("id")
@@ -133,9 +136,9 @@ def _read_host(plane: Any, origin_ns: int, pipeline: InputPipeline) -> None:
                 dataset = stats.get("name")
                 if isinstance(dataset, str) and dataset:
                     dataset_of_kind.setdefault(kind, dataset)
-                enclosing.append((start + duration, kind))
+                enclosing.append((event.offset_ps + event.duration_ps, kind))
             elif name.endswith(_PRODUCE) and " " not in name and ":" not in name:
-                enclosing.append((start + duration, name[: -len(_PRODUCE)]))
+                enclosing.append((event.offset_ps + event.duration_ps, name[: -len(_PRODUCE)]))
             elif name in _FUNCTION_RUNS:
                 run = _event_stats(event, stat_names).get("id")
                 if isinstance(run, int) and enclosing:
