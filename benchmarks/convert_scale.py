@@ -16,7 +16,9 @@ and, in a fresh process per size (a 1M-op RunMetadata is several GB: one at a ti
   to ``SHOW_MEMORY_MAX_OPS``: at 1M ops it grew past 23 GB of resident memory and the kernel's
   OOM killer ended the process, 2026-12-07 18:30 UTC), the conversion, and the
   floor (``benchmarks/floor.py``: reading the fields the trace needs, allocator records
-  included).
+  included), and two steps above the floor that any conversion pays: the same reads kept in
+  lists (``read_and_keep``), and then one dict by op name per source (``read_keep_and_key``),
+  which joining the sources by name needs (a second table: each as a multiple of the floor).
 
 The targets (issue 35): timeline.py / conversion >= 2 (CPU), conversion / floor <= ~1.5,
 peak / RunMetadata size <= 2. Run it with another ``PYTHONPATH`` (e.g. main's package from
@@ -105,6 +107,8 @@ def measure(n_ops: int, repeats: int, protos: str) -> dict[str, Any]:
         ).generate_chrome_trace_format(show_memory=True),
         "PlacementTrace": lambda: PlacementTrace.from_run_metadata(metadata, graph),
         "floor": lambda: floor.read_fields_only(metadata, graph),
+        "floor, kept": lambda: floor.read_and_keep(metadata, graph),
+        "floor, kept and keyed": lambda: floor.read_keep_and_key(metadata, graph),
     }
     if n_ops > SHOW_MEMORY_MAX_OPS:
         del runs["timeline.py, show_memory"]
@@ -156,6 +160,25 @@ def render(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def render_above_floor(results: list[dict[str, Any]]) -> str:
+    """What keeping the floor's reads costs, next to the conversion, as multiples of the floor
+    (CPU medians): the issue's ~1.5x set against what any Python conversion must do."""
+    lines = [
+        "| ops | floor CPU | kept in lists | kept, and a dict by name per source | conversion |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        cpu = r["cpu"]
+        if "floor, kept" not in cpu:
+            continue
+        cells = [
+            f"{fmt_ms(cpu[k])} ({cpu[k] / cpu['floor']:.2f}x)"
+            for k in ("floor, kept", "floor, kept and keyed", "PlacementTrace")
+        ]
+        lines.append(f"| {r['n_ops']:,} | {fmt_ms(cpu['floor'])} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -181,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(json.loads(out.strip().splitlines()[-1]))
         print(render(results[-1:]), file=sys.stderr, flush=True)
     print(render(results))
+    print()
+    print(render_above_floor(results))
     return 0
 
 
