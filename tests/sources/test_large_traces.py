@@ -138,6 +138,14 @@ def test_panel_over_300k_records_says_it_draws_a_sample(big_load):
     traces = panel.timeline.drawn()
     drawn = sum(len(traces[t.base_index]["x"]) for t in panel._timeline._device_traces)
     assert drawn == MAX_BARS * points_per_bar
+    assert "Pick an op in the table to draw its events" in header
+    # ... and so it does: an op none of whose events is in the sample gets them drawn.
+    events = trace.events
+    drawn_ops = set(events["op"].to_numpy()[panel._timeline.shown])
+    left_out = next(op for op in events["op"] if op not in drawn_ops)
+    panel.table.selected_op = left_out
+    selected = panel.timeline.drawn()[panel._timeline.selected_index]
+    assert len(selected["x"]) == (events["op"] == left_out).sum() * points_per_bar
     # Still usable: a search narrows the op table in the kernel.
     panel.search.value = "block_42/op_42017"
     assert list(panel.visible_ops["op"]) == ["block_42/op_42017"]

@@ -390,8 +390,8 @@ class PlacementPanel(PanelActions, widgets.VBox):
         self.header.value = header_html(self.trace, notes)
 
     def _render_findings(self) -> None:
-        """The trace's findings above the table. A large trace's (about 2 s per 100k ops, half
-        a minute at a million) are found after the cell in a thread of their own
+        """The trace's findings above the table. A large trace's (about 10 s at a million ops
+        on a 2-core machine) are found after the cell in a thread of their own
         (``_find_beside``), so the panel shows first and the kernel keeps answering its
         keystrokes and the next cell meanwhile; elsewhere (scripts, tests), or for a smaller
         trace, at once."""

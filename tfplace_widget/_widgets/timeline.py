@@ -41,6 +41,9 @@ from .bundle_holder import ENTRY_JS, WAIT_S, PlotlyBundle, bundle, fill_js, hold
 _ESM = ENTRY_JS + "\n" + static.text("timeline.js")  # $DIGEST and $WAIT_MS: see fill_js
 
 
+PICK_TO_DRAW = "Pick an op in the table to draw its events, also those the sample left out."
+
+
 class TimelineWidget(anywidget.AnyWidget):
     """The plotly.js figure of a timeline, and the clicks on it (see the module's docstring)."""
 
@@ -162,6 +165,14 @@ class Timeline(TimelineFigure):
         # The widget's state is the whole figure.
         self.widget.draw(self.data, self.layout)
         self.widget.on_click(self._forward_click)
+
+    def notes(self, transfers: int) -> list[str]:
+        """The figure's notes; when it draws a sample, also how the panel shows an event the
+        sample left out: a picked op's events are drawn from all of them (``select``)."""
+        notes = super().notes(transfers)
+        if self.total > len(self.shown):
+            notes.insert(1, PICK_TO_DRAW)
+        return notes
 
     # -- updates ------------------------------------------------------------------------------
     def highlight(self, event_mask: np.ndarray | None) -> None:
