@@ -103,3 +103,53 @@ def test_magic_cell_renders_a_panel_in_light_and_dark(lab, jupyter_lab):
     color = panel.locator(".tfplace-table td").first.evaluate("(td) => getComputedStyle(td).color")
     rgb = [int(v) for v in color[color.index("(") + 1 : color.index(")")].split(",")[:3]]
     assert sum(rgb) > 3 * 150, color
+
+
+SAMPLED_CELLS = [
+    "%load_ext tfplace_widget",
+    """from tensorflow.core.protobuf import config_pb2
+from tfplace_widget import PlacementTrace
+
+# 12,000 recorded runs on one CPU: the timeline draws the 10,000 longest (the "long_" ops),
+# and the 2,000 "short_" ones are left out of its sample.
+metadata = config_pb2.RunMetadata()
+lane = metadata.step_stats.dev_stats.add(device="/job:localhost/replica:0/task:0/device:CPU:0")
+for i in range(12_000):
+    name = f"short_{i}" if i < 2_000 else f"long_{i}"
+    lane.node_stats.add(
+        node_name=name,
+        all_start_micros=1_700_000_000_000_000 + 10 * i,
+        all_end_rel_micros=1 if i < 2_000 else 5,
+        timeline_label=f"{name} = AddV2(x, y)",
+    )
+show_placement(PlacementTrace.from_run_metadata(metadata))""",
+]
+SELECTED_JS = """() => {
+    const plot = document.querySelector('.tfplace-panel .js-plotly-plot');
+    if (!plot || !plot.data) return 0;
+    const picked = plot.data.find((t) => t.name === 'selected');
+    return picked ? (picked.x || []).length : 0;
+}"""
+
+
+def test_a_sampled_timeline_draws_a_picked_op_it_left_out(lab, jupyter_lab):
+    name = write_notebook(jupyter_lab.root / "sampled.ipynb", SAMPLED_CELLS).name
+    lab.open_notebook(name)
+    lab.run_all_cells(timeout_s=240)
+    assert not lab.errors()
+    panel = lab.page.locator(PANEL).first
+    panel.locator(".tfplace-table tbody tr").first.wait_for(timeout=30_000)
+    text = panel.inner_text()
+    assert "12,000 ops on 1 device ·" in text
+    assert "The timeline draws a sample: the 10,000 longest of 12,000 events." in text
+    assert "Pick an op in the table to draw its events, also those the sample left out." in text
+    assert lab.page.evaluate(SELECTED_JS) == 0
+    box = panel.locator("input[type=text]").first
+    box.click()
+    box.press_sequentially("short_1999", delay=60)
+    row = panel.locator(".tfplace-table tbody tr[data-op='short_1999']")
+    row.wait_for(timeout=15_000)
+    row.click()
+    lab.page.wait_for_function(f"({SELECTED_JS})() > 0", timeout=15_000)
+    panel.scroll_into_view_if_needed()
+    panel.screenshot(path=str(SCREENSHOTS / "sampled-timeline-picked.png"))

@@ -92,8 +92,10 @@ def header_html(trace: PlacementTrace, notes: Sequence[str] = ()) -> str:
         moved = "sizes unknown: nothing ran"
     return (
         f"<div style='color:var(--jp-ui-font-color1)'>"
-        f"<b>TensorFlow placement</b>{source}{mode_tag}: {len(trace.ops):,} ops on "
-        f"{len(trace.devices):,} devices{_tasks_text(trace)} · {how_text} · "
+        f"<b>TensorFlow placement</b>{source}{mode_tag}: {len(trace.ops):,} "
+        f"op{'' if len(trace.ops) == 1 else 's'} on "
+        f"{len(trace.devices):,} device{'' if len(trace.devices) == 1 else 's'}"
+        f"{_tasks_text(trace)} · {how_text} · "
         f"<b>{len(trace.transfers):,}</b> {transfers} ({html.escape(moved)})"
         f"{_cross_task_text(trace.transfers)}"
         + "".join(f"<div style='opacity:.8'>{html.escape(n)}</div>" for n in lines)

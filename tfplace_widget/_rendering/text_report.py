@@ -217,7 +217,9 @@ def print_summary(
     mode = PREDICTED_WORDS if trace.predicted else MODE_LABELS.get(trace.mode, "loaded from a file")
     source = trace.source or "trace"
     out.line(
-        f"{out.style(source, 'bold')}: {len(ops):,} ops on {len(trace.devices)} devices ({mode})"
+        f"{out.style(source, 'bold')}: {len(ops):,} op{'' if len(ops) == 1 else 's'} on "
+        f"{len(trace.devices)} "
+        f"device{'' if len(trace.devices) == 1 else 's'} ({mode})"
     )
     for note in trace.notes:
         out.line(f"  note: {note}")
