@@ -11,9 +11,8 @@ members, compressed and as read), and, in one more call each traced by ``tracema
 (``measure.python_peak``: numpy, pandas and every Python object; not timed), the peak memory
 each call allocates.
 
-``v2`` is the writer of the tree run (format version 3 since ``maps.json``, 4 since a map's
-keys are their own strings: run it with ``PYTHONPATH`` on an older checkout for the version-2
-writer, side by side). "Frames packed / read" count the ``frames/`` members only, not
+``v2`` is the writer of the tree run (format version 3 since ``maps.json``: run it with
+``PYTHONPATH`` on an older checkout for the version-2 writer, side by side). "Frames packed / read" count the ``frames/`` members only, not
 ``maps/`` nor ``facts.json`` or ``inputs.json``.
 
 Version 1 is the writer of today with each frame written as ``frame_json`` writes it (the

@@ -156,6 +156,11 @@ def format_us(us: float) -> str:
     return f"{us / 1_000_000:.2f} s"
 
 
+def plural(noun: str, count: int) -> str:
+    """``noun`` as a count of ``count`` reads it: ``op`` for one, ``ops`` for any other."""
+    return noun if count == 1 else f"{noun}s"
+
+
 def format_bytes(count: float) -> str:
     """``512 B``, ``3.8 MB``."""
     if count != count:

@@ -100,6 +100,10 @@ class TimelineFigure:
     device and allocator its curve, then its peak: ``memory_curves``).
     """
 
+    # A line the notes add under the sample's, where the figure is drawn with a way to show
+    # what the sample left out (the panel's: ``Timeline``).
+    sample_hint = ""
+
     def __init__(
         self,
         events: pd.DataFrame,
@@ -194,6 +198,7 @@ class TimelineFigure:
                 f"The timeline draws a sample: the {len(self.shown):,} longest "
                 f"of {self.total:,} events."
             )
+            notes += [self.sample_hint] if self.sample_hint else []
         if transfers and not self.arrows_drawn:
             notes.append(
                 f"Transfers are listed, not drawn: {transfers:,} arrows would "

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .._analyses.summary import format_bytes, format_us, how_counts, transfer_bytes_text
+from .._analyses.summary import format_bytes, format_us, how_counts, plural, transfer_bytes_text
 from .._explain import HOW_VALUES
 from .._model.devices import short_device, tasks_of
 from .._model.trace import PlacementTrace
@@ -93,9 +93,8 @@ def header_html(trace: PlacementTrace, notes: Sequence[str] = ()) -> str:
     return (
         f"<div style='color:var(--jp-ui-font-color1)'>"
         f"<b>TensorFlow placement</b>{source}{mode_tag}: {len(trace.ops):,} "
-        f"op{'' if len(trace.ops) == 1 else 's'} on "
-        f"{len(trace.devices):,} device{'' if len(trace.devices) == 1 else 's'}"
-        f"{_tasks_text(trace)} · {how_text} · "
+        f"{plural('op', len(trace.ops))} on {len(trace.devices):,} "
+        f"{plural('device', len(trace.devices))}{_tasks_text(trace)} · {how_text} · "
         f"<b>{len(trace.transfers):,}</b> {transfers} ({html.escape(moved)})"
         f"{_cross_task_text(trace.transfers)}"
         + "".join(f"<div style='opacity:.8'>{html.escape(n)}</div>" for n in lines)

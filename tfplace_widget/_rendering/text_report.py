@@ -206,6 +206,7 @@ def print_summary(
         format_bytes,
         format_us,
         how_counts,
+        plural,
         short_names,
     )
     from .._analyses.summary import transfer_bytes_text as bytes_text
@@ -217,9 +218,8 @@ def print_summary(
     mode = PREDICTED_WORDS if trace.predicted else MODE_LABELS.get(trace.mode, "loaded from a file")
     source = trace.source or "trace"
     out.line(
-        f"{out.style(source, 'bold')}: {len(ops):,} op{'' if len(ops) == 1 else 's'} on "
-        f"{len(trace.devices)} "
-        f"device{'' if len(trace.devices) == 1 else 's'} ({mode})"
+        f"{out.style(source, 'bold')}: {len(ops):,} {plural('op', len(ops))} on "
+        f"{len(trace.devices)} {plural('device', len(trace.devices))} ({mode})"
     )
     for note in trace.notes:
         out.line(f"  note: {note}")

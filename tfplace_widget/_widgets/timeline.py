@@ -127,6 +127,8 @@ class Timeline(TimelineFigure):
     """A :class:`TimelineFigure` drawn in its ``TimelineWidget``: owns the widget, the search's
     overlays and the clicks."""
 
+    sample_hint = PICK_TO_DRAW  # a picked op's events are drawn from all of them (``select``)
+
     def __init__(
         self,
         events: pd.DataFrame,
@@ -165,14 +167,6 @@ class Timeline(TimelineFigure):
         # The widget's state is the whole figure.
         self.widget.draw(self.data, self.layout)
         self.widget.on_click(self._forward_click)
-
-    def notes(self, transfers: int) -> list[str]:
-        """The figure's notes; when it draws a sample, also how the panel shows an event the
-        sample left out: a picked op's events are drawn from all of them (``select``)."""
-        notes = super().notes(transfers)
-        if self.total > len(self.shown):
-            notes.insert(1, PICK_TO_DRAW)
-        return notes
 
     # -- updates ------------------------------------------------------------------------------
     def highlight(self, event_mask: np.ndarray | None) -> None:
